@@ -1,0 +1,57 @@
+// What the manifest loader produces: located task specs, or every problem at once.
+
+export interface SourcePos {
+  file: string;
+  /** 1-based. */
+  line: number;
+  /** 1-based. */
+  col: number;
+}
+
+/** A problem in a manifest, located as precisely as we can. */
+export interface ManifestProblem {
+  pos: SourcePos;
+  /** Task id after expansion when the problem belongs to one task. */
+  taskId?: string;
+  /** Field path, e.g. `tasks.0.matrix.product` for manifest fields or `input.duration` for request fields. */
+  path: string;
+  message: string;
+}
+
+export interface ManifestSettings {
+  version: 1;
+  name: string;
+  /** Run-id template, rendered already into `runId`. */
+  run?: string;
+  runId: string;
+  schedule?: string;
+  timezone?: string;
+  concurrency: number;
+  budget?: number;
+  /** Absolute path of the output folder (relative paths are resolved against the manifest's folder). */
+  output: string;
+  callbackUrl?: string;
+  listen?: string;
+  budgetPerPeriod?: number;
+}
+
+export interface TaskSpec {
+  /** Unique after expansion. */
+  id: string;
+  model: string;
+  /** The request fields after templates and `defaults`, before catalog normalisation. */
+  input: Record<string, unknown>;
+  mediaSeconds?: number;
+  /** Where the task was declared (its list item in `tasks`). */
+  pos: SourcePos;
+  /** Where a field of `input` came from (the task's input, or `defaults`); falls back to `pos`. */
+  locate(fieldPath: string): SourcePos;
+}
+
+export interface LoadedManifest {
+  file: string;
+  settings: ManifestSettings;
+  tasks: TaskSpec[];
+}
+
+export type ManifestResult = { ok: true; manifest: LoadedManifest } | { ok: false; problems: ManifestProblem[] };

@@ -1,0 +1,8 @@
+export type MediaKind = 'video' | 'audio' | 'image';
+
+export type ProbeResult =
+  | { ok: true; seconds: number; bytes?: number; container: string }
+  | { ok: false; reason: string };
+
+/** Measures an input media's duration, from a local path, a file: URL or an http(s) URL. */
+export type Prober = (location: string, kind: MediaKind) => Promise<ProbeResult>;
