@@ -81,6 +81,9 @@ export interface CatalogEntry {
   readonly knownFields: readonly string[];
   readonly mediaFields: readonly MediaField[];
   readonly result: ResultShape;
+  /** The result shape for one checked body, where it depends on the request (voice-cover's `output_format: wav`
+   *  gives a .wav). Every catalog entry sets it; optional only so that hand-made entries in tests stay short. */
+  resultFor?(body: RequestBody): ResultShape;
   /** Normalise aliases to canonical names and check every rule that needs no media measurement. */
   check(input: RequestBody): CheckResult;
   /** Rules that depend on measured media lengths; `media` holds only what could be measured. */

@@ -1,0 +1,127 @@
+// Small reusable checkers for one request field. Each returns every issue it finds, located at `path`,
+// in one message style: ``duration: must be 5 or 10, got 7``.
+import type { RequestIssue } from './types.js';
+
+export type FieldCheck = (value: unknown, path: string) => RequestIssue[];
+
+const OK: RequestIssue[] = [];
+
+/** A value as a person reads it in an error message; long strings are cut. */
+export function show(value: unknown): string {
+  if (typeof value === 'string')
+    return JSON.stringify(value.length > 40 ? `${value.slice(0, 37)}...` : value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null) return String(value);
+  if (Array.isArray(value)) return `a list of ${value.length}`;
+  if (typeof value === 'object') return 'a mapping';
+  return typeof value;
+}
+
+/** The spec counts "characters": count Unicode code points, so an emoji is one, not two UTF-16 units. */
+export function charCount(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const one = (path: string, message: string): RequestIssue[] => [{ path, message }];
+
+/** `a or b`, `one of a, b, c`. */
+export function choices(values: readonly (string | number)[]): string {
+  return values.length === 2 ? `${values[0]} or ${values[1]}` : `one of ${values.join(', ')}`;
+}
+
+export function str(opts: { min?: number; max?: number } = {}): FieldCheck {
+  const { min = 0, max } = opts;
+  return (value, path) => {
+    if (typeof value !== 'string') return one(path, `must be a string, got ${show(value)}`);
+    const n = charCount(value);
+    if (n >= min && (max === undefined || n <= max)) return OK;
+    if (max === undefined)
+      return one(path, min === 1 ? 'must not be empty' : `must be at least ${min} characters`);
+    const rule = min > 0 ? `must be ${min} to ${max} characters` : `must be at most ${max} characters`;
+    return one(path, `${rule}, got ${n}`);
+  };
+}
+
+export function oneOf(values: readonly (string | number)[]): FieldCheck {
+  return (value, path) =>
+    (typeof value === 'string' || typeof value === 'number') && values.includes(value)
+      ? OK
+      : one(path, `must be ${choices(values)}, got ${show(value)}`);
+}
+
+function rangeText(min: number | undefined, max: number | undefined): string {
+  if (min !== undefined && max !== undefined) return `from ${min} to ${max}`;
+  if (min !== undefined) return `>= ${min}`;
+  return `<= ${max}`;
+}
+
+export function int(min?: number, max?: number): FieldCheck {
+  return (value, path) =>
+    typeof value === 'number' &&
+    Number.isSafeInteger(value) &&
+    (min === undefined || value >= min) &&
+    (max === undefined || value <= max)
+      ? OK
+      : one(path, `must be an integer ${rangeText(min, max)}, got ${show(value)}`);
+}
+
+/** A finite number in [min, max]; `decimals` refuses finer values than the service keeps. */
+export function num(min?: number, max?: number, decimals?: number): FieldCheck {
+  return (value, path) => {
+    if (
+      typeof value !== 'number' ||
+      !Number.isFinite(value) ||
+      (min !== undefined && value < min) ||
+      (max !== undefined && value > max)
+    ) {
+      return one(path, `must be a number ${rangeText(min, max)}, got ${show(value)}`);
+    }
+    if (decimals !== undefined && !hasAtMostDecimals(value, decimals)) {
+      return one(path, `must have at most ${decimals} decimals, got ${value}`);
+    }
+    return OK;
+  };
+}
+
+function hasAtMostDecimals(value: number, decimals: number): boolean {
+  const scaled = value * 10 ** decimals;
+  return Math.abs(scaled - Math.round(scaled)) < 1e-6;
+}
+
+export const bool: FieldCheck = (value, path) =>
+  typeof value === 'boolean' ? OK : one(path, `must be true or false, got ${show(value)}`);
+
+export function isHttpUrl(value: unknown): value is string {
+  if (typeof value !== 'string') return false;
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
+export const httpUrl: FieldCheck = (value, path) =>
+  isHttpUrl(value) ? OK : one(path, `must be an http(s) URL, got ${show(value)}`);
+
+/** A list of `min` to `max` items, each checked by `item` at `path.i`. */
+export function list(item: FieldCheck, min: number, max: number, noun: string): FieldCheck {
+  return (value, path) => {
+    if (!Array.isArray(value) || value.length < min || value.length > max) {
+      const count = min === max ? `${min}` : min === 0 ? `at most ${max}` : `${min} to ${max}`;
+      return one(path, `must be a list of ${count} ${noun}, got ${show(value)}`);
+    }
+    return value.flatMap((v, i) => item(v, `${path}.${i}`));
+  };
+}
+
+/** A JSON scalar of any type: for fields whose type the spec does not show. */
+export const scalar: FieldCheck = (value, path) =>
+  typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean'
+    ? OK
+    : one(path, `must be a string, number or boolean, got ${show(value)}`);
