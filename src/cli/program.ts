@@ -1,0 +1,107 @@
+import { Command, CommanderError, Option } from 'commander';
+import { loadConfig } from '../config.js';
+import { scrub } from '../util/secrets.js';
+import { planCommand } from './commands/plan.js';
+import { validateCommand } from './commands/validate.js';
+import { EXIT, ExitError } from './errors.js';
+import type { CliIO } from './io.js';
+import { makeBalanceSource, makeMeasure } from './wiring.js';
+
+export interface GlobalOptions {
+  state: string;
+  baseUrl?: string;
+  logLevel: string;
+  logFile?: string;
+  config?: string;
+}
+
+/** Builds the commander program; each action resolves to an exit code stored in `result`. */
+function buildProgram(io: CliIO, result: { code: number }): Command {
+  const program = new Command('mediabatch')
+    .description(
+      'Run batches of paid media-generation tasks from YAML manifests: priced first, never charged twice.',
+    )
+    .version('0.1.0')
+    .option('--state <file>', 'state database', 'state/mediabatch.db')
+    .option('--base-url <url>', 'API base URL (default: MEDIABATCH_BASE_URL or base_url in the config file)')
+    .option('--log-level <level>', 'log level: fatal, error, warn, info, debug, trace', 'info')
+    .option('--log-file <file>', 'append structured JSON log lines to this file')
+    .option(
+      '--config <file>',
+      'account settings file (default: mediabatch.config.yaml in the working folder)',
+    )
+    .showHelpAfterError()
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+    });
+
+  const globals = () => program.opts<GlobalOptions>();
+  const config = async () => {
+    const g = globals();
+    const cfg = await loadConfig({ cwd: io.cwd, env: io.env, ...(g.config ? { configFile: g.config } : {}) });
+    if (g.baseUrl) cfg.baseUrl = g.baseUrl;
+    return cfg;
+  };
+
+  program
+    .command('validate')
+    .description("parse, expand and check every task against the API's rules; no network")
+    .argument('<manifest...>', 'manifest files')
+    .option('--json', 'print the result as JSON')
+    .action(async (files: string[], opts: { json?: boolean }) => {
+      result.code = await validateCommand(files, opts, io);
+    });
+
+  program
+    .command('plan')
+    .description(
+      'dry run: every task with its price, totals per model, and your balance when credentials are set',
+    )
+    .argument('<manifest>', 'manifest file')
+    .option('--json', 'print the plan as JSON (the exact request bodies included)')
+    .addOption(
+      new Option(
+        '--no-probe',
+        'do not measure input media; lengths come from media_seconds or become ranges',
+      ),
+    )
+    .action(async (file: string, opts: { json?: boolean; probe: boolean }) => {
+      const cfg = await config();
+      const balance = makeBalanceSource(cfg);
+      result.code = await planCommand(file, opts, {
+        io,
+        config: cfg,
+        ...(opts.probe ? { measure: makeMeasure() } : {}),
+        ...(balance ? { balance } : {}),
+      });
+    });
+
+  return program;
+}
+
+/** Runs the CLI in-process and returns the exit code; prints one line saying why on any non-zero exit. */
+export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
+  const result = { code: EXIT.ok as number };
+  const program = buildProgram(io, result);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return result.code;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and version are exits with code 0; anything else is a usage error.
+      if (error.exitCode === 0) return EXIT.ok;
+      return EXIT.invalid;
+    }
+    if (error instanceof ExitError) {
+      for (const line of error.details) io.stderr.write(`${scrub(line)}\n`);
+      io.stderr.write(`mediabatch: ${scrub(error.message)}\n`);
+      return error.exitCode;
+    }
+    const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    io.stderr.write(`${scrub(message)}\n`);
+    io.stderr.write('mediabatch: internal error; please report it with the lines above\n');
+    return 70;
+  }
+}

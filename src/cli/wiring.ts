@@ -1,0 +1,47 @@
+// Builds the I/O edges (prober, API client) from configuration for the commands.
+
+import { createApiClient } from '../api/client.js';
+import type { Config } from '../config.js';
+import { createProber, probeMany } from '../media/probe.js';
+import type { MediaNeed } from '../plan/plan.js';
+import { EXIT, ExitError } from './errors.js';
+
+const PROBE_CONCURRENCY = 8;
+
+export function makeMeasure() {
+  const prober = createProber();
+  return (needs: MediaNeed[]) => probeMany(prober, needs, PROBE_CONCURRENCY);
+}
+
+/** Throws the exit-5 error the CLI prints when the service refuses the key. */
+export function unauthorizedError(): ExitError {
+  return new ExitError(
+    EXIT.unauthorized,
+    'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL',
+  );
+}
+
+/** A balance query, when credentials are set; undefined otherwise. */
+export function makeBalanceSource(config: Config): (() => Promise<number>) | undefined {
+  const { apiKey, baseUrl } = config;
+  if (!apiKey || !baseUrl) return undefined;
+  return async () => {
+    const client = createApiClient({ baseUrl, apiKey });
+    try {
+      const outcome = await client.getBalance();
+      switch (outcome.type) {
+        case 'ok':
+          return outcome.value;
+        case 'unauthorized':
+          throw unauthorizedError();
+        case 'not-found':
+        case 'rejected':
+          throw new Error(outcome.message);
+        case 'retryable':
+          throw new Error(outcome.reason);
+      }
+    } finally {
+      await client.close();
+    }
+  };
+}
