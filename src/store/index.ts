@@ -1,0 +1,194 @@
+// The state database: the one module that holds SQL. Everything is synchronous on purpose: a
+// transaction can never span an `await`, so no other work interleaves with a half-written change.
+
+import { type Db, openDatabase } from './db.js';
+import { FileStore } from './files.js';
+import { JobStore } from './jobs.js';
+import { LeaseStore } from './leases.js';
+import { LedgerStore } from './ledger.js';
+import { RunStore } from './runs.js';
+import { ScheduleStore } from './schedules.js';
+import { SubmissionStore } from './submissions.js';
+import { TaskStore } from './tasks.js';
+import type { Clock } from './types.js';
+
+export { StoreError } from './db.js';
+export { bodyHash, keyFingerprint } from './fingerprint.js';
+export type { JobEvent } from './jobs.js';
+export { leaseHolder } from './leases.js';
+export { MIGRATIONS, type Migration } from './migrations.js';
+export { hostOf, withoutSignedQueries } from './redact.js';
+export { periodOf } from './time.js';
+export * from './transitions.js';
+export * from './types.js';
+
+export interface StoreOptions {
+  now?: Clock;
+}
+
+/** Opens the state database at `file` (default of the CLI: `state/mediabatch.db`), creating it if needed. */
+export function openStore(file: string, opts: StoreOptions = {}): Store {
+  const now = opts.now ?? (() => new Date());
+  return new Store(file, openDatabase(file, now), now);
+}
+
+export class Store {
+  readonly file: string;
+  readonly #db: Db;
+
+  // Runs
+  readonly createRun: RunStore['createRun'];
+  readonly getRun: RunStore['getRun'];
+  readonly listRuns: RunStore['listRuns'];
+  readonly unfinishedRuns: RunStore['unfinishedRuns'];
+  readonly markRunState: RunStore['markRunState'];
+  readonly setRunBalance: RunStore['setRunBalance'];
+  readonly updateRunSettings: RunStore['updateRunSettings'];
+  readonly setCallbackToken: RunStore['setCallbackToken'];
+
+  // Tasks
+  readonly upsertTasks: TaskStore['upsertTasks'];
+  readonly getTask: TaskStore['getTask'];
+  readonly getTaskByImgUuid: TaskStore['getTaskByImgUuid'];
+  readonly tasksOfRun: TaskStore['tasksOfRun'];
+  readonly tasksByState: TaskStore['tasksByState'];
+  readonly nextPending: TaskStore['nextPending'];
+  readonly countTasksByState: TaskStore['countTasksByState'];
+  readonly tasksToWatch: TaskStore['tasksToWatch'];
+  readonly nextPollAt: TaskStore['nextPollAt'];
+  readonly notePolled: TaskStore['notePolled'];
+  readonly setNextPoll: TaskStore['setNextPoll'];
+  readonly markBlocked: TaskStore['markBlocked'];
+  readonly unblock: TaskStore['unblock'];
+  readonly requeueTasks: TaskStore['requeueTasks'];
+  readonly markDone: TaskStore['markDone'];
+  readonly markFailed: TaskStore['markFailed'];
+  readonly setTaskError: TaskStore['setTaskError'];
+
+  // Submissions
+  readonly recordSubmitIntent: SubmissionStore['recordSubmitIntent'];
+  readonly recordSubmitted: SubmissionStore['recordSubmitted'];
+  readonly recordNotCharged: SubmissionStore['recordNotCharged'];
+  readonly recordInDoubt: SubmissionStore['recordInDoubt'];
+  readonly recoverInterruptedSubmissions: SubmissionStore['recoverInterruptedSubmissions'];
+  readonly attemptsOf: SubmissionStore['attemptsOf'];
+
+  // Jobs and files
+  readonly recordJobStatus: JobStore['recordJobStatus'];
+  readonly jobEvents: JobStore['jobEvents'];
+  readonly recordFile: FileStore['recordFile'];
+  readonly filesOfTask: FileStore['filesOfTask'];
+  readonly filesOfRun: FileStore['filesOfRun'];
+
+  // Ledger and quota
+  readonly ledgerSpent: LedgerStore['ledgerSpent'];
+  readonly ledgerSpentSince: LedgerStore['ledgerSpentSince'];
+  readonly spendByPeriod: LedgerStore['spendByPeriod'];
+  readonly runSpent: LedgerStore['runSpent'];
+  readonly manifestSpent: LedgerStore['manifestSpent'];
+  readonly modelTotals: LedgerStore['modelTotals'];
+  readonly recordQuota: LedgerStore['recordQuota'];
+  readonly getQuota: LedgerStore['getQuota'];
+
+  // Leases and schedules
+  readonly acquireLease: LeaseStore['acquireLease'];
+  readonly renewLease: LeaseStore['renewLease'];
+  readonly releaseLease: LeaseStore['releaseLease'];
+  readonly getLease: LeaseStore['getLease'];
+  readonly recordFiring: ScheduleStore['recordFiring'];
+  readonly setNextFire: ScheduleStore['setNextFire'];
+  readonly getSchedule: ScheduleStore['getSchedule'];
+  readonly listSchedules: ScheduleStore['listSchedules'];
+
+  /** Use openStore(); this takes a database already opened and migrated. */
+  constructor(file: string, db: Db, now: Clock) {
+    this.file = file;
+    this.#db = db;
+
+    const runs = new RunStore(db, now);
+    this.createRun = runs.createRun.bind(runs);
+    this.getRun = runs.getRun.bind(runs);
+    this.listRuns = runs.listRuns.bind(runs);
+    this.unfinishedRuns = runs.unfinishedRuns.bind(runs);
+    this.markRunState = runs.markRunState.bind(runs);
+    this.setRunBalance = runs.setRunBalance.bind(runs);
+    this.updateRunSettings = runs.updateRunSettings.bind(runs);
+    this.setCallbackToken = runs.setCallbackToken.bind(runs);
+
+    const tasks = new TaskStore(db, now);
+    this.upsertTasks = tasks.upsertTasks.bind(tasks);
+    this.getTask = tasks.getTask.bind(tasks);
+    this.getTaskByImgUuid = tasks.getTaskByImgUuid.bind(tasks);
+    this.tasksOfRun = tasks.tasksOfRun.bind(tasks);
+    this.tasksByState = tasks.tasksByState.bind(tasks);
+    this.nextPending = tasks.nextPending.bind(tasks);
+    this.countTasksByState = tasks.countTasksByState.bind(tasks);
+    this.tasksToWatch = tasks.tasksToWatch.bind(tasks);
+    this.nextPollAt = tasks.nextPollAt.bind(tasks);
+    this.notePolled = tasks.notePolled.bind(tasks);
+    this.setNextPoll = tasks.setNextPoll.bind(tasks);
+    this.markBlocked = tasks.markBlocked.bind(tasks);
+    this.unblock = tasks.unblock.bind(tasks);
+    this.requeueTasks = tasks.requeueTasks.bind(tasks);
+    this.markDone = tasks.markDone.bind(tasks);
+    this.markFailed = tasks.markFailed.bind(tasks);
+    this.setTaskError = tasks.setTaskError.bind(tasks);
+
+    const submissions = new SubmissionStore(db, now);
+    this.recordSubmitIntent = submissions.recordSubmitIntent.bind(submissions);
+    this.recordSubmitted = submissions.recordSubmitted.bind(submissions);
+    this.recordNotCharged = submissions.recordNotCharged.bind(submissions);
+    this.recordInDoubt = submissions.recordInDoubt.bind(submissions);
+    this.recoverInterruptedSubmissions = submissions.recoverInterruptedSubmissions.bind(submissions);
+    this.attemptsOf = submissions.attemptsOf.bind(submissions);
+
+    const jobs = new JobStore(db, now);
+    this.recordJobStatus = jobs.recordJobStatus.bind(jobs);
+    this.jobEvents = jobs.jobEvents.bind(jobs);
+    const files = new FileStore(db, now);
+    this.recordFile = files.recordFile.bind(files);
+    this.filesOfTask = files.filesOfTask.bind(files);
+    this.filesOfRun = files.filesOfRun.bind(files);
+
+    const ledger = new LedgerStore(db, now);
+    this.ledgerSpent = ledger.ledgerSpent.bind(ledger);
+    this.ledgerSpentSince = ledger.ledgerSpentSince.bind(ledger);
+    this.spendByPeriod = ledger.spendByPeriod.bind(ledger);
+    this.runSpent = ledger.runSpent.bind(ledger);
+    this.manifestSpent = ledger.manifestSpent.bind(ledger);
+    this.modelTotals = ledger.modelTotals.bind(ledger);
+    this.recordQuota = ledger.recordQuota.bind(ledger);
+    this.getQuota = ledger.getQuota.bind(ledger);
+
+    const leases = new LeaseStore(db, now);
+    this.acquireLease = leases.acquireLease.bind(leases);
+    this.renewLease = leases.renewLease.bind(leases);
+    this.releaseLease = leases.releaseLease.bind(leases);
+    this.getLease = leases.getLease.bind(leases);
+    const schedules = new ScheduleStore(db, now);
+    this.recordFiring = schedules.recordFiring.bind(schedules);
+    this.setNextFire = schedules.setNextFire.bind(schedules);
+    this.getSchedule = schedules.getSchedule.bind(schedules);
+    this.listSchedules = schedules.listSchedules.bind(schedules);
+  }
+
+  get isOpen(): boolean {
+    return this.#db.open;
+  }
+
+  /** The durability settings as SQLite reports them now, for `status` and tests. */
+  pragmas(): { journalMode: string; synchronous: number; foreignKeys: number; busyTimeoutMs: number } {
+    return {
+      journalMode: String(this.#db.pragma('journal_mode', { simple: true })),
+      synchronous: Number(this.#db.pragma('synchronous', { simple: true })),
+      foreignKeys: Number(this.#db.pragma('foreign_keys', { simple: true })),
+      busyTimeoutMs: Number(this.#db.pragma('busy_timeout', { simple: true })),
+    };
+  }
+
+  /** Closes the database (the last connection to close folds the WAL back into the file). Safe to call twice. */
+  close(): void {
+    if (!this.#db.open) return;
+    this.#db.close();
+  }
+}

@@ -1,0 +1,166 @@
+// Job status events, from polls and callbacks alike: each recorded once, tasks moved forward only,
+// and a failed job's refund written to the ledger once.
+
+import type { Db } from './db.js';
+import { withoutSignedQueries } from './redact.js';
+import type { TaskRow } from './task-rows.js';
+import { toIso } from './time.js';
+import { nextStateOnJobStatus, taskStateForJobStatus } from './transitions.js';
+import type { Clock, EventSource, JobStatusResult, TaskState } from './types.js';
+
+interface JobEventRow {
+  img_uuid: string;
+  status: string;
+  at: string;
+  source: EventSource;
+  record: string | null;
+}
+
+export interface JobEvent {
+  imgUuid: string;
+  status: string;
+  at: Date;
+  source: EventSource;
+  /** The job record as received, with the signatures of its links removed. */
+  record: unknown;
+}
+
+const JOB_FAILED = 'the job failed; the API refunds its tokens';
+
+export class JobStore {
+  readonly #now: Clock;
+  readonly #insertEvent;
+  readonly #selectTask;
+  readonly #moveTask;
+  readonly #hasEvent;
+  readonly #insertRefund;
+  readonly #setTaskRefunded;
+  readonly #selectEvents;
+  readonly #record;
+
+  constructor(db: Db, now: Clock) {
+    this.#now = now;
+    this.#insertEvent = db.prepare<{
+      imgUuid: string;
+      status: string;
+      now: string;
+      source: EventSource;
+      record: string | null;
+    }>(
+      `INSERT INTO job_events (img_uuid, status, at, source, record) VALUES (:imgUuid, :status, :now, :source, :record)
+       ON CONFLICT (img_uuid, status) DO NOTHING`,
+    );
+    this.#selectTask = db.prepare<[string], Pick<TaskRow, 'run_id' | 'task_id' | 'state'>>(
+      'SELECT run_id, task_id, state FROM tasks WHERE img_uuid = ?',
+    );
+    this.#moveTask = db.prepare<{
+      imgUuid: string;
+      from: TaskState;
+      to: TaskState;
+      status: string;
+      source: EventSource;
+      duration: number | null;
+      finishedAt: string | null;
+      error: string | null;
+      now: string;
+    }>(
+      `UPDATE tasks SET state = :to, job_status = :status, source = :source,
+         job_duration = coalesce(:duration, job_duration), finished_at = coalesce(:finishedAt, finished_at),
+         error = coalesce(:error, error), updated_at = :now
+       WHERE img_uuid = :imgUuid AND state = :from`,
+    );
+    this.#hasEvent = db
+      .prepare<[string, string], number>('SELECT 1 FROM job_events WHERE img_uuid = ? AND status = ?')
+      .pluck();
+    // The refund mirrors the charge (same key, period, run and task), so a period's net spend counts it.
+    this.#insertRefund = db.prepare<{ imgUuid: string; now: string }, { tokens: number }>(
+      `INSERT INTO ledger (key_fingerprint, period, run_id, task_id, img_uuid, kind, tokens, at)
+       SELECT key_fingerprint, period, run_id, task_id, img_uuid, 'refund', tokens, :now
+       FROM ledger WHERE img_uuid = :imgUuid AND kind = 'charge'
+       ON CONFLICT (img_uuid, kind) DO NOTHING
+       RETURNING tokens`,
+    );
+    this.#setTaskRefunded = db.prepare<[number, string, string]>(
+      'UPDATE tasks SET refunded = ?, updated_at = ? WHERE img_uuid = ?',
+    );
+    this.#selectEvents = db.prepare<[string], JobEventRow>(
+      'SELECT * FROM job_events WHERE img_uuid = ? ORDER BY at, rowid',
+    );
+    this.#record = db.transaction(
+      (imgUuid: string, status: string, record: unknown, source: EventSource): JobStatusResult =>
+        this.#recordInTransaction(imgUuid, status, record, source),
+    );
+  }
+
+  /**
+   * Records that the job `imgUuid` has `status` (as confirmed by jobs/detail, whatever brought the
+   * news). Safe to call any number of times, in any order.
+   */
+  recordJobStatus(imgUuid: string, status: string, record: unknown, source: EventSource): JobStatusResult {
+    return this.#record.immediate(imgUuid, status, record, source);
+  }
+
+  #recordInTransaction(
+    imgUuid: string,
+    status: string,
+    record: unknown,
+    source: EventSource,
+  ): JobStatusResult {
+    const now = toIso(this.#now());
+    const stored = record === undefined ? null : JSON.stringify(withoutSignedQueries(record));
+    const newEvent = this.#insertEvent.run({ imgUuid, status, now, source, record: stored }).changes === 1;
+    const knownStatus = taskStateForJobStatus(status) !== undefined;
+    const row = this.#selectTask.get(imgUuid);
+    const from = row?.state ?? null;
+    const to = from === null ? null : nextStateOnJobStatus(from, status);
+    const moved = from !== null && to !== null && to !== from;
+    if (moved) {
+      this.#moveTask.run({
+        imgUuid,
+        from,
+        to,
+        status,
+        source,
+        duration: durationOf(record),
+        finishedAt: to === 'failed' ? now : null,
+        error: to === 'failed' ? JOB_FAILED : null,
+        now,
+      });
+    }
+    let refunded: number | null = null;
+    // A job that was seen succeeding is not refunded by a later contradicting report.
+    if (status === 'failed' && this.#hasEvent.get(imgUuid, 'success') === undefined) {
+      const refund = this.#insertRefund.get({ imgUuid, now });
+      if (refund !== undefined) {
+        refunded = refund.tokens;
+        this.#setTaskRefunded.run(refund.tokens, now, imgUuid);
+      }
+    }
+    return {
+      task: row === undefined ? null : { runId: row.run_id, taskId: row.task_id },
+      newEvent,
+      knownStatus,
+      from,
+      to,
+      moved,
+      refunded,
+    };
+  }
+
+  /** Every status recorded for a job, oldest first. */
+  jobEvents(imgUuid: string): JobEvent[] {
+    return this.#selectEvents.all(imgUuid).map((row) => ({
+      imgUuid: row.img_uuid,
+      status: row.status,
+      at: new Date(row.at),
+      source: row.source,
+      record: row.record === null ? null : (JSON.parse(row.record) as unknown),
+    }));
+  }
+}
+
+function durationOf(record: unknown): number | null {
+  if (record === null || typeof record !== 'object') return null;
+  const duration = (record as { duration?: unknown }).duration;
+  return typeof duration === 'number' && Number.isFinite(duration) ? duration : null;
+}

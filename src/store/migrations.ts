@@ -1,0 +1,145 @@
+// Numbered schema migrations. APPEND ONLY: a released migration is never edited, reordered or removed,
+// because databases in the field have already run it. Change the schema by adding a new entry.
+// Each entry runs in its own transaction together with its row in `migrations`.
+
+export interface Migration {
+  /** 1, 2, 3, … in order, no gaps. */
+  id: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    id: 1,
+    name: 'runs, tasks, attempts, job events, files, ledger, quota, leases, schedules',
+    sql: `
+CREATE TABLE runs (
+  id             TEXT PRIMARY KEY,
+  manifest_path  TEXT NOT NULL,
+  manifest_name  TEXT NOT NULL,
+  state          TEXT NOT NULL CHECK (state IN ('running', 'interrupted', 'finished', 'refused')),
+  exit_code      INTEGER,
+  settings       TEXT NOT NULL CHECK (json_valid(settings)),
+  callback_token TEXT,
+  balance_before REAL,
+  balance_after  REAL,
+  created_at     TEXT NOT NULL,
+  started_at     TEXT,
+  finished_at    TEXT
+) STRICT;
+CREATE INDEX runs_by_manifest ON runs (manifest_path, created_at);
+
+CREATE TABLE tasks (
+  run_id         TEXT NOT NULL REFERENCES runs (id),
+  task_id        TEXT NOT NULL,
+  seq            INTEGER NOT NULL,
+  model          TEXT NOT NULL,
+  endpoint       TEXT NOT NULL,
+  body           TEXT NOT NULL,
+  body_hash      TEXT NOT NULL,
+  est_tokens     REAL NOT NULL,
+  est_min        REAL NOT NULL,
+  est_max        REAL NOT NULL,
+  est_basis      TEXT NOT NULL,
+  est_assumed    INTEGER NOT NULL CHECK (est_assumed IN (0, 1)),
+  state          TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'submitting', 'in_doubt',
+                   'submitted', 'running', 'downloading', 'done', 'failed', 'rejected', 'blocked')),
+  img_uuid       TEXT,
+  cost           REAL,
+  refunded       REAL,
+  error          TEXT,
+  submitted_at   TEXT,
+  finished_at    TEXT,
+  job_status     TEXT,
+  job_duration   REAL,
+  last_polled_at TEXT,
+  next_poll_at   TEXT,
+  poll_count     INTEGER NOT NULL DEFAULT 0,
+  source         TEXT CHECK (source IN ('poll', 'callback')),
+  updated_at     TEXT NOT NULL,
+  PRIMARY KEY (run_id, task_id)
+) STRICT;
+CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT NULL;
+CREATE INDEX tasks_by_state ON tasks (run_id, state, seq);
+CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running');
+
+CREATE TABLE attempts (
+  run_id      TEXT NOT NULL,
+  task_id     TEXT NOT NULL,
+  attempt_no  INTEGER NOT NULL CHECK (attempt_no >= 1),
+  sent_at     TEXT NOT NULL,
+  answered_at TEXT,
+  outcome     TEXT CHECK (outcome IN ('submitted', 'rejected', 'not_charged', 'in_doubt')),
+  http_status INTEGER,
+  code        INTEGER,
+  message     TEXT,
+  img_uuid    TEXT,
+  PRIMARY KEY (run_id, task_id, attempt_no),
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+) STRICT;
+
+CREATE TABLE job_events (
+  img_uuid TEXT NOT NULL,
+  status   TEXT NOT NULL,
+  at       TEXT NOT NULL,
+  source   TEXT NOT NULL CHECK (source IN ('poll', 'callback')),
+  record   TEXT CHECK (record IS NULL OR json_valid(record)),
+  PRIMARY KEY (img_uuid, status)
+) STRICT;
+
+CREATE TABLE files (
+  run_id       TEXT NOT NULL,
+  task_id      TEXT NOT NULL,
+  idx          INTEGER NOT NULL CHECK (idx >= 0),
+  kind         TEXT NOT NULL CHECK (kind IN ('image', 'audio', 'video', 'json')),
+  path         TEXT NOT NULL,
+  bytes        INTEGER NOT NULL CHECK (bytes >= 0),
+  sha256       TEXT NOT NULL,
+  source_host  TEXT,
+  completed_at TEXT NOT NULL,
+  PRIMARY KEY (run_id, task_id, idx),
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+) STRICT;
+
+CREATE TABLE ledger (
+  id              INTEGER PRIMARY KEY,
+  key_fingerprint TEXT NOT NULL,
+  period          TEXT NOT NULL CHECK (period GLOB '[0-9][0-9][0-9][0-9]-[0-1][0-9]'),
+  run_id          TEXT NOT NULL REFERENCES runs (id),
+  task_id         TEXT NOT NULL,
+  img_uuid        TEXT NOT NULL,
+  kind            TEXT NOT NULL CHECK (kind IN ('charge', 'refund')),
+  tokens          REAL NOT NULL CHECK (tokens >= 0),
+  at              TEXT NOT NULL,
+  UNIQUE (img_uuid, kind)
+) STRICT;
+CREATE INDEX ledger_by_key_period ON ledger (key_fingerprint, period);
+CREATE INDEX ledger_by_run ON ledger (run_id, task_id);
+
+CREATE TABLE quota (
+  key_fingerprint TEXT PRIMARY KEY,
+  used            REAL NOT NULL,
+  quota           REAL NOT NULL,
+  period          TEXT NOT NULL,
+  learned_at      TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE leases (
+  name         TEXT PRIMARY KEY,
+  holder       TEXT NOT NULL,
+  acquired_at  TEXT NOT NULL,
+  heartbeat_at TEXT NOT NULL,
+  expires_at   TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE schedules (
+  manifest_path TEXT PRIMARY KEY,
+  last_fired_at TEXT,
+  last_run_id   TEXT,
+  next_fire_at  TEXT,
+  updated_at    TEXT NOT NULL
+) STRICT;
+`,
+  },
+];

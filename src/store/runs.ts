@@ -1,0 +1,164 @@
+import type { Db } from './db.js';
+import { StoreError } from './db.js';
+import { fromIso, fromIsoOrNull, toIso } from './time.js';
+import type { Clock, NewRun, RunRecord, RunState } from './types.js';
+
+interface RunRow {
+  id: string;
+  manifest_path: string;
+  manifest_name: string;
+  state: RunState;
+  exit_code: number | null;
+  settings: string;
+  callback_token: string | null;
+  balance_before: number | null;
+  balance_after: number | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+function toRun(row: RunRow): RunRecord {
+  return {
+    id: row.id,
+    manifestPath: row.manifest_path,
+    manifestName: row.manifest_name,
+    state: row.state,
+    exitCode: row.exit_code,
+    settings: JSON.parse(row.settings) as unknown,
+    callbackToken: row.callback_token,
+    balanceBefore: row.balance_before,
+    balanceAfter: row.balance_after,
+    createdAt: fromIso(row.created_at),
+    startedAt: fromIsoOrNull(row.started_at),
+    finishedAt: fromIsoOrNull(row.finished_at),
+  };
+}
+
+export class RunStore {
+  readonly #now: Clock;
+  readonly #insertRun;
+  readonly #selectRun;
+  readonly #selectRuns;
+  readonly #selectRunsOfManifest;
+  readonly #selectUnfinishedRuns;
+  readonly #markRunStarted;
+  readonly #markRunEnded;
+  readonly #updateBalanceBefore;
+  readonly #updateBalanceAfter;
+  readonly #updateSettings;
+  readonly #updateCallbackToken;
+
+  constructor(db: Db, now: Clock) {
+    this.#now = now;
+    this.#insertRun = db.prepare<{
+      id: string;
+      manifestPath: string;
+      manifestName: string;
+      settings: string;
+      callbackToken: string | null;
+      now: string;
+    }>(
+      `INSERT INTO runs (id, manifest_path, manifest_name, state, settings, callback_token, created_at, started_at)
+       VALUES (:id, :manifestPath, :manifestName, 'running', :settings, :callbackToken, :now, :now)`,
+    );
+    this.#selectRun = db.prepare<[string], RunRow>('SELECT * FROM runs WHERE id = ?');
+    this.#selectRuns = db.prepare<[], RunRow>('SELECT * FROM runs ORDER BY created_at DESC, id');
+    this.#selectRunsOfManifest = db.prepare<[string], RunRow>(
+      'SELECT * FROM runs WHERE manifest_path = ? ORDER BY created_at DESC, id',
+    );
+    this.#selectUnfinishedRuns = db.prepare<[], RunRow>(
+      `SELECT * FROM runs WHERE state <> 'finished' ORDER BY created_at DESC, id`,
+    );
+    this.#markRunStarted = db.prepare<{ id: string; now: string }>(
+      `UPDATE runs SET state = 'running', started_at = :now, finished_at = NULL, exit_code = NULL WHERE id = :id`,
+    );
+    this.#markRunEnded = db.prepare<{ id: string; state: RunState; exitCode: number | null; now: string }>(
+      'UPDATE runs SET state = :state, finished_at = :now, exit_code = :exitCode WHERE id = :id',
+    );
+    this.#updateBalanceBefore = db.prepare<[number, string]>(
+      'UPDATE runs SET balance_before = ? WHERE id = ?',
+    );
+    this.#updateBalanceAfter = db.prepare<[number, string]>('UPDATE runs SET balance_after = ? WHERE id = ?');
+    this.#updateSettings = db.prepare<[string, string]>('UPDATE runs SET settings = ? WHERE id = ?');
+    this.#updateCallbackToken = db.prepare<[string, string]>(
+      'UPDATE runs SET callback_token = ? WHERE id = ?',
+    );
+  }
+
+  /** Creates a run in state `running`. Throws if the id exists: resume it with `markRunState(id, 'running')`. */
+  createRun(run: NewRun): RunRecord {
+    if (this.#selectRun.get(run.id) !== undefined) {
+      throw new StoreError(`run ${run.id}: already exists: resume it, or choose another run id`);
+    }
+    this.#insertRun.run({
+      id: run.id,
+      manifestPath: run.manifestPath,
+      manifestName: run.manifestName,
+      settings: JSON.stringify(run.settings ?? null),
+      callbackToken: run.callbackToken ?? null,
+      now: toIso(this.#now()),
+    });
+    return this.#mustGet(run.id);
+  }
+
+  getRun(id: string): RunRecord | undefined {
+    const row = this.#selectRun.get(id);
+    return row === undefined ? undefined : toRun(row);
+  }
+
+  /** Newest first; only one manifest's runs when `manifestPath` is given. */
+  listRuns(filter: { manifestPath?: string } = {}): RunRecord[] {
+    const rows =
+      filter.manifestPath === undefined
+        ? this.#selectRuns.all()
+        : this.#selectRunsOfManifest.all(filter.manifestPath);
+    return rows.map(toRun);
+  }
+
+  /** Runs that a `run` of the same manifest would resume: every state but `finished`, newest first. */
+  unfinishedRuns(): RunRecord[] {
+    return this.#selectUnfinishedRuns.all().map(toRun);
+  }
+
+  /**
+   * `running` (re)starts the run: stamps started_at and clears the previous ending. Any other state
+   * ends it: stamps finished_at and keeps the exit code the CLI chose.
+   */
+  markRunState(id: string, state: RunState, exitCode?: number): RunRecord {
+    const now = toIso(this.#now());
+    const changes =
+      state === 'running'
+        ? this.#markRunStarted.run({ id, now }).changes
+        : this.#markRunEnded.run({ id, state, exitCode: exitCode ?? null, now }).changes;
+    if (changes === 0) throw unknownRun(id);
+    return this.#mustGet(id);
+  }
+
+  setRunBalance(id: string, balance: { before?: number; after?: number }): void {
+    if (this.#selectRun.get(id) === undefined) throw unknownRun(id);
+    if (balance.before !== undefined) this.#updateBalanceBefore.run(balance.before, id);
+    if (balance.after !== undefined) this.#updateBalanceAfter.run(balance.after, id);
+  }
+
+  /** A resumed run may run with changed settings (concurrency, budget). */
+  updateRunSettings(id: string, settings: unknown): void {
+    if (this.#updateSettings.run(JSON.stringify(settings ?? null), id).changes === 0) throw unknownRun(id);
+  }
+
+  setCallbackToken(id: string, token: string): void {
+    if (this.#updateCallbackToken.run(token, id).changes === 0) throw unknownRun(id);
+  }
+
+  #mustGet(id: string): RunRecord {
+    const run = this.getRun(id);
+    if (run === undefined) throw unknownRun(id);
+    return run;
+  }
+}
+
+export function unknownRun(id: string): StoreError {
+  return new StoreError(
+    `run ${id}: not found in the state database: check the run id with \`mediabatch status\``,
+  );
+}

@@ -1,0 +1,413 @@
+import type { Db } from './db.js';
+import { StoreError } from './db.js';
+import { bodyHash } from './fingerprint.js';
+import { unknownRun } from './runs.js';
+import { fromStatesJson, refusedMove, type TaskRow, toTask } from './task-rows.js';
+import { toIso } from './time.js';
+import { NEVER_CHARGED, REQUEUEABLE } from './transitions.js';
+import {
+  type ChangedTask,
+  type Clock,
+  type NewTask,
+  TASK_STATES,
+  type TaskRecord,
+  type TaskState,
+  type UpsertResult,
+} from './types.js';
+
+interface ExistingTask {
+  task_id: string;
+  body_hash: string;
+  state: TaskState;
+  est_tokens: number;
+  est_min: number;
+  est_max: number;
+  est_basis: string;
+  est_assumed: number;
+}
+
+interface TaskValues {
+  runId: string;
+  taskId: string;
+  model: string;
+  endpoint: string;
+  body: string;
+  bodyHash: string;
+  estTokens: number;
+  estMin: number;
+  estMax: number;
+  estBasis: string;
+  estAssumed: number;
+  now: string;
+}
+
+type Key = { runId: string; taskId: string };
+
+export class TaskStore {
+  readonly #now: Clock;
+  readonly #upsert;
+  readonly #runExists;
+  readonly #selectExisting;
+  readonly #selectMaxSeq;
+  readonly #insertTask;
+  readonly #insertTaskBatch;
+  readonly #updateEstimate;
+  readonly #updateBodyInPlace;
+  readonly #resetTaskWithBody;
+  readonly #deleteFilesOfTask;
+  readonly #selectTask;
+  readonly #selectTaskByImgUuid;
+  readonly #selectState;
+  readonly #selectTasksOfRun;
+  readonly #selectTasksByState;
+  readonly #selectPending;
+  readonly #countByState;
+  readonly #selectDue;
+  readonly #selectEarliestPoll;
+  readonly #notePolled;
+  readonly #setNextPoll;
+  readonly #markBlocked;
+  readonly #unblock;
+  readonly #requeue;
+  readonly #requeueTasks;
+  readonly #markDone;
+  readonly #markFailed;
+  readonly #setError;
+
+  constructor(db: Db, now: Clock) {
+    this.#now = now;
+    this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
+    this.#selectExisting = db.prepare<[string], ExistingTask>(
+      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed
+       FROM tasks WHERE run_id = ?`,
+    );
+    this.#selectMaxSeq = db
+      .prepare<[string], number | null>('SELECT max(seq) FROM tasks WHERE run_id = ?')
+      .pluck();
+    this.#insertTask = db.prepare<unknown[]>(insertTasksSql(1));
+    this.#insertTaskBatch = db.prepare<unknown[]>(insertTasksSql(INSERT_BATCH));
+    this.#updateEstimate = db.prepare<[TaskValues]>(
+      `UPDATE tasks SET est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
+         est_assumed = :estAssumed, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId`,
+    );
+    this.#updateBodyInPlace = db.prepare<[TaskValues & { neverCharged: string }]>(
+      `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
+         est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
+         est_assumed = :estAssumed, state = 'pending', error = NULL, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:neverCharged))`,
+    );
+    // The old job's charge and refund stay in the ledger, keyed by its img_uuid; the task starts afresh.
+    this.#resetTaskWithBody = db.prepare<[TaskValues]>(
+      `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
+         est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
+         est_assumed = :estAssumed, ${RESET_COLUMNS}, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId`,
+    );
+    this.#deleteFilesOfTask = db.prepare<[string, string]>(
+      'DELETE FROM files WHERE run_id = ? AND task_id = ?',
+    );
+    this.#selectTask = db.prepare<[string, string], TaskRow>(
+      'SELECT * FROM tasks WHERE run_id = ? AND task_id = ?',
+    );
+    this.#selectTaskByImgUuid = db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE img_uuid = ?');
+    this.#selectState = db
+      .prepare<[string, string], TaskState>('SELECT state FROM tasks WHERE run_id = ? AND task_id = ?')
+      .pluck();
+    this.#selectTasksOfRun = db.prepare<[string], TaskRow>(
+      'SELECT * FROM tasks WHERE run_id = ? ORDER BY seq',
+    );
+    this.#selectTasksByState = db.prepare<[string, string], TaskRow>(
+      `SELECT * FROM tasks WHERE run_id = ? AND state IN (SELECT value FROM json_each(?)) ORDER BY seq`,
+    );
+    this.#selectPending = db.prepare<[string, number], TaskRow>(
+      `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY seq LIMIT ?`,
+    );
+    this.#countByState = db.prepare<[string], { state: TaskState; n: number }>(
+      'SELECT state, count(*) AS n FROM tasks WHERE run_id = ? GROUP BY state',
+    );
+    this.#selectDue = db.prepare<[string, string, number], TaskRow>(
+      `SELECT * FROM tasks
+       WHERE run_id = ? AND state IN ('submitted', 'running') AND (next_poll_at IS NULL OR next_poll_at <= ?)
+       ORDER BY next_poll_at NULLS FIRST, seq LIMIT ?`,
+    );
+    this.#selectEarliestPoll = db
+      .prepare<[string], string | null>(
+        `SELECT min(coalesce(next_poll_at, '')) FROM tasks WHERE run_id = ? AND state IN ('submitted', 'running')`,
+      )
+      .pluck();
+    this.#notePolled = db.prepare<{ runId: string; taskId: string; now: string; next: string }>(
+      `UPDATE tasks SET last_polled_at = :now, poll_count = poll_count + 1, next_poll_at = :next, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId`,
+    );
+    this.#setNextPoll = db.prepare<{ runId: string; taskId: string; now: string; next: string }>(
+      `UPDATE tasks SET next_poll_at = :next, updated_at = :now WHERE run_id = :runId AND task_id = :taskId`,
+    );
+    this.#markBlocked = db.prepare<Key & { reason: string; now: string; from: string }>(
+      `UPDATE tasks SET state = 'blocked', error = :reason, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
+    );
+    this.#unblock = db.prepare<Key & { now: string }>(
+      `UPDATE tasks SET state = 'pending', error = NULL, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId AND state = 'blocked'`,
+    );
+    this.#requeue = db.prepare<Key & { now: string; from: string }>(
+      `UPDATE tasks SET ${RESET_COLUMNS}, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
+    );
+    this.#requeueTasks = db.transaction(
+      (runId: string, taskIds: readonly string[], from: string): string[] => {
+        const now = toIso(this.#now());
+        return taskIds.filter((taskId) => {
+          if (this.#requeue.run({ runId, taskId, now, from }).changes === 0) return false;
+          this.#deleteFilesOfTask.run(runId, taskId);
+          return true;
+        });
+      },
+    );
+    this.#markDone = db.prepare<Key & { now: string; from: string }>(
+      `UPDATE tasks SET state = 'done', error = NULL, finished_at = :now, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
+    );
+    this.#markFailed = db.prepare<Key & { error: string; now: string }>(
+      `UPDATE tasks SET state = 'failed', error = :error, finished_at = :now, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId AND state = 'downloading'`,
+    );
+    this.#setError = db.prepare<Key & { error: string | null; now: string }>(
+      'UPDATE tasks SET error = :error, updated_at = :now WHERE run_id = :runId AND task_id = :taskId',
+    );
+    this.#upsert = db.transaction((runId: string, specs: readonly NewTask[], acceptChanges: boolean) =>
+      this.#upsertInTransaction(runId, specs, acceptChanges),
+    );
+  }
+
+  /**
+   * Records the manifest's tasks for a run, in one transaction. New tasks are inserted as pending;
+   * unchanged ones are left alone (only their estimate is refreshed); see UpsertResult for changed ones.
+   */
+  upsertTasks(
+    runId: string,
+    specs: readonly NewTask[],
+    opts: { acceptChanges?: boolean } = {},
+  ): UpsertResult {
+    return this.#upsert.immediate(runId, specs, opts.acceptChanges ?? false);
+  }
+
+  #upsertInTransaction(runId: string, specs: readonly NewTask[], acceptChanges: boolean): UpsertResult {
+    if (this.#runExists.get(runId) === undefined) throw unknownRun(runId);
+    const existing = new Map<string, ExistingTask>();
+    for (const row of this.#selectExisting.iterate(runId)) existing.set(row.task_id, row);
+    const seen = new Set<string>();
+    const now = toIso(this.#now());
+    let nextSeq = (this.#selectMaxSeq.get(runId) ?? -1) + 1;
+    const result: UpsertResult = { inserted: 0, unchanged: 0, updated: [], changed: [], missing: [] };
+    const neverCharged = JSON.stringify(NEVER_CHARGED);
+    const batch: unknown[] = [];
+
+    for (const spec of specs) {
+      if (seen.has(spec.taskId)) {
+        throw new StoreError(`run ${runId}: task ${spec.taskId}: listed twice: task ids must be unique`);
+      }
+      seen.add(spec.taskId);
+      const values = taskValues(runId, spec, now);
+      const old = existing.get(spec.taskId);
+      if (old === undefined) {
+        pushInsertParams(batch, values, nextSeq++);
+        if (batch.length === INSERT_BATCH * INSERT_COLUMNS) this.#insertTaskBatch.run(batch.splice(0));
+        result.inserted++;
+      } else if (old.body_hash === values.bodyHash) {
+        result.unchanged++;
+        if (estimateDiffers(old, values)) this.#updateEstimate.run(values);
+      } else if (NEVER_CHARGED.includes(old.state)) {
+        this.#updateBodyInPlace.run({ ...values, neverCharged });
+        result.updated.push(spec.taskId);
+      } else {
+        const changed: ChangedTask = {
+          taskId: spec.taskId,
+          state: old.state,
+          oldHash: old.body_hash,
+          newHash: values.bodyHash,
+        };
+        result.changed.push(changed);
+        if (acceptChanges) {
+          this.#resetTaskWithBody.run(values);
+          this.#deleteFilesOfTask.run(runId, spec.taskId);
+        }
+      }
+    }
+    for (let i = 0; i < batch.length; i += INSERT_COLUMNS) {
+      this.#insertTask.run(batch.slice(i, i + INSERT_COLUMNS));
+    }
+    for (const taskId of existing.keys()) if (!seen.has(taskId)) result.missing.push(taskId);
+    return result;
+  }
+
+  getTask(runId: string, taskId: string): TaskRecord | undefined {
+    const row = this.#selectTask.get(runId, taskId);
+    return row === undefined ? undefined : toTask(row);
+  }
+
+  getTaskByImgUuid(imgUuid: string): TaskRecord | undefined {
+    const row = this.#selectTaskByImgUuid.get(imgUuid);
+    return row === undefined ? undefined : toTask(row);
+  }
+
+  /** Every task of the run, in manifest order. */
+  tasksOfRun(runId: string): TaskRecord[] {
+    return this.#selectTasksOfRun.all(runId).map(toTask);
+  }
+
+  tasksByState(runId: string, states: readonly TaskState[]): TaskRecord[] {
+    return this.#selectTasksByState.all(runId, JSON.stringify(states)).map(toTask);
+  }
+
+  /** The next pending tasks to submit, in manifest order. */
+  nextPending(runId: string, limit: number): TaskRecord[] {
+    return this.#selectPending.all(runId, limit).map(toTask);
+  }
+
+  /** Every state with its count (zero included). */
+  countTasksByState(runId: string): Record<TaskState, number> {
+    const counts = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
+    for (const { state, n } of this.#countByState.iterate(runId)) counts[state] = n;
+    return counts;
+  }
+
+  /** Submitted or running tasks whose next poll is due (never polled first), at most `limit`. */
+  tasksToWatch(runId: string, limit = 1_000): TaskRecord[] {
+    return this.#selectDue.all(runId, toIso(this.#now()), limit).map(toTask);
+  }
+
+  /** When the next poll of the run falls due; null when nothing is watched, `now` when one never was polled. */
+  nextPollAt(runId: string): Date | null {
+    const earliest = this.#selectEarliestPoll.get(runId);
+    if (earliest === null || earliest === undefined) return null;
+    return earliest === '' ? this.#now() : new Date(earliest);
+  }
+
+  /** A poll happened now; the next one is due at `nextPollAt`. */
+  notePolled(runId: string, taskId: string, nextPollAt: Date): void {
+    const changes = this.#notePolled.run({
+      runId,
+      taskId,
+      now: toIso(this.#now()),
+      next: toIso(nextPollAt),
+    }).changes;
+    if (changes === 0) throw refusedMove(undefined, runId, taskId, 'running');
+  }
+
+  /** Moves the next poll, e.g. slows polling to the fallback while callbacks arrive. */
+  setNextPoll(runId: string, taskId: string, at: Date): void {
+    const changes = this.#setNextPoll.run({
+      runId,
+      taskId,
+      now: toIso(this.#now()),
+      next: toIso(at),
+    }).changes;
+    if (changes === 0) throw refusedMove(undefined, runId, taskId, 'running');
+  }
+
+  /** A pending task that cannot be submitted until the user acts (the reason says what to do). */
+  markBlocked(runId: string, taskId: string, reason: string): void {
+    const from = fromStatesJson('blocked');
+    if (this.#markBlocked.run({ runId, taskId, reason, now: toIso(this.#now()), from }).changes === 0) {
+      throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'blocked');
+    }
+  }
+
+  unblock(runId: string, taskId: string): void {
+    if (this.#unblock.run({ runId, taskId, now: toIso(this.#now()) }).changes === 0) {
+      throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'pending');
+    }
+  }
+
+  /**
+   * Sends tasks back to pending on the user's request (`--retry-in-doubt`: `['in_doubt']`), forgetting
+   * their job and files; their charges stay in the ledger. Returns the ids that were requeued.
+   */
+  requeueTasks(
+    runId: string,
+    taskIds: readonly string[],
+    from: readonly TaskState[] = REQUEUEABLE,
+  ): string[] {
+    const allowed = from.filter((s) => REQUEUEABLE.includes(s));
+    return this.#requeueTasks.immediate(runId, taskIds, JSON.stringify(allowed));
+  }
+
+  /** Every file of the task is on disk. */
+  markDone(runId: string, taskId: string): void {
+    const changes = this.#markDone.run({
+      runId,
+      taskId,
+      now: toIso(this.#now()),
+      from: fromStatesJson('done'),
+    });
+    if (changes.changes === 0) throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'done');
+  }
+
+  /**
+   * The job succeeded but its results cannot be had (link expired, download gave up). No refund:
+   * the API charged for a job that succeeded. A failed *job* is recorded by recordJobStatus instead.
+   */
+  markFailed(runId: string, taskId: string, error: string): void {
+    if (this.#markFailed.run({ runId, taskId, error, now: toIso(this.#now()) }).changes === 0) {
+      throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'failed');
+    }
+  }
+
+  /** Notes a problem (e.g. a download retry) without changing the task's state; null clears it. */
+  setTaskError(runId: string, taskId: string, error: string | null): void {
+    if (this.#setError.run({ runId, taskId, error, now: toIso(this.#now()) }).changes === 0) {
+      throw refusedMove(undefined, runId, taskId, 'pending');
+    }
+  }
+}
+
+/** What a task forgets when it starts over: its job, its answer, its polling. */
+const RESET_COLUMNS = `state = 'pending', img_uuid = NULL, cost = NULL, refunded = NULL, error = NULL,
+  submitted_at = NULL, finished_at = NULL, job_status = NULL, job_duration = NULL, last_polled_at = NULL,
+  next_poll_at = NULL, poll_count = 0, source = NULL`;
+
+/** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
+const INSERT_BATCH = 100;
+const INSERT_COLUMNS = 13;
+
+function insertTasksSql(rows: number): string {
+  const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`;
+  return `INSERT INTO tasks (run_id, task_id, seq, model, endpoint, body, body_hash,
+    est_tokens, est_min, est_max, est_basis, est_assumed, state, updated_at)
+    VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
+}
+
+/** Appends one task's INSERT_COLUMNS parameters, in the column order of insertTasksSql. */
+function pushInsertParams(params: unknown[], v: TaskValues, seq: number): void {
+  params.push(v.runId, v.taskId, seq, v.model, v.endpoint, v.body, v.bodyHash);
+  params.push(v.estTokens, v.estMin, v.estMax, v.estBasis, v.estAssumed, v.now);
+}
+
+function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
+  return {
+    runId,
+    taskId: spec.taskId,
+    model: spec.model,
+    endpoint: spec.endpoint,
+    body: spec.wireBody,
+    bodyHash: bodyHash(spec.wireBody),
+    estTokens: spec.estimate.tokens,
+    estMin: spec.estimate.min,
+    estMax: spec.estimate.max,
+    estBasis: spec.estimate.basis,
+    estAssumed: spec.estimate.assumedPrice ? 1 : 0,
+    now,
+  };
+}
+
+function estimateDiffers(old: ExistingTask, values: TaskValues): boolean {
+  return (
+    old.est_tokens !== values.estTokens ||
+    old.est_min !== values.estMin ||
+    old.est_max !== values.estMax ||
+    old.est_basis !== values.estBasis ||
+    old.est_assumed !== values.estAssumed
+  );
+}

@@ -1,0 +1,236 @@
+// The records the store hands out. Times are Date objects outside the store and ISO 8601 UTC text inside.
+
+import type { Estimate, ResultItemKind } from '../catalog/types.js';
+
+/** The clock every timestamp comes from, injected so tests are exact. */
+export type Clock = () => Date;
+
+export const RUN_STATES = ['running', 'interrupted', 'finished', 'refused'] as const;
+export type RunState = (typeof RUN_STATES)[number];
+
+export const TASK_STATES = [
+  'pending',
+  'submitting',
+  'in_doubt',
+  'submitted',
+  'running',
+  'downloading',
+  'done',
+  'failed',
+  'rejected',
+  'blocked',
+] as const;
+export type TaskState = (typeof TASK_STATES)[number];
+
+/** Who told us about a job's status. */
+export type EventSource = 'poll' | 'callback';
+
+export interface NewRun {
+  id: string;
+  manifestPath: string;
+  manifestName: string;
+  /** The manifest settings (or whatever the runner wants to keep), stored as JSON. */
+  settings: unknown;
+  /** The per-run secret that callback URLs carry (issue 7); kept so a restarted run accepts late callbacks. */
+  callbackToken?: string;
+}
+
+export interface RunRecord {
+  id: string;
+  manifestPath: string;
+  manifestName: string;
+  state: RunState;
+  exitCode: number | null;
+  settings: unknown;
+  callbackToken: string | null;
+  balanceBefore: number | null;
+  balanceAfter: number | null;
+  createdAt: Date;
+  /** The latest start (a resumed run starts again). */
+  startedAt: Date | null;
+  finishedAt: Date | null;
+}
+
+/** One task as the runner hands it to the store. */
+export interface NewTask {
+  taskId: string;
+  model: string;
+  endpoint: string;
+  /** The exact JSON text that will be POSTed; the store hashes it and gives it back verbatim. */
+  wireBody: string;
+  estimate: Estimate;
+}
+
+export interface TaskRecord {
+  runId: string;
+  taskId: string;
+  /** Position in the manifest, for reports in the user's order. */
+  seq: number;
+  model: string;
+  endpoint: string;
+  wireBody: string;
+  bodyHash: string;
+  estimate: Estimate;
+  state: TaskState;
+  imgUuid: string | null;
+  /** Tokens the API said it charged. */
+  cost: number | null;
+  refunded: number | null;
+  error: string | null;
+  submittedAt: Date | null;
+  finishedAt: Date | null;
+  /** The last job status that moved the task, as the API spelled it. */
+  jobStatus: string | null;
+  /** Seconds, from the job record. */
+  jobDuration: number | null;
+  lastPolledAt: Date | null;
+  nextPollAt: Date | null;
+  pollCount: number;
+  /** How the status that last moved the task arrived. */
+  source: EventSource | null;
+}
+
+export interface ChangedTask {
+  taskId: string;
+  state: TaskState;
+  oldHash: string;
+  newHash: string;
+}
+
+export interface UpsertResult {
+  inserted: number;
+  unchanged: number;
+  /** Never-charged tasks (pending, rejected, blocked) whose body changed: updated in place, now pending. */
+  updated: string[];
+  /**
+   * Tasks already sent (or in doubt) whose body changed. Left as they were, unless `acceptChanges`,
+   * in which case they were reset to pending with the new body (their charges stay in the ledger).
+   */
+  changed: ChangedTask[];
+  /** Tasks of the run that the manifest no longer lists; left alone. */
+  missing: string[];
+}
+
+export type AttemptOutcome = 'submitted' | 'rejected' | 'not_charged' | 'in_doubt';
+
+export interface AttemptRecord {
+  runId: string;
+  taskId: string;
+  attemptNo: number;
+  /** Committed just before the POST was sent. */
+  sentAt: Date;
+  answeredAt: Date | null;
+  /** Null while the answer is awaited (or was never recorded: a crash). */
+  outcome: AttemptOutcome | null;
+  httpStatus: number | null;
+  code: number | null;
+  message: string | null;
+  imgUuid: string | null;
+}
+
+export interface SubmittedAnswer {
+  imgUuid: string;
+  cost: number;
+  /** From `keyFingerprint(apiKey)`; the key itself never reaches the store. */
+  keyFingerprint: string;
+}
+
+export interface FailedAnswer {
+  httpStatus?: number;
+  code?: number;
+  message: string;
+}
+
+export interface NotChargedAnswer extends FailedAnswer {
+  /** `rejected`: the request is wrong (400), the task ends. `not_charged`: try again later, back to pending. */
+  outcome: 'rejected' | 'not_charged';
+}
+
+export interface JobStatusResult {
+  /** The task this job belongs to, if any still does. */
+  task: { runId: string; taskId: string } | null;
+  /** False when this img_uuid + status was recorded before (a repeated callback or poll). */
+  newEvent: boolean;
+  /** False for statuses the API does not document (treated as "not finished yet"). */
+  knownStatus: boolean;
+  from: TaskState | null;
+  /** The task's state after the event (unchanged when the event would move it backward). */
+  to: TaskState | null;
+  moved: boolean;
+  /** Tokens refunded by this event, when it recorded the refund. */
+  refunded: number | null;
+}
+
+export interface NewFile {
+  index: number;
+  kind: ResultItemKind;
+  /** Where the file is on disk. */
+  path: string;
+  bytes: number;
+  sha256: string;
+  /** The link it came from; only its host is kept (signed query strings are credentials). */
+  url?: string;
+}
+
+export interface FileRecord {
+  runId: string;
+  taskId: string;
+  index: number;
+  kind: ResultItemKind;
+  path: string;
+  bytes: number;
+  sha256: string;
+  sourceHost: string | null;
+  completedAt: Date;
+}
+
+export interface LedgerSums {
+  charged: number;
+  refunded: number;
+  /** charged − refunded. */
+  net: number;
+}
+
+export interface PeriodSpend extends LedgerSums {
+  keyFingerprint: string;
+  /** `YYYY-MM`, UTC. */
+  period: string;
+}
+
+export interface ModelTotals extends LedgerSums {
+  model: string;
+  tasks: number;
+  /** Sum of the best estimates, in tokens (list price). */
+  estimated: number;
+  estimatedMin: number;
+  estimatedMax: number;
+}
+
+export interface QuotaRecord {
+  keyFingerprint: string;
+  used: number;
+  quota: number;
+  /** As the API named it, e.g. `monthly`. */
+  period: string;
+  learnedAt: Date;
+}
+
+export type LeaseResult =
+  | { acquired: true; holder: string; expiresAt: Date }
+  | { acquired: false; holder: string; expiresAt: Date };
+
+export interface LeaseRecord {
+  name: string;
+  holder: string;
+  acquiredAt: Date;
+  heartbeatAt: Date;
+  expiresAt: Date;
+}
+
+export interface ScheduleRecord {
+  manifestPath: string;
+  lastFiredAt: Date | null;
+  lastRunId: string | null;
+  nextFireAt: Date | null;
+  updatedAt: Date;
+}

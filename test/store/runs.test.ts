@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { StoreError } from '../../src/store/index.js';
+import { T0, useStoreWithRun } from './helpers.js';
+
+const ctx = useStoreWithRun();
+
+describe('runs', () => {
+  it('creates a running run and refuses a second one with the same id', () => {
+    const store = ctx.store();
+    expect(store.getRun('r1')).toEqual({
+      id: 'r1',
+      manifestPath: '/m/spring.yaml',
+      manifestName: 'spring',
+      state: 'running',
+      exitCode: null,
+      settings: {},
+      callbackToken: null,
+      balanceBefore: null,
+      balanceAfter: null,
+      createdAt: T0,
+      startedAt: T0,
+      finishedAt: null,
+    });
+    expect(() =>
+      store.createRun({ id: 'r1', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} }),
+    ).toThrow(StoreError);
+  });
+
+  it('ends, resumes and finishes a run, listing it as unfinished until it finishes', () => {
+    const store = ctx.store();
+    const clock = ctx.clock();
+    clock.advance(1000);
+    expect(store.markRunState('r1', 'interrupted', 4)).toMatchObject({ state: 'interrupted', exitCode: 4 });
+    expect(store.unfinishedRuns().map((r) => r.id)).toEqual(['r1']);
+    clock.advance(1000);
+    expect(store.markRunState('r1', 'running')).toMatchObject({
+      state: 'running',
+      exitCode: null,
+      finishedAt: null,
+      startedAt: clock.now(),
+      createdAt: T0,
+    });
+    store.setRunBalance('r1', { before: 1000 });
+    store.setRunBalance('r1', { after: 970.5 });
+    expect(store.markRunState('r1', 'finished', 0)).toMatchObject({
+      state: 'finished',
+      exitCode: 0,
+      balanceBefore: 1000,
+      balanceAfter: 970.5,
+      finishedAt: clock.now(),
+    });
+    expect(store.unfinishedRuns()).toEqual([]);
+  });
+
+  it('keeps the callback token so a restarted run accepts late callbacks', () => {
+    const store = ctx.store();
+    store.setCallbackToken('r1', 'tok-123');
+    expect(store.getRun('r1')?.callbackToken).toBe('tok-123');
+  });
+
+  it('lists runs newest first, or one manifest’s runs', () => {
+    const store = ctx.store();
+    ctx.clock().advance(1000);
+    store.createRun({
+      id: 'r2',
+      manifestPath: '/m/other.yaml',
+      manifestName: 'other',
+      settings: { budget: 5 },
+    });
+    expect(store.listRuns().map((r) => r.id)).toEqual(['r2', 'r1']);
+    expect(store.listRuns({ manifestPath: '/m/spring.yaml' }).map((r) => r.id)).toEqual(['r1']);
+  });
+
+  it('says which run is unknown', () => {
+    expect(() => ctx.store().markRunState('nope', 'finished', 0)).toThrow(
+      'run nope: not found in the state database: check the run id with `mediabatch status`',
+    );
+  });
+});
+
+describe('schedules', () => {
+  it('remembers the last firing and the next one per manifest, keeping the last run over a skipped firing', () => {
+    const store = ctx.store();
+    const next = new Date('2025-04-01T03:00:00.000Z');
+    store.setNextFire('/m/nightly.yaml', next);
+    expect(store.getSchedule('/m/nightly.yaml')).toMatchObject({ lastFiredAt: null, nextFireAt: next });
+    store.recordFiring('/m/nightly.yaml', { firedAt: next, runId: 'nightly-2025-04-01', nextFireAt: null });
+    store.recordFiring('/m/nightly.yaml', { firedAt: next, runId: null, nextFireAt: next });
+    expect(store.listSchedules()).toEqual([
+      {
+        manifestPath: '/m/nightly.yaml',
+        lastFiredAt: next,
+        lastRunId: 'nightly-2025-04-01',
+        nextFireAt: next,
+        updatedAt: T0,
+      },
+    ]);
+  });
+});

@@ -1,0 +1,59 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { keyFingerprint } from '../../src/store/index.js';
+import { FakeClock, submit, task, useTempDirs } from './helpers.js';
+
+const temp = useTempDirs();
+const SENTINEL_KEY = 'sk-SENTINEL-7f3a9c-never-on-disk';
+const SIGNATURE = 'SIGNATURE-5d1e8b';
+
+function bytesOnDisk(file: string): Buffer {
+  return Buffer.concat([file, `${file}-wal`, `${file}-shm`].filter(existsSync).map((f) => readFileSync(f)));
+}
+
+describe('secrets never reach the state database', () => {
+  it('gives a short stable fingerprint of an API key', () => {
+    expect(keyFingerprint(SENTINEL_KEY)).toMatch(/^[0-9a-f]{12}$/);
+    expect(keyFingerprint(SENTINEL_KEY)).toBe(keyFingerprint(SENTINEL_KEY));
+    expect(keyFingerprint(`${SENTINEL_KEY}x`)).not.toBe(keyFingerprint(SENTINEL_KEY));
+  });
+
+  it('keeps neither the API key nor a link signature in the database file or its WAL', () => {
+    const file = join(temp.dir(), 'state', 'mediabatch.db');
+    const store = temp.open(file, { now: new FakeClock().now });
+    const fp = keyFingerprint(SENTINEL_KEY);
+    store.createRun({ id: 'r1', manifestPath: 'm.yaml', manifestName: 'm', settings: {} });
+    store.upsertTasks('r1', [task('a'), task('b')]);
+    submit(store, 'r1', 'a', 'uuid-a', 3, fp);
+    submit(store, 'r1', 'b', 'uuid-b', 3, fp);
+    store.recordQuota(fp, { used: 10, quota: 100, period: 'monthly' });
+    const link = `https://cdn.example.com/a.png?X-Amz-Signature=${SIGNATURE}`;
+    store.recordJobStatus(
+      'uuid-a',
+      'success',
+      { status: 'success', json: [{ type: 'image', value: link }] },
+      'poll',
+    );
+    store.recordFile('r1', 'a', {
+      index: 0,
+      kind: 'image',
+      path: '/out/a/1.png',
+      bytes: 1,
+      sha256: 'h',
+      url: link,
+    });
+    store.recordJobStatus('uuid-b', 'failed', { status: 'failed' }, 'callback');
+
+    const whileOpen = bytesOnDisk(file);
+    expect(existsSync(`${file}-wal`)).toBe(true);
+    expect(whileOpen.includes(fp)).toBe(true); // the search works: what is written is found
+    expect(whileOpen.includes(SENTINEL_KEY)).toBe(false);
+    expect(whileOpen.includes(SIGNATURE)).toBe(false);
+
+    store.close();
+    const afterClose = bytesOnDisk(file);
+    expect(afterClose.includes(SENTINEL_KEY)).toBe(false);
+    expect(afterClose.includes(SIGNATURE)).toBe(false);
+  });
+});
