@@ -1,0 +1,177 @@
+// Acceptance of one generation request, in the service's order: parse, rules, measure the input
+// media, rules on the measured lengths, price, balance, quota, charge, job. Nothing is charged
+// unless every step passes.
+import { fromWireBody, roundTokens } from '../catalog/index.js';
+import type {
+  CatalogEntry,
+  Endpoint,
+  MediaDurations,
+  PriceTable,
+  RequestBody,
+  RequestIssue,
+} from '../catalog/types.js';
+import type { Prober } from '../media/types.js';
+import type { Account } from './account.js';
+import { type Envelope, failure, issuesMessage, success } from './envelope.js';
+import type { Jobs, SandboxJob } from './jobs.js';
+import type { SandboxSettings } from './options.js';
+import { createRandom, type Random } from './random.js';
+import { plannedFailure } from './results.js';
+import { planTiming } from './timing.js';
+
+export interface SubmitContext {
+  random: Random;
+  account: Account;
+  jobs: Jobs;
+  settings: SandboxSettings;
+  prices: PriceTable;
+  prober: Prober;
+  now: () => number;
+}
+
+export type SubmitOutcome = { kind: 'answer'; status: number; body: Envelope } | { kind: 'drop' };
+
+const answer = (status: number, body: Envelope): SubmitOutcome => ({ kind: 'answer', status, body });
+const rejected = (issues: readonly RequestIssue[]): SubmitOutcome =>
+  answer(400, failure(400, issuesMessage(issues)));
+
+export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unknown): Promise<SubmitOutcome> {
+  // Drawn for every submission, whatever happens next, so one seed always gives one sequence.
+  if (ctx.random.next() < ctx.settings.errorRate) return answer(500, failure(500, ''));
+
+  const parsed = fromWireBody(endpoint, wire);
+  if (!parsed.ok) return rejected(parsed.issues);
+  const { entry } = parsed;
+  const checked = entry.check(parsed.input);
+  if (!checked.ok) return rejected(checked.issues);
+  const body = checked.body;
+
+  const measured = await measureMedia(entry, body, ctx.prober);
+  if (measured.issues.length > 0) return rejected(measured.issues);
+  if (entry.model === 'song-replace-section' && typeof body.task_id === 'string') {
+    const song = earlierSong(ctx, body.task_id, body.audio_id);
+    if (typeof song !== 'number') return rejected([song]);
+    // The catalog reads an earlier song's length from media.audio_id for the 50% rule.
+    measured.media.audio_id = song;
+  }
+  const mediaIssues = entry.checkMedia(body, measured.media);
+  if (mediaIssues.length > 0) return rejected(mediaIssues);
+
+  const listPrice = entry.estimate(body, measured.media, ctx.prices).tokens;
+  const cost = roundTokens(listPrice * (1 - ctx.settings.discount));
+  // No await from here on: the balance read and the charge must not interleave with another request.
+  const now = ctx.now();
+  const refusal = ctx.account.refusal(cost, now);
+  if (refusal) return answer(200, failure(refusal.code, refusal.msg));
+
+  const job = createJob(ctx, {
+    entry,
+    body,
+    media: measured.media,
+    listPrice,
+    cost,
+    now,
+    callbackUrl: parsed.callbackUrl,
+  });
+  ctx.jobs.add(job);
+
+  const chargeThenError = ctx.random.next() < ctx.settings.chargeThenErrorRate;
+  const dropConnection = ctx.random.next() < 0.5;
+  if (chargeThenError) {
+    job.answer = dropConnection ? 'connection-dropped' : 'error-500';
+    return dropConnection ? { kind: 'drop' } : answer(500, failure(500, ''));
+  }
+  return answer(200, success({ img_uuid: job.id, cost }));
+}
+
+interface Accepted {
+  entry: CatalogEntry;
+  body: RequestBody;
+  media: MediaDurations;
+  listPrice: number;
+  cost: number;
+  now: number;
+  callbackUrl: string | undefined;
+}
+
+function createJob(ctx: SubmitContext, accepted: Accepted): SandboxJob {
+  const { entry, body, cost, now } = accepted;
+  const seed = ctx.random.seed();
+  const id = ctx.random.uuid();
+  const failRoll = ctx.random.next();
+  const month = ctx.account.charge(cost, now);
+  const timing = planTiming(entry.kind, now, ctx.settings.speed, createRandom(seed ^ 0x5bd1e995));
+  const failure =
+    plannedFailure(entry, body) ??
+    (failRoll < ctx.settings.failRate ? 'the sandbox failed it (fail rate)' : null);
+  return {
+    id,
+    entry,
+    body,
+    media: accepted.media,
+    listPrice: accepted.listPrice,
+    cost,
+    month,
+    createdAt: now,
+    processingAt: timing.processingAt,
+    endAt: timing.endAt,
+    failure,
+    seed,
+    callbackUrl: accepted.callbackUrl,
+    answer: 'ok',
+    status: 'pending',
+    refunded: 0,
+    items: null,
+    linkExpiresAt: null,
+    callbacks: [],
+  };
+}
+
+/** The length of a song made by an earlier successful job of this sandbox, or why it cannot be used. */
+function earlierSong(ctx: SubmitContext, taskId: string, audioId: unknown): number | RequestIssue {
+  ctx.jobs.advance(ctx.now());
+  const job = ctx.jobs.get(taskId);
+  if (job?.entry.model !== 'song-replace-section' || job.status !== 'success') {
+    return {
+      path: 'task_id',
+      message: `no successful song task ${JSON.stringify(taskId)} in this sandbox; use the img_uuid of an earlier song-replace-section job, or audio_url`,
+    };
+  }
+  const song = job.items?.find((item) => item.type === 'audio' && item.audio_id === audioId);
+  if (!song || song.type === 'json' || song.audio_duration === undefined) {
+    return {
+      path: 'audio_id',
+      message: `not a song of task ${taskId}; use one of its json[].audio_id values`,
+    };
+  }
+  return song.audio_duration;
+}
+
+/** Measures every input whose length is billed or checked, as the service does before charging. */
+async function measureMedia(
+  entry: CatalogEntry,
+  body: RequestBody,
+  prober: Prober,
+): Promise<{ media: MediaDurations; issues: RequestIssue[] }> {
+  const media: MediaDurations = {};
+  const issues: RequestIssue[] = [];
+  const fields = entry.mediaFields.filter((f) => f.needsDuration && typeof body[f.field] === 'string');
+  await Promise.all(
+    fields.map(async ({ field, kind }) => {
+      const location = body[field] as string;
+      if (!/^https?:\/\//i.test(location)) {
+        issues.push({
+          path: field,
+          message: `must be an http(s) URL the sandbox can fetch, got ${JSON.stringify(location)}`,
+        });
+        return;
+      }
+      const probe = await prober(location, kind);
+      if (probe.ok) media[field] = probe.seconds;
+      else issues.push({ path: field, message: `could not measure the ${kind}'s duration: ${probe.reason}` });
+    }),
+  );
+  // Promise.all completes in network order; sort so the message is the same every time.
+  issues.sort((a, b) => a.path.localeCompare(b.path));
+  return { media, issues };
+}

@@ -1,0 +1,79 @@
+// `mediabatch sandbox`: flags in, base URL as the first line of stdout, a clean stop on a signal.
+import { EventEmitter } from 'node:events';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseSandboxFlags, sandboxCommand } from '../../src/sandbox/cli.js';
+import { SANDBOX_DEFAULTS, SANDBOX_FLAGS } from '../../src/sandbox/options.js';
+import type { Sandbox } from '../../src/sandbox/server.js';
+import { clientFor, closeAll } from './helpers.js';
+
+afterEach(closeAll);
+
+describe('parseSandboxFlags', () => {
+  it('turns commander strings into options', () => {
+    expect(
+      parseSandboxFlags({
+        port: '0',
+        balance: '12.5',
+        quota: '500',
+        speed: '0',
+        latency: '20',
+        linkTtl: '60',
+        seed: '9',
+      }),
+    ).toEqual({
+      ok: true,
+      options: { port: 0, balance: 12.5, quota: 500, speed: 0, latencyMs: 20, linkTtlSeconds: 60, seed: 9 },
+    });
+  });
+
+  it.each([
+    [{ port: '70000' }, '--port: must be a whole number from 0 to 65535, got 70000'],
+    [{ failRate: '1.5' }, '--fail-rate: must be a number from 0 to 1, got 1.5'],
+    [{ latency: 'soon' }, '--latency: must be a number, got "soon"'],
+    [{ seed: '1.5' }, '--seed: must be a whole number, got 1.5'],
+    [{ apiKey: ' ' }, '--api-key: must not be empty'],
+    [{ linkTtl: '-1' }, '--link-ttl: must be a number >= 0, got -1'],
+  ])('refuses %o', (flags, message) => {
+    expect(parseSandboxFlags(flags)).toEqual({ ok: false, issues: [message] });
+  });
+
+  it('describes every flag, each with a default the CLI can show', () => {
+    for (const { option } of SANDBOX_FLAGS) expect(option in SANDBOX_DEFAULTS).toBe(true);
+  });
+});
+
+describe('sandboxCommand', () => {
+  it('prints the base URL first, serves, and stops on SIGTERM', async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const signals = new EventEmitter();
+    let ready: Sandbox | undefined;
+    const running = sandboxCommand(
+      { port: '0', balance: '5' },
+      {
+        stdout: { write: (t: string) => out.push(t) },
+        stderr: { write: (t: string) => err.push(t) },
+        signals,
+        onReady: (s) => {
+          ready = s;
+        },
+      },
+    );
+    await expect.poll(() => ready, { timeout: 5000 }).toBeDefined();
+    expect(out[0]).toMatch(/^http:\/\/127\.0\.0\.1:\d+\n$/);
+    const api = clientFor(out[0]?.trim() ?? '');
+    expect((await api.get('/api/v1/user/tokens')).body.data).toEqual({ count: 5 });
+    expect(err.join('')).toMatch(/GET \/api\/v1\/user\/tokens 200/);
+    expect(err.join('')).not.toMatch(/Bearer/);
+    signals.emit('SIGTERM');
+    await running;
+    expect(err.at(-1)).toBe('sandbox: stopped\n');
+    await expect(api.get('/api/v1/user/tokens')).rejects.toThrow();
+  });
+
+  it('refuses invalid flags before listening', async () => {
+    await expect(sandboxCommand({ errorRate: '2' })).rejects.toThrow(
+      /--error-rate: must be a number from 0 to 1, got 2/,
+    );
+  });
+});
