@@ -1,7 +1,12 @@
-import { Command, CommanderError, Option } from 'commander';
+import { resolve } from 'node:path';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from '../config.js';
+import { type SandboxCommandOptions, sandboxCommand } from '../sandbox/cli.js';
+import { SANDBOX_FLAGS } from '../sandbox/options.js';
+import { createLogger } from '../util/log.js';
 import { scrub } from '../util/secrets.js';
 import { planCommand } from './commands/plan.js';
+import { type RunFlags, runCommand } from './commands/run.js';
 import { validateCommand } from './commands/validate.js';
 import { EXIT, ExitError } from './errors.js';
 import type { CliIO } from './io.js';
@@ -78,7 +83,92 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       });
     });
 
+  program
+    .command('run')
+    .description(
+      'preflight, then submit, watch, download and report; resumes the run if it exists and is unfinished',
+    )
+    .argument('<manifest>', 'manifest file')
+    .option('-y, --yes', 'do not ask for confirmation on a terminal')
+    .option(
+      '--allow-partial',
+      'start even when the estimate exceeds balance, quota or budget; stop cleanly when money runs out',
+    )
+    .option('--retry-in-doubt', 'submit again the tasks whose answer was lost (they may be charged twice)')
+    .option(
+      '--accept-changes',
+      'submit anew the tasks whose request changed since they were sent (charged again)',
+    )
+    .option(
+      '--concurrency <n>',
+      "tasks in flight at once (default: the manifest's concurrency)",
+      positiveInt('--concurrency'),
+    )
+    .option('--sandbox', 'start an embedded sandbox of the API and run against it (no account, no money)')
+    .option(
+      '--sandbox-speed <factor>',
+      'job timing of the embedded sandbox: 1 realistic, 0 instant',
+      nonNegative('--sandbox-speed'),
+      0.1,
+    )
+    .addOption(
+      new Option(
+        '--no-probe',
+        'do not measure input media; lengths come from media_seconds or become ranges',
+      ),
+    )
+    .action(async (file: string, opts: RunFlags) => {
+      const g = globals();
+      const cfg = await config();
+      const logger = createLogger({
+        level: g.logLevel,
+        ...(g.logFile ? { file: resolve(io.cwd, g.logFile) } : {}),
+      });
+      try {
+        result.code = await runCommand(file, opts, { io, config: cfg, statePath: g.state, logger });
+      } finally {
+        logger.flush();
+      }
+    });
+
+  const sandbox = program
+    .command('sandbox')
+    .description('serve the local emulator of the API until stopped (Ctrl-C); prints its base URL first');
+  for (const flag of SANDBOX_FLAGS) sandbox.option(flag.flag, flag.description);
+  sandbox.action(async (opts: SandboxCommandOptions) => {
+    try {
+      await sandboxCommand(opts, {
+        stdout: io.stdout,
+        stderr: io.stderr,
+        signals: io.signals ?? process,
+      });
+    } catch (error) {
+      if (error instanceof Error && error.message.startsWith('sandbox: ')) {
+        throw new ExitError(EXIT.invalid, error.message);
+      }
+      throw error;
+    }
+  });
+
   return program;
+}
+
+function positiveInt(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1)
+      throw new InvalidArgumentError(`${flag} must be a whole number >= 1, got ${value}`);
+    return n;
+  };
+}
+
+function nonNegative(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < 0)
+      throw new InvalidArgumentError(`${flag} must be a number >= 0, got ${value}`);
+    return n;
+  };
 }
 
 /** Runs the CLI in-process and returns the exit code; prints one line saying why on any non-zero exit. */

@@ -28,7 +28,7 @@ export interface ManifestSettings {
   timezone?: string;
   concurrency: number;
   budget?: number;
-  /** Absolute path of the output folder (relative paths are resolved against the manifest's folder). */
+  /** Absolute path of the output folder (a relative `output` is resolved against the working folder, like the state file). */
   output: string;
   callbackUrl?: string;
   listen?: string;
@@ -54,4 +54,6 @@ export interface LoadedManifest {
   tasks: TaskSpec[];
 }
 
-export type ManifestResult = { ok: true; manifest: LoadedManifest } | { ok: false; problems: ManifestProblem[] };
+export type ManifestResult =
+  | { ok: true; manifest: LoadedManifest }
+  | { ok: false; problems: ManifestProblem[] };

@@ -1,0 +1,19 @@
+// Writes the JSON Schemas generated from the zod schemas; test/manifest/schema.test.ts fails when they drift.
+// Run: npx tsx scripts/write-schemas.ts
+
+import { writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { manifestJsonSchema } from '../src/manifest/index.js';
+
+export const MANIFEST_SCHEMA_FILE = fileURLToPath(
+  new URL('../schemas/manifest.schema.json', import.meta.url),
+);
+
+export function manifestSchemaText(): string {
+  return `${JSON.stringify(manifestJsonSchema(), null, 2)}\n`;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  await writeFile(MANIFEST_SCHEMA_FILE, manifestSchemaText());
+  console.log(`wrote ${MANIFEST_SCHEMA_FILE}`);
+}

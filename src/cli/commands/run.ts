@@ -1,0 +1,480 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { createInterface } from 'node:readline/promises';
+import { type ApiClient, createApiClient } from '../../api/client.js';
+import { downloadResult } from '../../api/download.js';
+import type { Config } from '../../config.js';
+import { DEFAULT_POLL_PROFILES, scaleProfiles } from '../../run/polling.js';
+import { decidePreflight } from '../../run/preflight.js';
+import { ProgressView } from '../../run/progress.js';
+import { Runner, type RunResult } from '../../run/runner.js';
+import { startSandbox } from '../../sandbox/server.js';
+import {
+  keyFingerprint,
+  leaseHolder,
+  openStore,
+  periodOf,
+  type Store,
+  type TaskState,
+} from '../../store/index.js';
+import type { Logger } from '../../util/log.js';
+import { registerSecret } from '../../util/secrets.js';
+import { EXIT, ExitError } from '../errors.js';
+import { fmtRange, fmtTokens, fmtUsd, table } from '../format.js';
+import type { CliIO } from '../io.js';
+import { makeMeasure, unauthorizedError } from '../wiring.js';
+import { buildPlan } from './plan.js';
+
+export interface RunFlags {
+  yes?: boolean;
+  allowPartial?: boolean;
+  retryInDoubt?: boolean;
+  acceptChanges?: boolean;
+  concurrency?: number;
+  sandbox?: boolean;
+  /** Job timing of the embedded sandbox (and our polling, scaled alike). */
+  sandboxSpeed?: number;
+  probe?: boolean;
+}
+
+export interface RunContext {
+  io: CliIO;
+  config: Config;
+  statePath: string;
+  logger: Logger;
+  /** Tests shorten polling; the default is the real schedule (scaled with --sandbox). */
+  pollScale?: number;
+}
+
+const LEASE_TTL_MS = 60_000;
+const SANDBOX_KEY = 'sandbox-key';
+const UNFINISHED: readonly TaskState[] = ['pending', 'submitting', 'submitted', 'running', 'downloading'];
+
+/** preflight, then submit, watch, download; resumes the run when it exists and is unfinished. */
+export async function runCommand(file: string, flags: RunFlags, ctx: RunContext): Promise<number> {
+  const { io, config } = ctx;
+  let baseUrl = config.baseUrl;
+  let apiKey = config.apiKey;
+  const sandbox = flags.sandbox
+    ? await startSandbox({ port: 0, speed: flags.sandboxSpeed ?? 0.1, apiKey: SANDBOX_KEY, seed: 1 })
+    : undefined;
+  try {
+    if (sandbox) {
+      baseUrl = sandbox.baseUrl;
+      apiKey = SANDBOX_KEY;
+      io.stdout.write(`Using the embedded sandbox at ${sandbox.baseUrl} (no account, no money).\n`);
+    }
+    if (!apiKey) {
+      throw new ExitError(
+        EXIT.invalid,
+        'no API key: set MEDIABATCH_API_KEY (or try it for free with --sandbox)',
+      );
+    }
+    if (!baseUrl) {
+      throw new ExitError(
+        EXIT.invalid,
+        'no API base URL: set MEDIABATCH_BASE_URL or base_url in mediabatch.config.yaml (or use --sandbox)',
+      );
+    }
+    registerSecret(apiKey);
+    const client = createApiClient({ baseUrl, apiKey });
+    try {
+      return await runWithClient(file, flags, ctx, client, keyFingerprint(apiKey), Boolean(sandbox));
+    } finally {
+      await client.close();
+    }
+  } finally {
+    await sandbox?.close();
+  }
+}
+
+async function runWithClient(
+  file: string,
+  flags: RunFlags,
+  ctx: RunContext,
+  client: ApiClient,
+  fingerprint: string,
+  onSandbox: boolean,
+): Promise<number> {
+  const { io, config } = ctx;
+  const plan = await buildPlan(file, {
+    io,
+    config,
+    ...(flags.probe === false ? {} : { measure: makeMeasure() }),
+  });
+  const settings = plan.manifest.settings;
+  const runId = settings.runId;
+  const runDir = join(settings.output, runId);
+  const store = openStore(resolve(io.cwd, ctx.statePath));
+  const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
+  const leaseName = `run:${runId}`;
+  try {
+    const lease = store.acquireLease(leaseName, holder, LEASE_TTL_MS);
+    if (!lease.acquired) {
+      throw new ExitError(
+        EXIT.interrupted,
+        `run ${runId} is being driven by another mediabatch (${lease.holder}) until at least ${lease.expiresAt.toISOString()}: wait for it to finish, then run again`,
+      );
+    }
+    try {
+      return await driveRun({
+        file,
+        flags,
+        ctx,
+        client,
+        fingerprint,
+        store,
+        runId,
+        runDir,
+        holder,
+        leaseName,
+        plan,
+        onSandbox,
+      });
+    } finally {
+      store.releaseLease(leaseName, holder);
+    }
+  } finally {
+    store.close();
+  }
+}
+
+interface DriveArgs {
+  file: string;
+  flags: RunFlags;
+  ctx: RunContext;
+  client: ApiClient;
+  fingerprint: string;
+  store: Store;
+  runId: string;
+  runDir: string;
+  holder: string;
+  leaseName: string;
+  plan: Awaited<ReturnType<typeof buildPlan>>;
+  onSandbox: boolean;
+}
+
+async function driveRun(a: DriveArgs): Promise<number> {
+  const { io, config } = a.ctx;
+  const { store, runId, plan, flags } = a;
+  const settings = plan.manifest.settings;
+  const out = (line = '') => io.stdout.write(`${line}\n`);
+
+  const existing = store.getRun(runId);
+  if (existing) store.markRunState(runId, 'running');
+  else {
+    store.createRun({
+      id: runId,
+      manifestPath: resolve(io.cwd, a.file),
+      manifestName: settings.name,
+      settings: { ...settings, concurrency: flags.concurrency ?? settings.concurrency },
+    });
+  }
+  const upsert = store.upsertTasks(
+    runId,
+    plan.tasks.map((t) => ({
+      taskId: t.spec.id,
+      model: t.entry.model,
+      endpoint: t.entry.endpoint,
+      wireBody: JSON.stringify(t.wire),
+      estimate: t.estimate,
+    })),
+    { acceptChanges: flags.acceptChanges ?? false },
+  );
+  if (upsert.changed.length > 0 && !flags.acceptChanges) {
+    store.markRunState(runId, 'interrupted', EXIT.invalid);
+    throw new ExitError(
+      EXIT.invalid,
+      `${upsert.changed.length} task${upsert.changed.length === 1 ? ' was' : 's were'} already sent with a different request; run again with --accept-changes to submit ${upsert.changed.length === 1 ? 'it' : 'them'} anew (charged again), or restore the manifest`,
+      upsert.changed.map(
+        (c) =>
+          `  ${c.taskId} (${c.state.replace('_', ' ')}): the request in ${a.file} changed since it was sent`,
+      ),
+    );
+  }
+  if (upsert.changed.length > 0)
+    out(
+      `Resubmitting ${upsert.changed.length} changed task(s): ${upsert.changed.map((c) => c.taskId).join(', ')}`,
+    );
+  if (upsert.missing.length > 0) {
+    out(`${upsert.missing.length} task(s) of run ${runId} are no longer in the manifest and are left alone.`);
+  }
+  const recovered = store.recoverInterruptedSubmissions(runId);
+  if (recovered.length > 0) {
+    out(
+      `${recovered.length} task(s) were being submitted when the last run stopped; they are in doubt: ${recovered.join(', ')}`,
+    );
+  }
+  if (flags.retryInDoubt) {
+    const inDoubt = store.tasksByState(runId, ['in_doubt']).map((t) => t.taskId);
+    const requeued = store.requeueTasks(runId, inDoubt, ['in_doubt']);
+    if (requeued.length > 0)
+      out(
+        `--retry-in-doubt: ${requeued.length} task(s) will be submitted again (they may be charged twice).`,
+      );
+  }
+
+  const counts = store.countTasksByState(runId);
+  const pending = store.tasksByState(runId, ['pending']);
+  const toWatch = counts.submitted + counts.running + counts.downloading;
+  if (pending.length === 0 && toWatch === 0) {
+    store.markRunState(runId, 'finished', exitFor(undefined, counts));
+    const code = exitFor(undefined, counts);
+    out(
+      `Run ${runId} is already complete: ${describeCounts(counts)}. Files are in ${displayPath(io.cwd, a.runDir)}.`,
+    );
+    if (code !== EXIT.ok) out('Some tasks did not succeed; see `mediabatch status` for why.');
+    return code;
+  }
+
+  // ---- preflight ----
+  const remainingMax = pending.reduce((n, t) => n + t.estimate.max, 0);
+  const remainingTokens = pending.reduce((n, t) => n + t.estimate.tokens, 0);
+  const remainingMin = pending.reduce((n, t) => n + t.estimate.min, 0);
+  const balanceOutcome = await a.client.getBalance();
+  if (balanceOutcome.type === 'unauthorized') {
+    store.markRunState(runId, 'interrupted', EXIT.unauthorized);
+    throw unauthorizedError();
+  }
+  const balance = balanceOutcome.type === 'ok' ? balanceOutcome.value : undefined;
+  if (balance !== undefined && !existing) store.setRunBalance(runId, { before: balance });
+  const quota = quotaFigures(store, config, a.fingerprint, io.now());
+  const chargedSoFar = store.runSpent(runId).net;
+  const decision = decidePreflight({
+    remainingMax,
+    remainingTokens,
+    chargedSoFar,
+    ...(balance !== undefined ? { balance } : {}),
+    ...(quota ? { quota } : {}),
+    ...(settings.budget !== undefined ? { budget: settings.budget } : {}),
+    allowPartial: flags.allowPartial ?? false,
+  });
+
+  const byModel = new Map<string, { n: number; tokens: number; min: number; max: number }>();
+  for (const t of pending) {
+    const m = byModel.get(t.model) ?? { n: 0, tokens: 0, min: 0, max: 0 };
+    m.n++;
+    m.tokens += t.estimate.tokens;
+    m.min += t.estimate.min;
+    m.max += t.estimate.max;
+    byModel.set(t.model, m);
+  }
+  out(
+    existing
+      ? `Resuming run ${runId} (${describeCounts(counts)})`
+      : `Run ${runId}: ${plan.tasks.length} tasks from ${a.file}`,
+  );
+  if (pending.length > 0) {
+    out(
+      table([
+        ['  MODEL', 'TASKS', 'TOKENS', 'USD'],
+        ...[...byModel].map(([model, m]) => [
+          `  ${model}`,
+          String(m.n),
+          fmtRange(m.tokens, m.min, m.max),
+          fmtUsd(m.max),
+        ]),
+      ]),
+    );
+  }
+  out(
+    `  To submit: ${pending.length} task(s), ${fmtRange(remainingTokens, remainingMin, remainingMax)} tokens (up to ${fmtUsd(remainingMax)})`,
+  );
+  if (toWatch > 0) out(`  Already submitted and still watched: ${toWatch}`);
+  out(
+    `  Balance: ${balance === undefined ? `unknown (${balanceOutcome.type === 'ok' ? '' : 'reason' in balanceOutcome ? balanceOutcome.reason : balanceOutcome.message})` : `${fmtTokens(balance)} tokens, ${fmtTokens(decision.leftAfter.balance ?? 0)} left after the run at most`}`,
+  );
+  if (quota) {
+    out(
+      `  Quota: ${fmtTokens(quota.used)} of ${fmtTokens(quota.limit)} tokens used this period (${quota.source}), ${fmtTokens(decision.leftAfter.quota ?? 0)} left after the run at most`,
+    );
+  } else out(`  Quota: unknown (set MEDIABATCH_QUOTA or quota: in mediabatch.config.yaml to check it)`);
+  if (settings.budget !== undefined) {
+    out(
+      `  Budget: ${fmtTokens(settings.budget)} tokens, ${fmtTokens(chargedSoFar)} charged so far, ${fmtTokens(decision.leftAfter.budget ?? 0)} left after the run at most`,
+    );
+  }
+  if (!decision.ok) {
+    if (!existing) store.markRunState(runId, 'refused', EXIT.refused);
+    else store.markRunState(runId, 'interrupted', EXIT.refused);
+    throw new ExitError(
+      EXIT.refused,
+      `refused: ${decision.refusals.join('; ')}. Nothing was submitted; raise the limit, shrink the manifest, or run with --allow-partial to stop cleanly when money runs out`,
+    );
+  }
+  if (decision.refusals.length > 0)
+    out(`  --allow-partial: ${decision.refusals.join('; ')}; the run stops cleanly when money runs out`);
+  if (io.interactive && !flags.yes && pending.length > 0) {
+    const ok = await confirm(
+      `Submit ${pending.length} task(s) for up to ${fmtTokens(remainingMax)} tokens? [y/N] `,
+    );
+    if (!ok) {
+      store.markRunState(runId, existing ? 'interrupted' : 'refused', EXIT.refused);
+      throw new ExitError(EXIT.refused, 'not confirmed; nothing was submitted');
+    }
+  }
+
+  // ---- drive ----
+  const stop = new AbortController();
+  const halt = new AbortController();
+  const signals = io.signals;
+  let interrupts = 0;
+  const onSignal = (name: string) => {
+    interrupts++;
+    if (interrupts === 1 || name === 'SIGTERM') {
+      io.stderr.write(
+        '\nStopping: no new submissions; waiting for the answers in flight (Ctrl-C again to quit at once)\n',
+      );
+      stop.abort();
+    } else halt.abort();
+  };
+  const onInt = () => onSignal('SIGINT');
+  const onTerm = () => onSignal('SIGTERM');
+  signals?.on('SIGINT', onInt);
+  signals?.on('SIGTERM', onTerm);
+
+  const total = plan.tasks.length;
+  const view = new ProgressView({
+    out: io.stdout,
+    interactive: io.interactive,
+    total: store.tasksOfRun(runId).length,
+    estimate: plan.tasks.reduce((n, t) => n + t.estimate.tokens, 0),
+  });
+  const scale = a.ctx.pollScale ?? (a.onSandbox ? 0.1 : 1);
+  const runner = new Runner(
+    {
+      store,
+      client: a.client,
+      keyFingerprint: a.fingerprint,
+      logger: a.ctx.logger,
+      download: downloadResult,
+      onProgress: (p) => view.update(p),
+    },
+    {
+      runId,
+      runDir: a.runDir,
+      concurrency: flags.concurrency ?? settings.concurrency,
+      ...(settings.budget !== undefined ? { budget: settings.budget } : {}),
+      pollProfiles: scale === 1 ? DEFAULT_POLL_PROFILES : scaleProfiles(DEFAULT_POLL_PROFILES, scale),
+      pollConcurrency: 16,
+      downloadConcurrency: 4,
+      maxDownloadBytes: 2 * 1024 ** 3,
+      downloadTimeoutMs: 60_000,
+      submitRetries: 5,
+      retryBaseMs: 500 * scale,
+      retryCapMs: 30_000 * scale,
+      giveUpAfterTasks: 3,
+      stop: stop.signal,
+      halt: halt.signal,
+    },
+  );
+  const renew = setInterval(() => {
+    if (!store.renewLease(a.leaseName, a.holder, LEASE_TTL_MS)) runner.leaseLost();
+  }, LEASE_TTL_MS / 4);
+  renew.unref();
+  let result: RunResult;
+  try {
+    result = await runner.run();
+  } finally {
+    clearInterval(renew);
+    view.close();
+    signals?.off('SIGINT', onInt);
+    signals?.off('SIGTERM', onTerm);
+  }
+
+  const after = await a.client.getBalance();
+  if (after.type === 'ok') store.setRunBalance(runId, { after: after.value });
+  const code = exitFor(result.stopReason, result.counts);
+  const unfinished = UNFINISHED.reduce((n, s) => n + result.counts[s], 0);
+  store.markRunState(runId, unfinished === 0 && !result.stopReason ? 'finished' : 'interrupted', code);
+
+  const spent = store.runSpent(runId);
+  out('');
+  out(`Run ${runId}: ${describeCounts(result.counts)}`);
+  out(
+    `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtUsd(spent.net)}); estimated ${fmtTokens(plan.totals.tokens)}`,
+  );
+  if (after.type === 'ok') out(`  Balance now: ${fmtTokens(after.value)} tokens`);
+  if (result.counts.in_doubt > 0) {
+    out(
+      `  ${result.counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. They are not resubmitted; check your account, then run again with --retry-in-doubt to submit them anyway.`,
+    );
+  }
+  out(`  Files: ${displayPath(io.cwd, a.runDir)}`);
+  if (total !== result.counts.done && code === EXIT.someFailed)
+    out('  `mediabatch status` lists what failed and why.');
+  if (result.stopReason) {
+    throw new ExitError(
+      code as 4 | 5,
+      result.stopMessage ?? `stopped (${result.stopReason}); run the same command again to continue`,
+    );
+  }
+  if (code === EXIT.someFailed) {
+    const failed =
+      result.counts.failed + result.counts.rejected + result.counts.in_doubt + result.counts.blocked;
+    throw new ExitError(
+      EXIT.someFailed,
+      unfinished > 0
+        ? `${unfinished} task(s) are unfinished: run the same command again to continue`
+        : `${failed} task(s) did not succeed (failed tasks were refunded): see \`mediabatch status ${runId}\``,
+    );
+  }
+  return code;
+}
+
+function exitFor(stopReason: RunResult['stopReason'], counts: Record<TaskState, number>): number {
+  if (stopReason === 'unauthorized') return EXIT.unauthorized;
+  if (stopReason) return EXIT.interrupted;
+  const bad = counts.failed + counts.rejected + counts.in_doubt + counts.blocked;
+  const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
+  return bad + unfinished > 0 ? EXIT.someFailed : EXIT.ok;
+}
+
+function describeCounts(c: Record<TaskState, number>): string {
+  const parts = [`${c.done} done`];
+  if (c.failed) parts.push(`${c.failed} failed`);
+  if (c.in_doubt) parts.push(`${c.in_doubt} in doubt`);
+  if (c.rejected) parts.push(`${c.rejected} rejected`);
+  if (c.blocked) parts.push(`${c.blocked} blocked`);
+  const unfinished = UNFINISHED.reduce((n, s) => n + c[s], 0);
+  if (unfinished) parts.push(`${unfinished} unfinished`);
+  return parts.join(', ');
+}
+
+function displayPath(cwd: string, path: string): string {
+  const rel = relative(cwd, path);
+  return rel.startsWith('..') ? path : rel || '.';
+}
+
+/** Quota from configuration, or learned from the API's last code-101 answer, with what the ledger spent since. */
+function quotaFigures(store: Store, config: Config, fingerprint: string, now: Date) {
+  if (config.quota !== undefined) {
+    const spent = store.ledgerSpent(fingerprint, periodOf(now)).net;
+    return {
+      limit: config.quota,
+      used: spent,
+      source: 'from configuration; used = this month in the local ledger',
+    };
+  }
+  const learned = store.getQuota(fingerprint);
+  if (learned && periodOf(learned.learnedAt) === periodOf(now)) {
+    const since = store.ledgerSpentSince(fingerprint, learned.learnedAt).net;
+    return {
+      limit: learned.quota,
+      used: learned.used + since,
+      source: `learned from the API on ${learned.learnedAt.toISOString().slice(0, 10)}, plus the ledger since`,
+    };
+  }
+  return undefined;
+}
+
+async function confirm(question: string): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    const answer = await rl.question(question);
+    return /^y(es)?$/i.test(answer.trim());
+  } finally {
+    rl.close();
+  }
+}

@@ -1,0 +1,47 @@
+// A task declaration prepared for expansion: templates compiled once, matrix planned, rows read, count known.
+
+import type { MatrixPlan } from './matrix.js';
+import type { Problems } from './problems.js';
+import type { SourceIndex } from './source-index.js';
+import type { CompiledValue } from './template.js';
+import type { SourcePos } from './types.js';
+import type { PlainObject } from './values.js';
+
+export interface ExpandContext {
+  index: SourceIndex;
+  problems: Problems;
+  vars: PlainObject;
+  /** Model id → request fields, as written under `defaults`. */
+  defaults: PlainObject;
+  builtins: { name: string; run: string; date: string; datetime: string };
+  /** Folder of the manifest: absolute for reading, as given for messages. */
+  dir: string;
+  shownDir: string;
+  maxTasks: number;
+  readFile: (path: string) => Promise<Buffer>;
+}
+
+export interface Declaration {
+  n: number;
+  base: string;
+  pos: SourcePos;
+  idTemplate: string;
+  id: CompiledValue;
+  model: CompiledValue;
+  input: CompiledValue;
+  mediaSeconds: CompiledValue | undefined;
+  plan: MatrixPlan;
+  repeat: number;
+  /** Rows per combination (all combinations share one list when the path has no matrix name). */
+  rows: (combo: number) => PlainObject[] | undefined;
+  comboList: PlainObject[] | undefined;
+  count: number;
+  factors: string[];
+}
+
+export interface Origin {
+  n: number;
+  combo: PlainObject;
+  row: number | undefined;
+  copy: number | undefined;
+}

@@ -1,0 +1,231 @@
+// Renders each prepared declaration into task specs, one per matrix combination × row × copy, and
+// refuses duplicate ids naming both sources.
+
+import type { Declaration, ExpandContext, Origin } from './declaration.js';
+import { combos, describeCombo } from './matrix.js';
+import { lookupIn, type Scope } from './scope.js';
+import { type CompiledValue, compileValue, type Placeholder, renderValue } from './template.js';
+import type { ManifestProblem, SourcePos, TaskSpec } from './types.js';
+import { describeValue, formatCount, isPlainObject, type PlainObject, setOwn } from './values.js';
+
+const NO_ROWS: undefined[] = [undefined];
+
+/** Expands prepared declarations; holds what must be shared between tasks (locators, compiled defaults). */
+export class Expander {
+  #ctx: ExpandContext;
+  #tasks: TaskSpec[];
+  #origins = new Map<string, Origin>();
+  #duplicates = new Map<string, { problem: ManifestProblem; more: number }>();
+  #defaults = new Map<string, CompiledValue | undefined>();
+  #locators = new Map<string, (fieldPath: string) => SourcePos>();
+
+  constructor(ctx: ExpandContext, tasks: TaskSpec[]) {
+    this.#ctx = ctx;
+    this.#tasks = tasks;
+  }
+
+  expand(declaration: Declaration): void {
+    const comboList = declaration.comboList ?? combos(declaration.plan);
+    comboList.forEach((combo, c) => {
+      const rows = declaration.rows(c) ?? NO_ROWS;
+      rows.forEach((row, r) => {
+        for (let copy = 1; copy <= declaration.repeat; copy++) {
+          const index = declaration.repeat > 1 ? copy : row ? r + 1 : 1;
+          const origin: Origin = {
+            n: declaration.n,
+            combo,
+            row: row ? r + 1 : undefined,
+            copy: declaration.repeat > 1 ? copy : undefined,
+          };
+          this.#one(declaration, combo, row, index, origin);
+        }
+      });
+    });
+  }
+
+  #one(
+    declaration: Declaration,
+    combo: PlainObject,
+    row: PlainObject | undefined,
+    index: number,
+    origin: Origin,
+  ) {
+    const ctx = this.#ctx;
+    const builtins: Scope['builtins'] = { ...ctx.builtins, index };
+    if (row) builtins.row = row;
+    const lookup = lookupIn({ vars: ctx.vars, builtins, combo });
+    let taskId: string | undefined;
+    let failed = false;
+    const onError = (source: string, placeholder: Placeholder, message: string) => {
+      failed = true;
+      const site = `${source}\0${placeholder.raw}\0${placeholder.occurrence}`;
+      const problem: ManifestProblem = {
+        pos: ctx.index.inScalar(source, placeholder.raw, placeholder.occurrence),
+        path: this.#fieldPath(declaration, source, taskId),
+        message,
+      };
+      if (taskId !== undefined) problem.taskId = taskId;
+      ctx.problems.addOnce(site, problem);
+    };
+    const invalid = (field: string, message: string) => {
+      failed = true;
+      const source = `${declaration.base}.${field}`;
+      const problem: ManifestProblem = {
+        pos: ctx.index.at(source),
+        path: taskId === undefined ? source : field,
+        message,
+      };
+      if (taskId !== undefined) problem.taskId = taskId;
+      ctx.problems.addOnce(`${source}\0${message.replace(/, got .*$/, '')}`, problem);
+    };
+
+    const id = renderValue(declaration.id, lookup, onError);
+    if (typeof id === 'number' || (typeof id === 'string' && id !== '')) taskId = String(id);
+    else if (!failed) invalid('id', `must render to text, got ${describeValue(id)}`);
+
+    const model = renderValue(declaration.model, lookup, onError);
+    if (typeof model !== 'string' || model === '') {
+      if (!failed) invalid('model', `must render to a model id, got ${describeValue(model)}`);
+    }
+
+    let input = renderValue(declaration.input, lookup, onError);
+    if (input === null || input === undefined) input = {};
+    if (!isPlainObject(input)) {
+      invalid('input', `must render to a mapping of request fields, got ${describeValue(input)}`);
+    }
+
+    let mediaSeconds: unknown;
+    if (declaration.mediaSeconds) {
+      mediaSeconds = renderValue(declaration.mediaSeconds, lookup, onError);
+      if (typeof mediaSeconds !== 'number' || !(mediaSeconds > 0) || !Number.isFinite(mediaSeconds)) {
+        invalid('media_seconds', `must be a number > 0, got ${describeValue(mediaSeconds)}`);
+      }
+    }
+
+    if (failed || taskId === undefined || typeof model !== 'string' || !isPlainObject(input)) return;
+    const merged = this.#withDefaults(model, input, lookup, onError);
+    if (failed) return;
+
+    const task: TaskSpec = {
+      id: taskId,
+      model,
+      input: merged,
+      pos: declaration.pos,
+      locate: this.#locator(declaration, model),
+    };
+    if (typeof mediaSeconds === 'number') task.mediaSeconds = mediaSeconds;
+    if (this.#isDuplicate(taskId, origin, declaration)) return;
+    this.#tasks.push(task);
+  }
+
+  /** `defaults` of the model under the task's input: the task's own fields win, field by field. */
+  #withDefaults(
+    model: string,
+    input: PlainObject,
+    lookup: ReturnType<typeof lookupIn>,
+    onError: (source: string, placeholder: Placeholder, message: string) => void,
+  ): PlainObject {
+    const compiled = this.#compiledDefaults(model);
+    // Always a fresh top-level object: tasks share nested literal values, never their input itself.
+    const merged: PlainObject = {};
+    if (!compiled) {
+      for (const key of Object.keys(input)) setOwn(merged, key, input[key]);
+      return merged;
+    }
+    const entries: Array<[string, CompiledValue]> =
+      compiled.kind === 'object'
+        ? compiled.entries
+        : compiled.kind === 'literal' && isPlainObject(compiled.value)
+          ? Object.keys(compiled.value).map((key) => [
+              key,
+              { kind: 'literal', value: (compiled.value as PlainObject)[key] },
+            ])
+          : [];
+    for (const [key, value] of entries) {
+      if (!Object.hasOwn(input, key)) setOwn(merged, key, renderValue(value, lookup, onError));
+    }
+    for (const key of Object.keys(input)) setOwn(merged, key, input[key]);
+    return merged;
+  }
+
+  #compiledDefaults(model: string): CompiledValue | undefined {
+    if (this.#defaults.has(model)) return this.#defaults.get(model);
+    const raw = Object.hasOwn(this.#ctx.defaults, model) ? this.#ctx.defaults[model] : undefined;
+    // Compile errors in defaults were reported once by checkDefaults(); here they only stay literal.
+    const compiled = isPlainObject(raw) ? compileValue(raw, `defaults.${model}`, []) : undefined;
+    this.#defaults.set(model, compiled);
+    return compiled;
+  }
+
+  #fieldPath(declaration: Declaration, source: string, taskId: string | undefined): string {
+    if (source.startsWith('defaults.')) {
+      const rest = source.split('.').slice(2).join('.');
+      return rest === '' ? 'input' : `input.${rest}`;
+    }
+    return taskId === undefined ? source : source.slice(declaration.base.length + 1);
+  }
+
+  #locator(declaration: Declaration, model: string): (fieldPath: string) => SourcePos {
+    const key = `${declaration.n}\0${model}`;
+    const known = this.#locators.get(key);
+    if (known) return known;
+    const { index } = this.#ctx;
+    const inputPath = `${declaration.base}.input`;
+    const defaultsPath = `defaults.${model}`;
+    const locate = (fieldPath: string): SourcePos => {
+      const top = fieldPath.split('.')[0] ?? '';
+      if (top !== '' && index.has(`${inputPath}.${top}`)) return index.at(`${inputPath}.${fieldPath}`);
+      if (top !== '' && Object.hasOwn(this.#ctx.defaults, model) && index.has(`${defaultsPath}.${top}`)) {
+        return index.at(`${defaultsPath}.${fieldPath}`);
+      }
+      return index.has(inputPath) ? index.at(inputPath) : declaration.pos;
+    };
+    this.#locators.set(key, locate);
+    return locate;
+  }
+
+  #isDuplicate(id: string, origin: Origin, declaration: Declaration): boolean {
+    const first = this.#origins.get(id);
+    if (!first) {
+      this.#origins.set(id, origin);
+      return false;
+    }
+    const pair = `${first.n}\0${origin.n}`;
+    const seen = this.#duplicates.get(pair);
+    if (seen) {
+      seen.more++;
+      return true;
+    }
+    const firstPos = this.#ctx.index.at(`tasks.${first.n}`);
+    const where = (o: Origin, pos: SourcePos) => {
+      const details = describeOrigin(o);
+      return `tasks.${o.n} at ${pos.file}:${pos.line}:${pos.col}${details ? ` (${details})` : ''}`;
+    };
+    this.#duplicates.set(pair, {
+      problem: {
+        pos: declaration.pos,
+        taskId: id,
+        path: 'id',
+        message: `duplicate task id, made by ${where(first, firstPos)} and by ${where(origin, declaration.pos)}; make ids unique, e.g. with a matrix name, {{row.<field>}} or {{index}}`,
+      },
+      more: 0,
+    });
+    return true;
+  }
+
+  finish(): void {
+    for (const { problem, more } of this.#duplicates.values()) {
+      if (more > 0) problem.message += ` (and ${formatCount(more)} more duplicate ids between these tasks)`;
+      this.#ctx.problems.add(problem);
+    }
+  }
+}
+
+function describeOrigin(origin: Origin): string {
+  const parts: string[] = [];
+  const combo = describeCombo(origin.combo);
+  if (combo) parts.push(combo);
+  if (origin.row !== undefined) parts.push(`row ${origin.row}`);
+  if (origin.copy !== undefined) parts.push(`copy ${origin.copy}`);
+  return parts.join(', ');
+}

@@ -1,0 +1,97 @@
+// Reads a manifest file into settings and task specs, or into every problem found, each located.
+
+import { readFile as fsReadFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { checkDefaults, checkVars, expandTasks } from './expand.js';
+import { DEFAULT_MAX_TASKS, MAX_MANIFEST_BYTES } from './limits.js';
+import { Problems } from './problems.js';
+import { manifestSchema } from './schema.js';
+import { schemaProblems } from './schema-problems.js';
+import { readSettings } from './settings.js';
+import type { ManifestResult } from './types.js';
+import { describeValue, formatCount, isPlainObject } from './values.js';
+import { parseYaml } from './yaml-tree.js';
+
+export interface LoadOptions {
+  /** The clock for `{{date}}` and `{{datetime}}`. */
+  now: Date;
+  /** Where relative manifest and `output` paths start. */
+  cwd: string;
+  readFile?: (path: string) => Promise<Buffer>;
+  /** Refuse manifests that expand to more tasks (default 1,000,000). */
+  maxTasks?: number;
+}
+
+/** Fields whose problems make expanding the tasks pointless (every task would repeat them). */
+const BLOCKING = new Set(['vars', 'defaults', 'tasks']);
+
+export async function loadManifest(file: string, opts: LoadOptions): Promise<ManifestResult> {
+  const readFile = opts.readFile ?? fsReadFile;
+  const absolute = resolve(opts.cwd, file);
+  const atStart = { file, line: 1, col: 1 };
+  let buffer: Buffer;
+  try {
+    buffer = await readFile(absolute);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === 'ENOENT' ? 'no such file' : (code ?? String(error));
+    return {
+      ok: false,
+      problems: [{ pos: atStart, path: '', message: `cannot read the manifest: ${reason}` }],
+    };
+  }
+  if (buffer.length > MAX_MANIFEST_BYTES) {
+    const message = `the manifest is ${formatCount(buffer.length)} bytes, more than the ${MAX_MANIFEST_BYTES / 1024 / 1024} MB limit; move rows into a foreach data file or split the manifest`;
+    return { ok: false, problems: [{ pos: atStart, path: '', message }] };
+  }
+
+  const parsed = parseYaml(buffer.toString('utf8'), file);
+  const problems = new Problems();
+  problems.addAll(parsed.problems);
+  const doc = parsed.value;
+  if (!('value' in parsed)) return { ok: false, problems: problems.list() };
+  if (!isPlainObject(doc)) {
+    const message =
+      doc === null || doc === undefined
+        ? 'the manifest is empty; start with "version: 1", a name and a list of tasks'
+        : `the manifest must be a mapping (version: 1, name: ..., tasks: ...), got ${describeValue(doc)}`;
+    problems.add({ pos: atStart, path: '', message });
+    return { ok: false, problems: problems.list() };
+  }
+
+  const index = parsed.index;
+  const checked = manifestSchema.safeParse(doc, { reportInput: true });
+  const issues = checked.success ? [] : checked.error.issues;
+  problems.addAll(schemaProblems(issues, index));
+  const invalidTasks = new Set<number>();
+  let blocked = false;
+  for (const issue of issues) {
+    const [first, second] = issue.path;
+    // An unknown key (a typo) leaves the rest of the task usable: expand it to find its other problems.
+    const typo = issue.code === 'unrecognized_keys' && issue.path.length === 2;
+    if (first === 'tasks' && typeof second === 'number') {
+      if (!typo) invalidTasks.add(second);
+    } else if (typeof first === 'string' && BLOCKING.has(first)) blocked = true;
+  }
+
+  const { settings, stamp, vars } = readSettings(doc, { cwd: opts.cwd, now: opts.now, index, problems });
+  const defaults = isPlainObject(doc.defaults) ? doc.defaults : {};
+  checkVars({ vars, index, problems });
+  checkDefaults({ defaults, index, problems });
+  const rawTasks = Array.isArray(doc.tasks) ? doc.tasks : [];
+  const tasks = blocked
+    ? []
+    : await expandTasks(rawTasks, (n) => !invalidTasks.has(n), {
+        index,
+        problems,
+        vars,
+        defaults,
+        builtins: { name: settings.name, run: settings.runId, date: stamp.date, datetime: stamp.datetime },
+        dir: dirname(absolute),
+        shownDir: dirname(file),
+        maxTasks: opts.maxTasks ?? DEFAULT_MAX_TASKS,
+        readFile,
+      });
+  if (problems.size > 0) return { ok: false, problems: problems.list() };
+  return { ok: true, manifest: { file, settings, tasks } };
+}

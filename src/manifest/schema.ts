@@ -1,0 +1,137 @@
+// The raw manifest document as zod describes it: the shape editors check through the generated JSON Schema.
+// Checks that need positions across values (templates, matrix keys, duplicate ids) live in expand.ts.
+
+import * as z from 'zod';
+import { MODEL_IDS } from '../catalog/types.js';
+import { isTimeZone } from './clock.js';
+
+export const NAME_PATTERN = /^[A-Za-z0-9_-]+$/;
+export const NAME_RULE = 'must contain only letters, digits, - and _';
+const TEMPLATE_PATTERN = /\{\{[\s\S]*\}\}/;
+const LISTEN_PATTERN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+const CRON_PATTERN = /^\s*\S+(?:\s+\S+){4,5}\s*$/;
+
+const INPUT_RULE = 'must be a mapping of request fields, or one {{placeholder}} that gives one';
+const SECONDS_RULE = 'must be a number > 0, or a {{placeholder}} that gives one';
+
+const anyMap = z.record(z.string(), z.unknown());
+
+export const matrixSchema = z
+  .object({
+    include: z
+      .array(anyMap)
+      .optional()
+      .describe(
+        'Combinations to extend or add, as in CI matrices: extra keys join every matching combination.',
+      ),
+    exclude: z
+      .array(anyMap)
+      .optional()
+      .describe('Combinations to drop: every combination matching all the keys of an entry is removed.'),
+  })
+  .catchall(z.array(z.unknown()).min(1))
+  .describe('Cartesian product of the listed values; each key is a template name ({{product}}).');
+
+export const taskSchema = z
+  .strictObject({
+    id: z
+      .string()
+      .min(1)
+      .describe(
+        'Unique task id after expansion, e.g. "hero-{{product}}"; names result folders and report rows.',
+      ),
+    model: z.string().min(1).describe('Model id, e.g. flat-image, speech-v3; may be a template ({{model}}).'),
+    input: z
+      .union([anyMap, z.string().regex(TEMPLATE_PATTERN, { error: INPUT_RULE })], { error: INPUT_RULE })
+      .optional()
+      .describe('The request body minus model and callback; strings may hold {{ }} templates.'),
+    matrix: matrixSchema.optional(),
+    foreach: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'A .csv, .json, .jsonl, .yaml or .yml file (relative to the manifest): one task per row, {{row.x}}.',
+      ),
+    repeat: z
+      .int()
+      .min(1)
+      .optional()
+      .describe('Make this many copies of the task; {{index}} numbers them from 1.'),
+    media_seconds: z
+      .union([z.number().positive(), z.string().regex(TEMPLATE_PATTERN, { error: SECONDS_RULE })], {
+        error: SECONDS_RULE,
+      })
+      .optional()
+      .describe('Length of the input media in seconds, for pricing when it cannot be probed.'),
+  })
+  .describe('One task, or many through matrix, foreach and repeat (expanded in that order).');
+
+export const manifestSchema = z
+  .strictObject({
+    version: z.literal(1, { error: 'must be 1' }).describe('Manifest format version; always 1.'),
+    name: z.string().regex(NAME_PATTERN, { error: NAME_RULE }).describe('The run id by default.'),
+    run: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Run-id template, e.g. "{{name}}-{{date}}"; knows name, vars, date and datetime.'),
+    schedule: z
+      .string()
+      .regex(CRON_PATTERN, { error: 'must be a cron expression of 5 or 6 fields, like "0 3 * * *"' })
+      .optional()
+      .describe('Cron expression used by `mediabatch schedule`.'),
+    timezone: z
+      .string()
+      .refine(isTimeZone, { error: 'must be an IANA time zone, like Europe/Paris or UTC' })
+      .optional()
+      .describe('IANA time zone for schedule, {{date}} and {{datetime}}; UTC when absent.'),
+    concurrency: z.int().min(1).default(4).describe('Tasks in flight at once.'),
+    budget: z.number().positive().optional().describe('Hard cap in tokens for this run.'),
+    budget_per_period: z
+      .number()
+      .positive()
+      .optional()
+      .describe('Cap in tokens for all runs in a quota period.'),
+    output: z
+      .string()
+      .min(1)
+      .default('out')
+      .describe('Results go to <output>/<run>/; relative to the working folder.'),
+    callback_url: z
+      .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+      .optional()
+      .describe('custom_callback_url given to every task.'),
+    listen: z
+      .string()
+      .regex(LISTEN_PATTERN, { error: 'must be host:port, like 0.0.0.0:8788', abort: true })
+      .refine((value) => isPort(value.slice(value.lastIndexOf(':') + 1)), {
+        error: 'must end with a port from 1 to 65535',
+      })
+      .optional()
+      .describe('host:port where the callback receiver listens.'),
+    vars: anyMap.optional().describe('Names for templates: {{brand}}. Values are inserted as they are.'),
+    defaults: z
+      .partialRecord(z.enum(MODEL_IDS), anyMap)
+      .optional()
+      .describe('Per model, request fields merged under each task input (the task wins, field by field).'),
+    tasks: z.array(taskSchema).min(1).describe('The tasks of the run.'),
+  })
+  .meta({
+    title: 'mediabatch manifest',
+    description: 'A batch of media-generation tasks run by mediabatch (version 1).',
+  });
+
+export type RawManifest = z.input<typeof manifestSchema>;
+
+function isPort(text: string): boolean {
+  const port = Number(text);
+  return Number.isInteger(port) && port >= 1 && port <= 65535;
+}
+
+export const MANIFEST_KEYS = Object.keys(manifestSchema.shape);
+export const TASK_KEYS = Object.keys(taskSchema.shape);
+
+export function manifestJsonSchema(): object {
+  return z.toJSONSchema(manifestSchema, { target: 'draft-2020-12', io: 'input' });
+}

@@ -1,0 +1,74 @@
+// What the user sees while a run goes: a live line on a terminal, plain lines otherwise.
+
+import cliProgress from 'cli-progress';
+import type { Out } from '../cli/io.js';
+import type { TaskState } from '../store/index.js';
+import type { RunProgress } from './runner.js';
+
+const fmt = (n: number) => String(Number(n.toFixed(4)));
+
+export function describeProgress(p: RunProgress, total: number, estimate: number): string {
+  const c = p.counts;
+  const finished = c.done + c.failed + c.rejected + c.in_doubt + c.blocked;
+  const parts = [`${finished}/${total} finished`, `${c.done} done`];
+  if (c.failed) parts.push(`${c.failed} failed`);
+  if (c.in_doubt) parts.push(`${c.in_doubt} in doubt`);
+  if (c.rejected) parts.push(`${c.rejected} rejected`);
+  const running = c.submitting + c.submitted + c.running + c.downloading;
+  if (running) parts.push(`${running} in flight`);
+  parts.push(`${fmt(p.charged - p.refunded)} of ~${fmt(estimate)} tokens`);
+  return parts.join(' · ');
+}
+
+export function finishedCount(counts: Record<TaskState, number>): number {
+  return counts.done + counts.failed + counts.rejected + counts.in_doubt + counts.blocked;
+}
+
+/** Renders progress: a live bar with an ETA on a terminal (cli-progress), otherwise a line every 10 %. */
+export class ProgressView {
+  readonly #out: Out;
+  readonly #total: number;
+  readonly #estimate: number;
+  readonly #bar: cliProgress.SingleBar | undefined;
+  #lastDecile = -1;
+  #lastLine = '';
+
+  constructor(opts: { out: Out; interactive: boolean; total: number; estimate: number }) {
+    this.#out = opts.out;
+    this.#total = opts.total;
+    this.#estimate = opts.estimate;
+    if (opts.interactive) {
+      this.#bar = new cliProgress.SingleBar(
+        {
+          format: '[{bar}] {summary} · ETA {eta_formatted}',
+          // A terminal is a real stream; cli-progress needs its cursor functions.
+          stream: opts.out as NodeJS.WriteStream,
+          hideCursor: true,
+          etaBuffer: 50,
+          fps: 5,
+        },
+        cliProgress.Presets.legacy,
+      );
+      this.#bar.start(opts.total, 0, { summary: 'starting' });
+    }
+  }
+
+  update(p: RunProgress): void {
+    const finished = finishedCount(p.counts);
+    const line = describeProgress(p, this.#total, this.#estimate);
+    if (this.#bar) {
+      this.#bar.update(finished, { summary: line });
+      return;
+    }
+    const decile = this.#total === 0 ? 10 : Math.floor((finished / this.#total) * 10);
+    if (decile !== this.#lastDecile && line !== this.#lastLine) {
+      this.#lastDecile = decile;
+      this.#lastLine = line;
+      this.#out.write(`${line}\n`);
+    }
+  }
+
+  close(): void {
+    this.#bar?.stop();
+  }
+}
