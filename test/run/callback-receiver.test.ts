@@ -1,0 +1,114 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  type CallbackHint,
+  type CallbackReceiver,
+  callbackKey,
+  callbackUrlFor,
+  newCallbackToken,
+  parseListen,
+  startCallbackReceiver,
+} from '../../src/run/callbacks.js';
+
+let receiver: CallbackReceiver | undefined;
+afterEach(async () => {
+  await receiver?.close();
+  receiver = undefined;
+});
+
+async function start(hints: CallbackHint[], token = 'tok-abcdefghijklmnop') {
+  const tasks = new Map([[callbackKey('hero-mug'), 'hero-mug']]);
+  receiver = await startCallbackReceiver({
+    host: '127.0.0.1',
+    port: 0,
+    token,
+    taskForKey: (key) => tasks.get(key),
+    onHint: (hint) => hints.push(hint),
+  });
+  return receiver;
+}
+
+const body = (status: string, imgUuid = 'uuid-1') =>
+  JSON.stringify({ code: 0, msg: 'success', data: { img_uuid: imgUuid, status, json: null } });
+
+async function post(url: string, payload: string, headers: Record<string, string> = {}) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: payload,
+  });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
+
+describe('callback receiver', () => {
+  it('answers 200 and passes a hint for a known task with the right token', async () => {
+    const hints: CallbackHint[] = [];
+    const r = await start(hints);
+    const url = callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnop', 'hero-mug');
+    expect(await post(url, body('processing'))).toBe(200);
+    await settle();
+    expect(hints).toEqual([{ taskId: 'hero-mug', imgUuid: 'uuid-1', status: 'processing' }]);
+  });
+
+  it('refuses a wrong token with 404 and passes nothing on', async () => {
+    const hints: CallbackHint[] = [];
+    const r = await start(hints);
+    expect(await post(callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnoX', 'hero-mug'), body('success'))).toBe(404);
+    expect(await post(callbackUrlFor(r.localUrl, 'short', 'hero-mug'), body('success'))).toBe(404);
+    await settle();
+    expect(hints).toEqual([]);
+    expect(r.stats.ignored).toBe(2);
+  });
+
+  it('answers 200 to an unknown task but ignores it', async () => {
+    const hints: CallbackHint[] = [];
+    const r = await start(hints);
+    expect(await post(callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnop', 'someone-else'), body('success'))).toBe(200);
+    await settle();
+    expect(hints).toEqual([]);
+  });
+
+  it('deduplicates by img_uuid plus status', async () => {
+    const hints: CallbackHint[] = [];
+    const r = await start(hints);
+    const url = callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnop', 'hero-mug');
+    for (const status of ['processing', 'processing', 'success', 'success', 'processing']) {
+      expect(await post(url, body(status))).toBe(200);
+    }
+    await settle();
+    expect(hints.map((h) => h.status)).toEqual(['processing', 'success']);
+  });
+
+  it('refuses a 10 MB body without passing anything on', async () => {
+    const hints: CallbackHint[] = [];
+    const r = await start(hints);
+    const url = callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnop', 'hero-mug');
+    const huge = JSON.stringify({ data: { img_uuid: 'uuid-1', status: 'success', pad: 'x'.repeat(10 * 1024 * 1024) } });
+    expect(await post(url, huge)).toBe(413);
+    expect(await post(url, '{not json')).toBe(400);
+    await settle();
+    expect(hints).toEqual([]);
+  });
+
+  it('gives every run its own unguessable token', () => {
+    const tokens = new Set(Array.from({ length: 100 }, () => newCallbackToken()));
+    expect(tokens.size).toBe(100);
+    for (const t of tokens) expect(t).toMatch(/^[A-Za-z0-9_-]{32}$/);
+  });
+});
+
+describe('parseListen', () => {
+  it.each([
+    ['127.0.0.1:8080', { host: '127.0.0.1', port: 8080 }],
+    ['localhost:0', { host: 'localhost', port: 0 }],
+    ['[::1]:9000', { host: '::1', port: 9000 }],
+  ])('%s', (value, expected) => {
+    expect(parseListen(value)).toEqual(expected);
+  });
+
+  it.each(['8080', 'host:', 'host:99999', ':80'])('refuses %j', (value) => {
+    expect(() => parseListen(value)).toThrow(/^--listen: must be host:port/);
+  });
+});
