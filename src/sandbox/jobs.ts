@@ -10,7 +10,7 @@ import { planItems, type ResultItem } from './results.js';
 export type JobStatus = 'pending' | 'processing' | 'success' | 'failed';
 
 /** How the submission was answered; anything but `ok` is a charge the client may not know about. */
-export type SubmitAnswer = 'ok' | 'error-500' | 'connection-dropped';
+export type SubmitAnswer = 'ok' | 'error-502' | 'connection-dropped';
 
 export interface CallbackAttempt {
   at: string;

@@ -34,7 +34,7 @@ export interface JobState {
   /** Tokens given back; equals `cost` for a failed job. */
   refunded: number;
   created_at: string;
-  /** How the submission was answered; `error-500` and `connection-dropped` are charges the client never saw. */
+  /** How the submission was answered; `error-502` (a gateway page) and `connection-dropped` are charges the client never saw. */
   answer: SubmitAnswer;
   callback_url?: string;
   callbacks: CallbackLog[];
@@ -166,6 +166,9 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
         reply.hijack();
         request.raw.socket.destroy();
         return reply;
+      }
+      if (outcome.kind === 'gateway-error') {
+        return reply.code(outcome.status).type('text/html').send(outcome.text);
       }
       if (ctx.settings.speed === 0) setImmediate(() => jobs.advance(now()));
       return reply.code(outcome.status).send(outcome.body);

@@ -29,7 +29,11 @@ export interface SubmitContext {
   now: () => number;
 }
 
-export type SubmitOutcome = { kind: 'answer'; status: number; body: Envelope } | { kind: 'drop' };
+export type SubmitOutcome =
+  | { kind: 'answer'; status: number; body: Envelope }
+  | { kind: 'drop' }
+  /** What a gateway in front of the service sends when the backend did not answer in time: not the envelope. */
+  | { kind: 'gateway-error'; status: number; text: string };
 
 const answer = (status: number, body: Envelope): SubmitOutcome => ({ kind: 'answer', status, body });
 const rejected = (issues: readonly RequestIssue[]): SubmitOutcome =>
@@ -78,8 +82,15 @@ export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unkno
   const chargeThenError = ctx.random.next() < ctx.settings.chargeThenErrorRate;
   const dropConnection = ctx.random.next() < 0.5;
   if (chargeThenError) {
-    job.answer = dropConnection ? 'connection-dropped' : 'error-500';
-    return dropConnection ? { kind: 'drop' } : answer(500, failure(500, ''));
+    job.answer = dropConnection ? 'connection-dropped' : 'error-502';
+    // The spec's own 500 envelope says the service failed *before* charging, and clients rightly retry it;
+    // a charge whose answer is lost looks like a dropped connection or a gateway's page instead.
+    if (dropConnection) return { kind: 'drop' };
+    return {
+      kind: 'gateway-error',
+      status: 502,
+      text: '<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>\n',
+    };
   }
   return answer(200, success({ img_uuid: job.id, cost }));
 }

@@ -96,7 +96,7 @@ describe('injected faults', () => {
     expect(sandbox.state()).toMatchObject({ balance: 1000, jobs: [] });
   });
 
-  it('charges and creates the job, then answers 500 or drops the connection, at --charge-then-error-rate 1', async () => {
+  it('charges and creates the job, then answers a gateway 502 page or drops the connection, at --charge-then-error-rate 1', async () => {
     const { sandbox } = await openSandbox({ chargeThenErrorRate: 1, seed: 11 });
     const outcomes: string[] = [];
     for (let i = 0; i < 12; i++) {
@@ -106,19 +106,20 @@ describe('injected faults', () => {
           headers: { authorization: 'Bearer sandbox-key', 'content-type': 'application/json' },
           body: JSON.stringify(image),
         });
-        const body = await res.body.json();
-        expect(body).toEqual({ code: 500, msg: '' });
-        outcomes.push('500');
+        // Not the envelope: a client must not take it for the spec's "failed before charging" 500.
+        expect(res.statusCode).toBe(502);
+        expect(await res.body.text()).toContain('502 Bad Gateway');
+        outcomes.push('502');
       } catch (error) {
         expect(String((error as Error).message)).toMatch(/closed|reset|socket/i);
         outcomes.push('dropped');
       }
     }
-    expect(new Set(outcomes)).toEqual(new Set(['500', 'dropped']));
+    expect(new Set(outcomes)).toEqual(new Set(['502', 'dropped']));
     const state = sandbox.state();
     expect(state.jobs).toHaveLength(12);
     expect(state.balance).toBeCloseTo(1000 - 12 * 0.2, 6);
-    expect(state.jobs.map((j) => (j.answer === 'error-500' ? '500' : 'dropped'))).toEqual(outcomes);
+    expect(state.jobs.map((j) => (j.answer === 'error-502' ? '502' : 'dropped'))).toEqual(outcomes);
   });
 
   it('delays every request by --latency', async () => {
