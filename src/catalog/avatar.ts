@@ -41,6 +41,20 @@ function outputLength(body: RequestBody, media: MediaDurations): Output | undefi
 
 function checkMedia(body: RequestBody, media: MediaDurations): RequestIssue[] {
   const duration = typeof body.duration === 'number' ? body.duration : undefined;
+  // "When [duration is] set, the video and audio may be longer than 60 s": without it, neither may be.
+  if (duration === undefined) {
+    const long: RequestIssue[] = [];
+    for (const field of ['video_url', 'audio_url'] as const) {
+      const seconds = media[field];
+      if (seconds !== undefined && roundTokens(seconds) > MAX_S) {
+        long.push({
+          path: field,
+          message: `must be at most ${MAX_S} s without duration, measured ${roundTokens(seconds)} s; set duration (${MIN_S} to ${MAX_S}) to use only the first seconds`,
+        });
+      }
+    }
+    if (long.length > 0) return long;
+  }
   const out = outputLength(body, media);
   // In normal mode one measured file already bounds the output from above.
   const bound: Output | undefined =

@@ -9,7 +9,14 @@ const cases: [ModelId, RequestBody, MediaDurations, [string, string][]][] = [
   // talking avatar, normal mode: output = shorter of video and audio, must be 3-60 s without duration
   ['ai-talking-avatar-video', {}, { video_url: 30, audio_url: 40 }, []],
   ['ai-talking-avatar-video', {}, { video_url: 3, audio_url: 3 }, []],
-  ['ai-talking-avatar-video', {}, { video_url: 60, audio_url: 90 }, []],
+  // without duration, neither file may be over 60 s (the spec allows longer media only with duration)
+  ['ai-talking-avatar-video', {}, { video_url: 60, audio_url: 60 }, []],
+  [
+    'ai-talking-avatar-video',
+    {},
+    { video_url: 60, audio_url: 90 },
+    [['audio_url', 'must be at most 60 s without duration, measured 90 s']],
+  ],
   [
     'ai-talking-avatar-video',
     {},
@@ -20,16 +27,22 @@ const cases: [ModelId, RequestBody, MediaDurations, [string, string][]][] = [
     'ai-talking-avatar-video',
     {},
     { video_url: 61, audio_url: 70 },
-    [['video_url', 'set duration (3 to 60)']],
+    [
+      ['video_url', 'measured 61 s; set duration (3 to 60)'],
+      ['audio_url', 'measured 70 s; set duration (3 to 60)'],
+    ],
   ],
   [
     'ai-talking-avatar-video',
     {},
     { video_url: 90, audio_url: 60.5 },
-    [['audio_url', 'the shorter of video 90 s and audio 60.5 s']],
+    [
+      ['video_url', 'must be at most 60 s without duration, measured 90 s'],
+      ['audio_url', 'must be at most 60 s without duration, measured 60.5 s'],
+    ],
   ],
   ['ai-talking-avatar-video', {}, { audio_url: 2 }, [['audio_url', 'must be 3 to 60 s, measured 2 s']]],
-  ['ai-talking-avatar-video', {}, { video_url: 100 }, []],
+  ['ai-talking-avatar-video', {}, { video_url: 100 }, [['video_url', 'measured 100 s']]],
   // with duration, the media may be longer than 60 s but not shorter than duration
   ['ai-talking-avatar-video', { duration: 60 }, { video_url: 200, audio_url: 300 }, []],
   ['ai-talking-avatar-video', { duration: 20 }, { video_url: 20, audio_url: 25 }, []],
@@ -46,7 +59,7 @@ const cases: [ModelId, RequestBody, MediaDurations, [string, string][]][] = [
     'ai-talking-avatar-video',
     { video_mode: 'loop' },
     { video_url: 10, audio_url: 61 },
-    [['audio_url', 'loop mode: the audio length']],
+    [['audio_url', 'must be at most 60 s without duration, measured 61 s']],
   ],
   [
     'ai-talking-avatar-video',
