@@ -1,0 +1,434 @@
+// The long-lived loop of `mediabatch schedule`: one timer per manifest, one run at a time per
+// manifest, across processes too. A firing is claimed under the manifest's `schedule:` lease by
+// recording it in the state database before the run starts, so a second scheduler on the same
+// state sees the claim and never fires the same slot again.
+
+import { EventEmitter } from 'node:events';
+import type { Store } from '../store/index.js';
+import type { Logger } from '../util/log.js';
+import type { CronSchedule } from './next.js';
+import { type DueDecision, dueFiring, resumePoint } from './policy.js';
+import type { Timers } from './timers.js';
+import { formatInZone } from './zone.js';
+
+export interface ManifestSchedule {
+  /** Absolute: the key of the schedule row, the lease and the ledger's per-manifest spend. */
+  path: string;
+  /** How the user named the manifest (the path as typed), for output. */
+  label: string;
+  schedule: CronSchedule;
+}
+
+export interface Firing {
+  manifestPath: string;
+  /** The slot that came due: the run id is rendered at this time, so every scheduler renders the same id. */
+  at: Date;
+  /** A catch-up of a slot missed while not running. */
+  late: boolean;
+  /** Hand these to the run as its io.signals: the scheduler forwards SIGTERM/SIGINT to it. */
+  signals: EventEmitter;
+  /** Aborted when the scheduler stops: a run not started yet must not start. */
+  stopping: AbortSignal;
+  /** Call once the run id is known, so the firing is recorded with it (status shows it). */
+  started(runId: string): void;
+}
+
+export type FiringOutcome =
+  | 'finished'
+  | 'failed'
+  | 'refused'
+  | 'interrupted'
+  | 'not-started'
+  | 'invalid'
+  | 'unauthorized'
+  | 'error';
+
+export interface FiringResult {
+  outcome: FiringOutcome;
+  runId?: string;
+  /** One line: what happened and, when it went wrong, what to do. */
+  message: string;
+}
+
+export interface SchedulerDeps {
+  /** The scheduler's own connection; its clock should be `now`. */
+  store: Store;
+  now: () => Date;
+  timers: Timers;
+  /** Runs one firing: preflight, the run, its report. Never prompts. */
+  fire: (firing: Firing) => Promise<FiringResult>;
+  logger: Logger;
+  /** Plain lines for a person reading stdout or the journal. */
+  out: (line: string) => void;
+  /** Lease holder of this process, `pid@host#nonce`. */
+  holder: string;
+}
+
+export interface SchedulerOptions {
+  /** Run the latest firing missed while not running (or asleep); never the older ones. */
+  catchUp: boolean;
+  /** A firing this late still counts as on time. Default 60 s. */
+  graceMs?: number;
+  /** The `schedule:` lease lives this long without a heartbeat. Default 60 s. */
+  leaseTtlMs?: number;
+  /**
+   * Longest single wait. Node's timers run on a clock that stops while the machine sleeps, so a
+   * long wait would wake hours late after a suspend; short waits re-read the wall clock. Default 60 s.
+   */
+  maxSleepMs?: number;
+}
+
+export interface StopSummary {
+  /** Runs that the stop interrupted: resumable with the same run id. */
+  interrupted: string[];
+}
+
+/** The lease that keeps two schedulers from firing one manifest at once. */
+export function scheduleLeaseName(manifestPath: string): string {
+  return `schedule:${manifestPath}`;
+}
+
+interface Running {
+  runId?: string;
+  signals: EventEmitter;
+  done: Promise<void>;
+  heartbeat?: unknown;
+  /** A stop that came before the run listened for signals; delivered when it starts listening. */
+  pendingSignal?: 'SIGTERM' | 'SIGINT';
+}
+
+interface Entry {
+  m: ManifestSchedule;
+  /** Every firing up to here was handled. */
+  since: Date;
+  nextAt: Date;
+  timer?: unknown;
+  running?: Running;
+}
+
+const MAX_TIMER_MS = 2_147_483_647;
+
+export class Scheduler {
+  readonly #deps: SchedulerDeps;
+  readonly #catchUp: boolean;
+  readonly #graceMs: number;
+  readonly #leaseTtlMs: number;
+  readonly #maxSleepMs: number;
+  readonly #entries: Entry[] = [];
+  readonly #manifests: readonly ManifestSchedule[];
+  readonly #stopping = new AbortController();
+  readonly #interrupted: string[] = [];
+  #started = false;
+  #resolveFinished: (summary: StopSummary) => void = () => {};
+  readonly #finished: Promise<StopSummary>;
+
+  constructor(manifests: readonly ManifestSchedule[], deps: SchedulerDeps, opts: SchedulerOptions) {
+    this.#manifests = manifests;
+    this.#deps = deps;
+    this.#catchUp = opts.catchUp;
+    this.#graceMs = opts.graceMs ?? 60_000;
+    this.#leaseTtlMs = opts.leaseTtlMs ?? 60_000;
+    this.#maxSleepMs = Math.min(opts.maxSleepMs ?? 60_000, MAX_TIMER_MS);
+    this.#finished = new Promise((resolve) => {
+      this.#resolveFinished = resolve;
+    });
+  }
+
+  get stopped(): boolean {
+    return this.#stopping.signal.aborted;
+  }
+
+  /** Arms every manifest's timer; fires at once a firing that is due now (or, with catch-up, the latest missed). */
+  start(): void {
+    if (this.#started) throw new Error('scheduler: already started');
+    this.#started = true;
+    const now = this.#deps.now();
+    for (const m of this.#manifests) {
+      const record = this.#deps.store.getSchedule(m.path);
+      const due = this.#due(m.schedule, resumePoint(record, now), now);
+      const entry: Entry = { m, since: now, nextAt: m.schedule.next(now) };
+      this.#entries.push(entry);
+      this.#deps.store.setNextFire(m.path, entry.nextAt);
+      this.#say(
+        'info',
+        {
+          manifest: m.path,
+          schedule: m.schedule.expression,
+          timezone: m.schedule.timezone,
+          next_fire_at: entry.nextAt,
+        },
+        `${m.label}: "${m.schedule.expression}" in ${m.schedule.timezone}, next firing ${this.#fmt(m, entry.nextAt)}`,
+      );
+      this.#act(entry, due, 'while mediabatch schedule was not running');
+      this.#arm(entry);
+    }
+  }
+
+  /** Stops firing; running runs get the signal and stop cleanly. A second call passes the signal on again. */
+  stop(signal: 'SIGTERM' | 'SIGINT' = 'SIGTERM'): void {
+    const running = this.#entries.flatMap((e) => (e.running ? [e.running] : []));
+    if (!this.stopped) {
+      this.#stopping.abort();
+      for (const entry of this.#entries) this.#disarm(entry);
+      this.#say(
+        'info',
+        { signal, running: running.length },
+        running.length === 0
+          ? 'Stopping: no more firings.'
+          : `Stopping: no more firings; waiting for ${running.length} running run(s) to stop cleanly (signal again to stop at once)`,
+      );
+    }
+    for (const run of running) this.#signal(run, signal);
+    this.#checkFinished();
+  }
+
+  /** Resolves once stopped and every run this scheduler started has ended. */
+  finished(): Promise<StopSummary> {
+    return this.#finished;
+  }
+
+  /** Resolves when no run is in progress (for tests and orderly shutdown). */
+  async idle(): Promise<void> {
+    for (;;) {
+      const running = this.#entries.flatMap((e) => (e.running ? [e.running.done] : []));
+      if (running.length === 0) return;
+      await Promise.all(running);
+    }
+  }
+
+  /** The next firing of each manifest, as the scheduler sees it now. */
+  nextFirings(): Array<{ manifestPath: string; nextAt: Date; running: boolean }> {
+    return this.#entries.map((e) => ({ manifestPath: e.m.path, nextAt: e.nextAt, running: !!e.running }));
+  }
+
+  #due(schedule: CronSchedule, since: Date, now: Date): DueDecision {
+    return dueFiring({ schedule, since, now, catchUp: this.#catchUp, graceMs: this.#graceMs });
+  }
+
+  #arm(entry: Entry): void {
+    if (this.stopped) return;
+    const wait = Math.max(0, Math.min(entry.nextAt.getTime() - this.#deps.now().getTime(), this.#maxSleepMs));
+    entry.timer = this.#deps.timers.setTimeout(() => this.#wake(entry), wait);
+  }
+
+  #disarm(entry: Entry): void {
+    if (entry.timer !== undefined) this.#deps.timers.clearTimeout(entry.timer);
+    entry.timer = undefined;
+  }
+
+  #wake(entry: Entry): void {
+    entry.timer = undefined;
+    if (this.stopped) return;
+    try {
+      const now = this.#deps.now();
+      if (now.getTime() >= entry.nextAt.getTime()) {
+        const due = this.#due(entry.m.schedule, entry.since, now);
+        entry.since = now;
+        entry.nextAt = entry.m.schedule.next(now);
+        this.#deps.store.setNextFire(entry.m.path, entry.nextAt);
+        this.#act(entry, due, 'while the machine slept or the process stalled');
+      }
+    } catch (error) {
+      // The scheduler outlives a locked or failing database: the next wake tries again.
+      this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'scheduler wake failed');
+      this.#deps.out(`${entry.m.label}: ${messageOf(error)}`);
+    }
+    this.#arm(entry);
+  }
+
+  #act(entry: Entry, due: DueDecision, missedWhy: string): void {
+    if (due.kind === 'missed') {
+      this.#say(
+        'warn',
+        { manifest: entry.m.path, missed_at: due.latest, next_fire_at: entry.nextAt },
+        `${entry.m.label}: missed the firing due ${this.#fmt(entry.m, due.latest)} ${missedWhy}; not replayed (--catch-up runs the latest missed firing); next firing ${this.#fmt(entry.m, entry.nextAt)}`,
+      );
+    } else if (due.kind === 'fire') this.#fire(entry, due.at, due.late);
+  }
+
+  #fire(entry: Entry, at: Date, late: boolean): void {
+    const { store, holder } = this.#deps;
+    const path = entry.m.path;
+    if (entry.running) {
+      const which = entry.running.runId ? ` (${entry.running.runId})` : '';
+      this.#skip(entry, at, `the previous run${which} is still going`, true);
+      return;
+    }
+    const leaseName = scheduleLeaseName(path);
+    const lease = store.acquireLease(leaseName, holder, this.#leaseTtlMs);
+    if (!lease.acquired) {
+      this.#skip(entry, at, `another mediabatch schedule (${lease.holder}) is running this manifest`, false);
+      return;
+    }
+    let claimed = false;
+    try {
+      const record = store.getSchedule(path);
+      const going = runGoing(store, path, this.#deps.now());
+      if (record?.lastFiredAt && record.lastFiredAt.getTime() >= at.getTime()) {
+        this.#say(
+          'info',
+          { manifest: path, fire_at: at, run: record.lastRunId },
+          `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was already handled by another mediabatch schedule`,
+        );
+      } else if (going !== undefined) {
+        this.#skip(entry, at, `its run ${going} is still going`, true);
+      } else {
+        store.recordFiring(path, { firedAt: at, runId: null, nextFireAt: entry.nextAt });
+        claimed = true;
+      }
+    } finally {
+      if (!claimed) store.releaseLease(leaseName, holder);
+    }
+    if (claimed) this.#launch(entry, at, late);
+  }
+
+  #skip(entry: Entry, at: Date, why: string, record: boolean): void {
+    if (record) {
+      this.#deps.store.recordFiring(entry.m.path, { firedAt: at, runId: null, nextFireAt: entry.nextAt });
+    }
+    this.#say(
+      'warn',
+      { manifest: entry.m.path, fire_at: at, reason: why, next_fire_at: entry.nextAt },
+      `${entry.m.label}: skipped the firing due ${this.#fmt(entry.m, at)}: ${why}; next firing ${this.#fmt(entry.m, entry.nextAt)}`,
+    );
+  }
+
+  #launch(entry: Entry, at: Date, late: boolean): void {
+    const { store, logger } = this.#deps;
+    const path = entry.m.path;
+    const signals = new EventEmitter();
+    const running: Running = { signals, done: Promise.resolve() };
+    signals.on('newListener', (event: string | symbol) => {
+      const pending = running.pendingSignal;
+      if (pending !== undefined && event === pending) {
+        running.pendingSignal = undefined;
+        // newListener fires before the listener is added.
+        queueMicrotask(() => signals.emit(pending));
+      }
+    });
+    entry.running = running;
+    this.#heartbeat(entry, running);
+    this.#say(
+      'info',
+      { manifest: path, fire_at: at, late },
+      late
+        ? `${entry.m.label}: catching up the firing due ${this.#fmt(entry.m, at)}`
+        : `${entry.m.label}: firing (due ${this.#fmt(entry.m, at)})`,
+    );
+    const firing: Firing = {
+      manifestPath: path,
+      at,
+      late,
+      signals,
+      stopping: this.#stopping.signal,
+      started: (runId) => {
+        running.runId = runId;
+        try {
+          store.recordFiring(path, { firedAt: at, runId, nextFireAt: entry.nextAt });
+        } catch (error) {
+          logger.error({ err: error, manifest: path, run: runId }, 'could not record the firing');
+        }
+      },
+    };
+    running.done = this.#deps
+      .fire(firing)
+      .catch((error): FiringResult => ({ outcome: 'error', message: messageOf(error) }))
+      .then((result) => this.#ended(entry, running, at, result));
+  }
+
+  #heartbeat(entry: Entry, running: Running): void {
+    const leaseName = scheduleLeaseName(entry.m.path);
+    const beat = () => {
+      if (entry.running !== running) return;
+      try {
+        if (!this.#deps.store.renewLease(leaseName, this.#deps.holder, this.#leaseTtlMs)) {
+          this.#deps.logger.warn(
+            { manifest: entry.m.path },
+            'the schedule lease expired and was taken (was the process suspended?); the run keeps its own lease',
+          );
+        }
+      } catch (error) {
+        this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'could not renew the schedule lease');
+      }
+      running.heartbeat = this.#deps.timers.setTimeout(beat, this.#leaseTtlMs / 4);
+    };
+    running.heartbeat = this.#deps.timers.setTimeout(beat, this.#leaseTtlMs / 4);
+  }
+
+  #ended(entry: Entry, running: Running, at: Date, result: FiringResult): void {
+    const { store, holder } = this.#deps;
+    if (running.heartbeat !== undefined) this.#deps.timers.clearTimeout(running.heartbeat);
+    entry.running = undefined;
+    try {
+      store.releaseLease(scheduleLeaseName(entry.m.path), holder);
+    } catch (error) {
+      this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'could not release the schedule lease');
+    }
+    const runId = result.runId ?? running.runId;
+    if (result.outcome === 'interrupted' && this.stopped) this.#interrupted.push(runId ?? entry.m.path);
+    const level = LEVEL[result.outcome];
+    const what = runId ? `run ${runId} ` : '';
+    // `run` words its refusals "refused: …"; say it once.
+    const message = result.message.startsWith(`${result.outcome}: `)
+      ? result.message.slice(result.outcome.length + 2)
+      : result.message;
+    this.#say(
+      level,
+      { manifest: entry.m.path, fire_at: at, run: runId, outcome: result.outcome },
+      `${entry.m.label}: ${what}${result.outcome}: ${message}`,
+    );
+    if (!this.stopped) {
+      this.#say(
+        'info',
+        { manifest: entry.m.path, next_fire_at: entry.nextAt },
+        `${entry.m.label}: next firing ${this.#fmt(entry.m, entry.nextAt)}`,
+      );
+    }
+    this.#checkFinished();
+  }
+
+  #signal(running: Running, signal: 'SIGTERM' | 'SIGINT'): void {
+    if (running.signals.listenerCount(signal) > 0) running.signals.emit(signal);
+    else running.pendingSignal = signal;
+  }
+
+  #checkFinished(): void {
+    if (this.stopped && this.#entries.every((e) => !e.running)) {
+      this.#resolveFinished({ interrupted: [...this.#interrupted] });
+    }
+  }
+
+  #fmt(m: ManifestSchedule, at: Date): string {
+    return formatInZone(at, m.schedule.timezone);
+  }
+
+  #say(level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, line: string): void {
+    this.#deps.logger[level](fields, line);
+    this.#deps.out(line);
+  }
+}
+
+const LEVEL: Record<FiringOutcome, 'info' | 'warn' | 'error'> = {
+  finished: 'info',
+  failed: 'warn',
+  refused: 'warn',
+  interrupted: 'warn',
+  'not-started': 'info',
+  invalid: 'error',
+  unauthorized: 'error',
+  error: 'error',
+};
+
+/** A run of the manifest driven right now by anyone (a `run` by hand included): its run lease is live. */
+function runGoing(store: Store, manifestPath: string, now: Date): string | undefined {
+  for (const run of store.listRuns({ manifestPath })) {
+    if (run.state !== 'running') continue;
+    const lease = store.getLease(`run:${run.id}`);
+    if (lease && lease.expiresAt.getTime() > now.getTime()) return run.id;
+  }
+  return undefined;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,218 @@
+import { EventEmitter } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { scheduleCommand } from '../../src/cli/commands/schedule.js';
+import { ExitError } from '../../src/cli/errors.js';
+import type { CliIO } from '../../src/cli/io.js';
+import { loadConfig } from '../../src/config.js';
+import { type Sandbox, startSandbox } from '../../src/sandbox/server.js';
+import type { Scheduler } from '../../src/schedule/scheduler.js';
+import { openStore } from '../../src/store/index.js';
+import { cli } from '../helpers/cli.js';
+import { FakeClock } from './fake-clock.js';
+
+let dir: string;
+let sandbox: Sandbox | undefined;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'mediabatch-schedule-cli-'));
+});
+afterEach(async () => {
+  await sandbox?.close();
+  sandbox = undefined;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Two flat-image tasks (0.2 tokens each), fired every minute at second 0. */
+function writeManifest(extra = ''): string {
+  writeFileSync(
+    join(dir, 'nightly.yaml'),
+    [
+      'version: 1',
+      'name: nightly',
+      'run: "{{name}}-{{datetime}}"',
+      'schedule: "0 * * * * *"',
+      'timezone: Europe/Berlin',
+      'output: out',
+      extra,
+      'tasks:',
+      '  - id: "shot-{{n}}"',
+      '    model: flat-image',
+      '    matrix: { n: [1, 2] }',
+      '    input: { prompt: "A studio photo of mug {{n}}" }',
+      '',
+    ].join('\n'),
+  );
+  return 'nightly.yaml';
+}
+
+interface Started {
+  done: Promise<number>;
+  scheduler: Scheduler;
+  clock: FakeClock;
+  io: CliIO & { signals: EventEmitter };
+  stdout: () => string;
+  logLines: string[];
+}
+
+/** Starts `schedule` in-process on a fake clock near the real time (the ledger's period comes from the real one). */
+async function startSchedule(manifest: string, sb: Sandbox): Promise<Started> {
+  const start = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 30_000);
+  const clock = new FakeClock(start);
+  let out = '';
+  const env = { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: sb.baseUrl };
+  const io = {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (out += s) },
+    env,
+    cwd: dir,
+    now: clock.now,
+    interactive: false,
+    signals: new EventEmitter(),
+  };
+  const logLines: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => logLines.push(line) });
+  const config = await loadConfig({ cwd: dir, env });
+  let scheduler: Scheduler | undefined;
+  const done = scheduleCommand(
+    [manifest],
+    { probe: false },
+    {
+      io,
+      config,
+      statePath: 'state/mediabatch.db',
+      logger,
+      timers: clock,
+      pollScale: 0.01,
+      onStarted: (s) => {
+        scheduler = s;
+      },
+    },
+  );
+  while (scheduler === undefined) await new Promise((r) => setImmediate(r));
+  return { done, scheduler, clock, io, stdout: () => out, logLines };
+}
+
+async function until(what: string, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('mediabatch schedule against the sandbox', () => {
+  it('the period budget stops a run: the second firing would pass budget_per_period and is refused, not fatal', async () => {
+    sandbox = await startSandbox({ port: 0, speed: 0 });
+    const file = writeManifest('budget_per_period: 0.5');
+    const s = await startSchedule(file, sandbox);
+
+    await s.clock.advance(30_000);
+    await s.scheduler.idle();
+    await s.clock.advance(60_000);
+    await s.scheduler.idle();
+    await s.clock.advance(60_000);
+    await s.scheduler.idle();
+
+    const store = openStore(join(dir, 'state/mediabatch.db'));
+    try {
+      const runs = store.listRuns({ manifestPath: join(dir, file) });
+      expect(runs.map((r) => r.state)).toEqual(['finished']);
+      expect(
+        store.manifestSpent(join(dir, file), runs[0]!.createdAt.toISOString().slice(0, 7)).net,
+      ).toBeCloseTo(0.4);
+    } finally {
+      store.close();
+    }
+    expect(sandbox.state().jobs).toHaveLength(2);
+    const refusals = s
+      .stdout()
+      .match(
+        /run nightly-\S+ refused: budget_per_period: 0\.4 of 0\.5 tokens spent in \d{4}-\d\d, 0\.1 left, but the run can cost up to 0\.4/g,
+      );
+    expect(refusals).toHaveLength(2);
+    // It keeps running after a refusal: the next firing is announced, and a stop ends it cleanly.
+    expect(s.stdout()).toMatch(/nightly\.yaml: next firing \S+\+01:00\n$/);
+    expect(s.logLines.some((l) => JSON.parse(l).next_fire_at !== undefined)).toBe(true);
+    s.io.signals.emit('SIGTERM');
+    expect(await s.done).toBe(0);
+  });
+
+  it('SIGTERM mid-run leaves a resumable run; `run` then resumes it and a second `run` says already complete', async () => {
+    let sandboxNow = Date.now();
+    sandbox = await startSandbox({ port: 0, speed: 1, now: () => sandboxNow });
+    const file = writeManifest();
+    const s = await startSchedule(file, sandbox);
+    await s.clock.advance(30_000);
+    const firedAt = s.clock.now();
+    const sb = sandbox;
+    await until('both tasks submitted', () => sb.state().jobs.length === 2);
+
+    s.io.signals.emit('SIGTERM');
+    const stopped = await s.done.then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(stopped).toBeInstanceOf(ExitError);
+    expect((stopped as ExitError).exitCode).toBe(4);
+    expect((stopped as ExitError).message).toMatch(
+      /interrupted run\(s\) nightly-\d{4}-\d\d-\d\dT\d{6} are resumable/,
+    );
+
+    const runId = (stopped as ExitError).message.match(/nightly-\d{4}-\d\d-\d\dT\d{6}/)![0];
+    const store = openStore(join(dir, 'state/mediabatch.db'));
+    try {
+      expect(store.getRun(runId)?.state).toBe('interrupted');
+      expect(store.countTasksByState(runId).submitted).toBe(2);
+      expect(store.getSchedule(join(dir, file))?.lastRunId).toBe(runId);
+    } finally {
+      store.close();
+    }
+
+    // The jobs finish while nobody watches; `run` under cron (no terminal) picks the run up again.
+    sandboxNow += 60_000;
+    const env = { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: sb.baseUrl };
+    const resumed = await cli(['run', file, '--no-probe'], { env, cwd: dir, now: () => firedAt });
+    expect(resumed.stderr).toBe('');
+    expect(resumed.stdout).toContain(`Resuming run ${runId}`);
+    expect(resumed.code).toBe(0);
+    const again = await cli(['run', file, '--no-probe'], { env, cwd: dir, now: () => firedAt });
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain(`Run ${runId} is already complete: 2 done.`);
+    expect(sb.state().jobs).toHaveLength(2);
+  });
+});
+
+describe('mediabatch schedule refuses to start', () => {
+  it('lists every manifest that cannot be scheduled, with exit 1', async () => {
+    writeFileSync(
+      join(dir, 'plain.yaml'),
+      'version: 1\nname: plain\ntasks:\n  - { id: a, model: flat-image, input: { prompt: hi } }\n',
+    );
+    writeFileSync(
+      join(dir, 'bad.yaml'),
+      'version: 1\nname: bad\nschedule: "61 * * * *"\ntasks:\n  - { id: a, model: flat-image, input: { prompt: hi } }\n',
+    );
+    const env = { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: 'http://127.0.0.1:9' };
+    const result = await cli(['schedule', 'plain.yaml', 'bad.yaml'], { env, cwd: dir });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'plain.yaml: schedule: missing: add e.g. `schedule: "0 3 * * *"` to the manifest, or start it with `mediabatch run`',
+    );
+    expect(result.stderr).toContain(
+      'bad.yaml: schedule: must be a valid cron expression, like "0 3 * * *", got "61 * * * *"',
+    );
+    expect(result.stderr).toContain(
+      'mediabatch: 2 problem(s) in the manifests to schedule; fix them and start again',
+    );
+  });
+
+  it('without an API key', async () => {
+    writeManifest();
+    const result = await cli(['schedule', 'nightly.yaml'], { env: {}, cwd: dir });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('no API key: set MEDIABATCH_API_KEY');
+  });
+});
