@@ -83,34 +83,37 @@ export async function startCallbackReceiver(opts: ReceiverOptions): Promise<Call
   const seen = new Set<string>();
   const app: FastifyInstance = Fastify({ bodyLimit: opts.bodyLimit ?? CALLBACK_BODY_LIMIT, logger: false });
 
-  app.post<{ Params: { token: string; key: string } }>(`${CALLBACK_PATH}/:token/:key`, async (request, reply) => {
-    stats.received++;
-    const { token, key } = request.params;
-    if (!sameToken(token, opts.token)) {
-      stats.ignored++;
-      opts.logger?.warn({ from: request.ip }, 'callback with a wrong token ignored');
-      return reply.code(404).send({ code: 404, msg: 'not found' });
-    }
-    const taskId = opts.taskForKey(key);
-    const imgUuid = field(request.body, 'img_uuid');
-    const status = field(request.body, 'status');
-    // Answer 200 to anything carrying our token, so the service does not retry what we chose to ignore.
-    void reply.code(200).send({ code: 0, msg: 'ok' });
-    if (taskId === undefined) {
-      stats.ignored++;
+  app.post<{ Params: { token: string; key: string } }>(
+    `${CALLBACK_PATH}/:token/:key`,
+    async (request, reply) => {
+      stats.received++;
+      const { token, key } = request.params;
+      if (!sameToken(token, opts.token)) {
+        stats.ignored++;
+        opts.logger?.warn({ from: request.ip }, 'callback with a wrong token ignored');
+        return reply.code(404).send({ code: 404, msg: 'not found' });
+      }
+      const taskId = opts.taskForKey(key);
+      const imgUuid = field(request.body, 'img_uuid');
+      const status = field(request.body, 'status');
+      // Answer 200 to anything carrying our token, so the service does not retry what we chose to ignore.
+      void reply.code(200).send({ code: 0, msg: 'ok' });
+      if (taskId === undefined) {
+        stats.ignored++;
+        return reply;
+      }
+      const dedupe = `${imgUuid}\u0000${status}`;
+      if (imgUuid !== undefined && status !== undefined && seen.has(dedupe)) {
+        stats.ignored++;
+        return reply;
+      }
+      if (imgUuid !== undefined && status !== undefined) seen.add(dedupe);
+      stats.hints++;
+      // After the answer is on its way: the hint triggers a confirming poll, never a direct change.
+      setImmediate(() => opts.onHint({ taskId, imgUuid, status }));
       return reply;
-    }
-    const dedupe = `${imgUuid}\u0000${status}`;
-    if (imgUuid !== undefined && status !== undefined && seen.has(dedupe)) {
-      stats.ignored++;
-      return reply;
-    }
-    if (imgUuid !== undefined && status !== undefined) seen.add(dedupe);
-    stats.hints++;
-    // After the answer is on its way: the hint triggers a confirming poll, never a direct change.
-    setImmediate(() => opts.onHint({ taskId, imgUuid, status }));
-    return reply;
-  });
+    },
+  );
 
   // Everything else, including the wrong method, gets the same bland 404.
   app.setNotFoundHandler((_request, reply) => reply.code(404).send({ code: 404, msg: 'not found' }));
@@ -135,7 +138,9 @@ export function parseListen(value: string): { host: string; port: number } {
   const match = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(value.trim());
   const port = match ? Number(match[2]) : Number.NaN;
   if (!match || port > 65535) {
-    throw new Error(`--listen: must be host:port such as 127.0.0.1:8080 (port 0 picks a free one), got ${JSON.stringify(value)}`);
+    throw new Error(
+      `--listen: must be host:port such as 127.0.0.1:8080 (port 0 picks a free one), got ${JSON.stringify(value)}`,
+    );
   }
   return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
 }

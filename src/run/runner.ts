@@ -118,6 +118,8 @@ export class Runner {
   #lastProgressAt = 0;
   #inFlight = 0;
   #inFlightMax = 0;
+  /** Worst cases of tasks in doubt: they may have been charged, so the budget keeps room for them. */
+  #inDoubtMax = 0;
   #charged = 0;
   #refunded = 0;
   #polls = 0;
@@ -141,10 +143,18 @@ export class Runner {
     this.#log = deps.logger.child({ run: opts.runId });
     this.#pollLimit = pLimit(opts.pollConcurrency);
     this.#downloadLimit = pLimit(opts.downloadConcurrency);
-    const onStop = () => this.#requestStop('interrupted', 'interrupted: stopped submitting');
+    const onStop = () =>
+      this.#requestStop(
+        'interrupted',
+        'interrupted: stopped submitting; run the same command again to continue',
+      );
     if (opts.stop.aborted) onStop();
     else opts.stop.addEventListener('abort', onStop, { once: true });
-    const onHalt = () => this.#haltNow('interrupted', 'interrupted twice: stopped at once');
+    const onHalt = () =>
+      this.#haltNow(
+        'interrupted',
+        'interrupted twice: stopped at once; run the same command again to continue',
+      );
     if (opts.halt?.aborted) onHalt();
     else opts.halt?.addEventListener('abort', onHalt, { once: true });
   }
@@ -189,6 +199,7 @@ export class Runner {
     const spent = store.runSpent(runId);
     this.#charged = spent.charged;
     this.#refunded = spent.refunded;
+    this.#inDoubtMax = store.tasksByState(runId, ['in_doubt']).reduce((n, t) => n + t.estimate.max, 0);
 
     // Jobs submitted by an earlier process are watched again; unfinished downloads restart after a fresh look.
     for (const task of store.tasksByState(runId, ['submitted', 'running', 'downloading'])) {
@@ -251,6 +262,10 @@ export class Runner {
   #releaseSlot(taskId: string): void {
     if (!this.#claimed.delete(taskId)) return;
     this.#inFlight--;
+    this.#wakeSubmitter();
+  }
+
+  #wakeSubmitter(): void {
     const resolve = this.#slotFreed;
     this.#slotFreed = undefined;
     resolve?.();
@@ -274,7 +289,12 @@ export class Runner {
         await this.#waitForSlot();
         if (this.#stopSubmitting.signal.aborted) break outer;
         while (
-          !fitsBudget(this.#opts.budget, this.#charged - this.#refunded, this.#inFlightMax, task.estimate.max)
+          !fitsBudget(
+            this.#opts.budget,
+            this.#charged - this.#refunded + this.#inDoubtMax,
+            this.#inFlightMax,
+            task.estimate.max,
+          )
         ) {
           if (this.#inFlightMax === 0) {
             this.#requestStop(
@@ -323,6 +343,8 @@ export class Runner {
         answered = true;
         this.#inFlightMax -= task.estimate.max;
         const retry = this.#recordOutcome(task, entry, attemptNo, outcome);
+        // A worst case became a real cost: a task waiting for room under the budget may fit now.
+        this.#wakeSubmitter();
         if (retry === 'done') return;
         if (attempt + 1 > this.#opts.submitRetries || this.#stopSubmitting.signal.aborted) {
           if (attempt + 1 > this.#opts.submitRetries) this.#gaveUp(task, outcome);
@@ -401,6 +423,7 @@ export class Runner {
         this.#log.info({ task: id, img_uuid: outcome.imgUuid, cost: outcome.cost }, 'submitted');
         const fresh = store.getTask(runId, id);
         if (fresh) this.#watch(fresh, 0, entry);
+        else this.#releaseSlot(id);
         return 'done';
       }
       case 'rejected':
@@ -458,6 +481,7 @@ export class Runner {
         return 'retry';
       case 'in-doubt':
         store.recordInDoubt(runId, id, attemptNo, { message: outcome.reason });
+        this.#inDoubtMax += task.estimate.max;
         this.#log.warn({ task: id, reason: outcome.reason }, 'answer lost after sending: task is in doubt');
         this.#releaseSlot(id);
         return 'done';

@@ -55,7 +55,9 @@ describe('callback receiver', () => {
   it('refuses a wrong token with 404 and passes nothing on', async () => {
     const hints: CallbackHint[] = [];
     const r = await start(hints);
-    expect(await post(callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnoX', 'hero-mug'), body('success'))).toBe(404);
+    expect(await post(callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnoX', 'hero-mug'), body('success'))).toBe(
+      404,
+    );
     expect(await post(callbackUrlFor(r.localUrl, 'short', 'hero-mug'), body('success'))).toBe(404);
     await settle();
     expect(hints).toEqual([]);
@@ -65,7 +67,9 @@ describe('callback receiver', () => {
   it('answers 200 to an unknown task but ignores it', async () => {
     const hints: CallbackHint[] = [];
     const r = await start(hints);
-    expect(await post(callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnop', 'someone-else'), body('success'))).toBe(200);
+    expect(
+      await post(callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnop', 'someone-else'), body('success')),
+    ).toBe(200);
     await settle();
     expect(hints).toEqual([]);
   });
@@ -85,7 +89,9 @@ describe('callback receiver', () => {
     const hints: CallbackHint[] = [];
     const r = await start(hints);
     const url = callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnop', 'hero-mug');
-    const huge = JSON.stringify({ data: { img_uuid: 'uuid-1', status: 'success', pad: 'x'.repeat(10 * 1024 * 1024) } });
+    const huge = JSON.stringify({
+      data: { img_uuid: 'uuid-1', status: 'success', pad: 'x'.repeat(10 * 1024 * 1024) },
+    });
     expect(await post(url, huge)).toBe(413);
     expect(await post(url, '{not json')).toBe(400);
     await settle();

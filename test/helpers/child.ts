@@ -1,0 +1,80 @@
+// mediabatch as a child process (`node --import tsx src/cli/main.ts ...`), for tests that kill it.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+export const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+const TSX = pathToFileURL(`${REPO}node_modules/tsx/dist/loader.mjs`).href;
+
+export interface Child {
+  proc: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the exit code, or the signal's name when it was killed. */
+  exited: Promise<number | string>;
+  /** Resolves when stdout contains `text` (or the process ended first: false). */
+  waitFor(text: string): Promise<boolean>;
+}
+
+export function spawnCli(args: string[], opts: { cwd: string; env: Record<string, string> }): Child {
+  const proc = spawn(process.execPath, ['--import', TSX, MAIN, ...args], {
+    cwd: opts.cwd,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  const waiters: { text: string; resolve: (seen: boolean) => void }[] = [];
+  proc.stdout?.on('data', (chunk: Buffer) => {
+    out += chunk.toString('utf8');
+    for (const w of [...waiters]) {
+      if (out.includes(w.text)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(true);
+      }
+    }
+  });
+  proc.stderr?.on('data', (chunk: Buffer) => {
+    err += chunk.toString('utf8');
+  });
+  const exited = new Promise<number | string>((resolve) => {
+    proc.on('exit', (code, signal) => {
+      for (const w of waiters.splice(0)) w.resolve(false);
+      resolve(code ?? signal ?? 'unknown');
+    });
+  });
+  return {
+    proc,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    waitFor: (text) =>
+      out.includes(text)
+        ? Promise.resolve(true)
+        : new Promise<boolean>((resolve) => {
+            if (proc.exitCode !== null || proc.signalCode !== null) resolve(false);
+            else waiters.push({ text, resolve });
+          }),
+  };
+}
+
+/** `mediabatch sandbox --port 0 ...` in its own process; resolves with its base URL (its first stdout line). */
+export async function spawnSandbox(flags: string[]): Promise<{ child: Child; baseUrl: string }> {
+  const child = spawnCli(['sandbox', '--port', '0', ...flags], { cwd: REPO, env: {} });
+  const ready = await child.waitFor('\n');
+  if (!ready) throw new Error(`sandbox did not start: ${child.stderr()}`);
+  const baseUrl = child.stdout().split('\n')[0]?.trim() ?? '';
+  return { child, baseUrl };
+}
+
+/** A small seeded generator (mulberry32), so kill moments are the same on every run of the test. */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -1,0 +1,157 @@
+// A temp folder, a sandbox on loopback and a real SQLite file, for tests that drive `mediabatch run`
+// end to end in-process. Everything is removed by close().
+import { EventEmitter } from 'node:events';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import Database from 'better-sqlite3';
+import { stringify } from 'yaml';
+import type { SandboxOptions } from '../../src/sandbox/options.js';
+import { type Sandbox, type SandboxState, startSandbox } from '../../src/sandbox/server.js';
+import { type CliRun, cli } from './cli.js';
+
+export const SANDBOX_KEY = 'sandbox-key';
+
+export interface TaskDecl {
+  id: string;
+  model: string;
+  input: Record<string, unknown>;
+  repeat?: number;
+  media_seconds?: number;
+}
+
+export interface ManifestDecl {
+  name?: string;
+  concurrency?: number;
+  budget?: number;
+  output?: string;
+  tasks: TaskDecl[];
+}
+
+export interface RunOptions {
+  env?: Record<string, string>;
+  /** Where SIGINT/SIGTERM come from; the env's own emitter by default. */
+  signals?: EventEmitter;
+  /** The CLI's clock; the real one by default (the store and the sandbox use the real one too). */
+  now?: () => Date;
+}
+
+export interface RunEnv {
+  dir: string;
+  db: string;
+  sandbox: Sandbox;
+  signals: EventEmitter;
+  /** Writes a manifest (YAML) into the folder; returns its file name relative to the folder. */
+  manifest(decl: ManifestDecl, file?: string): Promise<string>;
+  /** `mediabatch --state <db> <args...>` with the sandbox's URL and key in the environment. */
+  run(args: string[], opts?: RunOptions): Promise<CliRun>;
+  state(): SandboxState;
+  /** Every file under the folder, relative paths, sorted. */
+  files(under?: string): Promise<string[]>;
+  /** Read-only rows of the state database. */
+  query<T>(sql: string, ...params: unknown[]): T[];
+  close(): Promise<void>;
+}
+
+/** 0.01 turns seconds of polling into tens of milliseconds. */
+export const FAST_POLLS = '0.01';
+
+export async function makeRunEnv(sandboxOptions: SandboxOptions = {}): Promise<RunEnv> {
+  const dir = await mkdtemp(join(tmpdir(), 'mb-run-'));
+  const sandbox = await startSandbox({ port: 0, speed: 0, seed: 7, apiKey: SANDBOX_KEY, ...sandboxOptions });
+  const db = join(dir, 'state.db');
+  const signals = new EventEmitter();
+  const env: RunEnv = {
+    dir,
+    db,
+    sandbox,
+    signals,
+    async manifest(decl, file = 'batch.yaml') {
+      const body = {
+        version: 1,
+        name: decl.name ?? 'batch',
+        concurrency: decl.concurrency ?? 4,
+        ...(decl.budget !== undefined ? { budget: decl.budget } : {}),
+        output: decl.output ?? 'out',
+        tasks: decl.tasks,
+      };
+      await writeFile(join(dir, file), stringify(body));
+      return file;
+    },
+    run(args, opts = {}) {
+      return cli(['--state', db, ...args], {
+        env: {
+          MEDIABATCH_API_KEY: sandboxOptions.apiKey ?? SANDBOX_KEY,
+          MEDIABATCH_BASE_URL: sandbox.baseUrl,
+          MEDIABATCH_POLL_SCALE: FAST_POLLS,
+          ...opts.env,
+        },
+        cwd: dir,
+        signals: opts.signals ?? signals,
+        now: opts.now ?? (() => new Date()),
+      });
+    },
+    state: () => sandbox.state(),
+    files: (under = '.') => walk(join(dir, under), join(dir, under)),
+    query<T>(sql: string, ...params: unknown[]): T[] {
+      if (!existsSync(db)) return [];
+      const conn = new Database(db, { readonly: true, fileMustExist: true });
+      try {
+        return conn.prepare(sql).all(...params) as T[];
+      } finally {
+        conn.close();
+      }
+    },
+    async close() {
+      await sandbox.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  return env;
+}
+
+export async function walk(root: string, from: string = root): Promise<string[]> {
+  const out: string[] = [];
+  let entries: import('node:fs').Dirent[];
+  try {
+    entries = await readdir(from, { withFileTypes: true });
+  } catch {
+    return out;
+  }
+  for (const entry of entries) {
+    const path = join(from, entry.name);
+    if (entry.isDirectory()) out.push(...(await walk(root, path)));
+    else out.push(relative(root, path));
+  }
+  return out.sort();
+}
+
+export async function sizeOf(path: string): Promise<number> {
+  return (await stat(path)).size;
+}
+
+/** `n` tasks with distinct prompts: `<prefix>-1` … `<prefix>-n`. */
+export function images(n: number, prefix = 'img', input: Record<string, unknown> = {}): TaskDecl[] {
+  return Array.from({ length: n }, (_, i) => ({
+    id: `${prefix}-${i + 1}`,
+    model: 'flat-image',
+    input: { prompt: `${prefix} number ${i + 1}`, ...input },
+  }));
+}
+
+/** Tasks of one state database, by state. */
+export function taskStates(env: RunEnv, run = 'batch'): Record<string, string> {
+  const rows = env.query<{ task_id: string; state: string }>(
+    'SELECT task_id, state FROM tasks WHERE run_id = ? ORDER BY seq',
+    run,
+  );
+  return Object.fromEntries(rows.map((r) => [r.task_id, r.state]));
+}
+
+/** The one line `run` prints on stderr for a non-zero exit, without the `mediabatch: ` prefix. */
+export function reason(result: CliRun): string {
+  const lines = result.stderr.trim().split('\n');
+  const last = lines[lines.length - 1] ?? '';
+  return last.replace(/^mediabatch: /, '');
+}
