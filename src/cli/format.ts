@@ -1,22 +1,39 @@
 import { tokensToUsd } from '../plan/plan.js';
 
-/** Tokens are fractional (0.2 per image, 1.63 per song); show what matters without float noise. */
+// Built once: toLocaleString with options builds a formatter per call, which made a 100,000-task plan
+// spend seconds formatting numbers.
+const tokenFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 4 });
+const centsFormat = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+const smallUsdFormat = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 4 });
+
+/** Tokens are fractional (0.2 per image, 1.63 per song): enough digits to add up, no float noise, 1,000s grouped. */
 export function fmtTokens(n: number): string {
-  return String(Number(n.toFixed(4)));
+  return tokenFormat.format(Number(n.toFixed(4)));
 }
 
+/** Dollars for a number of tokens: cents, or up to four decimals under a dollar ($0.004 for an image). */
 export function fmtUsd(tokens: number): string {
   const usd = tokensToUsd(tokens);
-  const text = usd !== 0 && Math.abs(usd) < 1 ? usd.toFixed(4).replace(/0{1,2}$/, '') : usd.toFixed(2);
-  return `$${text}`;
+  const small = usd !== 0 && Math.abs(usd) < 1;
+  const text = (small ? smallUsdFormat : centsFormat).format(Math.abs(usd));
+  return `${usd < 0 ? '-' : ''}$${text}`;
 }
 
 export function fmtRange(tokens: number, min: number, max: number): string {
   return min === max ? fmtTokens(tokens) : `${fmtTokens(min)}–${fmtTokens(max)}`;
 }
 
-/** A plain text table: columns padded to the widest cell; the last column is not padded. */
-export function table(rows: readonly (readonly string[])[]): string {
+export function fmtUsdRange(min: number, max: number): string {
+  return min === max ? fmtUsd(max) : `${fmtUsd(min)}–${fmtUsd(max)}`;
+}
+
+export type Align = 'left' | 'right';
+
+/**
+ * A plain text table: columns padded to the widest cell, numbers right-aligned where `align` says so.
+ * The last column is not padded, so that a long last cell (a sentence) does not push trailing spaces.
+ */
+export function table(rows: readonly (readonly string[])[], align: readonly Align[] = []): string {
   const widths: number[] = [];
   for (const row of rows) {
     row.forEach((cell, i) => {
@@ -26,7 +43,11 @@ export function table(rows: readonly (readonly string[])[]): string {
   return rows
     .map((row) =>
       row
-        .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+        .map((cell, i) => {
+          const width = widths[i] ?? 0;
+          if (align[i] === 'right') return cell.padStart(width);
+          return i === row.length - 1 ? cell : cell.padEnd(width);
+        })
         .join('  ')
         .trimEnd(),
     )

@@ -92,6 +92,8 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
         maxTasks: opts.maxTasks ?? DEFAULT_MAX_TASKS,
         readFile,
       });
-  if (problems.size > 0) return { ok: false, problems: problems.list() };
+  // The tasks that did expand go back with the problems, so that a caller can check them too and report
+  // every problem at once rather than the manifest's first, then the catalog's.
+  if (problems.size > 0) return { ok: false, problems: problems.list(), tasks };
   return { ok: true, manifest: { file, settings, tasks } };
 }

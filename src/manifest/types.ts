@@ -56,4 +56,9 @@ export interface LoadedManifest {
 
 export type ManifestResult =
   | { ok: true; manifest: LoadedManifest }
-  | { ok: false; problems: ManifestProblem[] };
+  | {
+      ok: false;
+      problems: ManifestProblem[];
+      /** The tasks that expanded without a problem of their own, when expansion ran at all. */
+      tasks?: TaskSpec[];
+    };

@@ -13,6 +13,7 @@ import type {
 import { USD_PER_TOKEN } from '../catalog/types.js';
 import type { ManifestProblem, TaskSpec } from '../manifest/types.js';
 import type { MediaKind, ProbeResult } from '../media/types.js';
+import { collapseRepeats } from './repeats.js';
 
 export interface CheckedTask {
   spec: TaskSpec;
@@ -71,7 +72,7 @@ export function checkTasks(tasks: readonly TaskSpec[]): {
     const entry = lookupEntry(spec.model);
     checked.push({ spec, entry, body: result.body });
   }
-  return { tasks: checked, problems };
+  return { tasks: checked, problems: collapseRepeats(problems) };
 }
 
 function lookupEntry(model: string): CatalogEntry {
@@ -123,33 +124,43 @@ export function priceTasks(
       if (result?.ok && result.bytes !== undefined && result.bytes > field.maxBytes) {
         sizeIssues.push({
           path: field.field,
-          message: `the file is ${megabytes(result.bytes)} MB; the limit is ${megabytes(field.maxBytes)} MB`,
+          message: `the file is ${size(result.bytes, field.maxBytes)}; the limit is ${megabytes(field.maxBytes)} MB`,
         });
       }
       if (result?.ok) media[field.field] = result.seconds;
       else if (result) mediaNotes.push(`${field.field}: ${result.reason}`);
       else mediaNotes.push(`${field.field}: not measured`);
     }
-    const mediaIssues = [...sizeIssues, ...task.entry.checkMedia(task.body, media)];
-    if (mediaIssues.length > 0) {
-      for (const issue of mediaIssues) problems.push(problemFromIssue(task.spec, issue.path, issue.message));
+    const ruleIssues = task.entry.checkMedia(task.body, media);
+    if (sizeIssues.length > 0 || ruleIssues.length > 0) {
+      for (const issue of [...sizeIssues, ...ruleIssues]) {
+        problems.push(problemFromIssue(task.spec, issue.path, issue.message));
+      }
       continue;
     }
-    const estimate = task.entry.estimate(task.body, media, prices, task.spec.mediaSeconds);
     planned.push({
-      ...task,
+      spec: task.spec,
+      entry: task.entry,
+      body: task.body,
       wire: toWireBody(task.entry, task.body, callbackUrl),
       media,
       mediaNotes,
-      estimate,
+      estimate: task.entry.estimate(task.body, media, prices, task.spec.mediaSeconds),
     });
   }
-  return { tasks: planned, problems };
+  return { tasks: planned, problems: collapseRepeats(problems) };
 }
 
 // The spec's sizes are decimal megabytes (its own "wav over about 1 min 50 s" remark matches 10^6 bytes).
 function megabytes(bytes: number): string {
   return String(Math.round((bytes / 1e6) * 10) / 10);
+}
+
+/** In MB, unless that rounds to the limit itself ("300 MB; the limit is 300 MB" would puzzle anyone). */
+function size(bytes: number, limit: number): string {
+  return megabytes(bytes) === megabytes(limit)
+    ? `${bytes.toLocaleString('en-US')} bytes`
+    : `${megabytes(bytes)} MB`;
 }
 
 export function tokensToUsd(tokens: number): number {

@@ -1,4 +1,5 @@
 import type { Config } from '../../config.js';
+import type { LoadedManifest } from '../../manifest/types.js';
 import type { ProbeResult } from '../../media/types.js';
 import {
   type MediaNeed,
@@ -9,9 +10,9 @@ import {
   priceTasks,
 } from '../../plan/plan.js';
 import { EXIT, ExitError } from '../errors.js';
-import { fmtRange, fmtTokens, fmtUsd, table } from '../format.js';
+import { fmtRange, fmtTokens, fmtUsdRange, table } from '../format.js';
 import type { CliIO } from '../io.js';
-import { loadChecked, problemsError } from '../load.js';
+import { loadChecked, plural, problemsError } from '../load.js';
 
 export interface PlanDeps {
   io: CliIO;
@@ -23,13 +24,13 @@ export interface PlanDeps {
 }
 
 export interface PlanResult {
-  runId: string;
+  manifest: LoadedManifest;
   tasks: PlannedTask[];
   totals: PlanTotals;
 }
 
 /** Expand, check, measure and price a manifest. Shared by `plan` and `run`'s preflight. */
-export async function buildPlan(file: string, deps: PlanDeps) {
+export async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResult> {
   const { manifest, tasks } = await loadChecked(file, deps.io);
   const needs = mediaNeeds(tasks);
   const measured = deps.measure && needs.length > 0 ? await deps.measure(needs) : undefined;
@@ -38,100 +39,178 @@ export async function buildPlan(file: string, deps: PlanDeps) {
   return { manifest, tasks: priced.tasks, totals: planTotals(priced.tasks) };
 }
 
-export async function planCommand(file: string, opts: { json?: boolean }, deps: PlanDeps): Promise<number> {
-  const { manifest, tasks, totals } = await buildPlan(file, deps);
-  const { io } = deps;
-  let balance: number | undefined;
-  let balanceError: string | undefined;
-  if (deps.balance) {
-    try {
-      balance = await deps.balance();
-    } catch (error) {
-      if (error instanceof ExitError && error.exitCode === EXIT.unauthorized) throw error;
-      balanceError = (error as Error).message;
-    }
-  }
+type BalanceCheck =
+  | { state: 'ok'; balance: number }
+  | { state: 'failed'; reason: string }
+  | { state: 'no-key' }
+  | { state: 'no-base-url' };
 
-  if (opts.json) {
-    const out = {
-      run: manifest.settings.runId,
-      tasks: tasks.map((t) => ({
-        id: t.spec.id,
-        model: t.entry.model,
-        endpoint: t.entry.endpoint,
-        body: t.wire,
-        estimate: {
-          tokens: t.estimate.tokens,
-          min: t.estimate.min,
-          max: t.estimate.max,
-          basis: t.estimate.basis,
-          assumedPrice: t.estimate.assumedPrice,
-        },
-      })),
-      totals,
-      ...(balance !== undefined ? { balance, afterRun: balance - totals.max } : {}),
-      ...(balanceError ? { balanceError } : {}),
-    };
-    io.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
-    return EXIT.ok;
+async function checkBalance(deps: PlanDeps): Promise<BalanceCheck> {
+  if (!deps.balance) return deps.config.apiKey ? { state: 'no-base-url' } : { state: 'no-key' };
+  try {
+    return { state: 'ok', balance: await deps.balance() };
+  } catch (error) {
+    // A refused key is the one failure that must stop: every later `run` would be refused too.
+    if (error instanceof ExitError && error.exitCode === EXIT.unauthorized) throw error;
+    return { state: 'failed', reason: error instanceof Error ? error.message : String(error) };
   }
+}
 
+export async function planCommand(
+  file: string,
+  opts: { json?: boolean; probe?: boolean },
+  deps: PlanDeps,
+): Promise<number> {
+  const plan = await buildPlan(file, deps);
+  const balance = await checkBalance(deps);
+  const text = opts.json ? planJson(plan, balance) : planText(file, plan, balance, deps);
+  deps.io.stdout.write(`${text}\n`);
+  return EXIT.ok;
+}
+
+function planJson({ manifest, tasks, totals }: PlanResult, balance: BalanceCheck): string {
+  const out = {
+    run: manifest.settings.runId,
+    tasks: tasks.map((t) => ({
+      id: t.spec.id,
+      model: t.entry.model,
+      endpoint: t.entry.endpoint,
+      body: t.wire,
+      estimate: {
+        tokens: t.estimate.tokens,
+        min: t.estimate.min,
+        max: t.estimate.max,
+        basis: t.estimate.basis,
+        assumedPrice: t.estimate.assumedPrice,
+      },
+      ...(Object.keys(t.media).length > 0 ? { measured: t.media } : {}),
+      ...(t.mediaNotes.length > 0 ? { notes: t.mediaNotes } : {}),
+    })),
+    totals,
+    ...(manifest.settings.budget === undefined ? {} : { budget: manifest.settings.budget }),
+    ...(balance.state === 'ok'
+      ? { balance: balance.balance, leftAfterRun: leftAfter(balance.balance, totals) }
+      : {}),
+    ...(balance.state === 'failed' ? { balanceError: balance.reason } : {}),
+  };
+  return JSON.stringify(out, null, 2);
+}
+
+function leftAfter(balance: number, totals: PlanTotals): number {
+  return Number((balance - totals.max).toFixed(4));
+}
+
+function planText(file: string, plan: PlanResult, balance: BalanceCheck, deps: PlanDeps): string {
+  const { manifest, tasks, totals } = plan;
   const lines: string[] = [];
-  lines.push(
-    `Plan for run ${manifest.settings.runId} (${file}): ${tasks.length} task${tasks.length === 1 ? '' : 's'}`,
-  );
+  lines.push(`Plan for run ${manifest.settings.runId} (${file}): ${plural(tasks.length, 'task')}`);
   lines.push('');
-  lines.push(
-    table([
-      ['TASK', 'MODEL', 'TOKENS', 'BASIS'],
-      ...tasks.map((t) => [
-        t.spec.id,
-        t.entry.model,
-        fmtRange(t.estimate.tokens, t.estimate.min, t.estimate.max),
-        t.estimate.basis,
-      ]),
-    ]),
-  );
-  lines.push('');
-  lines.push('By model:');
   lines.push(
     table(
-      Object.entries(totals.byModel).map(([model, m]) => [
-        `  ${model}`,
-        `${m.tasks} task${m.tasks === 1 ? '' : 's'}`,
-        `${fmtRange(m.tokens, m.min, m.max)} tokens`,
-        fmtUsd(m.max),
-      ]),
+      [
+        ['TASK', 'MODEL', 'TOKENS', 'USD', 'BASIS'],
+        ...tasks.map((t) => [
+          t.spec.id,
+          t.entry.model,
+          fmtRange(t.estimate.tokens, t.estimate.min, t.estimate.max),
+          fmtUsdRange(t.estimate.min, t.estimate.max),
+          t.estimate.basis,
+        ]),
+      ],
+      ['left', 'left', 'right', 'right', 'left'],
+    ),
+  );
+
+  // Only worth listing when measuring was attempted: with --no-probe nothing is measured on purpose.
+  const unmeasured = deps.measure ? tasks.filter((t) => t.mediaNotes.length > 0) : [];
+  if (unmeasured.length > 0) {
+    lines.push('');
+    lines.push('Lengths that could not be measured (priced from media_seconds, or up to the maximum):');
+    lines.push(table(unmeasured.flatMap((t) => t.mediaNotes.map((note) => ['', t.spec.id, note]))));
+  } else if (!deps.measure && tasks.some((t) => t.mediaNotes.length > 0)) {
+    lines.push('');
+    lines.push(
+      'Media not measured (--no-probe): lengths come from media_seconds or are priced up to the maximum.',
+    );
+  }
+
+  lines.push('');
+  lines.push(
+    table(
+      [
+        ['MODEL', 'TASKS', 'TOKENS', 'USD'],
+        ...Object.entries(totals.byModel).map(([model, m]) => [
+          model,
+          fmtTokens(m.tasks),
+          fmtRange(m.tokens, m.min, m.max),
+          fmtUsdRange(m.min, m.max),
+        ]),
+        [
+          'Total',
+          fmtTokens(totals.tasks),
+          fmtRange(totals.tokens, totals.min, totals.max),
+          fmtUsdRange(totals.min, totals.max),
+        ],
+      ],
+      ['left', 'right', 'right', 'right'],
     ),
   );
   lines.push('');
+  lines.push(...moneyLines(plan, balance, deps.config));
+  lines.push('Nothing was submitted.');
+  return lines.join('\n');
+}
+
+function moneyLines({ manifest, totals }: PlanResult, balance: BalanceCheck, config: Config): string[] {
+  const lines: string[] = [];
+  const unit = totals.min === totals.max && totals.max === 1 ? 'token' : 'tokens';
+  const cost = `${fmtRange(totals.tokens, totals.min, totals.max)} ${unit} (${fmtUsdRange(totals.min, totals.max)}) at $0.02 per token`;
   lines.push(
-    `Total: ${fmtRange(totals.tokens, totals.min, totals.max)} tokens, up to ${fmtUsd(totals.max)} (at $0.02 per token)`,
+    totals.min === totals.max
+      ? `Cost: ${cost}.`
+      : `Cost: ${cost}; budget and balance are compared with the most, ${fmtTokens(totals.max)}.`,
   );
   if (totals.assumedPrice) {
     lines.push(
-      'Some prices are our assumption (face swap, oc-maker): override them under `prices:` in mediabatch.config.yaml.',
+      'Some prices are our assumption, not the spec’s (face swap, oc-maker): override them under `prices:` in mediabatch.config.yaml.',
     );
   }
-  if (manifest.settings.budget !== undefined) {
-    const fits = totals.max <= manifest.settings.budget;
+  const budget = manifest.settings.budget;
+  if (budget !== undefined) {
     lines.push(
-      `Budget: ${fmtTokens(manifest.settings.budget)} tokens — ${fits ? 'the plan fits' : 'the plan can exceed it'}`,
+      totals.max <= budget
+        ? `Budget: ${fmtTokens(budget)} tokens; the plan fits, leaving ${fmtTokens(budget - totals.max)}.`
+        : `Budget: ${fmtTokens(budget)} tokens; the plan can cost ${fmtTokens(totals.max - budget)} more: \`run\` would refuse it. Raise budget or trim the tasks.`,
     );
   }
-  if (balance !== undefined) {
-    const left = balance - totals.max;
+  switch (balance.state) {
+    case 'ok': {
+      const left = balance.balance - totals.max;
+      lines.push(
+        left >= 0
+          ? `Balance: ${fmtTokens(balance.balance)} tokens; ${fmtTokens(left)} left after the run at most.`
+          : `Balance: ${fmtTokens(balance.balance)} tokens; NOT ENOUGH: the plan can cost ${fmtTokens(-left)} more. Top up, or trim the tasks.`,
+      );
+      break;
+    }
+    case 'failed':
+      lines.push(`Balance: could not be fetched (${balance.reason}).`);
+      break;
+    case 'no-base-url':
+      lines.push(
+        'Balance: not checked; MEDIABATCH_API_KEY is set but no base URL is: set MEDIABATCH_BASE_URL, --base-url, or base_url in mediabatch.config.yaml.',
+      );
+      break;
+    case 'no-key':
+      lines.push(
+        'Balance: not checked; to compare the plan with your balance, set MEDIABATCH_API_KEY (and MEDIABATCH_BASE_URL) in the environment.',
+      );
+      break;
+  }
+  if (config.quota !== undefined) {
     lines.push(
-      `Balance: ${fmtTokens(balance)} tokens; after the run at most ${fmtTokens(totals.max)} are spent, leaving ${fmtTokens(left)}${left < 0 ? ' — NOT ENOUGH' : ''}`,
-    );
-  } else if (balanceError) {
-    lines.push(`Balance: could not be fetched (${balanceError})`);
-  } else {
-    lines.push(
-      'Balance: not checked; set MEDIABATCH_API_KEY (and MEDIABATCH_BASE_URL) to compare the plan with your balance.',
+      `Quota: ${fmtTokens(config.quota)} tokens a period (configured); \`run\` checks it against what the ledger spent this period.`,
     );
   }
-  lines.push('Nothing was submitted.');
-  io.stdout.write(`${lines.join('\n')}\n`);
-  return EXIT.ok;
+  return lines;
 }

@@ -1,37 +1,94 @@
+import type { ManifestProblem } from '../../manifest/types.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
-import { loadChecked } from '../load.js';
+import { loadChecked, ProblemsError, plural } from '../load.js';
+
+/** One problem in --json output: located when it is inside a file, with the line people read. */
+export interface ProblemJson {
+  file: string;
+  line?: number;
+  col?: number;
+  task?: string;
+  path: string;
+  message: string;
+  text: string;
+}
+
+export interface ManifestVerdict {
+  file: string;
+  ok: boolean;
+  /** Task count after expansion, when the manifest is valid. */
+  tasks?: number;
+  byModel?: Record<string, number>;
+  problems: ProblemJson[];
+}
+
+function problemJson(p: ManifestProblem, text: string): ProblemJson {
+  return {
+    file: p.pos.file,
+    line: p.pos.line,
+    col: p.pos.col,
+    ...(p.taskId === undefined ? {} : { task: p.taskId }),
+    path: p.path,
+    message: p.message,
+    text,
+  };
+}
+
+async function verdict(file: string, io: CliIO): Promise<ManifestVerdict> {
+  try {
+    const { tasks } = await loadChecked(file, io);
+    const byModel: Record<string, number> = {};
+    for (const t of tasks) byModel[t.entry.model] = (byModel[t.entry.model] ?? 0) + 1;
+    return { file, ok: true, tasks: tasks.length, byModel, problems: [] };
+  } catch (error) {
+    if (error instanceof ProblemsError) {
+      return {
+        file,
+        ok: false,
+        problems: error.problems.map((p, i) => problemJson(p, error.details[i] ?? p.message)),
+      };
+    }
+    // A manifest that cannot be read at all: one problem without a position.
+    if (error instanceof ExitError) {
+      return { file, ok: false, problems: [{ file, path: '', message: error.message, text: error.message }] };
+    }
+    throw error;
+  }
+}
+
+function describeModels(byModel: Record<string, number>): string {
+  return Object.entries(byModel)
+    .map(([model, n]) => `${n} ${model}`)
+    .join(', ');
+}
 
 /** Parse, expand and check every task of every manifest; no network. Every problem of every file is printed. */
 export async function validateCommand(files: string[], opts: { json?: boolean }, io: CliIO): Promise<number> {
-  const results: { file: string; ok: boolean; tasks?: number; problems?: string[] }[] = [];
-  for (const file of files) {
-    try {
-      const { tasks } = await loadChecked(file, io);
-      results.push({ file, ok: true, tasks: tasks.length });
-    } catch (error) {
-      if (!(error instanceof ExitError)) throw error;
-      results.push({
-        file,
-        ok: false,
-        problems: [...error.details, ...(error.details.length ? [] : [error.message])],
-      });
-    }
-  }
+  const verdicts: ManifestVerdict[] = [];
+  for (const file of files) verdicts.push(await verdict(file, io));
+  const bad = verdicts.filter((v) => !v.ok);
+  const count = bad.reduce((n, v) => n + v.problems.length, 0);
+
   if (opts.json) {
-    io.stdout.write(`${JSON.stringify({ manifests: results }, null, 2)}\n`);
+    io.stdout.write(
+      `${JSON.stringify({ ok: bad.length === 0, problems: count, manifests: verdicts }, null, 2)}\n`,
+    );
   } else {
-    for (const r of results) {
-      if (r.ok) io.stdout.write(`${r.file}: valid, ${r.tasks} task${r.tasks === 1 ? '' : 's'}\n`);
-      else for (const line of r.problems ?? []) io.stderr.write(`${line}\n`);
+    for (const v of verdicts) {
+      if (v.ok) {
+        const models = v.byModel && v.tasks ? ` (${describeModels(v.byModel)})` : '';
+        io.stdout.write(`${v.file}: valid, ${plural(v.tasks ?? 0, 'task')}${models}\n`);
+      } else {
+        for (const p of v.problems) io.stderr.write(`${p.text}\n`);
+      }
     }
   }
-  const bad = results.filter((r) => !r.ok);
   if (bad.length > 0) {
-    const count = bad.reduce((n, r) => n + (r.problems?.length ?? 0), 0);
+    const where = bad.map((v) => v.file).join(', ');
     throw new ExitError(
       EXIT.invalid,
-      `${count} problem${count === 1 ? '' : 's'} in ${bad.map((r) => r.file).join(', ')}; fix them and run again`,
+      `${plural(count, 'problem')} in ${where}; fix ${count === 1 ? 'it' : 'them'} and run again`,
     );
   }
   return EXIT.ok;
