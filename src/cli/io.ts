@@ -14,6 +14,8 @@ export interface CliIO {
   interactive: boolean;
   /** Signals that interrupt a run (SIGINT/SIGTERM in the real process; tests fire their own). */
   signals?: NodeJS.EventEmitter;
+  /** Ends the process at once (a second Ctrl-C); absent in tests. */
+  exit?: (code: number) => void;
 }
 
 export function processIO(): CliIO {
@@ -25,5 +27,6 @@ export function processIO(): CliIO {
     now: () => new Date(),
     interactive: Boolean(process.stdin.isTTY && process.stdout.isTTY),
     signals: process,
+    exit: (code) => process.exit(code),
   };
 }

@@ -36,6 +36,13 @@ export interface RunFlags {
   /** Job timing of the embedded sandbox (and our polling, scaled alike). */
   sandboxSpeed?: number;
   probe?: boolean;
+  /** Drive this run id instead of the one the manifest's `run` template gives now (resume an older run). */
+  runId?: string;
+  /**
+   * An extra cap in tokens for this run, on top of the manifest's `budget` (the scheduler passes what is
+   * left of `budget_per_period`).
+   */
+  budgetCap?: number;
 }
 
 export interface RunContext {
@@ -104,13 +111,24 @@ async function runWithClient(
     ...(flags.probe === false ? {} : { measure: makeMeasure() }),
   });
   const settings = plan.manifest.settings;
-  const runId = settings.runId;
+  const runId = flags.runId ?? settings.runId;
+  if (!/^[A-Za-z0-9_-]+$/.test(runId)) {
+    throw new ExitError(
+      EXIT.invalid,
+      `--run-id: must be letters, digits, - and _, got ${JSON.stringify(runId)}`,
+    );
+  }
   const runDir = join(settings.output, runId);
-  const store = openStore(resolve(io.cwd, ctx.statePath));
+  const store = openStore(resolve(io.cwd, ctx.statePath), { now: io.now });
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = `run:${runId}`;
   try {
-    const lease = store.acquireLease(leaseName, holder, LEASE_TTL_MS);
+    let lease = store.acquireLease(leaseName, holder, LEASE_TTL_MS);
+    if (!lease.acquired && holderIsDead(lease.holder)) {
+      // kill -9 or a crash left the lease behind: resuming at once must not wait for it to expire.
+      store.releaseLease(leaseName, lease.holder);
+      lease = store.acquireLease(leaseName, holder, LEASE_TTL_MS);
+    }
     if (!lease.acquired) {
       throw new ExitError(
         EXIT.interrupted,
@@ -140,6 +158,23 @@ async function runWithClient(
   }
 }
 
+/**
+ * True only when the holder is a process of this machine that no longer exists. A holder elsewhere,
+ * or a pid that is alive (even if reused by another program), keeps its lease until it expires.
+ */
+function holderIsDead(holder: string): boolean {
+  const m = /^(\d+)@(.*)#[^#]*$/.exec(holder);
+  if (!m || m[2] !== hostname()) return false;
+  const pid = Number(m[1]);
+  if (pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
 interface DriveArgs {
   file: string;
   flags: RunFlags;
@@ -159,6 +194,10 @@ async function driveRun(a: DriveArgs): Promise<number> {
   const { io, config } = a.ctx;
   const { store, runId, plan, flags } = a;
   const settings = plan.manifest.settings;
+  const budget = [settings.budget, flags.budgetCap].reduce<number | undefined>(
+    (min, b) => (b === undefined ? min : min === undefined ? b : Math.min(min, b)),
+    undefined,
+  );
   const out = (line = '') => io.stdout.write(`${line}\n`);
 
   const existing = store.getRun(runId);
@@ -224,7 +263,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
     out(
       `Run ${runId} is already complete: ${describeCounts(counts)}. Files are in ${displayPath(io.cwd, a.runDir)}.`,
     );
-    if (code !== EXIT.ok) out('Some tasks did not succeed; see `mediabatch status` for why.');
+    if (code !== EXIT.ok) throw new ExitError(EXIT.someFailed, failureLine(runId, counts));
     return code;
   }
 
@@ -247,7 +286,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
     chargedSoFar,
     ...(balance !== undefined ? { balance } : {}),
     ...(quota ? { quota } : {}),
-    ...(settings.budget !== undefined ? { budget: settings.budget } : {}),
+    ...(budget !== undefined ? { budget } : {}),
     allowPartial: flags.allowPartial ?? false,
   });
 
@@ -290,9 +329,9 @@ async function driveRun(a: DriveArgs): Promise<number> {
       `  Quota: ${fmtTokens(quota.used)} of ${fmtTokens(quota.limit)} tokens used this period (${quota.source}), ${fmtTokens(decision.leftAfter.quota ?? 0)} left after the run at most`,
     );
   } else out(`  Quota: unknown (set MEDIABATCH_QUOTA or quota: in mediabatch.config.yaml to check it)`);
-  if (settings.budget !== undefined) {
+  if (budget !== undefined) {
     out(
-      `  Budget: ${fmtTokens(settings.budget)} tokens, ${fmtTokens(chargedSoFar)} charged so far, ${fmtTokens(decision.leftAfter.budget ?? 0)} left after the run at most`,
+      `  Budget: ${fmtTokens(budget)} tokens${budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokens(chargedSoFar)} charged so far, ${fmtTokens(decision.leftAfter.budget ?? 0)} left after the run at most`,
     );
   }
   if (!decision.ok) {
@@ -327,7 +366,14 @@ async function driveRun(a: DriveArgs): Promise<number> {
         '\nStopping: no new submissions; waiting for the answers in flight (Ctrl-C again to quit at once)\n',
       );
       stop.abort();
-    } else halt.abort();
+    } else {
+      halt.abort();
+      // Every submission sent has its intent row: quitting now leaves them in doubt, never charged twice.
+      io.stderr.write(
+        '\nQuit at once: tasks whose answer was not recorded are in doubt; run again to resume\n',
+      );
+      io.exit?.(EXIT.interrupted);
+    }
   };
   const onInt = () => onSignal('SIGINT');
   const onTerm = () => onSignal('SIGTERM');
@@ -341,7 +387,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
     total: store.tasksOfRun(runId).length,
     estimate: plan.tasks.reduce((n, t) => n + t.estimate.tokens, 0),
   });
-  const scale = a.ctx.pollScale ?? (a.onSandbox ? 0.1 : 1);
+  const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
   const runner = new Runner(
     {
       store,
@@ -355,7 +401,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
       runId,
       runDir: a.runDir,
       concurrency: flags.concurrency ?? settings.concurrency,
-      ...(settings.budget !== undefined ? { budget: settings.budget } : {}),
+      ...(budget !== undefined ? { budget } : {}),
       pollProfiles: scale === 1 ? DEFAULT_POLL_PROFILES : scaleProfiles(DEFAULT_POLL_PROFILES, scale),
       pollConcurrency: 16,
       downloadConcurrency: 4,
@@ -410,25 +456,44 @@ async function driveRun(a: DriveArgs): Promise<number> {
       result.stopMessage ?? `stopped (${result.stopReason}); run the same command again to continue`,
     );
   }
-  if (code === EXIT.someFailed) {
-    const failed =
-      result.counts.failed + result.counts.rejected + result.counts.in_doubt + result.counts.blocked;
+  if (code === EXIT.interrupted) {
     throw new ExitError(
-      EXIT.someFailed,
-      unfinished > 0
-        ? `${unfinished} task(s) are unfinished: run the same command again to continue`
-        : `${failed} task(s) did not succeed (failed tasks were refunded): see \`mediabatch status ${runId}\``,
+      EXIT.interrupted,
+      `${unfinished} task(s) are unfinished: run the same command again to continue`,
     );
   }
+  if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(runId, result.counts));
   return code;
+}
+
+/**
+ * MEDIABATCH_POLL_SCALE, for tests only (undocumented for users): multiplies every poll and retry delay
+ * so that tests driving the CLI as a child process do not wait real seconds.
+ */
+function pollScaleFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const n = Number(env['MEDIABATCH_POLL_SCALE'] ?? '');
+  return env['MEDIABATCH_POLL_SCALE'] && Number.isFinite(n) && n > 0 ? n : undefined;
 }
 
 function exitFor(stopReason: RunResult['stopReason'], counts: Record<TaskState, number>): number {
   if (stopReason === 'unauthorized') return EXIT.unauthorized;
   if (stopReason) return EXIT.interrupted;
+  // Tasks left unfinished (retries exhausted, a job the API did not know, a download to retry) are
+  // picked up by the next run: resumable, like an interruption.
+  if (UNFINISHED.some((s) => counts[s] > 0)) return EXIT.interrupted;
   const bad = counts.failed + counts.rejected + counts.in_doubt + counts.blocked;
-  const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
-  return bad + unfinished > 0 ? EXIT.someFailed : EXIT.ok;
+  return bad > 0 ? EXIT.someFailed : EXIT.ok;
+}
+
+/** The one line for exit 2: how many tasks did not succeed, in which way, and where to look. */
+function failureLine(runId: string, c: Record<TaskState, number>): string {
+  const parts: string[] = [];
+  if (c.failed) parts.push(`${c.failed} failed`);
+  if (c.rejected) parts.push(`${c.rejected} rejected by the API (not charged)`);
+  if (c.in_doubt) parts.push(`${c.in_doubt} in doubt (resubmitted only with --retry-in-doubt)`);
+  if (c.blocked) parts.push(`${c.blocked} blocked`);
+  const n = c.failed + c.rejected + c.in_doubt + c.blocked;
+  return `${n} task(s) did not succeed: ${parts.join(', ')}; \`mediabatch status ${runId}\` says why`;
 }
 
 function describeCounts(c: Record<TaskState, number>): string {
