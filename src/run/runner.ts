@@ -66,6 +66,8 @@ export interface RunnerOptions {
   stop: AbortSignal;
   /** Aborted on a second Ctrl-C: return at once. */
   halt?: AbortSignal;
+  /** With a callback receiver: the URL given to the service for each task. */
+  callbackUrlFor?: (taskId: string) => string;
 }
 
 export interface RunProgress {
@@ -81,6 +83,8 @@ export interface RunResult {
   stopMessage?: string;
   counts: Record<TaskState, number>;
   polls: number;
+  /** How the successes of this process became known: a confirmed callback, or a poll of our own. */
+  arrivals: { poll: number; callback: number };
   /** Quota figures learned from a code-101 answer. */
   quota?: { used: number; quota: number; period: string };
 }
@@ -125,7 +129,10 @@ export class Runner {
   #polls = 0;
   #giveUpStreak = 0;
   readonly #watched = new Map<string, Watched>();
-  readonly #due = new DueQueue<string>();
+  readonly #due = new DueQueue<{ taskId: string; at: number }>();
+  /** The one due time that counts per job; queue entries with another time are stale and skipped. */
+  readonly #dueAt = new Map<string, number>();
+  readonly #arrivals = { poll: 0, callback: 0 };
   readonly #downloading = new Set<string>();
   readonly #unknownStatusesLogged = new Set<string>();
   readonly #pollLimit;
@@ -222,6 +229,7 @@ export class Runner {
       ...(this.#quota ? { quota: this.#quota } : {}),
       counts: store.countTasksByState(runId),
       polls: this.#polls,
+      arrivals: { ...this.#arrivals },
     };
   }
 
@@ -333,6 +341,10 @@ export class Runner {
     const { store, client } = this.#deps;
     const { runId } = this.#opts;
     const body = JSON.parse(task.wireBody) as RequestBody;
+    // The per-task callback URL carries the run's token; it is added when sending, so the stored request
+    // (and its hash) stays the same whatever receiver a resumed run uses.
+    const callbackUrl = this.#opts.callbackUrlFor?.(task.taskId);
+    if (callbackUrl) body['custom_callback_url'] = callbackUrl;
     this.#inFlightMax += task.estimate.max;
     let answered = false;
     try {
@@ -506,12 +518,14 @@ export class Runner {
 
   #schedule(taskId: string, at: number): void {
     const before = this.#due.peekAt();
-    this.#due.push(at, taskId);
+    this.#dueAt.set(taskId, at);
+    this.#due.push(at, { taskId, at });
     if (before === undefined || at < before) this.#wakeWatcher?.();
   }
 
   #unwatch(taskId: string): void {
     this.#watched.delete(taskId);
+    this.#dueAt.delete(taskId);
     this.#releaseSlot(taskId);
     this.#wakeWatcher?.();
   }
@@ -525,9 +539,10 @@ export class Runner {
     for (;;) {
       if (halt.aborted) return;
       if (this.#submitDone && (this.#watched.size === 0 || this.#stopReason === 'interrupted')) return;
-      for (const taskId of this.#due.popDue(this.#now())) {
-        if (!this.#watched.has(taskId)) continue;
-        void this.#track(this.#pollLimit(() => this.#poll(taskId)));
+      for (const { taskId, at } of this.#due.popDue(this.#now())) {
+        if (!this.#watched.has(taskId) || this.#dueAt.get(taskId) !== at) continue;
+        this.#dueAt.delete(taskId);
+        void this.#track(this.#pollLimit(() => this.#poll(taskId, 'poll')));
       }
       const next = this.#due.peekAt();
       const wait = next === undefined ? 1_000 : Math.max(0, next - this.#now());
@@ -538,7 +553,22 @@ export class Runner {
     }
   }
 
-  async #poll(taskId: string): Promise<void> {
+  /**
+   * A callback said this job changed. The body is not trusted: the job is looked at now through
+   * jobs/detail, and only what that answer says is recorded.
+   */
+  hint(hint: { taskId: string; imgUuid: string | undefined; status: string | undefined }): void {
+    const watched = this.#watched.get(hint.taskId);
+    if (!watched || this.#downloading.has(hint.taskId) || this.#halt.signal.aborted) return;
+    if (hint.imgUuid !== undefined && hint.imgUuid !== watched.task.imgUuid) {
+      this.#log.warn({ task: hint.taskId, claimed: hint.imgUuid }, 'callback names another job; ignored');
+      return;
+    }
+    this.#dueAt.delete(hint.taskId);
+    void this.#track(this.#pollLimit(() => this.#poll(hint.taskId, 'callback')));
+  }
+
+  async #poll(taskId: string, source: 'poll' | 'callback'): Promise<void> {
     const watched = this.#watched.get(taskId);
     if (!watched || this.#halt.signal.aborted) return;
     const { store, client } = this.#deps;
@@ -556,7 +586,7 @@ export class Runner {
     switch (outcome.type) {
       case 'ok': {
         watched.misses = 0;
-        this.#onJobRecord(watched, outcome.value, 'poll', nextAt);
+        this.#onJobRecord(watched, outcome.value, source, nextAt);
         return;
       }
       case 'unauthorized':
@@ -612,6 +642,7 @@ export class Runner {
       return;
     }
     if (state === 'downloading' && status === 'success') {
+      if (result.moved) this.#arrivals[source]++;
       this.#startDownload(watched, record);
       this.#progress();
       return;

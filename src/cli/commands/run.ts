@@ -5,7 +5,17 @@ import { createInterface } from 'node:readline/promises';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import { downloadResult } from '../../api/download.js';
 import type { Config } from '../../config.js';
-import { DEFAULT_POLL_PROFILES, scaleProfiles } from '../../run/polling.js';
+import {
+  CALLBACK_PATH,
+  type CallbackHint,
+  type CallbackReceiver,
+  callbackKey,
+  callbackUrlFor,
+  newCallbackToken,
+  parseListen,
+  startCallbackReceiver,
+} from '../../run/callbacks.js';
+import { DEFAULT_POLL_PROFILES, fallbackProfiles, scaleProfiles } from '../../run/polling.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { ProgressView } from '../../run/progress.js';
 import { Runner, type RunResult } from '../../run/runner.js';
@@ -43,6 +53,10 @@ export interface RunFlags {
    * left of `budget_per_period`).
    */
   budgetCap?: number;
+  /** `host:port` for a callback receiver during the run. */
+  listen?: string;
+  /** The public URL that reaches the receiver (the service must be able to POST to it). */
+  callbackUrl?: string;
 }
 
 export interface RunContext {
@@ -199,6 +213,15 @@ async function driveRun(a: DriveArgs): Promise<number> {
     undefined,
   );
   const out = (line = '') => io.stdout.write(`${line}\n`);
+  const listen = flags.listen ?? settings.listen;
+  const listenAt = listen === undefined ? undefined : parseListenOrExit(listen);
+  const publicBase = flags.callbackUrl ?? settings.callbackUrl;
+  if (listenAt && !publicBase && !a.onSandbox) {
+    throw new ExitError(
+      EXIT.invalid,
+      '--listen needs --callback-url (or callback_url in the manifest): the public https address that reaches this receiver',
+    );
+  }
 
   const existing = store.getRun(runId);
   if (existing) store.markRunState(runId, 'running');
@@ -210,13 +233,20 @@ async function driveRun(a: DriveArgs): Promise<number> {
       settings: { ...settings, concurrency: flags.concurrency ?? settings.concurrency },
     });
   }
+  // One token per run, kept, so that a restarted run still accepts callbacks for jobs sent before.
+  let callbackToken = existing?.callbackToken ?? null;
+  if (listenAt && !callbackToken) {
+    callbackToken = newCallbackToken();
+    store.setCallbackToken(runId, callbackToken);
+  }
   const upsert = store.upsertTasks(
     runId,
     plan.tasks.map((t) => ({
       taskId: t.spec.id,
       model: t.entry.model,
       endpoint: t.entry.endpoint,
-      wireBody: JSON.stringify(t.wire),
+      // With a receiver, the callback URL is per task and added when sending (see Runner).
+      wireBody: JSON.stringify(listenAt ? withoutCallback(t.wire) : t.wire),
       estimate: t.estimate,
     })),
     { acceptChanges: flags.acceptChanges ?? false },
@@ -388,6 +418,20 @@ async function driveRun(a: DriveArgs): Promise<number> {
     estimate: plan.tasks.reduce((n, t) => n + t.estimate.tokens, 0),
   });
   const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
+  let runnerRef: Runner | undefined;
+  const receiver =
+    listenAt && callbackToken
+      ? await startReceiver(listenAt, callbackToken, store.tasksOfRun(runId), a.ctx.logger, (hint) =>
+          runnerRef?.hint(hint),
+        )
+      : undefined;
+  const callbackBase = receiver ? (publicBase ?? receiver.localUrl) : undefined;
+  if (receiver) {
+    out(
+      `  Callbacks: receiver on ${receiver.localUrl}; the service is told ${callbackBase}${CALLBACK_PATH}/…`,
+    );
+  }
+  const profiles = scale === 1 ? DEFAULT_POLL_PROFILES : scaleProfiles(DEFAULT_POLL_PROFILES, scale);
   const runner = new Runner(
     {
       store,
@@ -402,7 +446,11 @@ async function driveRun(a: DriveArgs): Promise<number> {
       runDir: a.runDir,
       concurrency: flags.concurrency ?? settings.concurrency,
       ...(budget !== undefined ? { budget } : {}),
-      pollProfiles: scale === 1 ? DEFAULT_POLL_PROFILES : scaleProfiles(DEFAULT_POLL_PROFILES, scale),
+      // Callbacks can be dropped after three failed attempts: polling stays on, slowly, as the safety net.
+      pollProfiles: receiver ? fallbackProfiles(profiles, CALLBACK_FALLBACK_POLL_MS * scale) : profiles,
+      ...(receiver && callbackBase && callbackToken
+        ? { callbackUrlFor: (taskId: string) => callbackUrlFor(callbackBase, callbackToken, taskId) }
+        : {}),
       pollConcurrency: 16,
       downloadConcurrency: 4,
       maxDownloadBytes: 2 * 1024 ** 3,
@@ -415,6 +463,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
       halt: halt.signal,
     },
   );
+  runnerRef = runner;
   const renew = setInterval(() => {
     if (!store.renewLease(a.leaseName, a.holder, LEASE_TTL_MS)) runner.leaseLost();
   }, LEASE_TTL_MS / 4);
@@ -424,6 +473,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
     result = await runner.run();
   } finally {
     clearInterval(renew);
+    await receiver?.close();
     view.close();
     signals?.off('SIGINT', onInt);
     signals?.off('SIGTERM', onTerm);
@@ -447,6 +497,11 @@ async function driveRun(a: DriveArgs): Promise<number> {
       `  ${result.counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. They are not resubmitted; check your account, then run again with --retry-in-doubt to submit them anyway.`,
     );
   }
+  if (receiver) {
+    out(
+      `  Results: ${result.arrivals.callback} arrived by callback, ${result.arrivals.poll} by polling (${receiver.stats.received} callbacks received, ${receiver.stats.ignored} ignored)`,
+    );
+  }
   out(`  Files: ${displayPath(io.cwd, a.runDir)}`);
   if (total !== result.counts.done && code === EXIT.someFailed)
     out('  `mediabatch status` lists what failed and why.');
@@ -464,6 +519,40 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
   if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(runId, result.counts));
   return code;
+}
+
+/** With a receiver, our own polls only catch callbacks that never came. */
+const CALLBACK_FALLBACK_POLL_MS = 60_000;
+
+function parseListenOrExit(value: string): { host: string; port: number } {
+  try {
+    return parseListen(value);
+  } catch (error) {
+    throw new ExitError(EXIT.invalid, (error as Error).message);
+  }
+}
+
+function withoutCallback(wire: Record<string, unknown>): Record<string, unknown> {
+  const { custom_callback_url: _dropped, ...rest } = wire;
+  return rest;
+}
+
+async function startReceiver(
+  at: { host: string; port: number },
+  token: string,
+  tasks: readonly { taskId: string }[],
+  logger: Logger,
+  onHint: (hint: CallbackHint) => void,
+): Promise<CallbackReceiver> {
+  const byKey = new Map(tasks.map((t) => [callbackKey(t.taskId), t.taskId]));
+  try {
+    return await startCallbackReceiver({ ...at, token, taskForKey: (key) => byKey.get(key), onHint, logger });
+  } catch (error) {
+    throw new ExitError(
+      EXIT.invalid,
+      `--listen ${at.host}:${at.port}: cannot start the callback receiver (${(error as Error).message})`,
+    );
+  }
 }
 
 /**
