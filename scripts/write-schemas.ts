@@ -4,6 +4,7 @@
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { manifestJsonSchema } from '../src/manifest/index.js';
+import { writeReportSchema } from './write-report-schema.js';
 
 export const MANIFEST_SCHEMA_FILE = fileURLToPath(
   new URL('../schemas/manifest.schema.json', import.meta.url),
@@ -16,4 +17,5 @@ export function manifestSchemaText(): string {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   await writeFile(MANIFEST_SCHEMA_FILE, manifestSchemaText());
   console.log(`wrote ${MANIFEST_SCHEMA_FILE}`);
+  await writeReportSchema();
 }

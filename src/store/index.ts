@@ -8,6 +8,7 @@ import { LeaseStore } from './leases.js';
 import { LedgerStore } from './ledger.js';
 import { RunStore } from './runs.js';
 import { ScheduleStore } from './schedules.js';
+import { SpendStore } from './spend.js';
 import { SubmissionStore } from './submissions.js';
 import { TaskStore } from './tasks.js';
 import type { Clock } from './types.js';
@@ -89,6 +90,8 @@ export class Store {
   readonly modelTotals: LedgerStore['modelTotals'];
   readonly recordQuota: LedgerStore['recordQuota'];
   readonly getQuota: LedgerStore['getQuota'];
+  readonly taskSpend: SpendStore['taskSpend'];
+  readonly runKeys: SpendStore['runKeys'];
 
   // Leases and schedules
   readonly acquireLease: LeaseStore['acquireLease'];
@@ -159,6 +162,9 @@ export class Store {
     this.modelTotals = ledger.modelTotals.bind(ledger);
     this.recordQuota = ledger.recordQuota.bind(ledger);
     this.getQuota = ledger.getQuota.bind(ledger);
+    const spend = new SpendStore(db);
+    this.taskSpend = spend.taskSpend.bind(spend);
+    this.runKeys = spend.runKeys.bind(spend);
 
     const leases = new LeaseStore(db, now);
     this.acquireLease = leases.acquireLease.bind(leases);

@@ -197,6 +197,13 @@ export interface PeriodSpend extends LedgerSums {
   period: string;
 }
 
+/** What the ledger holds for one task of a run. */
+export interface TaskSpend extends LedgerSums {
+  taskId: string;
+  /** Jobs charged for the task (more than one after `--retry-in-doubt` or `--accept-changes`). */
+  jobs: number;
+}
+
 export interface ModelTotals extends LedgerSums {
   model: string;
   tasks: number;

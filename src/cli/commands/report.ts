@@ -1,0 +1,57 @@
+// `report [run]`: (re)writes report.json, report.csv, report.md and index.html into the run's folder and
+// prints report.md (or report.json with --json). The newest run when none is named.
+
+import type { Config } from '../../config.js';
+import { UnknownRunError, writeReport } from '../../report/index.js';
+import { EXIT, ExitError } from '../errors.js';
+import { displayPath, openExistingStore, type ReadContext, runFolder, unknownRunError } from './status.js';
+
+export interface ReportContext extends ReadContext {
+  config: Pick<Config, 'quota'>;
+}
+
+export async function reportCommand(
+  runId: string | undefined,
+  opts: { json?: boolean },
+  ctx: ReportContext,
+): Promise<number> {
+  const { io } = ctx;
+  const store = openExistingStore(ctx);
+  try {
+    const id = runId ?? store?.listRuns()[0]?.id;
+    if (id === undefined) {
+      throw new ExitError(
+        EXIT.invalid,
+        `no runs yet in ${ctx.statePath}: start one with \`mediabatch run <manifest>\`, then report on it`,
+      );
+    }
+    const run = store?.getRun(id);
+    if (store === undefined || run === undefined) throw unknownRunError(id, store, ctx.statePath);
+    const folder = runFolder(run, io.cwd);
+    let written: Awaited<ReturnType<typeof writeReport>>;
+    try {
+      written = await writeReport(store, id, folder, {
+        now: io.now(),
+        ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
+      });
+    } catch (error) {
+      if (error instanceof UnknownRunError) throw unknownRunError(id, store, ctx.statePath);
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EACCES' || code === 'EROFS' || code === 'ENOSPC' || code === 'ENOTDIR') {
+        throw new ExitError(
+          EXIT.invalid,
+          `${displayPath(io.cwd, folder)}: cannot write the report (${(error as Error).message}): check the folder's permissions and free space`,
+        );
+      }
+      throw error;
+    }
+    io.stdout.write(opts.json ? `${JSON.stringify(written.report, null, 2)}\n` : written.markdown);
+    // On stderr, so that stdout is exactly the report (`mediabatch report > costs.md`).
+    io.stderr.write(
+      `Wrote report.json, report.csv, report.md and index.html in ${displayPath(io.cwd, folder)}\n`,
+    );
+    return EXIT.ok;
+  } finally {
+    store?.close();
+  }
+}

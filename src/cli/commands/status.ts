@@ -1,0 +1,274 @@
+// `status [run]`: the list of runs, or one run's tasks by state with the failing ones and their errors.
+// Read only: a missing state file means "no runs yet", and no database is created for it.
+
+import { existsSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { tokensToUsd } from '../../plan/plan.js';
+import { plural } from '../../report/format.js';
+import { scheduledManifests } from '../../schedule/status.js';
+import {
+  openStore,
+  type RunRecord,
+  type Store,
+  TASK_STATES,
+  type TaskRecord,
+  type TaskState,
+} from '../../store/index.js';
+import { EXIT, ExitError } from '../errors.js';
+import { fmtTokens, fmtUsd, table } from '../format.js';
+import type { CliIO } from '../io.js';
+
+export interface ReadContext {
+  io: CliIO;
+  /** `--state`, as the user gave it (resolved against io.cwd). */
+  statePath: string;
+}
+
+const UNFINISHED: readonly TaskState[] = ['pending', 'submitting', 'submitted', 'running', 'downloading'];
+/** The tasks `status <run>` lists with their errors, most urgent first. */
+const PROBLEM_STATES: readonly TaskState[] = ['in_doubt', 'failed', 'rejected', 'blocked'];
+const LABEL: Record<TaskState, string> = {
+  pending: 'pending',
+  submitting: 'submitting',
+  in_doubt: 'in doubt',
+  submitted: 'submitted',
+  running: 'running',
+  downloading: 'downloading',
+  done: 'done',
+  failed: 'failed',
+  rejected: 'rejected',
+  blocked: 'blocked',
+};
+
+/** Opens the state database if it exists; undefined when there is none yet (nothing is created). */
+export function openExistingStore(ctx: ReadContext): Store | undefined {
+  const file = resolve(ctx.io.cwd, ctx.statePath);
+  return existsSync(file) ? openStore(file) : undefined;
+}
+
+/** Exit 1 for a run id the state database does not know, naming the known ones. */
+export function unknownRunError(runId: string, store: Store | undefined, statePath: string): ExitError {
+  const known = store?.listRuns().map((r) => r.id) ?? [];
+  const hint =
+    known.length === 0
+      ? 'there are no runs yet: start one with `mediabatch run <manifest>`'
+      : `known runs, newest first: ${known.slice(0, 5).join(', ')}${known.length > 5 ? ', …' : ''}`;
+  return new ExitError(EXIT.invalid, `run ${runId}: not found in ${statePath}; ${hint}`);
+}
+
+/** `<output>/<run>`, from the settings the run was started with. */
+export function runFolder(run: RunRecord, cwd: string): string {
+  const settings = run.settings as { output?: unknown } | null;
+  const output = typeof settings?.output === 'string' ? settings.output : resolve(cwd, 'out');
+  return join(output, run.id);
+}
+
+export function displayPath(cwd: string, path: string): string {
+  const rel = relative(cwd, path);
+  return rel === '' ? '.' : rel.startsWith('..') ? path : rel;
+}
+
+export function describeCounts(c: Record<TaskState, number>): string {
+  const parts = [`${c.done} done`];
+  for (const state of ['failed', 'in_doubt', 'rejected', 'blocked'] as const) {
+    if (c[state] > 0) parts.push(`${c[state]} ${LABEL[state]}`);
+  }
+  const unfinished = UNFINISHED.reduce((n, s) => n + c[s], 0);
+  if (unfinished > 0) parts.push(`${unfinished} unfinished`);
+  return parts.join(', ');
+}
+
+export async function statusCommand(
+  runId: string | undefined,
+  opts: { json?: boolean },
+  ctx: ReadContext,
+): Promise<number> {
+  const store = openExistingStore(ctx);
+  try {
+    if (runId === undefined) return listRuns(store, opts, ctx);
+    const run = store?.getRun(runId);
+    if (store === undefined || run === undefined) throw unknownRunError(runId, store, ctx.statePath);
+    return showRun(store, run, opts, ctx);
+  } finally {
+    store?.close();
+  }
+}
+
+function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadContext): number {
+  const { io } = ctx;
+  const runs = (store?.listRuns() ?? []).map((run) => {
+    const counts = store?.countTasksByState(run.id) ?? emptyCounts();
+    const spent = store?.runSpent(run.id) ?? { charged: 0, refunded: 0, net: 0 };
+    return { run, counts, spent };
+  });
+  const scheduled = store ? scheduledManifests(store, io.now()) : [];
+  if (opts.json) {
+    const schedules = scheduled.map((s) => ({
+      manifest: s.manifestPath,
+      next_fire_at: s.nextFireAt?.toISOString() ?? null,
+      last_fired_at: s.lastFiredAt?.toISOString() ?? null,
+      last_run: s.lastRunId,
+      last_run_state: s.lastRunState,
+      firing: s.firing,
+      overdue: s.overdue,
+    }));
+    io.stdout.write(
+      `${JSON.stringify({ runs: runs.map(({ run, counts, spent }) => runJson(run, counts, spent, ctx)), scheduled: schedules }, null, 2)}\n`,
+    );
+    return EXIT.ok;
+  }
+  if (scheduled.length > 0) {
+    const rows = [
+      ['SCHEDULED MANIFEST', 'NEXT FIRING', 'LAST FIRED', 'LAST RUN'],
+      ...scheduled.map((s) => [
+        displayPath(io.cwd, s.manifestPath),
+        s.nextFireAt
+          ? `${shortTime(s.nextFireAt)}${s.overdue ? ' (overdue: is `mediabatch schedule` running?)' : ''}`
+          : '-',
+        s.lastFiredAt ? shortTime(s.lastFiredAt) : '-',
+        s.lastRunId ? `${s.lastRunId} (${s.lastRunState ?? 'not started'})` : '-',
+      ]),
+    ];
+    io.stdout.write(`${table(rows)}\n\n`);
+  }
+  if (runs.length === 0) {
+    io.stdout.write(`No runs yet in ${ctx.statePath}: start one with \`mediabatch run <manifest>\`.\n`);
+    return EXIT.ok;
+  }
+  const rows = [
+    ['RUN', 'MANIFEST', 'STARTED', 'STATE', 'TASKS', 'NET TOKENS'],
+    ...runs.map(({ run, counts, spent }) => [
+      run.id,
+      displayPath(io.cwd, run.manifestPath),
+      shortTime(run.startedAt ?? run.createdAt),
+      run.state,
+      `${plural(total(counts), 'task')}: ${describeCounts(counts)}`,
+      fmtTokens(round(spent.net)),
+    ]),
+  ];
+  io.stdout.write(`${table(rows)}\n`);
+  return EXIT.ok;
+}
+
+function showRun(store: Store, run: RunRecord, opts: { json?: boolean }, ctx: ReadContext): number {
+  const { io } = ctx;
+  const counts = store.countTasksByState(run.id);
+  const spent = store.runSpent(run.id);
+  const estimated = store.modelTotals(run.id).reduce((n, m) => n + m.estimated, 0);
+  const problems: TaskRecord[] = [
+    ...store.tasksByState(run.id, PROBLEM_STATES),
+    // Pending tasks that gave up for now (retries exhausted) carry their reason too.
+    ...store.tasksByState(run.id, UNFINISHED).filter((t) => t.error !== null),
+  ].sort((a, b) => severity(a.state) - severity(b.state) || a.seq - b.seq);
+  const folder = runFolder(run, io.cwd);
+  if (opts.json) {
+    io.stdout.write(
+      `${JSON.stringify(
+        {
+          ...runJson(run, counts, spent, ctx),
+          estimated: round(estimated),
+          folder,
+          problems: problems.map((t) => ({
+            id: t.taskId,
+            model: t.model,
+            state: t.state,
+            img_uuid: t.imgUuid,
+            error: t.error,
+          })),
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    return EXIT.ok;
+  }
+  const out = (line = '') => io.stdout.write(`${line}\n`);
+  out(`Run ${run.id} (${displayPath(io.cwd, run.manifestPath)})`);
+  out(
+    `  State: ${run.state}${run.exitCode === null ? '' : ` (exit ${run.exitCode})`} · started ${shortTime(run.startedAt ?? run.createdAt)}${run.finishedAt ? ` · ended ${shortTime(run.finishedAt)}` : ''}`,
+  );
+  const byState = TASK_STATES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${LABEL[s]}`);
+  out(`  Tasks: ${total(counts)} (${byState.join(', ') || 'none'})`);
+  out(
+    `  Tokens: estimated ${fmtTokens(round(estimated))}, charged ${fmtTokens(round(spent.charged))}, refunded ${fmtTokens(round(spent.refunded))}, net ${fmtTokens(round(spent.net))} (${fmtUsd(spent.net)})`,
+  );
+  out(`  Files: ${displayPath(io.cwd, folder)}`);
+  if (counts.in_doubt > 0) {
+    out();
+    out(
+      `${counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. Check the account, then \`mediabatch run ${displayPath(io.cwd, run.manifestPath)} --retry-in-doubt\` submits them again (possibly charged twice).`,
+    );
+  }
+  const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
+  if (unfinished > 0 && run.state !== 'running') {
+    out();
+    out(
+      `${unfinished} task(s) unfinished: \`mediabatch run ${displayPath(io.cwd, run.manifestPath)}\` continues the run.`,
+    );
+  }
+  if (problems.length > 0) {
+    out();
+    out(
+      table([
+        ['TASK', 'MODEL', 'STATE', 'ERROR'],
+        ...problems.map((t) => [t.taskId, t.model, LABEL[t.state], oneLine(t.error ?? '')]),
+      ]),
+    );
+  }
+  return EXIT.ok;
+}
+
+function runJson(
+  run: RunRecord,
+  counts: Record<TaskState, number>,
+  spent: { charged: number; refunded: number; net: number },
+  ctx: ReadContext,
+) {
+  return {
+    id: run.id,
+    manifest: run.manifestPath,
+    manifest_display: displayPath(ctx.io.cwd, run.manifestPath),
+    name: run.manifestName,
+    state: run.state,
+    exit_code: run.exitCode,
+    created_at: run.createdAt.toISOString(),
+    started_at: run.startedAt?.toISOString() ?? null,
+    finished_at: run.finishedAt?.toISOString() ?? null,
+    tasks: total(counts),
+    by_state: counts,
+    charged: round(spent.charged),
+    refunded: round(spent.refunded),
+    net: round(spent.net),
+    net_usd: tokensToUsd(spent.net),
+  };
+}
+
+function severity(state: TaskState): number {
+  const i = PROBLEM_STATES.indexOf(state);
+  return i < 0 ? PROBLEM_STATES.length : i;
+}
+
+function emptyCounts(): Record<TaskState, number> {
+  return Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
+}
+
+function total(counts: Record<TaskState, number>): number {
+  return TASK_STATES.reduce((n, s) => n + counts[s], 0);
+}
+
+function round(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
+}
+
+function shortTime(date: Date): string {
+  return `${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+}
+
+/** Errors come from the server and the network: one line each, and no terminal control sequences. */
+function oneLine(text: string): string {
+  const flat = text
+    .replace(/\p{Cc}+/gu, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+  return flat.length > 200 ? `${flat.slice(0, 199)}…` : flat;
+}

@@ -1,0 +1,324 @@
+// Builds the cost report of one run from the state database. Reading (collectReportInput) is kept apart
+// from assembling (assembleReport, pure), so the arithmetic is tested on plain data. Every figure comes
+// from the store, never from the manifest: the manifest may have changed since the run.
+
+import { relative, sep } from 'node:path';
+import { roundTokens } from '../catalog/index.js';
+import { USD_PER_TOKEN } from '../catalog/types.js';
+import { tokensToUsd } from '../plan/plan.js';
+import { taskFolderName } from '../run/names.js';
+import {
+  type FileRecord,
+  type LedgerSums,
+  type ModelTotals,
+  periodOf,
+  type RunRecord,
+  type Store,
+  TASK_STATES,
+  type TaskRecord,
+  type TaskSpend,
+  type TaskState,
+} from '../store/index.js';
+import { plural } from './format.js';
+import type { Report, ReportSummary, ReportTask } from './schema.js';
+
+export interface ReportOptions {
+  now: Date;
+  /** `<output>/<run>`: file paths in the report are relative to it. */
+  runDir: string;
+  /** The monthly quota from configuration (MEDIABATCH_QUOTA), when the user set one. */
+  quota?: number;
+}
+
+export interface QuotaKeyInput {
+  keyFingerprint: string;
+  spent: LedgerSums;
+  limit: number | null;
+  used: number | null;
+  source: string | null;
+}
+
+/** Everything the report needs, read from the store in one go. */
+export interface ReportInput {
+  run: RunRecord;
+  tasks: TaskRecord[];
+  files: FileRecord[];
+  spend: TaskSpend[];
+  runSpent: LedgerSums;
+  modelTotals: ModelTotals[];
+  /** When the last submission of each in-doubt task was sent. */
+  inDoubtSentAt: ReadonlyMap<string, Date | null>;
+  quotaKeys: QuotaKeyInput[];
+  now: Date;
+  runDir: string;
+}
+
+/** Thrown for a run id the store does not know; the CLI words it. */
+export class UnknownRunError extends Error {
+  override name = 'UnknownRunError';
+  readonly runId: string;
+  constructor(runId: string) {
+    super(`run ${runId}: not found in the state database`);
+    this.runId = runId;
+  }
+}
+
+export function buildReport(store: Store, runId: string, opts: ReportOptions): Report {
+  return assembleReport(collectReportInput(store, runId, opts));
+}
+
+export function collectReportInput(store: Store, runId: string, opts: ReportOptions): ReportInput {
+  const run = store.getRun(runId);
+  if (run === undefined) throw new UnknownRunError(runId);
+  const tasks = store.tasksOfRun(runId);
+  const inDoubtSentAt = new Map<string, Date | null>();
+  for (const task of tasks) {
+    if (task.state !== 'in_doubt') continue;
+    inDoubtSentAt.set(task.taskId, store.attemptsOf(runId, task.taskId).at(-1)?.sentAt ?? null);
+  }
+  const quotaKeys = store.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota));
+  return {
+    run,
+    tasks,
+    files: store.filesOfRun(runId),
+    spend: store.taskSpend(runId),
+    runSpent: store.runSpent(runId),
+    modelTotals: store.modelTotals(runId),
+    inDoubtSentAt,
+    quotaKeys,
+    now: opts.now,
+    runDir: opts.runDir,
+  };
+}
+
+/**
+ * What the ledger spent with one key in the month of `now`, and the quota as far as it is known: from
+ * configuration (used = the ledger's month), or from the API's last code-101 answer in this month
+ * (used = its figure plus the ledger since).
+ */
+export function quotaOfKey(
+  store: Store,
+  keyFingerprint: string,
+  now: Date,
+  configQuota?: number,
+): QuotaKeyInput {
+  const spent = store.ledgerSpent(keyFingerprint, periodOf(now));
+  if (configQuota !== undefined) {
+    return {
+      keyFingerprint,
+      spent,
+      limit: configQuota,
+      used: spent.net,
+      source: 'limit from configuration; used = this month in the local ledger',
+    };
+  }
+  const learned = store.getQuota(keyFingerprint);
+  if (learned !== undefined && periodOf(learned.learnedAt) === periodOf(now)) {
+    return {
+      keyFingerprint,
+      spent,
+      limit: learned.quota,
+      used: learned.used + store.ledgerSpentSince(keyFingerprint, learned.learnedAt).net,
+      source: `learned from the API on ${learned.learnedAt.toISOString().slice(0, 10)}, plus the ledger since`,
+    };
+  }
+  return { keyFingerprint, spent, limit: null, used: null, source: null };
+}
+
+const NO_SPEND: TaskSpend = { taskId: '', charged: 0, refunded: 0, net: 0, jobs: 0 };
+const UNFINISHED: readonly TaskState[] = ['pending', 'submitting', 'submitted', 'running', 'downloading'];
+
+export function assembleReport(input: ReportInput): Report {
+  const spendOf = new Map(input.spend.map((s) => [s.taskId, s]));
+  const filesOf = new Map<string, FileRecord[]>();
+  for (const f of input.files) filesOf.set(f.taskId, [...(filesOf.get(f.taskId) ?? []), f]);
+
+  const ordered = [...input.tasks].sort(
+    (a, b) => Number(b.state === 'in_doubt') - Number(a.state === 'in_doubt') || a.seq - b.seq,
+  );
+  const tasks = ordered.map((t) =>
+    reportTask(t, spendOf.get(t.taskId) ?? NO_SPEND, filesOf.get(t.taskId) ?? [], input.runDir),
+  );
+
+  const byModel = input.modelTotals.map((m) => ({
+    model: m.model,
+    ...summarise(
+      tasks.filter((t) => t.model === m.model),
+      m,
+      { tokens: m.estimated, min: m.estimatedMin, max: m.estimatedMax },
+    ),
+  }));
+  const estimated = {
+    tokens: sum(input.modelTotals.map((m) => m.estimated)),
+    min: sum(input.modelTotals.map((m) => m.estimatedMin)),
+    max: sum(input.modelTotals.map((m) => m.estimatedMax)),
+  };
+  const totals = summarise(tasks, input.runSpent, estimated);
+  const run = input.run;
+  const inDoubt = tasks
+    .filter((t) => t.status === 'in_doubt')
+    .map((t) => ({
+      id: t.id,
+      model: t.model,
+      sent_at: isoOrNull(input.inDoubtSentAt.get(t.id) ?? null),
+      reason: t.error,
+      at_most: t.estimate.max,
+    }));
+
+  return {
+    version: 1,
+    generated_at: input.now.toISOString(),
+    usd_per_token: USD_PER_TOKEN,
+    run: {
+      id: run.id,
+      name: run.manifestName,
+      manifest: run.manifestPath,
+      state: run.state,
+      exit_code: run.exitCode,
+      created_at: run.createdAt.toISOString(),
+      started_at: isoOrNull(run.startedAt),
+      finished_at: isoOrNull(run.finishedAt),
+    },
+    advice: adviceFor(totals, inDoubt, run.manifestPath),
+    in_doubt: inDoubt,
+    totals,
+    by_model: byModel,
+    balance: {
+      before: run.balanceBefore,
+      after: run.balanceAfter,
+      change:
+        run.balanceBefore !== null && run.balanceAfter !== null
+          ? roundTokens(run.balanceBefore - run.balanceAfter)
+          : null,
+    },
+    quota: {
+      period: periodOf(input.now),
+      keys: input.quotaKeys.map((k) => ({
+        key_fingerprint: k.keyFingerprint,
+        charged: roundTokens(k.spent.charged),
+        refunded: roundTokens(k.spent.refunded),
+        net: roundTokens(k.spent.net),
+        limit: k.limit,
+        used: k.used === null ? null : roundTokens(k.used),
+        source: k.source,
+      })),
+    },
+    tasks,
+  };
+}
+
+function reportTask(t: TaskRecord, spend: TaskSpend, files: FileRecord[], runDir: string): ReportTask {
+  const net = roundTokens(spend.charged - spend.refunded);
+  return {
+    id: t.taskId,
+    model: t.model,
+    img_uuid: t.imgUuid,
+    status: t.state,
+    job_status: t.jobStatus,
+    folder: taskFolderName(t.taskId),
+    estimate: {
+      tokens: t.estimate.tokens,
+      min: t.estimate.min,
+      max: t.estimate.max,
+      basis: t.estimate.basis,
+      assumed: t.estimate.assumedPrice,
+    },
+    charged: roundTokens(spend.charged),
+    refunded: roundTokens(spend.refunded),
+    net,
+    net_usd: tokensToUsd(net),
+    jobs: spend.jobs,
+    submitted_at: isoOrNull(t.submittedAt),
+    finished_at: isoOrNull(t.finishedAt),
+    job_duration_s: t.jobDuration,
+    elapsed_s:
+      t.submittedAt !== null && t.finishedAt !== null
+        ? Math.max(0, (t.finishedAt.getTime() - t.submittedAt.getTime()) / 1000)
+        : null,
+    files: files.map((f) => ({
+      path: relativePath(runDir, f.path),
+      kind: f.kind,
+      bytes: f.bytes,
+      sha256: f.sha256,
+    })),
+    bytes: files.reduce((n, f) => n + f.bytes, 0),
+    error: t.error,
+  };
+}
+
+/** Counts from the tasks; money from the store's own sums, so the report adds up to the ledger. */
+function summarise(
+  tasks: readonly ReportTask[],
+  money: Pick<LedgerSums, 'charged' | 'refunded'>,
+  estimated: { tokens: number; min: number; max: number },
+): ReportSummary {
+  const byStatus = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
+  for (const t of tasks) byStatus[t.status]++;
+  // The discount is seen only on jobs whose list price is known exactly (no length range).
+  const priced = tasks.filter((t) => t.jobs > 0 && t.estimate.min === t.estimate.max);
+  const listPrice = roundTokens(sum(priced.map((t) => t.estimate.tokens * t.jobs)));
+  const chargedPriced = sum(priced.map((t) => t.charged));
+  const ratio = listPrice > 0 ? Math.round((chargedPriced / listPrice) * 1e4) / 1e4 : null;
+  const charged = roundTokens(money.charged);
+  const refunded = roundTokens(money.refunded);
+  const net = roundTokens(charged - refunded);
+  return {
+    tasks: tasks.length,
+    by_status: byStatus,
+    jobs: sum(tasks.map((t) => t.jobs)),
+    estimated: {
+      tokens: roundTokens(estimated.tokens),
+      min: roundTokens(estimated.min),
+      max: roundTokens(estimated.max),
+      usd: tokensToUsd(estimated.tokens),
+    },
+    charged: { tokens: charged, usd: tokensToUsd(charged) },
+    refunded: { tokens: refunded, usd: tokensToUsd(refunded) },
+    net: { tokens: net, usd: tokensToUsd(net) },
+    list_price_of_charged: priced.length > 0 ? listPrice : null,
+    charge_ratio: ratio,
+    discount: ratio === null ? null : Math.round((1 - ratio) * 1e4) / 1e4,
+  };
+}
+
+function adviceFor(totals: ReportSummary, inDoubt: Report['in_doubt'], manifest: string): string[] {
+  const s = totals.by_status;
+  const advice: string[] = [];
+  if (inDoubt.length > 0) {
+    const atMost = roundTokens(sum(inDoubt.map((t) => t.at_most)));
+    advice.push(
+      `${plural(inDoubt.length, 'task')} in doubt: sent, but the answer was lost, so the API may have charged up to ${atMost} tokens for ${inDoubt.length === 1 ? 'it' : 'them'}. ` +
+        `Check the account (its balance or job list) first; then \`mediabatch run ${manifest} --retry-in-doubt\` submits ${inDoubt.length === 1 ? 'it' : 'them'} again (possibly charged twice), or leave ${inDoubt.length === 1 ? 'it' : 'them'} to pay nothing more.`,
+    );
+  }
+  const unfinished = sum(UNFINISHED.map((state) => s[state]));
+  if (unfinished > 0) {
+    advice.push(
+      `${plural(unfinished, 'task')} unfinished: run \`mediabatch run ${manifest}\` again to continue where it stopped.`,
+    );
+  }
+  if (s.failed > 0) {
+    advice.push(
+      `${plural(s.failed, 'task')} failed; failed jobs were refunded (${totals.refunded.tokens} tokens). The errors say why.`,
+    );
+  }
+  if (s.rejected > 0) {
+    advice.push(
+      `${plural(s.rejected, 'task')} rejected by the API and not charged: fix the request in the manifest (see the errors) and run again.`,
+    );
+  }
+  if (s.blocked > 0) advice.push(`${plural(s.blocked, 'task')} blocked: the errors say what to do.`);
+  return advice;
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0);
+}
+
+function isoOrNull(date: Date | null): string | null {
+  return date === null ? null : date.toISOString();
+}
+
+function relativePath(runDir: string, path: string): string {
+  return relative(runDir, path).split(sep).join('/');
+}

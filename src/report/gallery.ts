@@ -1,0 +1,259 @@
+// index.html: one self-contained page (inline CSS, JS and data) that shows a run's results offline from
+// its folder. The summary and the cost table are HTML written here, every text escaped; the cards are
+// built in the browser from inline JSON (see gallery-script.ts). Pure.
+
+import { createHash } from 'node:crypto';
+import { fmtBytes, fmtPercent, fmtTime, fmtTokens, fmtUsd } from './format.js';
+import { GALLERY_JS } from './gallery-script.js';
+import { GALLERY_CSS } from './gallery-style.js';
+import type { Report, ReportSummary, ReportTask } from './schema.js';
+
+/** What the gallery shows beyond the report: read from the task folders and the requests. */
+export interface GalleryExtra {
+  /** The prompt (or text) of the request, shortened. */
+  prompt?: string;
+  /** oc-maker: the character sheet (sheet.json). */
+  sheet?: unknown;
+  /** Songs: each file's title, style, lyrics and duration (job.json). */
+  songs?: readonly Record<string, unknown>[];
+}
+
+/** One card's data, with short keys: the JSON is inlined once per task, thousands of times. */
+interface CardData {
+  i: string;
+  m: string;
+  s: string;
+  f: string;
+  files: { p: string; k: string; b: number }[];
+  pr: string | null;
+  e: string | null;
+  c: number;
+  r: number;
+  n: number;
+  u: number;
+  t: number | null;
+  sh: unknown;
+  so: readonly Record<string, unknown>[] | null;
+}
+
+export function renderGallery(report: Report, extras: ReadonlyMap<string, GalleryExtra> = new Map()): string {
+  const data = {
+    run: report.run.id,
+    tasks: report.tasks.map((t) => cardData(t, extras.get(t.id))),
+  };
+  const script = GALLERY_JS;
+  const scriptHash = createHash('sha256').update(script, 'utf8').digest('base64');
+  // No network at all: only the page's own inline script, and files next to it.
+  const csp = [
+    "default-src 'none'",
+    "img-src 'self' file: data:",
+    "media-src 'self' file:",
+    "style-src 'unsafe-inline'",
+    `script-src 'sha256-${scriptHash}'`,
+    "base-uri 'none'",
+    "form-action 'none'",
+  ].join('; ');
+  const { run, totals } = report;
+  const title = `${run.id} · mediabatch gallery`;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="${esc(csp)}">
+<meta name="referrer" content="no-referrer">
+<title>${esc(title)}</title>
+<style>${GALLERY_CSS}</style>
+</head>
+<body>
+<div class="wrap">
+<header class="top">
+  <div>
+    <h1>Run <span class="run">${esc(run.id)}</span></h1>
+    <div class="meta">
+      <span>manifest <code>${esc(run.manifest)}</code></span>
+      <span>${esc(run.state)}${run.exit_code === null ? '' : ` (exit ${run.exit_code})`}</span>
+      ${run.started_at === null ? '' : `<span>started ${esc(fmtTime(run.started_at))}</span>`}
+      ${run.finished_at === null ? '' : `<span>ended ${esc(fmtTime(run.finished_at))}</span>`}
+    </div>
+  </div>
+  <nav class="links">
+    <a class="btn" href="report.md">report.md</a>
+    <a class="btn" href="report.csv">report.csv</a>
+    <a class="btn" href="report.json">report.json</a>
+  </nav>
+</header>
+${tiles(report)}
+${attention(report)}
+<details class="panel" open>
+  <summary>Cost by model<span class="hint">${esc(`${fmtTokens(totals.net.tokens)} tokens net, ${fmtUsd(totals.net.usd)}`)}</span></summary>
+  <div class="table-wrap">${costTable(report)}</div>
+  <p class="note">Tokens; USD at $${esc(String(report.usd_per_token))} per token. Net = charged − refunded. “Charged ÷ list” compares the charges with the list price of the jobs whose price was known exactly.</p>
+</details>
+<div class="toolbar" role="search">
+  <select id="f-model" aria-label="Model"></select>
+  <div class="chips" id="f-status" role="group" aria-label="Status"></div>
+  <input id="f-search" type="search" placeholder="Search task id, prompt or error" aria-label="Search">
+  <span class="count" id="count"></span>
+</div>
+<main class="grid" id="grid"></main>
+<div class="sentinel" id="sentinel"></div>
+<noscript><p class="empty-state">The cards need JavaScript; the files are in the task folders next to this page, and report.md lists them.</p></noscript>
+<footer class="bottom">Generated ${esc(fmtTime(report.generated_at))} by mediabatch · report format version ${report.version}</footer>
+</div>
+<dialog class="lightbox" id="lightbox"></dialog>
+<script type="application/json" id="gallery-data">${jsonForScript(data)}</script>
+<script>${script}</script>
+</body>
+</html>
+`;
+}
+
+const PROMPT_MAX = 600;
+
+function cardData(t: ReportTask, extra: GalleryExtra | undefined): CardData {
+  const prompt = extra?.prompt ?? '';
+  return {
+    i: t.id,
+    m: t.model,
+    s: t.status,
+    f: t.folder,
+    files: t.files.map((f) => ({ p: f.path, k: f.kind, b: f.bytes })),
+    pr: prompt === '' ? null : prompt.length > PROMPT_MAX ? `${prompt.slice(0, PROMPT_MAX)}…` : prompt,
+    e: t.error,
+    c: t.charged,
+    r: t.refunded,
+    n: t.net,
+    u: t.net_usd,
+    t: t.elapsed_s,
+    sh: extra?.sheet ?? null,
+    so: extra?.songs && extra.songs.length > 0 ? extra.songs : null,
+  };
+}
+
+function tiles(report: Report): string {
+  const { totals, balance } = report;
+  const s = totals.by_status;
+  const files = report.tasks.reduce((n, t) => n + t.files.length, 0);
+  const bytes = report.tasks.reduce((n, t) => n + t.bytes, 0);
+  const problems = s.failed + s.rejected + s.blocked;
+  const items: { label: string; value: string; sub: string; tone?: string }[] = [
+    {
+      label: 'Tasks done',
+      value: `${s.done} / ${totals.tasks}`,
+      sub:
+        [
+          s.failed > 0 ? `${s.failed} failed` : '',
+          s.blocked > 0 ? `${s.blocked} blocked` : '',
+          s.rejected > 0 ? `${s.rejected} rejected` : '',
+          s.in_doubt > 0 ? `${s.in_doubt} in doubt` : '',
+        ]
+          .filter(Boolean)
+          .join(' · ') || 'nothing failed',
+      tone: s.done === totals.tasks ? 'good' : problems > 0 ? 'bad' : undefined,
+    },
+    {
+      label: 'Net cost',
+      value: `${fmtTokens(totals.net.tokens)} tokens`,
+      sub: `${fmtUsd(totals.net.usd)} · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}`,
+    },
+    {
+      label: 'Estimated',
+      value: `${fmtTokens(totals.estimated.tokens)} tokens`,
+      sub:
+        totals.discount !== null && totals.discount > 0
+          ? `${fmtPercent(totals.discount)} below list price`
+          : `${fmtUsd(totals.estimated.usd)} at list price`,
+    },
+    {
+      label: 'Balance',
+      value: balance.after === null ? 'unknown' : `${fmtTokens(balance.after)}`,
+      sub:
+        balance.before === null
+          ? 'tokens after the run'
+          : `tokens; ${fmtTokens(balance.before)} before the run`,
+    },
+    { label: 'Files', value: String(files), sub: fmtBytes(bytes) },
+  ];
+  if (s.in_doubt > 0) {
+    items.splice(1, 0, {
+      label: 'In doubt',
+      value: String(s.in_doubt),
+      sub: 'may have been charged',
+      tone: 'warn',
+    });
+  }
+  return `<div class="tiles">${items
+    .map(
+      (t) =>
+        `<div class="tile${t.tone ? ` ${t.tone}` : ''}"><div class="label">${esc(t.label)}</div><div class="value">${esc(t.value)}</div><div class="sub">${esc(t.sub)}</div></div>`,
+    )
+    .join('')}</div>`;
+}
+
+function attention(report: Report): string {
+  if (report.advice.length === 0) return '';
+  const rows = report.in_doubt
+    .map(
+      (t) =>
+        `<tr><td><code>${esc(t.id)}</code></td><td>${esc(t.model)}</td><td>${esc(fmtTime(t.sent_at))}</td><td class="num">${esc(fmtTokens(t.at_most))}</td><td>${esc(t.reason ?? '')}</td></tr>`,
+    )
+    .join('');
+  const table =
+    report.in_doubt.length === 0
+      ? ''
+      : `<div class="table-wrap" style="padding:0"><table><thead><tr><th>In doubt</th><th>Model</th><th>Sent</th><th class="num">Up to</th><th>Reason</th></tr></thead><tbody>${rows}</tbody></table></div>`;
+  return `<div class="attention" role="note"><h2>Needs your attention</h2><ul>${report.advice
+    .map((line) => `<li>${withCode(line)}</li>`)
+    .join('')}</ul>${table}</div>`;
+}
+
+function costTable(report: Report): string {
+  const head = `<thead><tr><th>Model</th><th class="num">Tasks</th><th class="num">Done</th><th class="num">Failed</th><th class="num">In doubt</th><th class="num">Estimated</th><th class="num">Charged</th><th class="num">Refunded</th><th class="num">Net</th><th class="num">Net USD</th><th class="num">Charged ÷ list</th></tr></thead>`;
+  const line = (label: string, s: ReportSummary, cls = '') =>
+    `<tr${cls ? ` class="${cls}"` : ''}><td>${label}</td>${[
+      String(s.tasks),
+      String(s.by_status.done),
+      String(s.by_status.failed),
+      String(s.by_status.in_doubt),
+      fmtTokens(s.estimated.tokens),
+      fmtTokens(s.charged.tokens),
+      fmtTokens(s.refunded.tokens),
+      fmtTokens(s.net.tokens),
+      fmtUsd(s.net.usd),
+      fmtPercent(s.charge_ratio),
+    ]
+      .map((v) => `<td class="num">${esc(v)}</td>`)
+      .join('')}</tr>`;
+  const body = report.by_model.map((m) => line(esc(m.model), m)).join('');
+  return `<table>${head}<tbody>${body}${line('Total', report.totals, 'total')}</tbody></table>`;
+}
+
+/** Our advice sentences mark commands with backticks, as in report.md: shown as <code>, all else escaped. */
+function withCode(line: string): string {
+  return line
+    .split('`')
+    .map((part, i) => (i % 2 === 1 ? `<code>${esc(part)}</code>` : esc(part)))
+    .join('');
+}
+
+/** HTML text and attribute values: the five characters that can end or start markup. */
+export function esc(text: string): string {
+  return text.replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c,
+  );
+}
+
+/**
+ * JSON that is safe inside a <script> element: `<` cannot start `</script>` or `<!--`, and the line
+ * separators JavaScript once rejected are escaped too. JSON.parse reads it back unchanged.
+ */
+export function jsonForScript(value: unknown): string {
+  return JSON.stringify(value)
+    .replace(/</g, '\\u003c')
+    .replace(/>/g, '\\u003e')
+    .replace(/&/g, '\\u0026')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
+}

@@ -1,0 +1,178 @@
+// The shape of report.json, version 1. The zod schema is the single source: the TypeScript type, the
+// committed schemas/report.schema.json (scripts/write-report-schema.ts) and the tests all come from it.
+// Add fields freely; renaming or removing one, or changing its meaning, needs version 2.
+
+import { z } from 'zod';
+import { RUN_STATES, TASK_STATES } from '../store/types.js';
+
+const tokens = z.number().describe('Tokens (may be fractional).');
+const iso = z.string().describe('ISO 8601 UTC time.');
+
+const money = z
+  .object({
+    tokens,
+    usd: z.number().describe('The same amount in USD, at usd_per_token.'),
+  })
+  .strict();
+
+const byStatus = z
+  .record(z.enum(TASK_STATES), z.number().int().nonnegative())
+  .describe('Task count per status, every status present (zero included).');
+
+const summary = z
+  .object({
+    tasks: z.number().int().nonnegative(),
+    by_status: byStatus,
+    jobs: z
+      .number()
+      .int()
+      .nonnegative()
+      .describe('Jobs charged; more than tasks when a task was sent again (--retry-in-doubt).'),
+    estimated: z
+      .object({
+        tokens: tokens.describe('Sum of the best estimates (list price) of every task.'),
+        min: tokens,
+        max: tokens,
+        usd: z.number(),
+      })
+      .strict(),
+    charged: money.describe('Every charge in the ledger.'),
+    refunded: money.describe('Every refund in the ledger (failed jobs).'),
+    net: money.describe('charged − refunded: what the account paid.'),
+    list_price_of_charged: tokens
+      .nullable()
+      .describe(
+        'List price of the charged jobs whose estimate is exact (min = max); null when there is none.',
+      ),
+    charge_ratio: z
+      .number()
+      .nullable()
+      .describe(
+        'Charged ÷ list price over those same jobs: 1 means list price, 0.8 means 20% off. Null when unknown.',
+      ),
+    discount: z.number().nullable().describe('1 − charge_ratio: the discount observed. Null when unknown.'),
+  })
+  .strict();
+
+const file = z
+  .object({
+    path: z.string().describe('Relative to the run folder, `/`-separated, e.g. `hero-mug/1.png`.'),
+    kind: z.enum(['image', 'audio', 'video', 'json']),
+    bytes: z.number().int().nonnegative(),
+    sha256: z.string(),
+  })
+  .strict();
+
+export const reportTaskSchema = z
+  .object({
+    id: z.string().describe('The task id from the manifest.'),
+    model: z.string(),
+    img_uuid: z.string().nullable().describe('The API job id of the latest submission.'),
+    status: z.enum(TASK_STATES),
+    job_status: z.string().nullable().describe('The last job status the API reported.'),
+    folder: z.string().describe('The task folder, relative to the run folder.'),
+    estimate: z
+      .object({
+        tokens: tokens.describe('Best estimate of the list price.'),
+        min: tokens,
+        max: tokens,
+        basis: z.string().describe('How the estimate was made, in words.'),
+        assumed: z.boolean().describe('True when the list price itself is assumed, not from the spec.'),
+      })
+      .strict(),
+    charged: tokens,
+    refunded: tokens,
+    net: tokens,
+    net_usd: z.number(),
+    jobs: z.number().int().nonnegative(),
+    submitted_at: iso.nullable(),
+    finished_at: iso.nullable(),
+    job_duration_s: z.number().nullable().describe('Duration from the job record, in seconds.'),
+    elapsed_s: z.number().nullable().describe('finished_at − submitted_at, in seconds.'),
+    files: z.array(file),
+    bytes: z.number().int().nonnegative().describe('Total size of the files.'),
+    error: z.string().nullable(),
+  })
+  .strict();
+
+const inDoubt = z
+  .object({
+    id: z.string(),
+    model: z.string(),
+    sent_at: iso.nullable().describe('When the last submission was sent.'),
+    reason: z.string().nullable(),
+    at_most: tokens.describe('The most it may have cost (the estimate’s max).'),
+  })
+  .strict();
+
+const quotaKey = z
+  .object({
+    key_fingerprint: z.string().describe('A short hash of the API key; never the key.'),
+    charged: tokens,
+    refunded: tokens,
+    net: tokens.describe('What the local ledger spent with this key in the period, all runs together.'),
+    limit: tokens.nullable().describe('The quota, from configuration or the API’s last code-101 answer.'),
+    used: tokens.nullable().describe('Quota used in the period as far as mediabatch knows.'),
+    source: z.string().nullable().describe('Where limit and used come from.'),
+  })
+  .strict();
+
+export const reportSchema = z
+  .object({
+    version: z.literal(1).describe('Report format version; always 1.'),
+    generated_at: iso,
+    usd_per_token: z.number(),
+    run: z
+      .object({
+        id: z.string(),
+        name: z.string().describe('The manifest’s name.'),
+        manifest: z.string().describe('The manifest file the run came from.'),
+        state: z.enum(RUN_STATES),
+        exit_code: z.number().int().nullable(),
+        created_at: iso,
+        started_at: iso.nullable(),
+        finished_at: iso.nullable(),
+      })
+      .strict(),
+    advice: z.array(z.string()).describe('What needs the user’s attention, most urgent first.'),
+    in_doubt: z
+      .array(inDoubt)
+      .describe(
+        'Tasks sent whose answer was lost: they may have been charged. Never resubmitted automatically.',
+      ),
+    totals: summary,
+    by_model: z.array(summary.extend({ model: z.string() }).strict()),
+    balance: z
+      .object({
+        before: tokens.nullable().describe('API balance before the run’s first submission.'),
+        after: tokens.nullable().describe('API balance when the run last ended.'),
+        change: tokens
+          .nullable()
+          .describe(
+            'before − after; the API may round the balance, and other spending on the account shows here too.',
+          ),
+      })
+      .strict(),
+    quota: z
+      .object({
+        period: z.string().describe('`YYYY-MM` (UTC) of generated_at.'),
+        keys: z.array(quotaKey).describe('Every API key the run was charged under.'),
+      })
+      .strict(),
+    tasks: z.array(reportTaskSchema).describe('In-doubt tasks first, then in manifest order.'),
+  })
+  .strict()
+  .meta({
+    title: 'mediabatch cost report',
+    description:
+      'The cost report of one run, `<output>/<run>/report.json`. Every figure comes from the state database; tokens are the API’s unit, USD = tokens × usd_per_token.',
+  });
+
+export type Report = z.infer<typeof reportSchema>;
+export type ReportTask = z.infer<typeof reportTaskSchema>;
+export type ReportSummary = z.infer<typeof summary>;
+export type ReportFile = z.infer<typeof file>;
+
+export function reportJsonSchema(): object {
+  return z.toJSONSchema(reportSchema, { target: 'draft-2020-12', io: 'output' });
+}

@@ -1,0 +1,49 @@
+// What the ledger says each task of a run cost, for the cost report. Read only: charges and refunds are
+// written by the submission and job modules. A task sent more than once (`--retry-in-doubt`,
+// `--accept-changes`) has one charge per job, so the task's own `cost` column is not enough.
+
+import type { Db } from './db.js';
+import type { TaskSpend } from './types.js';
+
+interface TaskSpendRow {
+  task_id: string;
+  charged: number;
+  refunded: number;
+  jobs: number;
+}
+
+export class SpendStore {
+  readonly #selectTaskSpend;
+  readonly #selectRunKeys;
+
+  constructor(db: Db) {
+    this.#selectTaskSpend = db.prepare<[string], TaskSpendRow>(
+      `SELECT task_id,
+         coalesce(sum(CASE WHEN kind = 'charge' THEN tokens END), 0) AS charged,
+         coalesce(sum(CASE WHEN kind = 'refund' THEN tokens END), 0) AS refunded,
+         count(CASE WHEN kind = 'charge' THEN 1 END) AS jobs
+       FROM ledger WHERE run_id = ? GROUP BY task_id ORDER BY task_id`,
+    );
+    this.#selectRunKeys = db
+      .prepare<[string], string>(
+        'SELECT DISTINCT key_fingerprint FROM ledger WHERE run_id = ? ORDER BY key_fingerprint',
+      )
+      .pluck();
+  }
+
+  /** Per task of the run that the ledger knows: every charge and refund, and how many jobs were charged. */
+  taskSpend(runId: string): TaskSpend[] {
+    return this.#selectTaskSpend.all(runId).map((row) => ({
+      taskId: row.task_id,
+      charged: row.charged,
+      refunded: row.refunded,
+      net: row.charged - row.refunded,
+      jobs: row.jobs,
+    }));
+  }
+
+  /** The API-key fingerprints the run was charged under (usually one). */
+  runKeys(runId: string): string[] {
+    return this.#selectRunKeys.all(runId);
+  }
+}
