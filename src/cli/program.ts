@@ -5,8 +5,12 @@ import { type SandboxCommandOptions, sandboxCommand } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
 import { createLogger } from '../util/log.js';
 import { scrub } from '../util/secrets.js';
+import { balanceCommand } from './commands/balance.js';
 import { planCommand } from './commands/plan.js';
+import { reportCommand } from './commands/report.js';
 import { type RunFlags, runCommand } from './commands/run.js';
+import { type ScheduleFlags, scheduleCommand } from './commands/schedule.js';
+import { statusCommand } from './commands/status.js';
 import { validateCommand } from './commands/validate.js';
 import { EXIT, ExitError } from './errors.js';
 import type { CliIO } from './io.js';
@@ -35,7 +39,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       '--config <file>',
       'account settings file (default: mediabatch.config.yaml in the working folder)',
     )
-    .showHelpAfterError()
+    .showHelpAfterError('(add --help for usage)')
     .exitOverride()
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
@@ -104,6 +108,18 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       "tasks in flight at once (default: the manifest's concurrency)",
       positiveInt('--concurrency'),
     )
+    .option(
+      '--run-id <id>',
+      "drive this run id instead of the one the manifest's run template gives now (resume an older run)",
+    )
+    .option(
+      '--listen <host:port>',
+      'receive status callbacks on this address during the run (port 0: any free port)',
+    )
+    .option(
+      '--callback-url <url>',
+      'the public URL that reaches --listen (with --sandbox it defaults to the receiver itself)',
+    )
     .option('--sandbox', 'start an embedded sandbox of the API and run against it (no account, no money)')
     .option(
       '--sandbox-speed <factor>',
@@ -129,6 +145,82 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       } finally {
         logger.flush();
       }
+    });
+
+  program
+    .command('schedule')
+    .description(
+      "long-lived: fires each manifest's `schedule` (cron syntax, in its timezone) as a new run, one at a time; stop with SIGTERM or Ctrl-C",
+    )
+    .argument('<manifest...>', 'manifest files, each with a schedule')
+    .option(
+      '--catch-up',
+      'on start (and after the machine slept), run the latest firing missed meanwhile; older ones are never replayed',
+    )
+    .option('-y, --yes', 'accepted for symmetry with run: schedule never asks')
+    .option(
+      '--allow-partial',
+      'start runs even when the estimate exceeds balance, quota or budget; they stop cleanly when money runs out',
+    )
+    .option(
+      '--concurrency <n>',
+      "tasks in flight at once per run (default: the manifest's concurrency)",
+      positiveInt('--concurrency'),
+    )
+    .addOption(
+      new Option(
+        '--no-probe',
+        'do not measure input media; lengths come from media_seconds or become ranges',
+      ),
+    )
+    .action(async (files: string[], opts: ScheduleFlags) => {
+      const g = globals();
+      const cfg = await config();
+      const logger = createLogger({
+        level: g.logLevel,
+        ...(g.logFile ? { file: resolve(io.cwd, g.logFile) } : {}),
+      });
+      try {
+        result.code = await scheduleCommand(files, opts, { io, config: cfg, statePath: g.state, logger });
+      } finally {
+        logger.flush();
+      }
+    });
+
+  program
+    .command('status')
+    .description('progress of one run (its tasks by state and the failing ones), or the list of runs')
+    .argument('[run]', 'run id (default: list every run)')
+    .option('--json', 'print as JSON')
+    .action(async (run: string | undefined, opts: { json?: boolean }) => {
+      result.code = await statusCommand(run, opts, { io, statePath: globals().state });
+    });
+
+  program
+    .command('report')
+    .description(
+      "(re)writes the run's report.json, report.csv, report.md and index.html, and prints report.md",
+    )
+    .argument('[run]', 'run id (default: the newest run)')
+    .option('--json', 'print report.json instead of report.md')
+    .action(async (run: string | undefined, opts: { json?: boolean }) => {
+      const cfg = await config();
+      result.code = await reportCommand(run, opts, { io, statePath: globals().state, config: cfg });
+    });
+
+  program
+    .command('balance')
+    .description("the account balance, and the local ledger's spend per month and API key")
+    .option('--json', 'print as JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const cfg = await config();
+      const balance = makeBalanceSource(cfg);
+      result.code = await balanceCommand(opts, {
+        io,
+        statePath: globals().state,
+        config: cfg,
+        ...(balance ? { balance } : {}),
+      });
     });
 
   const sandbox = program

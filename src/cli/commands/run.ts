@@ -5,6 +5,7 @@ import { createInterface } from 'node:readline/promises';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import { downloadResult } from '../../api/download.js';
 import type { Config } from '../../config.js';
+import { writeReport } from '../../report/index.js';
 import {
   CALLBACK_PATH,
   type CallbackHint,
@@ -293,6 +294,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
     out(
       `Run ${runId} is already complete: ${describeCounts(counts)}. Files are in ${displayPath(io.cwd, a.runDir)}.`,
     );
+    await writeRunReport(store, runId, a.runDir, io, config, out);
     if (code !== EXIT.ok) throw new ExitError(EXIT.someFailed, failureLine(runId, counts));
     return code;
   }
@@ -484,6 +486,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
   const code = exitFor(result.stopReason, result.counts);
   const unfinished = UNFINISHED.reduce((n, s) => n + result.counts[s], 0);
   store.markRunState(runId, unfinished === 0 && !result.stopReason ? 'finished' : 'interrupted', code);
+  const report = await writeRunReport(store, runId, a.runDir, io, config);
 
   const spent = store.runSpent(runId);
   out('');
@@ -503,6 +506,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
     );
   }
   out(`  Files: ${displayPath(io.cwd, a.runDir)}`);
+  if (report) out(report);
   if (total !== result.counts.done && code === EXIT.someFailed)
     out('  `mediabatch status` lists what failed and why.');
   if (result.stopReason) {
@@ -519,6 +523,34 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
   if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(runId, result.counts));
   return code;
+}
+
+/**
+ * Writes report.json/csv/md and the gallery. A report that cannot be written is a warning: the money and
+ * the files are recorded already, and `mediabatch report` can write it again.
+ */
+async function writeRunReport(
+  store: Store,
+  runId: string,
+  runDir: string,
+  io: CliIO,
+  config: Config,
+  print?: (line: string) => void,
+): Promise<string | undefined> {
+  try {
+    const written = await writeReport(store, runId, runDir, {
+      now: io.now(),
+      ...(config.quota !== undefined ? { quota: config.quota } : {}),
+    });
+    const line = `  Report: ${displayPath(io.cwd, written.files.markdown)} · gallery: ${displayPath(io.cwd, written.files.gallery)}`;
+    print?.(line);
+    return line;
+  } catch (error) {
+    io.stderr.write(
+      `warning: the report could not be written (${(error as Error).message}); run \`mediabatch report ${runId}\`\n`,
+    );
+    return undefined;
+  }
 }
 
 /** With a receiver, our own polls only catch callbacks that never came. */
