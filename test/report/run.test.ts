@@ -219,7 +219,10 @@ describe('status, report and balance', () => {
     expect(status.stdout).toBe(
       'No runs yet in elsewhere/none.db: start one with `mediabatch run <manifest>`.\n',
     );
-    expect(JSON.parse((await cli([...argv, 'status', '--json'], io)).stdout)).toEqual({ runs: [] });
+    expect(JSON.parse((await cli([...argv, 'status', '--json'], io)).stdout)).toEqual({
+      runs: [],
+      scheduled: [],
+    });
     const report = await cli([...argv, 'report'], io);
     expect(report.code).toBe(1);
     expect(report.stderr).toMatch(/^mediabatch: no runs yet in elsewhere\/none\.db: start one with/);

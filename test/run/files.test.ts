@@ -103,7 +103,9 @@ describe('run: files on disk', () => {
     const all = await walk(env.dir);
     const outside = all.filter((f) => !f.startsWith('out/batch/') && !/^(batch\.yaml|state\.db.*)$/.test(f));
     expect(outside).toEqual([]);
-    const folders = new Set(all.filter((f) => f.startsWith('out/batch/')).map((f) => f.split('/')[2]));
+    const folders = new Set(
+      all.filter((f) => f.startsWith('out/batch/') && f.split('/').length > 3).map((f) => f.split('/')[2]),
+    );
     expect(folders.size).toBe(ids.length);
     for (const folder of folders) {
       expect(folder).not.toMatch(/^\.|\/|^con$/i);

@@ -119,7 +119,10 @@ describe('run: interruptions', () => {
     expect((await env.run(['run', file, '--yes'])).code).toBe(0);
     const again = await env.run(['run', file]);
     expect(again.code).toBe(0);
-    expect(again.stdout).toBe('Run batch is already complete: 3 done. Files are in out/batch.\n');
+    expect(again.stdout).toBe(
+      'Run batch is already complete: 3 done. Files are in out/batch.\n' +
+        '  Report: out/batch/report.md · gallery: out/batch/index.html\n',
+    );
     expect(env.state().requests.submit).toBe(3);
   });
 });

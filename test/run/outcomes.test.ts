@@ -39,6 +39,10 @@ describe('run: outcomes of a submission', () => {
       'img-2/job.json',
       'img-3/1.png',
       'img-3/job.json',
+      'index.html',
+      'report.csv',
+      'report.json',
+      'report.md',
     ]);
     expect(result.stdout).toContain('Run batch: 3 done\n');
     expect(result.stdout).toContain('  Charged 0.6 tokens, refunded 0, net 0.6 ($0.012); estimated 0.6\n');
@@ -206,7 +210,13 @@ describe('run: outcomes of a submission', () => {
       state: 'failed',
       error: 'the result link expired before it could be downloaded (1.png); the job was charged',
     });
-    expect(await env.files('out')).toEqual([]);
+    // No result file: only the run's report, which lists the failure.
+    expect(await env.files('out')).toEqual([
+      'batch/index.html',
+      'batch/report.csv',
+      'batch/report.json',
+      'batch/report.md',
+    ]);
     expect(reason(result)).toBe('1 task(s) did not succeed: 1 failed; `mediabatch status batch` says why');
   });
 });
