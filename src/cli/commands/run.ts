@@ -416,15 +416,19 @@ async function driveRun(a: DriveArgs): Promise<number> {
   const view = new ProgressView({
     out: io.stdout,
     interactive: io.interactive,
-    total: store.tasksOfRun(runId).length,
+    total: Object.values(store.countTasksByState(runId)).reduce((n, c) => n + c, 0),
     estimate: plan.tasks.reduce((n, t) => n + t.estimate.tokens, 0),
   });
   const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
   let runnerRef: Runner | undefined;
   const receiver =
     listenAt && callbackToken
-      ? await startReceiver(listenAt, callbackToken, store.tasksOfRun(runId), a.ctx.logger, (hint) =>
-          runnerRef?.hint(hint),
+      ? await startReceiver(
+          listenAt,
+          callbackToken,
+          plan.tasks.map((t) => t.spec.id),
+          a.ctx.logger,
+          (hint) => runnerRef?.hint(hint),
         )
       : undefined;
   const callbackBase = receiver ? (publicBase ?? receiver.localUrl) : undefined;
@@ -572,11 +576,12 @@ function withoutCallback(wire: Record<string, unknown>): Record<string, unknown>
 async function startReceiver(
   at: { host: string; port: number },
   token: string,
-  tasks: readonly { taskId: string }[],
+  taskIds: readonly string[],
   logger: Logger,
   onHint: (hint: CallbackHint) => void,
 ): Promise<CallbackReceiver> {
-  const byKey = new Map(tasks.map((t) => [callbackKey(t.taskId), t.taskId]));
+  // Tasks the manifest no longer lists keep their jobs; their callbacks are ignored and polling finds them.
+  const byKey = new Map(taskIds.map((id) => [callbackKey(id), id]));
   try {
     return await startCallbackReceiver({ ...at, token, taskForKey: (key) => byKey.get(key), onHint, logger });
   } catch (error) {
