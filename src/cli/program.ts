@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { loadConfig } from '../config.js';
+import { type Config, loadConfig } from '../config.js';
 import { type SandboxCommandOptions, sandboxCommand } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
-import { createLogger } from '../util/log.js';
+import { createLogger, type Logger } from '../util/log.js';
 import { scrub } from '../util/secrets.js';
 import { balanceCommand } from './commands/balance.js';
 import { planCommand } from './commands/plan.js';
@@ -53,6 +53,22 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     if (g.baseUrl) cfg.baseUrl = g.baseUrl;
     return cfg;
   };
+  /** Long-running commands log to --log-file; the logger is flushed whatever happens. */
+  const withLogger = async (
+    command: (ctx: { io: CliIO; config: Config; statePath: string; logger: Logger }) => Promise<number>,
+  ): Promise<number> => {
+    const g = globals();
+    const cfg = await config();
+    const logger = createLogger({
+      level: g.logLevel,
+      ...(g.logFile ? { file: resolve(io.cwd, g.logFile) } : {}),
+    });
+    try {
+      return await command({ io, config: cfg, statePath: g.state, logger });
+    } finally {
+      logger.flush();
+    }
+  };
 
   program
     .command('validate')
@@ -70,12 +86,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     )
     .argument('<manifest>', 'manifest file')
     .option('--json', 'print the plan as JSON (the exact request bodies included)')
-    .addOption(
-      new Option(
-        '--no-probe',
-        'do not measure input media; lengths come from media_seconds or become ranges',
-      ),
-    )
+    .addOption(noProbeOption())
     .action(async (file: string, opts: { json?: boolean; probe: boolean }) => {
       const cfg = await config();
       const balance = makeBalanceSource(cfg);
@@ -127,24 +138,9 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       nonNegative('--sandbox-speed'),
       0.1,
     )
-    .addOption(
-      new Option(
-        '--no-probe',
-        'do not measure input media; lengths come from media_seconds or become ranges',
-      ),
-    )
+    .addOption(noProbeOption())
     .action(async (file: string, opts: RunFlags) => {
-      const g = globals();
-      const cfg = await config();
-      const logger = createLogger({
-        level: g.logLevel,
-        ...(g.logFile ? { file: resolve(io.cwd, g.logFile) } : {}),
-      });
-      try {
-        result.code = await runCommand(file, opts, { io, config: cfg, statePath: g.state, logger });
-      } finally {
-        logger.flush();
-      }
+      result.code = await withLogger((ctx) => runCommand(file, opts, ctx));
     });
 
   program
@@ -167,24 +163,9 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       "tasks in flight at once per run (default: the manifest's concurrency)",
       positiveInt('--concurrency'),
     )
-    .addOption(
-      new Option(
-        '--no-probe',
-        'do not measure input media; lengths come from media_seconds or become ranges',
-      ),
-    )
+    .addOption(noProbeOption())
     .action(async (files: string[], opts: ScheduleFlags) => {
-      const g = globals();
-      const cfg = await config();
-      const logger = createLogger({
-        level: g.logLevel,
-        ...(g.logFile ? { file: resolve(io.cwd, g.logFile) } : {}),
-      });
-      try {
-        result.code = await scheduleCommand(files, opts, { io, config: cfg, statePath: g.state, logger });
-      } finally {
-        logger.flush();
-      }
+      result.code = await withLogger((ctx) => scheduleCommand(files, opts, ctx));
     });
 
   program
@@ -243,6 +224,13 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
   });
 
   return program;
+}
+
+function noProbeOption(): Option {
+  return new Option(
+    '--no-probe',
+    'do not measure input media; lengths come from media_seconds or become ranges',
+  );
 }
 
 function positiveInt(flag: string) {

@@ -1,14 +1,9 @@
 // `{{date}}` and `{{datetime}}` as the manifest's timezone sees `now` (UTC when it names none), so that a
 // cron run at 01:00 in Tokyo is dated by Tokyo's calendar.
 
-export function isTimeZone(zone: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: zone });
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { pad, wallOf } from '../util/zone.js';
+
+export { isTimeZone } from '../util/zone.js';
 
 export interface Stamp {
   /** YYYY-MM-DD */
@@ -18,19 +13,7 @@ export interface Stamp {
 }
 
 export function stampOf(now: Date, timeZone = 'UTC'): Stamp {
-  const format = new Intl.DateTimeFormat('en-US', {
-    timeZone,
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-    hourCycle: 'h23',
-  });
-  const parts: Record<string, string> = {};
-  for (const part of format.formatToParts(now)) parts[part.type] = part.value;
-  const year = (parts.year ?? '').padStart(4, '0');
-  const date = `${year}-${parts.month}-${parts.day}`;
-  return { date, datetime: `${date}T${parts.hour}${parts.minute}${parts.second}` };
+  const w = wallOf(now, timeZone);
+  const date = `${pad(w.year, 4)}-${pad(w.month)}-${pad(w.day)}`;
+  return { date, datetime: `${date}T${pad(w.hour)}${pad(w.minute)}${pad(w.second)}` };
 }
