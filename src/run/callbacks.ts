@@ -38,7 +38,12 @@ export interface ReceiverOptions {
   token: string;
   /** Maps the key in a callback path back to a task id of this run. */
   taskForKey: (key: string) => string | undefined;
-  onHint: (hint: CallbackHint) => void;
+  /**
+   * Called after the answer is sent. It may answer, later, whether the claim is settled (confirmed, or
+   * moot): false makes the receiver forget it, so that a forged claim for a job that has not got there
+   * yet cannot swallow the genuine callback when it comes.
+   */
+  onHint: (hint: CallbackHint) => Promise<boolean> | undefined;
   logger?: Logger;
   bodyLimit?: number;
 }
@@ -51,6 +56,26 @@ export function newCallbackToken(): string {
 /** A short, URL-safe key per task: task ids may hold any character and need not appear in URLs. */
 export function callbackKey(taskId: string): string {
   return createHash('sha256').update(taskId).digest('base64url').slice(0, 16);
+}
+
+/**
+ * Why `value` cannot be the public base of callback URLs, or undefined when it can. Each task's URL is
+ * this base plus a path, so a query or fragment would swallow the path.
+ */
+export function callbackBaseProblem(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `must be an http or https URL such as https://hooks.example.com, got ${JSON.stringify(value)}`;
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    return `must be an http or https URL such as https://hooks.example.com, got ${JSON.stringify(value)}`;
+  }
+  if (url.search !== '' || url.hash !== '') {
+    return `must have no query or fragment (the task's path is appended to it), got ${JSON.stringify(value)}`;
+  }
+  return undefined;
 }
 
 /** The URL given to the service for one task: the public base, the run's token and the task's key. */
@@ -102,15 +127,30 @@ export async function startCallbackReceiver(opts: ReceiverOptions): Promise<Call
         stats.ignored++;
         return reply;
       }
-      const dedupe = `${imgUuid}\u0000${status}`;
-      if (imgUuid !== undefined && status !== undefined && seen.has(dedupe)) {
-        stats.ignored++;
-        return reply;
+      // Per task as well: a body naming another task's job must not use up that job's genuine callback.
+      const dedupe =
+        imgUuid !== undefined && status !== undefined
+          ? `${taskId}\u0000${imgUuid}\u0000${status}`
+          : undefined;
+      if (dedupe !== undefined) {
+        if (seen.has(dedupe)) {
+          stats.ignored++;
+          return reply;
+        }
+        seen.add(dedupe);
       }
-      if (imgUuid !== undefined && status !== undefined) seen.add(dedupe);
       stats.hints++;
       // After the answer is on its way: the hint triggers a confirming poll, never a direct change.
-      setImmediate(() => opts.onHint({ taskId, imgUuid, status }));
+      setImmediate(() => {
+        const settled = opts.onHint({ taskId, imgUuid, status });
+        if (dedupe === undefined || settled === undefined) return;
+        settled.then(
+          (keep) => {
+            if (!keep) seen.delete(dedupe);
+          },
+          () => seen.delete(dedupe),
+        );
+      });
       return reply;
     },
   );

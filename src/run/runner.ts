@@ -90,6 +90,10 @@ export interface RunResult {
 }
 
 const FINAL: ReadonlySet<TaskState> = new Set(['done', 'failed', 'rejected', 'in_doubt', 'blocked']);
+/** Job statuses that end a job; only a callback claiming one of these is worth a confirming poll. */
+const JOB_ENDS: ReadonlySet<string> = new Set(['success', 'failed']);
+/** Job statuses on the way; a callback claiming one changes nothing we act on. */
+const JOB_ON_THE_WAY: ReadonlySet<string> = new Set(['pending', 'processing']);
 
 interface Watched {
   task: TaskRecord;
@@ -133,6 +137,12 @@ export class Runner {
   /** The one due time that counts per job; queue entries with another time are stale and skipped. */
   readonly #dueAt = new Map<string, number>();
   readonly #arrivals = { poll: 0, callback: 0 };
+  /** Confirming polls asked for by callbacks, per task; one not yet started serves every later hint. */
+  readonly #confirming = new Map<string, { started: boolean; status: Promise<string | undefined> }>();
+  /** Tasks a callback named before their submission answer was recorded: looked at once it is. */
+  readonly #hintedEarly = new Set<string>();
+  /** Set when the watching is over: a late callback must not start a poll or a download. */
+  #hintsClosed = false;
   readonly #downloading = new Set<string>();
   readonly #unknownStatusesLogged = new Set<string>();
   readonly #pollLimit;
@@ -221,6 +231,7 @@ export class Runner {
     // Interrupted: the answers in flight are recorded (the submit loop waited for them); jobs are left
     // for the next run to watch. Otherwise wait until every watched job has finished.
     await watcher;
+    this.#hintsClosed = true;
     await this.#settle();
     this.#progress(true);
     return {
@@ -436,6 +447,8 @@ export class Runner {
         const fresh = store.getTask(runId, id);
         if (fresh) this.#watch(fresh, 0, entry);
         else this.#releaseSlot(id);
+        // The job may have ended before its submission answer reached us (a fast job, a slow answer).
+        if (this.#hintedEarly.delete(id)) void this.#confirm(id).catch(() => undefined);
         return 'done';
       }
       case 'rejected':
@@ -555,28 +568,70 @@ export class Runner {
 
   /**
    * A callback said this job changed. The body is not trusted: the job is looked at now through
-   * jobs/detail, and only what that answer says is recorded.
+   * jobs/detail, and only what that answer says is recorded. Resolves to whether the claim is settled
+   * (true: repeats of it can be dropped; false: it was not borne out yet, so a repeat must be heard).
    */
-  hint(hint: { taskId: string; imgUuid: string | undefined; status: string | undefined }): void {
-    const watched = this.#watched.get(hint.taskId);
-    if (!watched || this.#downloading.has(hint.taskId) || this.#halt.signal.aborted) return;
-    if (hint.imgUuid !== undefined && hint.imgUuid !== watched.task.imgUuid) {
-      this.#log.warn({ task: hint.taskId, claimed: hint.imgUuid }, 'callback names another job; ignored');
-      return;
+  hint(hint: { taskId: string; imgUuid: string | undefined; status: string | undefined }): Promise<boolean> {
+    const { taskId, imgUuid, status } = hint;
+    if (this.#hintsClosed || this.#halt.signal.aborted) return Promise.resolve(true);
+    const watched = this.#watched.get(taskId);
+    if (!watched) {
+      // Still being submitted: the callback outran the submission answer. Looked at once it is recorded.
+      if (this.#claimed.has(taskId) && (status === undefined || !JOB_ON_THE_WAY.has(status))) {
+        this.#hintedEarly.add(taskId);
+        return Promise.resolve(false);
+      }
+      return Promise.resolve(true);
     }
-    this.#dueAt.delete(hint.taskId);
-    void this.#track(this.#pollLimit(() => this.#poll(hint.taskId, 'callback')));
+    if (this.#downloading.has(taskId)) return Promise.resolve(true);
+    if (imgUuid !== undefined && imgUuid !== watched.task.imgUuid) {
+      this.#log.warn({ task: taskId, claimed: imgUuid }, 'callback names another job; ignored');
+      return Promise.resolve(true);
+    }
+    // pending / processing: recording it would cost a request per job and change nothing we act on;
+    // the fallback poll records it. An unreadable or unknown status is looked at, as an end might be.
+    if (status !== undefined && JOB_ON_THE_WAY.has(status)) return Promise.resolve(true);
+    return this.#confirm(taskId).then(
+      (seen) => seen !== undefined && (seen === status || JOB_ENDS.has(seen)),
+      () => false,
+    );
   }
 
-  async #poll(taskId: string, source: 'poll' | 'callback'): Promise<void> {
+  /** One confirming poll per task at a time; hints arriving before it starts share it. */
+  #confirm(taskId: string): Promise<string | undefined> {
+    const queued = this.#confirming.get(taskId);
+    if (queued && !queued.started) return queued.status;
+    // The callback's poll replaces the scheduled one; the poll schedules the next look itself.
+    this.#dueAt.delete(taskId);
+    const entry: { started: boolean; status: Promise<string | undefined> } = {
+      started: false,
+      status: Promise.resolve(undefined),
+    };
+    entry.status = this.#track(
+      this.#pollLimit(() => {
+        entry.started = true;
+        return this.#poll(taskId, 'callback');
+      }),
+    );
+    this.#confirming.set(taskId, entry);
+    void entry.status
+      .finally(() => {
+        if (this.#confirming.get(taskId) === entry) this.#confirming.delete(taskId);
+      })
+      .catch(() => undefined);
+    return entry.status;
+  }
+
+  /** Looks at one job; resolves to the status the API gave, if it answered. */
+  async #poll(taskId: string, source: 'poll' | 'callback'): Promise<string | undefined> {
     const watched = this.#watched.get(taskId);
-    if (!watched || this.#halt.signal.aborted) return;
+    if (!watched || this.#halt.signal.aborted) return undefined;
     const { store, client } = this.#deps;
     const { runId } = this.#opts;
     const imgUuid = watched.task.imgUuid;
     if (!imgUuid) {
       this.#unwatch(taskId);
-      return;
+      return undefined;
     }
     this.#polls++;
     const outcome = await client.getJob(imgUuid);
@@ -587,14 +642,14 @@ export class Runner {
       case 'ok': {
         watched.misses = 0;
         this.#onJobRecord(watched, outcome.value, source, nextAt);
-        return;
+        return outcome.value.status;
       }
       case 'unauthorized':
         this.#haltNow(
           'unauthorized',
           'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL',
         );
-        return;
+        return undefined;
       case 'not-found':
       case 'rejected': {
         watched.misses++;
@@ -606,7 +661,7 @@ export class Runner {
           );
           this.#log.error({ task: taskId, img_uuid: imgUuid }, 'job unknown to the API; stopped watching it');
           this.#unwatch(taskId);
-          return;
+          return undefined;
         }
         break;
       }
@@ -617,6 +672,7 @@ export class Runner {
     const at = nextAt();
     store.notePolled(runId, taskId, new Date(at));
     this.#schedule(taskId, at);
+    return undefined;
   }
 
   /** A job record from a poll (or, later, a confirmed callback): record the status, then act on it. */

@@ -15,14 +15,21 @@ afterEach(async () => {
   receiver = undefined;
 });
 
-async function start(hints: CallbackHint[], token = 'tok-abcdefghijklmnop') {
+async function start(
+  hints: CallbackHint[],
+  token = 'tok-abcdefghijklmnop',
+  settled?: (hint: CallbackHint) => Promise<boolean>,
+) {
   const tasks = new Map([[callbackKey('hero-mug'), 'hero-mug']]);
   receiver = await startCallbackReceiver({
     host: '127.0.0.1',
     port: 0,
     token,
     taskForKey: (key) => tasks.get(key),
-    onHint: (hint) => hints.push(hint),
+    onHint: (hint) => {
+      hints.push(hint);
+      return settled?.(hint);
+    },
   });
   return receiver;
 }
@@ -83,6 +90,51 @@ describe('callback receiver', () => {
     }
     await settle();
     expect(hints.map((h) => h.status)).toEqual(['processing', 'success']);
+  });
+
+  it("deduplicates per task: a body naming another task's job does not use up that job's callback", async () => {
+    const hints: CallbackHint[] = [];
+    const tasks = new Map([
+      [callbackKey('hero-mug'), 'hero-mug'],
+      [callbackKey('hero-cap'), 'hero-cap'],
+    ]);
+    receiver = await startCallbackReceiver({
+      host: '127.0.0.1',
+      port: 0,
+      token: 'tok-abcdefghijklmnop',
+      taskForKey: (key) => tasks.get(key),
+      onHint: (hint) => {
+        hints.push(hint);
+        return undefined;
+      },
+    });
+    const forged = callbackUrlFor(receiver.localUrl, 'tok-abcdefghijklmnop', 'hero-mug');
+    const genuine = callbackUrlFor(receiver.localUrl, 'tok-abcdefghijklmnop', 'hero-cap');
+    expect(await post(forged, body('success', 'uuid-of-cap'))).toBe(200);
+    expect(await post(genuine, body('success', 'uuid-of-cap'))).toBe(200);
+    await settle();
+    expect(hints.map((h) => h.taskId)).toEqual(['hero-mug', 'hero-cap']);
+  });
+
+  it('forgets a claim the runner could not confirm, so the genuine callback still gets through', async () => {
+    const hints: CallbackHint[] = [];
+    // The first `success` is forged (the job is still processing); the second is the service's own.
+    let confirmed = false;
+    const r = await start(
+      hints,
+      'tok-abcdefghijklmnop',
+      async (hint) => hint.status !== 'success' || confirmed,
+    );
+    const url = callbackUrlFor(r.localUrl, 'tok-abcdefghijklmnop', 'hero-mug');
+    expect(await post(url, body('success'))).toBe(200);
+    await settle();
+    confirmed = true;
+    expect(await post(url, body('success'))).toBe(200);
+    await settle();
+    expect(await post(url, body('success'))).toBe(200);
+    await settle();
+    expect(hints.map((h) => h.status)).toEqual(['success', 'success']);
+    expect(r.stats).toEqual({ received: 3, ignored: 1, hints: 2 });
   });
 
   it('refuses a 10 MB body without passing anything on', async () => {

@@ -10,6 +10,7 @@ import {
   CALLBACK_PATH,
   type CallbackHint,
   type CallbackReceiver,
+  callbackBaseProblem,
   callbackKey,
   callbackUrlFor,
   newCallbackToken,
@@ -221,6 +222,20 @@ async function driveRun(a: DriveArgs): Promise<number> {
     throw new ExitError(
       EXIT.invalid,
       '--listen needs --callback-url (or callback_url in the manifest): the public https address that reaches this receiver',
+    );
+  }
+  const baseProblem = listenAt && publicBase !== undefined ? callbackBaseProblem(publicBase) : undefined;
+  if (baseProblem) {
+    throw new ExitError(
+      EXIT.invalid,
+      `${flags.callbackUrl !== undefined ? '--callback-url' : 'callback_url'}: ${baseProblem}`,
+    );
+  }
+  if (flags.callbackUrl !== undefined && !listenAt) {
+    // Without a receiver the flag would be dropped silently and the user would wait for callbacks.
+    throw new ExitError(
+      EXIT.invalid,
+      '--callback-url needs --listen host:port (or listen in the manifest): the receiver this URL reaches',
     );
   }
 
@@ -578,7 +593,7 @@ async function startReceiver(
   token: string,
   taskIds: readonly string[],
   logger: Logger,
-  onHint: (hint: CallbackHint) => void,
+  onHint: (hint: CallbackHint) => Promise<boolean> | undefined,
 ): Promise<CallbackReceiver> {
   // Tasks the manifest no longer lists keep their jobs; their callbacks are ignored and polling finds them.
   const byKey = new Map(taskIds.map((id) => [callbackKey(id), id]));
