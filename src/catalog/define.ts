@@ -58,6 +58,10 @@ export interface ModelDef {
   estimate: (body: RequestBody, media: MediaDurations, prices: PriceTable, hintSeconds?: number) => Estimate;
 }
 
+function own<T>(record: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(record, key) ? record[key] : undefined;
+}
+
 export function defineEntry(def: ModelDef): CatalogEntry {
   const aliases = def.aliases ?? {};
   const refused = def.refused ?? {};
@@ -79,9 +83,10 @@ export function defineEntry(def: ModelDef): CatalogEntry {
     const source = def.normalise ? def.normalise({ ...input }, issues) : input;
     const body: RequestBody = {};
     for (const [key, value] of Object.entries(source)) {
-      const manifestMessage = SET_BY_MANIFEST[key];
-      const refusal = refused[key];
-      const alias = aliases[key];
+      // Own keys only: `constructor` or `__proto__` in a manifest must not find Object.prototype's.
+      const manifestMessage = own(SET_BY_MANIFEST, key);
+      const refusal = own(refused, key);
+      const alias = own(aliases, key);
       if (manifestMessage !== undefined) issues.push({ path: key, message: manifestMessage });
       else if (refusal !== undefined) issues.push({ path: key, message: refusal });
       else if (alias !== undefined) {

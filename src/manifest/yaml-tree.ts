@@ -85,6 +85,14 @@ function yamlProblem(error: YAMLError, text: string, index: SourceIndex): Manife
     };
   }
   const first = error.message.split('\n')[0] ?? error.message;
+  if (/call stack/i.test(first)) {
+    // The parser recursed out of stack on thousands of nested brackets: say so in the file's terms.
+    return {
+      pos,
+      path: '',
+      message: `values are nested deeper than the YAML parser can follow (more than ${MAX_DEPTH} levels is refused anyway); flatten the file`,
+    };
+  }
   return { pos, path: '', message: `invalid YAML: ${first.replace(/ at line \d+, column \d+:?$/, '')}` };
 }
 

@@ -16,8 +16,14 @@ export interface Child {
   waitFor(text: string): Promise<boolean>;
 }
 
+/** The command line that runs `mediabatch <args>` from the sources (for callers that spawn it themselves). */
+export function cliArgv(args: string[]): string[] {
+  return [process.execPath, '--import', TSX, MAIN, ...args];
+}
+
 export function spawnCli(args: string[], opts: { cwd: string; env: Record<string, string> }): Child {
-  const proc = spawn(process.execPath, ['--import', TSX, MAIN, ...args], {
+  const [command, ...rest] = cliArgv(args);
+  const proc = spawn(command ?? process.execPath, rest, {
     cwd: opts.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,143 @@
+// `npm run bench`: every figure of issue 8 from one run, printed as a table and written to
+// bench/results.json with the commit and the machine. Each figure is a ratio or a count, so it holds
+// on a noisy machine. Takes about 8 minutes on 2 cores (2 of them the 100,000-task run, stopped then).
+import { execFileSync } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { REPO, spawnSandbox } from '../test/helpers/child.js';
+import { measureDownload } from './download.js';
+import { machine } from './lib/measure.js';
+import { measureRequests, TIME_SCALE } from './requests.js';
+import { measureScale, RSS_TARGET_MB } from './scale.js';
+import { measureThroughput } from './throughput.js';
+
+const RESULTS = fileURLToPath(new URL('./results.json', import.meta.url));
+const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
+
+interface SandboxLoad {
+  submissions: number;
+  perSecond: number;
+  failures: number;
+  p99Ms: number;
+}
+
+function sandboxLoad(): SandboxLoad {
+  const out = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', 'bench/sandbox-load.ts', '--seconds', '5', '--concurrency', '32', '--json'],
+    { cwd: REPO, encoding: 'utf8' },
+  );
+  return JSON.parse(out.trim().split('\n').pop() ?? '{}') as SandboxLoad;
+}
+
+const started = performance.now();
+const host = machine(REPO);
+log(`${host.cpus} cpus, ${host.memoryGb} GB, node ${host.node}, commit ${host.commit}`);
+
+log('1/6 sandbox submissions per second');
+const load = sandboxLoad();
+
+// One sandbox process for the throughput and scale figures: it outlives the runs, like the service.
+const { child: sandbox, baseUrl } = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
+let figures: Record<string, unknown>;
+try {
+  log('2/6 runner throughput, 5,000 tasks, concurrency 64');
+  const throughput = await measureThroughput(baseUrl, 5000, 64);
+  log(`runner ${throughput.runnerTasksPerSecond} tasks/s, bare ${throughput.bareTasksPerSecond} tasks/s`);
+  log(`3/6 requests per task and notice delay (speed ${TIME_SCALE}, poll scale ${TIME_SCALE})`);
+  const polling = await measureRequests('polling');
+  const callbacks = await measureRequests('callbacks');
+  log(`polls per task ${polling.pollsPerTask} (polling), ${callbacks.pollsPerTask} (callbacks)`);
+  log('4/6 and 5/6 scale and resume (10,000 and 100,000 tasks)');
+  const scale = await measureScale(baseUrl, log);
+  log('6/6 a 500 MB download against curl');
+  const download = await measureDownload(500);
+  figures = { sandboxLoad: load, throughput, requests: { polling, callbacks }, scale, download };
+} finally {
+  sandbox.proc.kill('SIGTERM');
+  await sandbox.exited;
+}
+
+const f = figures as {
+  sandboxLoad: SandboxLoad;
+  throughput: Awaited<ReturnType<typeof measureThroughput>>;
+  requests: {
+    polling: Awaited<ReturnType<typeof measureRequests>>;
+    callbacks: Awaited<ReturnType<typeof measureRequests>>;
+  };
+  scale: Awaited<ReturnType<typeof measureScale>>;
+  download: Awaited<ReturnType<typeof measureDownload>>;
+};
+const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
+const { polling, callbacks } = f.requests;
+const rows: [string, string, string][] = [
+  [
+    '1 sandbox submissions/s (speed 0, 32 connections)',
+    `${f.sandboxLoad.perSecond}/s, p99 ${f.sandboxLoad.p99Ms} ms, ${f.sandboxLoad.failures} failed`,
+    '',
+  ],
+  [
+    '2 runner, 5,000 images, concurrency 64',
+    `${f.throughput.runnerTasksPerSecond} tasks/s (${f.throughput.runnerSeconds} s)`,
+    '',
+  ],
+  [
+    '2 bare undici loop, same requests',
+    `${f.throughput.bareTasksPerSecond} tasks/s (${f.throughput.bareSeconds} s)`,
+    '',
+  ],
+  ['2 runner / bare', `${f.throughput.ratio}`, `>= 0.8 ${mark(f.throughput.ratio >= 0.8)}`],
+  [
+    '3 requests/task, polling (submit/poll/download)',
+    `${polling.submitsPerTask} / ${polling.pollsPerTask} / ${polling.downloadsPerTask}`,
+    '',
+  ],
+  [
+    '3 requests/task, callbacks',
+    `${callbacks.submitsPerTask} / ${callbacks.pollsPerTask} / ${callbacks.downloadsPerTask}`,
+    '',
+  ],
+  [
+    '3 notice delay at speed 1, polling (median/p95)',
+    `${polling.noticeMedianMsAtSpeed1} / ${polling.noticeP95MsAtSpeed1} ms`,
+    '',
+  ],
+  [
+    '3 notice delay, callbacks (median/p95)',
+    `${callbacks.noticeMedianMs} / ${callbacks.noticeP95Ms} ms (${callbacks.byCallback}/${callbacks.tasks} by callback)`,
+    '',
+  ],
+  ['4 plan 10,000 tasks', `${f.scale.plan10kSeconds} s, ${f.scale.plan10kPeakRssMb} MB`, ''],
+  [
+    '4 plan 100,000 tasks',
+    `${f.scale.plan100kSeconds} s, ${f.scale.plan100kPeakRssMb} MB (x${f.scale.planGrowth})`,
+    '',
+  ],
+  ['4 run 10,000 tasks peak RSS', `${f.scale.run10kPeakRssMb} MB (${f.scale.run10kSeconds} s)`, ''],
+  [
+    '4 run 100,000 tasks peak RSS',
+    `${f.scale.run100kPeakRssMb} MB (stopped after ${f.scale.run100kSeconds} s, ${f.scale.run100kDone} done), x${f.scale.runGrowth} for x10 tasks`,
+    `< ${RSS_TARGET_MB} MB ${mark(f.scale.run100kPeakRssMb < RSS_TARGET_MB)}`,
+  ],
+  ['5 resume, 99% of 101,000 done: to first submission', `${f.scale.resume.toFirstSubmitSeconds} s`, ''],
+  [
+    '6 500 MB download, ours / curl',
+    `${f.download.oursMbPerSecond} / ${f.download.curlMbPerSecond ?? '-'} MB/s = ${f.download.ratio ?? '-'}`,
+    f.download.note ?? '',
+  ],
+  [
+    '6 peak RSS, ours (1 MB baseline) / curl',
+    `${f.download.oursPeakRssMb} (${f.download.oursBaselineRssMb}) / ${f.download.curlPeakRssMb ?? '-'} MB`,
+    '',
+  ],
+];
+const width = Math.max(...rows.map((r) => r[0].length));
+const valueWidth = Math.max(...rows.map((r) => r[1].length));
+console.log(
+  `mediabatch bench, ${host.date}, ${host.cpus} cpus (${host.cpuModel}), ${host.memoryGb} GB, node ${host.node}`,
+);
+for (const [name, value, target] of rows)
+  console.log(`${name.padEnd(width)}  ${value.padEnd(valueWidth)}  ${target}`);
+const seconds = Math.round((performance.now() - started) / 1000);
+console.log(`(${seconds} s in all; written to bench/results.json)`);
+await writeFile(RESULTS, `${JSON.stringify({ machine: host, seconds, figures }, null, 2)}\n`);

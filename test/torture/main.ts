@@ -1,0 +1,48 @@
+// `npm run torture`: the full fault-injection suite. A 500-task run against a faulty sandbox, killed
+// with SIGKILL at 20 seeded moments and restarted until it ends; hostile inputs; the sentinel key.
+// Prints each figure and exits 1 when a guarantee broke. `--small` runs the size used in `npm test`.
+import { parseArgs } from 'node:util';
+import { crashTorture } from './crash-loop.js';
+import { formatGuarantees, type Guarantee } from './guarantees.js';
+import { hostileTorture } from './hostile.js';
+import { FULL, SMALL } from './sizes.js';
+
+const { values } = parseArgs({ options: { small: { type: 'boolean', default: false } } });
+const size = values.small ? SMALL : FULL;
+const log = (line: string) => process.stderr.write(`torture: ${line}\n`);
+const started = performance.now();
+
+log(`crash loop: ${size.crash.images + size.crash.lines} tasks, ${size.crash.kills} kills`);
+const crash = await crashTorture({ ...size.crash, log });
+const f = crash.figures;
+console.log('Crash loop (SIGKILL at seeded moments, restarted until the run ended)');
+console.log(`  tasks ${f.tasks}, kills ${f.kills}, rounds ${f.rounds}, exit codes ${f.exitCodes.join(' ')}`);
+console.log(
+  `  end states: ${Object.entries(f.states)
+    .map(([s, n]) => `${n} ${s}`)
+    .join(', ')}`,
+);
+console.log(`  max charges per task: ${f.maxChargesPerTask} (must be 1 at most)`);
+console.log(
+  `  tasks in doubt: ${f.tasksInDoubt} = ${f.chargeThenErrorFaults} charge-then-error faults injected + ${f.inDoubtFromKills} killed between intent and answer`,
+);
+console.log(`  files checked (size and sha256): ${f.filesChecked}; .part files left: ${f.partFiles}`);
+console.log(`  integrity_check: ${f.integrity}`);
+console.log(
+  `  ledger net ${f.ledgerNet} + never-answered charges ${f.unseenNet} = balance change ${f.balanceChange} tokens`,
+);
+console.log(`  sentinel API key: ${f.sentinelHits} hits in ${f.placesSearched} outputs and files`);
+console.log(formatGuarantees(crash.guarantees));
+
+log('hostile inputs');
+const hostile = await hostileTorture({ log });
+console.log('Hostile inputs');
+for (const c of hostile.cases) console.log(`  ${c.name}: ${c.outcome} in ${c.ms} ms`);
+console.log(formatGuarantees(hostile.guarantees));
+
+const all: Guarantee[] = [...crash.guarantees, ...hostile.guarantees];
+const broken = all.filter((g) => !g.ok);
+console.log(
+  `${all.length - broken.length} of ${all.length} guarantees held (${Math.round((performance.now() - started) / 1000)} s)`,
+);
+process.exitCode = broken.length > 0 ? 1 : 0;
