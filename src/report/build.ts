@@ -12,6 +12,7 @@ import {
   type LedgerSums,
   type ModelTotals,
   periodOf,
+  type RunFileTotals,
   type RunRecord,
   type Store,
   TASK_STATES,
@@ -154,17 +155,44 @@ export function assembleReport(input: ReportInput): Report {
     max: sum(input.modelTotals.map((m) => m.estimatedMax)),
   };
   const totals = summarise(tasks, input.runSpent, estimated);
-  const run = input.run;
   const inDoubt = tasks
     .filter((t) => t.status === 'in_doubt')
-    .map((t) => ({
-      id: t.id,
-      model: t.model,
-      sent_at: isoOrNull(input.inDoubtSentAt.get(t.id) ?? null),
-      reason: t.error,
-      at_most: t.estimate.max,
-    }));
+    .map((t) => inDoubtEntry(t, input.inDoubtSentAt.get(t.id) ?? null));
+  const head = assembleHead({
+    run: input.run,
+    now: input.now,
+    quotaKeys: input.quotaKeys,
+    totals,
+    byModel,
+    inDoubt: { count: inDoubt.length, atMost: sum(inDoubt.map((t) => t.at_most)) },
+    files: {
+      files: sum(tasks.map((t) => t.files.length)),
+      bytes: sum(tasks.map((t) => t.bytes)),
+    },
+  });
+  return reportOf(head, inDoubt, tasks);
+}
 
+/** The report without its two task lists (in_doubt, tasks): every run-level figure. */
+export interface ReportHead extends Omit<Report, 'in_doubt' | 'tasks'> {
+  /** The in-doubt tasks: how many, and the most they may have cost together. */
+  inDoubt: { count: number; atMost: number };
+  /** The run's result files: how many, and their total size in bytes. */
+  files: RunFileTotals;
+}
+
+export interface HeadInput {
+  run: RunRecord;
+  now: Date;
+  quotaKeys: readonly QuotaKeyInput[];
+  totals: ReportSummary;
+  byModel: Report['by_model'];
+  inDoubt: { count: number; atMost: number };
+  files: RunFileTotals;
+}
+
+export function assembleHead(input: HeadInput): ReportHead {
+  const { run, totals } = input;
   return {
     version: 1,
     generated_at: input.now.toISOString(),
@@ -179,10 +207,9 @@ export function assembleReport(input: ReportInput): Report {
       started_at: isoOrNull(run.startedAt),
       finished_at: isoOrNull(run.finishedAt),
     },
-    advice: adviceFor(totals, inDoubt, run.manifestPath),
-    in_doubt: inDoubt,
+    advice: adviceFor(totals, input.inDoubt, run.manifestPath),
     totals,
-    by_model: byModel,
+    by_model: input.byModel,
     balance: {
       before: run.balanceBefore,
       after: run.balanceAfter,
@@ -203,11 +230,63 @@ export function assembleReport(input: ReportInput): Report {
         source: k.source,
       })),
     },
+    inDoubt: input.inDoubt,
+    files: input.files,
+  };
+}
+
+/** The whole report, its keys in the one order report.json has (the streamed writer relies on it). */
+export function reportOf(head: ReportHead, inDoubt: Report['in_doubt'], tasks: ReportTask[]): Report {
+  return {
+    version: head.version,
+    generated_at: head.generated_at,
+    usd_per_token: head.usd_per_token,
+    run: head.run,
+    advice: head.advice,
+    in_doubt: inDoubt,
+    totals: head.totals,
+    by_model: head.by_model,
+    balance: head.balance,
+    quota: head.quota,
     tasks,
   };
 }
 
-function reportTask(t: TaskRecord, spend: TaskSpend, files: FileRecord[], runDir: string): ReportTask {
+/** The head of a report already in memory (for the pure renderers of small runs). */
+export function headOfReport(report: Report): ReportHead {
+  const { in_doubt: inDoubt, tasks, ...head } = report;
+  return {
+    ...head,
+    inDoubt: { count: inDoubt.length, atMost: sum(inDoubt.map((t) => t.at_most)) },
+    files: { files: sum(tasks.map((t) => t.files.length)), bytes: sum(tasks.map((t) => t.bytes)) },
+  };
+}
+
+export function inDoubtEntry(t: ReportTask, sentAt: Date | null): Report['in_doubt'][number] {
+  return { id: t.id, model: t.model, sent_at: isoOrNull(sentAt), reason: t.error, at_most: t.estimate.max };
+}
+
+/** The task fields a report row shows: a TaskRecord, or the store's lighter ReportTaskRow. */
+export type ReportTaskSource = Pick<
+  TaskRecord,
+  | 'taskId'
+  | 'model'
+  | 'imgUuid'
+  | 'state'
+  | 'jobStatus'
+  | 'estimate'
+  | 'submittedAt'
+  | 'finishedAt'
+  | 'jobDuration'
+  | 'error'
+>;
+
+export function reportTask(
+  t: ReportTaskSource,
+  spend: Pick<TaskSpend, 'charged' | 'refunded' | 'jobs'>,
+  files: readonly FileRecord[],
+  runDir: string,
+): ReportTask {
   const net = roundTokens(spend.charged - spend.refunded);
   return {
     id: t.taskId,
@@ -256,16 +335,44 @@ function summarise(
   for (const t of tasks) byStatus[t.status]++;
   // The discount is seen only on jobs whose list price is known exactly (no length range).
   const priced = tasks.filter((t) => t.jobs > 0 && t.estimate.min === t.estimate.max);
-  const listPrice = roundTokens(sum(priced.map((t) => t.estimate.tokens * t.jobs)));
-  const chargedPriced = sum(priced.map((t) => t.charged));
-  const ratio = listPrice > 0 ? Math.round((chargedPriced / listPrice) * 1e4) / 1e4 : null;
+  return summaryOf(
+    {
+      byStatus,
+      jobs: sum(tasks.map((t) => t.jobs)),
+      pricedTasks: priced.length,
+      pricedListPrice: sum(priced.map((t) => t.estimate.tokens * t.jobs)),
+      pricedCharged: sum(priced.map((t) => t.charged)),
+    },
+    money,
+    estimated,
+  );
+}
+
+/** What a summary counts: from the tasks in memory, or from the store's aggregates (ReportModelFigures). */
+export interface SummaryCounts {
+  byStatus: Record<TaskState, number>;
+  jobs: number;
+  /** Charged tasks whose list price is known exactly, their list price (× jobs) and their charges. */
+  pricedTasks: number;
+  pricedListPrice: number;
+  pricedCharged: number;
+}
+
+/** Counts from the tasks; money from the store's own sums, so the report adds up to the ledger. */
+export function summaryOf(
+  counts: SummaryCounts,
+  money: Pick<LedgerSums, 'charged' | 'refunded'>,
+  estimated: { tokens: number; min: number; max: number },
+): ReportSummary {
+  const listPrice = roundTokens(counts.pricedListPrice);
+  const ratio = listPrice > 0 ? Math.round((counts.pricedCharged / listPrice) * 1e4) / 1e4 : null;
   const charged = roundTokens(money.charged);
   const refunded = roundTokens(money.refunded);
   const net = roundTokens(charged - refunded);
   return {
-    tasks: tasks.length,
-    by_status: byStatus,
-    jobs: sum(tasks.map((t) => t.jobs)),
+    tasks: sum(Object.values(counts.byStatus)),
+    by_status: counts.byStatus,
+    jobs: counts.jobs,
     estimated: {
       tokens: roundTokens(estimated.tokens),
       min: roundTokens(estimated.min),
@@ -275,20 +382,25 @@ function summarise(
     charged: { tokens: charged, usd: tokensToUsd(charged) },
     refunded: { tokens: refunded, usd: tokensToUsd(refunded) },
     net: { tokens: net, usd: tokensToUsd(net) },
-    list_price_of_charged: priced.length > 0 ? listPrice : null,
+    list_price_of_charged: counts.pricedTasks > 0 ? listPrice : null,
     charge_ratio: ratio,
     discount: ratio === null ? null : Math.round((1 - ratio) * 1e4) / 1e4,
   };
 }
 
-function adviceFor(totals: ReportSummary, inDoubt: Report['in_doubt'], manifest: string): string[] {
+function adviceFor(
+  totals: ReportSummary,
+  inDoubt: { count: number; atMost: number },
+  manifest: string,
+): string[] {
   const s = totals.by_status;
   const advice: string[] = [];
-  if (inDoubt.length > 0) {
-    const atMost = roundTokens(sum(inDoubt.map((t) => t.at_most)));
+  if (inDoubt.count > 0) {
+    const atMost = roundTokens(inDoubt.atMost);
+    const them = inDoubt.count === 1 ? 'it' : 'them';
     advice.push(
-      `${plural(inDoubt.length, 'task')} in doubt: sent, but the answer was lost, so the API may have charged up to ${atMost} tokens for ${inDoubt.length === 1 ? 'it' : 'them'}. ` +
-        `Check the account (its balance or job list) first; then \`mediabatch run ${manifest} --retry-in-doubt\` submits ${inDoubt.length === 1 ? 'it' : 'them'} again (possibly charged twice), or leave ${inDoubt.length === 1 ? 'it' : 'them'} to pay nothing more.`,
+      `${plural(inDoubt.count, 'task')} in doubt: sent, but the answer was lost, so the API may have charged up to ${atMost} tokens for ${them}. ` +
+        `Check the account (its balance or job list) first; then \`mediabatch run ${manifest} --retry-in-doubt\` submits ${them} again (possibly charged twice), or leave ${them} to pay nothing more.`,
     );
   }
   const unfinished = sum(UNFINISHED.map((state) => s[state]));
@@ -315,7 +427,7 @@ function sum(values: readonly number[]): number {
   return values.reduce((a, b) => a + b, 0);
 }
 
-function isoOrNull(date: Date | null): string | null {
+export function isoOrNull(date: Date | null): string | null {
   return date === null ? null : date.toISOString();
 }
 

@@ -1,5 +1,5 @@
 // report.csv: one row per task, RFC 4180 (comma, CRLF, fields quoted when they hold a comma, a quote or a
-// line break, quotes doubled), UTF-8 without a byte-order mark. Pure.
+// line break, quotes doubled), UTF-8 without a byte-order mark. Pure; streamed a row at a time.
 
 import type { Report, ReportTask } from './schema.js';
 
@@ -39,11 +39,15 @@ export const CSV_COLUMNS: readonly Column[] = [
 ];
 
 export function reportCsv(report: Report): string {
-  const rows: Cell[][] = [CSV_COLUMNS.map((c) => c.name)];
-  for (const task of report.tasks) {
-    rows.push(CSV_COLUMNS.map((c) => (c.text ? defuseFormula(c.value(task)) : c.value(task))));
+  return [...csvChunks(report.tasks)].join('');
+}
+
+/** report.csv a line at a time: the header, then one row per task as the tasks are read. */
+export function* csvChunks(tasks: Iterable<ReportTask>): Generator<string, void, void> {
+  yield toCsv([CSV_COLUMNS.map((c) => c.name)]);
+  for (const task of tasks) {
+    yield toCsv([CSV_COLUMNS.map((c) => (c.text ? defuseFormula(c.value(task)) : c.value(task)))]);
   }
-  return toCsv(rows);
 }
 
 /** RFC 4180 text of the rows, each line ended by CRLF. Null is an empty field. */

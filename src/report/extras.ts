@@ -5,11 +5,10 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
-import type { TaskRecord } from '../store/index.js';
+import { REQUEST_TEXT_FIELDS, type RequestTextField, type TaskRecord } from '../store/index.js';
 import type { GalleryExtra } from './gallery.js';
-import type { Report } from './schema.js';
+import type { Report, ReportTask } from './schema.js';
 
-const PROMPT_FIELDS = ['prompt', 'text', 'lyrics', 'description'] as const;
 /** Sheets and job records are small; anything bigger is not ours to inline into the page. */
 const MAX_JSON_BYTES = 1024 * 1024;
 const READ_CONCURRENCY = 16;
@@ -22,9 +21,19 @@ export function promptOf(wireBody: string): string | undefined {
     return undefined;
   }
   if (body === null || typeof body !== 'object') return undefined;
-  for (const field of PROMPT_FIELDS) {
-    const value = (body as Record<string, unknown>)[field];
-    if (typeof value === 'string' && value.trim() !== '') return value;
+  const fields = body as Record<string, unknown>;
+  return promptOfText(
+    Object.fromEntries(
+      REQUEST_TEXT_FIELDS.map((f) => [f, typeof fields[f] === 'string' ? fields[f] : null]),
+    ) as Record<RequestTextField, string | null>,
+  );
+}
+
+/** The first of the request's text fields (prompt, text, lyrics, description) that is not blank. */
+export function promptOfText(text: Readonly<Record<RequestTextField, string | null>>): string | undefined {
+  for (const field of REQUEST_TEXT_FIELDS) {
+    const value = text[field];
+    if (value !== null && value.trim() !== '') return value;
   }
   return undefined;
 }
@@ -34,36 +43,44 @@ export async function readGalleryExtras(
   tasks: readonly TaskRecord[],
   runDir: string,
 ): Promise<Map<string, GalleryExtra>> {
+  const prompts = new Map(tasks.map((t) => [t.taskId, promptOf(t.wireBody)]));
+  return extrasOf(
+    report.tasks.map((task) => ({ task, prompt: prompts.get(task.id) })),
+    runDir,
+  );
+}
+
+/** The extras of some tasks (a page of them, or all), each with the prompt of its request. */
+export async function extrasOf(
+  tasks: readonly { task: ReportTask; prompt: string | undefined }[],
+  runDir: string,
+): Promise<Map<string, GalleryExtra>> {
   const extras = new Map<string, GalleryExtra>();
-  for (const task of tasks) {
-    const prompt = promptOf(task.wireBody);
-    if (prompt !== undefined) extras.set(task.taskId, { prompt });
-  }
   const limit = pLimit(READ_CONCURRENCY);
   await Promise.all(
-    report.tasks
-      .filter((t) => t.status === 'done')
-      .map((t) =>
-        limit(async () => {
-          const extra = extras.get(t.id) ?? {};
-          if (t.model === 'oc-maker') {
-            const sheet = await readJson(join(runDir, t.folder, 'sheet.json'));
-            if (sheet !== undefined) extra.sheet = sheet;
-          }
-          if (t.files.some((f) => f.kind === 'audio')) {
-            const job = await readJson(join(runDir, t.folder, 'job.json'));
-            const songs = (job as { songs?: unknown } | undefined)?.songs;
-            if (Array.isArray(songs)) {
-              extra.songs = songs.filter(
-                (s): s is Record<string, unknown> => s !== null && typeof s === 'object',
-              );
-            }
-          }
-          extras.set(t.id, extra);
-        }),
-      ),
+    tasks.map(({ task, prompt }) =>
+      limit(async () => {
+        const extra: GalleryExtra = prompt === undefined ? {} : { prompt };
+        if (task.status === 'done') await readFolderExtras(task, runDir, extra);
+        extras.set(task.id, extra);
+      }),
+    ),
   );
   return extras;
+}
+
+async function readFolderExtras(t: ReportTask, runDir: string, extra: GalleryExtra): Promise<void> {
+  if (t.model === 'oc-maker') {
+    const sheet = await readJson(join(runDir, t.folder, 'sheet.json'));
+    if (sheet !== undefined) extra.sheet = sheet;
+  }
+  if (t.files.some((f) => f.kind === 'audio')) {
+    const job = await readJson(join(runDir, t.folder, 'job.json'));
+    const songs = (job as { songs?: unknown } | undefined)?.songs;
+    if (Array.isArray(songs)) {
+      extra.songs = songs.filter((s): s is Record<string, unknown> => s !== null && typeof s === 'object');
+    }
+  }
 }
 
 async function readJson(path: string): Promise<unknown> {

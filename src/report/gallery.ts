@@ -1,8 +1,10 @@
 // index.html: one self-contained page (inline CSS, JS and data) that shows a run's results offline from
 // its folder. The summary and the cost table are HTML written here, every text escaped; the cards are
-// built in the browser from inline JSON (see gallery-script.ts). Pure.
+// built in the browser from inline JSON (see gallery-script.ts). Pure; galleryTop, galleryCard and
+// GALLERY_BOTTOM let the writer stream the page of a large run instead of building it in memory.
 
 import { createHash } from 'node:crypto';
+import { headOfReport, type ReportHead } from './build.js';
 import { fmtBytes, fmtPercent, fmtTime, fmtTokens, fmtUsd } from './format.js';
 import { GALLERY_JS } from './gallery-script.js';
 import { GALLERY_CSS } from './gallery-style.js';
@@ -36,20 +38,36 @@ interface CardData {
   so: readonly Record<string, unknown>[] | null;
 }
 
+/**
+ * The in-doubt tasks the page lists in its "Needs your attention" box, at most; the box says how many
+ * more there are (report.csv has them all).
+ */
+export const GALLERY_IN_DOUBT_LIMIT = 1000;
+
 export function renderGallery(report: Report, extras: ReadonlyMap<string, GalleryExtra> = new Map()): string {
-  const data = {
-    run: report.run.id,
-    tasks: report.tasks.map((t) => cardData(t, extras.get(t.id))),
-  };
-  const script = GALLERY_JS;
-  const scriptHash = createHash('sha256').update(script, 'utf8').digest('base64');
+  return (
+    galleryTop(headOfReport(report), report.in_doubt.slice(0, GALLERY_IN_DOUBT_LIMIT)) +
+    report.tasks.map((t) => galleryCard(t, extras.get(t.id))).join(',') +
+    GALLERY_BOTTOM
+  );
+}
+
+const SCRIPT_HASH = createHash('sha256').update(GALLERY_JS, 'utf8').digest('base64');
+
+/**
+ * The page up to its inline data, which it opens: then come the cards (galleryCard) separated by
+ * commas, then GALLERY_BOTTOM. So the page of a run of any size is streamed to the file a page of
+ * tasks at a time, and is still one self-contained file. The data is a JSON block, not a script, so
+ * the Content-Security-Policy (one script, allowed by its hash) does not depend on it.
+ */
+export function galleryTop(report: ReportHead, inDoubt: readonly Report['in_doubt'][number][]): string {
   // No network at all: only the page's own inline script, and files next to it.
   const csp = [
     "default-src 'none'",
     "img-src 'self' file: data:",
     "media-src 'self' file:",
     "style-src 'unsafe-inline'",
-    `script-src 'sha256-${scriptHash}'`,
+    `script-src 'sha256-${SCRIPT_HASH}'`,
     "base-uri 'none'",
     "form-action 'none'",
   ].join('; ');
@@ -84,7 +102,7 @@ export function renderGallery(report: Report, extras: ReadonlyMap<string, Galler
   </nav>
 </header>
 ${tiles(report)}
-${attention(report)}
+${attention(report, inDoubt)}
 <details class="panel" open>
   <summary>Cost by model<span class="hint">${esc(`${fmtTokens(totals.net.tokens)} tokens net, ${fmtUsd(totals.net.usd)}`)}</span></summary>
   <div class="table-wrap">${costTable(report)}</div>
@@ -102,11 +120,19 @@ ${attention(report)}
 <footer class="bottom">Generated ${esc(fmtTime(report.generated_at))} by mediabatch · report format version ${report.version}</footer>
 </div>
 <dialog class="lightbox" id="lightbox"></dialog>
-<script type="application/json" id="gallery-data">${jsonForScript(data)}</script>
-<script>${script}</script>
+<script type="application/json" id="gallery-data">{"run":${jsonForScript(run.id)},"tasks":[`;
+}
+
+/** Closes the inline data opened by galleryTop, then the page's one script. */
+export const GALLERY_BOTTOM = `]}</script>
+<script>${GALLERY_JS}</script>
 </body>
 </html>
 `;
+
+/** One card's data in the page's inline JSON. */
+export function galleryCard(t: ReportTask, extra?: GalleryExtra): string {
+  return jsonForScript(cardData(t, extra));
 }
 
 const PROMPT_MAX = 600;
@@ -131,11 +157,10 @@ function cardData(t: ReportTask, extra: GalleryExtra | undefined): CardData {
   };
 }
 
-function tiles(report: Report): string {
+function tiles(report: ReportHead): string {
   const { totals, balance } = report;
   const s = totals.by_status;
-  const files = report.tasks.reduce((n, t) => n + t.files.length, 0);
-  const bytes = report.tasks.reduce((n, t) => n + t.bytes, 0);
+  const { files, bytes } = report.files;
   const problems = s.failed + s.rejected + s.blocked;
   const items: { label: string; value: string; sub: string; tone?: string }[] = [
     {
@@ -191,24 +216,26 @@ function tiles(report: Report): string {
     .join('')}</div>`;
 }
 
-function attention(report: Report): string {
+function attention(report: ReportHead, inDoubt: readonly Report['in_doubt'][number][]): string {
   if (report.advice.length === 0) return '';
-  const rows = report.in_doubt
+  const rows = inDoubt
     .map(
       (t) =>
         `<tr><td><code>${esc(t.id)}</code></td><td>${esc(t.model)}</td><td>${esc(fmtTime(t.sent_at))}</td><td class="num">${esc(fmtTokens(t.at_most))}</td><td>${esc(t.reason ?? '')}</td></tr>`,
     )
     .join('');
+  const more = report.inDoubt.count - inDoubt.length;
   const table =
-    report.in_doubt.length === 0
+    inDoubt.length === 0
       ? ''
-      : `<div class="table-wrap" style="padding:0"><table><thead><tr><th>In doubt</th><th>Model</th><th>Sent</th><th class="num">Up to</th><th>Reason</th></tr></thead><tbody>${rows}</tbody></table></div>`;
+      : `<div class="table-wrap" style="padding:0"><table><thead><tr><th>In doubt</th><th>Model</th><th>Sent</th><th class="num">Up to</th><th>Reason</th></tr></thead><tbody>${rows}</tbody></table></div>` +
+        (more > 0 ? `<p class="note">…and ${more} more in doubt: report.csv lists every task.</p>` : '');
   return `<div class="attention" role="note"><h2>Needs your attention</h2><ul>${report.advice
     .map((line) => `<li>${withCode(line)}</li>`)
     .join('')}</ul>${table}</div>`;
 }
 
-function costTable(report: Report): string {
+function costTable(report: ReportHead): string {
   const head = `<thead><tr><th>Model</th><th class="num">Tasks</th><th class="num">Done</th><th class="num">Failed</th><th class="num">In doubt</th><th class="num">Estimated</th><th class="num">Charged</th><th class="num">Refunded</th><th class="num">Net</th><th class="num">Net USD</th><th class="num">Charged ÷ list</th></tr></thead>`;
   const line = (label: string, s: ReportSummary, cls = '') =>
     `<tr${cls ? ` class="${cls}"` : ''}><td>${label}</td>${[

@@ -4,8 +4,10 @@ export {
   assembleReport,
   buildReport,
   collectReportInput,
+  headOfReport,
   type QuotaKeyInput,
   quotaOfKey,
+  type ReportHead,
   type ReportInput,
   type ReportOptions,
   UnknownRunError,
@@ -13,7 +15,9 @@ export {
 export { CSV_COLUMNS, reportCsv, toCsv } from './csv.js';
 export { promptOf, readGalleryExtras } from './extras.js';
 export { type GalleryExtra, renderGallery } from './gallery.js';
-export { reportMarkdown } from './markdown.js';
+export { collectReportHead } from './head.js';
+export { reportJsonChunks } from './json.js';
+export { MARKDOWN_LIST_LIMIT, reportMarkdown } from './markdown.js';
 export {
   type Report,
   type ReportFile,
@@ -22,4 +26,4 @@ export {
   reportJsonSchema,
   reportSchema,
 } from './schema.js';
-export { REPORT_FILES, type WrittenReport, writeReport } from './write.js';
+export { copyReportFile, REPORT_FILES, type WrittenReport, writeReport } from './write.js';

@@ -1,17 +1,49 @@
-// report.md: the cost report as tables a person reads (and `mediabatch report` prints). Pure.
+// report.md: the cost report as tables a person reads (and `mediabatch report` prints). Pure: the
+// text comes a line at a time, so the writer streams it to the file.
 
 import type { TaskState } from '../store/types.js';
+import { headOfReport, type ReportHead } from './build.js';
 import { fmtBytes, fmtPercent, fmtSeconds, fmtTime, fmtTokens, fmtUsd } from './format.js';
-import type { Report, ReportSummary } from './schema.js';
+import type { Report, ReportSummary, ReportTask } from './schema.js';
 
 const UNFINISHED: readonly TaskState[] = ['pending', 'submitting', 'submitted', 'running', 'downloading'];
-const PROBLEMS: readonly TaskState[] = ['failed', 'rejected', 'blocked'];
+/** The states listed under "Failed, rejected and blocked tasks". */
+export const PROBLEM_STATES: readonly TaskState[] = ['failed', 'rejected', 'blocked'];
+
+/**
+ * report.md lists at most this many tasks in each of its tables (in doubt; failed, rejected and blocked;
+ * all tasks), so it stays a page a person reads and `mediabatch report` prints, whatever the run's
+ * size; report.csv and report.json list every task, and the gallery shows them all.
+ */
+export const MARKDOWN_LIST_LIMIT = 1000;
 
 export function reportMarkdown(report: Report): string {
-  const { run, totals } = report;
-  const out: string[] = [];
-  out.push(`# Cost report: run ${code(run.id)}`, '');
-  out.push(
+  const problems = report.tasks.filter((t) => PROBLEM_STATES.includes(t.status));
+  return [
+    ...markdownChunks(headOfReport(report), {
+      inDoubt: report.in_doubt.slice(0, MARKDOWN_LIST_LIMIT),
+      problems: problems.slice(0, MARKDOWN_LIST_LIMIT),
+      tasks: report.tasks.slice(0, MARKDOWN_LIST_LIMIT),
+    }),
+  ].join('');
+}
+
+/**
+ * report.md, a line at a time. The lists are read lazily, so they may come from the store a page at a
+ * time; each should hold at most MARKDOWN_LIST_LIMIT entries (the first ones, in the report's order).
+ */
+export function* markdownChunks(
+  head: ReportHead,
+  lists: {
+    inDoubt: Iterable<Report['in_doubt'][number]>;
+    problems: Iterable<ReportTask>;
+    tasks: Iterable<ReportTask>;
+  },
+): Generator<string, void, void> {
+  const { run, totals } = head;
+  const line = (text: string) => `${text}\n`;
+  yield line(`# Cost report: run ${code(run.id)}`) + line('');
+  yield line(
     [
       `Manifest ${code(run.manifest)}`,
       `state **${run.state}**${run.exit_code === null ? '' : ` (exit ${run.exit_code})`}`,
@@ -20,86 +52,77 @@ export function reportMarkdown(report: Report): string {
     ]
       .filter(Boolean)
       .join(' · '),
-    '',
-  );
-  out.push(
+  ) + line('');
+  yield line(
     `**${totals.by_status.done} of ${totals.tasks} tasks done** · net **${fmtTokens(totals.net.tokens)} tokens (${fmtUsd(totals.net.usd)})** · ` +
       `estimated ${fmtTokens(totals.estimated.tokens)} tokens · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}`,
-    '',
-  );
+  ) + line('');
 
-  if (report.advice.length > 0) {
-    out.push('## Needs your attention', '');
+  if (head.advice.length > 0) {
+    yield line('## Needs your attention') + line('');
     // Our own sentences (with commands in code style); only the manifest path in them is the user's.
-    for (const line of report.advice) out.push(`- ${flat(line)}`);
-    out.push('');
+    for (const advice of head.advice) yield line(`- ${flat(advice)}`);
+    yield line('');
   }
-  if (report.in_doubt.length > 0) {
-    out.push('### In doubt', '');
-    out.push(
-      row(['Task', 'Model', 'Sent', 'Up to (tokens)', 'Reason']),
-      row(['---', '---', '---', '---:', '---']),
-    );
-    for (const t of report.in_doubt) {
-      out.push(
+  if (head.inDoubt.count > 0) {
+    yield line('### In doubt') + line('');
+    yield line(row(['Task', 'Model', 'Sent', 'Up to (tokens)', 'Reason'])) +
+      line(row(['---', '---', '---', '---:', '---']));
+    for (const t of lists.inDoubt) {
+      yield line(
         row([code(t.id), text(t.model), fmtTime(t.sent_at), fmtTokens(t.at_most), text(t.reason ?? '')]),
       );
     }
-    out.push('');
+    yield line('');
+    yield* more(head.inDoubt.count, 'in-doubt tasks');
   }
 
-  out.push('## Cost by model', '');
-  out.push(
+  yield line('## Cost by model') + line('');
+  yield line(
     row(['Model', 'Tasks', 'Jobs', 'Estimated', 'Charged', 'Refunded', 'Net', 'Net USD', 'Charged ÷ list']),
-    row(['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']),
-  );
-  for (const m of report.by_model) out.push(moneyRow(text(m.model), m));
-  out.push(moneyRow('**Total**', totals), '');
-  out.push(
+  ) + line(row(['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']));
+  for (const m of head.by_model) yield line(moneyRow(text(m.model), m));
+  yield line(moneyRow('**Total**', totals)) + line('');
+  yield line(
     'Tokens; USD at $' +
-      `${report.usd_per_token} per token. "Charged ÷ list" compares what the API charged with the list price of the jobs whose price is known exactly.`,
-    '',
-  );
+      `${head.usd_per_token} per token. "Charged ÷ list" compares what the API charged with the list price of the jobs whose price is known exactly.`,
+  ) + line('');
 
-  out.push('## Tasks by status', '');
-  out.push(
-    row(['Model', 'Done', 'Failed', 'In doubt', 'Rejected', 'Blocked', 'Unfinished']),
-    row(['---', '---:', '---:', '---:', '---:', '---:', '---:']),
-  );
-  for (const m of report.by_model) out.push(statusRow(text(m.model), m));
-  out.push(statusRow('**Total**', totals), '');
+  yield line('## Tasks by status') + line('');
+  yield line(row(['Model', 'Done', 'Failed', 'In doubt', 'Rejected', 'Blocked', 'Unfinished'])) +
+    line(row(['---', '---:', '---:', '---:', '---:', '---:', '---:']));
+  for (const m of head.by_model) yield line(statusRow(text(m.model), m));
+  yield line(statusRow('**Total**', totals)) + line('');
 
-  out.push('## Balance and quota', '');
-  const b = report.balance;
-  out.push(
+  yield line('## Balance and quota') + line('');
+  const b = head.balance;
+  yield line(
     `- Balance before the run: ${b.before === null ? 'unknown' : `${fmtTokens(b.before)} tokens`}; ` +
       `after: ${b.after === null ? 'unknown' : `${fmtTokens(b.after)} tokens`}` +
       (b.change === null
         ? '.'
         : `; change ${fmtTokens(b.change)} tokens (the ledger says this run's net is ${fmtTokens(totals.net.tokens)}; the API may round the balance, and other spending on the account shows here too).`),
   );
-  if (report.quota.keys.length === 0) out.push(`- Nothing was charged, so no quota was used.`);
-  for (const k of report.quota.keys) {
+  if (head.quota.keys.length === 0) yield line(`- Nothing was charged, so no quota was used.`);
+  for (const k of head.quota.keys) {
     const limit =
       k.limit === null
         ? 'quota unknown (set MEDIABATCH_QUOTA to check it)'
         : `quota ${fmtTokens(k.limit)} tokens, ${fmtTokens(k.used ?? 0)} used (${text(k.source ?? '')})`;
-    out.push(
-      `- Key ${code(k.key_fingerprint)} in ${report.quota.period}: the local ledger spent ${fmtTokens(k.net)} tokens ` +
+    yield line(
+      `- Key ${code(k.key_fingerprint)} in ${head.quota.period}: the local ledger spent ${fmtTokens(k.net)} tokens ` +
         `(charged ${fmtTokens(k.charged)}, refunded ${fmtTokens(k.refunded)}), all runs; ${limit}.`,
     );
   }
-  out.push('');
+  yield line('');
 
-  const problems = report.tasks.filter((t) => PROBLEMS.includes(t.status));
-  if (problems.length > 0) {
-    out.push('## Failed, rejected and blocked tasks', '');
-    out.push(
-      row(['Task', 'Model', 'Status', 'Charged', 'Refunded', 'Error']),
-      row(['---', '---', '---', '---:', '---:', '---']),
-    );
-    for (const t of problems) {
-      out.push(
+  const problems = PROBLEM_STATES.reduce((n, state) => n + totals.by_status[state], 0);
+  if (problems > 0) {
+    yield line('## Failed, rejected and blocked tasks') + line('');
+    yield line(row(['Task', 'Model', 'Status', 'Charged', 'Refunded', 'Error'])) +
+      line(row(['---', '---', '---', '---:', '---:', '---']));
+    for (const t of lists.problems) {
+      yield line(
         row([
           code(t.id),
           text(t.model),
@@ -110,20 +133,19 @@ export function reportMarkdown(report: Report): string {
         ]),
       );
     }
-    out.push('');
+    yield line('');
+    yield* more(problems, 'failed, rejected or blocked tasks');
   }
 
-  out.push('## Tasks', '');
-  out.push(
-    row(['Task', 'Model', 'Status', 'Estimate', 'Charged', 'Refunded', 'Net', 'Took', 'Files']),
-    row(['---', '---', '---', '---:', '---:', '---:', '---:', '---:', '---']),
-  );
-  for (const t of report.tasks) {
+  yield line('## Tasks') + line('');
+  yield line(row(['Task', 'Model', 'Status', 'Estimate', 'Charged', 'Refunded', 'Net', 'Took', 'Files'])) +
+    line(row(['---', '---', '---', '---:', '---:', '---:', '---:', '---:', '---']));
+  for (const t of lists.tasks) {
     const estimate =
       t.estimate.min === t.estimate.max
         ? fmtTokens(t.estimate.tokens)
         : `${fmtTokens(t.estimate.min)}–${fmtTokens(t.estimate.max)}`;
-    out.push(
+    yield line(
       row([
         code(t.id),
         text(t.model),
@@ -137,11 +159,21 @@ export function reportMarkdown(report: Report): string {
       ]),
     );
   }
-  out.push(
-    '',
-    `Generated ${fmtTime(report.generated_at)} by mediabatch · report format version ${report.version}`,
-  );
-  return `${out.join('\n')}\n`;
+  if (totals.tasks > MARKDOWN_LIST_LIMIT) {
+    yield line('') +
+      line(
+        `This list shows the first ${MARKDOWN_LIST_LIMIT} of ${totals.tasks} tasks (in doubt first, then manifest order): ` +
+          'report.csv and report.json list every task, and the gallery (index.html) shows them all.',
+      );
+  }
+  yield line('') +
+    line(`Generated ${fmtTime(head.generated_at)} by mediabatch · report format version ${head.version}`);
+}
+
+/** After a list cut at MARKDOWN_LIST_LIMIT: how many more, and where they all are. */
+function* more(total: number, what: string): Generator<string, void, void> {
+  if (total <= MARKDOWN_LIST_LIMIT) return;
+  yield `…and ${total - MARKDOWN_LIST_LIMIT} more ${what}: report.csv and report.json list every task.\n\n`;
 }
 
 function moneyRow(label: string, s: ReportSummary): string {

@@ -1,15 +1,21 @@
 // Writes the four files of a run's report into its folder, each atomically (temporary name, fsync,
-// rename), so a reader never sees half a report.
+// rename), so a reader never sees half a report. The run-level figures are the store's aggregates and
+// the tasks are streamed a page at a time into each file, so memory stays flat whatever the run's size
+// (100,000 tasks: see bench/report-memory.ts).
 
+import { once } from 'node:events';
+import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
-import type { Store } from '../store/index.js';
-import { writeFileAtomic } from '../util/fsatomic.js';
-import { assembleReport, collectReportInput, type ReportOptions } from './build.js';
-import { reportCsv } from './csv.js';
-import { readGalleryExtras } from './extras.js';
-import { renderGallery } from './gallery.js';
-import { reportMarkdown } from './markdown.js';
-import type { Report } from './schema.js';
+import type { ReportPagesOptions, ReportTaskRow, Store } from '../store/index.js';
+import { type TextSink, writeFileAtomicStream } from '../util/fsatomic.js';
+import { inDoubtEntry, type ReportHead, type ReportOptions, reportTask } from './build.js';
+import { csvChunks } from './csv.js';
+import { extrasOf, promptOfText } from './extras.js';
+import { GALLERY_BOTTOM, GALLERY_IN_DOUBT_LIMIT, galleryCard, galleryTop } from './gallery.js';
+import { collectReportHead } from './head.js';
+import { reportJsonChunks } from './json.js';
+import { MARKDOWN_LIST_LIMIT, markdownChunks, PROBLEM_STATES } from './markdown.js';
+import type { Report, ReportTask } from './schema.js';
 
 export const REPORT_FILES = {
   json: 'report.json',
@@ -19,8 +25,8 @@ export const REPORT_FILES = {
 } as const;
 
 export interface WrittenReport {
-  report: Report;
-  markdown: string;
+  /** Every run-level figure of report.json (all but its task lists). */
+  head: ReportHead;
   /** Absolute paths of the files written. */
   files: { json: string; csv: string; markdown: string; gallery: string };
 }
@@ -31,19 +37,77 @@ export async function writeReport(
   runDir: string,
   opts: Omit<ReportOptions, 'runDir'>,
 ): Promise<WrittenReport> {
-  const input = collectReportInput(store, runId, { ...opts, runDir });
-  const report = assembleReport(input);
-  const markdown = reportMarkdown(report);
-  const extras = await readGalleryExtras(report, input.tasks, runDir);
+  const head = collectReportHead(store, runId, { ...opts, runDir });
   const files = {
     json: join(runDir, REPORT_FILES.json),
     csv: join(runDir, REPORT_FILES.csv),
     markdown: join(runDir, REPORT_FILES.markdown),
     gallery: join(runDir, REPORT_FILES.gallery),
   };
-  await writeFileAtomic(files.json, `${JSON.stringify(report, null, 2)}\n`);
-  await writeFileAtomic(files.csv, reportCsv(report));
-  await writeFileAtomic(files.markdown, markdown);
-  await writeFileAtomic(files.gallery, renderGallery(report, extras));
-  return { report, markdown, files };
+  const pages = (o: ReportPagesOptions = {}) => store.reportTaskPages(runId, o);
+  const tasks = (o: ReportPagesOptions = {}) => reportTasks(pages(o), runDir);
+  const inDoubt = (limit?: number) =>
+    inDoubtEntries(pages({ states: ['in_doubt'], ...(limit === undefined ? {} : { limit }) }), runDir);
+
+  await writeFileAtomicStream(files.json, (sink) => drain(sink, reportJsonChunks(head, inDoubt(), tasks())));
+  await writeFileAtomicStream(files.csv, (sink) => drain(sink, csvChunks(tasks())));
+  await writeFileAtomicStream(files.markdown, (sink) =>
+    drain(
+      sink,
+      markdownChunks(head, {
+        inDoubt: inDoubt(MARKDOWN_LIST_LIMIT),
+        problems: tasks({ states: PROBLEM_STATES, limit: MARKDOWN_LIST_LIMIT }),
+        tasks: tasks({ limit: MARKDOWN_LIST_LIMIT }),
+      }),
+    ),
+  );
+  await writeFileAtomicStream(files.gallery, async (sink) => {
+    await sink.write(galleryTop(head, [...inDoubt(GALLERY_IN_DOUBT_LIMIT)]));
+    let first = true;
+    for (const page of pages()) {
+      const cards = page.map((row) => ({
+        task: reportTask(row, row.spend, row.files, runDir),
+        prompt: promptOfText(row.requestText),
+      }));
+      const extras = await extrasOf(cards, runDir);
+      for (const { task } of cards) {
+        await sink.write((first ? '' : ',') + galleryCard(task, extras.get(task.id)));
+        first = false;
+      }
+    }
+    await sink.write(GALLERY_BOTTOM);
+  });
+  return { head, files };
+}
+
+/**
+ * Copies a written report file (report.json for `report --json`, report.md) to `out` in pieces,
+ * waiting whenever `out` asks to (a pipe's 'drain'), so printing a large report holds one piece.
+ */
+export async function copyReportFile(path: string, out: { write(text: string): unknown }): Promise<void> {
+  for await (const piece of createReadStream(path, { encoding: 'utf8', highWaterMark: 256 * 1024 })) {
+    if (out.write(piece as string) === false && isEmitter(out)) await once(out, 'drain');
+  }
+}
+
+function isEmitter(value: object): value is NodeJS.EventEmitter {
+  return 'once' in value && typeof value.once === 'function';
+}
+
+/** The report rows of the tasks, one at a time, as the store hands them out a page at a time. */
+function* reportTasks(pages: Iterable<ReportTaskRow[]>, runDir: string): Generator<ReportTask, void, void> {
+  for (const page of pages) for (const row of page) yield reportTask(row, row.spend, row.files, runDir);
+}
+
+function* inDoubtEntries(
+  pages: Iterable<ReportTaskRow[]>,
+  runDir: string,
+): Generator<Report['in_doubt'][number], void, void> {
+  for (const page of pages) {
+    for (const row of page) yield inDoubtEntry(reportTask(row, row.spend, row.files, runDir), row.lastSentAt);
+  }
+}
+
+async function drain(sink: TextSink, chunks: Iterable<string>): Promise<void> {
+  for (const chunk of chunks) await sink.write(chunk);
 }

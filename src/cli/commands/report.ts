@@ -2,7 +2,7 @@
 // prints report.md (or report.json with --json). The newest run when none is named.
 
 import type { Config } from '../../config.js';
-import { UnknownRunError, writeReport } from '../../report/index.js';
+import { copyReportFile, UnknownRunError, writeReport } from '../../report/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath, openExistingStore, type ReadContext, runFolder, unknownRunError } from './status.js';
 
@@ -45,7 +45,8 @@ export async function reportCommand(
       }
       throw error;
     }
-    io.stdout.write(opts.json ? `${JSON.stringify(written.report, null, 2)}\n` : written.markdown);
+    // From the files just written, a piece at a time: report.json of a large run is tens of megabytes.
+    await copyReportFile(opts.json ? written.files.json : written.files.markdown, io.stdout);
     // On stderr, so that stdout is exactly the report (`mediabatch report > costs.md`).
     io.stderr.write(
       `Wrote report.json, report.csv, report.md and index.html in ${displayPath(io.cwd, folder)}\n`,

@@ -1,0 +1,62 @@
+// The run-level part of the report (everything but the task lists) from the store's aggregates, so the
+// tasks of a run of any size are summed without being loaded: the figures are those assembleReport
+// computes from every task in memory, up to the float noise of adding in another order (all rounded).
+
+import type { ReportModelFigures, Store } from '../store/index.js';
+import { TASK_STATES, type TaskState } from '../store/index.js';
+import {
+  assembleHead,
+  quotaOfKey,
+  type ReportHead,
+  type ReportOptions,
+  type SummaryCounts,
+  summaryOf,
+  UnknownRunError,
+} from './build.js';
+
+export function collectReportHead(store: Store, runId: string, opts: ReportOptions): ReportHead {
+  const run = store.getRun(runId);
+  if (run === undefined) throw new UnknownRunError(runId);
+  const figures = store.reportModelFigures(runId);
+  const byModel = figures.map((f) => ({
+    model: f.model,
+    ...summaryOf(countsOf([f]), f, estimatedOf([f])),
+  }));
+  return assembleHead({
+    run,
+    now: opts.now,
+    quotaKeys: store.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota)),
+    totals: summaryOf(countsOf(figures), store.runSpent(runId), estimatedOf(figures)),
+    byModel,
+    inDoubt: {
+      count: sum(figures.map((f) => f.byState.in_doubt)),
+      atMost: sum(figures.map((f) => f.inDoubtMax)),
+    },
+    files: store.runFileTotals(runId),
+  });
+}
+
+/** The counts of several models together. */
+function countsOf(figures: readonly ReportModelFigures[]): SummaryCounts {
+  const byStatus = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
+  for (const f of figures) for (const s of TASK_STATES) byStatus[s] += f.byState[s];
+  return {
+    byStatus,
+    jobs: sum(figures.map((f) => f.jobs)),
+    pricedTasks: sum(figures.map((f) => f.pricedTasks)),
+    pricedListPrice: sum(figures.map((f) => f.pricedListPrice)),
+    pricedCharged: sum(figures.map((f) => f.pricedCharged)),
+  };
+}
+
+function estimatedOf(figures: readonly ReportModelFigures[]): { tokens: number; min: number; max: number } {
+  return {
+    tokens: sum(figures.map((f) => f.estimated)),
+    min: sum(figures.map((f) => f.estimatedMin)),
+    max: sum(figures.map((f) => f.estimatedMax)),
+  };
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0);
+}

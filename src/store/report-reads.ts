@@ -1,0 +1,369 @@
+// Reads for the cost report of a run of any size. The run-level figures are SQL aggregates; the tasks
+// come a page at a time, each page with its spend, files and latest submission in one query apiece,
+// and without the request body: only the few text fields of it that the gallery shows. So writing the
+// report of 100,000 tasks holds one page of them, never the run.
+
+import type { Estimate, ResultItemKind } from '../catalog/types.js';
+import type { Db } from './db.js';
+import { fromIso, fromIsoOrNull } from './time.js';
+import { type FileRecord, TASK_STATES, type TaskSpend, type TaskState } from './types.js';
+
+/** The request fields a person reads as the task's text, in the order the gallery prefers them. */
+export const REQUEST_TEXT_FIELDS = ['prompt', 'text', 'lyrics', 'description'] as const;
+export type RequestTextField = (typeof REQUEST_TEXT_FIELDS)[number];
+
+/** One task as the report shows it: no request body, its ledger spend and files alongside. */
+export interface ReportTaskRow {
+  taskId: string;
+  seq: number;
+  model: string;
+  state: TaskState;
+  imgUuid: string | null;
+  jobStatus: string | null;
+  estimate: Estimate;
+  error: string | null;
+  submittedAt: Date | null;
+  finishedAt: Date | null;
+  jobDuration: number | null;
+  /** The request's text fields that are JSON strings (null otherwise, or when the body is not JSON). */
+  requestText: Record<RequestTextField, string | null>;
+  /** Every charge and refund of the task in the ledger (zero when none). */
+  spend: TaskSpend;
+  /** Its result files, by index. */
+  files: FileRecord[];
+  /** When its latest submission was sent; null when it never was. */
+  lastSentAt: Date | null;
+}
+
+export interface ReportPagesOptions {
+  /** Only tasks in these states (default: all). */
+  states?: readonly TaskState[];
+  /** Tasks per page (default 500). */
+  pageSize?: number;
+  /** At most this many tasks in all (default: no limit). */
+  limit?: number;
+}
+
+/** Per model of a run: tasks by state, estimates, what the ledger says, and the discount's figures. */
+export interface ReportModelFigures {
+  model: string;
+  byState: Record<TaskState, number>;
+  /** Sums of the tasks' estimates (best, min, max), in tokens. */
+  estimated: number;
+  estimatedMin: number;
+  estimatedMax: number;
+  /** Every charge and refund of the model's tasks in the ledger. */
+  charged: number;
+  refunded: number;
+  /** Jobs charged (more than the tasks after `--retry-in-doubt` or `--accept-changes`). */
+  jobs: number;
+  /** Charged tasks whose list price is known exactly (estimate min = max). */
+  pricedTasks: number;
+  /** Their list price: estimate × jobs charged. */
+  pricedListPrice: number;
+  /** What the ledger charged for them, each task's sum rounded to 1e-6 tokens. */
+  pricedCharged: number;
+  /** Sum of the estimate maxima of the in-doubt tasks: the most they may have cost. */
+  inDoubtMax: number;
+}
+
+export interface RunFileTotals {
+  files: number;
+  bytes: number;
+}
+
+const DEFAULT_PAGE = 128;
+
+interface PageTaskRow {
+  rid: number;
+  task_id: string;
+  seq: number;
+  model: string;
+  state: TaskState;
+  img_uuid: string | null;
+  job_status: string | null;
+  est_tokens: number;
+  est_min: number;
+  est_max: number;
+  est_basis: string;
+  est_assumed: number;
+  error: string | null;
+  submitted_at: string | null;
+  finished_at: string | null;
+  job_duration: number | null;
+  prompt: string | null;
+  text: string | null;
+  lyrics: string | null;
+  description: string | null;
+}
+
+interface FigureRow {
+  model: string;
+  state: TaskState;
+  est_tokens: number;
+  est_min: number;
+  est_max: number;
+  charged: number;
+  refunded: number;
+  jobs: number;
+}
+
+interface PageFileRow {
+  run_id: string;
+  task_id: string;
+  idx: number;
+  kind: ResultItemKind;
+  path: string;
+  bytes: number;
+  sha256: string;
+  source_host: string | null;
+  completed_at: string;
+}
+
+interface PageSpendRow {
+  task_id: string;
+  charged: number;
+  refunded: number;
+  jobs: number;
+}
+
+/** A text field of the body when it is a JSON string. CASE is lazy: json_type never sees invalid JSON. */
+function textField(field: RequestTextField): string {
+  return `CASE WHEN json_valid(body) THEN CASE json_type(body, '$.${field}') WHEN 'text' THEN json_extract(body, '$.${field}') END END AS ${field}`;
+}
+
+const IN_PAGE = 'task_id IN (SELECT value FROM json_each(:ids))';
+
+export class ReportReadStore {
+  readonly #selectInDoubtOrder;
+  readonly #selectSeqs;
+  readonly #selectPage;
+  readonly #selectFiles;
+  readonly #selectSpend;
+  readonly #selectLastSent;
+  readonly #selectFigures;
+  readonly #selectFileTotals;
+
+  constructor(db: Db) {
+    // The report's order is in-doubt tasks first (they need the user), then manifest order. Both come
+    // from the covering index (run_id, state, seq) and no SQL sort: a sort of every task of a large run
+    // would take SQLite's sorter memory, while row ids placed by seq in a typed array take 8 bytes a task.
+    this.#selectInDoubtOrder = db
+      .prepare<[string], number>(
+        `SELECT rowid FROM tasks WHERE run_id = ? AND state = 'in_doubt' ORDER BY seq`,
+      )
+      .pluck();
+    this.#selectSeqs = db
+      .prepare<{ runId: string; states: string }, [number, number]>(
+        `SELECT seq, rowid FROM tasks
+         WHERE run_id = :runId AND state IN (SELECT value FROM json_each(:states))`,
+      )
+      .raw();
+    this.#selectPage = db.prepare<{ rowids: string }, PageTaskRow>(
+      `SELECT rowid AS rid, task_id, seq, model, state, img_uuid, job_status, est_tokens, est_min, est_max,
+         est_basis, est_assumed, error, submitted_at, finished_at, job_duration,
+         ${textField('prompt')}, ${textField('text')}, ${textField('lyrics')}, ${textField('description')}
+       FROM tasks WHERE rowid IN (SELECT value FROM json_each(:rowids))`,
+    );
+    this.#selectFiles = db.prepare<{ runId: string; ids: string }, PageFileRow>(
+      `SELECT * FROM files WHERE run_id = :runId AND ${IN_PAGE} ORDER BY task_id, idx`,
+    );
+    this.#selectSpend = db.prepare<{ runId: string; ids: string }, PageSpendRow>(
+      `SELECT task_id,
+         coalesce(sum(CASE WHEN kind = 'charge' THEN tokens END), 0) AS charged,
+         coalesce(sum(CASE WHEN kind = 'refund' THEN tokens END), 0) AS refunded,
+         count(CASE WHEN kind = 'charge' THEN 1 END) AS jobs
+       FROM ledger WHERE run_id = :runId AND ${IN_PAGE} GROUP BY task_id`,
+    );
+    // A bare column next to max() comes from the row holding the maximum (documented SQLite behaviour).
+    this.#selectLastSent = db.prepare<
+      { runId: string; ids: string },
+      { task_id: string; sent_at: string; n: number }
+    >(
+      `SELECT task_id, sent_at, max(attempt_no) AS n FROM attempts
+       WHERE run_id = :runId AND ${IN_PAGE} GROUP BY task_id`,
+    );
+    // One pass over the run's tasks, summed in JavaScript: GROUP BY would sort every task (SQLite
+    // groups by sorting), and the ledger is read through its (run_id, task_id) index for each.
+    this.#selectFigures = db.prepare<[string], FigureRow>(
+      `SELECT model, state, est_tokens, est_min, est_max,
+         (SELECT total(tokens) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
+            AND kind = 'charge') AS charged,
+         (SELECT total(tokens) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
+            AND kind = 'refund') AS refunded,
+         (SELECT count(*) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
+            AND kind = 'charge') AS jobs
+       FROM tasks AS t WHERE run_id = ?`,
+    );
+    this.#selectFileTotals = db.prepare<[string], { files: number; bytes: number }>(
+      'SELECT count(*) AS files, coalesce(sum(bytes), 0) AS bytes FROM files WHERE run_id = ?',
+    );
+  }
+
+  /**
+   * The tasks of a run in the report's order (in doubt first, then manifest order), a page at a time.
+   * Each page is read in full when it is asked for, so no statement stays open between pages: the
+   * caller may await between them while other code uses the database. Tasks added after the first
+   * page are not listed; a task's figures are as of its own page.
+   */
+  *reportTaskPages(runId: string, opts: ReportPagesOptions = {}): Generator<ReportTaskRow[], void, void> {
+    const pageSize = Math.max(1, opts.pageSize ?? DEFAULT_PAGE);
+    let left = opts.limit ?? Number.POSITIVE_INFINITY;
+    const states = opts.states ?? TASK_STATES;
+    let page: number[] = [];
+    for (const rowid of this.#order(runId, states)) {
+      if (left-- <= 0) break;
+      page.push(rowid);
+      if (page.length === pageSize) {
+        yield this.#page(runId, page);
+        page = [];
+      }
+    }
+    if (page.length > 0) yield this.#page(runId, page);
+  }
+
+  /** Row ids in the report's order, all read before the first is handed out. */
+  #order(runId: string, states: readonly TaskState[]): Iterable<number> {
+    const inDoubt = states.includes('in_doubt') ? this.#selectInDoubtOrder.all(runId) : [];
+    const others = states.filter((s) => s !== 'in_doubt');
+    // Seqs are 0, 1, 2, … in a run (the store hands them out in turn), so seq indexes the array;
+    // 0 marks a seq without a task here (row ids start at 1).
+    let bySeq = new Float64Array(1024);
+    let count = 0;
+    for (const [seq, rowid] of this.#selectSeqs.iterate({ runId, states: JSON.stringify(others) })) {
+      if (seq >= bySeq.length) {
+        const grown = new Float64Array(Math.max(seq + 1, bySeq.length * 2));
+        grown.set(bySeq);
+        bySeq = grown;
+      }
+      bySeq[seq] = rowid;
+      count = Math.max(count, seq + 1);
+    }
+    const ordered = bySeq.subarray(0, count);
+    return (function* () {
+      yield* inDoubt;
+      for (const rowid of ordered) if (rowid !== 0) yield rowid;
+    })();
+  }
+
+  #page(runId: string, rowids: readonly number[]): ReportTaskRow[] {
+    const byRowid = new Map<number, PageTaskRow>();
+    for (const row of this.#selectPage.iterate({ rowids: JSON.stringify(rowids) })) byRowid.set(row.rid, row);
+    const ids = JSON.stringify([...byRowid.values()].map((row) => row.task_id));
+    const files = new Map<string, FileRecord[]>();
+    for (const row of this.#selectFiles.iterate({ runId, ids })) {
+      const list = files.get(row.task_id);
+      if (list === undefined) files.set(row.task_id, [toFile(row)]);
+      else list.push(toFile(row));
+    }
+    const spend = new Map<string, PageSpendRow>();
+    for (const row of this.#selectSpend.iterate({ runId, ids })) spend.set(row.task_id, row);
+    const sent = new Map<string, string>();
+    for (const row of this.#selectLastSent.iterate({ runId, ids })) sent.set(row.task_id, row.sent_at);
+
+    const page: ReportTaskRow[] = [];
+    for (const rowid of rowids) {
+      const row = byRowid.get(rowid);
+      if (row === undefined) continue;
+      const s = spend.get(row.task_id);
+      page.push({
+        taskId: row.task_id,
+        seq: row.seq,
+        model: row.model,
+        state: row.state,
+        imgUuid: row.img_uuid,
+        jobStatus: row.job_status,
+        estimate: {
+          tokens: row.est_tokens,
+          min: row.est_min,
+          max: row.est_max,
+          basis: row.est_basis,
+          assumedPrice: row.est_assumed === 1,
+        },
+        error: row.error,
+        submittedAt: fromIsoOrNull(row.submitted_at),
+        finishedAt: fromIsoOrNull(row.finished_at),
+        jobDuration: row.job_duration,
+        requestText: {
+          prompt: row.prompt,
+          text: row.text,
+          lyrics: row.lyrics,
+          description: row.description,
+        },
+        spend: {
+          taskId: row.task_id,
+          charged: s?.charged ?? 0,
+          refunded: s?.refunded ?? 0,
+          net: (s?.charged ?? 0) - (s?.refunded ?? 0),
+          jobs: s?.jobs ?? 0,
+        },
+        files: files.get(row.task_id) ?? [],
+        lastSentAt: fromIsoOrNull(sent.get(row.task_id) ?? null),
+      });
+    }
+    return page;
+  }
+
+  /** Per model of the run (by name): its tasks by state, estimates, spend and the exactly priced ones. */
+  reportModelFigures(runId: string): ReportModelFigures[] {
+    const figures = new Map<string, ReportModelFigures>();
+    for (const row of this.#selectFigures.iterate(runId)) {
+      let f = figures.get(row.model);
+      if (f === undefined) {
+        f = emptyFigures(row.model);
+        figures.set(row.model, f);
+      }
+      f.byState[row.state]++;
+      f.estimated += row.est_tokens;
+      f.estimatedMin += row.est_min;
+      f.estimatedMax += row.est_max;
+      f.charged += row.charged;
+      f.refunded += row.refunded;
+      f.jobs += row.jobs;
+      if (row.state === 'in_doubt') f.inDoubtMax += row.est_max;
+      if (row.jobs > 0 && row.est_min === row.est_max) {
+        f.pricedTasks++;
+        f.pricedListPrice += row.est_tokens * row.jobs;
+        // Each task's charges to 1e-6 tokens first, as the report shows them (roundTokens).
+        f.pricedCharged += Math.round(row.charged * 1e6) / 1e6;
+      }
+    }
+    return [...figures.values()].sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0));
+  }
+
+  /** How many result files the run has, and their total size in bytes. */
+  runFileTotals(runId: string): RunFileTotals {
+    return this.#selectFileTotals.get(runId) ?? { files: 0, bytes: 0 };
+  }
+}
+
+function emptyFigures(model: string): ReportModelFigures {
+  return {
+    model,
+    byState: Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>,
+    estimated: 0,
+    estimatedMin: 0,
+    estimatedMax: 0,
+    charged: 0,
+    refunded: 0,
+    jobs: 0,
+    pricedTasks: 0,
+    pricedListPrice: 0,
+    pricedCharged: 0,
+    inDoubtMax: 0,
+  };
+}
+
+function toFile(row: PageFileRow): FileRecord {
+  return {
+    runId: row.run_id,
+    taskId: row.task_id,
+    index: row.idx,
+    kind: row.kind,
+    path: row.path,
+    bytes: row.bytes,
+    sha256: row.sha256,
+    sourceHost: row.source_host,
+    completedAt: fromIso(row.completed_at),
+  };
+}
