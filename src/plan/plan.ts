@@ -101,18 +101,20 @@ export function mediaNeeds(tasks: readonly CheckedTask[]): MediaNeed[] {
   return [...seen.values()];
 }
 
+/** One task priced, or the problems that stop it. */
+export type PricedTask = { ok: true; task: PlannedTask } | { ok: false; problems: ManifestProblem[] };
+
 /**
- * Prices every task from its body and the measured lengths (absent map = nothing measured),
- * and checks the rules that depend on measured lengths.
+ * Prices tasks one at a time from their bodies and the measured lengths (absent map = nothing measured),
+ * checking the rules that depend on measured lengths. Nothing is kept between tasks, so a caller can
+ * stream 100,000 of them into the store without holding them all.
  */
-export function priceTasks(
-  tasks: readonly CheckedTask[],
+export function* pricedTasks(
+  tasks: Iterable<CheckedTask>,
   measured: ReadonlyMap<string, ProbeResult> | undefined,
   prices: PriceTable,
   callbackUrl?: string,
-): { tasks: PlannedTask[]; problems: ManifestProblem[] } {
-  const planned: PlannedTask[] = [];
-  const problems: ManifestProblem[] = [];
+): Generator<PricedTask> {
   for (const task of tasks) {
     const media: MediaDurations = {};
     const mediaNotes: string[] = [];
@@ -133,20 +135,41 @@ export function priceTasks(
     }
     const ruleIssues = task.entry.checkMedia(task.body, media);
     if (sizeIssues.length > 0 || ruleIssues.length > 0) {
-      for (const issue of [...sizeIssues, ...ruleIssues]) {
-        problems.push(problemFromIssue(task.spec, issue.path, issue.message));
-      }
+      yield {
+        ok: false,
+        problems: [...sizeIssues, ...ruleIssues].map((issue) =>
+          problemFromIssue(task.spec, issue.path, issue.message),
+        ),
+      };
       continue;
     }
-    planned.push({
-      spec: task.spec,
-      entry: task.entry,
-      body: task.body,
-      wire: toWireBody(task.entry, task.body, callbackUrl),
-      media,
-      mediaNotes,
-      estimate: task.entry.estimate(task.body, media, prices, task.spec.mediaSeconds),
-    });
+    yield {
+      ok: true,
+      task: {
+        spec: task.spec,
+        entry: task.entry,
+        body: task.body,
+        wire: toWireBody(task.entry, task.body, callbackUrl),
+        media,
+        mediaNotes,
+        estimate: task.entry.estimate(task.body, media, prices, task.spec.mediaSeconds),
+      },
+    };
+  }
+}
+
+/** Every task priced, or every problem found (repeats collapsed). */
+export function priceTasks(
+  tasks: readonly CheckedTask[],
+  measured: ReadonlyMap<string, ProbeResult> | undefined,
+  prices: PriceTable,
+  callbackUrl?: string,
+): { tasks: PlannedTask[]; problems: ManifestProblem[] } {
+  const planned: PlannedTask[] = [];
+  const problems: ManifestProblem[] = [];
+  for (const priced of pricedTasks(tasks, measured, prices, callbackUrl)) {
+    if (priced.ok) planned.push(priced.task);
+    else problems.push(...priced.problems);
   }
   return { tasks: planned, problems: collapseRepeats(problems) };
 }
@@ -167,13 +190,15 @@ export function tokensToUsd(tokens: number): number {
   return Math.round(tokens * USD_PER_TOKEN * 1e6) / 1e6;
 }
 
-export function planTotals(tasks: readonly PlannedTask[]): PlanTotals {
+export function planTotals(tasks: Iterable<PlannedTask>): PlanTotals {
   const byModel: Record<string, ModelTotals> = {};
   let tokens = 0;
   let min = 0;
   let max = 0;
   let assumedPrice = false;
+  let count = 0;
   for (const task of tasks) {
+    count++;
     const e = task.estimate;
     const m = byModel[task.entry.model] ?? { tasks: 0, tokens: 0, min: 0, max: 0, usd: 0 };
     byModel[task.entry.model] = m;
@@ -187,5 +212,5 @@ export function planTotals(tasks: readonly PlannedTask[]): PlanTotals {
     max = roundTokens(max + e.max);
     assumedPrice ||= e.assumedPrice;
   }
-  return { tasks: tasks.length, tokens, min, max, usd: tokensToUsd(tokens), byModel, assumedPrice };
+  return { tasks: count, tokens, min, max, usd: tokensToUsd(tokens), byModel, assumedPrice };
 }

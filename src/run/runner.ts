@@ -3,6 +3,7 @@
 // guarantee: intent committed -> POST -> img_uuid and cost committed. Anything that interrupts it leaves
 // a row that says what may have happened, and a resumed run reads those rows, never its memory.
 
+import { setMaxListeners } from 'node:events';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import type { ApiClient } from '../api/client.js';
@@ -11,7 +12,7 @@ import type { SubmitOutcome } from '../api/outcome.js';
 import type { JobRecord } from '../api/schemas.js';
 import { findEntry } from '../catalog/index.js';
 import type { CatalogEntry, RequestBody, ResultItemKind } from '../catalog/types.js';
-import type { Store, TaskRecord, TaskState } from '../store/index.js';
+import type { NewFile, Store, TaskRecord, TaskState } from '../store/index.js';
 import { withoutSignedQueries } from '../store/index.js';
 import { writeFileAtomic } from '../util/fsatomic.js';
 import type { Logger } from '../util/log.js';
@@ -20,6 +21,7 @@ import { taskFolderName } from './names.js';
 import { DueQueue, nextPollDelay, type PollProfiles } from './polling.js';
 import { fitsBudget } from './preflight.js';
 import { planResults } from './results.js';
+import { WriteQueue } from './writes.js';
 
 export type StopReason =
   | 'interrupted'
@@ -146,6 +148,7 @@ export class Runner {
   readonly #downloading = new Set<string>();
   readonly #unknownStatusesLogged = new Set<string>();
   readonly #pollLimit;
+  readonly #writes: WriteQueue;
   readonly #downloadLimit;
   readonly #pending = new Set<Promise<unknown>>();
   #wakeWatcher: (() => void) | undefined;
@@ -159,6 +162,9 @@ export class Runner {
     this.#sleep = deps.sleep ?? defaultSleep;
     this.#log = deps.logger.child({ run: opts.runId });
     this.#pollLimit = pLimit(opts.pollConcurrency);
+    this.#writes = new WriteQueue(deps.store);
+    // Every download and sleep listens on these; dozens at once are expected, not a leak.
+    setMaxListeners(0, this.#halt.signal, this.#stopSubmitting.signal);
     this.#downloadLimit = pLimit(opts.downloadConcurrency);
     const onStop = () =>
       this.#requestStop(
@@ -361,11 +367,12 @@ export class Runner {
     try {
       for (let attempt = 0; ; attempt++) {
         // The intent is committed before a byte is sent: a crash from here on leaves the task in doubt.
-        const attemptNo = store.recordSubmitIntent(runId, task.taskId);
+        const attemptNo = await this.#writes.write(() => store.recordSubmitIntent(runId, task.taskId));
         const outcome = await client.submit(entry.endpoint, body);
+        const retry = await this.#recordOutcome(task, entry, attemptNo, outcome);
+        // Only now is the real cost (or its absence) recorded: until then the worst case stays counted.
         answered = true;
         this.#inFlightMax -= task.estimate.max;
-        const retry = this.#recordOutcome(task, entry, attemptNo, outcome);
         // A worst case became a real cost: a task waiting for room under the budget may fit now.
         this.#wakeSubmitter();
         if (retry === 'done') return;
@@ -425,26 +432,29 @@ export class Runner {
   }
 
   /** Records one answer. Returns 'retry' when the same request may be sent again. */
-  #recordOutcome(
+  async #recordOutcome(
     task: TaskRecord,
     entry: CatalogEntry,
     attemptNo: number,
     outcome: SubmitOutcome,
-  ): 'done' | 'retry' {
+  ): Promise<'done' | 'retry'> {
     const { store, keyFingerprint } = this.#deps;
+    const write = <T>(w: () => T) => this.#writes.write(w);
     const { runId } = this.#opts;
     const id = task.taskId;
     switch (outcome.type) {
       case 'accepted': {
-        store.recordSubmitted(runId, id, attemptNo, {
-          imgUuid: outcome.imgUuid,
-          cost: outcome.cost,
-          keyFingerprint,
+        const fresh = await write(() => {
+          store.recordSubmitted(runId, id, attemptNo, {
+            imgUuid: outcome.imgUuid,
+            cost: outcome.cost,
+            keyFingerprint,
+          });
+          return store.getTask(runId, id);
         });
         this.#charged += outcome.cost;
         this.#giveUpStreak = 0;
         this.#log.info({ task: id, img_uuid: outcome.imgUuid, cost: outcome.cost }, 'submitted');
-        const fresh = store.getTask(runId, id);
         if (fresh) this.#watch(fresh, 0, entry);
         else this.#releaseSlot(id);
         // The job may have ended before its submission answer reached us (a fast job, a slow answer).
@@ -452,21 +462,25 @@ export class Runner {
         return 'done';
       }
       case 'rejected':
-        store.recordNotCharged(runId, id, attemptNo, {
-          outcome: 'rejected',
-          httpStatus: outcome.httpStatus,
-          code: 400,
-          message: outcome.message,
-        });
+        await write(() =>
+          store.recordNotCharged(runId, id, attemptNo, {
+            outcome: 'rejected',
+            httpStatus: outcome.httpStatus,
+            code: 400,
+            message: outcome.message,
+          }),
+        );
         this.#log.warn({ task: id, msg: outcome.message }, 'rejected by the API (not charged)');
         this.#releaseSlot(id);
         return 'done';
       case 'insufficient-tokens':
-        store.recordNotCharged(runId, id, attemptNo, {
-          outcome: 'not_charged',
-          code: 100,
-          message: outcome.message,
-        });
+        await write(() =>
+          store.recordNotCharged(runId, id, attemptNo, {
+            outcome: 'not_charged',
+            code: 100,
+            message: outcome.message,
+          }),
+        );
         this.#requestStop(
           'insufficient-tokens',
           'the balance ran out (code 100): top up, then run again to continue',
@@ -474,11 +488,13 @@ export class Runner {
         this.#releaseSlot(id);
         return 'done';
       case 'quota-exceeded':
-        store.recordNotCharged(runId, id, attemptNo, {
-          outcome: 'not_charged',
-          code: 101,
-          message: outcome.message,
-        });
+        await write(() =>
+          store.recordNotCharged(runId, id, attemptNo, {
+            outcome: 'not_charged',
+            code: 101,
+            message: outcome.message,
+          }),
+        );
         if (outcome.used !== undefined && outcome.quota !== undefined) {
           this.#quota = { used: outcome.used, quota: outcome.quota, period: outcome.period ?? 'monthly' };
           store.recordQuota(keyFingerprint, this.#quota);
@@ -490,11 +506,13 @@ export class Runner {
         this.#releaseSlot(id);
         return 'done';
       case 'unauthorized':
-        store.recordNotCharged(runId, id, attemptNo, {
-          outcome: 'not_charged',
-          httpStatus: 401,
-          message: outcome.message,
-        });
+        await write(() =>
+          store.recordNotCharged(runId, id, attemptNo, {
+            outcome: 'not_charged',
+            httpStatus: 401,
+            message: outcome.message,
+          }),
+        );
         this.#haltNow(
           'unauthorized',
           'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL',
@@ -502,10 +520,12 @@ export class Runner {
         this.#releaseSlot(id);
         return 'done';
       case 'retryable':
-        store.recordNotCharged(runId, id, attemptNo, { outcome: 'not_charged', message: outcome.reason });
+        await write(() =>
+          store.recordNotCharged(runId, id, attemptNo, { outcome: 'not_charged', message: outcome.reason }),
+        );
         return 'retry';
       case 'in-doubt':
-        store.recordInDoubt(runId, id, attemptNo, { message: outcome.reason });
+        await write(() => store.recordInDoubt(runId, id, attemptNo, { message: outcome.reason }));
         this.#inDoubtMax += task.estimate.max;
         this.#log.warn({ task: id, reason: outcome.reason }, 'answer lost after sending: task is in doubt');
         this.#releaseSlot(id);
@@ -641,7 +661,7 @@ export class Runner {
     switch (outcome.type) {
       case 'ok': {
         watched.misses = 0;
-        this.#onJobRecord(watched, outcome.value, source, nextAt);
+        await this.#onJobRecord(watched, outcome.value, source, nextAt);
         return outcome.value.status;
       }
       case 'unauthorized':
@@ -670,18 +690,36 @@ export class Runner {
         break;
     }
     const at = nextAt();
-    store.notePolled(runId, taskId, new Date(at));
+    this.#notePolled(taskId, at);
     this.#schedule(taskId, at);
     return undefined;
   }
 
+  /** Poll bookkeeping is for people reading the state; it rides along with the next commit. */
+  #notePolled(taskId: string, at: number): void {
+    const { store } = this.#deps;
+    const { runId } = this.#opts;
+    this.#writes
+      .write(() => store.notePolled(runId, taskId, new Date(at)))
+      .catch((error: unknown) =>
+        this.#log.debug({ task: taskId, err: error }, 'poll bookkeeping not recorded'),
+      );
+  }
+
   /** A job record from a poll (or, later, a confirmed callback): record the status, then act on it. */
-  #onJobRecord(watched: Watched, record: JobRecord, source: 'poll' | 'callback', nextAt: () => number): void {
+  async #onJobRecord(
+    watched: Watched,
+    record: JobRecord,
+    source: 'poll' | 'callback',
+    nextAt: () => number,
+  ): Promise<void> {
     const { store } = this.#deps;
     const { runId } = this.#opts;
     const taskId = watched.task.taskId;
     const status = record.status;
-    const result = store.recordJobStatus(watched.task.imgUuid ?? '', status, record, source);
+    const result = await this.#writes.write(() =>
+      store.recordJobStatus(watched.task.imgUuid ?? '', status, record, source),
+    );
     if (!result.knownStatus) {
       const key = `${taskId}:${status}`;
       if (!this.#unknownStatusesLogged.has(key)) {
@@ -709,7 +747,7 @@ export class Runner {
     }
     if (result.moved) this.#progress();
     const at = nextAt();
-    store.notePolled(runId, taskId, new Date(at));
+    this.#notePolled(taskId, at);
     this.#schedule(taskId, at);
   }
 
@@ -736,9 +774,10 @@ export class Runner {
     const plan = planResults(watched.entry, body, record.json);
     const folder = join(runDir, taskFolderName(task.taskId));
     if (plan.problems.length > 0 && plan.files.length === 0) {
-      store.markFailed(runId, task.taskId, plan.problems.join('; '));
+      await this.#writes.write(() => store.markFailed(runId, task.taskId, plan.problems.join('; ')));
       return;
     }
+    const done: NewFile[] = [];
     for (const file of plan.files) {
       if (this.#halt.signal.aborted) return;
       const dest = join(folder, file.fileName);
@@ -749,15 +788,15 @@ export class Runner {
             ? `the result link expired before it could be downloaded (${file.fileName}); the job was charged`
             : `download of ${file.fileName} failed: ${result.message}`;
         if (result.type === 'expired' || !result.retrySafe) {
-          store.markFailed(runId, task.taskId, message);
+          await this.#writes.write(() => store.markFailed(runId, task.taskId, message));
         } else {
           // Still downloading: a later run looks at the job again and retries with a fresh link.
-          store.setTaskError(runId, task.taskId, message);
+          await this.#writes.write(() => store.setTaskError(runId, task.taskId, message));
         }
         this.#log.error({ task: task.taskId, file: file.fileName, type: result.type }, message);
         return;
       }
-      store.recordFile(runId, task.taskId, {
+      done.push({
         index: file.position,
         kind: (['image', 'audio', 'video', 'json'].includes(file.kind)
           ? file.kind
@@ -781,7 +820,11 @@ export class Runner {
       job: withoutSignedQueries(record),
     };
     await writeFileAtomic(join(folder, 'job.json'), `${JSON.stringify(jobFile, null, 2)}\n`);
-    store.markDone(runId, task.taskId);
+    // The files and the task's end in one commit: a task is done exactly when all its files are recorded.
+    await this.#writes.write(() => {
+      for (const file of done) store.recordFile(runId, task.taskId, file);
+      store.markDone(runId, task.taskId);
+    });
     this.#log.info({ task: task.taskId, files: plan.files.length }, 'done');
   }
 

@@ -6,6 +6,7 @@ import { FileStore } from './files.js';
 import { JobStore } from './jobs.js';
 import { LeaseStore } from './leases.js';
 import { LedgerStore } from './ledger.js';
+import { ReportReadStore } from './report-reads.js';
 import { RunStore } from './runs.js';
 import { ScheduleStore } from './schedules.js';
 import { SpendStore } from './spend.js';
@@ -19,9 +20,20 @@ export type { JobEvent } from './jobs.js';
 export { leaseHolder } from './leases.js';
 export { MIGRATIONS, type Migration } from './migrations.js';
 export { hostOf, withoutSignedQueries } from './redact.js';
+export {
+  REQUEST_TEXT_FIELDS,
+  type ReportModelFigures,
+  type ReportPagesOptions,
+  type ReportTaskRow,
+  type RequestTextField,
+  type RunFileTotals,
+} from './report-reads.js';
 export { periodOf } from './time.js';
 export * from './transitions.js';
 export * from './types.js';
+
+/** The outcome of one write of a `batch`. */
+export type BatchResult = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 export interface StoreOptions {
   now?: Clock;
@@ -55,6 +67,7 @@ export class Store {
   readonly tasksByState: TaskStore['tasksByState'];
   readonly nextPending: TaskStore['nextPending'];
   readonly countTasksByState: TaskStore['countTasksByState'];
+  readonly pendingByModel: TaskStore['pendingByModel'];
   readonly tasksToWatch: TaskStore['tasksToWatch'];
   readonly nextPollAt: TaskStore['nextPollAt'];
   readonly notePolled: TaskStore['notePolled'];
@@ -93,6 +106,11 @@ export class Store {
   readonly taskSpend: SpendStore['taskSpend'];
   readonly runKeys: SpendStore['runKeys'];
 
+  // The cost report, a page of tasks at a time
+  readonly reportTaskPages: ReportReadStore['reportTaskPages'];
+  readonly reportModelFigures: ReportReadStore['reportModelFigures'];
+  readonly runFileTotals: ReportReadStore['runFileTotals'];
+
   // Leases and schedules
   readonly acquireLease: LeaseStore['acquireLease'];
   readonly renewLease: LeaseStore['renewLease'];
@@ -126,6 +144,7 @@ export class Store {
     this.tasksByState = tasks.tasksByState.bind(tasks);
     this.nextPending = tasks.nextPending.bind(tasks);
     this.countTasksByState = tasks.countTasksByState.bind(tasks);
+    this.pendingByModel = tasks.pendingByModel.bind(tasks);
     this.tasksToWatch = tasks.tasksToWatch.bind(tasks);
     this.nextPollAt = tasks.nextPollAt.bind(tasks);
     this.notePolled = tasks.notePolled.bind(tasks);
@@ -165,6 +184,10 @@ export class Store {
     const spend = new SpendStore(db);
     this.taskSpend = spend.taskSpend.bind(spend);
     this.runKeys = spend.runKeys.bind(spend);
+    const reportReads = new ReportReadStore(db);
+    this.reportTaskPages = reportReads.reportTaskPages.bind(reportReads);
+    this.reportModelFigures = reportReads.reportModelFigures.bind(reportReads);
+    this.runFileTotals = reportReads.runFileTotals.bind(reportReads);
 
     const leases = new LeaseStore(db, now);
     this.acquireLease = leases.acquireLease.bind(leases);
@@ -181,6 +204,32 @@ export class Store {
   get isOpen(): boolean {
     return this.#db.open;
   }
+
+  /**
+   * Runs several writes in one transaction: one commit (one fsync) for all of them, which is what lets a
+   * run with many tasks in flight keep up. Each write gets its own savepoint, so one that throws (a
+   * refused move) is rolled back alone and reported in its slot; the others commit. Nothing is durable
+   * until this returns, and callers act on a write only after that.
+   */
+  batch(writes: readonly (() => unknown)[]): BatchResult[] {
+    if (!this.#batchAll) {
+      const savepoint = this.#db.transaction((write: () => unknown) => write());
+      this.#batchAll = this.#db.transaction((list: readonly (() => unknown)[], results: BatchResult[]) => {
+        for (const write of list) {
+          try {
+            results.push({ ok: true, value: savepoint(write) });
+          } catch (error) {
+            results.push({ ok: false, error });
+          }
+        }
+      });
+    }
+    const results: BatchResult[] = [];
+    this.#batchAll.immediate(writes, results);
+    return results;
+  }
+
+  #batchAll: { immediate: (list: readonly (() => unknown)[], results: BatchResult[]) => void } | undefined;
 
   /** The durability settings as SQLite reports them now, for `status` and tests. */
   pragmas(): { journalMode: string; synchronous: number; foreignKeys: number; busyTimeoutMs: number } {

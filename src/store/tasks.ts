@@ -73,6 +73,7 @@ export class TaskStore {
   readonly #markDone;
   readonly #markFailed;
   readonly #setError;
+  readonly #pendingByModel;
 
   constructor(db: Db, now: Clock) {
     this.#now = now;
@@ -173,10 +174,17 @@ export class TaskStore {
       `UPDATE tasks SET state = 'failed', error = :error, finished_at = :now, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state = 'downloading'`,
     );
+    this.#pendingByModel = db.prepare<
+      [string],
+      { model: string; tasks: number; tokens: number; min: number; max: number }
+    >(
+      `SELECT model, count(*) AS tasks, sum(est_tokens) AS tokens, sum(est_min) AS min, sum(est_max) AS max
+       FROM tasks WHERE run_id = ? AND state = 'pending' GROUP BY model ORDER BY min(seq)`,
+    );
     this.#setError = db.prepare<Key & { error: string | null; now: string }>(
       'UPDATE tasks SET error = :error, updated_at = :now WHERE run_id = :runId AND task_id = :taskId',
     );
-    this.#upsert = db.transaction((runId: string, specs: readonly NewTask[], acceptChanges: boolean) =>
+    this.#upsert = db.transaction((runId: string, specs: Iterable<NewTask>, acceptChanges: boolean) =>
       this.#upsertInTransaction(runId, specs, acceptChanges),
     );
   }
@@ -185,15 +193,11 @@ export class TaskStore {
    * Records the manifest's tasks for a run, in one transaction. New tasks are inserted as pending;
    * unchanged ones are left alone (only their estimate is refreshed); see UpsertResult for changed ones.
    */
-  upsertTasks(
-    runId: string,
-    specs: readonly NewTask[],
-    opts: { acceptChanges?: boolean } = {},
-  ): UpsertResult {
+  upsertTasks(runId: string, specs: Iterable<NewTask>, opts: { acceptChanges?: boolean } = {}): UpsertResult {
     return this.#upsert.immediate(runId, specs, opts.acceptChanges ?? false);
   }
 
-  #upsertInTransaction(runId: string, specs: readonly NewTask[], acceptChanges: boolean): UpsertResult {
+  #upsertInTransaction(runId: string, specs: Iterable<NewTask>, acceptChanges: boolean): UpsertResult {
     if (this.#runExists.get(runId) === undefined) throw unknownRun(runId);
     const existing = new Map<string, ExistingTask>();
     for (const row of this.#selectExisting.iterate(runId)) existing.set(row.task_id, row);
@@ -271,6 +275,13 @@ export class TaskStore {
     const counts = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
     for (const { state, n } of this.#countByState.iterate(runId)) counts[state] = n;
     return counts;
+  }
+
+  /** What is left to submit, per model in manifest order: counts and summed estimates, without loading rows. */
+  pendingByModel(
+    runId: string,
+  ): { model: string; tasks: number; tokens: number; min: number; max: number }[] {
+    return this.#pendingByModel.all(runId);
   }
 
   /** Submitted or running tasks whose next poll is due (never polled first), at most `limit`. */

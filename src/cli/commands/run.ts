@@ -4,6 +4,7 @@ import { join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import { downloadResult } from '../../api/download.js';
+import { roundTokens } from '../../catalog/index.js';
 import type { Config } from '../../config.js';
 import { writeReport } from '../../report/index.js';
 import {
@@ -36,7 +37,7 @@ import { EXIT, ExitError } from '../errors.js';
 import { fmtRange, fmtTokens, fmtUsd, table } from '../format.js';
 import type { CliIO } from '../io.js';
 import { makeMeasure, unauthorizedError } from '../wiring.js';
-import { buildPlan } from './plan.js';
+import { buildRunPlan, type RunPlan } from './plan.js';
 
 export interface RunFlags {
   yes?: boolean;
@@ -121,12 +122,12 @@ async function runWithClient(
   onSandbox: boolean,
 ): Promise<number> {
   const { io, config } = ctx;
-  const plan = await buildPlan(file, {
+  const plan = await buildRunPlan(file, {
     io,
     config,
     ...(flags.probe === false ? {} : { measure: makeMeasure() }),
   });
-  const settings = plan.manifest.settings;
+  const settings = plan.settings;
   const runId = flags.runId ?? settings.runId;
   if (!/^[A-Za-z0-9_-]+$/.test(runId)) {
     throw new ExitError(
@@ -202,14 +203,14 @@ interface DriveArgs {
   runDir: string;
   holder: string;
   leaseName: string;
-  plan: Awaited<ReturnType<typeof buildPlan>>;
+  plan: RunPlan;
   onSandbox: boolean;
 }
 
 async function driveRun(a: DriveArgs): Promise<number> {
   const { io, config } = a.ctx;
   const { store, runId, plan, flags } = a;
-  const settings = plan.manifest.settings;
+  const settings = plan.settings;
   const budget = [settings.budget, flags.budgetCap].reduce<number | undefined>(
     (min, b) => (b === undefined ? min : min === undefined ? b : Math.min(min, b)),
     undefined,
@@ -257,16 +258,12 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
   const upsert = store.upsertTasks(
     runId,
-    plan.tasks.map((t) => ({
-      taskId: t.spec.id,
-      model: t.entry.model,
-      endpoint: t.entry.endpoint,
-      // With a receiver, the callback URL is per task and added when sending (see Runner).
-      wireBody: JSON.stringify(listenAt ? withoutCallback(t.wire) : t.wire),
-      estimate: t.estimate,
-    })),
+    // With a receiver, the callback URL is per task and added when sending (see Runner).
+    plan.rows({ withoutCallback: Boolean(listenAt) }),
     { acceptChanges: flags.acceptChanges ?? false },
   );
+  // From here on only ids and totals are needed: the priced requests are in the store.
+  plan.release();
   if (upsert.changed.length > 0 && !flags.acceptChanges) {
     store.markRunState(runId, 'interrupted', EXIT.invalid);
     throw new ExitError(
@@ -301,9 +298,10 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
 
   const counts = store.countTasksByState(runId);
-  const pending = store.tasksByState(runId, ['pending']);
+  const pendingModels = store.pendingByModel(runId);
+  const pendingCount = pendingModels.reduce((n, m) => n + m.tasks, 0);
   const toWatch = counts.submitted + counts.running + counts.downloading;
-  if (pending.length === 0 && toWatch === 0) {
+  if (pendingCount === 0 && toWatch === 0) {
     store.markRunState(runId, 'finished', exitFor(undefined, counts));
     const code = exitFor(undefined, counts);
     out(
@@ -315,9 +313,9 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
 
   // ---- preflight ----
-  const remainingMax = pending.reduce((n, t) => n + t.estimate.max, 0);
-  const remainingTokens = pending.reduce((n, t) => n + t.estimate.tokens, 0);
-  const remainingMin = pending.reduce((n, t) => n + t.estimate.min, 0);
+  const remainingMax = roundTokens(pendingModels.reduce((n, m) => n + m.max, 0));
+  const remainingTokens = roundTokens(pendingModels.reduce((n, m) => n + m.tokens, 0));
+  const remainingMin = roundTokens(pendingModels.reduce((n, m) => n + m.min, 0));
   const balanceOutcome = await a.client.getBalance();
   if (balanceOutcome.type === 'unauthorized') {
     store.markRunState(runId, 'interrupted', EXIT.unauthorized);
@@ -337,35 +335,26 @@ async function driveRun(a: DriveArgs): Promise<number> {
     allowPartial: flags.allowPartial ?? false,
   });
 
-  const byModel = new Map<string, { n: number; tokens: number; min: number; max: number }>();
-  for (const t of pending) {
-    const m = byModel.get(t.model) ?? { n: 0, tokens: 0, min: 0, max: 0 };
-    m.n++;
-    m.tokens += t.estimate.tokens;
-    m.min += t.estimate.min;
-    m.max += t.estimate.max;
-    byModel.set(t.model, m);
-  }
   out(
     existing
       ? `Resuming run ${runId} (${describeCounts(counts)})`
-      : `Run ${runId}: ${plan.tasks.length} tasks from ${a.file}`,
+      : `Run ${runId}: ${plan.totals.tasks} tasks from ${a.file}`,
   );
-  if (pending.length > 0) {
+  if (pendingCount > 0) {
     out(
       table([
         ['  MODEL', 'TASKS', 'TOKENS', 'USD'],
-        ...[...byModel].map(([model, m]) => [
-          `  ${model}`,
-          String(m.n),
-          fmtRange(m.tokens, m.min, m.max),
-          fmtUsd(m.max),
+        ...pendingModels.map((m) => [
+          `  ${m.model}`,
+          String(m.tasks),
+          fmtRange(roundTokens(m.tokens), roundTokens(m.min), roundTokens(m.max)),
+          fmtUsd(roundTokens(m.max)),
         ]),
       ]),
     );
   }
   out(
-    `  To submit: ${pending.length} task(s), ${fmtRange(remainingTokens, remainingMin, remainingMax)} tokens (up to ${fmtUsd(remainingMax)})`,
+    `  To submit: ${pendingCount} task(s), ${fmtRange(remainingTokens, remainingMin, remainingMax)} tokens (up to ${fmtUsd(remainingMax)})`,
   );
   if (toWatch > 0) out(`  Already submitted and still watched: ${toWatch}`);
   out(
@@ -391,9 +380,9 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
   if (decision.refusals.length > 0)
     out(`  --allow-partial: ${decision.refusals.join('; ')}; the run stops cleanly when money runs out`);
-  if (io.interactive && !flags.yes && pending.length > 0) {
+  if (io.interactive && !flags.yes && pendingCount > 0) {
     const ok = await confirm(
-      `Submit ${pending.length} task(s) for up to ${fmtTokens(remainingMax)} tokens? [y/N] `,
+      `Submit ${pendingCount} task(s) for up to ${fmtTokens(remainingMax)} tokens? [y/N] `,
     );
     if (!ok) {
       store.markRunState(runId, existing ? 'interrupted' : 'refused', EXIT.refused);
@@ -427,23 +416,19 @@ async function driveRun(a: DriveArgs): Promise<number> {
   signals?.on('SIGINT', onInt);
   signals?.on('SIGTERM', onTerm);
 
-  const total = plan.tasks.length;
+  const total = plan.totals.tasks;
   const view = new ProgressView({
     out: io.stdout,
     interactive: io.interactive,
     total: Object.values(store.countTasksByState(runId)).reduce((n, c) => n + c, 0),
-    estimate: plan.tasks.reduce((n, t) => n + t.estimate.tokens, 0),
+    estimate: plan.totals.tokens,
   });
   const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
   let runnerRef: Runner | undefined;
   const receiver =
     listenAt && callbackToken
-      ? await startReceiver(
-          listenAt,
-          callbackToken,
-          plan.tasks.map((t) => t.spec.id),
-          a.ctx.logger,
-          (hint) => runnerRef?.hint(hint),
+      ? await startReceiver(listenAt, callbackToken, plan.taskIds, a.ctx.logger, (hint) =>
+          runnerRef?.hint(hint),
         )
       : undefined;
   const callbackBase = receiver ? (publicBase ?? receiver.localUrl) : undefined;
@@ -473,7 +458,8 @@ async function driveRun(a: DriveArgs): Promise<number> {
         ? { callbackUrlFor: (taskId: string) => callbackUrlFor(callbackBase, callbackToken, taskId) }
         : {}),
       pollConcurrency: 16,
-      downloadConcurrency: 4,
+      // Downloads are the slowest step per task (two fsyncs each); keep pace with what is in flight.
+      downloadConcurrency: Math.max(4, Math.min(flags.concurrency ?? settings.concurrency, 32)),
       maxDownloadBytes: 2 * 1024 ** 3,
       downloadTimeoutMs: 60_000,
       submitRetries: 5,
@@ -581,11 +567,6 @@ function parseListenOrExit(value: string): { host: string; port: number } {
   } catch (error) {
     throw new ExitError(EXIT.invalid, (error as Error).message);
   }
-}
-
-function withoutCallback(wire: Record<string, unknown>): Record<string, unknown> {
-  const { custom_callback_url: _dropped, ...rest } = wire;
-  return rest;
 }
 
 async function startReceiver(

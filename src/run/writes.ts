@@ -1,0 +1,52 @@
+// Group commit: the store writes asked for in one turn of the event loop are committed together, in one
+// transaction (one fsync), and each caller resumes only after that commit. With many tasks in flight this
+// turns dozens of fsyncs into one, without weakening any ordering: a submission still waits for its
+// committed intent, and an answer is durable before anything acts on it.
+
+import type { Store } from '../store/index.js';
+
+interface Queued {
+  write: () => unknown;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+export class WriteQueue {
+  readonly #store: Store;
+  #queued: Queued[] = [];
+  #scheduled = false;
+
+  constructor(store: Store) {
+    this.#store = store;
+  }
+
+  write<T>(write: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#queued.push({ write, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.#scheduled) {
+        this.#scheduled = true;
+        setImmediate(() => this.#flush());
+      }
+    });
+  }
+
+  #flush(): void {
+    this.#scheduled = false;
+    const queued = this.#queued;
+    this.#queued = [];
+    let results: ReturnType<Store['batch']>;
+    try {
+      results = this.#store.batch(queued.map((q) => q.write));
+    } catch (error) {
+      // The commit itself failed (disk full, database closed): nothing of this batch is recorded.
+      for (const q of queued) q.reject(error);
+      return;
+    }
+    results.forEach((result, i) => {
+      const q = queued[i];
+      if (!q) return;
+      if (result.ok) q.resolve(result.value);
+      else q.reject(result.error);
+    });
+  }
+}
