@@ -58,7 +58,11 @@ interface Started {
 }
 
 /** Starts `schedule` in-process on a fake clock near the real time (the ledger's period comes from the real one). */
-async function startSchedule(manifest: string, sb: Sandbox): Promise<Started> {
+async function startSchedule(
+  manifest: string,
+  sb: Sandbox,
+  flags: { probe: false; allowPartial?: boolean } = { probe: false },
+): Promise<Started> {
   const start = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 30_000);
   const clock = new FakeClock(start);
   let out = '';
@@ -76,21 +80,17 @@ async function startSchedule(manifest: string, sb: Sandbox): Promise<Started> {
   const logger = pino({ level: 'info' }, { write: (line: string) => logLines.push(line) });
   const config = await loadConfig({ cwd: dir, env });
   let scheduler: Scheduler | undefined;
-  const done = scheduleCommand(
-    [manifest],
-    { probe: false },
-    {
-      io,
-      config,
-      statePath: 'state/mediabatch.db',
-      logger,
-      timers: clock,
-      pollScale: 0.01,
-      onStarted: (s) => {
-        scheduler = s;
-      },
+  const done = scheduleCommand([manifest], flags, {
+    io,
+    config,
+    statePath: 'state/mediabatch.db',
+    logger,
+    timers: clock,
+    pollScale: 0.01,
+    onStarted: (s) => {
+      scheduler = s;
     },
-  );
+  });
   while (scheduler === undefined) await new Promise((r) => setImmediate(r));
   return { done, scheduler, clock, io, stdout: () => out, logLines };
 }
@@ -104,6 +104,38 @@ async function until(what: string, check: () => boolean): Promise<void> {
 }
 
 describe('mediabatch schedule against the sandbox', () => {
+  it('with --allow-partial, a firing over what is left of budget_per_period runs and stops at the cap', async () => {
+    sandbox = await startSandbox({ port: 0, speed: 0 });
+    // Five images (1 token worst case) against a period cap of 0.5: refused without --allow-partial.
+    writeFileSync(
+      join(dir, 'capped.yaml'),
+      [
+        'version: 1',
+        'name: capped',
+        'run: "{{name}}-{{datetime}}"',
+        'schedule: "0 * * * * *"',
+        'output: out',
+        'budget_per_period: 0.5',
+        'concurrency: 1',
+        'tasks:',
+        '  - id: "shot-{{index}}"',
+        '    model: flat-image',
+        '    repeat: 5',
+        '    input: { prompt: "A studio photo of mug {{index}}" }',
+        '',
+      ].join('\n'),
+    );
+    const s = await startSchedule('capped.yaml', sandbox, { probe: false, allowPartial: true });
+    await s.clock.advance(30_000);
+    await s.scheduler.idle();
+    // Two images fit under 0.5 (0.4); the third would pass it: the run stops cleanly, resumable.
+    expect(sandbox.state().jobs).toHaveLength(2);
+    expect(1000 - sandbox.state().balance).toBeCloseTo(0.4, 6);
+    expect(s.stdout()).toMatch(/the budget of 0\.5 tokens cannot cover the next task/);
+    s.io.signals.emit('SIGTERM');
+    expect(await s.done).toBe(0);
+  });
+
   it('the period budget stops a run: the second firing would pass budget_per_period and is refused, not fatal', async () => {
     sandbox = await startSandbox({ port: 0, speed: 0 });
     const file = writeManifest('budget_per_period: 0.5');

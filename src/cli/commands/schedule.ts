@@ -163,6 +163,7 @@ async function fireRun(
     });
     const settings = plan.manifest.settings;
     runId = settings.runId;
+    let budgetCap: number | undefined;
     if (settings.budgetPerPeriod !== undefined) {
       const period = periodOf(firing.at);
       const decision = checkPeriodBudget({
@@ -171,7 +172,10 @@ async function fireRun(
         worstCase: worstCase(store, runId, plan.tasks),
         period,
       });
-      if (!decision.ok) return { outcome: 'refused', runId, message: decision.message };
+      if (!decision.ok && !flags.allowPartial)
+        return { outcome: 'refused', runId, message: decision.message };
+      // The run itself stops at what is left of the period's cap (its own earlier charges count as its own).
+      budgetCap = decision.remaining + (store.getRun(runId) ? store.runSpent(runId).net : 0);
     }
     if (firing.stopping.aborted) {
       return { outcome: 'not-started', runId, message: 'not started: mediabatch schedule is stopping' };
@@ -182,6 +186,7 @@ async function fireRun(
       ...(flags.allowPartial ? { allowPartial: true } : {}),
       ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
       ...(flags.probe === false ? { probe: false } : {}),
+      ...(budgetCap !== undefined ? { budgetCap } : {}),
     };
     const code = await runCommand(firing.manifestPath, runFlags, {
       io,
