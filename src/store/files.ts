@@ -5,7 +5,7 @@ import { hostOf } from './redact.js';
 import { fromIso, toIso } from './time.js';
 import type { Clock, FileRecord, NewFile } from './types.js';
 
-interface FileRow {
+export interface FileRow {
   run_id: string;
   task_id: string;
   idx: number;
@@ -17,7 +17,8 @@ interface FileRow {
   completed_at: string;
 }
 
-function toFile(row: FileRow): FileRecord {
+/** Shared with the report's paged reads, which select the same columns. */
+export function toFile(row: FileRow): FileRecord {
   return {
     runId: row.run_id,
     taskId: row.task_id,

@@ -3,9 +3,10 @@
 // and without the request body: only the few text fields of it that the gallery shows. So writing the
 // report of 100,000 tasks holds one page of them, never the run.
 
-import type { Estimate, ResultItemKind } from '../catalog/types.js';
+import type { Estimate } from '../catalog/types.js';
 import type { Db } from './db.js';
-import { fromIso, fromIsoOrNull } from './time.js';
+import { type FileRow, toFile } from './files.js';
+import { fromIsoOrNull } from './time.js';
 import { type FileRecord, TASK_STATES, type TaskSpend, type TaskState } from './types.js';
 
 /** The request fields a person reads as the task's text, in the order the gallery prefers them. */
@@ -108,17 +109,7 @@ interface FigureRow {
   jobs: number;
 }
 
-interface PageFileRow {
-  run_id: string;
-  task_id: string;
-  idx: number;
-  kind: ResultItemKind;
-  path: string;
-  bytes: number;
-  sha256: string;
-  source_host: string | null;
-  completed_at: string;
-}
+type PageFileRow = FileRow;
 
 interface PageSpendRow {
   task_id: string;
@@ -351,19 +342,5 @@ function emptyFigures(model: string): ReportModelFigures {
     pricedListPrice: 0,
     pricedCharged: 0,
     inDoubtMax: 0,
-  };
-}
-
-function toFile(row: PageFileRow): FileRecord {
-  return {
-    runId: row.run_id,
-    taskId: row.task_id,
-    index: row.idx,
-    kind: row.kind,
-    path: row.path,
-    bytes: row.bytes,
-    sha256: row.sha256,
-    sourceHost: row.source_host,
-    completedAt: fromIso(row.completed_at),
   };
 }

@@ -12,12 +12,7 @@ export async function writeFileAtomic(path: string, data: string | Buffer): Prom
   } finally {
     await handle.close();
   }
-  try {
-    await rename(temp, path);
-  } catch (error) {
-    await rm(temp, { force: true });
-    throw error;
-  }
+  await moveIntoPlace(temp, path);
 }
 
 /** Where a streamed file's content goes, a piece at a time. */
@@ -72,6 +67,11 @@ export async function writeFileAtomicStream(
     throw error;
   }
   await handle.close();
+  await moveIntoPlace(temp, path);
+}
+
+/** The last step of both writers: the complete, fsynced temporary file takes the final name. */
+async function moveIntoPlace(temp: string, path: string): Promise<void> {
   try {
     await rename(temp, path);
   } catch (error) {
