@@ -475,59 +475,64 @@ async function driveRun(a: DriveArgs): Promise<number> {
     if (!store.renewLease(a.leaseName, a.holder, LEASE_TTL_MS)) runner.leaseLost();
   }, LEASE_TTL_MS / 4);
   renew.unref();
-  let result: RunResult;
+  // The handlers stay until the command ends: a second Ctrl-C while the closing balance is fetched or
+  // the report is written must still quit at once, not fall back to the default (a kill by SIGINT).
   try {
-    result = await runner.run();
+    let result: RunResult;
+    try {
+      result = await runner.run();
+    } finally {
+      clearInterval(renew);
+      await receiver?.close();
+      view.close();
+    }
+
+    const after = await a.client.getBalance();
+    if (after.type === 'ok') store.setRunBalance(runId, { after: after.value });
+    const code = exitFor(result.stopReason, result.counts);
+    const unfinished = UNFINISHED.reduce((n, s) => n + result.counts[s], 0);
+    store.markRunState(runId, unfinished === 0 && !result.stopReason ? 'finished' : 'interrupted', code);
+    const report = await writeRunReport(store, runId, a.runDir, io, config);
+
+    const spent = store.runSpent(runId);
+    out('');
+    out(`Run ${runId}: ${describeCounts(result.counts)}`);
+    out(
+      `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtUsd(spent.net)}); estimated ${fmtTokens(plan.totals.tokens)}`,
+    );
+    if (after.type === 'ok') out(`  Balance now: ${fmtTokens(after.value)} tokens`);
+    if (result.counts.in_doubt > 0) {
+      out(
+        `  ${result.counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. They are not resubmitted; check your account, then run again with --retry-in-doubt to submit them anyway.`,
+      );
+    }
+    if (receiver) {
+      out(
+        `  Results: ${result.arrivals.callback} arrived by callback, ${result.arrivals.poll} by polling (${receiver.stats.received} callbacks received, ${receiver.stats.ignored} ignored)`,
+      );
+    }
+    out(`  Files: ${displayPath(io.cwd, a.runDir)}`);
+    if (report) out(report);
+    if (total !== result.counts.done && code === EXIT.someFailed)
+      out('  `mediabatch status` lists what failed and why.');
+    if (result.stopReason) {
+      throw new ExitError(
+        code as 4 | 5,
+        result.stopMessage ?? `stopped (${result.stopReason}); run the same command again to continue`,
+      );
+    }
+    if (code === EXIT.interrupted) {
+      throw new ExitError(
+        EXIT.interrupted,
+        `${unfinished} task(s) are unfinished: run the same command again to continue`,
+      );
+    }
+    if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(runId, result.counts));
+    return code;
   } finally {
-    clearInterval(renew);
-    await receiver?.close();
-    view.close();
     signals?.off('SIGINT', onInt);
     signals?.off('SIGTERM', onTerm);
   }
-
-  const after = await a.client.getBalance();
-  if (after.type === 'ok') store.setRunBalance(runId, { after: after.value });
-  const code = exitFor(result.stopReason, result.counts);
-  const unfinished = UNFINISHED.reduce((n, s) => n + result.counts[s], 0);
-  store.markRunState(runId, unfinished === 0 && !result.stopReason ? 'finished' : 'interrupted', code);
-  const report = await writeRunReport(store, runId, a.runDir, io, config);
-
-  const spent = store.runSpent(runId);
-  out('');
-  out(`Run ${runId}: ${describeCounts(result.counts)}`);
-  out(
-    `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtUsd(spent.net)}); estimated ${fmtTokens(plan.totals.tokens)}`,
-  );
-  if (after.type === 'ok') out(`  Balance now: ${fmtTokens(after.value)} tokens`);
-  if (result.counts.in_doubt > 0) {
-    out(
-      `  ${result.counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. They are not resubmitted; check your account, then run again with --retry-in-doubt to submit them anyway.`,
-    );
-  }
-  if (receiver) {
-    out(
-      `  Results: ${result.arrivals.callback} arrived by callback, ${result.arrivals.poll} by polling (${receiver.stats.received} callbacks received, ${receiver.stats.ignored} ignored)`,
-    );
-  }
-  out(`  Files: ${displayPath(io.cwd, a.runDir)}`);
-  if (report) out(report);
-  if (total !== result.counts.done && code === EXIT.someFailed)
-    out('  `mediabatch status` lists what failed and why.');
-  if (result.stopReason) {
-    throw new ExitError(
-      code as 4 | 5,
-      result.stopMessage ?? `stopped (${result.stopReason}); run the same command again to continue`,
-    );
-  }
-  if (code === EXIT.interrupted) {
-    throw new ExitError(
-      EXIT.interrupted,
-      `${unfinished} task(s) are unfinished: run the same command again to continue`,
-    );
-  }
-  if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(runId, result.counts));
-  return code;
 }
 
 /**

@@ -1,0 +1,77 @@
+// Ctrl-C twice quits at once, in a real process: the intent rows make that safe, and the next run
+// finishes without charging any task twice.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import type { SandboxState } from '../../src/sandbox/server.js';
+import { type Child, spawnCli, spawnSandbox } from '../helpers/child.js';
+
+let dir: string;
+let sandbox: Child;
+let sandboxUrl: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'mb-quit-'));
+  // Slow answers, so that submissions are in flight when Ctrl-C comes.
+  const started = await spawnSandbox(['--speed', '0', '--latency', '400', '--seed', '3']);
+  sandbox = started.child;
+  sandboxUrl = started.baseUrl;
+});
+
+afterAll(async () => {
+  sandbox?.proc.kill('SIGTERM');
+  await sandbox?.exited;
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function sandboxState(): Promise<SandboxState> {
+  const res = await request(`${sandboxUrl}/_sandbox/state`);
+  return (await res.body.json()) as SandboxState;
+}
+
+const env = () => ({
+  MEDIABATCH_API_KEY: 'sandbox-key',
+  MEDIABATCH_BASE_URL: sandboxUrl,
+  MEDIABATCH_POLL_SCALE: '0.01',
+});
+
+describe('run: Ctrl-C twice', () => {
+  it('quits at once with exit 4; the same command then finishes, no task charged twice', async () => {
+    const tasks = Array.from({ length: 8 }, (_, i) => ({
+      id: `img-${i + 1}`,
+      model: 'flat-image',
+      input: { prompt: `quit test ${i + 1}` },
+    }));
+    await writeFile(
+      join(dir, 'm.yaml'),
+      stringify({ version: 1, name: 'quit', concurrency: 4, output: 'out', tasks }),
+    );
+    const args = ['--state', join(dir, 'state.db'), 'run', 'm.yaml', '--yes'];
+    const child = spawnCli(args, { cwd: dir, env: env() });
+    const deadline = Date.now() + 20_000;
+    while ((await sandboxState()).requests.submit === 0) {
+      if (Date.now() > deadline) throw new Error(`no submission seen: ${child.stderr()}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.proc.kill('SIGINT');
+    await new Promise((r) => setTimeout(r, 30));
+    child.proc.kill('SIGINT');
+    const started = Date.now();
+    const exited = await child.exited;
+    if (exited !== 4) throw new Error(`exit ${exited}\nstdout: ${child.stdout()}\nstderr: ${child.stderr()}`);
+    // At once: well before the 400 ms answers in flight could all have come back and been recorded.
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(child.stderr()).toContain('Quit at once: tasks whose answer was not recorded are in doubt');
+
+    const again = spawnCli(args, { cwd: dir, env: env() });
+    const code = await again.exited;
+    // Tasks whose answer was cut off are in doubt (exit 2) or, if none were, everything is done (exit 0).
+    expect([0, 2]).toContain(code);
+    const jobs = (await sandboxState()).jobs;
+    expect(jobs.length).toBeLessThanOrEqual(tasks.length);
+    expect(again.stdout()).toMatch(/Run quit: \d+ done/);
+  });
+});
