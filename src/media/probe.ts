@@ -191,10 +191,19 @@ export function createProber(opts: ProberOptions = {}): Prober {
       ok: false,
       reason: `cannot measure ${displayLocation(location)}: ${why}`,
     });
-    if (kind === 'image') return fail('an image has no length to measure');
     const signal = AbortSignal.timeout(timeoutMs);
     try {
       const where = locate(location);
+      if (kind === 'image') {
+        // An image has no length; only its size matters (the face swap's reference image: 10 MB).
+        const bytes =
+          where.type === 'file'
+            ? await withLocalFile(where.path, async (media) => media.source.size)
+            : (await openRemote(where.url, { dispatcher: opts.dispatcher, maxBytes, timeoutMs, signal }))
+                .size;
+        if (bytes === undefined) return fail('the server does not say how large the image is');
+        return { ok: true, seconds: 0, bytes, container: 'image' };
+      }
       let measured: Measured;
       let bytes: number | undefined;
       if (where.type === 'file') {

@@ -1,5 +1,6 @@
 export type MediaKind = 'video' | 'audio' | 'image';
 
+/** For an image, `seconds` is 0: only `bytes` means something. */
 export type ProbeResult =
   | { ok: true; seconds: number; bytes?: number; container: string }
   | { ok: false; reason: string };

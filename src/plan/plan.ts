@@ -6,6 +6,7 @@ import type {
   CatalogEntry,
   Estimate,
   MediaDurations,
+  MediaField,
   PriceTable,
   RequestBody,
   RequestIssue,
@@ -87,13 +88,18 @@ export interface MediaNeed {
   kind: MediaKind;
 }
 
+/** A media field is measured when its length is billed or checked, or when the spec caps its size. */
+function measurable(field: MediaField): boolean {
+  return field.needsDuration || Number.isFinite(field.maxBytes);
+}
+
 /** The distinct media locations that must be measured to price these tasks. */
 export function mediaNeeds(tasks: readonly CheckedTask[]): MediaNeed[] {
   const seen = new Map<string, MediaNeed>();
   for (const task of tasks) {
     for (const field of task.entry.mediaFields) {
       const value = task.body[field.field];
-      if (field.needsDuration && typeof value === 'string' && !seen.has(value)) {
+      if (measurable(field) && typeof value === 'string' && !seen.has(value)) {
         seen.set(value, { location: value, kind: field.kind });
       }
     }
@@ -121,13 +127,18 @@ export function* pricedTasks(
     const sizeIssues: RequestIssue[] = [];
     for (const field of task.entry.mediaFields) {
       const value = task.body[field.field];
-      if (!field.needsDuration || typeof value !== 'string') continue;
+      if (!measurable(field) || typeof value !== 'string') continue;
       const result = measured?.get(value);
       if (result?.ok && result.bytes !== undefined && result.bytes > field.maxBytes) {
         sizeIssues.push({
           path: field.field,
           message: `the file is ${size(result.bytes, field.maxBytes)}; the limit is ${megabytes(field.maxBytes)} MB`,
         });
+      }
+      if (!field.needsDuration) {
+        // A field measured for its size only (an image): nothing to price from it.
+        if (result && !result.ok) mediaNotes.push(`${field.field}: ${result.reason}`);
+        continue;
       }
       if (result?.ok) media[field.field] = result.seconds;
       else if (result) mediaNotes.push(`${field.field}: ${result.reason}`);

@@ -166,9 +166,12 @@ async function measureMedia(
 ): Promise<{ media: MediaDurations; issues: RequestIssue[] }> {
   const media: MediaDurations = {};
   const issues: RequestIssue[] = [];
-  const fields = entry.mediaFields.filter((f) => f.needsDuration && typeof body[f.field] === 'string');
+  // Fields whose length is billed or checked, and fields the spec caps in size (the face swap's image).
+  const fields = entry.mediaFields.filter(
+    (f) => (f.needsDuration || Number.isFinite(f.maxBytes)) && typeof body[f.field] === 'string',
+  );
   await Promise.all(
-    fields.map(async ({ field, kind }) => {
+    fields.map(async ({ field, kind, maxBytes, needsDuration }) => {
       const location = body[field] as string;
       if (!/^https?:\/\//i.test(location)) {
         issues.push({
@@ -178,7 +181,14 @@ async function measureMedia(
         return;
       }
       const probe = await prober(location, kind);
-      if (probe.ok) media[field] = probe.seconds;
+      if (probe.ok && probe.bytes !== undefined && probe.bytes > maxBytes) {
+        issues.push({
+          path: field,
+          message: `the file is ${Math.round(probe.bytes / 1e5) / 10} MB; the limit is ${maxBytes / 1e6} MB`,
+        });
+      } else if (!needsDuration) {
+        // Only the size matters here; an image the sandbox cannot fetch is not billed by it.
+      } else if (probe.ok) media[field] = probe.seconds;
       else issues.push({ path: field, message: `could not measure the ${kind}'s duration: ${probe.reason}` });
     }),
   );

@@ -167,6 +167,27 @@ describe('plan measures media', () => {
     expect(r.code).toBe(1);
   });
 
+  it("refuses a face swap's reference image over 10 MB, measured by its size alone", async () => {
+    oversize = 12_000_000;
+    const swap = (img: string) => `  - id: swap
+    model: video-face-swap
+    input:
+      reference_video: ${server.base}/video-12s.mp4
+      reference_img: ${server.base}/${img}
+      start_time: 0
+      end_time: 5
+`;
+    const ok = await plan(swap('face.png'));
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout).tasks[0].estimate.tokens).toBeGreaterThan(0);
+    const r = await plan(swap('huge.mp4'));
+    expect(lines(r.stderr)).toEqual([
+      'm.yaml:8:22  task swap  input.reference_img: the file is 12 MB; the limit is 10 MB',
+      'mediabatch: 1 problem in m.yaml; fix it and run again',
+    ]);
+    expect(r.code).toBe(1);
+  });
+
   it('says the size in bytes when it only just passes the limit', async () => {
     oversize = 300_000_001;
     const r = await plan(avatar('big', 'huge.mp4', 'speech-8s.mp3'));

@@ -69,11 +69,21 @@ describe('measuring from the local disk', () => {
     ['clip-1s.m4a', 'video', 'it is M4A audio, and a video is needed'],
     ['speech-8s.mp3', 'video', 'it is MP3 audio, and a video is needed'],
     ['video-5s.mp4', 'audio', 'it has no audio track'],
-    ['person.png', 'image', 'an image has no length to measure'],
+    ['missing.png', 'image', 'file not found'],
     ['', 'video', 'it is a folder, not a file'],
   ] as const)('%s as %s is refused: %s', async (file, kind, why) => {
     const path = join(fixtures, file);
     expect(reasonOf(await probe(path, kind))).toBe(`cannot measure ${path}: ${why}`);
+  });
+
+  it('measures an image by its size only (its length means nothing)', async () => {
+    const path = join(fixtures, 'person.png');
+    expect(await probe(path, 'image')).toEqual({
+      ok: true,
+      seconds: 0,
+      bytes: await sizeOf('person.png'),
+      container: 'image',
+    });
   });
 
   it('accepts a video with sound where audio is asked (its audio track is used)', async () => {

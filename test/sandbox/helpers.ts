@@ -87,6 +87,10 @@ export async function serveFixtures(): Promise<MediaServer> {
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const name = decodeURIComponent((req.url ?? '/').slice(1).split('?')[0] ?? '');
     if (!/^[\w.-]+$/.test(name)) return void res.writeHead(404).end();
+    // `big-<bytes>.png`: a file of that size, to test size limits without committing one.
+    const big = /^big-(\d+)\.png$/.exec(name);
+    if (big)
+      return void res.writeHead(200, { 'content-length': Number(big[1]) }).end(Buffer.alloc(Number(big[1])));
     readFile(join(FIXTURES, name)).then(
       (bytes) => res.writeHead(200, { 'content-length': bytes.length }).end(bytes),
       () => res.writeHead(404).end('not found'),

@@ -207,6 +207,17 @@ const rejected: Array<[string, string, Body, RegExp]> = [
     /65/,
   ],
   [
+    'face swap: a 12 MB reference image (the limit is 10 MB)',
+    PATHS.faceSwap,
+    (m) => ({
+      reference_video: m.url('video-12s.mp4'),
+      reference_img: m.url('big-12000000.png'),
+      start_time: 0,
+      end_time: 5,
+    }),
+    /^reference_img: the file is 12 MB; the limit is 10 MB/,
+  ],
+  [
     'dance: 35 s reference video',
     PATHS.videos,
     (m) => ({
