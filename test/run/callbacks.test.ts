@@ -2,8 +2,10 @@
 // callbacks over loopback to the run's receiver. Where a test must know exactly which requests were
 // made, the sandbox runs on a clock the test moves, and polling runs at its real pace (the fallback is a
 // minute away), so every jobs/detail request the sandbox counts was caused by a callback.
+import { writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer } from 'node:http';
 import { type AddressInfo, createServer } from 'node:net';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { CliRun } from '../helpers/cli.js';
 import { images, makeRunEnv, type RunEnv, type TaskDecl, taskStates } from '../helpers/run-env.js';
@@ -607,5 +609,43 @@ describe('callbacks: run --sandbox --listen', () => {
     expect(result.code).toBe(1);
     expect(result.stderr).toBe(`mediabatch: ${message}\n`);
     expect(e.state().requests.submit).toBe(0);
+  });
+});
+
+describe('callbacks: a plain callback_url without a receiver', () => {
+  it('goes to the service when sending, is not part of the stored request, and changing it changes no task', async () => {
+    const e = await env({});
+    const manifest = (url: string, count: number) =>
+      [
+        'version: 1',
+        'name: batch',
+        'output: out',
+        `callback_url: ${url}`,
+        'tasks:',
+        '  - id: "img-{{index}}"',
+        '    model: flat-image',
+        `    repeat: ${count}`,
+        '    input: { prompt: "plain callback {{index}}" }',
+        '',
+      ].join('\n');
+    await writeFile(join(e.dir, 'plain.yaml'), manifest('http://127.0.0.1:9/first', 2));
+    expect((await e.run(['run', 'plain.yaml', '--yes'])).code).toBe(0);
+    expect(e.state().jobs.map((j) => j.callback_url)).toEqual([
+      'http://127.0.0.1:9/first',
+      'http://127.0.0.1:9/first',
+    ]);
+    const bodies = e.query<{ body: string }>('SELECT body FROM tasks');
+    expect(bodies).toHaveLength(2);
+    for (const { body } of bodies) expect(body).not.toContain('custom_callback_url');
+
+    // Another receiver of the user's, and one more task: the two sent tasks are unchanged, not resubmitted.
+    await writeFile(join(e.dir, 'plain.yaml'), manifest('http://127.0.0.1:9/second', 3));
+    const again = await e.run(['run', 'plain.yaml', '--yes']);
+    expect(again.code).toBe(0);
+    expect(e.state().jobs.map((j) => j.callback_url)).toEqual([
+      'http://127.0.0.1:9/first',
+      'http://127.0.0.1:9/first',
+      'http://127.0.0.1:9/second',
+    ]);
   });
 });

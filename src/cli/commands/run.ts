@@ -258,8 +258,9 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
   const upsert = store.upsertTasks(
     runId,
-    // With a receiver, the callback URL is per task and added when sending (see Runner).
-    plan.rows({ withoutCallback: Boolean(listenAt) }),
+    // The callback URL is added when sending (see Runner): where answers go is not part of what a task
+    // asks for, so changing it (or adding --listen) never makes a sent task look changed.
+    plan.rows({ withoutCallback: true }),
     { acceptChanges: flags.acceptChanges ?? false },
   );
   // From here on only ids and totals are needed: the priced requests are in the store.
@@ -438,6 +439,8 @@ async function driveRun(a: DriveArgs): Promise<number> {
     );
   }
   const profiles = scale === 1 ? DEFAULT_POLL_PROFILES : scaleProfiles(DEFAULT_POLL_PROFILES, scale);
+  // Without a receiver, the manifest's callback_url goes to the service as it is (for a receiver of the user's).
+  const plainCallback = settings.callbackUrl;
   const runner = new Runner(
     {
       store,
@@ -456,7 +459,9 @@ async function driveRun(a: DriveArgs): Promise<number> {
       pollProfiles: receiver ? fallbackProfiles(profiles, CALLBACK_FALLBACK_POLL_MS * scale) : profiles,
       ...(receiver && callbackBase && callbackToken
         ? { callbackUrlFor: (taskId: string) => callbackUrlFor(callbackBase, callbackToken, taskId) }
-        : {}),
+        : plainCallback
+          ? { callbackUrlFor: () => plainCallback }
+          : {}),
       pollConcurrency: 16,
       // Downloads are the slowest step per task (two fsyncs each); keep pace with what is in flight.
       downloadConcurrency: Math.max(4, Math.min(flags.concurrency ?? settings.concurrency, 32)),
