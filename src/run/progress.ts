@@ -33,14 +33,17 @@ export class ProgressView {
   #lastDecile = -1;
   #lastLine = '';
 
-  constructor(opts: { out: Out; interactive: boolean; total: number; estimate: number }) {
+  constructor(opts: { out: Out; interactive: boolean; total: number; estimate: number; now?: () => number }) {
+    this.#now = opts.now ?? Date.now;
+    this.#startedAt = this.#now();
     this.#out = opts.out;
     this.#total = opts.total;
     this.#estimate = opts.estimate;
     if (opts.interactive) {
       this.#bar = new cliProgress.SingleBar(
         {
-          format: '[{bar}] {summary} · ETA {eta_formatted}',
+          // Our own ETA: cli-progress prints "NF" until the first task finishes.
+          format: '[{bar}] {summary}{etaText}',
           // A terminal is a real stream; cli-progress needs its cursor functions.
           stream: opts.out as NodeJS.WriteStream,
           hideCursor: true,
@@ -49,7 +52,7 @@ export class ProgressView {
         },
         cliProgress.Presets.legacy,
       );
-      this.#bar.start(opts.total, 0, { summary: 'starting' });
+      this.#bar.start(opts.total, 0, { summary: 'starting', etaText: '' });
     }
   }
 
@@ -57,7 +60,7 @@ export class ProgressView {
     const finished = finishedCount(p.counts);
     const line = describeProgress(p, this.#total, this.#estimate);
     if (this.#bar) {
-      this.#bar.update(finished, { summary: line });
+      this.#bar.update(finished, { summary: line, etaText: this.#eta(finished) });
       return;
     }
     const decile = this.#total === 0 ? 10 : Math.floor((finished / this.#total) * 10);
@@ -68,7 +71,26 @@ export class ProgressView {
     }
   }
 
+  readonly #now: () => number;
+  readonly #startedAt: number;
+  #firstFinished: number | undefined;
+
+  /** From the pace since the view started (a resumed run's earlier tasks do not count). */
+  #eta(finished: number): string {
+    this.#firstFinished ??= finished;
+    return etaText(this.#now() - this.#startedAt, finished - this.#firstFinished, this.#total - finished);
+  }
+
   close(): void {
     this.#bar?.stop();
   }
+}
+
+/** ` · ETA 1m05s` from the time spent on the tasks finished so far; empty until one has finished. */
+export function etaText(elapsedMs: number, finishedSinceStart: number, left: number): string {
+  if (finishedSinceStart <= 0 || left <= 0) return '';
+  const seconds = Math.round(((elapsedMs / finishedSinceStart) * left) / 1000);
+  return seconds < 60
+    ? ` · ETA ${seconds}s`
+    : ` · ETA ${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
 }
