@@ -3,6 +3,7 @@
 // upscaler 2, x1.5 for enhance_face; estimates say so with `assumedPrice`.
 import { defineEntry } from './define.js';
 import { bool, httpUrl, num, oneOf } from './fields.js';
+import { DEFAULT_PRICES } from './prices.js';
 import { billedSeconds, range, roundTokens, tokens, usableHint } from './pricing.js';
 import { MB, VIDEO_RESULT } from './results.js';
 import { ENDPOINTS, type MediaDurations, type RequestBody } from './types.js';
@@ -83,7 +84,9 @@ export const faceSwap = defineEntry({
       );
     }
     if (body.upscaler === undefined) notes.push('upscaler default not shown: set upscaler to price exactly');
-    notes.push('assumed list price (not in the spec)');
+    // Our figure until the user sets their own under `prices:` (the multipliers follow the base price).
+    const assumed = p.perSecond === DEFAULT_PRICES['video-face-swap'].perSecond;
+    notes.push(assumed ? 'assumed list price (not in the spec)' : 'list price from your configuration');
     const billed = win.seconds === undefined ? undefined : billedSeconds(win.seconds);
     const up = billed !== undefined && win.seconds !== undefined && billed !== roundTokens(win.seconds);
     const seconds =
@@ -91,6 +94,11 @@ export const faceSwap = defineEntry({
     const basis = [[`${seconds} × ${tokens(p.perSecond)}`, ...parts].join(' '), ...notes].join('; ');
     const lowS = billed ?? 0;
     const highS = billed ?? win.max ?? WINDOW_MAX;
-    return range(lowS * p.perSecond * upLow * enhance, highS * p.perSecond * upHigh * enhance, basis, true);
+    return range(
+      lowS * p.perSecond * upLow * enhance,
+      highS * p.perSecond * upHigh * enhance,
+      basis,
+      assumed,
+    );
   },
 });

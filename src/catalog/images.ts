@@ -2,6 +2,7 @@
 import { defineEntry } from './define.js';
 import { ANIME_NEGATIVE_PROMPT, ANIME_SEED, PIXEL_ASPECT_RATIO } from './field-names.js';
 import { int, oneOf, str } from './fields.js';
+import { DEFAULT_PRICES } from './prices.js';
 import { exact, tokens } from './pricing.js';
 import { CHARACTER_RESULT, IMAGE_RESULT } from './results.js';
 import { ENDPOINTS } from './types.js';
@@ -82,10 +83,9 @@ export const ocMaker = defineEntry({
   result: CHARACTER_RESULT,
   estimate(_body, _media, prices) {
     const price = prices['oc-maker'].perJob;
-    return exact(
-      price,
-      `1 job × ${tokens(price)} (both stages billed once); assumed list price (not in the spec)`,
-      true,
-    );
+    // Our figure until the user sets their own under `prices:`.
+    const assumed = price === DEFAULT_PRICES['oc-maker'].perJob;
+    const source = assumed ? 'assumed list price (not in the spec)' : 'list price from your configuration';
+    return exact(price, `1 job × ${tokens(price)} (both stages billed once); ${source}`, assumed);
   },
 });

@@ -345,3 +345,35 @@ describe('mergePrices', () => {
     ]);
   });
 });
+
+describe('assumed prices a user confirms', () => {
+  it('are no longer called an assumption once set under prices:', () => {
+    const { prices } = mergePrices({ 'video-face-swap': { perSecond: 1.2 }, 'oc-maker': { perJob: 3 } });
+    const swap = CATALOG['video-face-swap'].estimate(
+      {
+        reference_video: 'https://x/v.mp4',
+        reference_img: 'https://x/f.png',
+        start_time: 0,
+        end_time: 10,
+        upscaler: 1,
+      },
+      {},
+      prices,
+    );
+    expect(swap).toMatchObject({ tokens: 12, assumedPrice: false });
+    expect(swap.basis).toContain('list price from your configuration');
+    const sheet = CATALOG['oc-maker'].estimate({ prompt: 'x', image_render_model: 'render-a' }, {}, prices);
+    expect(sheet).toEqual({
+      tokens: 3,
+      min: 3,
+      max: 3,
+      basis: '1 job × 3 tokens (both stages billed once); list price from your configuration',
+      assumedPrice: false,
+    });
+    // With our own figures, they say so.
+    expect(
+      CATALOG['oc-maker'].estimate({ prompt: 'x', image_render_model: 'render-a' }, {}, DEFAULT_PRICES)
+        .assumedPrice,
+    ).toBe(true);
+  });
+});
