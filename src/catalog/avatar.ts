@@ -89,13 +89,13 @@ function checkMedia(body: RequestBody, media: MediaDurations): RequestIssue[] {
   const tooShort = s < MIN_S;
   const tooLong = out !== undefined && s > MAX_S;
   if (!tooShort && !tooLong) return [];
-  const todo = tooShort
+  const advice = tooShort
     ? 'use longer media'
     : `set duration (${MIN_S} to ${MAX_S}) to use only the first seconds`;
   return [
     {
       path: bound.field,
-      message: `output length must be ${MIN_S} to ${MAX_S} s, measured ${s} s (${bound.how}); ${todo}`,
+      message: `output length must be ${MIN_S} to ${MAX_S} s, measured ${s} s (${bound.how}); ${advice}`,
     },
   ];
 }
