@@ -13,6 +13,16 @@ import { type CliRun, cli } from './cli.js';
 
 export const SANDBOX_KEY = 'sandbox-key';
 
+/** A task row of the state database, as the crash tests read it back. */
+export interface TaskRow {
+  task_id: string;
+  state: string;
+  img_uuid: string | null;
+  cost: number | null;
+  refunded: number | null;
+  body: string;
+}
+
 export interface TaskDecl {
   id: string;
   model: string;

@@ -12,7 +12,7 @@ import { stringify } from 'yaml';
 import type { SandboxState } from '../../src/sandbox/server.js';
 import { type ChargeProxy, startChargeProxy } from '../helpers/charge-proxy.js';
 import { type Child, seeded, spawnCli, spawnSandbox } from '../helpers/child.js';
-import { walk } from '../helpers/run-env.js';
+import { type TaskRow, walk } from '../helpers/run-env.js';
 
 const IMAGES = 24;
 const LINES = 16;
@@ -46,15 +46,6 @@ afterAll(async () => {
   await sandbox?.exited;
   await rm(dir, { recursive: true, force: true });
 });
-
-interface TaskRow {
-  task_id: string;
-  state: string;
-  img_uuid: string | null;
-  cost: number | null;
-  refunded: number | null;
-  body: string;
-}
 
 describe('run: kill -9 at random moments', () => {
   it('never charges a task twice and ends every task done, failed with its refund, or in doubt', async () => {

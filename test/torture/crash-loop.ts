@@ -14,7 +14,7 @@ import { stringify } from 'yaml';
 import type { SandboxState } from '../../src/sandbox/server.js';
 import { startChargeProxy } from '../helpers/charge-proxy.js';
 import { seeded, spawnCli, spawnSandbox } from '../helpers/child.js';
-import { walk } from '../helpers/run-env.js';
+import { type TaskRow, walk } from '../helpers/run-env.js';
 import { type Guarantee, guarantee } from './guarantees.js';
 
 export interface CrashTortureOptions {
@@ -57,15 +57,6 @@ export interface CrashFigures {
 export interface CrashTorture {
   figures: CrashFigures;
   guarantees: Guarantee[];
-}
-
-interface TaskRow {
-  task_id: string;
-  state: string;
-  img_uuid: string | null;
-  cost: number | null;
-  refunded: number | null;
-  body: string;
 }
 
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
