@@ -30,6 +30,8 @@ export interface Declaration {
   model: CompiledValue;
   input: CompiledValue;
   mediaSeconds: CompiledValue | undefined;
+  /** The task's own `retries` (a plain integer, checked by the schema). */
+  retries?: number;
   plan: MatrixPlan;
   repeat: number;
   /** Rows per combination (all combinations share one list when the path has no matrix name). */

@@ -92,6 +92,7 @@ async function prepare(
     model,
     input,
     mediaSeconds,
+    ...(typeof raw.retries === 'number' && { retries: raw.retries }),
     plan,
     repeat,
     rows: () => undefined,

@@ -114,6 +114,7 @@ export class Expander {
       locate: this.#locator(declaration, model),
     };
     if (typeof mediaSeconds === 'number') task.mediaSeconds = mediaSeconds;
+    if (declaration.retries !== undefined) task.retries = declaration.retries;
     if (this.#isDuplicate(taskId, origin, declaration)) return;
     this.#tasks.push(task);
   }

@@ -64,6 +64,12 @@ export const taskSchema = z
       })
       .optional()
       .describe('Length of the input media in seconds, for pricing when it cannot be probed.'),
+    retries: z
+      .int()
+      .min(0)
+      .max(10)
+      .optional()
+      .describe('Submit again, up to this many times, when the service fails the job (it refunds it).'),
   })
   .describe('One task, or many through matrix, foreach and repeat (expanded in that order).');
 
@@ -88,6 +94,12 @@ export const manifestSchema = z
       .describe('IANA time zone for schedule, {{date}} and {{datetime}}; UTC when absent.'),
     concurrency: z.int().min(1).default(4).describe('Tasks in flight at once.'),
     budget: z.number().positive().optional().describe('Hard cap in tokens for this run.'),
+    retries: z
+      .int()
+      .min(0)
+      .max(10)
+      .default(0)
+      .describe('Default for every task: submit again, up to this many times, when the service fails the job.'),
     budget_per_period: z
       .number()
       .positive()

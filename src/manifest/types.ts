@@ -28,6 +28,8 @@ export interface ManifestSettings {
   timezone?: string;
   concurrency: number;
   budget?: number;
+  /** Automatic resubmissions of a failed (refunded) job, for tasks that do not set their own. */
+  retries: number;
   /** Absolute path of the output folder (a relative `output` is resolved against the working folder, like the state file). */
   output: string;
   callbackUrl?: string;
@@ -42,6 +44,8 @@ export interface TaskSpec {
   /** The request fields after templates and `defaults`, before catalog normalisation. */
   input: Record<string, unknown>;
   mediaSeconds?: number;
+  /** The task's own `retries`, when it sets one (the manifest's applies otherwise). */
+  retries?: number;
   /** Where the task was declared (its list item in `tasks`). */
   pos: SourcePos;
   /** Where a field of `input` came from (the task's input, or `defaults`); falls back to `pos`. */

@@ -19,6 +19,7 @@ import {
   type TaskRecord,
   type TaskSpend,
   type TaskState,
+  UNFINISHED,
 } from '../store/index.js';
 import { plural } from './format.js';
 import type { Report, ReportSummary, ReportTask } from './schema.js';
@@ -127,7 +128,6 @@ export function quotaOfKey(
 }
 
 const NO_SPEND: TaskSpend = { taskId: '', charged: 0, refunded: 0, net: 0, jobs: 0 };
-const UNFINISHED: readonly TaskState[] = ['pending', 'submitting', 'submitted', 'running', 'downloading'];
 
 export function assembleReport(input: ReportInput): Report {
   const spendOf = new Map(input.spend.map((s) => [s.taskId, s]));

@@ -17,7 +17,7 @@ export const GALLERY_JS = `
   var search = document.getElementById('f-search');
   var lightbox = document.getElementById('lightbox');
   var PAGE = 48;
-  var ORDER = ['done', 'failed', 'in_doubt', 'rejected', 'blocked', 'pending', 'submitting', 'submitted', 'running', 'downloading'];
+  var ORDER = ['done', 'unfetched', 'lost', 'failed', 'in_doubt', 'stalled', 'rejected', 'blocked', 'pending', 'submitting', 'submitted', 'running', 'downloading'];
   var LABEL = { done: 'done', failed: 'failed', in_doubt: 'in doubt', rejected: 'rejected', blocked: 'blocked', pending: 'pending',
     submitting: 'submitting', submitted: 'submitted', running: 'running', downloading: 'downloading' };
   var ICON = { failed: '\\u2715', in_doubt: '?', rejected: '\\u2298', blocked: '\\u23F8', done: '\\u2713' };

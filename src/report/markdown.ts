@@ -1,14 +1,14 @@
 // report.md: the cost report as tables a person reads (and `mediabatch report` prints). Pure: the
 // text comes a line at a time, so the writer streams it to the file.
 
+import { UNFINISHED } from '../store/transitions.js';
 import type { TaskState } from '../store/types.js';
 import { headOfReport, type ReportHead } from './build.js';
 import { fmtBytes, fmtPercent, fmtSeconds, fmtTime, fmtTokens, fmtUsd } from './format.js';
 import type { Report, ReportSummary, ReportTask } from './schema.js';
 
-const UNFINISHED: readonly TaskState[] = ['pending', 'submitting', 'submitted', 'running', 'downloading'];
-/** The states listed under "Failed, rejected and blocked tasks". */
-export const PROBLEM_STATES: readonly TaskState[] = ['failed', 'rejected', 'blocked'];
+/** The states listed under "Problems": paid without a result first, then failed, rejected and blocked. */
+export const PROBLEM_STATES: readonly TaskState[] = ['unfetched', 'lost', 'stalled', 'failed', 'rejected', 'blocked'];
 
 /**
  * report.md lists at most this many tasks in each of its tables (in doubt; failed, rejected and blocked;

@@ -55,14 +55,15 @@ export function decidePreflight(input: PreflightInput): PreflightDecision {
 
 /**
  * The budget is a hard cap: a task is submitted only if what is charged, plus the worst case of the
- * tasks in flight, plus its own worst case, fits.
+ * tasks in flight, plus its own worst case, fits. Every figure is in micro-tokens (whole numbers), so
+ * the comparison is exact.
  */
 export function fitsBudget(
-  budget: number | undefined,
-  charged: number,
-  inFlightMax: number,
-  taskMax: number,
+  budgetMicro: number | undefined,
+  chargedMicro: number,
+  inFlightMaxMicro: number,
+  taskMaxMicro: number,
 ): boolean {
-  if (budget === undefined) return true;
-  return charged + inFlightMax + taskMax <= budget + 1e-9;
+  if (budgetMicro === undefined) return true;
+  return chargedMicro + inFlightMaxMicro + taskMaxMicro <= budgetMicro;
 }

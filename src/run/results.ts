@@ -43,11 +43,21 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-export function planResults(entry: CatalogEntry, body: RequestBody, items: unknown): ResultPlan {
+/** A server cannot make one job write thousands of files: items past `maxItems` are left, and said so. */
+export function planResults(
+  entry: CatalogEntry,
+  body: RequestBody,
+  listed: unknown,
+  maxItems = Number.POSITIVE_INFINITY,
+): ResultPlan {
   const plan: ResultPlan = { files: [], songs: [], problems: [] };
-  if (!Array.isArray(items)) {
+  if (!Array.isArray(listed)) {
     plan.problems.push('the finished job has no result list (json is not an array)');
     return plan;
+  }
+  const items = listed.length > maxItems ? listed.slice(0, maxItems) : listed;
+  if (items.length < listed.length) {
+    plan.problems.push(`the job listed ${listed.length} result items; only the first ${maxItems} are kept`);
   }
   items.forEach((item, itemIndex) => {
     if (!isRecord(item)) {

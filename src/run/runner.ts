@@ -4,23 +4,25 @@
 // a row that says what may have happened, and a resumed run reads those rows, never its memory.
 
 import { setMaxListeners } from 'node:events';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import pLimit from 'p-limit';
 import type { ApiClient } from '../api/client.js';
 import type { DownloadOptions, DownloadResult } from '../api/download.js';
 import type { SubmitOutcome } from '../api/outcome.js';
+import { backoffDelay } from '../api/backoff.js';
 import type { JobRecord } from '../api/schemas.js';
 import { findEntry } from '../catalog/index.js';
 import type { CatalogEntry, RequestBody, ResultItemKind } from '../catalog/types.js';
 import type { NewFile, Store, TaskRecord, TaskState } from '../store/index.js';
-import { withoutSignedQueries } from '../store/index.js';
-import { writeFileAtomic } from '../util/fsatomic.js';
+import { jobPhase, withoutSignedQueries } from '../store/index.js';
+import { ensureFolderUnder, writeFileAtomic } from '../util/fsatomic.js';
 import type { Logger } from '../util/log.js';
+import { fromMicro, toMicro } from '../util/money.js';
 import { sleep as defaultSleep } from '../util/sleep.js';
 import { taskFolderName } from './names.js';
 import { DueQueue, nextPollDelay, type PollProfiles } from './polling.js';
 import { fitsBudget } from './preflight.js';
-import { planResults } from './results.js';
+import { planResults, type ResultPlan } from './results.js';
 import { WriteQueue } from './writes.js';
 
 export type StopReason =
@@ -30,7 +32,9 @@ export type StopReason =
   | 'unauthorized'
   | 'budget'
   | 'unreachable'
-  | 'lease-lost';
+  | 'lease-lost'
+  | 'local-disk'
+  | 'internal';
 
 export interface RunnerDeps {
   store: Store;
@@ -45,6 +49,40 @@ export interface RunnerDeps {
   /** Called whenever counts change (the renderer throttles). */
   onProgress?: (progress: RunProgress) => void;
 }
+
+export type MediaKind = 'image' | 'audio' | 'video';
+
+/** How long the runner waits on the service, and how hard it tries before a task changes state. */
+export interface WatchPolicy {
+  /** Past this long after submission a job is `stalled`: its slot is released, it is polled slowly. */
+  jobDeadlineMs: Record<MediaKind, number>;
+  /** Poll interval of a stalled job. */
+  stalledPollMs: number;
+  /** jobs/detail may not know a job right after its submission: a 404 within this window is waited on. */
+  notFoundWindowMs: number;
+  /** A job that says success with no result list yet is polled this long before it counts as unfetched. */
+  successGraceMs: number;
+  /** Fresh job records fetched for one file whose link is refused or expired. */
+  linkRefreshes: number;
+  /** Result items kept per job; a server listing more is cut there. */
+  maxResultItems: number;
+  /** Bytes per job, all its files together. */
+  maxJobBytes: number;
+  /** Throttled (429) answers one task may get before it is left pending for a later run. */
+  maxThrottledPerTask: number;
+}
+
+/** Generous on purpose: a video of the service can take many minutes in a busy queue. */
+export const DEFAULT_WATCH_POLICY: WatchPolicy = {
+  jobDeadlineMs: { image: 30 * 60_000, audio: 60 * 60_000, video: 3 * 60 * 60_000 },
+  stalledPollMs: 60_000,
+  notFoundWindowMs: 60_000,
+  successGraceMs: 60_000,
+  linkRefreshes: 3,
+  maxResultItems: 16,
+  maxJobBytes: 8 * 1024 ** 3,
+  maxThrottledPerTask: 200,
+};
 
 export interface RunnerOptions {
   runId: string;
@@ -70,6 +108,9 @@ export interface RunnerOptions {
   halt?: AbortSignal;
   /** With a callback receiver: the URL given to the service for each task. */
   callbackUrlFor?: (taskId: string) => string;
+  /** `run --retries N`: replaces every task's own `retries` for this run. */
+  retries?: number;
+  watch?: Partial<WatchPolicy>;
 }
 
 export interface RunProgress {
@@ -89,24 +130,37 @@ export interface RunResult {
   arrivals: { poll: number; callback: number };
   /** Quota figures learned from a code-101 answer. */
   quota?: { used: number; quota: number; period: string };
+  /** Answers from the API that could not be read at all (each retried). */
+  unreadableAnswers: number;
+  /** In-doubt tasks a callback proved accepted, adopted by this process. */
+  recoveredFromDoubt: number;
+  /** Failed (refunded) jobs submitted again by `retries`. */
+  retriedFailures: number;
 }
 
-const FINAL: ReadonlySet<TaskState> = new Set(['done', 'failed', 'rejected', 'in_doubt', 'blocked']);
-/** Job statuses that end a job; only a callback claiming one of these is worth a confirming poll. */
-const JOB_ENDS: ReadonlySet<string> = new Set(['success', 'failed']);
 /** Job statuses on the way; a callback claiming one changes nothing we act on. */
-const JOB_ON_THE_WAY: ReadonlySet<string> = new Set(['pending', 'processing']);
+const ON_THE_WAY: ReadonlySet<string> = new Set(['pending', 'processing', 'waiting', 'queued']);
+const LOCAL_HINT = 'free space or fix the folder, then run the same command again to fetch it';
 
 interface Watched {
   task: TaskRecord;
   entry: CatalogEntry;
   polls: number;
-  misses: number;
+  /** Whether the task holds one of the run's concurrency slots. */
+  holdsSlot: boolean;
+  /** When jobs/detail first said success without a result list. */
+  emptySuccessSince?: number;
+  stalled: boolean;
+}
+
+function kindOf(entry: CatalogEntry): MediaKind {
+  return entry.kind;
 }
 
 export class Runner {
   readonly #deps: RunnerDeps;
   readonly #opts: RunnerOptions;
+  readonly #policy: WatchPolicy;
   readonly #now: () => number;
   readonly #random: () => number;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
@@ -115,7 +169,7 @@ export class Runner {
   #stopReason: StopReason | undefined;
   #stopMessage: string | undefined;
   #quota: RunResult['quota'];
-  /** Stops submitting (first interrupt, money ran out, budget, API down). */
+  /** Stops submitting (first interrupt, money ran out, budget, API down, a local disk problem). */
   readonly #stopSubmitting = new AbortController();
   /** Stops everything (401, second interrupt, lease lost). */
   readonly #halt = new AbortController();
@@ -126,14 +180,20 @@ export class Runner {
   readonly #skipped = new Set<string>();
   #submitDone = false;
   #lastProgressAt = 0;
+  /** Tasks holding a concurrency slot: submitting, or a job the service is producing. */
   #inFlight = 0;
-  #inFlightMax = 0;
+  // Money that decides anything is kept in whole micro-tokens (../util/money.ts).
+  #inFlightMaxMicro = 0;
   /** Worst cases of tasks in doubt: they may have been charged, so the budget keeps room for them. */
-  #inDoubtMax = 0;
-  #charged = 0;
-  #refunded = 0;
+  #inDoubtMaxMicro = 0;
+  #chargedMicro = 0;
+  #refundedMicro = 0;
+  readonly #budgetMicro: number | undefined;
   #polls = 0;
   #giveUpStreak = 0;
+  #unreadable = 0;
+  #recovered = 0;
+  #retried = 0;
   readonly #watched = new Map<string, Watched>();
   readonly #due = new DueQueue<{ taskId: string; at: number }>();
   /** The one due time that counts per job; queue entries with another time are stale and skipped. */
@@ -143,10 +203,13 @@ export class Runner {
   readonly #confirming = new Map<string, { started: boolean; status: Promise<string | undefined> }>();
   /** Tasks a callback named before their submission answer was recorded: looked at once it is. */
   readonly #hintedEarly = new Set<string>();
+  /** In-doubt tasks a callback is being checked for, so repeats do not ask twice. */
+  readonly #adopting = new Set<string>();
   /** Set when the watching is over: a late callback must not start a poll or a download. */
   #hintsClosed = false;
   readonly #downloading = new Set<string>();
-  readonly #unknownStatusesLogged = new Set<string>();
+  /** Things worth one warning per job, not one per poll (an unknown status, an unreadable answer). */
+  readonly #warnedOnce = new Set<string>();
   readonly #pollLimit;
   readonly #writes: WriteQueue;
   readonly #downloadLimit;
@@ -157,10 +220,12 @@ export class Runner {
   constructor(deps: RunnerDeps, opts: RunnerOptions) {
     this.#deps = deps;
     this.#opts = opts;
+    this.#policy = { ...DEFAULT_WATCH_POLICY, ...opts.watch };
     this.#now = deps.now ?? Date.now;
     this.#random = deps.random ?? Math.random;
     this.#sleep = deps.sleep ?? defaultSleep;
     this.#log = deps.logger.child({ run: opts.runId });
+    this.#budgetMicro = opts.budget === undefined ? undefined : toMicro(opts.budget);
     this.#pollLimit = pLimit(opts.pollConcurrency);
     this.#writes = new WriteQueue(deps.store);
     // Every download and sleep listens on these; dozens at once are expected, not a leak.
@@ -220,22 +285,25 @@ export class Runner {
       );
     }
     const spent = store.runSpent(runId);
-    this.#charged = spent.charged;
-    this.#refunded = spent.refunded;
-    this.#inDoubtMax = store.tasksByState(runId, ['in_doubt']).reduce((n, t) => n + t.estimate.max, 0);
+    this.#chargedMicro = toMicro(spent.charged);
+    this.#refundedMicro = toMicro(spent.refunded);
+    this.#inDoubtMaxMicro = store
+      .tasksByState(runId, ['in_doubt'])
+      .reduce((n, t) => n + toMicro(t.estimate.max), 0);
 
-    // Jobs submitted by an earlier process are watched again; unfinished downloads restart after a fresh look.
-    for (const task of store.tasksByState(runId, ['submitted', 'running', 'downloading'])) {
-      this.#watch(task, 0);
-    }
+    // Paid results not on disk yet come first: a fresh look at each job re-signs its links.
+    for (const task of store.tasksByState(runId, ['unfetched', 'downloading'])) this.#watch(task, 0, false);
+    // Jobs submitted by an earlier process are watched again; stalled ones slowly, without a slot.
+    for (const task of store.tasksByState(runId, ['submitted', 'running'])) this.#watch(task, 0, true);
+    for (const task of store.tasksByState(runId, ['stalled'])) this.#watch(task, 0, false);
     this.#progress();
 
-    const watcher = this.#watchLoop();
-    await this.#submitLoop();
+    const watcher = this.#guard(this.#watchLoop(), 'watching jobs');
+    await this.#guard(this.#submitLoop(), 'submitting');
     this.#submitDone = true;
     this.#wakeWatcher?.();
     // Interrupted: the answers in flight are recorded (the submit loop waited for them); jobs are left
-    // for the next run to watch. Otherwise wait until every watched job has finished.
+    // for the next run to watch. Otherwise wait until every watched job has finished or stalled.
     await watcher;
     this.#hintsClosed = true;
     await this.#settle();
@@ -247,17 +315,33 @@ export class Runner {
       counts: store.countTasksByState(runId),
       polls: this.#polls,
       arrivals: { ...this.#arrivals },
+      unreadableAnswers: this.#unreadable,
+      recoveredFromDoubt: this.#recovered,
+      retriedFailures: this.#retried,
     };
+  }
+
+  /**
+   * Every background promise ends here: an unexpected error (a full state disk, a bug) stops the run
+   * with one line and leaves everything resumable, never an unhandled rejection.
+   */
+  #guard<T>(promise: Promise<T>, what: string): Promise<T | undefined> {
+    return promise.catch((error: unknown) => {
+      this.#log.error({ err: error }, `unexpected error while ${what}`);
+      this.#haltNow('internal', `stopped after an unexpected error while ${what}: ${messageOf(error)}`);
+      return undefined;
+    });
   }
 
   async #settle(): Promise<void> {
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
   }
 
-  #track<T>(promise: Promise<T>): Promise<T> {
-    this.#pending.add(promise);
-    void promise.finally(() => this.#pending.delete(promise));
-    return promise;
+  #track<T>(promise: Promise<T>, what = 'working on a task'): Promise<T | undefined> {
+    const guarded = this.#guard(promise, what);
+    this.#pending.add(guarded);
+    void guarded.finally(() => this.#pending.delete(guarded));
+    return guarded;
   }
 
   /** Counting tasks is a query: at most a few times a second, and always at the end. */
@@ -268,24 +352,38 @@ export class Runner {
     this.#lastProgressAt = now;
     this.#deps.onProgress({
       counts: this.#deps.store.countTasksByState(this.#opts.runId),
-      charged: this.#charged,
-      refunded: this.#refunded,
+      charged: fromMicro(this.#chargedMicro),
+      refunded: fromMicro(this.#refundedMicro),
       inFlight: this.#inFlight,
     });
   }
 
   // ---- submitting ------------------------------------------------------------------------------
 
+  async #waitForWake(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.#slotFreed = resolve;
+    });
+  }
+
   async #waitForSlot(): Promise<void> {
     while (this.#inFlight >= this.#opts.concurrency && !this.#stopSubmitting.signal.aborted) {
-      await new Promise<void>((resolve) => {
-        this.#slotFreed = resolve;
-      });
+      await this.#waitForWake();
     }
   }
 
   #releaseSlot(taskId: string): void {
     if (!this.#claimed.delete(taskId)) return;
+    const watched = this.#watched.get(taskId);
+    if (watched === undefined || watched.holdsSlot) this.#inFlight--;
+    if (watched) watched.holdsSlot = false;
+    this.#wakeSubmitter();
+  }
+
+  /** A stalled job gives its slot back but stays claimed and watched. */
+  #giveBackSlot(watched: Watched): void {
+    if (!watched.holdsSlot) return;
+    watched.holdsSlot = false;
     this.#inFlight--;
     this.#wakeSubmitter();
   }
@@ -296,32 +394,49 @@ export class Runner {
     resolve?.();
   }
 
+  /** A watched job that may still fail and come back for another attempt keeps the submitter alive. */
+  #mayComeBack(): boolean {
+    for (const w of this.#watched.values()) if (this.#retriesOf(w.task) > 0) return true;
+    return false;
+  }
+
+  #retriesOf(task: TaskRecord): number {
+    return this.#opts.retries ?? task.retries;
+  }
+
   async #submitLoop(): Promise<void> {
     const { store } = this.#deps;
     const { runId, concurrency } = this.#opts;
-    const submissions = new Set<Promise<void>>();
+    const submissions = new Set<Promise<unknown>>();
     outer: while (!this.#stopSubmitting.signal.aborted) {
       const batch = store
         .nextPending(runId, concurrency * 2 + this.#claimed.size + this.#skipped.size)
         .filter((t) => !this.#claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
       if (batch.length === 0) {
-        if (submissions.size === 0) break;
-        // Tasks waiting to retry are still claimed; wait for one to settle before looking again.
-        await Promise.race(submissions);
-        continue;
+        if (submissions.size > 0) {
+          // Tasks waiting to retry are still claimed; wait for one to settle before looking again.
+          await Promise.race(submissions);
+          continue;
+        }
+        if (this.#mayComeBack() && !this.#halt.signal.aborted) {
+          await this.#waitForWake();
+          continue;
+        }
+        break;
       }
       for (const task of batch) {
         await this.#waitForSlot();
         if (this.#stopSubmitting.signal.aborted) break outer;
+        const taskMax = toMicro(task.estimate.max);
         while (
           !fitsBudget(
-            this.#opts.budget,
-            this.#charged - this.#refunded + this.#inDoubtMax,
-            this.#inFlightMax,
-            task.estimate.max,
+            this.#budgetMicro,
+            this.#chargedMicro - this.#refundedMicro + this.#inDoubtMaxMicro,
+            this.#inFlightMaxMicro,
+            taskMax,
           )
         ) {
-          if (this.#inFlightMax === 0) {
+          if (this.#inFlightMaxMicro === 0) {
             this.#requestStop(
               'budget',
               `the budget of ${this.#opts.budget} tokens cannot cover the next task (${task.taskId}, up to ${task.estimate.max} tokens): raise budget and run again to continue`,
@@ -329,9 +444,7 @@ export class Runner {
             break outer;
           }
           // Answers in flight will turn worst cases into real costs; look again after one arrives.
-          await new Promise<void>((resolve) => {
-            this.#slotFreed = resolve;
-          });
+          await this.#waitForWake();
           if (this.#stopSubmitting.signal.aborted) break outer;
         }
         const entry = findEntry(task.model);
@@ -345,7 +458,7 @@ export class Runner {
         }
         this.#claimed.add(task.taskId);
         this.#inFlight++;
-        const p = this.#track(this.#submitTask(task, entry));
+        const p = this.#track(this.#submitTask(task, entry), `submitting ${task.taskId}`);
         submissions.add(p);
         void p.finally(() => submissions.delete(p));
       }
@@ -362,28 +475,36 @@ export class Runner {
     // (and its hash) stays the same whatever receiver a resumed run uses.
     const callbackUrl = this.#opts.callbackUrlFor?.(task.taskId);
     if (callbackUrl) body['custom_callback_url'] = callbackUrl;
-    this.#inFlightMax += task.estimate.max;
+    const taskMax = toMicro(task.estimate.max);
+    this.#inFlightMaxMicro += taskMax;
     let answered = false;
+    let throttled = 0;
     try {
-      for (let attempt = 0; ; attempt++) {
+      for (let attempt = 0; ; ) {
         // The intent is committed before a byte is sent: a crash from here on leaves the task in doubt.
         const attemptNo = await this.#writes.write(() => store.recordSubmitIntent(runId, task.taskId));
         const outcome = await client.submit(entry.endpoint, body);
         const retry = await this.#recordOutcome(task, entry, attemptNo, outcome);
         // Only now is the real cost (or its absence) recorded: until then the worst case stays counted.
         answered = true;
-        this.#inFlightMax -= task.estimate.max;
+        this.#inFlightMaxMicro -= taskMax;
         // A worst case became a real cost: a task waiting for room under the budget may fit now.
         this.#wakeSubmitter();
         if (retry === 'done') return;
-        if (attempt + 1 > this.#opts.submitRetries || this.#stopSubmitting.signal.aborted) {
-          if (attempt + 1 > this.#opts.submitRetries) this.#gaveUp(task, outcome);
+        // A 429 proves nothing was charged and says nothing about the task: it spends no retry.
+        const isThrottle = outcome.type === 'retryable' && outcome.throttled === true;
+        if (isThrottle) throttled++;
+        else attempt++;
+        const exhausted = attempt > this.#opts.submitRetries || throttled > this.#policy.maxThrottledPerTask;
+        if (exhausted || this.#stopSubmitting.signal.aborted) {
+          if (exhausted) this.#gaveUp(task, outcome, attempt + throttled);
           this.#releaseSlot(task.taskId);
           return;
         }
-        const delay = this.#backoff(attempt);
+        const retryAfter = outcome.type === 'retryable' ? outcome.retryAfterMs : undefined;
+        const delay = retryAfter ?? this.#backoff(Math.max(0, attempt - 1));
         this.#log.info(
-          { task: task.taskId, attempt: attempt + 1, delayMs: delay },
+          { task: task.taskId, attempt: attempt + throttled, delayMs: delay, throttled: isThrottle },
           'submission not accepted; retrying',
         );
         await this.#sleep(delay, this.#stopSubmitting.signal);
@@ -392,17 +513,14 @@ export class Runner {
           return;
         }
         answered = false;
-        this.#inFlightMax += task.estimate.max;
+        this.#inFlightMaxMicro += taskMax;
       }
     } catch (error) {
       // An error after the intent (a store failure, a bug) must not free the task for a second POST in
       // this process; the intent row makes it in doubt for the next run.
       this.#log.error({ task: task.taskId, err: error }, 'submission failed unexpectedly');
-      if (!answered) this.#inFlightMax -= task.estimate.max;
-      this.#requestStop(
-        'interrupted',
-        `internal error while submitting ${task.taskId}: ${(error as Error).message}`,
-      );
+      if (!answered) this.#inFlightMaxMicro -= taskMax;
+      this.#requestStop('internal', `error while submitting ${task.taskId}: ${messageOf(error)}`);
       this.#releaseSlot(task.taskId);
     } finally {
       this.#progress();
@@ -410,17 +528,20 @@ export class Runner {
   }
 
   #backoff(attempt: number): number {
-    const ceiling = Math.min(this.#opts.retryCapMs, this.#opts.retryBaseMs * 2 ** attempt);
-    return Math.floor(this.#random() * ceiling);
+    return backoffDelay(attempt, {
+      baseMs: this.#opts.retryBaseMs,
+      capMs: this.#opts.retryCapMs,
+      random: this.#random,
+    });
   }
 
-  #gaveUp(task: TaskRecord, outcome: SubmitOutcome): void {
+  #gaveUp(task: TaskRecord, outcome: SubmitOutcome, attempts: number): void {
     this.#skipped.add(task.taskId);
     const reason = outcome.type === 'retryable' ? outcome.reason : outcome.type;
     this.#deps.store.setTaskError(
       this.#opts.runId,
       task.taskId,
-      `not submitted after ${this.#opts.submitRetries + 1} attempts: ${reason}`,
+      `not submitted after ${attempts} attempts: ${reason}`,
     );
     this.#giveUpStreak++;
     if (this.#giveUpStreak >= this.#opts.giveUpAfterTasks) {
@@ -442,45 +563,60 @@ export class Runner {
     const write = <T>(w: () => T) => this.#writes.write(w);
     const { runId } = this.#opts;
     const id = task.taskId;
+    // Support asks for the request id: it goes into logs and stored messages.
+    const ref = outcome.requestId ? ` (request ${outcome.requestId})` : '';
+    const notCharged = (state: 'rejected' | 'not_charged', message: string, code?: number, httpStatus?: number) =>
+      write(() =>
+        store.recordNotCharged(runId, id, attemptNo, {
+          outcome: state,
+          message: `${message}${ref}`,
+          ...(code !== undefined && { code }),
+          ...(httpStatus !== undefined && { httpStatus }),
+        }),
+      );
     switch (outcome.type) {
       case 'accepted': {
-        const fresh = await write(() => {
-          store.recordSubmitted(runId, id, attemptNo, {
+        const listPrice = task.estimate.max;
+        const recorded = await write(() => {
+          const r = store.recordSubmitted(runId, id, attemptNo, {
             imgUuid: outcome.imgUuid,
             cost: outcome.cost,
+            listPrice,
             keyFingerprint,
           });
-          return store.getTask(runId, id);
+          return { r, fresh: store.getTask(runId, id) };
         });
-        this.#charged += outcome.cost;
+        if (recorded.r.state === 'in_doubt') {
+          this.#inDoubtMaxMicro += toMicro(listPrice);
+          this.#log.warn({ task: id, img_uuid: outcome.imgUuid }, recorded.r.message);
+          this.#releaseSlot(id);
+          return 'done';
+        }
+        this.#chargedMicro += toMicro(outcome.cost ?? listPrice);
         this.#giveUpStreak = 0;
-        this.#log.info({ task: id, img_uuid: outcome.imgUuid, cost: outcome.cost }, 'submitted');
-        if (fresh) this.#watch(fresh, 0, entry);
+        if (outcome.cost === undefined) {
+          this.#log.warn(
+            { task: id, img_uuid: outcome.imgUuid, listPrice },
+            'the API did not state the cost; the list price is booked for budget and reports',
+          );
+        }
+        this.#log.info(
+          { task: id, img_uuid: outcome.imgUuid, cost: outcome.cost, request_id: outcome.requestId },
+          'submitted',
+        );
+        if (recorded.fresh) this.#watch(recorded.fresh, 0, true, entry);
         else this.#releaseSlot(id);
         // The job may have ended before its submission answer reached us (a fast job, a slow answer).
         if (this.#hintedEarly.delete(id)) void this.#confirm(id).catch(() => undefined);
         return 'done';
       }
       case 'rejected':
-        await write(() =>
-          store.recordNotCharged(runId, id, attemptNo, {
-            outcome: 'rejected',
-            httpStatus: outcome.httpStatus,
-            code: 400,
-            message: outcome.message,
-          }),
-        );
-        this.#log.warn({ task: id, msg: outcome.message }, 'rejected by the API (not charged)');
+        await notCharged('rejected', outcome.message, 400, outcome.httpStatus);
+        this.#log.warn({ task: id, msg: outcome.message, request_id: outcome.requestId }, 'rejected by the API (not charged)');
         this.#releaseSlot(id);
         return 'done';
       case 'insufficient-tokens':
-        await write(() =>
-          store.recordNotCharged(runId, id, attemptNo, {
-            outcome: 'not_charged',
-            code: 100,
-            message: outcome.message,
-          }),
-        );
+        await notCharged('not_charged', outcome.message, 100);
         this.#requestStop(
           'insufficient-tokens',
           'the balance ran out (code 100): top up, then run again to continue',
@@ -488,13 +624,7 @@ export class Runner {
         this.#releaseSlot(id);
         return 'done';
       case 'quota-exceeded':
-        await write(() =>
-          store.recordNotCharged(runId, id, attemptNo, {
-            outcome: 'not_charged',
-            code: 101,
-            message: outcome.message,
-          }),
-        );
+        await notCharged('not_charged', outcome.message, 101);
         if (outcome.used !== undefined && outcome.quota !== undefined) {
           this.#quota = { used: outcome.used, quota: outcome.quota, period: outcome.period ?? 'monthly' };
           store.recordQuota(keyFingerprint, this.#quota);
@@ -506,13 +636,7 @@ export class Runner {
         this.#releaseSlot(id);
         return 'done';
       case 'unauthorized':
-        await write(() =>
-          store.recordNotCharged(runId, id, attemptNo, {
-            outcome: 'not_charged',
-            httpStatus: 401,
-            message: outcome.message,
-          }),
-        );
+        await notCharged('not_charged', outcome.message, undefined, 401);
         this.#haltNow(
           'unauthorized',
           'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL',
@@ -520,14 +644,12 @@ export class Runner {
         this.#releaseSlot(id);
         return 'done';
       case 'retryable':
-        await write(() =>
-          store.recordNotCharged(runId, id, attemptNo, { outcome: 'not_charged', message: outcome.reason }),
-        );
+        await notCharged('not_charged', outcome.reason);
         return 'retry';
       case 'in-doubt':
-        await write(() => store.recordInDoubt(runId, id, attemptNo, { message: outcome.reason }));
-        this.#inDoubtMax += task.estimate.max;
-        this.#log.warn({ task: id, reason: outcome.reason }, 'answer lost after sending: task is in doubt');
+        await write(() => store.recordInDoubt(runId, id, attemptNo, { message: `${outcome.reason}${ref}` }));
+        this.#inDoubtMaxMicro += toMicro(task.estimate.max);
+        this.#log.warn({ task: id, reason: outcome.reason, request_id: outcome.requestId }, 'answer lost after sending: task is in doubt');
         this.#releaseSlot(id);
         return 'done';
     }
@@ -535,17 +657,24 @@ export class Runner {
 
   // ---- watching --------------------------------------------------------------------------------
 
-  #watch(task: TaskRecord, polls: number, known?: CatalogEntry): void {
+  /**
+   * Starts watching a task's job. `holdsSlot`: the job counts against the run's concurrency (a job the
+   * service is producing); results to fetch again and stalled jobs do not.
+   */
+  #watch(task: TaskRecord, polls: number, holdsSlot: boolean, known?: CatalogEntry): void {
     const entry = known ?? findEntry(task.model);
     if (!entry) return;
+    const stalled = task.state === 'stalled';
+    const slot = holdsSlot && !stalled;
     if (!this.#claimed.has(task.taskId)) {
-      // A job from an earlier process holds a slot too: it counts as in flight until it finishes.
       this.#claimed.add(task.taskId);
-      this.#inFlight++;
+      if (slot) this.#inFlight++;
     }
-    this.#watched.set(task.taskId, { task, entry, polls, misses: 0 });
+    this.#watched.set(task.taskId, { task, entry, polls, holdsSlot: slot, stalled });
     const delay =
-      task.state === 'downloading' ? 0 : nextPollDelay(this.#opts.pollProfiles[entry.kind], polls);
+      task.state === 'downloading' || task.state === 'unfetched'
+        ? 0
+        : nextPollDelay(this.#opts.pollProfiles[entry.kind], polls);
     this.#schedule(task.taskId, this.#now() + delay);
   }
 
@@ -557,25 +686,33 @@ export class Runner {
   }
 
   #unwatch(taskId: string): void {
+    this.#releaseSlot(taskId);
     this.#watched.delete(taskId);
     this.#dueAt.delete(taskId);
-    this.#releaseSlot(taskId);
     this.#wakeWatcher?.();
+    // A task that left the watch may have been the last reason for the submitter to wait.
+    this.#wakeSubmitter();
+  }
+
+  /** Whether the watching can end: nothing left but stalled jobs (resumable, polled by a later run). */
+  #onlyStalledLeft(): boolean {
+    for (const w of this.#watched.values()) if (!w.stalled || this.#downloading.has(w.task.taskId)) return false;
+    return true;
   }
 
   /**
-   * Runs until every watched job has finished and nothing more will be submitted. After an interrupt
-   * it ends as soon as the submissions in flight are answered: the next run watches the jobs.
+   * Runs until every watched job has finished (or stalled) and nothing more will be submitted. After an
+   * interrupt it ends as soon as the submissions in flight are answered: the next run watches the jobs.
    */
   async #watchLoop(): Promise<void> {
     const halt = this.#halt.signal;
     for (;;) {
       if (halt.aborted) return;
-      if (this.#submitDone && (this.#watched.size === 0 || this.#stopReason === 'interrupted')) return;
+      if (this.#submitDone && (this.#onlyStalledLeft() || this.#stopReason === 'interrupted')) return;
       for (const { taskId, at } of this.#due.popDue(this.#now())) {
         if (!this.#watched.has(taskId) || this.#dueAt.get(taskId) !== at) continue;
         this.#dueAt.delete(taskId);
-        void this.#track(this.#pollLimit(() => this.#poll(taskId, 'poll')));
+        void this.#track(this.#pollLimit(() => this.#poll(taskId, 'poll')), `watching ${taskId}`);
       }
       const next = this.#due.peekAt();
       const wait = next === undefined ? 1_000 : Math.max(0, next - this.#now());
@@ -597,10 +734,12 @@ export class Runner {
     const watched = this.#watched.get(taskId);
     if (!watched) {
       // Still being submitted: the callback outran the submission answer. Looked at once it is recorded.
-      if (this.#claimed.has(taskId) && (status === undefined || !JOB_ON_THE_WAY.has(status))) {
-        this.#hintedEarly.add(taskId);
+      if (this.#claimed.has(taskId)) {
+        if (status === undefined || !ON_THE_WAY.has(status.toLowerCase())) this.#hintedEarly.add(taskId);
         return Promise.resolve(false);
       }
+      // A task whose submission answer was lost: the callback may prove the job exists.
+      if (imgUuid !== undefined) return this.#adoptFromDoubt(taskId, imgUuid);
       return Promise.resolve(true);
     }
     if (this.#downloading.has(taskId)) return Promise.resolve(true);
@@ -610,11 +749,48 @@ export class Runner {
     }
     // pending / processing: recording it would cost a request per job and change nothing we act on;
     // the fallback poll records it. An unreadable or unknown status is looked at, as an end might be.
-    if (status !== undefined && JOB_ON_THE_WAY.has(status)) return Promise.resolve(true);
+    if (status !== undefined && ON_THE_WAY.has(status.toLowerCase())) return Promise.resolve(true);
     return this.#confirm(taskId).then(
-      (seen) => seen !== undefined && (seen === status || JOB_ENDS.has(seen)),
+      (seen) => seen !== undefined && (seen === status || jobPhase(seen) !== 'waiting'),
       () => false,
     );
+  }
+
+  /**
+   * An in-doubt task named by a callback: if jobs/detail knows the job the callback names, the lost
+   * submission was accepted. The task adopts the job (charge booked at list price, since the answer that
+   * stated the cost was lost) and is watched like any other: nothing is ever submitted twice.
+   */
+  async #adoptFromDoubt(taskId: string, imgUuid: string): Promise<boolean> {
+    const { store, client, keyFingerprint } = this.#deps;
+    const { runId } = this.#opts;
+    const task = store.getTask(runId, taskId);
+    if (task?.state !== 'in_doubt' || this.#adopting.has(taskId)) return true;
+    const entry = findEntry(task.model);
+    if (!entry) return true;
+    this.#adopting.add(taskId);
+    try {
+      const outcome = await this.#pollLimit(() => client.getJob(imgUuid));
+      if (outcome.type !== 'ok') return outcome.type !== 'retryable';
+      if (outcome.value.img_uuid !== imgUuid) return true;
+      const listPrice = task.estimate.max;
+      const adopted = await this.#writes.write(() =>
+        store.adoptInDoubt(runId, taskId, { imgUuid, cost: undefined, listPrice, keyFingerprint }),
+      );
+      if (!adopted) return true;
+      this.#recovered++;
+      this.#inDoubtMaxMicro -= toMicro(listPrice);
+      this.#chargedMicro += toMicro(listPrice);
+      this.#log.warn({ task: taskId, img_uuid: imgUuid }, 'recovered from doubt: a callback proved the job exists');
+      const fresh = store.getTask(runId, taskId);
+      if (!fresh) return true;
+      this.#watch(fresh, 1, true, entry);
+      const watched = this.#watched.get(taskId);
+      if (watched) await this.#onJobRecord(watched, outcome.value, 'callback', () => this.#nextPollAt(watched));
+      return true;
+    } finally {
+      this.#adopting.delete(taskId);
+    }
   }
 
   /** One confirming poll per task at a time; hints arriving before it starts share it. */
@@ -632,6 +808,7 @@ export class Runner {
         entry.started = true;
         return this.#poll(taskId, 'callback');
       }),
+      `confirming a callback for ${taskId}`,
     );
     this.#confirming.set(taskId, entry);
     void entry.status
@@ -640,6 +817,17 @@ export class Runner {
       })
       .catch(() => undefined);
     return entry.status;
+  }
+
+  #nextPollAt(watched: Watched): number {
+    if (watched.stalled) return this.#now() + this.#policy.stalledPollMs;
+    return this.#now() + nextPollDelay(this.#opts.pollProfiles[watched.entry.kind], watched.polls);
+  }
+
+  #warnOnce(key: string, fields: Record<string, unknown>, message: string): void {
+    if (this.#warnedOnce.has(key)) return;
+    this.#warnedOnce.add(key);
+    this.#log.warn(fields, message);
   }
 
   /** Looks at one job; resolves to the status the API gave, if it answered. */
@@ -656,11 +844,19 @@ export class Runner {
     this.#polls++;
     const outcome = await client.getJob(imgUuid);
     watched.polls++;
-    const nextAt = () =>
-      this.#now() + nextPollDelay(this.#opts.pollProfiles[watched.entry.kind], watched.polls);
+    const nextAt = () => this.#nextPollAt(watched);
+    let at: number | undefined;
     switch (outcome.type) {
       case 'ok': {
-        watched.misses = 0;
+        if (outcome.value.img_uuid !== imgUuid) {
+          // A record of another job must never be applied to this task.
+          this.#warnOnce(
+            `${taskId}:other:${outcome.value.img_uuid}`,
+            { task: taskId, img_uuid: imgUuid, answered: outcome.value.img_uuid },
+            'jobs/detail answered with another job; ignored',
+          );
+          break;
+        }
         await this.#onJobRecord(watched, outcome.value, source, nextAt);
         return outcome.value.status;
       }
@@ -672,26 +868,32 @@ export class Runner {
         return undefined;
       case 'not-found':
       case 'rejected': {
-        watched.misses++;
-        if (watched.misses >= 3) {
-          store.setTaskError(
-            runId,
-            taskId,
-            `the API does not know job ${imgUuid} (${outcome.message}); it stays submitted for a later run`,
-          );
-          this.#log.error({ task: taskId, img_uuid: imgUuid }, 'job unknown to the API; stopped watching it');
-          this.#unwatch(taskId);
-          return undefined;
-        }
-        break;
+        // Right after a submission the service may not know the job yet: waited on for a window of time.
+        const since = watched.task.submittedAt?.getTime() ?? 0;
+        if (this.#now() - since < this.#policy.notFoundWindowMs) break;
+        const message = `the API does not know job ${imgUuid} (${outcome.message}); it stays ${watched.task.state} for a later run`;
+        await this.#writes.write(() => store.setTaskError(runId, taskId, message));
+        this.#log.error({ task: taskId, img_uuid: imgUuid }, 'job unknown to the API; stopped watching it');
+        this.#unwatch(taskId);
+        return undefined;
       }
       case 'retryable':
-        this.#log.debug({ task: taskId, reason: outcome.reason }, 'poll failed; will look again');
+        if (outcome.unreadable) {
+          this.#unreadable++;
+          this.#warnOnce(
+            `${taskId}:unreadable`,
+            { task: taskId, reason: outcome.reason, request_id: outcome.requestId },
+            'the job record could not be read; will look again',
+          );
+        } else {
+          this.#log.debug({ task: taskId, reason: outcome.reason }, 'poll failed; will look again');
+        }
+        if (outcome.retryAfterMs !== undefined) at = this.#now() + outcome.retryAfterMs;
         break;
     }
-    const at = nextAt();
-    this.#notePolled(taskId, at);
-    this.#schedule(taskId, at);
+    const next = Math.max(nextAt(), at ?? 0);
+    this.#notePolled(taskId, next);
+    this.#schedule(taskId, next);
     return undefined;
   }
 
@@ -706,7 +908,7 @@ export class Runner {
       );
   }
 
-  /** A job record from a poll (or, later, a confirmed callback): record the status, then act on it. */
+  /** A job record from a poll or a confirmed callback: record the status, then act on it. */
   async #onJobRecord(
     watched: Watched,
     record: JobRecord,
@@ -717,38 +919,103 @@ export class Runner {
     const { runId } = this.#opts;
     const taskId = watched.task.taskId;
     const status = record.status;
+    const phase = jobPhase(status);
     const result = await this.#writes.write(() =>
       store.recordJobStatus(watched.task.imgUuid ?? '', status, record, source),
     );
     if (!result.knownStatus) {
-      const key = `${taskId}:${status}`;
-      if (!this.#unknownStatusesLogged.has(key)) {
-        this.#unknownStatusesLogged.add(key);
-        this.#log.warn({ task: taskId, status }, 'unknown job status; treated as not finished yet');
-      }
+      this.#warnOnce(
+        `${taskId}:status:${status}`,
+        { task: taskId, status },
+        phase === 'waiting'
+          ? 'job status the spec does not name; treated as not finished yet'
+          : `job status the spec does not name; read as ${phase}`,
+      );
     }
     const state = result.to ?? store.getTask(runId, taskId)?.state;
     if (state === 'failed') {
-      if (result.refunded !== null) this.#refunded += result.refunded;
+      if (result.refunded !== null) this.#refundedMicro += toMicro(result.refunded);
       this.#log.warn({ task: taskId, refunded: result.refunded }, 'job failed (refunded)');
-      this.#unwatch(taskId);
+      await this.#retryFailed(watched);
       this.#progress();
       return;
     }
-    if (state === 'downloading' && status === 'success') {
-      if (result.moved) this.#arrivals[source]++;
-      this.#startDownload(watched, record);
-      this.#progress();
-      return;
+    if (phase === 'success' && hasResults(record)) {
+      if (state === 'downloading' || state === 'unfetched') {
+        if (result.moved) this.#arrivals[source]++;
+        this.#startDownload(watched, record);
+        this.#progress();
+        return;
+      }
     }
-    if (state && FINAL.has(state)) {
+    if (state === 'done' || state === 'lost' || state === 'rejected' || state === 'in_doubt') {
       this.#unwatch(taskId);
       return;
+    }
+    if (phase === 'success') {
+      // Success with no result list yet: a grace period, then it is paid but unfetched (resumable).
+      watched.emptySuccessSince ??= this.#now();
+      if (this.#now() - watched.emptySuccessSince >= this.#policy.successGraceMs) {
+        await this.#unfetched(
+          watched,
+          `the service said ${status} but gave no result list for ${Math.round(this.#policy.successGraceMs / 1000)} s; the job is charged, not refunded: run again to fetch it`,
+          false,
+        );
+        return;
+      }
+    } else if (!watched.stalled && this.#pastDeadline(watched)) {
+      await this.#stall(watched);
     }
     if (result.moved) this.#progress();
-    const at = nextAt();
+    const at = phase === 'success' ? Math.min(nextAt(), this.#now() + 1_000) : nextAt();
     this.#notePolled(taskId, at);
     this.#schedule(taskId, at);
+  }
+
+  #pastDeadline(watched: Watched): boolean {
+    const since = watched.task.submittedAt?.getTime();
+    if (since === undefined) return false;
+    return this.#now() - since > this.#policy.jobDeadlineMs[kindOf(watched.entry)];
+  }
+
+  /** Past its deadline: the slot goes back to the batch; the job is still watched, slowly. */
+  async #stall(watched: Watched): Promise<void> {
+    const { store } = this.#deps;
+    const taskId = watched.task.taskId;
+    const minutes = Math.round(this.#policy.jobDeadlineMs[kindOf(watched.entry)] / 60_000);
+    const reason = `no result ${minutes} min after submission; still watched, and a later run keeps watching it`;
+    const moved = await this.#writes
+      .write(() => store.moveTask(this.#opts.runId, taskId, 'stalled', reason))
+      .then(
+        () => true,
+        () => false,
+      );
+    if (!moved) return;
+    watched.stalled = true;
+    watched.task = { ...watched.task, state: 'stalled' };
+    this.#log.warn({ task: taskId, img_uuid: watched.task.imgUuid }, 'job stalled past its deadline');
+    this.#giveBackSlot(watched);
+    this.#progress();
+  }
+
+  /**
+   * A failed job was refunded (recorded with its status). With `retries` left, the task goes back to
+   * pending as a new attempt: the budget counts at most one unrefunded attempt per task.
+   */
+  async #retryFailed(watched: Watched): Promise<void> {
+    const { store } = this.#deps;
+    const { runId } = this.#opts;
+    const taskId = watched.task.taskId;
+    const allowed = this.#retriesOf(watched.task);
+    const charged = store.chargedAttempts(runId, taskId);
+    if (allowed > 0 && charged <= allowed && !this.#stopSubmitting.signal.aborted) {
+      const requeued = await this.#writes.write(() => store.requeueTasks(runId, [taskId], ['failed']));
+      if (requeued.length === 1) {
+        this.#retried++;
+        this.#log.info({ task: taskId, attempt: charged + 1, of: allowed + 1 }, 'job failed; submitting it again');
+      }
+    }
+    this.#unwatch(taskId);
   }
 
   // ---- downloading -----------------------------------------------------------------------------
@@ -763,78 +1030,169 @@ export class Runner {
         this.#unwatch(taskId);
         this.#progress();
       }),
+      `fetching the results of ${taskId}`,
     );
   }
 
-  async #downloadJob(watched: Watched, record: JobRecord): Promise<void> {
+  /** Paid, result not on disk: said so, kept for every later run. A local cause also stops submitting. */
+  async #unfetched(watched: Watched, reason: string, local: boolean): Promise<void> {
+    const { store } = this.#deps;
+    const taskId = watched.task.taskId;
+    await this.#writes.write(() => store.moveTask(this.#opts.runId, taskId, 'unfetched', reason));
+    this.#log.error({ task: taskId, img_uuid: watched.task.imgUuid }, reason);
+    // The disk will not get better by itself: paying for more results that cannot be written is pointless.
+    if (local) this.#requestStop('local-disk', reason);
+    this.#unwatch(taskId);
+    this.#progress();
+  }
+
+  async #downloadJob(watched: Watched, first: JobRecord): Promise<void> {
     const { store } = this.#deps;
     const { runId, runDir } = this.#opts;
     const task = watched.task;
     const body = JSON.parse(task.wireBody) as RequestBody;
-    const plan = planResults(watched.entry, body, record.json);
-    const folder = join(runDir, taskFolderName(task.taskId));
-    if (plan.problems.length > 0 && plan.files.length === 0) {
-      await this.#writes.write(() => store.markFailed(runId, task.taskId, plan.problems.join('; ')));
+    let record = first;
+    const plan = () => planResults(watched.entry, body, record.json, this.#policy.maxResultItems);
+    let current = plan();
+    if (task.state === 'unfetched') {
+      await this.#writes.write(() => store.moveTask(runId, task.taskId, 'downloading', null));
+    }
+    if (current.files.length === 0) {
+      await this.#unfetched(watched, `the job's results cannot be used: ${current.problems.join('; ')}`, false);
+      return;
+    }
+    const folderName = taskFolderName(task.taskId);
+    let folder: string;
+    try {
+      folder = await ensureFolderUnder(runDir, folderName);
+    } catch (error) {
+      await this.#unfetched(watched, localProblem(error, join(runDir, folderName)), true);
       return;
     }
     const done: NewFile[] = [];
-    for (const file of plan.files) {
+    const names = new Map<number, string>();
+    let bytesLeft = this.#policy.maxJobBytes;
+    for (const file of current.files) {
       if (this.#halt.signal.aborted) return;
-      const dest = join(folder, file.fileName);
-      const result = await this.#downloadWithRetries(file.url, dest, task.taskId);
-      if (!result.ok) {
-        const message =
-          result.type === 'expired'
-            ? `the result link expired before it could be downloaded (${file.fileName}); the job was charged`
-            : `download of ${file.fileName} failed: ${result.message}`;
-        if (result.type === 'expired' || !result.retrySafe) {
-          await this.#writes.write(() => store.markFailed(runId, task.taskId, message));
-        } else {
-          // Still downloading: a later run looks at the job again and retries with a fresh link.
-          await this.#writes.write(() => store.setTaskError(runId, task.taskId, message));
-        }
-        this.#log.error({ task: task.taskId, file: file.fileName, type: result.type }, message);
+      const fetched = await this.#fetchFile(watched, file.position, folder, current, bytesLeft, (fresh) => {
+        record = fresh;
+        current = plan();
+        return current;
+      });
+      if (fetched.type === 'halted') return;
+      if (fetched.type === 'lost') {
+        await this.#writes.write(() => store.moveTask(runId, task.taskId, 'lost', fetched.reason));
+        this.#log.error({ task: task.taskId, img_uuid: task.imgUuid }, fetched.reason);
         return;
       }
+      if (fetched.type === 'unfetched') {
+        await this.#unfetched(watched, fetched.reason, fetched.local);
+        return;
+      }
+      const { result } = fetched;
+      bytesLeft -= result.bytes;
+      const name = basename(result.path);
+      names.set(file.position, name);
       done.push({
         index: file.position,
-        kind: (['image', 'audio', 'video', 'json'].includes(file.kind)
-          ? file.kind
-          : 'image') as ResultItemKind,
-        path: dest,
+        kind: result.kind ?? (isMediaKind(file.kind) ? file.kind : 'image'),
+        path: result.path,
         bytes: result.bytes,
         sha256: result.sha256,
-        url: file.url,
+        url: fetched.url,
       });
-    }
-    if (plan.sheet !== undefined) {
-      await writeFileAtomic(join(folder, 'sheet.json'), `${JSON.stringify(plan.sheet, null, 2)}\n`);
     }
     const jobFile = {
       task: task.taskId,
       model: task.model,
       img_uuid: task.imgUuid,
-      files: plan.files.map((f) => f.fileName),
-      ...(plan.songs.length > 0 ? { songs: plan.songs } : {}),
-      ...(plan.problems.length > 0 ? { problems: plan.problems } : {}),
+      files: current.files.map((f) => names.get(f.position) ?? f.fileName),
+      ...(current.songs.length > 0
+        ? { songs: current.songs.map((s) => ({ ...s, file: names.get(positionOf(current, s.file)) ?? s.file })) }
+        : {}),
+      ...(current.problems.length > 0 ? { problems: current.problems } : {}),
       job: withoutSignedQueries(record),
     };
-    await writeFileAtomic(join(folder, 'job.json'), `${JSON.stringify(jobFile, null, 2)}\n`);
+    try {
+      if (current.sheet !== undefined) {
+        await writeFileAtomic(join(folder, 'sheet.json'), `${JSON.stringify(current.sheet, null, 2)}\n`);
+      }
+      await writeFileAtomic(join(folder, 'job.json'), `${JSON.stringify(jobFile, null, 2)}\n`);
+    } catch (error) {
+      await this.#unfetched(watched, localProblem(error, join(folder, 'job.json')), true);
+      return;
+    }
     // The files and the task's end in one commit: a task is done exactly when all its files are recorded.
     await this.#writes.write(() => {
       for (const file of done) store.recordFile(runId, task.taskId, file);
       store.markDone(runId, task.taskId);
     });
-    this.#log.info({ task: task.taskId, files: plan.files.length }, 'done');
+    this.#log.info({ task: task.taskId, files: current.files.length }, 'done');
   }
 
-  async #downloadWithRetries(url: string, dest: string, taskId: string): Promise<DownloadResult> {
+  /**
+   * Fetches the file at `position`. A link the CDN refuses (403/404/410) or past its expiry is not the
+   * end: a fresh job record re-signs it, a bounded number of times. Only the service saying it no longer
+   * has the job gives the result up.
+   */
+  async #fetchFile(
+    watched: Watched,
+    position: number,
+    folder: string,
+    initial: ResultPlan,
+    maxBytes: number,
+    refreshed: (record: JobRecord) => ResultPlan,
+  ): Promise<
+    | { type: 'ok'; result: Extract<DownloadResult, { ok: true }> & { path: string }; url: string }
+    | { type: 'unfetched'; reason: string; local: boolean }
+    | { type: 'lost'; reason: string }
+    | { type: 'halted' }
+  > {
+    const taskId = watched.task.taskId;
+    let plan = initial;
+    for (let refresh = 0; ; refresh++) {
+      const file = plan.files.find((f) => f.position === position);
+      if (!file) return { type: 'unfetched', reason: `result file ${position} is no longer listed by the job`, local: false };
+      const dest = join(folder, file.fileName);
+      const result = await this.#downloadWithRetries(file.url, dest, taskId, maxBytes);
+      if (this.#halt.signal.aborted) return { type: 'halted' };
+      if (result.ok) return { type: 'ok', result: { ...result, path: result.path ?? dest }, url: file.url };
+      if (result.type === 'disk') return { type: 'unfetched', reason: diskReason(result.message), local: true };
+      const refusedLink = result.type === 'expired' || result.type === 'link-refused';
+      if (!refusedLink || refresh >= this.#policy.linkRefreshes) {
+        const what = refusedLink ? `the result link was refused ${refresh + 1} times, fresh links included` : result.message;
+        return {
+          type: 'unfetched',
+          reason: `${file.fileName} could not be fetched (${what}); the job is charged: run again to fetch it`,
+          local: false,
+        };
+      }
+      await this.#sleep(this.#backoff(refresh), this.#halt.signal);
+      const fresh = await this.#pollLimit(() => this.#deps.client.getJob(watched.task.imgUuid ?? ''));
+      this.#polls++;
+      if (fresh.type === 'not-found' && !this.#withinNotFoundWindow(watched)) {
+        return { type: 'lost', reason: `paid, result lost: the service no longer has job ${watched.task.imgUuid} (${fresh.message})` };
+      }
+      if (fresh.type === 'ok' && fresh.value.img_uuid === watched.task.imgUuid && hasResults(fresh.value)) {
+        this.#log.info({ task: taskId, file: file.fileName }, 'result link refused; fetched a fresh job record');
+        plan = refreshed(fresh.value);
+      }
+    }
+  }
+
+  #withinNotFoundWindow(watched: Watched): boolean {
+    const since = watched.task.submittedAt?.getTime() ?? 0;
+    return this.#now() - since < this.#policy.notFoundWindowMs;
+  }
+
+  async #downloadWithRetries(url: string, dest: string, taskId: string, maxBytes: number): Promise<DownloadResult> {
     let result: DownloadResult = { ok: false, type: 'network', message: 'not tried', retrySafe: true };
     for (let attempt = 0; attempt < 4; attempt++) {
       result = await this.#deps.download(url, dest, {
-        maxBytes: this.#opts.maxDownloadBytes,
+        maxBytes: Math.min(this.#opts.maxDownloadBytes, maxBytes),
         timeoutMs: this.#opts.downloadTimeoutMs,
         signal: this.#halt.signal,
+        detectType: true,
       });
       if (result.ok || !result.retrySafe || this.#halt.signal.aborted) return result;
       this.#log.warn({ task: taskId, reason: result.message }, 'download failed; retrying');
@@ -842,4 +1200,42 @@ export class Runner {
     }
     return result;
   }
+}
+
+function hasResults(record: JobRecord): boolean {
+  return Array.isArray(record.json) && record.json.length > 0;
+}
+
+function isMediaKind(kind: string): kind is ResultItemKind {
+  return kind === 'image' || kind === 'audio' || kind === 'video' || kind === 'json';
+}
+
+function positionOf(plan: ResultPlan, fileName: string): number {
+  return plan.files.find((f) => f.fileName === fileName)?.position ?? -1;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+const LOCAL_CODES: Record<string, string> = {
+  ENOSPC: 'no space left on the device',
+  EDQUOT: 'disk quota exceeded',
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  EROFS: 'the file system is read-only',
+  EIO: 'input/output error',
+  ENOTDIR: 'a file stands where a folder should be',
+  ELOOP: 'a symbolic link stands where a folder should be',
+};
+
+/** One line for a file that could not be written on this machine: what happened, where, what to do. */
+function localProblem(error: unknown, path: string): string {
+  const code = (error as { code?: unknown }).code;
+  const what = typeof code === 'string' ? (LOCAL_CODES[code] ?? code) : messageOf(error);
+  return diskReason(`${what} writing ${path}`);
+}
+
+function diskReason(message: string): string {
+  return `${message}: the result is paid and still on the service; ${LOCAL_HINT}`;
 }

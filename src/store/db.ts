@@ -100,7 +100,29 @@ function migrate(db: Db, file: string, now: Clock, migrations: readonly Migratio
     db.exec(migration.sql);
     insertMigration.run(migration.id, migration.name, now().toISOString());
   });
-  for (const migration of migrations) applyOne.immediate(migration);
+  const foreignKeyProblems = db.prepare('PRAGMA foreign_key_check');
+  const applyRebuild = db.transaction((migration: Migration) => {
+    applyOne(migration);
+    const problems = foreignKeyProblems.all();
+    if (problems.length > 0) {
+      throw new StoreError(
+        `${file}: migration ${migration.id} left ${problems.length} broken references: restore a backup of the state file`,
+      );
+    }
+  });
+  for (const migration of migrations) {
+    if (!migration.rebuildsTables) {
+      applyOne.immediate(migration);
+      continue;
+    }
+    // PRAGMA foreign_keys is a no-op inside a transaction, so it is switched around it.
+    db.pragma('foreign_keys = OFF');
+    try {
+      applyRebuild.immediate(migration);
+    } finally {
+      db.pragma('foreign_keys = ON');
+    }
+  }
 }
 
 function messageOf(error: unknown): string {

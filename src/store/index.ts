@@ -17,6 +17,7 @@ import type { Clock } from './types.js';
 export { StoreError } from './db.js';
 export { bodyHash, keyFingerprint } from './fingerprint.js';
 export type { JobEvent } from './jobs.js';
+export type { SubmitRecorded } from './submissions.js';
 export { leaseHolder } from './leases.js';
 export { MIGRATIONS, type Migration } from './migrations.js';
 export { hostOf, withoutSignedQueries } from './redact.js';
@@ -76,7 +77,7 @@ export class Store {
   readonly unblock: TaskStore['unblock'];
   readonly requeueTasks: TaskStore['requeueTasks'];
   readonly markDone: TaskStore['markDone'];
-  readonly markFailed: TaskStore['markFailed'];
+  readonly moveTask: TaskStore['moveTask'];
   readonly setTaskError: TaskStore['setTaskError'];
 
   // Submissions
@@ -86,6 +87,8 @@ export class Store {
   readonly recordInDoubt: SubmissionStore['recordInDoubt'];
   readonly recoverInterruptedSubmissions: SubmissionStore['recoverInterruptedSubmissions'];
   readonly attemptsOf: SubmissionStore['attemptsOf'];
+  readonly adoptInDoubt: SubmissionStore['adoptInDoubt'];
+  readonly chargedAttempts: SubmissionStore['chargedAttempts'];
 
   // Jobs and files
   readonly recordJobStatus: JobStore['recordJobStatus'];
@@ -153,7 +156,7 @@ export class Store {
     this.unblock = tasks.unblock.bind(tasks);
     this.requeueTasks = tasks.requeueTasks.bind(tasks);
     this.markDone = tasks.markDone.bind(tasks);
-    this.markFailed = tasks.markFailed.bind(tasks);
+    this.moveTask = tasks.moveTask.bind(tasks);
     this.setTaskError = tasks.setTaskError.bind(tasks);
 
     const submissions = new SubmissionStore(db, now);
@@ -163,6 +166,8 @@ export class Store {
     this.recordInDoubt = submissions.recordInDoubt.bind(submissions);
     this.recoverInterruptedSubmissions = submissions.recoverInterruptedSubmissions.bind(submissions);
     this.attemptsOf = submissions.attemptsOf.bind(submissions);
+    this.adoptInDoubt = submissions.adoptInDoubt.bind(submissions);
+    this.chargedAttempts = submissions.chargedAttempts.bind(submissions);
 
     const jobs = new JobStore(db, now);
     this.recordJobStatus = jobs.recordJobStatus.bind(jobs);

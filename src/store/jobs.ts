@@ -5,7 +5,7 @@ import type { Db } from './db.js';
 import { withoutSignedQueries } from './redact.js';
 import type { TaskRow } from './task-rows.js';
 import { toIso } from './time.js';
-import { nextStateOnJobStatus, taskStateForJobStatus } from './transitions.js';
+import { isDocumentedJobStatus, jobPhase, nextStateOnJobStatus } from './transitions.js';
 import type { Clock, EventSource, JobStatusResult, TaskState } from './types.js';
 
 interface JobEventRow {
@@ -32,7 +32,7 @@ export class JobStore {
   readonly #insertEvent;
   readonly #selectTask;
   readonly #moveTask;
-  readonly #hasEvent;
+  readonly #eventStatuses;
   readonly #insertRefund;
   readonly #setTaskRefunded;
   readonly #selectEvents;
@@ -69,8 +69,8 @@ export class JobStore {
          error = coalesce(:error, error), updated_at = :now
        WHERE img_uuid = :imgUuid AND state = :from`,
     );
-    this.#hasEvent = db
-      .prepare<[string, string], number>('SELECT 1 FROM job_events WHERE img_uuid = ? AND status = ?')
+    this.#eventStatuses = db
+      .prepare<[string], string>('SELECT status FROM job_events WHERE img_uuid = ?')
       .pluck();
     // The refund mirrors the charge (same key, period, run and task), so a period's net spend counts it.
     this.#insertRefund = db.prepare<{ imgUuid: string; now: string }, { tokens: number }>(
@@ -109,10 +109,13 @@ export class JobStore {
     const now = toIso(this.#now());
     const stored = record === undefined ? null : JSON.stringify(withoutSignedQueries(record));
     const newEvent = this.#insertEvent.run({ imgUuid, status, now, source, record: stored }).changes === 1;
-    const knownStatus = taskStateForJobStatus(status) !== undefined;
+    const knownStatus = isDocumentedJobStatus(status);
+    const phase = jobPhase(status);
+    // Success with no result list yet is not an end: the runner waits a grace period for the list.
+    const effective = phase === 'success' && !hasResults(record) ? 'processing' : status;
     const row = this.#selectTask.get(imgUuid);
     const from = row?.state ?? null;
-    const to = from === null ? null : nextStateOnJobStatus(from, status);
+    const to = from === null ? null : nextStateOnJobStatus(from, effective);
     const moved = from !== null && to !== null && to !== from;
     if (moved) {
       this.#moveTask.run({
@@ -129,7 +132,7 @@ export class JobStore {
     }
     let refunded: number | null = null;
     // A job that was seen succeeding is not refunded by a later contradicting report.
-    if (status === 'failed' && this.#hasEvent.get(imgUuid, 'success') === undefined) {
+    if (phase === 'failed' && !this.#eventStatuses.all(imgUuid).some((s) => jobPhase(s) === 'success')) {
       const refund = this.#insertRefund.get({ imgUuid, now });
       if (refund !== undefined) {
         refunded = refund.tokens;
@@ -157,6 +160,12 @@ export class JobStore {
       record: row.record === null ? null : (JSON.parse(row.record) as unknown),
     }));
   }
+}
+
+function hasResults(record: unknown): boolean {
+  if (record === null || typeof record !== 'object') return false;
+  const json = (record as { json?: unknown }).json;
+  return Array.isArray(json) && json.length > 0;
 }
 
 function durationOf(record: unknown): number | null {

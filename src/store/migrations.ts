@@ -7,6 +7,11 @@ export interface Migration {
   id: number;
   name: string;
   sql: string;
+  /**
+   * Rebuilds a table that others reference (SQLite cannot alter a CHECK): foreign keys are switched off
+   * around the transaction, as SQLite's own procedure requires, and checked before it commits.
+   */
+  rebuildsTables?: boolean;
 }
 
 export const MIGRATIONS: readonly Migration[] = [
@@ -140,6 +145,61 @@ CREATE TABLE schedules (
   next_fire_at  TEXT,
   updated_at    TEXT NOT NULL
 ) STRICT;
+`,
+  },
+  {
+    id: 2,
+    name: 'task states stalled, unfetched and lost; automatic retries; unknown costs; recovery from doubt',
+    rebuildsTables: true,
+    sql: `
+CREATE TABLE tasks_v2 (
+  run_id         TEXT NOT NULL REFERENCES runs (id),
+  task_id        TEXT NOT NULL,
+  seq            INTEGER NOT NULL,
+  model          TEXT NOT NULL,
+  endpoint       TEXT NOT NULL,
+  body           TEXT NOT NULL,
+  body_hash      TEXT NOT NULL,
+  est_tokens     REAL NOT NULL,
+  est_min        REAL NOT NULL,
+  est_max        REAL NOT NULL,
+  est_basis      TEXT NOT NULL,
+  est_assumed    INTEGER NOT NULL CHECK (est_assumed IN (0, 1)),
+  state          TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'submitting', 'in_doubt',
+                   'submitted', 'running', 'stalled', 'downloading', 'unfetched', 'done', 'failed',
+                   'rejected', 'blocked', 'lost')),
+  img_uuid       TEXT,
+  cost           REAL,
+  refunded       REAL,
+  error          TEXT,
+  submitted_at   TEXT,
+  finished_at    TEXT,
+  job_status     TEXT,
+  job_duration   REAL,
+  last_polled_at TEXT,
+  next_poll_at   TEXT,
+  poll_count     INTEGER NOT NULL DEFAULT 0,
+  source         TEXT CHECK (source IN ('poll', 'callback')),
+  updated_at     TEXT NOT NULL,
+  retries        INTEGER NOT NULL DEFAULT 0 CHECK (retries >= 0),
+  cost_assumed   INTEGER NOT NULL DEFAULT 0 CHECK (cost_assumed IN (0, 1)),
+  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)),
+  PRIMARY KEY (run_id, task_id)
+) STRICT;
+INSERT INTO tasks_v2 (run_id, task_id, seq, model, endpoint, body, body_hash, est_tokens, est_min, est_max,
+  est_basis, est_assumed, state, img_uuid, cost, refunded, error, submitted_at, finished_at, job_status,
+  job_duration, last_polled_at, next_poll_at, poll_count, source, updated_at)
+SELECT run_id, task_id, seq, model, endpoint, body, body_hash, est_tokens, est_min, est_max,
+  est_basis, est_assumed, state, img_uuid, cost, refunded, error, submitted_at, finished_at, job_status,
+  job_duration, last_polled_at, next_poll_at, poll_count, source, updated_at FROM tasks;
+DROP TABLE tasks;
+ALTER TABLE tasks_v2 RENAME TO tasks;
+CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT NULL;
+CREATE INDEX tasks_by_state ON tasks (run_id, state, seq);
+CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running', 'stalled');
+
+-- A charge whose amount the API did not state is booked at list price and marked as such.
+ALTER TABLE ledger ADD COLUMN assumed INTEGER NOT NULL DEFAULT 0 CHECK (assumed IN (0, 1));
 `,
   },
 ];

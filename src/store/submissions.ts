@@ -14,6 +14,8 @@ import type {
   TaskState,
 } from './types.js';
 
+export type SubmitRecorded = { state: 'submitted' } | { state: 'in_doubt'; message: string };
+
 interface AttemptRow {
   run_id: string;
   task_id: string;
@@ -59,6 +61,10 @@ export class SubmissionStore {
   readonly #notCharged;
   readonly #inDoubt;
   readonly #recover;
+  readonly #selectOwner;
+  readonly #countCharged;
+  readonly #lastInDoubtAttempt;
+  readonly #adopt;
 
   constructor(db: Db, now: Clock) {
     this.#now = now;
@@ -82,18 +88,34 @@ export class SubmissionStore {
        WHERE run_id = :runId AND task_id = :taskId AND attempt_no = :attemptNo
          AND (outcome IS NULL OR outcome = 'in_doubt')`,
     );
-    this.#markSubmitted = db.prepare<Key & { imgUuid: string; cost: number; now: string; from: string }>(
-      `UPDATE tasks SET state = 'submitted', img_uuid = :imgUuid, cost = :cost, refunded = NULL, error = NULL,
-         submitted_at = :now, next_poll_at = NULL, updated_at = :now
+    this.#markSubmitted = db.prepare<
+      Key & { imgUuid: string; cost: number; assumed: number; recovered: number; now: string; from: string }
+    >(
+      `UPDATE tasks SET state = 'submitted', img_uuid = :imgUuid, cost = :cost, cost_assumed = :assumed,
+         recovered = :recovered, refunded = NULL, error = NULL, submitted_at = :now, next_poll_at = NULL,
+         updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
     );
     this.#insertCharge = db.prepare<
-      Key & { imgUuid: string; cost: number; keyFingerprint: string; period: string; now: string }
+      Key & { imgUuid: string; cost: number; assumed: number; keyFingerprint: string; period: string; now: string }
     >(
-      `INSERT INTO ledger (key_fingerprint, period, run_id, task_id, img_uuid, kind, tokens, at)
-       VALUES (:keyFingerprint, :period, :runId, :taskId, :imgUuid, 'charge', :cost, :now)
+      `INSERT INTO ledger (key_fingerprint, period, run_id, task_id, img_uuid, kind, tokens, assumed, at)
+       VALUES (:keyFingerprint, :period, :runId, :taskId, :imgUuid, 'charge', :cost, :assumed, :now)
        ON CONFLICT (img_uuid, kind) DO NOTHING`,
     );
+    this.#selectOwner = db.prepare<[string], { run_id: string; task_id: string }>(
+      'SELECT run_id, task_id FROM tasks WHERE img_uuid = ?',
+    );
+    this.#countCharged = db
+      .prepare<[string, string], number>(
+        `SELECT count(*) FROM attempts WHERE run_id = ? AND task_id = ? AND outcome = 'submitted'`,
+      )
+      .pluck();
+    this.#lastInDoubtAttempt = db
+      .prepare<[string, string], number | null>(
+        `SELECT max(attempt_no) FROM attempts WHERE run_id = ? AND task_id = ? AND outcome = 'in_doubt'`,
+      )
+      .pluck();
     this.#markNotCharged = db.prepare<Key & { state: TaskState; error: string; now: string }>(
       `UPDATE tasks SET state = :state, error = :error, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state = 'submitting'`,
@@ -126,17 +148,23 @@ export class SubmissionStore {
       return attempt.attempt_no;
     });
     this.#submitted = db.transaction(
-      (runId: string, taskId: string, attemptNo: number, answer: SubmittedAnswer) => {
-        const now = this.#now();
-        const at = toIso(now);
-        const task = { runId, taskId, imgUuid: answer.imgUuid, cost: answer.cost, now: at };
-        if (this.#markSubmitted.run({ ...task, from: fromStatesJson('submitted') }).changes === 0) {
-          // Tokens were spent: say which job so the log keeps it even though the row could not take it.
-          const state = this.#selectState.get(runId, taskId);
-          throw new StoreError(
-            `${refusedMove(state, runId, taskId, 'submitted').message} (img_uuid ${answer.imgUuid}, cost ${answer.cost})`,
-          );
+      (runId: string, taskId: string, attemptNo: number, answer: SubmittedAnswer): SubmitRecorded => {
+        const at = toIso(this.#now());
+        // Two tasks can never share a job: a second task answered with a known img_uuid is in doubt
+        // (its own submission may or may not have been charged), never a crash.
+        const owner = this.#selectOwner.get(answer.imgUuid);
+        if (owner !== undefined && (owner.run_id !== runId || owner.task_id !== taskId)) {
+          const message = `the API answered with job ${answer.imgUuid}, which task ${owner.task_id} of run ${owner.run_id} already has: this submission may or may not have been charged`;
+          if (this.#markInDoubt.run({ runId, taskId, error: message, now: at }).changes === 0) {
+            throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'in_doubt');
+          }
+          this.#recordAnswer.run({
+            ...answerValues(runId, taskId, attemptNo, 'in_doubt', { message, httpStatus: 200, code: 0 }, at),
+            imgUuid: null,
+          });
+          return { state: 'in_doubt', message };
         }
+        this.#book(runId, taskId, answer, { from: 'submitted', recovered: 0, at, stateBefore: undefined });
         this.#recordAnswer.run({
           runId,
           taskId,
@@ -148,9 +176,31 @@ export class SubmissionStore {
           imgUuid: answer.imgUuid,
           now: at,
         });
-        this.#insertCharge.run({ ...task, keyFingerprint: answer.keyFingerprint, period: periodOf(now) });
+        return { state: 'submitted' };
       },
     );
+    this.#adopt = db.transaction((runId: string, taskId: string, answer: SubmittedAnswer): boolean => {
+      const at = toIso(this.#now());
+      if (this.#selectState.get(runId, taskId) !== 'in_doubt') return false;
+      const owner = this.#selectOwner.get(answer.imgUuid);
+      if (owner !== undefined) return false;
+      this.#book(runId, taskId, answer, { from: 'submitted', recovered: 1, at, stateBefore: 'in_doubt' });
+      const attemptNo = this.#lastInDoubtAttempt.get(runId, taskId);
+      if (attemptNo !== null && attemptNo !== undefined) {
+        this.#recordAnswer.run({
+          runId,
+          taskId,
+          attemptNo,
+          outcome: 'submitted',
+          httpStatus: null,
+          code: null,
+          message: `recovered from doubt: a callback named job ${answer.imgUuid} and jobs/detail confirmed it`,
+          imgUuid: answer.imgUuid,
+          now: at,
+        });
+      }
+      return true;
+    });
     this.#notCharged = db.transaction(
       (runId: string, taskId: string, attemptNo: number, answer: NotChargedAnswer) => {
         const now = toIso(this.#now());
@@ -189,9 +239,50 @@ export class SubmissionStore {
     return this.#intent.immediate(runId, taskId);
   }
 
-  /** The API accepted the task: its img_uuid, the task's state, the attempt and the ledger charge, at once. */
-  recordSubmitted(runId: string, taskId: string, attemptNo: number, answer: SubmittedAnswer): void {
-    this.#submitted.immediate(runId, taskId, attemptNo, answer);
+  /**
+   * The API accepted the task: its img_uuid, the task's state, the attempt and the ledger charge, at once.
+   * An img_uuid another task already has puts this one in doubt instead (the result says so).
+   */
+  recordSubmitted(runId: string, taskId: string, attemptNo: number, answer: SubmittedAnswer): SubmitRecorded {
+    return this.#submitted.immediate(runId, taskId, attemptNo, answer);
+  }
+
+  /**
+   * A submission whose answer was lost turned out to be accepted (a callback named its job and
+   * jobs/detail confirmed it): the task takes the job, its charge is booked (at list price when unknown),
+   * and its attempt says it was recovered. False when the task is no longer in doubt or the job is
+   * another task's already.
+   */
+  adoptInDoubt(runId: string, taskId: string, answer: SubmittedAnswer): boolean {
+    return this.#adopt.immediate(runId, taskId, answer);
+  }
+
+  /** How many jobs were accepted (and charged) for the task so far, across retries. */
+  chargedAttempts(runId: string, taskId: string): number {
+    return this.#countCharged.get(runId, taskId) ?? 0;
+  }
+
+  #book(
+    runId: string,
+    taskId: string,
+    answer: SubmittedAnswer,
+    how: { from: TaskState; recovered: number; at: string; stateBefore: TaskState | undefined },
+  ): void {
+    const assumed = answer.cost === undefined ? 1 : 0;
+    const cost = answer.cost ?? answer.listPrice;
+    if (cost === undefined) {
+      throw new StoreError(`run ${runId}: task ${taskId}: a charge with no cost needs the list price`);
+    }
+    const task = { runId, taskId, imgUuid: answer.imgUuid, cost, assumed, now: how.at };
+    const from = how.stateBefore === undefined ? fromStatesJson(how.from) : JSON.stringify([how.stateBefore]);
+    if (this.#markSubmitted.run({ ...task, recovered: how.recovered, from }).changes === 0) {
+      // Tokens were spent: say which job so the log keeps it even though the row could not take it.
+      const state = this.#selectState.get(runId, taskId);
+      throw new StoreError(
+        `${refusedMove(state, runId, taskId, 'submitted').message} (img_uuid ${answer.imgUuid}, cost ${answer.cost})`,
+      );
+    }
+    this.#insertCharge.run({ ...task, keyFingerprint: answer.keyFingerprint, period: periodOf(fromIso(how.at)) });
   }
 
   /** An answer known not to have charged: `rejected` ends the task, `not_charged` puts it back to pending. */

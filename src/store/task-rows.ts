@@ -32,6 +32,9 @@ export interface TaskRow {
   poll_count: number;
   source: EventSource | null;
   updated_at: string;
+  retries: number;
+  cost_assumed: number;
+  recovered: number;
 }
 
 export function toTask(row: TaskRow): TaskRecord {
@@ -63,6 +66,9 @@ export function toTask(row: TaskRow): TaskRecord {
     nextPollAt: fromIsoOrNull(row.next_poll_at),
     pollCount: row.poll_count,
     source: row.source,
+    retries: row.retries,
+    costAssumed: row.cost_assumed === 1,
+    recovered: row.recovered === 1,
   };
 }
 

@@ -24,6 +24,7 @@ interface ExistingTask {
   est_max: number;
   est_basis: string;
   est_assumed: number;
+  retries: number;
 }
 
 interface TaskValues {
@@ -38,6 +39,7 @@ interface TaskValues {
   estMax: number;
   estBasis: string;
   estAssumed: number;
+  retries: number;
   now: string;
 }
 
@@ -71,7 +73,7 @@ export class TaskStore {
   readonly #requeue;
   readonly #requeueTasks;
   readonly #markDone;
-  readonly #markFailed;
+  readonly #move;
   readonly #setError;
   readonly #pendingByModel;
 
@@ -79,7 +81,7 @@ export class TaskStore {
     this.#now = now;
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#selectExisting = db.prepare<[string], ExistingTask>(
-      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed
+      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries
        FROM tasks WHERE run_id = ?`,
     );
     this.#selectMaxSeq = db
@@ -89,20 +91,20 @@ export class TaskStore {
     this.#insertTaskBatch = db.prepare<unknown[]>(insertTasksSql(INSERT_BATCH));
     this.#updateEstimate = db.prepare<[TaskValues]>(
       `UPDATE tasks SET est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, updated_at = :now
+         est_assumed = :estAssumed, retries = :retries, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId`,
     );
     this.#updateBodyInPlace = db.prepare<[TaskValues & { neverCharged: string }]>(
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, state = 'pending', error = NULL, updated_at = :now
+         est_assumed = :estAssumed, retries = :retries, state = 'pending', error = NULL, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:neverCharged))`,
     );
     // The old job's charge and refund stay in the ledger, keyed by its img_uuid; the task starts afresh.
     this.#resetTaskWithBody = db.prepare<[TaskValues]>(
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, ${RESET_COLUMNS}, updated_at = :now
+         est_assumed = :estAssumed, retries = :retries, ${RESET_COLUMNS}, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId`,
     );
     this.#deleteFilesOfTask = db.prepare<[string, string]>(
@@ -129,12 +131,12 @@ export class TaskStore {
     );
     this.#selectDue = db.prepare<[string, string, number], TaskRow>(
       `SELECT * FROM tasks
-       WHERE run_id = ? AND state IN ('submitted', 'running') AND (next_poll_at IS NULL OR next_poll_at <= ?)
+       WHERE run_id = ? AND state IN ('submitted', 'running', 'stalled') AND (next_poll_at IS NULL OR next_poll_at <= ?)
        ORDER BY next_poll_at NULLS FIRST, seq LIMIT ?`,
     );
     this.#selectEarliestPoll = db
       .prepare<[string], string | null>(
-        `SELECT min(coalesce(next_poll_at, '')) FROM tasks WHERE run_id = ? AND state IN ('submitted', 'running')`,
+        `SELECT min(coalesce(next_poll_at, '')) FROM tasks WHERE run_id = ? AND state IN ('submitted', 'running', 'stalled')`,
       )
       .pluck();
     this.#notePolled = db.prepare<{ runId: string; taskId: string; now: string; next: string }>(
@@ -170,9 +172,10 @@ export class TaskStore {
       `UPDATE tasks SET state = 'done', error = NULL, finished_at = :now, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
     );
-    this.#markFailed = db.prepare<Key & { error: string; now: string }>(
-      `UPDATE tasks SET state = 'failed', error = :error, finished_at = :now, updated_at = :now
-       WHERE run_id = :runId AND task_id = :taskId AND state = 'downloading'`,
+    this.#move = db.prepare<Key & { to: TaskState; error: string | null; ends: number; now: string; from: string }>(
+      `UPDATE tasks SET state = :to, error = :error, updated_at = :now,
+         finished_at = CASE WHEN :ends = 1 THEN :now ELSE finished_at END
+       WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
     );
     this.#pendingByModel = db.prepare<
       [string],
@@ -357,12 +360,15 @@ export class TaskStore {
   }
 
   /**
-   * The job succeeded but its results cannot be had (link expired, download gave up). No refund:
-   * the API charged for a job that succeeded. A failed *job* is recorded by recordJobStatus instead.
+   * Moves a task along its life cycle outside the submission and job-status paths: `stalled` (past its
+   * deadline), `unfetched` (paid, result not on disk yet), `downloading` (trying the files again),
+   * `lost` (paid, and the service no longer has the result). The reason is kept as the task's error.
    */
-  markFailed(runId: string, taskId: string, error: string): void {
-    if (this.#markFailed.run({ runId, taskId, error, now: toIso(this.#now()) }).changes === 0) {
-      throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'failed');
+  moveTask(runId: string, taskId: string, to: 'stalled' | 'unfetched' | 'downloading' | 'lost', reason: string | null): void {
+    const ends = to === 'lost' ? 1 : 0;
+    const from = fromStatesJson(to);
+    if (this.#move.run({ runId, taskId, to, error: reason, ends, now: toIso(this.#now()), from }).changes === 0) {
+      throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, to);
     }
   }
 
@@ -375,25 +381,26 @@ export class TaskStore {
 }
 
 /** What a task forgets when it starts over: its job, its answer, its polling. */
-const RESET_COLUMNS = `state = 'pending', img_uuid = NULL, cost = NULL, refunded = NULL, error = NULL,
+const RESET_COLUMNS = `state = 'pending', img_uuid = NULL, cost = NULL, cost_assumed = 0, recovered = 0,
+  refunded = NULL, error = NULL,
   submitted_at = NULL, finished_at = NULL, job_status = NULL, job_duration = NULL, last_polled_at = NULL,
   next_poll_at = NULL, poll_count = 0, source = NULL`;
 
 /** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
 const INSERT_BATCH = 100;
-const INSERT_COLUMNS = 13;
+const INSERT_COLUMNS = 14;
 
 function insertTasksSql(rows: number): string {
-  const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`;
+  const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`;
   return `INSERT INTO tasks (run_id, task_id, seq, model, endpoint, body, body_hash,
-    est_tokens, est_min, est_max, est_basis, est_assumed, state, updated_at)
+    est_tokens, est_min, est_max, est_basis, est_assumed, state, updated_at, retries)
     VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 
 /** Appends one task's INSERT_COLUMNS parameters, in the column order of insertTasksSql. */
 function pushInsertParams(params: unknown[], v: TaskValues, seq: number): void {
   params.push(v.runId, v.taskId, seq, v.model, v.endpoint, v.body, v.bodyHash);
-  params.push(v.estTokens, v.estMin, v.estMax, v.estBasis, v.estAssumed, v.now);
+  params.push(v.estTokens, v.estMin, v.estMax, v.estBasis, v.estAssumed, v.now, v.retries);
 }
 
 function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
@@ -409,6 +416,7 @@ function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
     estMax: spec.estimate.max,
     estBasis: spec.estimate.basis,
     estAssumed: spec.estimate.assumedPrice ? 1 : 0,
+    retries: spec.retries ?? 0,
     now,
   };
 }
@@ -419,6 +427,7 @@ function estimateDiffers(old: ExistingTask, values: TaskValues): boolean {
     old.est_min !== values.estMin ||
     old.est_max !== values.estMax ||
     old.est_basis !== values.estBasis ||
-    old.est_assumed !== values.estAssumed
+    old.est_assumed !== values.estAssumed ||
+    old.retries !== values.retries
   );
 }

@@ -8,15 +8,22 @@ export const TASK_MOVES: Readonly<Record<TaskState, readonly TaskState[]>> = {
   pending: ['submitting', 'blocked'],
   // The POST may have gone out: only its answer (or the lack of one) decides what comes next.
   submitting: ['submitted', 'rejected', 'pending', 'in_doubt'],
-  // A late answer can still resolve the doubt; a retry happens only when the user asks (--retry-in-doubt).
+  // A late answer (or a callback naming the job) can resolve the doubt; a retry happens only on request.
   in_doubt: ['submitted', 'pending'],
-  submitted: ['running', 'downloading', 'failed'],
-  running: ['downloading', 'failed'],
-  downloading: ['done', 'failed'],
+  submitted: ['running', 'stalled', 'downloading', 'unfetched', 'failed'],
+  running: ['downloading', 'stalled', 'unfetched', 'failed'],
+  // Past its deadline: its slot is released, but the job is still watched and may still end either way.
+  stalled: ['running', 'downloading', 'unfetched', 'failed'],
+  // Charged and succeeded: only the files decide. A result that cannot be had yet is `unfetched`, retried
+  // by every later run; `lost` only when the service itself no longer has the job.
+  downloading: ['done', 'unfetched', 'lost'],
+  unfetched: ['downloading', 'done', 'lost'],
   done: [],
-  failed: [],
-  rejected: [],
+  // A failed job was refunded: sending it again (retries, --retry-failed) costs nothing twice.
+  failed: ['pending'],
+  rejected: ['pending'],
   blocked: ['pending'],
+  lost: [],
 };
 
 export function canMove(from: TaskState, to: TaskState): boolean {
@@ -34,21 +41,50 @@ export const NEVER_CHARGED: readonly TaskState[] = ['pending', 'rejected', 'bloc
 /** States a user may send back to pending on request (`--retry-in-doubt`, `--accept-changes`, retrying failures). */
 export const REQUEUEABLE: readonly TaskState[] = ['in_doubt', 'failed', 'rejected', 'blocked'];
 
-/** The task state a documented job status leads to; undefined for statuses the API does not document. */
+/** States whose job is still being produced by the service: watched by polls and callbacks. */
+export const WATCHED: readonly TaskState[] = ['submitted', 'running', 'stalled'];
+
+/** States a run has not finished with: a later `run` has work to do for them. */
+export const UNFINISHED: readonly TaskState[] = [
+  'pending',
+  'submitting',
+  'submitted',
+  'running',
+  'stalled',
+  'downloading',
+  'unfetched',
+];
+
+/** States where tokens were (or may have been) spent and no result is on disk. */
+export const PAID_WITHOUT_RESULT: readonly TaskState[] = ['in_doubt', 'unfetched', 'lost'];
+
+/**
+ * What a job status means, whatever the service's spelling: the spec's four words, and what its
+ * documentation also shows (`completed`, `WAITING`). Anything unknown is "not finished yet".
+ */
+export type JobPhase = 'success' | 'failed' | 'waiting';
+
+const SUCCESS_WORDS = new Set(['success', 'completed', 'succeeded', 'done', 'finished']);
+const FAILED_WORDS = new Set(['failed', 'failure', 'error', 'cancelled', 'canceled']);
+
+export function jobPhase(status: string): JobPhase {
+  const word = status.trim().toLowerCase();
+  if (SUCCESS_WORDS.has(word)) return 'success';
+  if (FAILED_WORDS.has(word)) return 'failed';
+  return 'waiting';
+}
+
+/** The spec's own statuses; any other is logged once per job. */
+export function isDocumentedJobStatus(status: string): boolean {
+  return ['pending', 'processing', 'success', 'failed'].includes(status);
+}
+
+/** The task state a job status leads to; undefined when it leaves the task where it is. */
 export function taskStateForJobStatus(status: string): TaskState | undefined {
-  switch (status) {
-    case 'pending':
-      return 'submitted';
-    case 'processing':
-      return 'running';
-    case 'success':
-      return 'downloading';
-    case 'failed':
-      return 'failed';
-    default:
-      // Unknown statuses (`WAITING`, `completed`, …) mean "not finished yet", never success or failure.
-      return undefined;
-  }
+  const phase = jobPhase(status);
+  if (phase === 'success') return 'downloading';
+  if (phase === 'failed') return 'failed';
+  return status.trim().toLowerCase() === 'processing' ? 'running' : undefined;
 }
 
 /**
@@ -58,6 +94,8 @@ export function taskStateForJobStatus(status: string): TaskState | undefined {
 const JOB_STATUS_MOVES: Partial<Record<TaskState, readonly TaskState[]>> = {
   submitted: ['running', 'downloading', 'failed'],
   running: ['downloading', 'failed'],
+  // A stalled job still processing stays stalled (its slot stays released) until it ends.
+  stalled: ['downloading', 'failed'],
 };
 
 /**

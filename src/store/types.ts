@@ -14,11 +14,14 @@ export const TASK_STATES = [
   'in_doubt',
   'submitted',
   'running',
+  'stalled',
   'downloading',
+  'unfetched',
   'done',
   'failed',
   'rejected',
   'blocked',
+  'lost',
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
@@ -59,6 +62,8 @@ export interface NewTask {
   /** The exact JSON text that will be POSTed; the store hashes it and gives it back verbatim. */
   wireBody: string;
   estimate: Estimate;
+  /** How many more times a job the service failed (and refunded) is submitted again; 0 by default. */
+  retries?: number;
 }
 
 export interface TaskRecord {
@@ -88,6 +93,12 @@ export interface TaskRecord {
   pollCount: number;
   /** How the status that last moved the task arrived. */
   source: EventSource | null;
+  /** Automatic resubmissions allowed after a failed job (the manifest's `retries`). */
+  retries: number;
+  /** The API did not state the cost of the current job: the list price (`estimate.max`) stands for it. */
+  costAssumed: boolean;
+  /** The current job was adopted from doubt (a callback proved the lost submission was accepted). */
+  recovered: boolean;
 }
 
 export interface ChangedTask {
@@ -130,7 +141,10 @@ export interface AttemptRecord {
 
 export interface SubmittedAnswer {
   imgUuid: string;
-  cost: number;
+  /** Tokens the API said it deducted; undefined when it did not say (the list price is booked, marked assumed). */
+  cost: number | undefined;
+  /** Booked when `cost` is undefined: the task's list price (its worst case). Required then. */
+  listPrice?: number;
   /** From `keyFingerprint(apiKey)`; the key itself never reaches the store. */
   keyFingerprint: string;
 }

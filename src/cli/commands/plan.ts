@@ -94,6 +94,7 @@ export async function buildRunPlan(file: string, deps: PlanDeps): Promise<RunPla
           endpoint: task.entry.endpoint,
           wireBody: JSON.stringify(opts.withoutCallback ? rest : task.wire),
           estimate: task.estimate,
+          retries: task.spec.retries ?? settings.retries,
         };
       }
     },

@@ -30,6 +30,7 @@ import {
   periodOf,
   type Store,
   type TaskState,
+  UNFINISHED,
 } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import { registerSecret } from '../../util/secrets.js';
@@ -73,7 +74,6 @@ export interface RunContext {
 
 const LEASE_TTL_MS = 60_000;
 const SANDBOX_KEY = 'sandbox-key';
-const UNFINISHED: readonly TaskState[] = ['pending', 'submitting', 'submitted', 'running', 'downloading'];
 
 /** preflight, then submit, watch, download; resumes the run when it exists and is unfinished. */
 export async function runCommand(file: string, flags: RunFlags, ctx: RunContext): Promise<number> {

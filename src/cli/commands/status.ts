@@ -13,6 +13,7 @@ import {
   TASK_STATES,
   type TaskRecord,
   type TaskState,
+  UNFINISHED,
 } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { fmtTokens, fmtUsd, table } from '../format.js';
@@ -24,20 +25,22 @@ export interface ReadContext {
   statePath: string;
 }
 
-const UNFINISHED: readonly TaskState[] = ['pending', 'submitting', 'submitted', 'running', 'downloading'];
-/** The tasks `status <run>` lists with their errors, most urgent first. */
-const PROBLEM_STATES: readonly TaskState[] = ['in_doubt', 'failed', 'rejected', 'blocked'];
+/** The tasks `status <run>` lists with their errors, most urgent first: paid without a result comes first. */
+const PROBLEM_STATES: readonly TaskState[] = ['unfetched', 'lost', 'in_doubt', 'stalled', 'failed', 'rejected', 'blocked'];
 const LABEL: Record<TaskState, string> = {
   pending: 'pending',
   submitting: 'submitting',
   in_doubt: 'in doubt',
   submitted: 'submitted',
   running: 'running',
+  stalled: 'stalled',
   downloading: 'downloading',
+  unfetched: 'unfetched (paid, not on disk)',
   done: 'done',
   failed: 'failed',
   rejected: 'rejected',
   blocked: 'blocked',
+  lost: 'lost (paid, result gone)',
 };
 
 /** Opens the state database if it exists; undefined when there is none yet (nothing is created). */
