@@ -120,6 +120,11 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       positiveInt('--concurrency'),
     )
     .option(
+      '--retries <n>',
+      "submit a task again up to n times when the service fails its job (refunded); default: the manifest's retries",
+      nonNegativeInt('--retries'),
+    )
+    .option(
       '--run-id <id>',
       "drive this run id instead of the one the manifest's run template gives now (resume an older run)",
     )
@@ -233,14 +238,17 @@ function noProbeOption(): Option {
   );
 }
 
-function positiveInt(flag: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < 1)
-      throw new InvalidArgumentError(`${flag} must be a whole number >= 1, got ${value}`);
-    return n;
-  };
+function wholeNumberAtLeast(min: number) {
+  return (flag: string) =>
+    (value: string): number => {
+      const n = Number(value);
+      if (!Number.isInteger(n) || n < min)
+        throw new InvalidArgumentError(`${flag} must be a whole number >= ${min}, got ${value}`);
+      return n;
+    };
 }
+const positiveInt = wholeNumberAtLeast(1);
+const nonNegativeInt = wholeNumberAtLeast(0);
 
 function nonNegative(flag: string) {
   return (value: string): number => {

@@ -21,7 +21,7 @@ import {
 import { DEFAULT_POLL_PROFILES, fallbackProfiles, scaleProfiles } from '../../run/polling.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { ProgressView } from '../../run/progress.js';
-import { Runner, type RunResult } from '../../run/runner.js';
+import { DEFAULT_WATCH_POLICY, Runner, type RunResult, type WatchPolicy } from '../../run/runner.js';
 import { startSandbox } from '../../sandbox/server.js';
 import {
   keyFingerprint,
@@ -46,6 +46,8 @@ export interface RunFlags {
   retryInDoubt?: boolean;
   acceptChanges?: boolean;
   concurrency?: number;
+  /** Replaces every task's `retries` for this run. */
+  retries?: number;
   sandbox?: boolean;
   /** Job timing of the embedded sandbox (and our polling, scaled alike). */
   sandboxSpeed?: number;
@@ -301,7 +303,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
   const counts = store.countTasksByState(runId);
   const pendingModels = store.pendingByModel(runId);
   const pendingCount = pendingModels.reduce((n, m) => n + m.tasks, 0);
-  const toWatch = counts.submitted + counts.running + counts.downloading;
+  const toWatch = UNFINISHED.reduce((n, s) => (s === 'pending' ? n : n + counts[s]), 0);
   if (pendingCount === 0 && toWatch === 0) {
     store.markRunState(runId, 'finished', exitFor(undefined, counts));
     const code = exitFor(undefined, counts);
@@ -471,6 +473,8 @@ async function driveRun(a: DriveArgs): Promise<number> {
       retryBaseMs: 500 * scale,
       retryCapMs: 30_000 * scale,
       giveUpAfterTasks: 3,
+      ...(flags.retries !== undefined ? { retries: flags.retries } : {}),
+      watch: scaledWatchPolicy(scale),
       stop: stop.signal,
       halt: halt.signal,
     },
@@ -506,6 +510,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
       `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtUsd(spent.net)}); estimated ${fmtTokens(plan.totals.tokens)}`,
     );
     if (after.type === 'ok') out(`  Balance now: ${fmtTokens(after.value)} tokens`);
+    for (const line of attentionLines(result)) out(line);
     if (result.counts.in_doubt > 0) {
       out(
         `  ${result.counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. They are not resubmitted; check your account, then run again with --retry-in-doubt to submit them anyway.`,
@@ -613,8 +618,46 @@ function exitFor(stopReason: RunResult['stopReason'], counts: Record<TaskState, 
   // Tasks left unfinished (retries exhausted, a job the API did not know, a download to retry) are
   // picked up by the next run: resumable, like an interruption.
   if (UNFINISHED.some((s) => counts[s] > 0)) return EXIT.interrupted;
-  const bad = counts.failed + counts.rejected + counts.in_doubt + counts.blocked;
+  const bad = counts.failed + counts.rejected + counts.in_doubt + counts.blocked + counts.lost;
   return bad > 0 ? EXIT.someFailed : EXIT.ok;
+}
+
+/** The run's waits scale with the poll scale (the sandbox demo runs at a tenth of real timing). */
+function scaledWatchPolicy(scale: number): Partial<WatchPolicy> {
+  const d = DEFAULT_WATCH_POLICY;
+  return {
+    jobDeadlineMs: {
+      image: d.jobDeadlineMs.image * scale,
+      audio: d.jobDeadlineMs.audio * scale,
+      video: d.jobDeadlineMs.video * scale,
+    },
+    stalledPollMs: d.stalledPollMs * scale,
+    notFoundWindowMs: d.notFoundWindowMs * scale,
+    successGraceMs: d.successGraceMs * scale,
+  };
+}
+
+/** What the user should know about tasks that are paid but not on disk, stalled, retried or recovered. */
+function attentionLines(result: RunResult): string[] {
+  const c = result.counts;
+  const lines: string[] = [];
+  if (c.unfetched > 0)
+    lines.push(
+      `  ${c.unfetched} task(s) unfetched: charged, but the result is not on disk yet. Run the same command again to fetch them.`,
+    );
+  if (c.stalled > 0)
+    lines.push(
+      `  ${c.stalled} task(s) stalled: no result long past the expected time. Still watched; run the same command again later.`,
+    );
+  if (c.lost > 0)
+    lines.push(`  ${c.lost} task(s) paid, result lost: the service no longer has the job (\`mediabatch status\` says why).`);
+  if (result.retriedFailures > 0)
+    lines.push(`  ${result.retriedFailures} failed job(s) submitted again (retries); the failed attempts were refunded.`);
+  if (result.recoveredFromDoubt > 0)
+    lines.push(`  ${result.recoveredFromDoubt} task(s) recovered from doubt: a callback proved the job was accepted.`);
+  if (result.unreadableAnswers > 0)
+    lines.push(`  ${result.unreadableAnswers} answer(s) from the API could not be read and were retried (see the log).`);
+  return lines;
 }
 
 /** The one line for exit 2: how many tasks did not succeed, in which way, and where to look. */
@@ -624,7 +667,8 @@ function failureLine(runId: string, c: Record<TaskState, number>): string {
   if (c.rejected) parts.push(`${c.rejected} rejected by the API (not charged)`);
   if (c.in_doubt) parts.push(`${c.in_doubt} in doubt (resubmitted only with --retry-in-doubt)`);
   if (c.blocked) parts.push(`${c.blocked} blocked`);
-  const n = c.failed + c.rejected + c.in_doubt + c.blocked;
+  if (c.lost) parts.push(`${c.lost} paid but the result is lost`);
+  const n = c.failed + c.rejected + c.in_doubt + c.blocked + c.lost;
   return `${n} task(s) did not succeed: ${parts.join(', ')}; \`mediabatch status ${runId}\` says why`;
 }
 
@@ -634,7 +678,10 @@ function describeCounts(c: Record<TaskState, number>): string {
   if (c.in_doubt) parts.push(`${c.in_doubt} in doubt`);
   if (c.rejected) parts.push(`${c.rejected} rejected`);
   if (c.blocked) parts.push(`${c.blocked} blocked`);
-  const unfinished = UNFINISHED.reduce((n, s) => n + c[s], 0);
+  if (c.lost) parts.push(`${c.lost} lost`);
+  if (c.unfetched) parts.push(`${c.unfetched} unfetched`);
+  if (c.stalled) parts.push(`${c.stalled} stalled`);
+  const unfinished = UNFINISHED.reduce((n, s) => (s === 'unfetched' || s === 'stalled' ? n : n + c[s]), 0);
   if (unfinished) parts.push(`${unfinished} unfinished`);
   return parts.join(', ');
 }
