@@ -129,6 +129,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       "drive this run id instead of the one the manifest's run template gives now (resume an older run)",
     )
     .option(
+      '--new-run',
+      "start the run the manifest's run template gives now even if an older run of it is unfinished",
+    )
+    .option(
       '--listen <host:port>',
       'receive status callbacks on this address during the run (port 0: any free port)',
     )

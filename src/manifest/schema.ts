@@ -99,7 +99,9 @@ export const manifestSchema = z
       .min(0)
       .max(10)
       .default(0)
-      .describe('Default for every task: submit again, up to this many times, when the service fails the job.'),
+      .describe(
+        'Default for every task: submit again, up to this many times, when the service fails the job.',
+      ),
     budget_per_period: z
       .number()
       .positive()

@@ -41,7 +41,8 @@ export function readSettings(doc: PlainObject, ctx: SettingsContext): SettingsRe
     concurrency:
       typeof concurrency === 'number' && Number.isInteger(concurrency) && concurrency >= 1 ? concurrency : 4,
     output: resolve(ctx.cwd, text('output') ?? 'out'),
-    retries: typeof doc.retries === 'number' && Number.isInteger(doc.retries) && doc.retries >= 0 ? doc.retries : 0,
+    retries:
+      typeof doc.retries === 'number' && Number.isInteger(doc.retries) && doc.retries >= 0 ? doc.retries : 0,
   };
   const optional: Array<[keyof ManifestSettings, unknown]> = [
     ['run', run],

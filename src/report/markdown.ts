@@ -8,7 +8,14 @@ import { fmtBytes, fmtPercent, fmtSeconds, fmtTime, fmtTokens, fmtUsd } from './
 import type { Report, ReportSummary, ReportTask } from './schema.js';
 
 /** The states listed under "Problems": paid without a result first, then failed, rejected and blocked. */
-export const PROBLEM_STATES: readonly TaskState[] = ['unfetched', 'lost', 'stalled', 'failed', 'rejected', 'blocked'];
+export const PROBLEM_STATES: readonly TaskState[] = [
+  'unfetched',
+  'lost',
+  'stalled',
+  'failed',
+  'rejected',
+  'blocked',
+];
 
 /**
  * report.md lists at most this many tasks in each of its tables (in doubt; failed, rejected and blocked;

@@ -6,10 +6,10 @@
 import { setMaxListeners } from 'node:events';
 import { basename, join } from 'node:path';
 import pLimit from 'p-limit';
+import { backoffDelay } from '../api/backoff.js';
 import type { ApiClient } from '../api/client.js';
 import type { DownloadOptions, DownloadResult } from '../api/download.js';
 import type { SubmitOutcome } from '../api/outcome.js';
-import { backoffDelay } from '../api/backoff.js';
 import type { JobRecord } from '../api/schemas.js';
 import { findEntry } from '../catalog/index.js';
 import type { CatalogEntry, RequestBody, ResultItemKind } from '../catalog/types.js';
@@ -565,7 +565,12 @@ export class Runner {
     const id = task.taskId;
     // Support asks for the request id: it goes into logs and stored messages.
     const ref = outcome.requestId ? ` (request ${outcome.requestId})` : '';
-    const notCharged = (state: 'rejected' | 'not_charged', message: string, code?: number, httpStatus?: number) =>
+    const notCharged = (
+      state: 'rejected' | 'not_charged',
+      message: string,
+      code?: number,
+      httpStatus?: number,
+    ) =>
       write(() =>
         store.recordNotCharged(runId, id, attemptNo, {
           outcome: state,
@@ -612,7 +617,10 @@ export class Runner {
       }
       case 'rejected':
         await notCharged('rejected', outcome.message, 400, outcome.httpStatus);
-        this.#log.warn({ task: id, msg: outcome.message, request_id: outcome.requestId }, 'rejected by the API (not charged)');
+        this.#log.warn(
+          { task: id, msg: outcome.message, request_id: outcome.requestId },
+          'rejected by the API (not charged)',
+        );
         this.#releaseSlot(id);
         return 'done';
       case 'insufficient-tokens':
@@ -649,7 +657,10 @@ export class Runner {
       case 'in-doubt':
         await write(() => store.recordInDoubt(runId, id, attemptNo, { message: `${outcome.reason}${ref}` }));
         this.#inDoubtMaxMicro += toMicro(task.estimate.max);
-        this.#log.warn({ task: id, reason: outcome.reason, request_id: outcome.requestId }, 'answer lost after sending: task is in doubt');
+        this.#log.warn(
+          { task: id, reason: outcome.reason, request_id: outcome.requestId },
+          'answer lost after sending: task is in doubt',
+        );
         this.#releaseSlot(id);
         return 'done';
     }
@@ -696,7 +707,8 @@ export class Runner {
 
   /** Whether the watching can end: nothing left but stalled jobs (resumable, polled by a later run). */
   #onlyStalledLeft(): boolean {
-    for (const w of this.#watched.values()) if (!w.stalled || this.#downloading.has(w.task.taskId)) return false;
+    for (const w of this.#watched.values())
+      if (!w.stalled || this.#downloading.has(w.task.taskId)) return false;
     return true;
   }
 
@@ -712,7 +724,10 @@ export class Runner {
       for (const { taskId, at } of this.#due.popDue(this.#now())) {
         if (!this.#watched.has(taskId) || this.#dueAt.get(taskId) !== at) continue;
         this.#dueAt.delete(taskId);
-        void this.#track(this.#pollLimit(() => this.#poll(taskId, 'poll')), `watching ${taskId}`);
+        void this.#track(
+          this.#pollLimit(() => this.#poll(taskId, 'poll')),
+          `watching ${taskId}`,
+        );
       }
       const next = this.#due.peekAt();
       const wait = next === undefined ? 1_000 : Math.max(0, next - this.#now());
@@ -781,12 +796,16 @@ export class Runner {
       this.#recovered++;
       this.#inDoubtMaxMicro -= toMicro(listPrice);
       this.#chargedMicro += toMicro(listPrice);
-      this.#log.warn({ task: taskId, img_uuid: imgUuid }, 'recovered from doubt: a callback proved the job exists');
+      this.#log.warn(
+        { task: taskId, img_uuid: imgUuid },
+        'recovered from doubt: a callback proved the job exists',
+      );
       const fresh = store.getTask(runId, taskId);
       if (!fresh) return true;
       this.#watch(fresh, 1, true, entry);
       const watched = this.#watched.get(taskId);
-      if (watched) await this.#onJobRecord(watched, outcome.value, 'callback', () => this.#nextPollAt(watched));
+      if (watched)
+        await this.#onJobRecord(watched, outcome.value, 'callback', () => this.#nextPollAt(watched));
       return true;
     } finally {
       this.#adopting.delete(taskId);
@@ -1012,7 +1031,10 @@ export class Runner {
       const requeued = await this.#writes.write(() => store.requeueTasks(runId, [taskId], ['failed']));
       if (requeued.length === 1) {
         this.#retried++;
-        this.#log.info({ task: taskId, attempt: charged + 1, of: allowed + 1 }, 'job failed; submitting it again');
+        this.#log.info(
+          { task: taskId, attempt: charged + 1, of: allowed + 1 },
+          'job failed; submitting it again',
+        );
       }
     }
     this.#unwatch(taskId);
@@ -1058,7 +1080,11 @@ export class Runner {
       await this.#writes.write(() => store.moveTask(runId, task.taskId, 'downloading', null));
     }
     if (current.files.length === 0) {
-      await this.#unfetched(watched, `the job's results cannot be used: ${current.problems.join('; ')}`, false);
+      await this.#unfetched(
+        watched,
+        `the job's results cannot be used: ${current.problems.join('; ')}`,
+        false,
+      );
       return;
     }
     const folderName = taskFolderName(task.taskId);
@@ -1108,7 +1134,12 @@ export class Runner {
       img_uuid: task.imgUuid,
       files: current.files.map((f) => names.get(f.position) ?? f.fileName),
       ...(current.songs.length > 0
-        ? { songs: current.songs.map((s) => ({ ...s, file: names.get(positionOf(current, s.file)) ?? s.file })) }
+        ? {
+            songs: current.songs.map((s) => ({
+              ...s,
+              file: names.get(positionOf(current, s.file)) ?? s.file,
+            })),
+          }
         : {}),
       ...(current.problems.length > 0 ? { problems: current.problems } : {}),
       job: withoutSignedQueries(record),
@@ -1152,15 +1183,23 @@ export class Runner {
     let plan = initial;
     for (let refresh = 0; ; refresh++) {
       const file = plan.files.find((f) => f.position === position);
-      if (!file) return { type: 'unfetched', reason: `result file ${position} is no longer listed by the job`, local: false };
+      if (!file)
+        return {
+          type: 'unfetched',
+          reason: `result file ${position} is no longer listed by the job`,
+          local: false,
+        };
       const dest = join(folder, file.fileName);
       const result = await this.#downloadWithRetries(file.url, dest, taskId, maxBytes);
       if (this.#halt.signal.aborted) return { type: 'halted' };
       if (result.ok) return { type: 'ok', result: { ...result, path: result.path ?? dest }, url: file.url };
-      if (result.type === 'disk') return { type: 'unfetched', reason: diskReason(result.message), local: true };
+      if (result.type === 'disk')
+        return { type: 'unfetched', reason: diskReason(result.message), local: true };
       const refusedLink = result.type === 'expired' || result.type === 'link-refused';
       if (!refusedLink || refresh >= this.#policy.linkRefreshes) {
-        const what = refusedLink ? `the result link was refused ${refresh + 1} times, fresh links included` : result.message;
+        const what = refusedLink
+          ? `the result link was refused ${refresh + 1} times, fresh links included`
+          : result.message;
         return {
           type: 'unfetched',
           reason: `${file.fileName} could not be fetched (${what}); the job is charged: run again to fetch it`,
@@ -1171,10 +1210,16 @@ export class Runner {
       const fresh = await this.#pollLimit(() => this.#deps.client.getJob(watched.task.imgUuid ?? ''));
       this.#polls++;
       if (fresh.type === 'not-found' && !this.#withinNotFoundWindow(watched)) {
-        return { type: 'lost', reason: `paid, result lost: the service no longer has job ${watched.task.imgUuid} (${fresh.message})` };
+        return {
+          type: 'lost',
+          reason: `paid, result lost: the service no longer has job ${watched.task.imgUuid} (${fresh.message})`,
+        };
       }
       if (fresh.type === 'ok' && fresh.value.img_uuid === watched.task.imgUuid && hasResults(fresh.value)) {
-        this.#log.info({ task: taskId, file: file.fileName }, 'result link refused; fetched a fresh job record');
+        this.#log.info(
+          { task: taskId, file: file.fileName },
+          'result link refused; fetched a fresh job record',
+        );
         plan = refreshed(fresh.value);
       }
     }
@@ -1185,7 +1230,12 @@ export class Runner {
     return this.#now() - since < this.#policy.notFoundWindowMs;
   }
 
-  async #downloadWithRetries(url: string, dest: string, taskId: string, maxBytes: number): Promise<DownloadResult> {
+  async #downloadWithRetries(
+    url: string,
+    dest: string,
+    taskId: string,
+    maxBytes: number,
+  ): Promise<DownloadResult> {
     let result: DownloadResult = { ok: false, type: 'network', message: 'not tried', retrySafe: true };
     for (let attempt = 0; attempt < 4; attempt++) {
       result = await this.#deps.download(url, dest, {

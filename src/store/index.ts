@@ -17,7 +17,6 @@ import type { Clock } from './types.js';
 export { StoreError } from './db.js';
 export { bodyHash, keyFingerprint } from './fingerprint.js';
 export type { JobEvent } from './jobs.js';
-export type { SubmitRecorded } from './submissions.js';
 export { leaseHolder } from './leases.js';
 export { MIGRATIONS, type Migration } from './migrations.js';
 export { hostOf, withoutSignedQueries } from './redact.js';
@@ -29,6 +28,7 @@ export {
   type RequestTextField,
   type RunFileTotals,
 } from './report-reads.js';
+export type { SubmitRecorded } from './submissions.js';
 export { periodOf } from './time.js';
 export * from './transitions.js';
 export * from './types.js';
@@ -55,6 +55,7 @@ export class Store {
   readonly getRun: RunStore['getRun'];
   readonly listRuns: RunStore['listRuns'];
   readonly unfinishedRuns: RunStore['unfinishedRuns'];
+  readonly unfinishedRunOf: RunStore['unfinishedRunOf'];
   readonly markRunState: RunStore['markRunState'];
   readonly setRunBalance: RunStore['setRunBalance'];
   readonly updateRunSettings: RunStore['updateRunSettings'];
@@ -134,6 +135,7 @@ export class Store {
     this.getRun = runs.getRun.bind(runs);
     this.listRuns = runs.listRuns.bind(runs);
     this.unfinishedRuns = runs.unfinishedRuns.bind(runs);
+    this.unfinishedRunOf = runs.unfinishedRunOf.bind(runs);
     this.markRunState = runs.markRunState.bind(runs);
     this.setRunBalance = runs.setRunBalance.bind(runs);
     this.updateRunSettings = runs.updateRunSettings.bind(runs);

@@ -42,6 +42,7 @@ export class RunStore {
   readonly #selectRuns;
   readonly #selectRunsOfManifest;
   readonly #selectUnfinishedRuns;
+  readonly #selectUnfinishedRunOf;
   readonly #markRunStarted;
   readonly #markRunEnded;
   readonly #updateBalanceBefore;
@@ -69,6 +70,11 @@ export class RunStore {
     );
     this.#selectUnfinishedRuns = db.prepare<[], RunRow>(
       `SELECT * FROM runs WHERE state <> 'finished' ORDER BY created_at DESC, id`,
+    );
+    // A run refused at preflight charged nothing and owes nothing: only running or interrupted ones count.
+    this.#selectUnfinishedRunOf = db.prepare<[string, string], RunRow>(
+      `SELECT * FROM runs WHERE manifest_path = ? AND manifest_name = ? AND state IN ('running', 'interrupted')
+       ORDER BY created_at DESC, id LIMIT 1`,
     );
     this.#markRunStarted = db.prepare<{ id: string; now: string }>(
       `UPDATE runs SET state = 'running', started_at = :now, finished_at = NULL, exit_code = NULL WHERE id = :id`,
@@ -119,6 +125,12 @@ export class RunStore {
   /** Runs that a `run` of the same manifest would resume: every state but `finished`, newest first. */
   unfinishedRuns(): RunRecord[] {
     return this.#selectUnfinishedRuns.all().map(toRun);
+  }
+
+  /** The newest run of this manifest (same file, same name) that did not finish, if any. */
+  unfinishedRunOf(manifestPath: string, manifestName: string): RunRecord | undefined {
+    const row = this.#selectUnfinishedRunOf.get(manifestPath, manifestName);
+    return row === undefined ? undefined : toRun(row);
   }
 
   /**

@@ -97,7 +97,14 @@ export class SubmissionStore {
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
     );
     this.#insertCharge = db.prepare<
-      Key & { imgUuid: string; cost: number; assumed: number; keyFingerprint: string; period: string; now: string }
+      Key & {
+        imgUuid: string;
+        cost: number;
+        assumed: number;
+        keyFingerprint: string;
+        period: string;
+        now: string;
+      }
     >(
       `INSERT INTO ledger (key_fingerprint, period, run_id, task_id, img_uuid, kind, tokens, assumed, at)
        VALUES (:keyFingerprint, :period, :runId, :taskId, :imgUuid, 'charge', :cost, :assumed, :now)
@@ -282,7 +289,11 @@ export class SubmissionStore {
         `${refusedMove(state, runId, taskId, 'submitted').message} (img_uuid ${answer.imgUuid}, cost ${answer.cost})`,
       );
     }
-    this.#insertCharge.run({ ...task, keyFingerprint: answer.keyFingerprint, period: periodOf(fromIso(how.at)) });
+    this.#insertCharge.run({
+      ...task,
+      keyFingerprint: answer.keyFingerprint,
+      period: periodOf(fromIso(how.at)),
+    });
   }
 
   /** An answer known not to have charged: `rejected` ends the task, `not_charged` puts it back to pending. */

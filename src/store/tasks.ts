@@ -172,7 +172,9 @@ export class TaskStore {
       `UPDATE tasks SET state = 'done', error = NULL, finished_at = :now, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
     );
-    this.#move = db.prepare<Key & { to: TaskState; error: string | null; ends: number; now: string; from: string }>(
+    this.#move = db.prepare<
+      Key & { to: TaskState; error: string | null; ends: number; now: string; from: string }
+    >(
       `UPDATE tasks SET state = :to, error = :error, updated_at = :now,
          finished_at = CASE WHEN :ends = 1 THEN :now ELSE finished_at END
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
@@ -364,10 +366,17 @@ export class TaskStore {
    * deadline), `unfetched` (paid, result not on disk yet), `downloading` (trying the files again),
    * `lost` (paid, and the service no longer has the result). The reason is kept as the task's error.
    */
-  moveTask(runId: string, taskId: string, to: 'stalled' | 'unfetched' | 'downloading' | 'lost', reason: string | null): void {
+  moveTask(
+    runId: string,
+    taskId: string,
+    to: 'stalled' | 'unfetched' | 'downloading' | 'lost',
+    reason: string | null,
+  ): void {
     const ends = to === 'lost' ? 1 : 0;
     const from = fromStatesJson(to);
-    if (this.#move.run({ runId, taskId, to, error: reason, ends, now: toIso(this.#now()), from }).changes === 0) {
+    if (
+      this.#move.run({ runId, taskId, to, error: reason, ends, now: toIso(this.#now()), from }).changes === 0
+    ) {
       throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, to);
     }
   }

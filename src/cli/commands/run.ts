@@ -21,6 +21,7 @@ import {
 import { DEFAULT_POLL_PROFILES, fallbackProfiles, scaleProfiles } from '../../run/polling.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { ProgressView } from '../../run/progress.js';
+import { ageOf, chooseRun } from '../../run/resume.js';
 import { DEFAULT_WATCH_POLICY, Runner, type RunResult, type WatchPolicy } from '../../run/runner.js';
 import { startSandbox } from '../../sandbox/server.js';
 import {
@@ -52,6 +53,8 @@ export interface RunFlags {
   /** Job timing of the embedded sandbox (and our polling, scaled alike). */
   sandboxSpeed?: number;
   probe?: boolean;
+  /** Start the template's run even when an older run of the manifest is unfinished. */
+  newRun?: boolean;
   /** Drive this run id instead of the one the manifest's `run` template gives now (resume an older run). */
   runId?: string;
   /**
@@ -83,7 +86,7 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
   const sandbox = flags.sandbox
-    ? await startSandbox({ port: 0, speed: flags.sandboxSpeed ?? 0.1, apiKey: SANDBOX_KEY, seed: 1 })
+    ? await startSandbox({ port: 0, speed: flags.sandboxSpeed ?? 0.1, apiKey: SANDBOX_KEY })
     : undefined;
   try {
     if (sandbox) {
@@ -130,15 +133,33 @@ async function runWithClient(
     ...(flags.probe === false ? {} : { measure: makeMeasure() }),
   });
   const settings = plan.settings;
-  const runId = flags.runId ?? settings.runId;
-  if (!/^[A-Za-z0-9_-]+$/.test(runId)) {
+  if (flags.runId !== undefined && !/^[A-Za-z0-9_-]+$/.test(flags.runId)) {
     throw new ExitError(
       EXIT.invalid,
-      `--run-id: must be letters, digits, - and _, got ${JSON.stringify(runId)}`,
+      `--run-id: must be letters, digits, - and _, got ${JSON.stringify(flags.runId)}`,
+    );
+  }
+  const store = openStore(resolve(io.cwd, ctx.statePath), { now: io.now });
+  const choice = chooseRun(store, {
+    manifestPath: resolve(io.cwd, file),
+    manifestName: settings.name,
+    templateRunId: settings.runId,
+    ...(flags.runId !== undefined ? { explicitRunId: flags.runId } : {}),
+    ...(flags.newRun ? { newRun: true } : {}),
+  });
+  const runId = choice.runId;
+  if (choice.resumed) {
+    io.stdout.write(
+      `Resuming run ${runId} of this manifest, started ${ageOf(choice.resumed, io.now())} ago and unfinished (pass --new-run to start ${settings.runId} instead).\n`,
+    );
+  }
+  if (choice.leftBehind) {
+    const { run, owed } = choice.leftBehind;
+    io.stdout.write(
+      `--new-run: run ${run.id} of this manifest is unfinished${owed > 0 ? ` and still owes ${owed} paid or possibly paid task(s); resume it later with --run-id ${run.id}` : ''}.\n`,
     );
   }
   const runDir = join(settings.output, runId);
-  const store = openStore(resolve(io.cwd, ctx.statePath), { now: io.now });
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = `run:${runId}`;
   try {
@@ -650,13 +671,21 @@ function attentionLines(result: RunResult): string[] {
       `  ${c.stalled} task(s) stalled: no result long past the expected time. Still watched; run the same command again later.`,
     );
   if (c.lost > 0)
-    lines.push(`  ${c.lost} task(s) paid, result lost: the service no longer has the job (\`mediabatch status\` says why).`);
+    lines.push(
+      `  ${c.lost} task(s) paid, result lost: the service no longer has the job (\`mediabatch status\` says why).`,
+    );
   if (result.retriedFailures > 0)
-    lines.push(`  ${result.retriedFailures} failed job(s) submitted again (retries); the failed attempts were refunded.`);
+    lines.push(
+      `  ${result.retriedFailures} failed job(s) submitted again (retries); the failed attempts were refunded.`,
+    );
   if (result.recoveredFromDoubt > 0)
-    lines.push(`  ${result.recoveredFromDoubt} task(s) recovered from doubt: a callback proved the job was accepted.`);
+    lines.push(
+      `  ${result.recoveredFromDoubt} task(s) recovered from doubt: a callback proved the job was accepted.`,
+    );
   if (result.unreadableAnswers > 0)
-    lines.push(`  ${result.unreadableAnswers} answer(s) from the API could not be read and were retried (see the log).`);
+    lines.push(
+      `  ${result.unreadableAnswers} answer(s) from the API could not be read and were retried (see the log).`,
+    );
   return lines;
 }
 

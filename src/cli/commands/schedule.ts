@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import type { Config } from '../../config.js';
 import { formatProblem, loadManifest } from '../../manifest/index.js';
+import { chooseRun } from '../../run/resume.js';
 import {
   CronSchedule,
   checkPeriodBudget,
@@ -162,7 +163,12 @@ async function fireRun(
       ...(flags.probe === false ? {} : { measure: makeMeasure() }),
     });
     const settings = plan.manifest.settings;
-    runId = settings.runId;
+    // What a firing left unfinished is finished first: a new dated run must not pay again for it.
+    runId = chooseRun(store, {
+      manifestPath: resolve(io.cwd, firing.manifestPath),
+      manifestName: settings.name,
+      templateRunId: settings.runId,
+    }).runId;
     let budgetCap: number | undefined;
     if (settings.budgetPerPeriod !== undefined) {
       const period = periodOf(firing.at);
@@ -183,6 +189,7 @@ async function fireRun(
     firing.started(runId);
     const runFlags: RunFlags = {
       yes: true,
+      runId,
       ...(flags.allowPartial ? { allowPartial: true } : {}),
       ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
       ...(flags.probe === false ? { probe: false } : {}),

@@ -26,7 +26,15 @@ export interface ReadContext {
 }
 
 /** The tasks `status <run>` lists with their errors, most urgent first: paid without a result comes first. */
-const PROBLEM_STATES: readonly TaskState[] = ['unfetched', 'lost', 'in_doubt', 'stalled', 'failed', 'rejected', 'blocked'];
+const PROBLEM_STATES: readonly TaskState[] = [
+  'unfetched',
+  'lost',
+  'in_doubt',
+  'stalled',
+  'failed',
+  'rejected',
+  'blocked',
+];
 const LABEL: Record<TaskState, string> = {
   pending: 'pending',
   submitting: 'submitting',
