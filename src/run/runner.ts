@@ -959,30 +959,27 @@ export class Runner {
       this.#progress();
       return;
     }
-    if (phase === 'success' && hasResults(record)) {
-      if (state === 'downloading' || state === 'unfetched') {
-        if (result.moved) this.#arrivals[source]++;
-        this.#startDownload(watched, record);
-        this.#progress();
-        return;
-      }
+    const fetchable = state === 'downloading' || state === 'unfetched';
+    if (phase === 'success' && fetchable && hasResults(record)) {
+      if (result.moved) this.#arrivals[source]++;
+      this.#startDownload(watched, record);
+      this.#progress();
+      return;
     }
     if (state === 'done' || state === 'lost' || state === 'rejected' || state === 'in_doubt') {
       this.#unwatch(taskId);
       return;
     }
-    if (phase === 'success') {
+    if (phase === 'success' && fetchable) {
       // Success with no result list yet: a grace period, then it is paid but unfetched (resumable).
       watched.emptySuccessSince ??= this.#now();
       if (this.#now() - watched.emptySuccessSince >= this.#policy.successGraceMs) {
-        await this.#unfetched(
-          watched,
-          `the service said ${status} but gave no result list for ${Math.round(this.#policy.successGraceMs / 1000)} s; the job is charged, not refunded: run again to fetch it`,
-          false,
-        );
+        const reason = `the service said ${status} but gave no result list for ${Math.round(this.#policy.successGraceMs / 1000)} s; the job is charged, not refunded: run again to fetch it`;
+        if (state === 'unfetched') this.#unwatch(taskId);
+        else await this.#unfetched(watched, reason, false);
         return;
       }
-    } else if (!watched.stalled && this.#pastDeadline(watched)) {
+    } else if (phase !== 'success' && !watched.stalled && this.#pastDeadline(watched)) {
       await this.#stall(watched);
     }
     if (result.moved) this.#progress();

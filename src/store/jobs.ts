@@ -111,11 +111,11 @@ export class JobStore {
     const newEvent = this.#insertEvent.run({ imgUuid, status, now, source, record: stored }).changes === 1;
     const knownStatus = isDocumentedJobStatus(status);
     const phase = jobPhase(status);
-    // Success with no result list yet is not an end: the runner waits a grace period for the list.
-    const effective = phase === 'success' && !hasResults(record) ? 'processing' : status;
     const row = this.#selectTask.get(imgUuid);
     const from = row?.state ?? null;
-    const to = from === null ? null : nextStateOnJobStatus(from, effective);
+    // Success moves the task to downloading even before the result list appears: the runner waits a grace
+    // period for the list there, and only the files decide what follows.
+    const to = from === null ? null : nextStateOnJobStatus(from, status);
     const moved = from !== null && to !== null && to !== from;
     if (moved) {
       this.#moveTask.run({
@@ -160,12 +160,6 @@ export class JobStore {
       record: row.record === null ? null : (JSON.parse(row.record) as unknown),
     }));
   }
-}
-
-function hasResults(record: unknown): boolean {
-  if (record === null || typeof record !== 'object') return false;
-  const json = (record as { json?: unknown }).json;
-  return Array.isArray(json) && json.length > 0;
 }
 
 function durationOf(record: unknown): number | null {

@@ -121,11 +121,14 @@ describe('queries', () => {
       in_doubt: 0,
       submitted: 1,
       running: 0,
+      stalled: 0,
       downloading: 0,
+      unfetched: 0,
       done: 0,
       failed: 0,
       rejected: 0,
       blocked: 0,
+      lost: 0,
     });
     expect(store.tasksByState('r1', ['submitted', 'pending']).map((t) => t.taskId)).toEqual(['a', 'b', 'c']);
   });

@@ -20,10 +20,25 @@ describe('a job status moves a task forward only', () => {
     ['done', 'failed', 'done'],
     ['failed', 'success', 'failed'],
     ['failed', 'processing', 'failed'],
+    // The words the service's documentation also uses, in any case, mean what they say.
+    ['running', 'completed', 'downloading'],
+    ['submitted', 'SUCCEEDED', 'downloading'],
+    ['running', ' Done ', 'downloading'],
+    ['running', 'canceled', 'failed'],
+    ['submitted', 'ERROR', 'failed'],
+    ['submitted', 'Processing', 'running'],
     // Undocumented statuses mean "not finished yet".
     ['submitted', 'WAITING', 'submitted'],
-    ['running', 'completed', 'running'],
+    ['running', 'queued', 'running'],
     ['running', '', 'running'],
+    // A stalled job still ends either way, but processing news does not give it its slot back.
+    ['stalled', 'processing', 'stalled'],
+    ['stalled', 'success', 'downloading'],
+    ['stalled', 'failed', 'failed'],
+    // Paid results being fetched again are decided by the files, never by job news.
+    ['unfetched', 'failed', 'unfetched'],
+    ['unfetched', 'success', 'unfetched'],
+    ['lost', 'success', 'lost'],
     // A job status never touches a task that has no job.
     ['pending', 'success', 'pending'],
     ['in_doubt', 'success', 'in_doubt'],
@@ -52,6 +67,17 @@ describe('the task life cycle', () => {
     ['failed', 'submitting', false],
     ['in_doubt', 'submitting', false],
     ['pending', 'submitted', false],
+    // Paid results are given up only when the service no longer has them; a failure can be retried.
+    ['running', 'stalled', true],
+    ['stalled', 'running', true],
+    ['stalled', 'pending', false],
+    ['downloading', 'unfetched', true],
+    ['downloading', 'failed', false],
+    ['unfetched', 'downloading', true],
+    ['unfetched', 'pending', false],
+    ['unfetched', 'lost', true],
+    ['lost', 'pending', false],
+    ['failed', 'pending', true],
   ])('%s -> %s allowed: %s', (from, to, allowed) => {
     expect(canMove(from, to)).toBe(allowed);
   });
