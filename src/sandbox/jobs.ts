@@ -168,19 +168,24 @@ export class Jobs {
    */
   #advanceLimited(nowMs: number, limit: number): void {
     const running: SandboxJob[] = [];
+    // In submission order: the active set keeps insertion order.
     const queued: SandboxJob[] = [];
     for (const job of this.#active) (job.status === 'processing' ? running : queued).push(job);
-    // Queue order: who was ready first; ties keep submission order (the sort is stable).
-    queued.sort((a, b) => a.processingAt - b.processingAt);
     let clock = Number.NEGATIVE_INFINITY;
     for (;;) {
       let ending: SandboxJob | undefined;
       for (const job of running)
         if (job.endAt <= nowMs && (!ending || job.endAt < ending.endAt)) ending = job;
-      const next = running.length < limit ? queued[0] : undefined;
-      const startAt = next ? Math.max(next.processingAt, clock) : Number.POSITIVE_INFINITY;
+      let startAt = Number.POSITIVE_INFINITY;
+      let next: SandboxJob | undefined;
+      if (running.length < limit && queued.length > 0) {
+        // The next start is when a slot is free and some job is ready; of the jobs ready then, the
+        // first submitted goes first.
+        startAt = Math.max(clock, Math.min(...queued.map((job) => job.processingAt)));
+        next = queued.find((job) => job.processingAt <= startAt);
+      }
       if (next && startAt <= nowMs && (!ending || startAt <= ending.endAt)) {
-        queued.shift();
+        queued.splice(queued.indexOf(next), 1);
         this.#start(next, startAt);
         running.push(next);
         clock = startAt;
