@@ -81,7 +81,7 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
   const sandbox = flags.sandbox
-    ? await startSandbox({ port: 0, speed: flags.sandboxSpeed ?? 0.1, apiKey: SANDBOX_KEY, seed: 1 })
+    ? await startSandbox({ port: 0, speed: flags.sandboxSpeed ?? 0.1, apiKey: SANDBOX_KEY })
     : undefined;
   try {
     if (sandbox) {
