@@ -181,7 +181,9 @@ export class Jobs {
       if (running.length < limit && queued.length > 0) {
         // The next start is when a slot is free and some job is ready; of the jobs ready then, the
         // first submitted goes first.
-        startAt = Math.max(clock, Math.min(...queued.map((job) => job.processingAt)));
+        let firstReady = Number.POSITIVE_INFINITY;
+        for (const job of queued) firstReady = Math.min(firstReady, job.processingAt);
+        startAt = Math.max(clock, firstReady);
         next = queued.find((job) => job.processingAt <= startAt);
       }
       if (next && startAt <= nowMs && (!ending || startAt <= ending.endAt)) {
