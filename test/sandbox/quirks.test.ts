@@ -319,15 +319,16 @@ describe('account concurrency', () => {
     ];
     expect(sandbox.state().concurrency).toEqual({ limit: 1, running: 0, waiting: 3, peak: 0 });
     const timelines: string[][] = [[], [], []];
-    for (let t = 0; t < 40; t += 0.25) {
-      clock.advance(0.25);
+    // Three image jobs of at most 8 s each, one after the other, end within 25 s.
+    for (let t = 0; t < 26; t += 0.5) {
+      clock.advance(0.5);
       const statuses: string[] = [];
       for (const id of ids) statuses.push((await api.poll(id)).body.data.status);
       expect(statuses.filter((s) => s === 'processing').length).toBeLessThanOrEqual(1);
       statuses.forEach((s, i) => {
         if (timelines[i]?.at(-1) !== s) timelines[i]?.push(s);
       });
-      if (t === 2.5) {
+      if (t === 1.5) {
         // The first job ready has started (queue time is a fifth of 3-8 s) and none can have ended.
         expect(statuses.filter((s) => s === 'WAITING')).toHaveLength(2);
         expect(sandbox.state().concurrency).toMatchObject({ running: 1, waiting: 2 });
