@@ -9,6 +9,7 @@ import {
   type SandboxOptions,
   type SandboxSettings,
 } from './options.js';
+import { parseQuirks } from './quirks.js';
 import { type Sandbox, startSandbox } from './server.js';
 
 /** Flag values as commander hands them over: strings, or numbers when a parser or default made them so. */
@@ -40,6 +41,12 @@ export function parseSandboxFlags(raw: SandboxCommandOptions): FlagsCheck {
       const text = String(value).trim();
       if (text === '') issues.push(`${flagOf(option)}: must not be empty`);
       else options[option] = text;
+      continue;
+    }
+    if (option === 'quirks') {
+      const quirks = parseQuirks(String(value));
+      if (quirks.ok) options.quirks = [...quirks.quirks];
+      else issues.push(`--quirks: ${quirks.issue}`);
       continue;
     }
     const number = typeof value === 'number' ? value : Number(String(value).trim() || Number.NaN);
@@ -80,8 +87,9 @@ export async function sandboxCommand(
   io.stdout.write(`${sandbox.baseUrl}\n`);
   const state = sandbox.state();
   const quota = state.quota.limit === null ? 'no quota' : `quota ${state.quota.limit} tokens/month`;
+  const quirks = state.quirks.enabled.length > 0 ? `, quirks ${state.quirks.enabled.join(',')}` : '';
   io.stderr.write(
-    `sandbox: balance ${state.balance} tokens, ${quota}, API key "${options.apiKey ?? SANDBOX_DEFAULTS.apiKey}"; ` +
+    `sandbox: balance ${state.balance} tokens, ${quota}${quirks}, API key "${options.apiKey ?? SANDBOX_DEFAULTS.apiKey}"; ` +
       `state at ${sandbox.baseUrl}/_sandbox/state; Ctrl-C to stop\n`,
   );
   io.onReady?.(sandbox);

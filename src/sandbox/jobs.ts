@@ -34,17 +34,22 @@ export interface SandboxJob {
   /** Month of the quota the charge counts against. */
   readonly month: string;
   readonly createdAt: number;
-  readonly processingAt: number;
-  readonly endAt: number;
+  /** Moved later, with endAt, when the account's concurrency limit keeps the job queued. */
+  processingAt: number;
+  endAt: number;
   /** Why the job will fail, decided at acceptance; null when it will succeed. */
   readonly failure: string | null;
   /** Seeds the job's own generator for its result content. */
   readonly seed: number;
   readonly callbackUrl: string | undefined;
+  /** The request body as it arrived (never the key: that travels in a header, which is not kept). */
+  readonly request: unknown;
   answer: SubmitAnswer;
   status: JobStatus;
   refunded: number;
   items: ResultItem[] | null;
+  /** File token of each item of `items`, null for an item without a file. */
+  fileTokens: Array<string | null>;
   linkExpiresAt: number | null;
   readonly callbacks: CallbackLog[];
 }
@@ -88,16 +93,31 @@ export function toRecord(job: SandboxJob): JobRecord {
 export interface JobsDeps {
   account: Account;
   files: FileStore;
-  baseUrl: () => string;
+  /** The link of a result file: item `index` of a job, registered under `token`. */
+  link: (token: string, index: number) => string;
   linkTtlSeconds: () => number;
+  /** Jobs processing at once at most; null for no limit. */
+  concurrency: () => number | null;
   /** Called on each change to processing, success and failed, in order. */
   onChange: (job: SandboxJob) => void;
+}
+
+export interface ConcurrencyState {
+  limit: number | null;
+  /** Jobs processing now. */
+  running: number;
+  /** Jobs queued (pending) now, whether for their own queue time or for a free slot. */
+  waiting: number;
+  /** Most jobs ever processing at once; exact under a limit, where starts and ends replay in time order. */
+  peak: number;
 }
 
 export class Jobs {
   readonly #all = new Map<string, SandboxJob>();
   readonly #active = new Set<SandboxJob>();
   readonly #deps: JobsDeps;
+  #peak = 0;
+  #running = 0;
 
   constructor(deps: JobsDeps) {
     this.#deps = deps;
@@ -116,31 +136,99 @@ export class Jobs {
     return this.#all.values();
   }
 
+  concurrency(): ConcurrencyState {
+    let running = 0;
+    let waiting = 0;
+    for (const job of this.#active) {
+      if (job.status === 'processing') running++;
+      else if (job.status === 'pending') waiting++;
+    }
+    return { limit: this.#deps.concurrency(), running, waiting, peak: this.#peak };
+  }
+
   /** Moves every unfinished job as far as the clock allows. */
   advance(nowMs: number): void {
-    for (const job of this.#active) this.#advanceOne(job, nowMs);
+    const limit = this.#deps.concurrency();
+    if (limit === null) {
+      for (const job of this.#active) this.#advanceOne(job, nowMs);
+      return;
+    }
+    this.#advanceLimited(nowMs, limit);
   }
 
   #advanceOne(job: SandboxJob, nowMs: number): void {
-    if (job.status === 'pending' && nowMs >= job.processingAt) {
-      job.status = 'processing';
-      this.#deps.onChange(job);
+    if (job.status === 'pending' && nowMs >= job.processingAt) this.#start(job, job.processingAt);
+    if (job.status === 'processing' && nowMs >= job.endAt) this.#finish(job);
+  }
+
+  /**
+   * Replays, in time order, every start and end due by `nowMs`: a job whose queue time has come
+   * starts only when fewer than `limit` jobs are processing, and then runs its full length from that
+   * moment. Exact whatever the polling rate, because slots free at the ends' own times.
+   */
+  #advanceLimited(nowMs: number, limit: number): void {
+    const running: SandboxJob[] = [];
+    // In submission order: the active set keeps insertion order.
+    const queued: SandboxJob[] = [];
+    for (const job of this.#active) (job.status === 'processing' ? running : queued).push(job);
+    let clock = Number.NEGATIVE_INFINITY;
+    for (;;) {
+      let ending: SandboxJob | undefined;
+      for (const job of running)
+        if (job.endAt <= nowMs && (!ending || job.endAt < ending.endAt)) ending = job;
+      let startAt = Number.POSITIVE_INFINITY;
+      let next: SandboxJob | undefined;
+      if (running.length < limit && queued.length > 0) {
+        // The next start is when a slot is free and some job is ready; of the jobs ready then, the
+        // first submitted goes first.
+        let firstReady = Number.POSITIVE_INFINITY;
+        for (const job of queued) firstReady = Math.min(firstReady, job.processingAt);
+        startAt = Math.max(clock, firstReady);
+        next = queued.find((job) => job.processingAt <= startAt);
+      }
+      if (next && startAt <= nowMs && (!ending || startAt <= ending.endAt)) {
+        queued.splice(queued.indexOf(next), 1);
+        this.#start(next, startAt);
+        running.push(next);
+        clock = startAt;
+      } else if (ending) {
+        running.splice(running.indexOf(ending), 1);
+        clock = ending.endAt;
+        this.#finish(ending);
+      } else return;
     }
-    if (job.status === 'processing' && nowMs >= job.endAt) {
-      if (job.failure === null) this.#succeed(job);
-      else this.#fail(job);
-      this.#active.delete(job);
-      this.#deps.onChange(job);
-    }
+  }
+
+  #start(job: SandboxJob, atMs: number): void {
+    // A job kept queued by the limit still works its planned length once it starts.
+    job.endAt += atMs - job.processingAt;
+    job.processingAt = atMs;
+    job.status = 'processing';
+    this.#running++;
+    this.#peak = Math.max(this.#peak, this.#running);
+    this.#deps.onChange(job);
+  }
+
+  #finish(job: SandboxJob): void {
+    if (job.failure === null) this.#succeed(job);
+    else this.#fail(job);
+    this.#running--;
+    this.#active.delete(job);
+    this.#deps.onChange(job);
   }
 
   #succeed(job: SandboxJob): void {
     const expiresAt = job.endAt + this.#deps.linkTtlSeconds() * 1000;
     const planned = planItems(job.entry, job.body, job.media, createRandom(job.seed));
+    job.fileTokens = [];
     job.items = planned.map(({ item, recipe }, index) => {
-      if (recipe === null || item.type === 'json') return item;
+      if (recipe === null || item.type === 'json') {
+        job.fileTokens.push(null);
+        return item;
+      }
       const token = this.#deps.files.add(job.id, index, recipe, expiresAt);
-      return { ...item, value: `${this.#deps.baseUrl()}/files/${token}` };
+      job.fileTokens.push(token);
+      return { ...item, value: this.#deps.link(token, index) };
     });
     job.linkExpiresAt = expiresAt;
     job.status = 'success';

@@ -3,6 +3,7 @@
 import type { Dispatcher } from 'undici';
 import type { PriceTable } from '../catalog/types.js';
 import type { Prober } from '../media/types.js';
+import { QUIRKS } from './quirks.js';
 
 /** Settings that may change while the sandbox runs (`POST /_sandbox/config`). */
 export interface SandboxSettings {
@@ -24,6 +25,8 @@ export interface SandboxSettings {
   balance: number;
   /** Tokens the API key may spend per calendar month (UTC); null for no quota. */
   quota: number | null;
+  /** Jobs of the account processing at once; the others stay queued. null for no limit. */
+  accountConcurrency: number | null;
 }
 
 export interface SandboxOptions extends Partial<SandboxSettings> {
@@ -31,7 +34,10 @@ export interface SandboxOptions extends Partial<SandboxSettings> {
   port?: number;
   host?: string;
   apiKey?: string;
+  /** Makes ids, faults and failures reproducible; without it, job ids are random UUIDs, unique across starts. */
   seed?: number;
+  /** Habits of the real service to imitate (names of QUIRKS, or `all`); none by default. */
+  quirks?: readonly string[] | ReadonlySet<string>;
   /** The clock, in epoch milliseconds; jobs advance by it, so tests need no real waiting. */
   now?: () => number;
   prober?: Prober;
@@ -65,6 +71,8 @@ export const SANDBOX_DEFAULTS = {
   discount: 0,
   balance: 1000,
   quota: null as number | null,
+  accountConcurrency: null as number | null,
+  quirks: [] as readonly string[],
   bodyLimit: 1024 * 1024,
   callbackTimeoutMs: 3000,
   callbackRetryDelayMs: 1000,
@@ -144,6 +152,18 @@ export const SANDBOX_FLAGS = [
     option: 'discount',
     description: 'account discount: cost = list price x (1 - discount)',
   },
+  {
+    flag: '--account-concurrency <n>',
+    attr: 'accountConcurrency',
+    option: 'accountConcurrency',
+    description: 'jobs processing at once; the others stay pending (default: no limit)',
+  },
+  {
+    flag: '--quirks <list>',
+    attr: 'quirks',
+    option: 'quirks',
+    description: `habits of the real service to imitate, comma-separated, or all: ${QUIRKS.join(', ')}`,
+  },
 ] as const;
 
 export type SandboxFlagAttr = (typeof SANDBOX_FLAGS)[number]['attr'];
@@ -163,7 +183,7 @@ export function checkSettings(input: unknown): SettingsCheck {
   const raw = input as Record<string, unknown>;
   const issues: string[] = [];
   const settings: Partial<SandboxSettings> = {};
-  const known = new Set<string>([...RATE_KEYS, ...NON_NEGATIVE_KEYS, 'quota']);
+  const known = new Set<string>([...RATE_KEYS, ...NON_NEGATIVE_KEYS, 'quota', 'accountConcurrency']);
   for (const key of Object.keys(raw)) {
     if (!known.has(key)) issues.push(`${key}: unknown setting; known settings are: ${[...known].join(', ')}`);
   }
@@ -187,6 +207,13 @@ export function checkSettings(input: unknown): SettingsCheck {
     else if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
       issues.push(`quota: must be a number >= 0 or null, got ${describe(value)}`);
     } else settings.quota = value;
+  }
+  if (raw.accountConcurrency !== undefined) {
+    const value = raw.accountConcurrency;
+    if (value === null) settings.accountConcurrency = null;
+    else if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+      issues.push(`accountConcurrency: must be a whole number >= 1 or null, got ${describe(value)}`);
+    } else settings.accountConcurrency = value;
   }
   return issues.length > 0 ? { ok: false, issues } : { ok: true, settings };
 }

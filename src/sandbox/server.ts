@@ -1,7 +1,9 @@
 // The sandbox server: the Media Generation API on loopback, with fastify doing routing, body
 // parsing and the body size limit. Started in-process by `run --sandbox`, by tests, and by
 // `mediabatch sandbox`.
+import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { fetch as undiciFetch } from 'undici';
 import { DEFAULT_PRICES } from '../catalog/index.js';
@@ -13,16 +15,25 @@ import { type Envelope, failure, success } from './envelope.js';
 import { CONTENT_TYPES, FileStore } from './files.js';
 import {
   type CallbackLog,
+  type ConcurrencyState,
   type JobStatus,
   Jobs,
   type SandboxJob,
   type SubmitAnswer,
-  toRecord,
 } from './jobs.js';
 import { checkSettings, SANDBOX_DEFAULTS, type SandboxOptions, type SandboxSettings } from './options.js';
+import {
+  acceptsGzip,
+  CODE_IN_200_SHARE,
+  detail404WindowMs,
+  parseQuirks,
+  type Quirk,
+  RETRY_AFTER_SHARE,
+} from './quirks.js';
 import { createRandom } from './random.js';
 import { renderFile } from './render.js';
 import { type SubmitContext, submit } from './submit.js';
+import { presentEnvelope, presentRecord, type WireContext } from './wire.js';
 
 export interface JobState {
   img_uuid: string;
@@ -37,6 +48,8 @@ export interface JobState {
   /** How the submission was answered; `error-502` (a gateway page) and `connection-dropped` are charges the client never saw. */
   answer: SubmitAnswer;
   callback_url?: string;
+  /** The submission's body as it arrived, so tests can see what was sent. */
+  request: unknown;
   callbacks: CallbackLog[];
 }
 
@@ -47,6 +60,14 @@ export interface SandboxState {
   settings: SandboxSettings;
   jobs: JobState[];
   requests: { submit: number; poll: number; balance: number; download: number };
+  concurrency: ConcurrencyState;
+  quirks: {
+    enabled: Quirk[];
+    /** Requests answered 429 by `retry-after`. */
+    throttled: number;
+    /** Submissions answered `{code: 500, msg: "busy"}` by `code-in-200`. */
+    busy: number;
+  };
 }
 
 export interface Sandbox {
@@ -82,13 +103,28 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     discount: SANDBOX_DEFAULTS.discount,
     balance: SANDBOX_DEFAULTS.balance,
     quota: SANDBOX_DEFAULTS.quota,
+    accountConcurrency: SANDBOX_DEFAULTS.accountConcurrency,
     ...initial.settings,
   };
+  const parsedQuirks = parseQuirks(opts.quirks ?? SANDBOX_DEFAULTS.quirks);
+  if (!parsedQuirks.ok) throw new Error(`sandbox: quirks: ${parsedQuirks.issue}`);
+  const quirks: ReadonlySet<Quirk> = parsedQuirks.quirks;
+  const seeded = opts.seed !== undefined;
   const seed = opts.seed ?? SANDBOX_DEFAULTS.seed;
   const apiKey = opts.apiKey ?? SANDBOX_DEFAULTS.apiKey;
   const now = opts.now ?? Date.now;
   const account = new Account(settings.balance, settings.quota);
-  const files = new FileStore(seed);
+  const files = new FileStore(seed, quirks.has('link-403'));
+  // Quirks draw from generators of their own, so switching one on moves no other random choice.
+  const quirkRandom = createRandom((seed ^ 0x7f4a7c15) >>> 0);
+  const requestIds = createRandom((seed ^ 0x2545f491) >>> 0);
+  const wire: WireContext = {
+    quirks,
+    files,
+    speed: () => settings.speed,
+    requestId: seeded ? () => requestIds.uuid() : () => randomUUID(),
+  };
+  const quirkCounts = { throttled: 0, busy: 0 };
   let baseUrl = '';
   const sender = new CallbackSender({
     fetch: callbackFetch(opts),
@@ -100,9 +136,11 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   const jobs = new Jobs({
     account,
     files,
-    baseUrl: () => baseUrl,
+    link: (token, index) =>
+      `${baseUrl}/files/${token}${quirks.has('wrong-extension') ? `/${index + 1}.png` : ''}`,
     linkTtlSeconds: () => settings.linkTtlSeconds,
-    onChange: (job) => notify(job, sender),
+    concurrency: () => settings.accountConcurrency,
+    onChange: (job) => notify(job, sender, now(), wire),
   });
   const ctx: SubmitContext = {
     random: createRandom(seed),
@@ -112,6 +150,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     prices: opts.prices ?? DEFAULT_PRICES,
     prober: opts.prober ?? createProber(),
     now,
+    uniqueIds: !seeded,
   };
   const requests = { submit: 0, poll: 0, balance: 0, download: 0 };
 
@@ -123,6 +162,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       settings: { ...settings, balance: account.balance },
       jobs: [...jobs.all()].map(jobState),
       requests: { ...requests },
+      concurrency: jobs.concurrency(),
+      quirks: { enabled: [...quirks], ...quirkCounts },
     };
   };
   const configure = (partial: Partial<SandboxSettings>): SandboxSettings => {
@@ -146,7 +187,28 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   app.addHook('onRequest', async (request, reply) => {
     if (request.url.startsWith('/_sandbox/')) return;
     if (settings.latencyMs > 0) await new Promise((r) => setTimeout(r, settings.latencyMs));
-    if (request.url.startsWith('/api/')) return authenticate(request, reply, apiKey);
+    if (!request.url.startsWith('/api/')) return;
+    const refused = await authenticate(request, reply, apiKey);
+    if (refused !== undefined) return refused;
+    if (quirks.has('retry-after') && quirkRandom.next() < RETRY_AFTER_SHARE) {
+      quirkCounts.throttled++;
+      return reply.code(429).header('retry-after', '1').send(failure(429, 'too many requests'));
+    }
+  });
+  // Every JSON answer of the API passes here, errors included, so a quirk shapes them all alike.
+  app.addHook('preSerialization', async (request, _reply, payload: unknown) => {
+    if (!request.url.startsWith('/api/') || typeof payload !== 'object' || payload === null) return payload;
+    return presentEnvelope(payload, wire);
+  });
+  app.addHook('onSend', async (request, reply, payload: unknown) => {
+    if (!request.url.startsWith('/api/') || typeof payload !== 'string') return payload;
+    if (!String(reply.getHeader('content-type') ?? '').startsWith('application/json')) return payload;
+    const text = quirks.has('bom') ? `\uFEFF${payload}` : payload;
+    if (!quirks.has('gzip')) return text;
+    reply.header('vary', 'accept-encoding');
+    if (!acceptsGzip(request.headers['accept-encoding'])) return text;
+    reply.header('content-encoding', 'gzip');
+    return gzipSync(text);
   });
   app.setErrorHandler(async (error: { statusCode?: number; message: string }, _request, reply) => {
     const status =
@@ -160,6 +222,10 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   for (const path of SUBMIT_PATHS) {
     app.post(path, async (request, reply) => {
       requests.submit++;
+      if (quirks.has('code-in-200') && quirkRandom.next() < CODE_IN_200_SHARE) {
+        quirkCounts.busy++;
+        return reply.code(200).send(failure(500, 'busy'));
+      }
       const outcome = await submit(ctx, path, request.body);
       if (outcome.kind === 'drop') {
         // The charge is made; the client learns nothing, as when a connection breaks mid-answer.
@@ -182,8 +248,13 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       return reply.code(400).send(failure(400, 'img_uuid: required query parameter, e.g. ?img_uuid=<uuid>'));
     jobs.advance(now());
     const job = jobs.get(id);
-    if (!job) return reply.code(404).send(failure(404, `img_uuid: no job ${JSON.stringify(id)}`));
-    return reply.send(success(toRecord(job)));
+    // Inside the window a new job is as unknown as one that never existed: the same answer.
+    const hidden =
+      job !== undefined &&
+      quirks.has('detail-404-window') &&
+      now() - job.createdAt < detail404WindowMs(settings.speed);
+    if (!job || hidden) return reply.code(404).send(failure(404, `img_uuid: no job ${JSON.stringify(id)}`));
+    return reply.send(success(presentRecord(job, now(), wire)));
   });
 
   app.get('/api/v1/user/tokens', async (_request, reply) => {
@@ -191,16 +262,22 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     return reply.send(success({ count: Math.floor(account.balance) }));
   });
 
-  app.get<{ Params: { token: string } }>('/files/:token', async (request, reply) => {
+  // `/files/<token>/<n>.png` is the same file: the name is what `wrong-extension` makes links end in.
+  const download = async (
+    request: FastifyRequest<{ Params: { token: string }; Querystring: { sig?: string } }>,
+    reply: FastifyReply,
+  ): Promise<FastifyReply> => {
     requests.download++;
-    const found = files.lookup(request.params.token, now());
+    const found = files.lookup(request.params.token, now(), request.query.sig);
     if (!found.ok) {
-      const [status, text] = found.reason === 'expired' ? [410, 'link expired\n'] : [404, 'no such file\n'];
+      const [status, text] = FILE_REFUSALS[found.reason];
       return reply.code(status).type('text/plain').send(text);
     }
     const bytes = await renderFile(found.file.recipe);
     return reply.type(CONTENT_TYPES[found.file.recipe.format]).send(bytes);
-  });
+  };
+  app.get('/files/:token', download);
+  app.get('/files/:token/:name', download);
 
   app.get('/_sandbox/state', async (request, reply) => {
     if (!isLoopback(request)) return refuseRemote(reply);
@@ -243,6 +320,7 @@ function pickSettings(opts: SandboxOptions): Partial<SandboxSettings> {
     'discount',
     'balance',
     'quota',
+    'accountConcurrency',
   ] as const;
   const picked: Record<string, unknown> = {};
   for (const key of keys) if (opts[key] !== undefined) picked[key] = opts[key];
@@ -257,11 +335,19 @@ function callbackFetch(opts: SandboxOptions): CallbackFetch {
     : (url, init) => undiciFetch(url, init);
 }
 
-function notify(job: SandboxJob, sender: CallbackSender): void {
+const FILE_REFUSALS = {
+  unknown: [404, 'no such file\n'],
+  expired: [410, 'link expired\n'],
+  stale: [403, 'signature expired: fetch the job again for a fresh link\n'],
+} as const;
+
+/** The callback carries what jobs/detail would answer at the moment of the change, quirks included. */
+function notify(job: SandboxJob, sender: CallbackSender, nowMs: number, wire: WireContext): void {
   if (!job.callbackUrl) return;
   const log: CallbackLog = { status: job.status, attempts: [], outcome: 'sending' };
   job.callbacks.push(log);
-  sender.send(job.id, job.callbackUrl, JSON.stringify(success(toRecord(job))), log);
+  const body = presentEnvelope(success(presentRecord(job, nowMs, wire)), wire);
+  sender.send(job.id, job.callbackUrl, JSON.stringify(body), log);
 }
 
 function jobState(job: SandboxJob): JobState {
@@ -274,6 +360,7 @@ function jobState(job: SandboxJob): JobState {
     refunded: job.refunded,
     created_at: new Date(job.createdAt).toISOString(),
     answer: job.answer,
+    request: structuredClone(job.request),
     callbacks: job.callbacks.map((c) => ({ ...c, attempts: [...c.attempts] })),
   };
   if (job.callbackUrl) state.callback_url = job.callbackUrl;

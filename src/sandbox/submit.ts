@@ -1,6 +1,7 @@
 // Acceptance of one generation request, in the service's order: parse, rules, measure the input
 // media, rules on the measured lengths, price, balance, quota, charge, job. Nothing is charged
 // unless every step passes.
+import { randomUUID } from 'node:crypto';
 import { fromWireBody, roundTokens } from '../catalog/index.js';
 import type {
   CatalogEntry,
@@ -27,6 +28,8 @@ export interface SubmitContext {
   prices: PriceTable;
   prober: Prober;
   now: () => number;
+  /** Job ids from the system's entropy instead of the seed, so runs never reuse an id. */
+  uniqueIds: boolean;
 }
 
 export type SubmitOutcome =
@@ -76,6 +79,7 @@ export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unkno
     cost,
     now,
     callbackUrl: parsed.callbackUrl,
+    request: wire,
   });
   ctx.jobs.add(job);
 
@@ -103,12 +107,15 @@ interface Accepted {
   cost: number;
   now: number;
   callbackUrl: string | undefined;
+  request: unknown;
 }
 
 function createJob(ctx: SubmitContext, accepted: Accepted): SandboxJob {
   const { entry, body, cost, now } = accepted;
   const seed = ctx.random.seed();
-  const id = ctx.random.uuid();
+  // Drawn even when unused, so that random ids leave every other choice where the seed puts it.
+  const seededId = ctx.random.uuid();
+  const id = ctx.uniqueIds ? randomUUID() : seededId;
   const failRoll = ctx.random.next();
   const month = ctx.account.charge(cost, now);
   const timing = planTiming(entry.kind, now, ctx.settings.speed, createRandom(seed ^ 0x5bd1e995));
@@ -129,10 +136,12 @@ function createJob(ctx: SubmitContext, accepted: Accepted): SandboxJob {
     failure,
     seed,
     callbackUrl: accepted.callbackUrl,
+    request: structuredClone(accepted.request),
     answer: 'ok',
     status: 'pending',
     refunded: 0,
     items: null,
+    fileTokens: [],
     linkExpiresAt: null,
     callbacks: [],
   };

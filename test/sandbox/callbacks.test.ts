@@ -46,6 +46,27 @@ async function receiver(
 }
 
 describe('callbacks', () => {
+  it('carries the wire form of jobs/detail under the quirks in force', async () => {
+    const hook = await receiver(() => 200);
+    const { sandbox, api, clock } = await openSandbox({
+      quirks: ['completed', 'string-numbers', 'request-id'],
+    });
+    await api.submit(PATHS.images, { model: 'flat-image', prompt: 'x', custom_callback_url: hook.url });
+    clock.advance(20);
+    sandbox.advance();
+    await sandbox.callbacksSettled();
+    expect(hook.received.map((r) => r.status)).toEqual(['processing', 'completed']);
+    const done = hook.received[1]?.body;
+    expect(done).toMatchObject({
+      code: '0',
+      msg: null,
+      request_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+    });
+    expect(typeof done.data.duration).toBe('string');
+    // The sandbox's own view keeps the spec's status.
+    expect(sandbox.state().jobs[0]?.callbacks.map((c) => c.status)).toEqual(['processing', 'success']);
+  });
+
   it('sends processing then success, each with the job record, in order', async () => {
     const hook = await receiver(() => 200);
     const { sandbox, api, clock } = await openSandbox();

@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseSandboxFlags, sandboxCommand } from '../../src/sandbox/cli.js';
 import { SANDBOX_DEFAULTS, SANDBOX_FLAGS } from '../../src/sandbox/options.js';
+import { QUIRKS } from '../../src/sandbox/quirks.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { clientFor, closeAll } from './helpers.js';
 
@@ -33,8 +34,21 @@ describe('parseSandboxFlags', () => {
     [{ seed: '1.5' }, '--seed: must be a whole number, got 1.5'],
     [{ apiKey: ' ' }, '--api-key: must not be empty'],
     [{ linkTtl: '-1' }, '--link-ttl: must be a number >= 0, got -1'],
+    [{ accountConcurrency: '0' }, '--account-concurrency: must be a whole number >= 1 or null, got 0'],
+    [
+      { quirks: 'gzip,slow' },
+      `--quirks: unknown quirk "slow"; known quirks are: ${QUIRKS.join(', ')}, or all`,
+    ],
   ])('refuses %o', (flags, message) => {
     expect(parseSandboxFlags(flags)).toEqual({ ok: false, issues: [message] });
+  });
+
+  it('reads --quirks as a list or all, and --account-concurrency as a whole number', () => {
+    expect(parseSandboxFlags({ quirks: ' gzip, bom ', accountConcurrency: '2' })).toEqual({
+      ok: true,
+      options: { quirks: ['gzip', 'bom'], accountConcurrency: 2 },
+    });
+    expect(parseSandboxFlags({ quirks: 'all' })).toEqual({ ok: true, options: { quirks: QUIRKS } });
   });
 
   it('describes every flag, each with a default the CLI can show', () => {
@@ -49,7 +63,7 @@ describe('sandboxCommand', () => {
     const signals = new EventEmitter();
     let ready: Sandbox | undefined;
     const running = sandboxCommand(
-      { port: '0', balance: '5' },
+      { port: '0', balance: '5', quirks: 'waiting,request-id' },
       {
         stdout: { write: (t: string) => out.push(t) },
         stderr: { write: (t: string) => err.push(t) },
@@ -62,9 +76,12 @@ describe('sandboxCommand', () => {
     await expect.poll(() => ready, { timeout: 5000 }).toBeDefined();
     expect(out[0]).toMatch(/^http:\/\/127\.0\.0\.1:\d+\n$/);
     const api = clientFor(out[0]?.trim() ?? '');
-    expect((await api.get('/api/v1/user/tokens')).body.data).toEqual({ count: 5 });
+    const tokens = (await api.get('/api/v1/user/tokens')).body;
+    expect(tokens.data).toEqual({ count: 5 });
+    expect(tokens.request_id).toMatch(/^[0-9a-f-]{36}$/);
     expect(err.join('')).toMatch(/GET \/api\/v1\/user\/tokens 200/);
     expect(err.join('')).not.toMatch(/Bearer/);
+    expect(err.join('')).toContain('quirks waiting,request-id');
     signals.emit('SIGTERM');
     await running;
     expect(err.at(-1)).toBe('sandbox: stopped\n');
