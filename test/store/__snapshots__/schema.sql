@@ -21,43 +21,6 @@ CREATE TABLE runs (
 
 CREATE INDEX runs_by_manifest ON runs (manifest_path, created_at);
 
-CREATE TABLE tasks (
-  run_id         TEXT NOT NULL REFERENCES runs (id),
-  task_id        TEXT NOT NULL,
-  seq            INTEGER NOT NULL,
-  model          TEXT NOT NULL,
-  endpoint       TEXT NOT NULL,
-  body           TEXT NOT NULL,
-  body_hash      TEXT NOT NULL,
-  est_tokens     REAL NOT NULL,
-  est_min        REAL NOT NULL,
-  est_max        REAL NOT NULL,
-  est_basis      TEXT NOT NULL,
-  est_assumed    INTEGER NOT NULL CHECK (est_assumed IN (0, 1)),
-  state          TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'submitting', 'in_doubt',
-                   'submitted', 'running', 'downloading', 'done', 'failed', 'rejected', 'blocked')),
-  img_uuid       TEXT,
-  cost           REAL,
-  refunded       REAL,
-  error          TEXT,
-  submitted_at   TEXT,
-  finished_at    TEXT,
-  job_status     TEXT,
-  job_duration   REAL,
-  last_polled_at TEXT,
-  next_poll_at   TEXT,
-  poll_count     INTEGER NOT NULL DEFAULT 0,
-  source         TEXT CHECK (source IN ('poll', 'callback')),
-  updated_at     TEXT NOT NULL,
-  PRIMARY KEY (run_id, task_id)
-) STRICT;
-
-CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT NULL;
-
-CREATE INDEX tasks_by_state ON tasks (run_id, state, seq);
-
-CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running');
-
 CREATE TABLE attempts (
   run_id      TEXT NOT NULL,
   task_id     TEXT NOT NULL,
@@ -105,7 +68,7 @@ CREATE TABLE ledger (
   img_uuid        TEXT NOT NULL,
   kind            TEXT NOT NULL CHECK (kind IN ('charge', 'refund')),
   tokens          REAL NOT NULL CHECK (tokens >= 0),
-  at              TEXT NOT NULL,
+  at              TEXT NOT NULL, assumed INTEGER NOT NULL DEFAULT 0 CHECK (assumed IN (0, 1)),
   UNIQUE (img_uuid, kind)
 ) STRICT;
 
@@ -136,3 +99,44 @@ CREATE TABLE schedules (
   next_fire_at  TEXT,
   updated_at    TEXT NOT NULL
 ) STRICT;
+
+CREATE TABLE "tasks" (
+  run_id         TEXT NOT NULL REFERENCES runs (id),
+  task_id        TEXT NOT NULL,
+  seq            INTEGER NOT NULL,
+  model          TEXT NOT NULL,
+  endpoint       TEXT NOT NULL,
+  body           TEXT NOT NULL,
+  body_hash      TEXT NOT NULL,
+  est_tokens     REAL NOT NULL,
+  est_min        REAL NOT NULL,
+  est_max        REAL NOT NULL,
+  est_basis      TEXT NOT NULL,
+  est_assumed    INTEGER NOT NULL CHECK (est_assumed IN (0, 1)),
+  state          TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'submitting', 'in_doubt',
+                   'submitted', 'running', 'stalled', 'downloading', 'unfetched', 'done', 'failed',
+                   'rejected', 'blocked', 'lost')),
+  img_uuid       TEXT,
+  cost           REAL,
+  refunded       REAL,
+  error          TEXT,
+  submitted_at   TEXT,
+  finished_at    TEXT,
+  job_status     TEXT,
+  job_duration   REAL,
+  last_polled_at TEXT,
+  next_poll_at   TEXT,
+  poll_count     INTEGER NOT NULL DEFAULT 0,
+  source         TEXT CHECK (source IN ('poll', 'callback')),
+  updated_at     TEXT NOT NULL,
+  retries        INTEGER NOT NULL DEFAULT 0 CHECK (retries >= 0),
+  cost_assumed   INTEGER NOT NULL DEFAULT 0 CHECK (cost_assumed IN (0, 1)),
+  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)),
+  PRIMARY KEY (run_id, task_id)
+) STRICT;
+
+CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT NULL;
+
+CREATE INDEX tasks_by_state ON tasks (run_id, state, seq);
+
+CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running', 'stalled');
