@@ -10,7 +10,8 @@ import {
   type SubmitOutcome,
 } from '../../src/api/outcome.js';
 
-const response = (status: number, body: unknown): ApiAnswer => ({ kind: 'response', status, body });
+type ResponseAnswer = Extract<ApiAnswer, { kind: 'response' }>;
+const response = (status: number, body: unknown): ResponseAnswer => ({ kind: 'response', status, body });
 const network = (code: string | undefined, sent: boolean): ApiAnswer => {
   const error = Object.assign(new Error(`boom ${code ?? ''}`), code ? { code } : {});
   return { kind: 'network', error, sent };
