@@ -123,7 +123,7 @@ export class Throttle {
     this.#refresh();
     // Many requests in flight all get their 429 at about once: only those let through after the
     // last slowdown tell us the new rate is still too fast.
-    if (this.#rate !== null && ticket.startedAt < this.#lastLimitedAt) return;
+    if (this.#rate !== null && ticket.startedAt <= this.#lastLimitedAt) return;
     const from = this.#rate ?? this.#observedRate(now);
     this.#rate = Math.max(this.#min, from / 2);
     this.#lastLimitedAt = now;
