@@ -16,7 +16,7 @@ import {
   type SubmitOutcome,
 } from './outcome.js';
 import { redactText, secretForms } from './redact.js';
-import { defaultSleep, type RequestClass, Throttle, type ThrottleState } from './throttle.js';
+import { defaultSleep, type RequestClass, Throttle, type ThrottleState, type Ticket } from './throttle.js';
 
 export interface ApiTimeouts {
   /** TCP (and TLS) connect. */
@@ -227,11 +227,11 @@ class HttpApiClient implements ApiClient {
     body?: Buffer,
   ): Promise<T> {
     const stop = signal ? AbortSignal.any([signal, this.#closing.signal]) : this.#closing.signal;
-    let ticket: Awaited<ReturnType<Throttle['acquire']>>;
+    let ticket: Ticket;
     try {
       ticket = await this.#throttle.acquire(kind, stop);
     } catch (error) {
-      // Nothing was sent: the connect-phase reading of a network answer says exactly that.
+      // Given up while waiting for the throttle: a network failure before sending is exactly that case.
       return classify({ kind: 'network', error, sent: false });
     }
     const answer = await this.#send(method, path, headersTimeout, body);
