@@ -1,8 +1,10 @@
 // The HTTP client of the Media Generation API: the only code that talks to it. It never throws for
-// anything the network or the server does; it returns the typed outcomes of ./outcome.ts.
+// anything the network or the server does; it returns the typed outcomes of ./outcome.ts, exactly as
+// the server said them: redacting the API key is the job of the edges (logs, error lines, files),
+// because rewriting outcomes here corrupted ids and keys that happened to contain a short key.
 import { Agent, type Dispatcher } from 'undici';
 import type { Endpoint, RequestBody } from '../catalog/types.js';
-import { exchange } from './exchange.js';
+import { ACCEPT_ENCODING, exchange } from './exchange.js';
 import {
   type ApiAnswer,
   type BalanceOutcome,
@@ -13,7 +15,8 @@ import {
   type PollOutcome,
   type SubmitOutcome,
 } from './outcome.js';
-import { redactDeep, redactText, secretForms } from './redact.js';
+import { redactText, secretForms } from './redact.js';
+import { defaultSleep, type RequestClass, Throttle, type ThrottleState, type Ticket } from './throttle.js';
 
 export interface ApiTimeouts {
   /** TCP (and TLS) connect. */
@@ -55,6 +58,8 @@ export interface ApiRequestEvent {
   error?: string;
   sent: boolean;
   durationMs: number;
+  /** The service's id of the exchange (`x-request-id`), when it sent one. */
+  requestId?: string;
 }
 
 export interface ApiClientOptions {
@@ -68,18 +73,38 @@ export interface ApiClientOptions {
   maxConnections?: number;
   /** Called after every exchange, for logs and metrics. */
   onRequest?: (event: ApiRequestEvent) => void;
+  /** Wall clock in epoch ms (Retry-After dates, throttling, durations). Default `Date.now`. */
   now?: () => number;
+  /** Waits `ms`, or rejects when `signal` aborts. Default a timer. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+export interface RequestOptions {
+  /**
+   * Gives up a request still waiting for the throttle (Retry-After, rate limit); it comes back as
+   * `retryable`, never sent. A request already sent is always waited for: its answer may carry a charge.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ApiClient {
   readonly baseUrl: string;
-  submit(endpoint: Endpoint, wireBody: RequestBody): Promise<SubmitOutcome>;
-  getJob(imgUuid: string): Promise<PollOutcome>;
-  getBalance(): Promise<BalanceOutcome>;
+  submit(endpoint: Endpoint, wireBody: RequestBody, options?: RequestOptions): Promise<SubmitOutcome>;
+  getJob(imgUuid: string, options?: RequestOptions): Promise<PollOutcome>;
+  getBalance(options?: RequestOptions): Promise<BalanceOutcome>;
+  /** The limits in force, for a progress display: submissions per second, and when the gates open. */
+  throttleState(): ThrottleState;
+  /** Also releases requests waiting for the throttle (as `retryable`, not sent). */
   close(): Promise<void>;
 }
 
 const PRINTABLE_TOKEN = /^[\x21-\x7e]+$/;
+
+/**
+ * Shorter keys are refused: redacting a 2-letter key from logs would rewrite ordinary words, and no
+ * real key is that short (a short value is usually a placeholder or a truncated paste).
+ */
+export const MIN_API_KEY_LENGTH = 8;
 
 function checkOptions(options: ApiClientOptions): URL {
   let url: URL;
@@ -101,6 +126,11 @@ function checkOptions(options: ApiClientOptions): URL {
       'apiKey: must be non-empty printable ASCII without spaces or line breaks (check MEDIABATCH_API_KEY)',
     );
   }
+  if (options.apiKey.length < MIN_API_KEY_LENGTH) {
+    throw new Error(
+      `apiKey: MEDIABATCH_API_KEY is too short (${options.apiKey.length} characters); a real API key has at least ${MIN_API_KEY_LENGTH}`,
+    );
+  }
   for (const [name, value] of Object.entries(options.timeouts ?? {})) {
     if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
       throw new Error(`timeouts.${name}: must be a positive number of milliseconds, got ${String(value)}`);
@@ -120,6 +150,9 @@ class HttpApiClient implements ApiClient {
   #timeouts: ApiTimeouts;
   #onRequest: ((event: ApiRequestEvent) => void) | undefined;
   #now: () => number;
+  #throttle: Throttle;
+  /** Aborted by close(), to release requests waiting for the throttle. */
+  #closing = new AbortController();
 
   constructor(options: ApiClientOptions) {
     const url = checkOptions(options);
@@ -130,7 +163,8 @@ class HttpApiClient implements ApiClient {
     this.#secrets = secretForms(options.apiKey);
     this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
     this.#onRequest = options.onRequest;
-    this.#now = options.now ?? (() => performance.now());
+    this.#now = options.now ?? Date.now;
+    this.#throttle = new Throttle({ now: this.#now, sleep: options.sleep ?? defaultSleep });
     this.#ownsDispatcher = options.dispatcher === undefined;
     this.#dispatcher =
       options.dispatcher ??
@@ -144,31 +178,74 @@ class HttpApiClient implements ApiClient {
       });
   }
 
-  async submit(endpoint: Endpoint, wireBody: RequestBody): Promise<SubmitOutcome> {
+  async submit(endpoint: Endpoint, wireBody: RequestBody, options?: RequestOptions): Promise<SubmitOutcome> {
     if (!endpoint.startsWith('/api/v1/')) {
       throw new Error(`endpoint: must be a path under /api/v1/, got ${endpoint}`);
     }
     const body = Buffer.from(JSON.stringify(wireBody), 'utf8');
-    const answer = await this.#send('POST', endpoint, this.#timeouts.submitHeadersMs, body);
-    return redactDeep(classifySubmission(answer), this.#secrets);
+    return this.#request(
+      'submit',
+      classifySubmission,
+      options?.signal,
+      'POST',
+      endpoint,
+      this.#timeouts.submitHeadersMs,
+      body,
+    );
   }
 
-  async getJob(imgUuid: string): Promise<PollOutcome> {
+  async getJob(imgUuid: string, options?: RequestOptions): Promise<PollOutcome> {
     if (typeof imgUuid !== 'string' || imgUuid.length === 0) {
       throw new Error(`imgUuid: must be a non-empty string, got ${JSON.stringify(imgUuid)}`);
     }
     const path = `/api/v1/jobs/detail?img_uuid=${encodeURIComponent(imgUuid)}`;
-    const answer = await this.#send('GET', path, this.#timeouts.readHeadersMs);
-    return redactDeep(classifyPoll(answer), this.#secrets);
+    return this.#request('read', classifyPoll, options?.signal, 'GET', path, this.#timeouts.readHeadersMs);
   }
 
-  async getBalance(): Promise<BalanceOutcome> {
-    const answer = await this.#send('GET', '/api/v1/user/tokens', this.#timeouts.readHeadersMs);
-    return redactDeep(classifyBalance(answer), this.#secrets);
+  async getBalance(options?: RequestOptions): Promise<BalanceOutcome> {
+    const path = '/api/v1/user/tokens';
+    return this.#request('read', classifyBalance, options?.signal, 'GET', path, this.#timeouts.readHeadersMs);
+  }
+
+  throttleState(): ThrottleState {
+    return this.#throttle.state();
   }
 
   async close(): Promise<void> {
+    this.#closing.abort();
     if (this.#ownsDispatcher) await this.#dispatcher.close();
+  }
+
+  /** Waits for the throttle, sends, classifies, and tells the throttle what the answer said. */
+  async #request<T extends { type: string; retryAfterMs?: number; throttled?: boolean }>(
+    kind: RequestClass,
+    classify: (answer: ApiAnswer) => T,
+    signal: AbortSignal | undefined,
+    method: 'GET' | 'POST',
+    path: string,
+    headersTimeout: number,
+    body?: Buffer,
+  ): Promise<T> {
+    const stop = signal ? AbortSignal.any([signal, this.#closing.signal]) : this.#closing.signal;
+    let ticket: Ticket;
+    try {
+      ticket = await this.#throttle.acquire(kind, stop);
+    } catch (error) {
+      // Given up while waiting for the throttle: a network failure before sending is exactly that case.
+      return classify({ kind: 'network', error, sent: false });
+    }
+    const answer = await this.#send(method, path, headersTimeout, body);
+    const outcome = classify(answer);
+    // Retry-After is honoured on any answer that is not a success, whatever its class.
+    const retryAfterMs =
+      answer.kind === 'response' && (answer.status < 200 || answer.status >= 300)
+        ? answer.headers?.retryAfterMs
+        : outcome.retryAfterMs;
+    this.#throttle.observe(kind, ticket, {
+      retryAfterMs,
+      throttled: outcome.type === 'retryable' && outcome.throttled === true,
+    });
+    return outcome;
   }
 
   async #send(
@@ -181,6 +258,7 @@ class HttpApiClient implements ApiClient {
       authorization: this.#authorization,
       accept: 'application/json',
       'user-agent': 'mediabatch',
+      'accept-encoding': ACCEPT_ENCODING,
     };
     if (body) headers['content-type'] = 'application/json';
     const started = this.#now();
@@ -196,6 +274,7 @@ class HttpApiClient implements ApiClient {
         bodyTimeout: this.#timeouts.bodyMs,
       },
       MAX_ANSWER_BYTES,
+      { now: this.#now },
     );
     this.#report(method, path, answer, this.#now() - started);
     return answer;
@@ -205,7 +284,14 @@ class HttpApiClient implements ApiClient {
     if (!this.#onRequest) return;
     const event: ApiRequestEvent =
       answer.kind === 'response'
-        ? { method, path, status: answer.status, sent: true, durationMs }
+        ? {
+            method,
+            path,
+            status: answer.status,
+            sent: true,
+            durationMs,
+            ...(answer.headers?.requestId !== undefined && { requestId: answer.headers.requestId }),
+          }
         : {
             method,
             path,

@@ -5,27 +5,46 @@ import type { z } from 'zod';
 import {
   type Balance,
   balanceSchema,
+  type Envelope,
   envelopeSchema,
   type JobRecord,
   jobRecordSchema,
+  requestIdSchema,
   submissionSchema,
 } from './schemas.js';
 
+/** What the client reads from the response headers, beyond status and body. */
+export interface AnswerHeaders {
+  /** `Retry-After`, as milliseconds from when the answer arrived, clamped to [0, 10 min]. */
+  retryAfterMs?: number;
+  /** `x-request-id`, for log lines and support requests. */
+  requestId?: string;
+}
+
 /**
  * What came back from one HTTP exchange. `body` is the parsed JSON when the body was JSON, else
- * the raw text. `sent` says whether the request (headers and body) was handed to the socket: only
- * then can the server have acted on it.
+ * the raw text. `unreadable` says why the body could not be decoded at all (an unknown or corrupt
+ * content-encoding); `body` is then ''. `sent` says whether the request (headers and body) was
+ * handed to the socket: only then can the server have acted on it.
  */
 export type ApiAnswer =
-  | { kind: 'response'; status: number; body: unknown }
+  | { kind: 'response'; status: number; body: unknown; headers?: AnswerHeaders; unreadable?: string }
   | { kind: 'network'; error: unknown; sent: boolean };
 
 /**
  * `mayHaveCharged`: tokens may have been deducted for this request (certainly so when accepted).
  * `retrySafe`: sending the same request again at once cannot charge twice and may succeed.
+ * `requestId`: the service's id of the exchange, when it gave one (envelope, `data` or header).
  */
-export type SubmitOutcome =
-  | { type: 'accepted'; imgUuid: string; cost: number; mayHaveCharged: true; retrySafe: false }
+export type SubmitOutcome = (
+  | {
+      type: 'accepted';
+      imgUuid: string;
+      /** Tokens the service says it deducted; undefined when it did not say in a readable way. */
+      cost: number | undefined;
+      mayHaveCharged: true;
+      retrySafe: false;
+    }
   | { type: 'rejected'; httpStatus: number; message: string; mayHaveCharged: false; retrySafe: false }
   | { type: 'insufficient-tokens'; message: string; mayHaveCharged: false; retrySafe: false }
   | {
@@ -38,16 +57,34 @@ export type SubmitOutcome =
       retrySafe: false;
     }
   | { type: 'unauthorized'; message: string; mayHaveCharged: false; retrySafe: false }
-  | { type: 'retryable'; reason: string; mayHaveCharged: false; retrySafe: true }
-  | { type: 'in-doubt'; reason: string; mayHaveCharged: true; retrySafe: false };
+  | {
+      type: 'retryable';
+      reason: string;
+      /** The server's `Retry-After`: do not send again before this many ms. */
+      retryAfterMs?: number;
+      /** The service asked to slow down (HTTP or code 429, or a 503 with Retry-After). */
+      throttled?: boolean;
+      mayHaveCharged: false;
+      retrySafe: true;
+    }
+  | { type: 'in-doubt'; reason: string; mayHaveCharged: true; retrySafe: false }
+) & { requestId?: string };
 
 /** Reads (jobs/detail, balance) are GETs: never charged, always safe to repeat. */
-export type ReadOutcome<T> =
+export type ReadOutcome<T> = (
   | { type: 'ok'; value: T }
   | { type: 'not-found'; message: string }
   | { type: 'unauthorized'; message: string }
   | { type: 'rejected'; httpStatus: number; message: string }
-  | { type: 'retryable'; reason: string };
+  | {
+      type: 'retryable';
+      reason: string;
+      retryAfterMs?: number;
+      throttled?: boolean;
+      /** The answer could not be read as the expected shape at all (not JSON, wrong fields, undecodable). */
+      unreadable?: boolean;
+    }
+) & { requestId?: string };
 
 export type PollOutcome = ReadOutcome<JobRecord>;
 /** `value` is the balance in tokens (`data.count`). */
@@ -137,9 +174,70 @@ export function parseQuotaMessage(msg: string): { used?: number; quota?: number;
   };
 }
 
-const retryable = (reason: string): SubmitOutcome => ({
+const UNAUTHORIZED = 'the API refused the API key (HTTP 401): check MEDIABATCH_API_KEY';
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** What one HTTP answer says, read once for both kinds of request. */
+interface Reading {
+  status: number;
+  /** Undefined when the body is not a well-formed envelope (or could not be decoded). */
+  envelope: Envelope | undefined;
+  requestId: string | undefined;
+  retryAfterMs: number | undefined;
+  /** The service asked to slow down: HTTP or code 429, or a 503 that says when to come back. */
+  throttled: boolean;
+  /** The body, for a reason text, when it is not an envelope. */
+  seen: string;
+  unreadable: boolean;
+}
+
+function read(answer: Extract<ApiAnswer, { kind: 'response' }>): Reading {
+  const { status, body, headers } = answer;
+  const unreadable = answer.unreadable !== undefined;
+  const parsed = unreadable ? undefined : envelopeSchema.safeParse(body);
+  const envelope = parsed?.success ? parsed.data : undefined;
+  const fromData = isPlainObject(envelope?.data)
+    ? requestIdSchema.parse(envelope.data.request_id)
+    : undefined;
+  const retryAfterMs = headers?.retryAfterMs;
+  return {
+    status,
+    envelope,
+    requestId: envelope?.request_id ?? fromData ?? headers?.requestId,
+    retryAfterMs,
+    throttled: status === 429 || envelope?.code === 429 || (status === 503 && retryAfterMs !== undefined),
+    seen: envelope
+      ? `code ${envelope.code}${envelope.msg ? ` (${envelope.msg})` : ''}`
+      : unreadable
+        ? `a body that cannot be read (${answer.unreadable})`
+        : snippet(body) === ''
+          ? 'an empty body'
+          : `a body that is not the API envelope: ${snippet(body)}`,
+    unreadable,
+  };
+}
+
+/** The optional fields of a retryable outcome, present only when known. */
+function pace(reading: Reading): { retryAfterMs?: number; throttled?: true } {
+  return {
+    ...(reading.retryAfterMs !== undefined && { retryAfterMs: reading.retryAfterMs }),
+    ...(reading.throttled && { throttled: true }),
+  };
+}
+
+function withRequestId<T extends object>(
+  outcome: T,
+  requestId: string | undefined,
+): T & { requestId?: string } {
+  return requestId === undefined ? outcome : { ...outcome, requestId };
+}
+
+const retryable = (reason: string, reading?: Reading): SubmitOutcome => ({
   type: 'retryable',
   reason,
+  ...(reading && pace(reading)),
   mayHaveCharged: false,
   retrySafe: true,
 });
@@ -158,7 +256,7 @@ const rejected = (httpStatus: number, message: string): SubmitOutcome => ({
 });
 const unauthorized = (message: string): SubmitOutcome => ({
   type: 'unauthorized',
-  message: message || 'the API refused the API key (HTTP 401): check MEDIABATCH_API_KEY',
+  message: message || UNAUTHORIZED,
   mayHaveCharged: false,
   retrySafe: false,
 });
@@ -173,18 +271,17 @@ function classifySubmissionError(error: unknown, sent: boolean): SubmitOutcome {
   return inDoubt(`${what} after the request was sent: it may have been charged`);
 }
 
-/** Statuses that by HTTP's rules mean "not acted upon, try again later". */
+/** Codes and statuses that by HTTP's rules mean "not acted upon, try again later". */
 const TRY_LATER = new Set([408, 429]);
+const isClientError = (n: number) => n >= 400 && n < 500 && !TRY_LATER.has(n);
+const is2xx = (status: number) => status >= 200 && status < 300;
 
-/** Maps the answer to a generation POST to what happened to the task and to the money. */
-export function classifySubmission(answer: ApiAnswer): SubmitOutcome {
-  if (answer.kind === 'network') return classifySubmissionError(answer.error, answer.sent);
-  const { status, body } = answer;
-  const parsed = envelopeSchema.safeParse(body);
-
-  if (parsed.success) {
-    const { code, msg, data } = parsed.data;
-    if (code === 0 && status >= 200 && status < 300) {
+function submissionOutcome(reading: Reading): SubmitOutcome {
+  const { status, envelope } = reading;
+  if (envelope) {
+    const { code, msg, data } = envelope;
+    if (code === 0) {
+      if (!is2xx(status)) return inDoubt(`HTTP ${status} with code 0; the request may have been charged`);
       const submission = submissionSchema.safeParse(data);
       if (submission.success) {
         return {
@@ -196,9 +293,11 @@ export function classifySubmission(answer: ApiAnswer): SubmitOutcome {
         };
       }
       return inDoubt(
-        `the API answered code 0 without a valid submission result (${zodIssues(submission.error)})`,
+        `the API answered code 0 without a usable task id (${zodIssues(submission.error)}); it was probably charged`,
       );
     }
+    // A well-formed answer with a non-zero code is the service saying "not accepted", whatever
+    // the HTTP status around it.
     if (code === 100) {
       return {
         type: 'insufficient-tokens',
@@ -216,53 +315,66 @@ export function classifySubmission(answer: ApiAnswer): SubmitOutcome {
         retrySafe: false,
       };
     }
-    if (code === 401 || status === 401) return unauthorized(msg);
-    if (code === 400 || status === 400)
-      return rejected(status, msg || `the API rejected the request (HTTP ${status})`);
-    if (code === 500 && status === 500) return retryable('server error (HTTP 500, code 500)');
-  } else if (status === 401) {
-    return unauthorized('');
+    if (code === 401) return unauthorized(msg);
+    if (isClientError(code)) return rejected(status, msg || `the API rejected the request (code ${code})`);
+    const why = reading.throttled ? 'the API asked to slow down' : 'not accepted, nothing charged';
+    return retryable(`HTTP ${status} with ${reading.seen}: ${why}`, reading);
   }
-
-  if (TRY_LATER.has(status)) return retryable(`HTTP ${status}: the API asked to try again later`);
-  // A 3xx or 4xx means the request was not acted upon (RFC 9110), whatever sent it — often a proxy
-  // or a wrong base URL — so it cannot have been charged.
+  if (status === 401) return unauthorized('');
+  // A 3xx or 4xx that is not the API's envelope comes from something in front of the service — a
+  // proxy, a deploy page, a wrong base URL — so the service never saw the request (RFC 9110).
   if (status >= 300 && status < 500) {
-    const found = parsed.success && parsed.data.msg ? `: ${parsed.data.msg}` : '';
     const hint = status < 400 || status === 404 || status === 405 ? ' (check the base URL)' : '';
-    return rejected(status, `HTTP ${status}${found}${hint}`);
+    const why = reading.throttled ? 'the API asked to slow down' : `the request did not reach the API${hint}`;
+    return retryable(`HTTP ${status} with ${reading.seen}: ${why}`, reading);
   }
-  const seen = parsed.success
-    ? `code ${parsed.data.code}`
-    : `a body that is not the API envelope: ${snippet(body)}`;
-  return inDoubt(`HTTP ${status} with ${seen}; the request may have been charged`);
+  if (reading.throttled)
+    return retryable(`HTTP ${status} with Retry-After: the API asked to try again later`, reading);
+  return inDoubt(`HTTP ${status} with ${reading.seen}; the request may have been charged`);
+}
+
+/** Maps the answer to a generation POST to what happened to the task and to the money. */
+export function classifySubmission(answer: ApiAnswer): SubmitOutcome {
+  if (answer.kind === 'network') return classifySubmissionError(answer.error, answer.sent);
+  const reading = read(answer);
+  return withRequestId(submissionOutcome(reading), reading.requestId);
+}
+
+function readOutcome<T>(reading: Reading, schema: z.ZodType<T>, what: string): ReadOutcome<T> {
+  const { status, envelope } = reading;
+  const code = envelope?.code;
+  const msg = envelope?.msg ?? '';
+  const later = (reason: string, unreadable = reading.unreadable): ReadOutcome<T> => ({
+    type: 'retryable',
+    reason,
+    ...pace(reading),
+    ...(unreadable && { unreadable: true }),
+  });
+
+  if (code === 0 && is2xx(status)) {
+    const value = schema.safeParse(envelope?.data);
+    if (value.success) return { type: 'ok', value: value.data };
+    return later(`${what} is malformed (${zodIssues(value.error)})`, true);
+  }
+  if (code === 401 || status === 401) return { type: 'unauthorized', message: msg || UNAUTHORIZED };
+  if (code === 404 || status === 404)
+    return { type: 'not-found', message: msg || `${what}: not found (HTTP 404)` };
+  if (reading.throttled) return later(`HTTP ${status} with ${reading.seen}: the API asked to slow down`);
+  if (envelope && (isClientError(envelope.code) || isClientError(status))) {
+    return {
+      type: 'rejected',
+      httpStatus: status,
+      message: msg || `HTTP ${status} with code ${envelope.code}`,
+    };
+  }
+  if (!envelope && is2xx(status)) return later(`HTTP ${status} with ${reading.seen}`, true);
+  return later(`HTTP ${status} with ${reading.seen}`);
 }
 
 function classifyRead<T>(answer: ApiAnswer, schema: z.ZodType<T>, what: string): ReadOutcome<T> {
   if (answer.kind === 'network') return { type: 'retryable', reason: describeNetworkError(answer.error) };
-  const { status, body } = answer;
-  const parsed = envelopeSchema.safeParse(body);
-  const code = parsed.success ? parsed.data.code : undefined;
-  const msg = parsed.success ? parsed.data.msg : '';
-
-  if (code === 0 && status >= 200 && status < 300) {
-    const value = schema.safeParse(parsed.success ? parsed.data.data : undefined);
-    if (value.success) return { type: 'ok', value: value.data };
-    return { type: 'retryable', reason: `${what} is malformed (${zodIssues(value.error)})` };
-  }
-  if (code === 401 || status === 401) {
-    return {
-      type: 'unauthorized',
-      message: msg || 'the API refused the API key (HTTP 401): check MEDIABATCH_API_KEY',
-    };
-  }
-  if (code === 404 || status === 404)
-    return { type: 'not-found', message: msg || `${what}: not found (HTTP 404)` };
-  if (status >= 400 && status < 500 && !TRY_LATER.has(status)) {
-    return { type: 'rejected', httpStatus: status, message: msg || `HTTP ${status}` };
-  }
-  const seen = parsed.success ? `code ${code}${msg ? ` (${msg})` : ''}` : `body ${snippet(body)}`;
-  return { type: 'retryable', reason: `HTTP ${status} with ${seen}` };
+  const reading = read(answer);
+  return withRequestId(readOutcome(reading, schema, what), reading.requestId);
 }
 
 /** Maps the answer to GET /api/v1/jobs/detail. */

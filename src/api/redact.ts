@@ -1,5 +1,7 @@
-// A server can echo the Authorization header back (debug pages, proxies). Everything the client
-// returns passes through here, so the API key cannot leave this module by that route either.
+// Keeping the API key out of what users and files see. A server can echo the Authorization header
+// back (debug pages, proxies), so any text that came from the API may hold it. Redaction happens at
+// the edges — log lines, error messages, files — never on the outcomes the client returns: those
+// carry ids and keys the program acts on, and rewriting them would corrupt a paid task's identity.
 
 export const REDACTED = '[redacted]';
 
@@ -15,16 +17,8 @@ export function redactText(text: string, forms: readonly string[]): string {
   return out;
 }
 
-/** A copy of plain JSON-like data with every string (keys too) redacted. */
-export function redactDeep<T>(value: T, forms: readonly string[]): T {
-  const walk = (v: unknown): unknown => {
-    if (typeof v === 'string') return redactText(v, forms);
-    if (Array.isArray(v)) return v.map(walk);
-    if (v !== null && typeof v === 'object') {
-      return Object.fromEntries(Object.entries(v).map(([k, inner]) => [redactText(k, forms), walk(inner)]));
-    }
-    return v;
-  };
-  // The walk keeps the shape; only string contents change.
-  return walk(value) as T;
+/** A function that removes every form of `secret` from a text, for one edge to apply to all it writes. */
+export function createRedactor(secret: string): (text: string) => string {
+  const forms = secretForms(secret);
+  return (text) => redactText(text, forms);
 }

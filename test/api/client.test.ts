@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type ApiClient, type ApiRequestEvent, createApiClient } from '../../src/api/client.js';
 import { exchange } from '../../src/api/exchange.js';
 import type { ApiAnswer } from '../../src/api/outcome.js';
+import { createRedactor } from '../../src/api/redact.js';
 import {
   closedPort,
   type Handler,
@@ -82,9 +83,29 @@ describe('submit against a real server', () => {
       { type: 'in-doubt', mayHaveCharged: true, retrySafe: false },
     ],
     [
-      'a 200 with a malformed result',
+      'a 200 without a cost',
       answering(200, { code: 0, msg: 'Success', data: { img_uuid: uuid } }),
+      { type: 'accepted', imgUuid: uuid, cost: undefined, mayHaveCharged: true },
+    ],
+    [
+      'a 200 without a task id',
+      answering(200, { code: 0, msg: 'Success', data: { cost: 5 } }),
       { type: 'in-doubt', mayHaveCharged: true },
+    ],
+    [
+      'a 200 with numbers as strings and msg null',
+      answering(200, { code: '0', msg: null, data: { img_uuid: uuid, cost: '1.63' } }),
+      { type: 'accepted', imgUuid: uuid, cost: 1.63 },
+    ],
+    [
+      'a 200 with code 500',
+      answering(200, { code: 500, msg: '' }),
+      { type: 'retryable', mayHaveCharged: false, retrySafe: true },
+    ],
+    [
+      'an HTML 404 from a proxy',
+      answering(404, '<html><body>Not Found</body></html>', 'text/html'),
+      { type: 'retryable', mayHaveCharged: false, retrySafe: true },
     ],
   ])('%s', async (_name, handler, expected) => {
     const s = await server(handler);
@@ -165,14 +186,29 @@ describe('submit against a real server', () => {
   });
 
   it('reports each exchange to onRequest without headers', async () => {
-    const s = await server(answering(200, { code: 0, msg: 'ok', data: { count: 3 } }));
+    let t = 1_000;
+    const s = await server((req, res, b) => {
+      t += 10; // the server takes 10 ms of the fake clock
+      answering(200, { code: 0, msg: 'ok', data: { count: 3 } })(req, res, b);
+    });
     const events: ApiRequestEvent[] = [];
-    let t = 0;
-    const c = client(s.url, { onRequest: (e) => events.push(e), now: () => (t += 10) });
+    const c = client(s.url, { onRequest: (e) => events.push(e), now: () => t });
     await c.getBalance();
     expect(events).toEqual([
       { method: 'GET', path: '/api/v1/user/tokens', status: 200, sent: true, durationMs: 10 },
     ]);
+  });
+
+  it('passes the x-request-id header to the outcome and the event', async () => {
+    const s = await server((_req, res) => {
+      const text = JSON.stringify({ code: 400, msg: 'prompt: required' });
+      res.writeHead(400, { 'content-type': 'application/json', 'x-request-id': 'req-77' });
+      res.end(text);
+    });
+    const events: ApiRequestEvent[] = [];
+    const outcome = await client(s.url, { onRequest: (e) => events.push(e) }).submit(VIDEOS, body);
+    expect(outcome).toMatchObject({ type: 'rejected', message: 'prompt: required', requestId: 'req-77' });
+    expect(events[0]?.requestId).toBe('req-77');
   });
 });
 
@@ -268,7 +304,7 @@ describe('errors a server cannot produce (MockAgent)', () => {
   });
 });
 
-describe('the API key never leaves the client', () => {
+describe('the API key never reaches the events, and the edges can redact the outcomes', () => {
   const paths: [string, Handler][] = [
     ['a 500 page echoing the header', echoing(500, (a) => `<html>debug: authorization=${a}</html>`)],
     [
@@ -302,10 +338,13 @@ describe('the API key never leaves the client', () => {
     const events: ApiRequestEvent[] = [];
     const c = client(s.url, { onRequest: (e) => events.push(e) });
     const outcomes = [await c.submit(VIDEOS, body), await c.getJob(uuid), await c.getBalance()];
-    const everything = JSON.stringify({ outcomes, events });
     expect(s.requests.length).toBe(3);
-    expect(everything).not.toContain(KEY);
-    expect(everything).not.toContain(encodeURIComponent(KEY));
+    expect(JSON.stringify(events)).not.toContain(KEY);
+    // Outcomes keep the server's words as they came; whatever prints or stores them redacts.
+    const redact = createRedactor(KEY);
+    const printed = redact(JSON.stringify(outcomes));
+    expect(printed).not.toContain(KEY);
+    expect(printed).not.toContain(encodeURIComponent(KEY));
   });
 
   it('on network errors and headers timeouts', async () => {

@@ -5,48 +5,68 @@ import {
   classifyPoll,
   classifySubmission,
   networkErrorCode,
+  type PollOutcome,
   parseQuotaMessage,
+  type SubmitOutcome,
 } from '../../src/api/outcome.js';
 
-const response = (status: number, body: unknown): ApiAnswer => ({ kind: 'response', status, body });
+type ResponseAnswer = Extract<ApiAnswer, { kind: 'response' }>;
+const response = (status: number, body: unknown): ResponseAnswer => ({ kind: 'response', status, body });
 const network = (code: string | undefined, sent: boolean): ApiAnswer => {
   const error = Object.assign(new Error(`boom ${code ?? ''}`), code ? { code } : {});
   return { kind: 'network', error, sent };
 };
 const uuid = '0b6f7c4e-8f4e-4a39-9a53-2b1f2d7f0e11';
 
+const html404 = '<html><head><title>404 Not Found</title></head><body>nginx</body></html>';
+const ok = (data: unknown) => ({ code: 0, msg: 'Success', data });
+
 describe('classifySubmission', () => {
   it.each<[string, ApiAnswer, string, boolean, boolean]>([
     // name, answer, type, mayHaveCharged, retrySafe
-    [
-      'code 0 with a result',
-      response(200, { code: 0, msg: 'Success', data: { img_uuid: uuid, cost: 30 } }),
-      'accepted',
-      true,
-      false,
-    ],
+    ['code 0 with a result', response(200, ok({ img_uuid: uuid, cost: 30 })), 'accepted', true, false],
     [
       'code 0 with a zero cost (discount)',
-      response(200, { code: 0, msg: 'Success', data: { img_uuid: uuid, cost: 0 } }),
+      response(200, ok({ img_uuid: uuid, cost: 0 })),
       'accepted',
       true,
       false,
     ],
-    ['code 0 without data', response(200, { code: 0, msg: 'Success' }), 'in-doubt', true, false],
     [
-      'code 0 with data lacking img_uuid',
-      response(200, { code: 0, msg: 'Success', data: { cost: 3 } }),
-      'in-doubt',
+      'code "0" as a string',
+      response(200, { code: '0', msg: null, data: { img_uuid: uuid, cost: '3' } }),
+      'accepted',
       true,
       false,
     ],
     [
       'code 0 with a string cost',
-      response(200, { code: 0, msg: 'Success', data: { img_uuid: uuid, cost: '3' } }),
+      response(200, ok({ img_uuid: uuid, cost: '1.63' })),
+      'accepted',
+      true,
+      false,
+    ],
+    ['code 0 without cost', response(200, ok({ img_uuid: uuid })), 'accepted', true, false],
+    [
+      'code 0 with an unreadable cost',
+      response(200, ok({ img_uuid: uuid, cost: 'n/a' })),
+      'accepted',
+      true,
+      false,
+    ],
+    ['code 0 on HTTP 201', response(201, ok({ img_uuid: uuid, cost: 1 })), 'accepted', true, false],
+    ['code 0 without data', response(200, { code: 0, msg: 'Success' }), 'in-doubt', true, false],
+    ['code 0 with data lacking img_uuid', response(200, ok({ cost: 3 })), 'in-doubt', true, false],
+    ['code 0 with an empty img_uuid', response(200, ok({ img_uuid: '', cost: 3 })), 'in-doubt', true, false],
+    [
+      'code 0 with a control character in img_uuid',
+      response(200, ok({ img_uuid: 'a\u0007b', cost: 3 })),
       'in-doubt',
       true,
       false,
     ],
+    ['HTTP 500 code 0', response(500, ok({ img_uuid: uuid, cost: 1 })), 'in-doubt', true, false],
+    ['HTTP 302 code 0', response(302, ok({ img_uuid: uuid, cost: 1 })), 'in-doubt', true, false],
     [
       'HTTP 400 code 400',
       response(400, { code: 400, msg: 'duration: must be 5 or 10, got 7' }),
@@ -55,9 +75,8 @@ describe('classifySubmission', () => {
       false,
     ],
     ['HTTP 200 code 400', response(200, { code: 400, msg: 'bad' }), 'rejected', false, false],
-    ['HTTP 400 with an HTML body', response(400, '<html>Bad Request</html>'), 'rejected', false, false],
-    ['HTTP 404 from a wrong base URL', response(404, 'Not Found'), 'rejected', false, false],
-    ['HTTP 301 redirect', response(301, ''), 'rejected', false, false],
+    ['HTTP 200 code "422"', response(200, { code: '422', msg: 'bad' }), 'rejected', false, false],
+    ['HTTP 500 code 403', response(500, { code: 403, msg: 'forbidden model' }), 'rejected', false, false],
     [
       'code 100',
       response(200, { code: 100, msg: 'tokens is not enough' }),
@@ -65,6 +84,7 @@ describe('classifySubmission', () => {
       false,
       false,
     ],
+    ['code 100 on HTTP 402', response(402, { code: 100, msg: null }), 'insufficient-tokens', false, false],
     [
       'code 101',
       response(200, { code: 101, msg: 'API key quota exceeded: 5 of 5 tokens used (monthly)' }),
@@ -79,10 +99,27 @@ describe('classifySubmission', () => {
       false,
       false,
     ],
+    ['HTTP 200 code 401', response(200, { code: 401, msg: 'Token Error' }), 'unauthorized', false, false],
     ['HTTP 401 without an envelope', response(401, 'Unauthorized'), 'unauthorized', false, false],
     ['HTTP 500 code 500', response(500, { code: 500, msg: '' }), 'retryable', false, true],
-    ['HTTP 429', response(429, 'slow down'), 'retryable', false, true],
+    ['HTTP 200 code 500', response(200, { code: 500, msg: '' }), 'retryable', false, true],
+    ['HTTP 200 code 502', response(200, { code: 502 }), 'retryable', false, true],
+    ['HTTP 200 code 1003', response(200, { code: 1003, msg: 'busy' }), 'retryable', false, true],
+    ['HTTP 200 code 408', response(200, { code: 408, msg: 'timeout' }), 'retryable', false, true],
+    ['HTTP 200 code 429', response(200, { code: 429, msg: 'slow down' }), 'retryable', false, true],
+    ['HTTP 429 without an envelope', response(429, 'slow down'), 'retryable', false, true],
     ['HTTP 408', response(408, ''), 'retryable', false, true],
+    ['an HTML 404 from a proxy', response(404, html404), 'retryable', false, true],
+    ['HTTP 400 with an HTML body', response(400, '<html>Bad Request</html>'), 'retryable', false, true],
+    ['HTTP 301 redirect', response(301, ''), 'retryable', false, true],
+    ['HTTP 403 from a firewall', response(403, 'Forbidden'), 'retryable', false, true],
+    [
+      'HTTP 400 with an unreadable body',
+      { ...response(400, ''), unreadable: 'content-encoding zstd is not supported' },
+      'retryable',
+      false,
+      true,
+    ],
     [
       'HTTP 500 with an HTML body',
       response(500, '<html><body>Internal Server Error</body></html>'),
@@ -92,13 +129,25 @@ describe('classifySubmission', () => {
     ],
     ['HTTP 502 from a gateway', response(502, 'Bad Gateway'), 'in-doubt', true, false],
     ['HTTP 503 with an empty body', response(503, ''), 'in-doubt', true, false],
-    ['HTTP 200 with code 500', response(200, { code: 500, msg: '' }), 'in-doubt', true, false],
-    ['HTTP 200 with an unknown code', response(200, { code: 7, msg: '?' }), 'in-doubt', true, false],
+    [
+      'HTTP 503 with Retry-After',
+      { ...response(503, ''), headers: { retryAfterMs: 5000 } },
+      'retryable',
+      false,
+      true,
+    ],
     ['HTTP 200 with a non-envelope body', response(200, 'ok'), 'in-doubt', true, false],
     ['HTTP 200 with an empty body', response(200, ''), 'in-doubt', true, false],
     [
-      'HTTP 500 code 0',
-      response(500, { code: 0, msg: 'Success', data: { img_uuid: uuid, cost: 1 } }),
+      'HTTP 200 with a body that cannot be decoded',
+      { ...response(200, ''), unreadable: 'corrupt gzip body' },
+      'in-doubt',
+      true,
+      false,
+    ],
+    [
+      'HTTP 200 with a non-numeric code',
+      response(200, { code: 'ok', data: { img_uuid: uuid } }),
       'in-doubt',
       true,
       false,
@@ -153,12 +202,105 @@ describe('classifySubmission', () => {
     expect(classifySubmission({ kind: 'network', error: aggregate, sent: false }).type).toBe('retryable');
   });
 
-  it('keeps the id and the cost of an accepted task', () => {
-    expect(
-      classifySubmission(
-        response(200, { code: 0, msg: 'Success', data: { img_uuid: uuid, cost: 1.63, extra: 1 } }),
-      ),
-    ).toEqual({ type: 'accepted', imgUuid: uuid, cost: 1.63, mayHaveCharged: true, retrySafe: false });
+  it.each<[string, ApiAnswer, SubmitOutcome]>([
+    [
+      'the id and the cost',
+      response(200, ok({ img_uuid: uuid, cost: 1.63, extra: 1 })),
+      { type: 'accepted', imgUuid: uuid, cost: 1.63, mayHaveCharged: true, retrySafe: false },
+    ],
+    [
+      'a cost of "1.63"',
+      response(200, ok({ img_uuid: uuid, cost: '1.63' })),
+      { type: 'accepted', imgUuid: uuid, cost: 1.63, mayHaveCharged: true, retrySafe: false },
+    ],
+    [
+      'a missing cost as undefined',
+      response(200, ok({ img_uuid: uuid })),
+      { type: 'accepted', imgUuid: uuid, cost: undefined, mayHaveCharged: true, retrySafe: false },
+    ],
+    [
+      'a numeric img_uuid as a string, and the envelope request id',
+      response(200, { code: 0, msg: 'Success', request_id: 'req-1', data: { img_uuid: 42, cost: 2 } }),
+      {
+        type: 'accepted',
+        imgUuid: '42',
+        cost: 2,
+        mayHaveCharged: true,
+        retrySafe: false,
+        requestId: 'req-1',
+      },
+    ],
+    [
+      'the request id of data',
+      response(200, ok({ img_uuid: uuid, cost: 2, request_id: 'req-2' })),
+      {
+        type: 'accepted',
+        imgUuid: uuid,
+        cost: 2,
+        mayHaveCharged: true,
+        retrySafe: false,
+        requestId: 'req-2',
+      },
+    ],
+    [
+      'the x-request-id header when the body has none',
+      { ...response(400, { code: 400, msg: 'prompt: required' }), headers: { requestId: 'hdr-3' } },
+      {
+        type: 'rejected',
+        httpStatus: 400,
+        message: 'prompt: required',
+        mayHaveCharged: false,
+        retrySafe: false,
+        requestId: 'hdr-3',
+      },
+    ],
+    [
+      'a 429 with Retry-After as a throttled retry',
+      { ...response(429, { code: 429, msg: 'Too many requests' }), headers: { retryAfterMs: 30_000 } },
+      {
+        type: 'retryable',
+        reason: 'HTTP 429 with code 429 (Too many requests): the API asked to slow down',
+        retryAfterMs: 30_000,
+        throttled: true,
+        mayHaveCharged: false,
+        retrySafe: true,
+      },
+    ],
+    [
+      'a 429 without a body as throttled',
+      response(429, ''),
+      {
+        type: 'retryable',
+        reason: 'HTTP 429 with an empty body: the API asked to slow down',
+        throttled: true,
+        mayHaveCharged: false,
+        retrySafe: true,
+      },
+    ],
+    [
+      'HTTP 200 code 500 as not accepted',
+      response(200, { code: 500, msg: null }),
+      {
+        type: 'retryable',
+        reason: 'HTTP 200 with code 500: not accepted, nothing charged',
+        mayHaveCharged: false,
+        retrySafe: true,
+      },
+    ],
+    [
+      'a 503 with Retry-After as throttled',
+      { ...response(503, '<html>maintenance</html>'), headers: { retryAfterMs: 120_000 } },
+      {
+        type: 'retryable',
+        reason: 'HTTP 503 with Retry-After: the API asked to try again later',
+        retryAfterMs: 120_000,
+        throttled: true,
+        mayHaveCharged: false,
+        retrySafe: true,
+      },
+    ],
+  ])('reads %s', (_name, answer, expected) => {
+    expect(classifySubmission(answer)).toEqual(expected);
   });
 
   it('passes the API message of a rejection through, naming the field', () => {
@@ -170,9 +312,21 @@ describe('classifySubmission', () => {
     });
   });
 
-  it('tells to check the base URL on a 404', () => {
-    const outcome = classifySubmission(response(404, 'Not Found'));
-    expect(outcome.type === 'rejected' && outcome.message).toMatch(/check the base URL/);
+  it('tells to check the base URL on an HTML 404', () => {
+    const outcome = classifySubmission(response(404, html404));
+    expect(outcome.type === 'retryable' && outcome.reason).toBe(
+      'HTTP 404 with a body that is not the API envelope: <html><head><title>404 Not Found</title></head><body>nginx</body></html>: the request did not reach the API (check the base URL)',
+    );
+  });
+
+  it('says an undecodable 2xx body may have been charged', () => {
+    const outcome = classifySubmission({
+      ...response(200, ''),
+      unreadable: 'content-encoding zstd is not supported',
+    });
+    expect(outcome.type === 'in-doubt' && outcome.reason).toBe(
+      'HTTP 200 with a body that cannot be read (content-encoding zstd is not supported); the request may have been charged',
+    );
   });
 
   it('reads the quota figures of a code 101 answer', () => {
@@ -227,8 +381,93 @@ describe('classifyPoll', () => {
     ['a record without status', response(200, { code: 0, msg: 'ok', data: { img_uuid: uuid } }), 'retryable'],
     ['a reset', network('ECONNRESET', true), 'retryable'],
     ['a DNS failure', network('ENOTFOUND', false), 'retryable'],
+    ['code "0" and msg null', response(200, { code: '0', msg: null, data: job }), 'ok'],
+    ['no msg at all', response(200, { code: 0, data: job }), 'ok'],
+    ['an HTML 404', response(404, html404), 'not-found'],
+    ['an HTML 403 from a firewall', response(403, '<html>denied</html>'), 'retryable'],
+    ['HTTP 200 code 500', response(200, { code: 500, msg: '' }), 'retryable'],
   ])('%s -> %s', (_name, answer, type) => {
     expect(classifyPoll(answer).type).toBe(type);
+  });
+
+  it.each<[string, ApiAnswer, PollOutcome]>([
+    [
+      'a completed job with numbers as strings',
+      response(200, {
+        code: '0',
+        msg: null,
+        data: {
+          img_uuid: uuid,
+          status: 'completed',
+          duration: '12.5',
+          json: [{ type: 'image', value: 'https://cdn.example/1.png', link_expired_at: '1728687332' }],
+        },
+      }),
+      {
+        type: 'ok',
+        value: {
+          img_uuid: uuid,
+          status: 'completed',
+          duration: 12.5,
+          json: [{ type: 'image', value: 'https://cdn.example/1.png', link_expired_at: 1728687332 }],
+        },
+      },
+    ],
+    [
+      'a 429 with Retry-After',
+      { ...response(429, ''), headers: { retryAfterMs: 2000, requestId: 'r-9' } },
+      {
+        type: 'retryable',
+        reason: 'HTTP 429 with an empty body: the API asked to slow down',
+        retryAfterMs: 2000,
+        throttled: true,
+        requestId: 'r-9',
+      },
+    ],
+    [
+      'a 503 with Retry-After',
+      { ...response(503, { code: 503, msg: 'maintenance' }), headers: { retryAfterMs: 60_000 } },
+      {
+        type: 'retryable',
+        reason: 'HTTP 503 with code 503 (maintenance): the API asked to slow down',
+        retryAfterMs: 60_000,
+        throttled: true,
+      },
+    ],
+    [
+      'a 200 HTML page as unreadable',
+      response(200, '<html>login</html>'),
+      {
+        type: 'retryable',
+        reason: 'HTTP 200 with a body that is not the API envelope: <html>login</html>',
+        unreadable: true,
+      },
+    ],
+    [
+      'a record without status as unreadable',
+      response(200, { code: 0, data: { img_uuid: uuid } }),
+      {
+        type: 'retryable',
+        reason: 'job record is malformed (status: Invalid input: expected string, received undefined)',
+        unreadable: true,
+      },
+    ],
+    [
+      'an undecodable body as unreadable',
+      { ...response(502, ''), unreadable: 'corrupt gzip body' },
+      {
+        type: 'retryable',
+        reason: 'HTTP 502 with a body that cannot be read (corrupt gzip body)',
+        unreadable: true,
+      },
+    ],
+    [
+      'a 404 with its request id',
+      response(404, { code: 404, msg: 'job not found', request_id: 'r-1' }),
+      { type: 'not-found', message: 'job not found', requestId: 'r-1' },
+    ],
+  ])('reads %s', (_name, answer, expected) => {
+    expect(classifyPoll(answer)).toEqual(expected);
   });
 
   it('returns the job record with its unknown fields', () => {
@@ -257,6 +496,21 @@ describe('classifyBalance', () => {
       { type: 'ok', value: 12.37 },
     ],
     [
+      'a count as a string',
+      response(200, { code: '0', msg: null, data: { count: ' 250.5 ' } }),
+      { type: 'ok', value: 250.5 },
+    ],
+    [
+      'a throttled read',
+      { ...response(429, { code: 429 }), headers: { retryAfterMs: 1000 } },
+      {
+        type: 'retryable',
+        reason: 'HTTP 429 with code 429: the API asked to slow down',
+        retryAfterMs: 1000,
+        throttled: true,
+      },
+    ],
+    [
       'a missing token',
       response(401, { code: 401, msg: 'Token is required' }),
       { type: 'unauthorized', message: 'Token is required' },
@@ -265,7 +519,10 @@ describe('classifyBalance', () => {
     expect(classifyBalance(answer)).toEqual(expected);
   });
 
-  it('retries a balance without a count', () => {
-    expect(classifyBalance(response(200, { code: 0, msg: 'ok', data: {} })).type).toBe('retryable');
+  it.each([[{}], [{ count: 'plenty' }], [null]])('retries a balance of %j as unreadable', (data) => {
+    expect(classifyBalance(response(200, { code: 0, msg: 'ok', data }))).toMatchObject({
+      type: 'retryable',
+      unreadable: true,
+    });
   });
 });
