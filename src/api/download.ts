@@ -141,7 +141,7 @@ function diskFailure(error: unknown, dest: string): DownloadFailed {
     local: true as const,
   };
   if (localCode === 'EUNSAFEPATH') {
-    return { ...base, message: `unsafe folder writing ${dest}: ${(cause as Error).message}` };
+    return { ...base, message: `cannot write ${dest}: ${(cause as Error).message}` };
   }
   const at = typeof path === 'string' && path !== dest ? ` (at ${path})` : '';
   const advice = DISK_ADVICE[localCode];

@@ -102,7 +102,12 @@ export async function prepareFolderFor(path: string, root?: string): Promise<str
     }
     return ensureFolderUnder(resolve(root), below);
   }
-  await mkdir(folder, { recursive: true });
+  try {
+    await mkdir(folder, { recursive: true });
+  } catch (error) {
+    // A file under the folder's name: checkRealFolder says so in words.
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
   await checkRealFolder(folder);
   return folder;
 }
