@@ -1,11 +1,15 @@
-// Downloads one result file: streamed (memory stays flat whatever the size), capped, counted,
-// fsynced, and only then renamed into place, so a file under its final name is always complete.
+// Downloads one result file: streamed (memory stays flat whatever the size), capped, counted, bounded
+// in time, written to a random exclusive temporary file, fsynced, and only then renamed into place, so
+// a file under its final name is always complete and no planted link can redirect the write.
 import { createHash } from 'node:crypto';
-import { type FileHandle, mkdir, open, rename, rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { type FileHandle, open, readdir, rename, rm } from 'node:fs/promises';
+import { basename, dirname, extname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { type Dispatcher, getGlobalDispatcher, request } from 'undici';
+import { detectMediaType, SNIFF_BYTES, type TypedBy } from '../media/kind.js';
+import type { MediaKind } from '../media/types.js';
+import { isTempFor, openExclusive, prepareFolderFor, randomHex, tempPathFor } from '../util/fsatomic.js';
 import { describeNetworkError } from './outcome.js';
 
 export interface DownloadOptions {
@@ -18,32 +22,68 @@ export interface DownloadOptions {
   expectedBytes?: number;
   maxRedirects?: number;
   signal?: AbortSignal;
+  /** Name the file by what its bytes are: `1.png` holding a JPEG is saved as `1.jpg`. Default false. */
+  detectType?: boolean;
+  /**
+   * The slowest transfer accepted, in bytes per second (default 64 KiB/s): the body must arrive within
+   * max(minDeadlineMs, size / minBytesPerSecond), the size being Content-Length, else maxBytes.
+   */
+  minBytesPerSecond?: number;
+  /** The shortest overall deadline for a body, in milliseconds (default 60,000). */
+  minDeadlineMs?: number;
+  /** The user's output folder: every folder between it and the file must be a real folder. */
+  root?: string;
+  /** The job record's `link_expired_at`: a link refused after it is reported as 'expired'. */
+  linkExpiresAt?: string | number | Date;
+  /** Milliseconds since the epoch; compared with linkExpiresAt only. */
+  now?: () => number;
+  /** 16 hex characters for the temporary file's name; tests pass a fixed one. */
+  random?: () => string;
 }
 
 export type DownloadFailureType =
   | 'bad-url'
   | 'expired'
+  /** HTTP 401/403/404/410 on the link: fetch the job record again and try its fresh link. */
+  | 'link-refused'
   | 'too-large'
   | 'truncated'
   | 'http-error'
   | 'network'
   | 'disk';
 
-export type DownloadResult =
-  | { ok: true; bytes: number; sha256: string }
-  | {
-      ok: false;
-      type: DownloadFailureType;
-      message: string;
-      /** Trying the same link again may work (a network hiccup, a cut-off transfer, a 5xx). */
-      retrySafe: boolean;
-      httpStatus?: number;
-    };
+export interface DownloadSuccess {
+  ok: true;
+  bytes: number;
+  sha256: string;
+  /** Where the file is: destPath, or destPath with the detected extension when detectType is set. */
+  path: string;
+  /** 'unknown' when neither the bytes, the Content-Type nor the name told. */
+  kind: MediaKind | 'unknown';
+  /** The detected extension, or the final name's own when nothing was detected. */
+  ext: string;
+  contentType?: string;
+  /** What told the type; absent when nothing did. */
+  typedBy?: TypedBy;
+}
 
-type Failure = Extract<DownloadResult, { ok: false }>;
+export interface DownloadFailed {
+  ok: false;
+  type: DownloadFailureType;
+  message: string;
+  /** Trying the same link again may work (a network hiccup, a cut-off transfer, a 5xx). */
+  retrySafe: boolean;
+  httpStatus?: number;
+  /** For 'disk': the errno code (ENOSPC, EROFS, …) or EUNSAFEPATH. */
+  localCode?: string;
+  /** Set for 'disk': the trouble is on this machine, not at the server; retrying the link cannot help. */
+  local?: true;
+}
+
+export type DownloadResult = DownloadSuccess | DownloadFailed;
 
 class DownloadFailure extends Error {
-  constructor(readonly failure: Failure) {
+  constructor(readonly failure: DownloadFailed) {
     super(failure.message);
   }
 }
@@ -58,10 +98,57 @@ const fail = (type: DownloadFailureType, message: string, retrySafe: boolean, ht
   });
 };
 
-class DiskError extends Error {}
+/** A local file-system error, kept whole so that its code reaches the caller. */
+class DiskError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause));
+  }
+}
+
+const toDisk = (error: unknown): never => {
+  throw error instanceof DiskError || error instanceof DownloadFailure ? error : new DiskError(error);
+};
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const REFUSED = new Set([401, 403, 404, 410]);
 const RETRYABLE_STATUS = (status: number) => status >= 500 || status === 408 || status === 429;
+const DEFAULT_MIN_BYTES_PER_SECOND = 64 * 1024;
+const DEFAULT_MIN_DEADLINE_MS = 60_000;
+
+/** What went wrong on the disk, in words, and what the person can do about it. */
+const DISK_ADVICE: Record<string, [what: string, todo: string]> = {
+  ENOSPC: ['no space left on device', 'free space, then run again'],
+  EDQUOT: ['disk quota exceeded', 'free space or raise the quota, then run again'],
+  EACCES: ['permission denied', 'make the output folder writable for this user, then run again'],
+  EPERM: ['operation not permitted', 'make the output folder writable for this user, then run again'],
+  EROFS: ['read-only file system', 'choose an output folder on a writable disk, then run again'],
+  EIO: ['input/output error', 'check the disk (failing or disconnected?), then run again'],
+  ENOTDIR: ['a file stands where a folder is needed', 'move that file away, then run again'],
+  ELOOP: ['a symbolic link stands in the way', 'remove the link, then run again'],
+  EEXIST: ['a file already has the temporary name', 'remove it, then run again'],
+  EISDIR: ['a folder stands where the file goes', 'move that folder away, then run again'],
+};
+
+function diskFailure(error: unknown, dest: string): DownloadFailed {
+  const cause = error instanceof DiskError ? error.cause : error;
+  const { code, path } = (cause ?? {}) as { code?: unknown; path?: unknown };
+  const localCode = typeof code === 'string' ? code : 'EUNKNOWN';
+  const base = {
+    ok: false as const,
+    type: 'disk' as const,
+    retrySafe: false,
+    localCode,
+    local: true as const,
+  };
+  if (localCode === 'EUNSAFEPATH') {
+    return { ...base, message: `cannot write ${dest}: ${(cause as Error).message}` };
+  }
+  const at = typeof path === 'string' && path !== dest ? ` (at ${path})` : '';
+  const advice = DISK_ADVICE[localCode];
+  if (advice) return { ...base, message: `${advice[0]} writing ${dest}${at}: ${advice[1]}` };
+  const text = cause instanceof Error ? cause.message : String(cause);
+  return { ...base, message: `cannot write ${dest}${at}: ${text}` };
+}
 
 /** Strips the query (signatures) so that a message never carries a link's credentials. */
 function shown(url: URL): string {
@@ -104,10 +191,45 @@ async function syncFolder(folder: string): Promise<void> {
   } catch (error) {
     const code = (error as { code?: string }).code;
     if (code !== 'EISDIR' && code !== 'EINVAL' && code !== 'EPERM' && code !== 'EBADF')
-      throw new DiskError(String(error));
+      throw new DiskError(error);
   } finally {
     await handle?.close();
   }
+}
+
+/**
+ * Temporary files of this name left by a crashed process: a partial video can be gigabytes. One task's
+ * files are downloaded by one process at a time (the task's lease), so none of these is in use.
+ */
+async function removeStaleTemps(folder: string, finalName: string): Promise<void> {
+  const names = await readdir(folder).catch(() => [] as string[]);
+  for (const name of names) {
+    // `<name>.part` is the fixed name earlier versions used.
+    if (name === `${finalName}.part` || isTempFor(name, finalName)) {
+      await rm(join(folder, name), { force: true }).catch(() => {});
+    }
+  }
+}
+
+/** Stops reading a body nobody will consume; undici reports that as an error nobody needs to hear. */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => {});
+  body.destroy();
+}
+
+function withExtension(path: string, ext: string): string {
+  const current = extname(path);
+  return `${path.slice(0, path.length - current.length)}.${ext}`;
+}
+
+function expiryOf(value: DownloadOptions['linkExpiresAt']): number | undefined {
+  if (value === undefined) return undefined;
+  const at = value instanceof Date ? value.getTime() : typeof value === 'number' ? value : Date.parse(value);
+  return Number.isFinite(at) ? at : undefined;
+}
+
+function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(ms < 10_000 ? 1 : 0))} s`;
 }
 
 async function openResponse(
@@ -119,6 +241,7 @@ async function openResponse(
   for (let hop = 0; ; hop++) {
     let response: Dispatcher.ResponseData;
     try {
+      // undici's request() never decodes Content-Encoding: a result is kept byte for byte as served.
       response = await request(url, {
         dispatcher,
         method: 'GET',
@@ -146,18 +269,13 @@ async function openResponse(
 
 async function streamToFile(
   body: Dispatcher.ResponseData['body'],
-  part: string,
+  temp: string,
   maxBytes: number,
   progress: { bytes: number },
-): Promise<{ bytes: number; sha256: string }> {
+): Promise<{ bytes: number; sha256: string; head: Buffer }> {
   const hash = createHash('sha256');
-  let file: FileHandle | undefined;
-  try {
-    file = await open(part, 'w');
-  } catch (error) {
-    throw new DiskError(String(error));
-  }
-  const handle = file;
+  const handle = await openExclusive(temp).catch(toDisk);
+  let head = Buffer.alloc(0);
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       progress.bytes += chunk.length;
@@ -165,55 +283,74 @@ async function streamToFile(
         done(new DownloadFailure({ ok: false, type: 'too-large', message: '', retrySafe: false }));
         return;
       }
+      if (head.length < SNIFF_BYTES)
+        head = Buffer.concat([head, chunk.subarray(0, SNIFF_BYTES - head.length)]);
       hash.update(chunk);
       writeAll(handle, chunk).then(
         () => done(),
-        (error: unknown) => done(new DiskError(String(error))),
+        (error: unknown) => done(new DiskError(error)),
       );
     },
     final(done) {
       handle.sync().then(
         () => done(),
-        (error: unknown) => done(new DiskError(String(error))),
+        (error: unknown) => done(new DiskError(error)),
       );
     },
   });
   try {
     await pipeline(body, sink);
   } finally {
-    await handle.close();
+    await handle.close().catch(() => {});
   }
-  return { bytes: progress.bytes, sha256: hash.digest('hex') };
+  return { bytes: progress.bytes, sha256: hash.digest('hex'), head };
+}
+
+function positive(options: DownloadOptions, name: keyof DownloadOptions, required: boolean): void {
+  const value = options[name];
+  if (value === undefined && !required) return;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new Error(`${name}: must be a positive number, got ${String(value)}`);
+  }
 }
 
 /**
- * Downloads `url` to `destPath` through `<destPath>.part`. The folder is created if missing.
- * Never throws for network, server or disk trouble, and never leaves a `.part` file behind.
+ * Downloads `url` to `destPath` (or, with detectType, to destPath with the extension its bytes call
+ * for) through a random temporary file beside it. The folder is created if missing and must be a real
+ * folder. Never throws for network, server or disk trouble, and never leaves a temporary file behind.
  */
 export async function downloadResult(
   url: string,
   destPath: string,
   options: DownloadOptions,
 ): Promise<DownloadResult> {
-  for (const name of ['maxBytes', 'timeoutMs'] as const) {
-    const value = options[name];
-    if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-      throw new Error(`${name}: must be a positive number, got ${String(value)}`);
-    }
-  }
-  const part = `${destPath}.part`;
+  positive(options, 'maxBytes', true);
+  positive(options, 'timeoutMs', true);
+  positive(options, 'minBytesPerSecond', false);
+  positive(options, 'minDeadlineMs', false);
+  let temp: string | undefined;
   let start: URL | undefined;
+  let deadline: NodeJS.Timeout | undefined;
   const progress = { bytes: 0 };
   let declared: number | undefined;
   try {
     start = checkUrl(url);
     const { url: final, response } = await openResponse(start, options);
     const { statusCode: status } = response;
-    if (status === 403 || status === 410) {
+    if (REFUSED.has(status)) {
       await response.body.dump();
+      const expiry = expiryOf(options.linkExpiresAt);
+      if (expiry !== undefined && (options.now ?? Date.now)() >= expiry) {
+        return fail(
+          'expired',
+          `result link expired at ${new Date(expiry).toISOString()} (HTTP ${status}) for ${shown(final)}: it can no longer be downloaded`,
+          false,
+          status,
+        );
+      }
       return fail(
-        'expired',
-        `result link expired or refused (HTTP ${status}) for ${shown(final)}: it can no longer be downloaded`,
+        'link-refused',
+        `result link refused (HTTP ${status}) for ${shown(final)}: fetch the job again for a fresh link`,
         false,
         status,
       );
@@ -230,7 +367,7 @@ export async function downloadResult(
     const length = header(response.headers, 'content-length');
     declared = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
     if (declared !== undefined && declared > options.maxBytes) {
-      response.body.destroy();
+      discard(response.body);
       return fail(
         'too-large',
         `result file is ${declared} bytes, over the limit of ${options.maxBytes}`,
@@ -238,10 +375,30 @@ export async function downloadResult(
       );
     }
 
-    await mkdir(dirname(destPath), { recursive: true }).catch((error: unknown) => {
-      throw new DiskError(String(error));
+    const folder = await prepareFolderFor(destPath, options.root).catch((error: unknown) => {
+      discard(response.body);
+      return toDisk(error);
     });
-    const result = await streamToFile(response.body, part, options.maxBytes, progress).catch(
+    await removeStaleTemps(folder, basename(destPath));
+    temp = tempPathFor(join(folder, basename(destPath)), options.random ?? randomHex);
+
+    // Every wait has an end: bodyTimeout bounds each pause, this bounds the whole body.
+    const expected = declared ?? options.maxBytes;
+    const rate = options.minBytesPerSecond ?? DEFAULT_MIN_BYTES_PER_SECOND;
+    const allowedMs = Math.max(options.minDeadlineMs ?? DEFAULT_MIN_DEADLINE_MS, (expected / rate) * 1000);
+    deadline = setTimeout(() => {
+      const of = declared !== undefined ? ` of ${declared}` : '';
+      response.body.destroy(
+        new DownloadFailure({
+          ok: false,
+          type: 'network',
+          message: `download of ${shown(final)} was too slow: ${progress.bytes}${of} bytes in ${seconds(allowedMs)}, under ${rate} bytes/s; abandoned`,
+          retrySafe: true,
+        }),
+      );
+    }, allowedMs);
+
+    const result = await streamToFile(response.body, temp, options.maxBytes, progress).catch(
       (error: unknown) => {
         if (error instanceof DownloadFailure && error.failure.type === 'too-large') {
           fail(
@@ -253,6 +410,7 @@ export async function downloadResult(
         throw error;
       },
     );
+    clearTimeout(deadline);
     const received = result.bytes;
     if (declared !== undefined && received !== declared) {
       fail('truncated', `download of ${shown(final)} got ${received} of ${declared} bytes`, true);
@@ -264,24 +422,32 @@ export async function downloadResult(
         true,
       );
     }
+    const contentType = header(response.headers, 'content-type');
+    const type = detectMediaType(result.head, contentType, destPath);
+    const path =
+      options.detectType && type && type.typedBy !== 'name' ? withExtension(destPath, type.ext) : destPath;
     try {
-      await rename(part, destPath);
-      await syncFolder(dirname(destPath));
+      // rename replaces whatever holds the name, a planted link included, and never writes through it.
+      await rename(temp, path);
+      await syncFolder(dirname(path));
     } catch (error) {
-      throw error instanceof DiskError ? error : new DiskError(String(error));
+      toDisk(error);
     }
-    return { ok: true, ...result };
+    return {
+      ok: true,
+      bytes: result.bytes,
+      sha256: result.sha256,
+      path,
+      kind: type?.kind ?? 'unknown',
+      ext: type?.ext ?? extname(path).slice(1),
+      ...(contentType !== undefined && { contentType }),
+      ...(type && { typedBy: type.typedBy }),
+    };
   } catch (error) {
-    // ENOTDIR and the like mean there is no .part to remove.
-    await rm(part, { force: true }).catch(() => {});
+    clearTimeout(deadline);
+    if (temp !== undefined) await rm(temp, { force: true }).catch(() => {});
     if (error instanceof DownloadFailure) return error.failure;
-    if (error instanceof DiskError)
-      return {
-        ok: false,
-        type: 'disk',
-        message: `cannot write ${destPath}: ${error.message}`,
-        retrySafe: false,
-      };
+    if (error instanceof DiskError) return diskFailure(error, destPath);
     const where = start ? shown(start) : url;
     const of = declared !== undefined ? ` of ${declared}` : '';
     return {

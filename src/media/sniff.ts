@@ -9,7 +9,7 @@ function ascii(bytes: Uint8Array, at: number, length: number): string {
   return String.fromCharCode(...bytes.subarray(at, at + length));
 }
 
-function isMpegAudioSync(b: Uint8Array, at: number): boolean {
+export function isMpegAudioSync(b: Uint8Array, at: number): boolean {
   const b1 = b[at + 1] ?? 0;
   // 11 sync bits, then a version other than "reserved" and a layer other than 00 (00 is ADTS AAC).
   return b[at] === 0xff && (b1 & 0xe0) === 0xe0 && (b1 & 0x18) !== 0x08 && (b1 & 0x06) !== 0;

@@ -5,9 +5,9 @@
 
 import { once } from 'node:events';
 import { createReadStream } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { ReportPagesOptions, ReportTaskRow, Store } from '../store/index.js';
-import { type TextSink, writeFileAtomicStream } from '../util/fsatomic.js';
+import { ensureFolderUnder, type TextSink, writeFileAtomicStream } from '../util/fsatomic.js';
 import { inDoubtEntry, type ReportHead, type ReportOptions, reportTask } from './build.js';
 import { csvChunks } from './csv.js';
 import { extrasOf, promptOfText } from './extras.js';
@@ -38,6 +38,9 @@ export async function writeReport(
   opts: Omit<ReportOptions, 'runDir'>,
 ): Promise<WrittenReport> {
   const head = collectReportHead(store, runId, { ...opts, runDir });
+  // The run's folder sits in the user's output folder, which may be a link they made; the run's folder
+  // itself must be a real folder, or the report could be written wherever a planted link points.
+  await ensureFolderUnder(dirname(runDir), basename(runDir));
   const files = {
     json: join(runDir, REPORT_FILES.json),
     csv: join(runDir, REPORT_FILES.csv),

@@ -17,12 +17,19 @@ export function taskFolderName(taskId: string): string {
   if (fits && cleaned === taskId && !isReserved(cleaned)) return cleaned;
   const hash = createHash('sha256').update(taskId).digest('hex').slice(0, 10);
   const stem = [...cleaned].slice(0, MAX_NAME - 11).join('') || 'task';
+  if (isReserved(stem)) {
+    // Windows reads `aux.txt-1a2b` as the device AUX still (the name before the first dot counts), so
+    // the hash goes before that dot: `aux-1a2b.txt`.
+    const dot = stem.indexOf('.');
+    return dot < 0 ? `${stem}-${hash}` : `${stem.slice(0, dot)}-${hash}${stem.slice(dot)}`;
+  }
   return `${stem}-${hash}`;
 }
 
-// Windows device names are harmless here but break the folder for anyone who copies it there.
+// Windows device names are harmless here but break the folder for anyone who copies it there. Windows
+// also takes the superscript digits ¹²³ for COM and LPT ports.
 function isReserved(name: string): boolean {
-  return /^(con|prn|aux|nul|com\d|lpt\d)(\..*)?$/i.test(name);
+  return /^(con|prn|aux|nul|com[\d¹²³]|lpt[\d¹²³])(\..*)?$/i.test(name);
 }
 
 /** `1.png`, `2.mp3`: the item's position and the kind's extension, never anything from the URL or the server. */

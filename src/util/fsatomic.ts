@@ -1,17 +1,135 @@
-import { mkdir, open, rename, rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+// Every file mediabatch writes goes through here, so that nobody who can write into the output folder
+// can redirect a write: temporary files get a random name and are created exclusively without following
+// links, folders are created one segment at a time and checked to be real folders, and the final name
+// is taken by rename, which replaces a link planted there instead of writing through it.
+
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { type FileHandle, lstat, mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+
+/** A folder on the way to a file is a link or not a folder: writing there could land anywhere. */
+export class UnsafePathError extends Error {
+  /** Not an errno code: lets callers that sort errors by `code` tell this one apart. */
+  readonly code = 'EUNSAFEPATH';
+  constructor(
+    readonly path: string,
+    reason: string,
+  ) {
+    super(`${path}: ${reason}`);
+    this.name = 'UnsafePathError';
+  }
+}
+
+/** Options shared by the writers. */
+export interface AtomicWriteOptions {
+  /**
+   * The user's output folder. When given, every folder between it and the file is created one at a
+   * time and must be a real folder; without it, only the file's own folder is checked.
+   */
+  root?: string;
+  /** 16 hex characters for the temporary name; tests pass a fixed one. */
+  random?: () => string;
+}
+
+export const randomHex = (): string => randomBytes(8).toString('hex');
+
+// O_NOFOLLOW does not exist on Windows, where planting a link needs privileges anyway.
+const EXCLUSIVE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | (constants.O_NOFOLLOW ?? 0);
+
+/** `.<name>.<16 hex>.part` beside `path`: hidden, unguessable, and recognisable as ours. */
+export function tempPathFor(path: string, random: () => string = randomHex): string {
+  // Bounded so that a long final name still leaves room for the suffix within 255 bytes.
+  const name = [...basename(path)].slice(0, 100).join('');
+  return join(dirname(path), `.${name}.${random()}.part`);
+}
+
+/** Does `name` look like a temporary file that tempPathFor made for `finalName`? */
+export function isTempFor(name: string, finalName: string): boolean {
+  const stem = `.${[...finalName].slice(0, 100).join('')}.`;
+  return name.startsWith(stem) && /^[0-9a-f]{16}\.part$/.test(name.slice(stem.length));
+}
+
+/** Creates a new file that did not exist, never through a link. EEXIST means someone else's file is there. */
+export async function openExclusive(path: string): Promise<FileHandle> {
+  return open(path, EXCLUSIVE, 0o644);
+}
+
+async function checkRealFolder(path: string): Promise<void> {
+  const info = await lstat(path);
+  if (info.isSymbolicLink()) {
+    throw new UnsafePathError(path, 'is a symbolic link, not a folder; remove the link, then run again');
+  }
+  if (!info.isDirectory()) {
+    throw new UnsafePathError(path, 'is not a folder; move it away, then run again');
+  }
+}
+
+/**
+ * Creates `root/relative` a segment at a time and returns its path. The root (the user's output folder)
+ * may be a link the user made; every folder below it must be a real folder, or UnsafePathError.
+ */
+export async function ensureFolderUnder(root: string, relativePath: string): Promise<string> {
+  const segments = relativePath.split(/[\\/]+/).filter((s) => s !== '' && s !== '.');
+  if (isAbsolute(relativePath) || segments.includes('..')) {
+    throw new UnsafePathError(join(root, relativePath), `is not inside ${root}`);
+  }
+  await mkdir(root, { recursive: true });
+  if (!(await stat(root)).isDirectory()) throw new UnsafePathError(root, 'is not a folder');
+  let path = root;
+  for (const segment of segments) {
+    path = join(path, segment);
+    try {
+      await mkdir(path);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    await checkRealFolder(path);
+  }
+  return path;
+}
+
+/**
+ * The folder `path` goes into, created if missing: with a root, checked segment by segment below it;
+ * without one, created as needed and the folder itself checked to be a real folder.
+ */
+export async function prepareFolderFor(path: string, root?: string): Promise<string> {
+  const folder = dirname(resolve(path));
+  if (root !== undefined) {
+    const below = relative(resolve(root), folder);
+    if (below.startsWith(`..${sep}`) || below === '..' || isAbsolute(below)) {
+      throw new UnsafePathError(path, `is not inside ${root}`);
+    }
+    return ensureFolderUnder(resolve(root), below);
+  }
+  try {
+    await mkdir(folder, { recursive: true });
+  } catch (error) {
+    // A file under the folder's name: checkRealFolder says so in words.
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  await checkRealFolder(folder);
+  return folder;
+}
 
 /** Writes a small file so that its final name only ever holds complete content (temp name, fsync, rename). */
-export async function writeFileAtomic(path: string, data: string | Buffer): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  const temp = `${path}.part`;
-  const handle = await open(temp, 'w');
+export async function writeFileAtomic(
+  path: string,
+  data: string | Buffer,
+  options: AtomicWriteOptions = {},
+): Promise<void> {
+  await prepareFolderFor(path, options.root);
+  const temp = tempPathFor(path, options.random);
+  const handle = await openExclusive(temp);
   try {
     await handle.writeFile(data);
     await handle.sync();
-  } finally {
-    await handle.close();
+  } catch (error) {
+    await handle.close().catch(() => {});
+    await rm(temp, { force: true });
+    throw error;
   }
+  await handle.close();
   await moveIntoPlace(temp, path);
 }
 
@@ -28,16 +146,18 @@ const STREAM_BUFFER_CHARS = 64 * 1024;
 
 /**
  * Writes a file of any size as `produce` hands it over, with writeFileAtomic's guarantee: the content
- * goes to `<path>.part`, is fsynced, then renamed over `path`. If `produce` throws, the temporary file
- * is removed and `path` keeps what it held before.
+ * goes to a temporary file of its own, is fsynced, then renamed over `path`. If `produce` throws, the
+ * temporary file is removed and `path` keeps what it held before. Concurrent writers of one path each
+ * have their own temporary file; the last rename wins.
  */
 export async function writeFileAtomicStream(
   path: string,
   produce: (sink: TextSink) => Promise<void>,
+  options: AtomicWriteOptions = {},
 ): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  const temp = `${path}.part`;
-  const handle = await open(temp, 'w');
+  await prepareFolderFor(path, options.root);
+  const temp = tempPathFor(path, options.random);
+  const handle = await openExclusive(temp);
   let pending: string[] = [];
   let pendingLength = 0;
   const flush = async (): Promise<void> => {
@@ -62,7 +182,7 @@ export async function writeFileAtomicStream(
     await flush();
     await handle.sync();
   } catch (error) {
-    await handle.close();
+    await handle.close().catch(() => {});
     await rm(temp, { force: true });
     throw error;
   }
@@ -70,8 +190,8 @@ export async function writeFileAtomicStream(
   await moveIntoPlace(temp, path);
 }
 
-/** The last step of both writers: the complete, fsynced temporary file takes the final name. */
-async function moveIntoPlace(temp: string, path: string): Promise<void> {
+/** The last step of every writer: the complete, fsynced temporary file takes the final name. */
+export async function moveIntoPlace(temp: string, path: string): Promise<void> {
   try {
     await rename(temp, path);
   } catch (error) {

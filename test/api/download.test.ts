@@ -1,14 +1,17 @@
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { gzipSync } from 'node:zlib';
 import { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type DownloadOptions, downloadResult } from '../../src/api/download.js';
+import { fixtures } from '../media/serve.js';
+import { cannotMount, mountTmpfs, remountReadOnly } from '../util/mount.js';
 import { closedPort, type Handler, startServer, type TestServer } from './servers.js';
 
 setFlagsFromString('--expose-gc');
@@ -76,7 +79,16 @@ describe('downloadResult', () => {
     const s = await server(serveBytes(data));
     const dest = join(dir, 'task-1', '1.png');
     const result = await downloadResult(`${s.url}/files/x.png?sig=abc`, dest, options());
-    expect(result).toEqual({ ok: true, bytes: data.length, sha256: sha256(data) });
+    expect(result).toEqual({
+      ok: true,
+      bytes: data.length,
+      sha256: sha256(data),
+      path: dest,
+      kind: 'image',
+      ext: 'png',
+      contentType: 'image/png',
+      typedBy: 'content-type',
+    });
     expect(await readFile(dest)).toEqual(data);
     expect(await filesIn(dir)).toEqual(['task-1', 'task-1/1.png']);
   });
@@ -90,13 +102,16 @@ describe('downloadResult', () => {
     expect(result).toMatchObject({ ok: true, bytes: 300_000 });
   });
 
-  it('replaces a stale .part left by a crash', async () => {
+  it('removes temporary files of this name left by a crash, and nothing else', async () => {
     const dest = join(dir, 'x.png');
-    await writeFile(`${dest}.part`, 'old junk that is longer than the new file');
+    await writeFile(`${dest}.part`, 'old junk from an earlier version');
+    await writeFile(join(dir, '.x.png.0123456789abcdef.part'), 'old junk from a crashed run');
+    await writeFile(join(dir, '.y.png.0123456789abcdef.part'), 'another file is downloading');
+    await writeFile(join(dir, 'x.png.partial'), 'not ours');
     const s = await server(serveBytes(Buffer.from('new')));
     expect(await downloadResult(s.url, dest, options())).toMatchObject({ ok: true, bytes: 3 });
     expect(await readFile(dest, 'utf8')).toBe('new');
-    expect(await filesIn(dir)).toEqual(['x.png']);
+    expect(await filesIn(dir)).toEqual(['.y.png.0123456789abcdef.part', 'x.png', 'x.png.partial']);
   });
 
   it('follows a redirect to another http link', async () => {
@@ -136,9 +151,11 @@ describe('downloadResult', () => {
   });
 
   it.each<[number, string, boolean]>([
-    [403, 'expired', false],
-    [410, 'expired', false],
-    [404, 'http-error', false],
+    [401, 'link-refused', false],
+    [403, 'link-refused', false],
+    [404, 'link-refused', false],
+    [410, 'link-refused', false],
+    [400, 'http-error', false],
     [500, 'http-error', true],
     [503, 'http-error', true],
     [429, 'http-error', true],
@@ -215,12 +232,29 @@ describe('downloadResult', () => {
     expect(result).toMatchObject({ ok: false, type: 'network', retrySafe: true });
   });
 
-  it('reports a destination it cannot write as a disk failure', async () => {
+  it('reports a file where the folder should be as a disk failure, naming both', async () => {
     const blocker = join(dir, 'not-a-folder');
     await writeFile(blocker, 'x');
     const s = await server(serveBytes(Buffer.from('data')));
-    const result = await downloadResult(s.url, join(blocker, 'x.png'), options());
-    expect(result).toMatchObject({ ok: false, type: 'disk', retrySafe: false });
+    const dest = join(blocker, 'x.png');
+    expect(await downloadResult(s.url, dest, options())).toEqual({
+      ok: false,
+      type: 'disk',
+      retrySafe: false,
+      local: true,
+      localCode: 'EUNSAFEPATH',
+      message: `cannot write ${dest}: ${blocker}: is not a folder; move it away, then run again`,
+    });
+    const deeper = join(blocker, 'task', 'x.png');
+    expect(await downloadResult(s.url, deeper, options())).toMatchObject({
+      ok: false,
+      type: 'disk',
+      localCode: 'ENOTDIR',
+      message: expect.stringMatching(
+        /^a file stands where a folder is needed writing .*: move that file away, then run again$/,
+      ),
+    });
+    expect(await readFile(blocker, 'utf8')).toBe('x');
   });
 
   it('streams a large file with flat memory', async () => {
@@ -241,9 +275,10 @@ describe('downloadResult', () => {
     };
     const baseline = live();
     let peak = 0;
+    // A full collection every 20 ms took the test past 30 s on a loaded machine; 100 ms still samples often.
     const sampler = setInterval(() => {
       peak = Math.max(peak, live() - baseline);
-    }, 20);
+    }, 100);
     const dest = join(dir, 'big.mp4');
     const result = await downloadResult(
       s.url,
@@ -252,7 +287,7 @@ describe('downloadResult', () => {
     );
     clearInterval(sampler);
 
-    expect(result).toEqual({ ok: true, bytes: total, sha256: expected.digest('hex') });
+    expect(result).toMatchObject({ ok: true, bytes: total, sha256: expected.digest('hex'), path: dest });
     expect((await stat(dest)).size).toBe(total);
     // Buffering the file would hold 64 MB; streaming holds a few chunks at a time.
     expect(peak).toBeLessThan(total / 4);
@@ -269,3 +304,332 @@ describe('downloadResult options', () => {
     );
   });
 });
+
+const JPEG = Buffer.concat([
+  Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 0x10]),
+  Buffer.from('JFIF\0'),
+  Buffer.alloc(200),
+]);
+
+describe('downloadResult: the file is named by what it is', () => {
+  it('a JPEG behind a .png name is saved as .jpg with detectType', async () => {
+    const s = await server(serveBytes(JPEG, { 'content-type': 'image/png' }));
+    const dest = join(dir, 'hero', '1.png');
+    const result = await downloadResult(s.url, dest, options({ detectType: true }));
+    expect(result).toMatchObject({
+      ok: true,
+      path: join(dir, 'hero', '1.jpg'),
+      kind: 'image',
+      ext: 'jpg',
+      typedBy: 'bytes',
+      contentType: 'image/png',
+    });
+    expect(await filesIn(dir)).toEqual(['hero', 'hero/1.jpg']);
+    expect(await readFile(join(dir, 'hero', '1.jpg'))).toEqual(JPEG);
+  });
+
+  it('an MP4 behind an image link is saved as .mp4, kind video', async () => {
+    const mp4 = await readFile(join(fixtures, 'video-5s.mp4'));
+    const s = await server(serveBytes(mp4, { 'content-type': 'application/octet-stream' }));
+    const result = await downloadResult(s.url, join(dir, '1.png'), options({ detectType: true }));
+    expect(result).toMatchObject({
+      ok: true,
+      path: join(dir, '1.mp4'),
+      kind: 'video',
+      ext: 'mp4',
+      bytes: mp4.length,
+    });
+    expect(await filesIn(dir)).toEqual(['1.mp4']);
+  });
+
+  it.each<[string, string, string]>([
+    ['song-30s.mp3', '2.mp3', 'audio'],
+    ['voice-2s.wav', '2.wav', 'audio'],
+    ['clip-1s.flac', '2.flac', 'audio'],
+    ['clip-1s.ogg', '2.ogg', 'audio'],
+    ['clip-1s.m4a', '2.m4a', 'audio'],
+    ['clip-3s.mov', '2.mov', 'video'],
+  ])('%s served as octet-stream to 2.bin is saved as %s', async (fixture, name, kind) => {
+    const data = await readFile(join(fixtures, fixture));
+    const s = await server(serveBytes(data, { 'content-type': 'application/octet-stream' }));
+    const result = await downloadResult(s.url, join(dir, '2.bin'), options({ detectType: true }));
+    expect(result).toMatchObject({ ok: true, path: join(dir, name), kind });
+    expect(await filesIn(dir)).toEqual([name]);
+  });
+
+  it('without detectType keeps the given name but still says what the bytes are', async () => {
+    const s = await server(serveBytes(JPEG));
+    const dest = join(dir, '1.png');
+    expect(await downloadResult(s.url, dest, options())).toMatchObject({
+      ok: true,
+      path: dest,
+      kind: 'image',
+      ext: 'jpg',
+      typedBy: 'bytes',
+    });
+    expect(await filesIn(dir)).toEqual(['1.png']);
+  });
+
+  it('falls back to the Content-Type, then to the given name', async () => {
+    const unknown = Buffer.from('neither magic nor text we know');
+    const byHeader = await server(serveBytes(unknown, { 'content-type': 'audio/mpeg' }));
+    expect(
+      await downloadResult(byHeader.url, join(dir, 'a.bin'), options({ detectType: true })),
+    ).toMatchObject({
+      ok: true,
+      path: join(dir, 'a.mp3'),
+      kind: 'audio',
+      typedBy: 'content-type',
+    });
+    const byName = await server(serveBytes(unknown, { 'content-type': 'application/octet-stream' }));
+    expect(await downloadResult(byName.url, join(dir, 'b.wav'), options({ detectType: true }))).toMatchObject(
+      {
+        ok: true,
+        path: join(dir, 'b.wav'),
+        kind: 'audio',
+        typedBy: 'name',
+      },
+    );
+    const result = await downloadResult(byName.url, join(dir, 'c.bin'), options({ detectType: true }));
+    expect(result).toMatchObject({ ok: true, path: join(dir, 'c.bin'), kind: 'unknown', ext: 'bin' });
+    expect(result).not.toHaveProperty('typedBy');
+  });
+
+  it('keeps a Content-Encoding body byte for byte: results are not decoded', async () => {
+    const gzipped = gzipSync(JPEG);
+    const s = await server(serveBytes(gzipped, { 'content-encoding': 'gzip', 'content-type': 'image/jpeg' }));
+    const dest = join(dir, '1.jpg');
+    expect(await downloadResult(s.url, dest, options())).toMatchObject({
+      ok: true,
+      bytes: gzipped.length,
+      sha256: sha256(gzipped),
+    });
+    expect(await readFile(dest)).toEqual(gzipped);
+  });
+});
+
+describe('downloadResult: refused and expired links', () => {
+  const expiry = '2025-01-01T12:00:00.000Z';
+  it.each<[string, number, string, RegExp]>([
+    [
+      'before',
+      Date.parse(expiry) - 1,
+      'link-refused',
+      /^result link refused \(HTTP 403\) for http:\/\/127\.0\.0\.1:\d+\/1\.png: fetch the job again for a fresh link$/,
+    ],
+    [
+      'after',
+      Date.parse(expiry),
+      'expired',
+      /^result link expired at 2025-01-01T12:00:00\.000Z \(HTTP 403\) for http:\/\/127\.0\.0\.1:\d+\/1\.png: it can no longer be downloaded$/,
+    ],
+  ])('a 403 %s the known expiry is %s', async (_when, now, type, message) => {
+    const s = await server(status(403, 'AccessDenied'));
+    const result = await downloadResult(`${s.url}/1.png?Signature=secret`, join(dir, '1.png'), {
+      ...options(),
+      linkExpiresAt: expiry,
+      now: () => now,
+    });
+    expect(result).toMatchObject({ ok: false, type, retrySafe: false, httpStatus: 403 });
+    expect(result.ok === false && result.message).toMatch(message);
+  });
+});
+
+describe('downloadResult: every wait has an end', () => {
+  it('abandons a body that trickles in under the slowest accepted rate', async () => {
+    let sent = 0;
+    const s = await server((_req, res) => {
+      res.writeHead(200, { 'content-type': 'image/png', 'content-length': 100 });
+      res.on('error', () => {});
+      const timer = setInterval(() => {
+        if (res.destroyed || sent >= 100) return clearInterval(timer);
+        sent++;
+        res.write(Buffer.from([sent]));
+      }, 20);
+      res.on('close', () => clearInterval(timer));
+    });
+    // 100 bytes at 1,000 B/s may take 100 ms; at a byte per 20 ms it would take 2 s.
+    const result = await downloadResult(
+      s.url,
+      join(dir, '1.png'),
+      options({ timeoutMs: 1000, minBytesPerSecond: 1000, minDeadlineMs: 100 }),
+    );
+    expect(result).toMatchObject({ ok: false, type: 'network', retrySafe: true });
+    expect(result.ok === false && result.message).toMatch(
+      /^download of http:\/\/127\.0\.0\.1:\d+\/ was too slow: \d+ of 100 bytes in 0\.1 s, under 1000 bytes\/s; abandoned$/,
+    );
+    expect(sent).toBeLessThan(50);
+    expect(await filesIn(dir)).toEqual([]);
+  });
+
+  it('lets the same slow rate finish when the deadline allows it', async () => {
+    const s = await server((_req, res) => {
+      res.writeHead(200, { 'content-length': 10 });
+      let n = 0;
+      const timer = setInterval(() => {
+        res.write(Buffer.from([n++]));
+        if (n === 10) {
+          clearInterval(timer);
+          res.end();
+        }
+      }, 5);
+    });
+    const result = await downloadResult(
+      s.url,
+      join(dir, '1.png'),
+      options({ timeoutMs: 1000, minBytesPerSecond: 1000, minDeadlineMs: 2000 }),
+    );
+    expect(result).toMatchObject({ ok: true, bytes: 10 });
+  });
+
+  it.each<[Partial<DownloadOptions>, RegExp]>([
+    [{ minBytesPerSecond: 0 }, /^minBytesPerSecond: must be a positive number, got 0$/],
+    [{ minDeadlineMs: -1 }, /^minDeadlineMs: must be a positive number, got -1$/],
+  ])('refuses %j', async (extra, message) => {
+    await expect(downloadResult('http://127.0.0.1:1/x', join(dir, 'x'), options(extra))).rejects.toThrow(
+      message,
+    );
+  });
+});
+
+describe('downloadResult: writes cannot be redirected', () => {
+  let victim: string;
+  beforeEach(async () => {
+    victim = await mkdtemp(join(tmpdir(), 'mediabatch-victim-'));
+    await writeFile(join(victim, 'victim'), 'precious');
+  });
+  afterEach(async () => {
+    await rm(victim, { recursive: true, force: true });
+  });
+
+  it('a link planted at out/run/task/1.png is replaced; its target is untouched', async () => {
+    const folder = join(dir, 'out', 'run', 'task');
+    await mkdir(folder, { recursive: true });
+    await symlink(join(victim, 'victim'), join(folder, '1.png'));
+    const s = await server(serveBytes(Buffer.from('result')));
+    const result = await downloadResult(s.url, join(folder, '1.png'), options({ root: join(dir, 'out') }));
+    expect(result).toMatchObject({ ok: true, bytes: 6 });
+    expect(await readFile(join(victim, 'victim'), 'utf8')).toBe('precious');
+    expect((await lstat(join(folder, '1.png'))).isSymbolicLink()).toBe(false);
+    expect(await readFile(join(folder, '1.png'), 'utf8')).toBe('result');
+  });
+
+  it('a task folder that is a planted link is refused, naming it', async () => {
+    await mkdir(join(dir, 'out', 'run'), { recursive: true });
+    const taskFolder = join(dir, 'out', 'run', 'task');
+    await symlink(victim, taskFolder);
+    const s = await server(serveBytes(Buffer.from('result')));
+    const dest = join(taskFolder, '1.png');
+    const expected = {
+      ok: false,
+      type: 'disk',
+      retrySafe: false,
+      local: true,
+      localCode: 'EUNSAFEPATH',
+      message: `cannot write ${dest}: ${taskFolder}: is a symbolic link, not a folder; remove the link, then run again`,
+    };
+    expect(await downloadResult(s.url, dest, options())).toEqual(expected);
+    expect(await downloadResult(s.url, dest, options({ root: join(dir, 'out') }))).toEqual(expected);
+    expect((await readdir(victim)).sort()).toEqual(['victim']);
+  });
+
+  it('with a root, a run folder that is a link is refused too; the root itself may be one', async () => {
+    const root = join(dir, 'out');
+    await symlink(victim, root);
+    const s = await server(serveBytes(Buffer.from('result')));
+    const ok = await downloadResult(s.url, join(root, 'run', 'task', '1.png'), options({ root }));
+    expect(ok).toMatchObject({ ok: true });
+    expect(await readFile(join(victim, 'run', 'task', '1.png'), 'utf8')).toBe('result');
+
+    await symlink(dir, join(root, 'other-run'));
+    const refused = await downloadResult(s.url, join(root, 'other-run', 'task', '1.png'), options({ root }));
+    expect(refused).toMatchObject({ ok: false, type: 'disk', localCode: 'EUNSAFEPATH' });
+    expect(refused.ok === false && refused.message).toContain(
+      `${join(root, 'other-run')}: is a symbolic link`,
+    );
+  });
+
+  it('a temporary name already taken is a disk failure (O_EXCL), not a write into it', async () => {
+    // A folder cannot be swept away as a stale temporary file, so the exclusive create meets it.
+    const taken = join(dir, '.1.png.00000000deadbeef.part');
+    await mkdir(taken);
+    const s = await server(serveBytes(Buffer.from('result')));
+    const result = await downloadResult(
+      s.url,
+      join(dir, '1.png'),
+      options({ random: () => '00000000deadbeef' }),
+    );
+    expect(result).toMatchObject({
+      ok: false,
+      type: 'disk',
+      localCode: 'EEXIST',
+      retrySafe: false,
+      local: true,
+    });
+    expect(result.ok === false && result.message).toBe(
+      `a file already has the temporary name writing ${join(dir, '1.png')} (at ${taken}): remove it, then run again`,
+    );
+    expect(await filesIn(dir)).toEqual(['.1.png.00000000deadbeef.part']);
+  });
+});
+
+describe.skipIf(cannotMount !== undefined)('downloadResult: a full or read-only disk', () => {
+  let mountPoint: string;
+  let unmount: (() => void) | undefined;
+  beforeEach(async () => {
+    mountPoint = join(dir, 'disk');
+    await mkdir(mountPoint);
+    unmount = mountTmpfs(mountPoint, 64);
+  });
+  afterEach(() => {
+    unmount?.();
+    unmount = undefined;
+  });
+
+  it('a full disk (ENOSPC) says what to free and leaves no partial file', async () => {
+    const s = await server(serveBytes(Buffer.alloc(256 * 1024, 1)));
+    const dest = join(mountPoint, 'demo', 'hero', '1.png');
+    const result = await downloadResult(s.url, dest, options());
+    expect(result).toEqual({
+      ok: false,
+      type: 'disk',
+      retrySafe: false,
+      local: true,
+      localCode: 'ENOSPC',
+      message: `no space left on device writing ${dest}: free space, then run again`,
+    });
+    expect(await filesIn(mountPoint)).toEqual(['demo', 'demo/hero']);
+  });
+
+  it('a read-only disk (EROFS) says to choose a writable folder', async () => {
+    await mkdir(join(mountPoint, 'hero'));
+    remountReadOnly(mountPoint);
+    const s = await server(serveBytes(Buffer.from('result')));
+    const dest = join(mountPoint, 'hero', '1.png');
+    const result = await downloadResult(s.url, dest, options({ random: () => '0123456789abcdef' }));
+    expect(result).toEqual({
+      ok: false,
+      type: 'disk',
+      retrySafe: false,
+      local: true,
+      localCode: 'EROFS',
+      message: `read-only file system writing ${dest} (at ${join(mountPoint, 'hero', '.1.png.0123456789abcdef.part')}): choose an output folder on a writable disk, then run again`,
+    });
+  });
+});
+
+describe.skipIf(process.getuid?.() === 0 || process.platform === 'win32')(
+  'downloadResult: a folder without write permission',
+  () => {
+    it('EACCES says to make the folder writable', async () => {
+      const folder = join(dir, 'locked');
+      await mkdir(folder, { mode: 0o500 });
+      const s = await server(serveBytes(Buffer.from('result')));
+      const result = await downloadResult(s.url, join(folder, '1.png'), options());
+      expect(result).toMatchObject({ ok: false, type: 'disk', localCode: 'EACCES', local: true });
+      expect(result.ok === false && result.message).toMatch(
+        /^permission denied writing .*: make the output folder writable for this user, then run again$/,
+      );
+    });
+  },
+);

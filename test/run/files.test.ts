@@ -2,9 +2,11 @@
 // the oc-maker sheet, song metadata; and the API key nowhere.
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { taskFolderName } from '../../src/run/names.js';
 import { forgetSecrets } from '../../src/util/secrets.js';
 import { images, makeRunEnv, type RunEnv, taskStates, walk } from '../helpers/run-env.js';
 import { type Served, serveFixtures } from '../media/serve.js';
@@ -156,5 +158,54 @@ describe('run: files on disk', () => {
       expect(bytes.includes(key), where).toBe(false);
       expect(bytes.includes(Buffer.from(key, 'utf16le')), where).toBe(false);
     }
+  });
+});
+
+describe('run: a planted link cannot redirect a result', () => {
+  it('a task folder that is a link fails that task, names the link, and writes nothing through it', async () => {
+    const victim = await mkdtemp(join(tmpdir(), 'mediabatch-victim-'));
+    try {
+      env = await makeRunEnv();
+      const file = await env.manifest({ tasks: images(2) });
+      await mkdir(join(env.dir, 'out/batch'), { recursive: true });
+      await symlink(victim, join(env.dir, 'out/batch/img-1'));
+      const result = await env.run(['run', file, '--yes']);
+      expect(result.code).toBe(2);
+      expect(taskStates(env)).toEqual({ 'img-1': 'failed', 'img-2': 'done' });
+      const [task] = env.query<{ error: string }>("SELECT error FROM tasks WHERE task_id = 'img-1'");
+      expect(task?.error).toMatch(
+        /img-1: is a symbolic link, not a folder; remove the link, then run again$/,
+      );
+      expect(await readdir(victim)).toEqual([]);
+      expect(await env.files('out/batch/img-2')).toEqual(expect.arrayContaining(['1.png', 'job.json']));
+    } finally {
+      await rm(victim, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('taskFolderName: Windows device names', () => {
+  it.each([
+    ['con', /^con-[0-9a-f]{10}$/],
+    ['AUX', /^AUX-[0-9a-f]{10}$/],
+    ['nul', /^nul-[0-9a-f]{10}$/],
+    ['Com1', /^Com1-[0-9a-f]{10}$/],
+    ['lpt9', /^lpt9-[0-9a-f]{10}$/],
+    ['aux.txt', /^aux-[0-9a-f]{10}\.txt$/],
+    ['PRN.tar.gz', /^PRN-[0-9a-f]{10}\.tar\.gz$/],
+    ['com1.png', /^com1-[0-9a-f]{10}\.png$/],
+  ])('%s gets its hash before the first dot', (id, expected) => {
+    const name = taskFolderName(id);
+    expect(name).toMatch(expected);
+    // Windows reads the name before the first dot: it must no longer be a device.
+    expect(name.split('.')[0]).not.toMatch(/^(con|prn|aux|nul|com\d|lpt\d)$/i);
+  });
+
+  it.each(['console', 'auxiliary', 'com10', 'lpt', 'nul_x', 'conference.png'])('leaves %s as it is', (id) => {
+    expect(taskFolderName(id)).toBe(id);
+  });
+
+  it('two device names that differ only in case stay apart', () => {
+    expect(taskFolderName('aux.txt')).not.toBe(taskFolderName('AUX.txt'));
   });
 });
