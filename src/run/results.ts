@@ -12,6 +12,8 @@ export interface FileToFetch {
   kind: string;
   url: string;
   fileName: string;
+  /** The item's own `link_expired_at`, when the service puts it on each item rather than on the job. */
+  expiresAt?: string | number;
 }
 
 export interface SongInfo {
@@ -77,7 +79,15 @@ export function planResults(
     }
     const position = plan.files.length + 1;
     const fileName = resultFileName(position, extensionFor(entry, body, kind));
-    plan.files.push({ position, itemIndex, kind, url: value, fileName });
+    const expiresAt = item['link_expired_at'];
+    plan.files.push({
+      position,
+      itemIndex,
+      kind,
+      url: value,
+      fileName,
+      ...((typeof expiresAt === 'string' || typeof expiresAt === 'number') && { expiresAt }),
+    });
     if ('audio_id' in item || 'title' in item || 'lyrics' in item) {
       plan.songs.push({
         file: fileName,

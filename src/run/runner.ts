@@ -1097,11 +1097,19 @@ export class Runner {
     let bytesLeft = this.#policy.maxJobBytes;
     for (const file of current.files) {
       if (this.#halt.signal.aborted) return;
-      const fetched = await this.#fetchFile(watched, file.position, folder, current, bytesLeft, (fresh) => {
-        record = fresh;
-        current = plan();
-        return current;
-      });
+      const fetched = await this.#fetchFile(
+        watched,
+        file.position,
+        folder,
+        current,
+        bytesLeft,
+        (fresh) => {
+          record = fresh;
+          current = plan();
+          return current;
+        },
+        () => record.link_expired_at ?? undefined,
+      );
       if (fetched.type === 'halted') return;
       if (fetched.type === 'lost') {
         await this.#writes.write(() => store.moveTask(runId, task.taskId, 'lost', fetched.reason));
@@ -1118,7 +1126,7 @@ export class Runner {
       names.set(file.position, name);
       done.push({
         index: file.position,
-        kind: result.kind ?? (isMediaKind(file.kind) ? file.kind : 'image'),
+        kind: result.kind !== 'unknown' ? result.kind : isMediaKind(file.kind) ? file.kind : 'image',
         path: result.path,
         bytes: result.bytes,
         sha256: result.sha256,
@@ -1170,6 +1178,7 @@ export class Runner {
     initial: ResultPlan,
     maxBytes: number,
     refreshed: (record: JobRecord) => ResultPlan,
+    jobExpiry: () => string | number | undefined,
   ): Promise<
     | { type: 'ok'; result: Extract<DownloadResult, { ok: true }> & { path: string }; url: string }
     | { type: 'unfetched'; reason: string; local: boolean }
@@ -1187,7 +1196,13 @@ export class Runner {
           local: false,
         };
       const dest = join(folder, file.fileName);
-      const result = await this.#downloadWithRetries(file.url, dest, taskId, maxBytes);
+      const result = await this.#downloadWithRetries(
+        file.url,
+        dest,
+        taskId,
+        maxBytes,
+        file.expiresAt ?? jobExpiry(),
+      );
       if (this.#halt.signal.aborted) return { type: 'halted' };
       if (result.ok) return { type: 'ok', result: { ...result, path: result.path ?? dest }, url: file.url };
       if (result.type === 'disk')
@@ -1232,6 +1247,7 @@ export class Runner {
     dest: string,
     taskId: string,
     maxBytes: number,
+    linkExpiresAt: string | number | undefined,
   ): Promise<DownloadResult> {
     let result: DownloadResult = { ok: false, type: 'network', message: 'not tried', retrySafe: true };
     for (let attempt = 0; attempt < 4; attempt++) {
@@ -1240,6 +1256,9 @@ export class Runner {
         timeoutMs: this.#opts.downloadTimeoutMs,
         signal: this.#halt.signal,
         detectType: true,
+        root: this.#opts.runDir,
+        now: this.#now,
+        ...(linkExpiresAt !== undefined ? { linkExpiresAt } : {}),
       });
       if (result.ok || !result.retrySafe || this.#halt.signal.aborted) return result;
       this.#log.warn({ task: taskId, reason: result.message }, 'download failed; retrying');

@@ -1,6 +1,7 @@
 // Job status events, from polls and callbacks alike: each recorded once, tasks moved forward only,
 // and a failed job's refund written to the ledger once.
 
+import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
 import { withoutSignedQueries } from './redact.js';
 import type { TaskRow } from './task-rows.js';
@@ -107,7 +108,7 @@ export class JobStore {
     source: EventSource,
   ): JobStatusResult {
     const now = toIso(this.#now());
-    const stored = record === undefined ? null : JSON.stringify(withoutSignedQueries(record));
+    const stored = record === undefined ? null : scrub(JSON.stringify(withoutSignedQueries(record)));
     const newEvent = this.#insertEvent.run({ imgUuid, status, now, source, record: stored }).changes === 1;
     const knownStatus = isDocumentedJobStatus(status);
     const phase = jobPhase(status);

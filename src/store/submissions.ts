@@ -1,5 +1,6 @@
 // The money-critical path: intent before the POST, the answer right after it, each in one transaction.
 
+import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
 import { StoreError } from './db.js';
 import { fromStatesJson, refusedMove } from './task-rows.js';
@@ -212,7 +213,9 @@ export class SubmissionStore {
       (runId: string, taskId: string, attemptNo: number, answer: NotChargedAnswer) => {
         const now = toIso(this.#now());
         const state: TaskState = answer.outcome === 'rejected' ? 'rejected' : 'pending';
-        if (this.#markNotCharged.run({ runId, taskId, state, error: answer.message, now }).changes === 0) {
+        if (
+          this.#markNotCharged.run({ runId, taskId, state, error: scrub(answer.message), now }).changes === 0
+        ) {
           throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, state);
         }
         this.#recordAnswer.run(answerValues(runId, taskId, attemptNo, answer.outcome, answer, now));
@@ -221,7 +224,7 @@ export class SubmissionStore {
     this.#inDoubt = db.transaction(
       (runId: string, taskId: string, attemptNo: number, answer: FailedAnswer) => {
         const now = toIso(this.#now());
-        if (this.#markInDoubt.run({ runId, taskId, error: answer.message, now }).changes === 0) {
+        if (this.#markInDoubt.run({ runId, taskId, error: scrub(answer.message), now }).changes === 0) {
           throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'in_doubt');
         }
         this.#recordAnswer.run(answerValues(runId, taskId, attemptNo, 'in_doubt', answer, now));
@@ -345,7 +348,7 @@ function answerValues(
     outcome,
     httpStatus: answer.httpStatus ?? null,
     code: answer.code ?? null,
-    message: answer.message,
+    message: scrub(answer.message),
     imgUuid: null,
     now,
   };

@@ -1,3 +1,4 @@
+import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
 import { StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
@@ -375,7 +376,15 @@ export class TaskStore {
     const ends = to === 'lost' ? 1 : 0;
     const from = fromStatesJson(to);
     if (
-      this.#move.run({ runId, taskId, to, error: reason, ends, now: toIso(this.#now()), from }).changes === 0
+      this.#move.run({
+        runId,
+        taskId,
+        to,
+        error: reason === null ? null : scrub(reason),
+        ends,
+        now: toIso(this.#now()),
+        from,
+      }).changes === 0
     ) {
       throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, to);
     }
@@ -383,7 +392,14 @@ export class TaskStore {
 
   /** Notes a problem (e.g. a download retry) without changing the task's state; null clears it. */
   setTaskError(runId: string, taskId: string, error: string | null): void {
-    if (this.#setError.run({ runId, taskId, error, now: toIso(this.#now()) }).changes === 0) {
+    if (
+      this.#setError.run({
+        runId,
+        taskId,
+        error: error === null ? null : scrub(error),
+        now: toIso(this.#now()),
+      }).changes === 0
+    ) {
       throw refusedMove(undefined, runId, taskId, 'pending');
     }
   }
@@ -413,13 +429,15 @@ function pushInsertParams(params: unknown[], v: TaskValues, seq: number): void {
 }
 
 function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
+  // A key pasted into a prompt is not kept (nor sent): the stored body is what the runner sends.
+  const body = scrub(spec.wireBody);
   return {
     runId,
     taskId: spec.taskId,
     model: spec.model,
     endpoint: spec.endpoint,
-    body: spec.wireBody,
-    bodyHash: bodyHash(spec.wireBody),
+    body,
+    bodyHash: bodyHash(body),
     estTokens: spec.estimate.tokens,
     estMin: spec.estimate.min,
     estMax: spec.estimate.max,
