@@ -27,6 +27,8 @@ export interface SandboxSettings {
   quota: number | null;
   /** Jobs of the account processing at once; the others stay queued. null for no limit. */
   accountConcurrency: number | null;
+  /** While true every result link answers 403, fresh ones too: a CDN outage, for tests of unfetched results. */
+  refuseDownloads: boolean;
 }
 
 export interface SandboxOptions extends Partial<SandboxSettings> {
@@ -72,6 +74,7 @@ export const SANDBOX_DEFAULTS = {
   balance: 1000,
   quota: null as number | null,
   accountConcurrency: null as number | null,
+  refuseDownloads: false,
   quirks: [] as readonly string[],
   bodyLimit: 1024 * 1024,
   callbackTimeoutMs: 3000,
@@ -183,7 +186,13 @@ export function checkSettings(input: unknown): SettingsCheck {
   const raw = input as Record<string, unknown>;
   const issues: string[] = [];
   const settings: Partial<SandboxSettings> = {};
-  const known = new Set<string>([...RATE_KEYS, ...NON_NEGATIVE_KEYS, 'quota', 'accountConcurrency']);
+  const known = new Set<string>([
+    ...RATE_KEYS,
+    ...NON_NEGATIVE_KEYS,
+    'quota',
+    'accountConcurrency',
+    'refuseDownloads',
+  ]);
   for (const key of Object.keys(raw)) {
     if (!known.has(key)) issues.push(`${key}: unknown setting; known settings are: ${[...known].join(', ')}`);
   }
@@ -214,6 +223,11 @@ export function checkSettings(input: unknown): SettingsCheck {
     else if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
       issues.push(`accountConcurrency: must be a whole number >= 1 or null, got ${describe(value)}`);
     } else settings.accountConcurrency = value;
+  }
+  if (raw.refuseDownloads !== undefined) {
+    if (typeof raw.refuseDownloads !== 'boolean') {
+      issues.push(`refuseDownloads: must be true or false, got ${describe(raw.refuseDownloads)}`);
+    } else settings.refuseDownloads = raw.refuseDownloads;
   }
   return issues.length > 0 ? { ok: false, issues } : { ok: true, settings };
 }

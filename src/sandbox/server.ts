@@ -104,6 +104,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     balance: SANDBOX_DEFAULTS.balance,
     quota: SANDBOX_DEFAULTS.quota,
     accountConcurrency: SANDBOX_DEFAULTS.accountConcurrency,
+    refuseDownloads: false,
     ...initial.settings,
   };
   const parsedQuirks = parseQuirks(opts.quirks ?? SANDBOX_DEFAULTS.quirks);
@@ -268,6 +269,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     reply: FastifyReply,
   ): Promise<FastifyReply> => {
     requests.download++;
+    if (settings.refuseDownloads) return reply.code(403).type('text/plain').send('Forbidden');
     const found = files.lookup(request.params.token, now(), request.query.sig);
     if (!found.ok) {
       const [status, text] = FILE_REFUSALS[found.reason];
