@@ -75,7 +75,8 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .description("parse, expand and check every task against the API's rules; no network")
     .argument('<manifest...>', 'manifest files')
     .option('--json', 'print the result as JSON')
-    .action(async (files: string[], opts: { json?: boolean }) => {
+    .addOption(allowOutsideOption())
+    .action(async (files: string[], opts: { json?: boolean; allowOutsideData?: boolean }) => {
       result.code = await validateCommand(files, opts, io);
     });
 
@@ -87,12 +88,14 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .argument('<manifest>', 'manifest file')
     .option('--json', 'print the plan as JSON (the exact request bodies included)')
     .addOption(noProbeOption())
-    .action(async (file: string, opts: { json?: boolean; probe: boolean }) => {
+    .addOption(allowOutsideOption())
+    .action(async (file: string, opts: { json?: boolean; probe: boolean; allowOutsideData?: boolean }) => {
       const cfg = await config();
       const balance = makeBalanceSource(cfg);
       result.code = await planCommand(file, opts, {
         io,
         config: cfg,
+        allowOutside: opts.allowOutsideData ?? false,
         ...(opts.probe ? { measure: makeMeasure() } : {}),
         ...(balance ? { balance } : {}),
       });
@@ -139,6 +142,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       0.1,
     )
     .addOption(noProbeOption())
+    .addOption(allowOutsideOption())
     .action(async (file: string, opts: RunFlags) => {
       result.code = await withLogger((ctx) => runCommand(file, opts, ctx));
     });
@@ -230,6 +234,13 @@ function noProbeOption(): Option {
   return new Option(
     '--no-probe',
     'do not measure input media; lengths come from media_seconds or become ranges',
+  );
+}
+
+function allowOutsideOption(): Option {
+  return new Option(
+    '--allow-outside-data',
+    "let foreach read data files outside the manifest's folder (absolute paths, ../, links out)",
   );
 }
 

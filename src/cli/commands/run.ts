@@ -60,6 +60,8 @@ export interface RunFlags {
   listen?: string;
   /** The public URL that reaches the receiver (the service must be able to POST to it). */
   callbackUrl?: string;
+  /** `foreach` may read data files outside the manifest's folder. */
+  allowOutsideData?: boolean;
 }
 
 export interface RunContext {
@@ -126,6 +128,7 @@ async function runWithClient(
     io,
     config,
     ...(flags.probe === false ? {} : { measure: makeMeasure() }),
+    allowOutside: flags.allowOutsideData ?? false,
   });
   const settings = plan.settings;
   const runId = flags.runId ?? settings.runId;
