@@ -116,7 +116,7 @@ export function dataFileReader(opts: DataReaderOptions): (path: string) => Promi
 }
 
 /** `NAME=value`, as in an environment dump: the value is never quoted back, whatever the name. */
-const ASSIGNMENT = /\b([A-Za-z_][A-Za-z0-9_]*)=[^\s,;"'\\]*/g;
+const ASSIGNMENT = /\b([A-Za-z_][A-Za-z0-9_]*)=[^\s,;"'\\?]*/g;
 
 function visible(text: string): string {
   let out = '';
@@ -132,6 +132,7 @@ function visible(text: string): string {
  * removed (an environment dump reads like that), control characters shown as `?`, and cut to `max`.
  */
 export function excerpt(text: string, max = Number.POSITIVE_INFINITY): string {
-  const cleaned = visible(scrub(text).replace(ASSIGNMENT, '$1=[redacted]'));
+  // Control characters first: an environment dump separates its entries with NUL, shown as `?`.
+  const cleaned = visible(scrub(text)).replace(ASSIGNMENT, '$1=[redacted]');
   return cleaned.length > max ? `${cleaned.slice(0, max - 1)}…` : cleaned;
 }
