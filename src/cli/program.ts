@@ -12,7 +12,7 @@ import { type RunFlags, runCommand } from './commands/run.js';
 import { type ScheduleFlags, scheduleCommand } from './commands/schedule.js';
 import { statusCommand } from './commands/status.js';
 import { validateCommand } from './commands/validate.js';
-import { EXIT, ExitError } from './errors.js';
+import { EXIT, ExitError, expectedExit } from './errors.js';
 import type { CliIO } from './io.js';
 import { makeBalanceSource, makeMeasure } from './wiring.js';
 
@@ -275,10 +275,11 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       if (error.exitCode === 0) return EXIT.ok;
       return EXIT.invalid;
     }
-    if (error instanceof ExitError) {
-      for (const line of error.details) io.stderr.write(`${scrub(line)}\n`);
-      io.stderr.write(`mediabatch: ${scrub(error.message)}\n`);
-      return error.exitCode;
+    const expected = error instanceof ExitError ? error : expectedExit(error, io.cwd);
+    if (expected) {
+      for (const line of expected.details) io.stderr.write(`${scrub(line)}\n`);
+      io.stderr.write(`mediabatch: ${scrub(expected.message)}\n`);
+      return expected.exitCode;
     }
     const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
     io.stderr.write(`${scrub(message)}\n`);
