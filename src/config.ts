@@ -1,10 +1,15 @@
-import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { parse } from 'yaml';
 import { z } from 'zod';
 import { mergePrices } from './catalog/index.js';
 import type { PriceTable } from './catalog/types.js';
 import { EXIT, ExitError } from './cli/errors.js';
+import { FileRefused, readRegularFile } from './manifest/files.js';
+import { formatProblem } from './manifest/problems.js';
+import { schemaProblems } from './manifest/schema-problems.js';
+import { joinPath, type SourceIndex } from './manifest/source-index.js';
+import type { ManifestProblem } from './manifest/types.js';
+import { isPlainObject } from './manifest/values.js';
+import { parseYaml } from './manifest/yaml-tree.js';
 import { registerSecret } from './util/secrets.js';
 
 /** Settings that belong to the account rather than to a manifest. */
@@ -19,12 +24,64 @@ export interface Config {
 }
 
 const configFileSchema = z.strictObject({
-  base_url: z.url({ protocol: /^https?$/ }).optional(),
+  base_url: z
+    .url({ protocol: /^https?$/, error: 'must be an http or https URL such as https://api.example.com' })
+    .optional(),
   quota: z.number().positive().optional(),
   prices: z.record(z.string(), z.unknown()).optional(),
 });
 
 export const DEFAULT_CONFIG_FILE = 'mediabatch.config.yaml';
+const CONFIG_KEYS = Object.keys(configFileSchema.shape);
+/** A config file is a few lines; anything near this is not one. */
+const MAX_CONFIG_BYTES = 1024 * 1024;
+
+/** The file's text, or undefined when the default file is absent (the config is optional). */
+async function readConfigText(file: string, shown: string, required: boolean): Promise<string | undefined> {
+  try {
+    return (await readRegularFile(file, MAX_CONFIG_BYTES)).toString('utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && !required) return undefined;
+    const why =
+      error instanceof FileRefused
+        ? error.reason.kind === 'not-regular'
+          ? `it is ${error.reason.what}, not a regular file`
+          : `it is more than ${MAX_CONFIG_BYTES / 1024 / 1024} MB`
+        : code === 'ENOENT'
+          ? 'no such file'
+          : (code ?? 'unreadable');
+    throw new ExitError(EXIT.invalid, `${shown}: cannot read the config file (${why}); check --config`);
+  }
+}
+
+/** Located problems in the config, in the manifest's style: `file:line:col  key: message`. */
+function configProblems(issues: readonly z.core.$ZodIssue[], index: SourceIndex): ManifestProblem[] {
+  const problems: ManifestProblem[] = [];
+  const others: z.core.$ZodIssue[] = [];
+  for (const issue of issues) {
+    if (issue.code !== 'unrecognized_keys') {
+      others.push(issue);
+      continue;
+    }
+    const parent = issue.path.map(String).join('.');
+    for (const key of issue.keys) {
+      const path = joinPath(parent, key);
+      const message = `unknown key; known keys are: ${CONFIG_KEYS.join(', ')}`;
+      problems.push({ pos: index.keyAt(path), path, message });
+    }
+  }
+  return [...problems, ...schemaProblems(others, index)];
+}
+
+function invalidConfig(shown: string, problems: readonly ManifestProblem[]): ExitError {
+  const sorted = [...problems].sort((a, b) => a.pos.line - b.pos.line || a.pos.col - b.pos.col);
+  return new ExitError(
+    EXIT.invalid,
+    `${shown}: invalid config; fix the fields above`,
+    sorted.map(formatProblem),
+  );
+}
 
 /**
  * Reads `mediabatch.config.yaml` (or `--config`), then the environment, which wins.
@@ -35,25 +92,33 @@ export async function loadConfig(opts: {
   configFile?: string;
   env: NodeJS.ProcessEnv;
 }): Promise<Config> {
-  const file = resolve(opts.cwd, opts.configFile ?? DEFAULT_CONFIG_FILE);
+  const shown = opts.configFile ?? DEFAULT_CONFIG_FILE;
+  const file = resolve(opts.cwd, shown);
+  const text = await readConfigText(file, shown, opts.configFile !== undefined);
   let raw: unknown = {};
-  try {
-    raw = parse(await readFile(file, 'utf8')) ?? {};
-  } catch (error) {
-    const missing = (error as NodeJS.ErrnoException).code === 'ENOENT';
-    if (!missing || opts.configFile) {
-      throw new ExitError(EXIT.invalid, `${file}: cannot read the config file (${(error as Error).message})`);
+  let index: SourceIndex | undefined;
+  if (text !== undefined) {
+    const parsed = parseYaml(text, shown);
+    if (parsed.problems.length > 0) throw invalidConfig(shown, parsed.problems);
+    index = parsed.index;
+    raw = parsed.value ?? {};
+    if (!isPlainObject(raw)) {
+      const message = `must be a mapping of settings (${CONFIG_KEYS.map((k) => `${k}: ...`).join(', ')})`;
+      throw invalidConfig(shown, [{ pos: { file: shown, line: 1, col: 1 }, path: '', message }]);
     }
   }
-  const parsed = configFileSchema.safeParse(raw);
+  const parsed = configFileSchema.safeParse(raw, { reportInput: true });
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `${file}  ${i.path.join('.') || '(top)'}: ${i.message}`);
-    throw new ExitError(EXIT.invalid, `${file}: invalid config; fix the fields above`, lines);
+    throw invalidConfig(shown, index ? configProblems(parsed.error.issues, index) : []);
   }
   const { prices, issues } = mergePrices(parsed.data.prices ?? {});
   if (issues.length > 0) {
-    const lines = issues.map((i) => `${file}  prices.${i.path}: ${i.message}`);
-    throw new ExitError(EXIT.invalid, `${file}: invalid price overrides; fix the fields above`, lines);
+    const problems = issues.map((i) => {
+      const path = i.path === '' ? 'prices' : `prices.${i.path}`;
+      const pos = index?.keyAt(path) ?? { file: shown, line: 1, col: 1 };
+      return { pos, path, message: i.message };
+    });
+    throw invalidConfig(shown, problems);
   }
   const envQuota = opts.env['MEDIABATCH_QUOTA'];
   let quota = parsed.data.quota;

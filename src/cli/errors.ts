@@ -1,5 +1,8 @@
 // Only the CLI decides exit codes and wording; everything below it returns results or throws these.
 
+import { isAbsolute, relative } from 'node:path';
+import { STATE_FILE_KINDS, StoreError } from '../store/db.js';
+
 export const EXIT = {
   ok: 0,
   invalid: 1,
@@ -23,4 +26,19 @@ export class ExitError extends Error {
     this.exitCode = exitCode;
     this.details = details;
   }
+}
+
+/**
+ * The exit for an error thrown below the CLI that is the user's to fix, or undefined for a bug. A state
+ * file that is damaged, newer than us, unreachable, read-only, on a full disk or locked exits 1 with one
+ * line naming the file as the user gave it (relative to the working folder when inside it).
+ */
+export function expectedExit(error: unknown, cwd: string): ExitError | undefined {
+  if (!(error instanceof StoreError) || !STATE_FILE_KINDS.includes(error.kind)) return undefined;
+  const file = error.file;
+  const rel = file === undefined ? '' : relative(cwd, file);
+  const shown = file === undefined || rel === '' || rel.startsWith('..') || isAbsolute(rel) ? file : rel;
+  const message =
+    file === undefined || shown === undefined ? error.message : error.message.replaceAll(file, shown);
+  return new ExitError(EXIT.invalid, message);
 }

@@ -67,9 +67,14 @@ async function requireFile(file: string, io: CliIO): Promise<void> {
 export async function loadChecked(
   file: string,
   io: CliIO,
+  opts: { allowOutside?: boolean } = {},
 ): Promise<{ manifest: LoadedManifest; tasks: CheckedTask[] }> {
   await requireFile(file, io);
-  const result = await loadManifest(file, { now: io.now(), cwd: io.cwd });
+  const result = await loadManifest(file, {
+    now: io.now(),
+    cwd: io.cwd,
+    allowOutside: opts.allowOutside ?? false,
+  });
   if (!result.ok) {
     const checked = checkTasks(result.tasks ?? []);
     throw problemsError(file, [...result.problems, ...checked.problems]);

@@ -12,7 +12,7 @@ import { type RunFlags, runCommand } from './commands/run.js';
 import { type ScheduleFlags, scheduleCommand } from './commands/schedule.js';
 import { statusCommand } from './commands/status.js';
 import { validateCommand } from './commands/validate.js';
-import { EXIT, ExitError } from './errors.js';
+import { EXIT, ExitError, expectedExit } from './errors.js';
 import type { CliIO } from './io.js';
 import { makeBalanceSource, makeMeasure } from './wiring.js';
 
@@ -75,7 +75,8 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .description("parse, expand and check every task against the API's rules; no network")
     .argument('<manifest...>', 'manifest files')
     .option('--json', 'print the result as JSON')
-    .action(async (files: string[], opts: { json?: boolean }) => {
+    .addOption(allowOutsideOption())
+    .action(async (files: string[], opts: { json?: boolean; allowOutsideData?: boolean }) => {
       result.code = await validateCommand(files, opts, io);
     });
 
@@ -87,12 +88,14 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .argument('<manifest>', 'manifest file')
     .option('--json', 'print the plan as JSON (the exact request bodies included)')
     .addOption(noProbeOption())
-    .action(async (file: string, opts: { json?: boolean; probe: boolean }) => {
+    .addOption(allowOutsideOption())
+    .action(async (file: string, opts: { json?: boolean; probe: boolean; allowOutsideData?: boolean }) => {
       const cfg = await config();
       const balance = makeBalanceSource(cfg);
       result.code = await planCommand(file, opts, {
         io,
         config: cfg,
+        allowOutside: opts.allowOutsideData ?? false,
         ...(opts.probe ? { measure: makeMeasure() } : {}),
         ...(balance ? { balance } : {}),
       });
@@ -148,6 +151,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       0.1,
     )
     .addOption(noProbeOption())
+    .addOption(allowOutsideOption())
     .action(async (file: string, opts: RunFlags) => {
       result.code = await withLogger((ctx) => runCommand(file, opts, ctx));
     });
@@ -242,6 +246,13 @@ function noProbeOption(): Option {
   );
 }
 
+function allowOutsideOption(): Option {
+  return new Option(
+    '--allow-outside-data',
+    "let foreach read data files outside the manifest's folder (absolute paths, ../, links out)",
+  );
+}
+
 function wholeNumberAtLeast(min: number) {
   return (flag: string) =>
     (value: string): number => {
@@ -276,10 +287,11 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       if (error.exitCode === 0) return EXIT.ok;
       return EXIT.invalid;
     }
-    if (error instanceof ExitError) {
-      for (const line of error.details) io.stderr.write(`${scrub(line)}\n`);
-      io.stderr.write(`mediabatch: ${scrub(error.message)}\n`);
-      return error.exitCode;
+    const expected = error instanceof ExitError ? error : expectedExit(error, io.cwd);
+    if (expected) {
+      for (const line of expected.details) io.stderr.write(`${scrub(line)}\n`);
+      io.stderr.write(`mediabatch: ${scrub(expected.message)}\n`);
+      return expected.exitCode;
     }
     const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
     io.stderr.write(`${scrub(message)}\n`);

@@ -3,6 +3,7 @@
 
 import { extname } from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
+import { excerpt, FileRefused } from './files.js';
 import { MAX_DATA_BYTES } from './limits.js';
 import type { ManifestProblem, SourcePos } from './types.js';
 import { describeValue, formatCount, isPlainObject, type PlainObject, setOwn } from './values.js';
@@ -41,15 +42,13 @@ export async function readRows(
   try {
     buffer = await readFile(source.path);
   } catch (error) {
+    if (error instanceof FileRefused) return here(refusal(source.shown, error));
     const code = (error as NodeJS.ErrnoException).code;
-    const reason = code === 'ENOENT' ? 'no such file' : (code ?? String(error));
+    const reason = code === 'ENOENT' ? 'no such file' : (code ?? 'unreadable');
     return here(`cannot read ${source.shown}: ${reason}; the path is relative to the manifest's folder`);
   }
-  if (buffer.length > MAX_DATA_BYTES) {
-    return here(
-      `${source.shown} is ${formatCount(buffer.length)} bytes, more than the ${MAX_DATA_BYTES / 1024 / 1024} MB limit for data files; split it`,
-    );
-  }
+  // An injected reader (tests, in-memory use) may not enforce the cap itself.
+  if (buffer.length > MAX_DATA_BYTES) return here(refusal(source.shown, tooBig(source.path, buffer.length)));
   const text = buffer.toString('utf8');
   const problems = new RowProblems(source);
   const rows =
@@ -63,6 +62,30 @@ export async function readRows(
   const list = problems.list();
   return list.length > 0 ? { ok: false, problems: list } : { ok: true, rows };
 }
+
+const LIMIT_MB = MAX_DATA_BYTES / 1024 / 1024;
+
+function tooBig(path: string, size: number): FileRefused {
+  return new FileRefused(path, { kind: 'too-big', size });
+}
+
+function refusal(shown: string, error: FileRefused): string {
+  const { reason } = error;
+  switch (reason.kind) {
+    case 'outside':
+      return `data file ${shown} is outside the manifest's folder ${reason.dir}; move it there or pass --allow-outside-data`;
+    case 'not-regular':
+      return `data file ${shown} is ${reason.what}, not a regular file; give the path of a .csv, .json, .jsonl or .yaml file`;
+    case 'too-big': {
+      const size = reason.size === undefined ? '' : `${formatCount(reason.size)} bytes, `;
+      return `${shown} is ${size}more than the ${LIMIT_MB} MB limit for data files; split it`;
+    }
+  }
+}
+
+/** Text quoted from a data file: short, and never a secret (the file may be an environment dump). */
+const QUOTE_MAX = 60;
+const MESSAGE_MAX = 200;
 
 class RowProblems {
   #source: RowSource;
@@ -82,7 +105,8 @@ class RowProblems {
       this.#more++;
       return;
     }
-    this.#problems.push({ pos, path: this.#source.field, message });
+    // Every message may carry text of the file (a header, a parser's snippet): made safe here, once.
+    this.#problems.push({ pos, path: this.#source.field, message: excerpt(message, MESSAGE_MAX) });
   }
 
   file(): string {
@@ -119,7 +143,7 @@ function csvRows(text: string, problems: RowProblems): PlainObject[] {
     }) as unknown as typeof records;
   } catch (error) {
     const line = (error as { lines?: number }).lines ?? 1;
-    problems.at(line, 1, `invalid CSV: ${(error as Error).message}`);
+    problems.at(line, 1, `invalid CSV: ${excerpt((error as Error).message, QUOTE_MAX)}`);
     return [];
   }
   const [header, ...body] = records;
@@ -130,7 +154,11 @@ function csvRows(text: string, problems: RowProblems): PlainObject[] {
     if (name.trim() === '')
       problems.at(header.info.lines, 1, `column ${i + 1} has no name in the header row`);
     else if (seen.has(name))
-      problems.at(header.info.lines, 1, `column "${name}" appears twice in the header row`);
+      problems.at(
+        header.info.lines,
+        1,
+        `column "${excerpt(name, QUOTE_MAX)}" appears twice in the header row`,
+      );
     seen.add(name);
   });
   const rows: PlainObject[] = [];
@@ -139,7 +167,7 @@ function csvRows(text: string, problems: RowProblems): PlainObject[] {
       problems.at(
         info.lines,
         1,
-        `row ${i + 1} has ${record.length} values; the header has ${names.length} (${names.join(', ')})`,
+        `row ${i + 1} has ${record.length} values; the header has ${names.length} (${excerpt(names.join(', '), QUOTE_MAX)})`,
       );
       return;
     }
@@ -158,7 +186,7 @@ function jsonRows(text: string, problems: RowProblems): PlainObject[] {
     value = JSON.parse(text);
   } catch (error) {
     const { line, col } = jsonErrorPos(text, error);
-    problems.at(line, col, `invalid JSON: ${(error as Error).message}`);
+    problems.at(line, col, `invalid JSON: ${excerpt((error as Error).message, QUOTE_MAX)}`);
     return [];
   }
   if (!Array.isArray(value)) {
@@ -180,7 +208,11 @@ function jsonlRows(text: string, problems: RowProblems): PlainObject[] {
     try {
       value = JSON.parse(line);
     } catch (error) {
-      problems.at(i + 1, 1, `row ${rowNumber} is not valid JSON: ${(error as Error).message}`);
+      problems.at(
+        i + 1,
+        1,
+        `row ${rowNumber} is not valid JSON: ${excerpt((error as Error).message, QUOTE_MAX)}`,
+      );
       return;
     }
     if (isPlainObject(value)) rows.push(value);

@@ -1,9 +1,9 @@
 // Reads a manifest file into settings and task specs, or into every problem found, each located.
 
-import { readFile as fsReadFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { checkDefaults, checkVars, expandTasks } from './expand.js';
-import { DEFAULT_MAX_TASKS, MAX_MANIFEST_BYTES } from './limits.js';
+import { dataFileReader, excerpt, FileRefused, readRegularFile } from './files.js';
+import { DEFAULT_MAX_TASKS, MAX_DATA_BYTES, MAX_MANIFEST_BYTES } from './limits.js';
 import { Problems } from './problems.js';
 import { manifestSchema } from './schema.js';
 import { schemaProblems } from './schema-problems.js';
@@ -17,7 +17,13 @@ export interface LoadOptions {
   now: Date;
   /** Where relative manifest and `output` paths start. */
   cwd: string;
+  /**
+   * Reads the manifest and its data files in place of the file system (tests, in-memory use). Without it
+   * only regular files are read, within the size limits.
+   */
   readFile?: (path: string) => Promise<Buffer>;
+  /** Let `foreach` read data files outside the manifest's folder (CLI: --allow-outside-data). */
+  allowOutside?: boolean;
   /** Refuse manifests that expand to more tasks (default 1,000,000). */
   maxTasks?: number;
 }
@@ -26,24 +32,32 @@ export interface LoadOptions {
 const BLOCKING = new Set(['vars', 'defaults', 'tasks']);
 
 export async function loadManifest(file: string, opts: LoadOptions): Promise<ManifestResult> {
-  const readFile = opts.readFile ?? fsReadFile;
   const absolute = resolve(opts.cwd, file);
   const atStart = { file, line: 1, col: 1 };
+  const refuse = (message: string): ManifestResult => ({
+    ok: false,
+    problems: [{ pos: atStart, path: '', message }],
+  });
+  const tooBig = (size: number | undefined) =>
+    refuse(
+      `the manifest is ${size === undefined ? '' : `${formatCount(size)} bytes, `}more than the ${MAX_MANIFEST_BYTES / 1024 / 1024} MB limit; move rows into a foreach data file or split the manifest`,
+    );
   let buffer: Buffer;
   try {
-    buffer = await readFile(absolute);
+    buffer = await (opts.readFile ?? ((path) => readRegularFile(path, MAX_MANIFEST_BYTES)))(absolute);
   } catch (error) {
+    if (error instanceof FileRefused) {
+      const { reason } = error;
+      if (reason.kind === 'too-big') return tooBig(reason.size);
+      if (reason.kind === 'not-regular') {
+        return refuse(`the manifest is ${reason.what}, not a regular file; give the path of a .yaml file`);
+      }
+    }
     const code = (error as NodeJS.ErrnoException).code;
-    const reason = code === 'ENOENT' ? 'no such file' : (code ?? String(error));
-    return {
-      ok: false,
-      problems: [{ pos: atStart, path: '', message: `cannot read the manifest: ${reason}` }],
-    };
+    const reason = code === 'ENOENT' ? 'no such file' : (code ?? 'unreadable');
+    return refuse(`cannot read the manifest: ${reason}`);
   }
-  if (buffer.length > MAX_MANIFEST_BYTES) {
-    const message = `the manifest is ${formatCount(buffer.length)} bytes, more than the ${MAX_MANIFEST_BYTES / 1024 / 1024} MB limit; move rows into a foreach data file or split the manifest`;
-    return { ok: false, problems: [{ pos: atStart, path: '', message }] };
-  }
+  if (buffer.length > MAX_MANIFEST_BYTES) return tooBig(buffer.length);
 
   const parsed = parseYaml(buffer.toString('utf8'), file);
   const problems = new Problems();
@@ -54,7 +68,7 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
     const message =
       doc === null || doc === undefined
         ? 'the manifest is empty; start with "version: 1", a name and a list of tasks'
-        : `the manifest must be a mapping (version: 1, name: ..., tasks: ...), got ${describeValue(doc)}`;
+        : `the manifest must be a mapping (version: 1, name: ..., tasks: ...), got ${excerpt(describeValue(doc))}`;
     problems.add({ pos: atStart, path: '', message });
     return { ok: false, problems: problems.list() };
   }
@@ -90,7 +104,12 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
         dir: dirname(absolute),
         shownDir: dirname(file),
         maxTasks: opts.maxTasks ?? DEFAULT_MAX_TASKS,
-        readFile,
+        readFile: dataFileReader({
+          dir: dirname(absolute),
+          allowOutside: opts.allowOutside ?? false,
+          cap: MAX_DATA_BYTES,
+          readFile: opts.readFile,
+        }),
       });
   // The tasks that did expand go back with the problems, so that a caller can check them too and report
   // every problem at once rather than the manifest's first, then the catalog's.

@@ -46,7 +46,28 @@ export interface ReceiverOptions {
   onHint: (hint: CallbackHint) => Promise<boolean> | undefined;
   logger?: Logger;
   bodyLimit?: number;
+  /** Shorter limits for tests; the defaults suit a callback of a few kB from a nearby service. */
+  timeouts?: Partial<ReceiverTimeouts>;
 }
+
+/** In milliseconds. A client that stalls is dropped, so it can hold neither a socket nor the run's exit. */
+export interface ReceiverTimeouts {
+  /** All headers must arrive within this. */
+  headers: number;
+  /** The whole request, body included. */
+  request: number;
+  /** A socket with no traffic at all. */
+  idle: number;
+  /** An idle kept-alive socket between requests. */
+  keepAlive: number;
+}
+
+export const RECEIVER_TIMEOUTS: ReceiverTimeouts = {
+  headers: 10_000,
+  request: 30_000,
+  idle: 30_000,
+  keepAlive: 5_000,
+};
 
 /** A fresh unguessable token for a run (kept in the store so a restarted run accepts late callbacks). */
 export function newCallbackToken(): string {
@@ -106,7 +127,20 @@ function field(body: unknown, name: string): string | undefined {
 export async function startCallbackReceiver(opts: ReceiverOptions): Promise<CallbackReceiver> {
   const stats: CallbackStats = { received: 0, ignored: 0, hints: 0 };
   const seen = new Set<string>();
-  const app: FastifyInstance = Fastify({ bodyLimit: opts.bodyLimit ?? CALLBACK_BODY_LIMIT, logger: false });
+  const t = { ...RECEIVER_TIMEOUTS, ...opts.timeouts };
+  const app: FastifyInstance = Fastify({
+    bodyLimit: opts.bodyLimit ?? CALLBACK_BODY_LIMIT,
+    logger: false,
+    connectionTimeout: t.idle,
+    requestTimeout: t.request,
+    keepAliveTimeout: t.keepAlive,
+    // node checks header and request deadlines on this interval (30 s by default), so a deadline is
+    // late by up to that much unless the check runs often.
+    http: { headersTimeout: t.headers, connectionsCheckingInterval: Math.min(1_000, t.headers) },
+    // close() destroys every socket, idle or mid-request: a finished run must exit at once even if a
+    // client holds a connection open or trickles a request.
+    forceCloseConnections: true,
+  });
 
   app.post<{ Params: { token: string; key: string } }>(
     `${CALLBACK_PATH}/:token/:key`,

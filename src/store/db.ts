@@ -1,6 +1,6 @@
 // Opening the state database: the folder, the pragmas that make a commit durable, and the migrations.
 
-import { mkdirSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { MIGRATIONS, type Migration } from './migrations.js';
@@ -8,9 +8,101 @@ import type { Clock } from './types.js';
 
 export type Db = Database.Database;
 
-/** Every problem with the state database itself (not with a run), worded for the user. */
+/**
+ * What is wrong with the state file, for the CLI's exit code and for callers that want to react:
+ * `data` is a problem with what is in it (a run, a task) rather than with the file.
+ */
+export type StoreErrorKind = 'corrupt' | 'newer' | 'path' | 'permission' | 'full' | 'busy' | 'data';
+
+/** Every problem with the state database (the file, or a run in it), worded for the user. */
 export class StoreError extends Error {
   override name = 'StoreError';
+  readonly kind: StoreErrorKind;
+  /** The state file, when the problem is with the file: the CLI shows it as the user gave it. */
+  readonly file: string | undefined;
+
+  constructor(message: string, opts: { kind?: StoreErrorKind; file?: string } = {}) {
+    super(message);
+    this.kind = opts.kind ?? 'data';
+    this.file = opts.file;
+  }
+}
+
+/** The kinds that are about the file itself: the user fixes them (or upgrades), not a bug. */
+export const STATE_FILE_KINDS: readonly StoreErrorKind[] = [
+  'corrupt',
+  'newer',
+  'path',
+  'permission',
+  'full',
+  'busy',
+];
+
+/** One message per kind, each naming the file and what to do. */
+function fileError(kind: Exclude<StoreErrorKind, 'data'>, file: string, detail = ''): StoreError {
+  const message = {
+    corrupt: `state file ${file} is not a mediabatch database or is damaged: restore a backup or move it away`,
+    newer: `state file ${file} was written by a newer mediabatch ${detail}: upgrade mediabatch`,
+    path: `state file ${file} ${detail}`,
+    permission: `state file ${file} cannot be written ${detail}: fix the permissions of the file and its folder, or choose another --state`,
+    full: `state file ${file} cannot be written: the disk is full; free some space and run again`,
+    busy: `state file ${file} is locked by another process: wait for it to finish (see \`mediabatch status\`) and run again`,
+  }[kind];
+  return new StoreError(message, { kind, file });
+}
+
+/**
+ * Turns what SQLite or the file system said while opening into a StoreError, or undefined when it is
+ * none of the known cases (then it is a bug, and the caller lets it through).
+ */
+export function stateFileError(error: unknown, file: string): StoreError | undefined {
+  if (error instanceof StoreError) return error;
+  const code = String((error as { code?: unknown } | null)?.code ?? '');
+  if (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT')) return fileError('corrupt', file);
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT') return fileError('full', file);
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return fileError('busy', file);
+  if (code.startsWith('SQLITE_READONLY') || code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+    return fileError(
+      'permission',
+      file,
+      `(${code === 'EROFS' ? 'read-only file system' : 'permission denied'})`,
+    );
+  }
+  if (code === 'ENOTDIR' || code === 'EEXIST') return fileError('path', file, NOT_A_FOLDER);
+  if (code === 'EISDIR') return fileError('path', file, IS_A_FOLDER);
+  if (code.startsWith('SQLITE_CANTOPEN')) return whyCantOpen(file);
+  return undefined;
+}
+
+const NOT_A_FOLDER = 'cannot be created: part of its folder path is a file, not a folder; check --state';
+const IS_A_FOLDER = 'is a folder: give the path of a file with --state';
+
+/** SQLite says only "unable to open": look at the path to say why. */
+function whyCantOpen(file: string): StoreError {
+  try {
+    if (statSync(file).isDirectory()) return fileError('path', file, IS_A_FOLDER);
+  } catch {
+    // Not there: the folder is the problem.
+  }
+  try {
+    accessSync(dirname(file), constants.W_OK);
+  } catch (error) {
+    return stateFileError(error, file) ?? fileError('permission', file, '(its folder cannot be written)');
+  }
+  return fileError('permission', file, '(it cannot be opened for writing)');
+}
+
+/** Before SQLite opens it: a file it cannot write is opened read-only without a word, and fails later. */
+function checkWritable(file: string): void {
+  for (const path of [file, dirname(file)]) {
+    try {
+      accessSync(path, constants.W_OK);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') continue;
+      throw stateFileError(error, file) ?? error;
+    }
+  }
 }
 
 const BUSY_TIMEOUT_MS = 5_000;
@@ -26,26 +118,26 @@ export function openDatabase(file: string, now: Clock, migrations: readonly Migr
       );
     }
   });
-  try {
-    mkdirSync(dirname(file), { recursive: true });
-  } catch (error) {
-    throw new StoreError(`${file}: cannot create its folder (${messageOf(error)}): check --state`);
+  if (file !== ':memory:') {
+    try {
+      mkdirSync(dirname(file), { recursive: true });
+    } catch (error) {
+      throw stateFileError(error, file) ?? error;
+    }
+    checkWritable(file);
   }
   let db: Db;
   try {
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
-    throw new StoreError(`${file}: cannot open the state database (${messageOf(error)}): check --state`);
+    throw stateFileError(error, file) ?? error;
   }
   try {
     setPragmas(db, file);
     migrate(db, file, now, migrations);
   } catch (error) {
     db.close();
-    if (error instanceof StoreError) throw error;
-    throw new StoreError(
-      `${file}: not a usable mediabatch state database (${messageOf(error)}): check --state`,
-    );
+    throw stateFileError(error, file) ?? error;
   }
   return db;
 }
@@ -56,23 +148,37 @@ function setPragmas(db: Db, file: string): void {
   const journal = String(db.pragma('journal_mode = WAL', { simple: true })).toLowerCase();
   if (journal !== 'wal') {
     throw new StoreError(
-      `${file}: journal_mode must be wal, got ${journal}: put the state database on a local disk (--state)`,
+      `state file ${file}: journal_mode must be wal, got ${journal}: put the state database on a local disk (--state)`,
+      { kind: 'path', file },
     );
   }
   db.pragma(`synchronous = FULL`);
   const synchronous = Number(db.pragma('synchronous', { simple: true }));
   if (synchronous !== SYNCHRONOUS_FULL) {
-    throw new StoreError(`${file}: synchronous must be 2 (FULL), got ${synchronous}`);
+    throw new StoreError(`state file ${file}: synchronous must be 2 (FULL), got ${synchronous}`, {
+      kind: 'path',
+      file,
+    });
   }
   db.pragma('foreign_keys = ON');
   const foreignKeys = Number(db.pragma('foreign_keys', { simple: true }));
   if (foreignKeys !== 1) {
-    throw new StoreError(`${file}: foreign_keys must be 1, got ${foreignKeys}`);
+    throw new StoreError(`state file ${file}: foreign_keys must be 1, got ${foreignKeys}`, {
+      kind: 'path',
+      file,
+    });
   }
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
 }
 
 function migrate(db: Db, file: string, now: Clock, migrations: readonly Migration[]): void {
+  // Another program's SQLite file: never write our tables into it. (Ours creates `migrations` first.)
+  const objects = db
+    .prepare<[], { name: string }>(`SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'`)
+    .all();
+  if (objects.length > 0 && !objects.some((o) => o.name === 'migrations')) {
+    throw fileError('corrupt', file);
+  }
   db.exec(`CREATE TABLE IF NOT EXISTS migrations (
   id         INTEGER PRIMARY KEY,
   name       TEXT NOT NULL,
@@ -85,9 +191,7 @@ function migrate(db: Db, file: string, now: Clock, migrations: readonly Migratio
   const known = migrations.length;
   const refuseNewer = (latest: number): void => {
     if (latest > known) {
-      throw new StoreError(
-        `${file} was written by a newer mediabatch (migration ${latest}, this version knows ${known}): upgrade mediabatch`,
-      );
+      throw fileError('newer', file, `(schema ${latest}, this one knows ${known})`);
     }
   };
   refuseNewer(latestApplied.get() ?? 0);
@@ -123,8 +227,4 @@ function migrate(db: Db, file: string, now: Clock, migrations: readonly Migratio
       db.pragma('foreign_keys = ON');
     }
   }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -1,11 +1,14 @@
+import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  CALLBACK_PATH,
   type CallbackHint,
   type CallbackReceiver,
   callbackKey,
   callbackUrlFor,
   newCallbackToken,
   parseListen,
+  type ReceiverTimeouts,
   startCallbackReceiver,
 } from '../../src/run/callbacks.js';
 
@@ -156,6 +159,80 @@ describe('callback receiver', () => {
     for (const t of tokens) expect(t).toMatch(/^[A-Za-z0-9_-]{32}$/);
   });
 });
+
+/** A raw TCP client: what it received, and a promise that resolves when the server ends the socket. */
+async function rawClient(localUrl: string, send: string) {
+  const { hostname, port } = new URL(localUrl);
+  const socket: Socket = connect({ host: hostname, port: Number(port) });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  let received = '';
+  socket.on('data', (chunk: Buffer) => {
+    received += chunk.toString('latin1');
+  });
+  socket.on('error', () => {});
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  if (send !== '') socket.write(send);
+  return { socket, closed, received: () => received };
+}
+
+/** `promise`, or 'late' if it has not settled within `ms` (a bound on hanging, not a timing claim). */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | 'late'> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+describe('callback receiver under slow or stuck clients', () => {
+  const half = `POST ${CALLBACK_PATH}/tok/key HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n`;
+
+  it('close() ends at once while clients hold sockets open: half a request, nothing sent, kept alive', async () => {
+    const r = await start([]);
+    const stuck = await rawClient(r.localUrl, half);
+    const silent = await rawClient(r.localUrl, '');
+    const kept = await rawClient(
+      r.localUrl,
+      `POST ${CALLBACK_PATH}/x/y HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(kept.received()).toMatch(/^HTTP\/1\.1 404/);
+    receiver = undefined;
+    expect(await within(r.close(), 1_000)).toBeUndefined();
+    expect(await within(Promise.all([stuck.closed, silent.closed, kept.closed]), 1_000)).not.toBe('late');
+  });
+
+  it('drops a client that never finishes its headers', async () => {
+    const r = await startWith({ headers: 200, request: 300, idle: 5_000 });
+    const stuck = await rawClient(r.localUrl, half.replace('Content-Length: 100\r\n', ''));
+    expect(await within(stuck.closed, 3_000)).toBeUndefined();
+    expect(stuck.received()).toMatch(/^(HTTP\/1\.1 408|$)/);
+  });
+
+  it('drops a client that sends headers but never the body', async () => {
+    const r = await startWith({ headers: 200, request: 300, idle: 5_000 });
+    const stuck = await rawClient(r.localUrl, `${half}\r\n{"code":`);
+    expect(await within(stuck.closed, 3_000)).toBeUndefined();
+  });
+
+  it('drops a connection that sends nothing', async () => {
+    const r = await startWith({ idle: 200 });
+    const silent = await rawClient(r.localUrl, '');
+    expect(await within(silent.closed, 3_000)).toBeUndefined();
+  });
+});
+
+async function startWith(timeouts: Partial<ReceiverTimeouts>) {
+  receiver = await startCallbackReceiver({
+    host: '127.0.0.1',
+    port: 0,
+    token: 'tok-abcdefghijklmnop',
+    taskForKey: () => undefined,
+    onHint: () => undefined,
+    timeouts,
+  });
+  return receiver;
+}
 
 describe('parseListen', () => {
   it.each([

@@ -2,7 +2,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { openDatabase } from '../../src/store/db.js';
+import { openDatabase, stateFileError } from '../../src/store/db.js';
 import { MIGRATIONS, openStore, StoreError } from '../../src/store/index.js';
 import { FakeClock, useTempDirs } from './helpers.js';
 
@@ -29,6 +29,23 @@ function migrationRows(file: string): { id: number; applied_at: string }[] {
   }
 }
 
+/** What a StoreError says, or the error itself when something else was thrown. */
+function storeErrorOf(open: () => unknown): unknown {
+  try {
+    open();
+  } catch (error) {
+    if (!(error instanceof StoreError)) return error;
+    return { kind: error.kind, file: error.file, message: error.message };
+  }
+  return 'opened';
+}
+
+const corrupt = (file: string) => ({
+  kind: 'corrupt',
+  file,
+  message: `state file ${file} is not a mediabatch database or is damaged: restore a backup or move it away`,
+});
+
 describe('openStore', () => {
   it('creates the folder and the file, with WAL, synchronous=FULL and foreign keys on', () => {
     const file = join(temp.dir(), 'deep', 'state', 'mediabatch.db');
@@ -43,11 +60,12 @@ describe('openStore', () => {
   });
 
   it('refuses a database whose journal cannot be WAL, instead of running without the guarantee', () => {
-    expect(() => openStore(':memory:')).toThrow(
-      new StoreError(
-        ':memory:: journal_mode must be wal, got memory: put the state database on a local disk (--state)',
-      ),
-    );
+    expect(storeErrorOf(() => openStore(':memory:'))).toEqual({
+      kind: 'path',
+      file: ':memory:',
+      message:
+        'state file :memory:: journal_mode must be wal, got memory: put the state database on a local disk (--state)',
+    });
   });
 
   it('applies every migration once, and reopening applies nothing again', () => {
@@ -91,18 +109,17 @@ describe('openStore', () => {
       '2030-01-01T00:00:00.000Z',
     );
     db.close();
-    expect(() => openStore(file)).toThrow(
-      new StoreError(
-        `${file} was written by a newer mediabatch (migration ${known + 4}, this version knows ${known}): upgrade mediabatch`,
-      ),
-    );
+    expect(storeErrorOf(() => openStore(file))).toEqual({
+      kind: 'newer',
+      file,
+      message: `state file ${file} was written by a newer mediabatch (schema ${known + 4}, this one knows ${known}): upgrade mediabatch`,
+    });
   });
 
   it('refuses a file that is not a SQLite database, saying which file', () => {
     const file = join(temp.dir(), 'mediabatch.db');
     writeFileSync(file, 'not a database at all, just some text that is long enough to look like a header\n');
-    expect(() => openStore(file)).toThrow(StoreError);
-    expect(() => openStore(file)).toThrow(`${file}: not a usable mediabatch state database`);
+    expect(storeErrorOf(() => openStore(file))).toEqual(corrupt(file));
   });
 
   it('rolls a failing migration back entirely, leaving no half-applied schema', () => {
@@ -116,7 +133,8 @@ describe('openStore', () => {
         sql: 'CREATE TABLE half (x INTEGER); SELECT nonsense FROM nowhere;',
       },
     ];
-    expect(() => openDatabase(file, () => new Date(), broken)).toThrow(StoreError);
+    // A broken migration is our bug, not the user's file: it goes up as it is (exit 70, "please report").
+    expect(() => openDatabase(file, () => new Date(), broken)).toThrow(/no such table: nowhere/);
     const check = new Database(file, { readonly: true });
     try {
       expect(check.prepare(`SELECT name FROM sqlite_master WHERE name = 'half'`).get()).toBeUndefined();
@@ -130,5 +148,38 @@ describe('openStore', () => {
     const file = join(temp.dir(), 'mediabatch.db');
     const gap = [...MIGRATIONS, { id: MIGRATIONS.length + 2, name: 'gap', sql: 'SELECT 1' }];
     expect(() => openDatabase(file, () => new Date(), gap)).toThrow(/expected \d+ \(append only, no gaps\)/);
+  });
+
+  // A lock held past the busy timeout takes 5 s to provoke; SQLite's own error stands in for it.
+  it.each([
+    [
+      'SQLITE_BUSY',
+      'busy',
+      'state file s.db is locked by another process: wait for it to finish (see `mediabatch status`) and run again',
+    ],
+    [
+      'SQLITE_READONLY_DBMOVED',
+      'permission',
+      'state file s.db cannot be written (permission denied): fix the permissions of the file and its folder, or choose another --state',
+    ],
+    [
+      'EROFS',
+      'permission',
+      'state file s.db cannot be written (read-only file system): fix the permissions of the file and its folder, or choose another --state',
+    ],
+    [
+      'SQLITE_CORRUPT_INDEX',
+      'corrupt',
+      'state file s.db is not a mediabatch database or is damaged: restore a backup or move it away',
+    ],
+  ])('words %s as %s', (code, kind, message) => {
+    const error = stateFileError(new Database.SqliteError('sqlite says', code), 's.db');
+    expect({ kind: error?.kind, message: error?.message }).toEqual({ kind, message });
+  });
+
+  it('lets an error it does not know go up as it is (a bug, not the file)', () => {
+    expect(
+      stateFileError(new Database.SqliteError('no such column: x', 'SQLITE_ERROR'), 's.db'),
+    ).toBeUndefined();
   });
 });

@@ -25,6 +25,8 @@ export interface PlanDeps {
   measure?: (needs: MediaNeed[]) => Promise<Map<string, ProbeResult>>;
   /** Absent when no credentials are set. */
   balance?: () => Promise<number>;
+  /** --allow-outside-data: `foreach` may read files outside the manifest's folder. */
+  allowOutside?: boolean;
 }
 
 export interface PlanResult {
@@ -35,7 +37,7 @@ export interface PlanResult {
 
 /** Expand, check, measure and price a manifest. Shared by `plan` and `run`'s preflight. */
 export async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResult> {
-  const { manifest, tasks } = await loadChecked(file, deps.io);
+  const { manifest, tasks } = await loadChecked(file, deps.io, { allowOutside: deps.allowOutside ?? false });
   const needs = mediaNeeds(tasks);
   const measured = deps.measure && needs.length > 0 ? await deps.measure(needs) : undefined;
   const priced = priceTasks(tasks, measured, deps.config.prices, manifest.settings.callbackUrl);
@@ -63,7 +65,7 @@ export interface RunPlan {
  * a run of 100,000 tasks does not hold 100,000 priced requests while it drives them.
  */
 export async function buildRunPlan(file: string, deps: PlanDeps): Promise<RunPlan> {
-  const loaded = await loadChecked(file, deps.io);
+  const loaded = await loadChecked(file, deps.io, { allowOutside: deps.allowOutside ?? false });
   let checked: CheckedTask[] | undefined = loaded.tasks;
   const settings = loaded.manifest.settings;
   const needs = mediaNeeds(checked);

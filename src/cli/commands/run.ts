@@ -66,6 +66,8 @@ export interface RunFlags {
   listen?: string;
   /** The public URL that reaches the receiver (the service must be able to POST to it). */
   callbackUrl?: string;
+  /** `foreach` may read data files outside the manifest's folder. */
+  allowOutsideData?: boolean;
 }
 
 export interface RunContext {
@@ -131,6 +133,7 @@ async function runWithClient(
     io,
     config,
     ...(flags.probe === false ? {} : { measure: makeMeasure() }),
+    allowOutside: flags.allowOutsideData ?? false,
   });
   const settings = plan.settings;
   if (flags.runId !== undefined && !/^[A-Za-z0-9_-]+$/.test(flags.runId)) {

@@ -35,9 +35,9 @@ function problemJson(p: ManifestProblem, text: string): ProblemJson {
   };
 }
 
-async function verdict(file: string, io: CliIO): Promise<ManifestVerdict> {
+async function verdict(file: string, io: CliIO, allowOutside: boolean): Promise<ManifestVerdict> {
   try {
-    const { tasks } = await loadChecked(file, io);
+    const { tasks } = await loadChecked(file, io, { allowOutside });
     const byModel: Record<string, number> = {};
     for (const t of tasks) byModel[t.entry.model] = (byModel[t.entry.model] ?? 0) + 1;
     return { file, ok: true, tasks: tasks.length, byModel, problems: [] };
@@ -64,9 +64,13 @@ function describeModels(byModel: Record<string, number>): string {
 }
 
 /** Parse, expand and check every task of every manifest; no network. Every problem of every file is printed. */
-export async function validateCommand(files: string[], opts: { json?: boolean }, io: CliIO): Promise<number> {
+export async function validateCommand(
+  files: string[],
+  opts: { json?: boolean; allowOutsideData?: boolean },
+  io: CliIO,
+): Promise<number> {
   const verdicts: ManifestVerdict[] = [];
-  for (const file of files) verdicts.push(await verdict(file, io));
+  for (const file of files) verdicts.push(await verdict(file, io, opts.allowOutsideData ?? false));
   const bad = verdicts.filter((v) => !v.ok);
   const count = bad.reduce((n, v) => n + v.problems.length, 0);
 

@@ -1,0 +1,171 @@
+// A broken state file through the real CLI process: exit 1, exactly one line on stderr, no stack.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { MIGRATIONS, openStore } from '../../src/store/index.js';
+import { cliArgv, spawnCli } from '../helpers/child.js';
+import { folder, lines } from './helpers.js';
+
+const MANIFEST = `version: 1
+name: demo
+tasks:
+  - id: hero
+    model: flat-image
+    input: { prompt: a mug }
+`;
+
+/** `mediabatch <args>` in `cwd`; nothing listens at the base URL, and the store is opened first. */
+async function mediabatch(cwd: string, args: string[]) {
+  const child = spawnCli(args, {
+    cwd,
+    env: { MEDIABATCH_API_KEY: 'test-key-123456', MEDIABATCH_BASE_URL: 'http://127.0.0.1:9' },
+  });
+  const code = await child.exited;
+  return { code, stderr: child.stderr() };
+}
+
+/** A state file made by this mediabatch, closed. */
+function realState(file: string): Buffer {
+  openStore(file).close();
+  return readFileSync(file);
+}
+
+const corrupt = (shown: string) =>
+  `mediabatch: state file ${shown} is not a mediabatch database or is damaged: restore a backup or move it away`;
+
+describe('a broken state file ends in one line and exit 1', () => {
+  it.each<[string, (dir: string) => void, string]>([
+    [
+      'garbage',
+      (dir) => writeFileSync(join(dir, 'state/x.db'), 'not a database, just text long enough for a header\n'),
+      corrupt('state/x.db'),
+    ],
+    [
+      'truncated',
+      (dir) => {
+        const bytes = realState(join(dir, 'state/real.db'));
+        writeFileSync(join(dir, 'state/x.db'), bytes.subarray(0, bytes.length >> 1));
+      },
+      corrupt('state/x.db'),
+    ],
+    [
+      'damaged pages',
+      (dir) => {
+        const bytes = Buffer.from(realState(join(dir, 'state/real.db')));
+        bytes.fill(0x5a, 4096, 3 * 4096);
+        writeFileSync(join(dir, 'state/x.db'), bytes);
+      },
+      corrupt('state/x.db'),
+    ],
+    [
+      "another program's database",
+      (dir) => {
+        const db = new Database(join(dir, 'state/x.db'));
+        db.exec('CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)');
+        db.close();
+      },
+      corrupt('state/x.db'),
+    ],
+    [
+      'written by a newer mediabatch',
+      (dir) => {
+        const file = join(dir, 'state/x.db');
+        realState(file);
+        const db = new Database(file);
+        db.prepare('INSERT INTO migrations (id, name, applied_at) VALUES (?, ?, ?)').run(
+          MIGRATIONS.length + 3,
+          'from the future',
+          '2030-01-01T00:00:00.000Z',
+        );
+        db.close();
+      },
+      `mediabatch: state file state/x.db was written by a newer mediabatch (schema ${MIGRATIONS.length + 3}, this one knows ${MIGRATIONS.length}): upgrade mediabatch`,
+    ],
+  ])('status --state on a %s file', async (_name, make, expected) => {
+    const dir = await folder({});
+    mkdirSync(join(dir, 'state'));
+    make(dir);
+    const { code, stderr } = await mediabatch(dir, ['--state', 'state/x.db', 'status']);
+    expect({ code, stderr: lines(stderr) }).toEqual({ code: 1, stderr: [expected] });
+  });
+
+  it.each<[string, string, (dir: string) => void, string]>([
+    [
+      'a path through a file',
+      'state.db/x.db',
+      (dir) => writeFileSync(join(dir, 'state.db'), ''),
+      'mediabatch: state file state.db/x.db cannot be created: part of its folder path is a file, not a folder; check --state',
+    ],
+    [
+      'a folder',
+      'state',
+      (dir) => mkdirSync(join(dir, 'state')),
+      'mediabatch: state file state is a folder: give the path of a file with --state',
+    ],
+    [
+      'a full disk',
+      '/dev/full',
+      () => {},
+      'mediabatch: state file /dev/full cannot be written: the disk is full; free some space and run again',
+    ],
+  ])('run --state on %s', async (_name, state, make, expected) => {
+    const dir = await folder({ 'm.yaml': MANIFEST });
+    make(dir);
+    const { code, stderr } = await mediabatch(dir, [
+      '--state',
+      state,
+      'run',
+      'm.yaml',
+      '--yes',
+      '--no-probe',
+    ]);
+    expect({ code, stderr: lines(stderr) }).toEqual({ code: 1, stderr: [expected] });
+  });
+
+  // Root may write anywhere, so the unwritable folder is tried as an ordinary user.
+  it.runIf(process.getuid?.() === 0 && canRunAsNobody())(
+    'run --state in a folder it cannot write (as an ordinary user)',
+    async () => {
+      const dir = await folder({ 'm.yaml': MANIFEST });
+      chmodSync(dir, 0o755);
+      mkdirSync(join(dir, 'locked'), { mode: 0o555 });
+      const [node, ...args] = cliArgv(['--state', 'locked/x.db', 'run', 'm.yaml', '--yes', '--no-probe']);
+      let code = 0;
+      let stderr = '';
+      try {
+        execFileSync(node ?? process.execPath, args, {
+          cwd: dir,
+          uid: 65534,
+          gid: 65534,
+          env: {
+            PATH: process.env.PATH ?? '',
+            HOME: dir,
+            MEDIABATCH_API_KEY: 'test-key-123456',
+            MEDIABATCH_BASE_URL: 'http://127.0.0.1:9',
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+      } catch (error) {
+        code = (error as { status: number }).status;
+        stderr = String((error as { stderr: Buffer }).stderr);
+      }
+      expect({ code, stderr: lines(stderr) }).toEqual({
+        code: 1,
+        stderr: [
+          'mediabatch: state file locked/x.db cannot be written (permission denied): fix the permissions of the file and its folder, or choose another --state',
+        ],
+      });
+    },
+  );
+});
+
+function canRunAsNobody(): boolean {
+  try {
+    execFileSync(process.execPath, ['-e', ''], { uid: 65534, gid: 65534, stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
