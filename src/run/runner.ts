@@ -15,7 +15,7 @@ import { findEntry } from '../catalog/index.js';
 import type { CatalogEntry, RequestBody, ResultItemKind } from '../catalog/types.js';
 import type { NewFile, Store, TaskRecord, TaskState } from '../store/index.js';
 import { jobPhase, withoutSignedQueries } from '../store/index.js';
-import { ensureFolderUnder, writeFileAtomic } from '../util/fsatomic.js';
+import { ensureFolderUnder, UnsafePathError, writeFileAtomic } from '../util/fsatomic.js';
 import type { Logger } from '../util/log.js';
 import { fromMicro, toMicro } from '../util/money.js';
 import { sleep as defaultSleep } from '../util/sleep.js';
@@ -1297,6 +1297,7 @@ const LOCAL_CODES: Record<string, string> = {
 
 /** One line for a file that could not be written on this machine: what happened, where, what to do. */
 function localProblem(error: unknown, path: string): string {
+  if (error instanceof UnsafePathError) return diskReason(error.message);
   const code = (error as { code?: unknown }).code;
   const what = typeof code === 'string' ? (LOCAL_CODES[code] ?? code) : messageOf(error);
   return diskReason(`${what} writing ${path}`);

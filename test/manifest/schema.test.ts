@@ -30,6 +30,7 @@ describe('manifest JSON Schema', () => {
       'foreach',
       'repeat',
       'media_seconds',
+      'retries',
     ]);
     expect(task?.additionalProperties).toBe(false);
     for (const [key, property] of Object.entries(schema.properties)) {

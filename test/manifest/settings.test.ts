@@ -27,6 +27,7 @@ describe('settings', () => {
       runId: 'demo',
       concurrency: 4,
       output: '/work/out',
+      retries: 0,
     });
   });
 
@@ -35,6 +36,7 @@ describe('settings', () => {
 schedule: "0 3 * * *"
 timezone: Europe/Paris
 concurrency: 8
+retries: 2
 budget: 250.5
 budget_per_period: 5000
 output: ../results
@@ -52,6 +54,7 @@ listen: "0.0.0.0:8788"
       concurrency: 8,
       budget: 250.5,
       budgetPerPeriod: 5000,
+      retries: 2,
       output: '/results',
       callbackUrl: 'https://example.org/hook',
       listen: '0.0.0.0:8788',

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { taskFolderName } from '../../src/run/names.js';
 import { forgetSecrets } from '../../src/util/secrets.js';
-import { images, makeRunEnv, type RunEnv, taskStates, walk } from '../helpers/run-env.js';
+import { images, makeRunEnv, type RunEnv, reason, taskStates, walk } from '../helpers/run-env.js';
 import { type Served, serveFixtures } from '../media/serve.js';
 
 let env: RunEnv | undefined;
@@ -162,7 +162,7 @@ describe('run: files on disk', () => {
 });
 
 describe('run: a planted link cannot redirect a result', () => {
-  it('a task folder that is a link fails that task, names the link, and writes nothing through it', async () => {
+  it('a task folder that is a link leaves that task unfetched, names the link, writes nothing through it, and the next run fetches it', async () => {
     const victim = await mkdtemp(join(tmpdir(), 'mediabatch-victim-'));
     try {
       env = await makeRunEnv();
@@ -170,14 +170,18 @@ describe('run: a planted link cannot redirect a result', () => {
       await mkdir(join(env.dir, 'out/batch'), { recursive: true });
       await symlink(victim, join(env.dir, 'out/batch/img-1'));
       const result = await env.run(['run', file, '--yes']);
-      expect(result.code).toBe(2);
-      expect(taskStates(env)).toEqual({ 'img-1': 'failed', 'img-2': 'done' });
+      expect(result.code).toBe(4);
+      expect(taskStates(env)).toEqual({ 'img-1': 'unfetched', 'img-2': 'done' });
       const [task] = env.query<{ error: string }>("SELECT error FROM tasks WHERE task_id = 'img-1'");
-      expect(task?.error).toMatch(
-        /img-1: is a symbolic link, not a folder; remove the link, then run again$/,
-      );
+      expect(task?.error).toMatch(/img-1: is a symbolic link, not a folder; remove the link, then run again/);
+      expect(reason(result)).toMatch(/img-1: is a symbolic link, not a folder; remove the link/);
       expect(await readdir(victim)).toEqual([]);
       expect(await env.files('out/batch/img-2')).toEqual(expect.arrayContaining(['1.png', 'job.json']));
+      await rm(join(env.dir, 'out/batch/img-1'));
+      const again = await env.run(['run', file, '--yes']);
+      expect(again.code).toBe(0);
+      expect(taskStates(env)).toEqual({ 'img-1': 'done', 'img-2': 'done' });
+      expect(env.state().jobs).toHaveLength(2);
     } finally {
       await rm(victim, { recursive: true, force: true });
     }

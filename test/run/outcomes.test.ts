@@ -141,7 +141,7 @@ describe('run: outcomes of a submission', () => {
     expect(state.jobs).toHaveLength(4);
     expect(state.requests.submit).toBeGreaterThan(4);
     const retried = env.query<{ n: number }>(
-      "SELECT count(*) AS n FROM attempts WHERE outcome = 'not_charged' AND message LIKE 'server error%'",
+      "SELECT count(*) AS n FROM attempts WHERE outcome = 'not_charged' AND message LIKE 'HTTP 500%'",
     );
     expect(retried[0]?.n).toBe(state.requests.submit - 4);
     expect(Object.values(taskStates(env))).toEqual(['done', 'done', 'done', 'done']);
@@ -200,16 +200,18 @@ describe('run: outcomes of a submission', () => {
     expect(env.state().jobs).toHaveLength(5);
   });
 
-  it('expired result link: the task fails with "expired", exit 2', async () => {
+  it('expired result link, fresh ones too: the task is unfetched (paid, resumable), exit 4', async () => {
     env = await makeRunEnv({ linkTtlSeconds: 0 });
     const file = await env.manifest({ tasks: images(1) });
     const result = await env.run(['run', file, '--yes']);
-    expect(result.code).toBe(2);
+    expect(result.code).toBe(4);
     const [task] = env.query<{ state: string; error: string }>('SELECT state, error FROM tasks');
     expect(task).toEqual({
-      state: 'failed',
-      error: 'the result link expired before it could be downloaded (1.png); the job was charged',
+      state: 'unfetched',
+      error:
+        '1.png could not be fetched (the result link was refused 4 times, fresh links included); the job is charged: run again to fetch it',
     });
+    expect(env.state().jobs).toHaveLength(1);
     // No result file: only the run's report, which lists the failure.
     expect(await env.files('out')).toEqual([
       'batch/index.html',
@@ -217,6 +219,6 @@ describe('run: outcomes of a submission', () => {
       'batch/report.json',
       'batch/report.md',
     ]);
-    expect(reason(result)).toBe('1 task(s) did not succeed: 1 failed; `mediabatch status batch` says why');
+    expect(reason(result)).toBe('1 task(s) are unfinished: run the same command again to continue');
   });
 });

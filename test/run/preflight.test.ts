@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decidePreflight, fitsBudget } from '../../src/run/preflight.js';
+import { toMicro } from '../../src/util/money.js';
 
 const base = { remainingMax: 100, remainingTokens: 80, chargedSoFar: 0, allowPartial: false };
 
@@ -42,8 +43,24 @@ describe('fitsBudget', () => {
     [100, 50, 30, 20, true],
     [100, 50, 30, 20.01, false],
     [250, 0, 0, 250, true],
+    // 0.2 + 0.2 + 0.2 is 0.6000000000000001 in floats: micro-tokens keep it exact.
     [0.6, 0.2, 0.2, 0.2, true],
+    [0.6, 0.2, 0.2, 0.200001, false],
   ])('budget %s, charged %s, in flight %s, task %s -> %s', (budget, charged, inFlight, task, fits) => {
-    expect(fitsBudget(budget, charged, inFlight, task)).toBe(fits);
+    const micro = (n: number | undefined) => (n === undefined ? undefined : toMicro(n));
+    expect(fitsBudget(micro(budget), toMicro(charged), toMicro(inFlight), toMicro(task))).toBe(fits);
+  });
+
+  it('in-flight estimates added and taken away in any order come back to exactly 0', () => {
+    const prices = [0.2, 1.63, 62.82, 17.5, 0.02, 4.81, 10.47];
+    let inFlight = 0;
+    for (const p of prices) inFlight += toMicro(p);
+    for (const p of [...prices].reverse()) inFlight -= toMicro(p);
+    expect(inFlight).toBe(0);
+    // The float sum that once kept a run waiting forever does not come back to 0.
+    let float = 0;
+    for (const p of prices) float += p;
+    for (const p of [...prices].reverse()) float -= p;
+    expect(float).not.toBe(0);
   });
 });

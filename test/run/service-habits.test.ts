@@ -20,7 +20,7 @@ function netByPrompt(e: RunEnv): Map<string, { charges: number; net: number }> {
   const out = new Map<string, { charges: number; net: number }>();
   for (const job of e.state().jobs) {
     const request = job.request as { prompt?: string; text?: string } | undefined;
-    const key = request?.prompt ?? request?.text ?? job.id;
+    const key = request?.prompt ?? request?.text ?? job.img_uuid;
     const seen = out.get(key) ?? { charges: 0, net: 0 };
     seen.charges += job.cost > 0 ? 1 : 0;
     seen.net = round(seen.net + job.cost - job.refunded);
@@ -31,7 +31,7 @@ function netByPrompt(e: RunEnv): Map<string, { charges: number; net: number }> {
 
 async function kindOnDisk(path: string): Promise<string | undefined> {
   const head = (await readFile(path)).subarray(0, 64);
-  return detectMediaType(head, undefined, undefined)?.ext;
+  return detectMediaType(head, undefined, '')?.ext;
 }
 
 describe('run against the service as it behaves (sandbox quirks over real HTTP)', () => {
@@ -53,7 +53,9 @@ describe('run against the service as it behaves (sandbox quirks over real HTTP)'
       expect(spend.net === 0 || spend.net === single, `${prompt}: net ${spend.net}`).toBe(true);
     }
     // Every success has its files with the extension its bytes say (links end in .png whatever they hold).
-    const files = env.query<{ task_id: string; path: string; kind: string }>('SELECT task_id, path, kind FROM files');
+    const files = env.query<{ task_id: string; path: string; kind: string }>(
+      'SELECT task_id, path, kind FROM files',
+    );
     const done = Object.entries(states).filter(([, s]) => s === 'done');
     expect(new Set(files.map((f) => f.task_id)).size).toBe(done.length);
     for (const f of files) {
@@ -101,7 +103,10 @@ describe('run against the service as it behaves (sandbox quirks over real HTTP)'
   });
 
   it('a cost sent as a string, a 200 with code 500 and a 429 with Retry-After cost nothing extra', async () => {
-    env = await makeRunEnv({ quirks: ['string-numbers', 'code-in-200', 'retry-after', 'request-id'], seed: 3 });
+    env = await makeRunEnv({
+      quirks: ['string-numbers', 'code-in-200', 'retry-after', 'request-id'],
+      seed: 3,
+    });
     const file = await env.manifest({ tasks: images(10) });
     const result = await env.run(['run', file, '--yes']);
     expect(result.code).toBe(0);
@@ -111,7 +116,10 @@ describe('run against the service as it behaves (sandbox quirks over real HTTP)'
   });
 
   it('statuses as the documentation also spells them (completed, WAITING) and success before its results', async () => {
-    env = await makeRunEnv({ quirks: ['completed', 'waiting', 'success-before-json', 'detail-404-window'], accountConcurrency: 2 });
+    env = await makeRunEnv({
+      quirks: ['completed', 'waiting', 'success-before-json', 'detail-404-window'],
+      accountConcurrency: 2,
+    });
     const file = await env.manifest({ tasks: images(5), concurrency: 5 });
     const result = await env.run(['run', file, '--yes']);
     expect(reason(result)).toBe('');
@@ -138,7 +146,9 @@ describe('retries: a job the service failed is submitted again, refunded each ti
     expect(round(jobs.reduce((n, j) => n + j.cost - j.refunded, 0))).toBe(round(done * 0.2));
     for (const [prompt, spend] of netByPrompt(env)) expect(spend.charges, prompt).toBeLessThanOrEqual(4);
     // Each attempt is a row of its own.
-    const attempts = env.query<{ n: number }>("SELECT count(*) AS n FROM attempts WHERE outcome = 'submitted'")[0];
+    const attempts = env.query<{ n: number }>(
+      "SELECT count(*) AS n FROM attempts WHERE outcome = 'submitted'",
+    )[0];
     expect(attempts?.n).toBe(jobs.length);
     expect(result.code).toBe(failed === 0 ? 0 : 2);
     if (jobs.length > 50) expect(result.stdout).toMatch(/failed job\(s\) submitted again/);
