@@ -70,6 +70,8 @@ export interface WatchPolicy {
   maxJobBytes: number;
   /** Throttled (429) answers one task may get before it is left pending for a later run. */
   maxThrottledPerTask: number;
+  /** With callbacks, how long the run waits for the callback of a task it just put in doubt. */
+  doubtCallbackWaitMs: number;
 }
 
 /** Generous on purpose: a video of the service can take many minutes in a busy queue. */
@@ -82,6 +84,7 @@ export const DEFAULT_WATCH_POLICY: WatchPolicy = {
   maxResultItems: 16,
   maxJobBytes: 8 * 1024 ** 3,
   maxThrottledPerTask: 200,
+  doubtCallbackWaitMs: 30_000,
 };
 
 export interface RunnerOptions {
@@ -141,6 +144,7 @@ export interface RunResult {
 /** Job statuses on the way; a callback claiming one changes nothing we act on. */
 const ON_THE_WAY: ReadonlySet<string> = new Set(['pending', 'processing', 'waiting', 'queued']);
 const LOCAL_HINT = 'free space or fix the folder, then run the same command again to fetch it';
+const PAID_NOTE = 'the result is paid and still on the service';
 
 interface Watched {
   task: TaskRecord;
@@ -202,7 +206,9 @@ export class Runner {
   /** Confirming polls asked for by callbacks, per task; one not yet started serves every later hint. */
   readonly #confirming = new Map<string, { started: boolean; status: Promise<string | undefined> }>();
   /** Tasks a callback named before their submission answer was recorded: looked at once it is. */
-  readonly #hintedEarly = new Set<string>();
+  readonly #hintedEarly = new Map<string, string | undefined>();
+  /** When this process last put a task in doubt: callbacks that could recover it are waited for a while. */
+  #lastInDoubtAt: number | undefined;
   /** In-doubt tasks a callback is being checked for, so repeats do not ask twice. */
   readonly #adopting = new Set<string>();
   /** Set when the watching is over: a late callback must not start a poll or a download. */
@@ -654,15 +660,22 @@ export class Runner {
       case 'retryable':
         await notCharged('not_charged', outcome.reason);
         return 'retry';
-      case 'in-doubt':
+      case 'in-doubt': {
         await write(() => store.recordInDoubt(runId, id, attemptNo, { message: `${outcome.reason}${ref}` }));
         this.#inDoubtMaxMicro += toMicro(task.estimate.max);
+        this.#lastInDoubtAt = this.#now();
+        // A callback for this task may have come before its answer was given up on.
+        const early = this.#hintedEarly.get(id);
+        this.#hintedEarly.delete(id);
+        if (early !== undefined)
+          void this.#track(this.#adoptFromDoubt(id, early), `recovering ${id} from doubt`);
         this.#log.warn(
           { task: id, reason: outcome.reason, request_id: outcome.requestId },
           'answer lost after sending: task is in doubt',
         );
         this.#releaseSlot(id);
         return 'done';
+      }
     }
   }
 
@@ -705,6 +718,17 @@ export class Runner {
     this.#wakeSubmitter();
   }
 
+  /**
+   * With a callback receiver, a task put in doubt by this process may still be proved accepted by the
+   * job's own callback: the run waits a little for it before it ends (never longer than the policy says).
+   */
+  #waitingForDoubtCallbacks(): boolean {
+    if (this.#lastInDoubtAt === undefined || !this.#opts.callbackUrlFor || this.#stopReason !== undefined)
+      return false;
+    if (this.#adopting.size > 0) return true;
+    return this.#now() - this.#lastInDoubtAt < this.#policy.doubtCallbackWaitMs;
+  }
+
   /** Whether the watching can end: nothing left but stalled jobs (resumable, polled by a later run). */
   #onlyStalledLeft(): boolean {
     for (const w of this.#watched.values())
@@ -720,7 +744,8 @@ export class Runner {
     const halt = this.#halt.signal;
     for (;;) {
       if (halt.aborted) return;
-      if (this.#submitDone && (this.#onlyStalledLeft() || this.#stopReason === 'interrupted')) return;
+      if (this.#submitDone && this.#stopReason === 'interrupted') return;
+      if (this.#submitDone && this.#onlyStalledLeft() && !this.#waitingForDoubtCallbacks()) return;
       for (const { taskId, at } of this.#due.popDue(this.#now())) {
         if (!this.#watched.has(taskId) || this.#dueAt.get(taskId) !== at) continue;
         this.#dueAt.delete(taskId);
@@ -750,7 +775,9 @@ export class Runner {
     if (!watched) {
       // Still being submitted: the callback outran the submission answer. Looked at once it is recorded.
       if (this.#claimed.has(taskId)) {
-        if (status === undefined || !ON_THE_WAY.has(status.toLowerCase())) this.#hintedEarly.add(taskId);
+        // Kept even for pending/processing: if the answer turns out lost, this job id recovers the task.
+        if (imgUuid !== undefined || status === undefined || !ON_THE_WAY.has(status.toLowerCase()))
+          this.#hintedEarly.set(taskId, imgUuid ?? this.#hintedEarly.get(taskId));
         return Promise.resolve(false);
       }
       // A task whose submission answer was lost: the callback may prove the job exists.
@@ -1206,7 +1233,7 @@ export class Runner {
       if (this.#halt.signal.aborted) return { type: 'halted' };
       if (result.ok) return { type: 'ok', result: { ...result, path: result.path ?? dest }, url: file.url };
       if (result.type === 'disk')
-        return { type: 'unfetched', reason: diskReason(result.message), local: true };
+        return { type: 'unfetched', reason: `${result.message}; ${PAID_NOTE}`, local: true };
       const refusedLink = result.type === 'expired' || result.type === 'link-refused';
       if (!refusedLink || refresh >= this.#policy.linkRefreshes) {
         const what = refusedLink
@@ -1297,12 +1324,8 @@ const LOCAL_CODES: Record<string, string> = {
 
 /** One line for a file that could not be written on this machine: what happened, where, what to do. */
 function localProblem(error: unknown, path: string): string {
-  if (error instanceof UnsafePathError) return diskReason(error.message);
+  if (error instanceof UnsafePathError) return `${error.message}; ${PAID_NOTE}`;
   const code = (error as { code?: unknown }).code;
   const what = typeof code === 'string' ? (LOCAL_CODES[code] ?? code) : messageOf(error);
-  return diskReason(`${what} writing ${path}`);
-}
-
-function diskReason(message: string): string {
-  return `${message}: the result is paid and still on the service; ${LOCAL_HINT}`;
+  return `${what} writing ${path}: ${LOCAL_HINT}; ${PAID_NOTE}`;
 }

@@ -2,6 +2,7 @@
 // test drives `mediabatch run` over real HTTP against the sandbox with its quirks switched on, and
 // checks money from the sandbox's own books and files on disk.
 import { readFile } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { detectMediaType } from '../../src/media/kind.js';
@@ -153,4 +154,42 @@ describe('retries: a job the service failed is submitted again, refunded each ti
     expect(result.code).toBe(failed === 0 ? 0 : 2);
     if (jobs.length > 50) expect(result.stdout).toMatch(/failed job\(s\) submitted again/);
   }, 60_000);
+});
+
+describe('callbacks recover a task whose submission answer was lost', () => {
+  it('the job named by a callback is confirmed by jobs/detail and adopted: done, charged once, counted as recovered', async () => {
+    // Every submission is charged, then its answer is dropped: without callbacks both stay in doubt.
+    env = await makeRunEnv({ chargeThenErrorRate: 1, seed: 1 });
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const file = await env.manifest({ tasks: images(2), concurrency: 1 });
+    const result = await env.run([
+      'run',
+      file,
+      '--yes',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--callback-url',
+      `http://127.0.0.1:${port}`,
+    ]);
+    expect(env.state().jobs.map((j) => j.answer)).toEqual(['connection-dropped', 'connection-dropped']);
+    expect(taskStates(env)).toEqual({ 'img-1': 'done', 'img-2': 'done' });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain(
+      '2 task(s) recovered from doubt: a callback proved the job was accepted.',
+    );
+    // Nothing was submitted twice, and the ledger books both charges (at list price: the answer was lost).
+    expect(env.state().jobs).toHaveLength(2);
+    const rows = env.query<{ task_id: string; recovered: number; cost_assumed: number }>(
+      'SELECT task_id, recovered, cost_assumed FROM tasks ORDER BY seq',
+    );
+    expect(rows).toEqual([
+      { task_id: 'img-1', recovered: 1, cost_assumed: 1 },
+      { task_id: 'img-2', recovered: 1, cost_assumed: 1 },
+    ]);
+    expect(env.query<{ n: number }>("SELECT count(*) AS n FROM ledger WHERE kind = 'charge'")[0]?.n).toBe(2);
+    expect(await env.files('out/batch')).toEqual(expect.arrayContaining(['img-1/1.png', 'img-2/1.png']));
+  });
 });

@@ -4,7 +4,7 @@ import { join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import { downloadResult } from '../../api/download.js';
-import { roundTokens } from '../../catalog/index.js';
+import { findEntry, roundTokens } from '../../catalog/index.js';
 import type { Config } from '../../config.js';
 import { writeReport } from '../../report/index.js';
 import {
@@ -18,6 +18,7 @@ import {
   parseListen,
   startCallbackReceiver,
 } from '../../run/callbacks.js';
+import { checkOutputFolder, expectedResultBytes } from '../../run/disk.js';
 import { DEFAULT_POLL_PROFILES, fallbackProfiles, scaleProfiles } from '../../run/polling.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { ProgressView } from '../../run/progress.js';
@@ -397,6 +398,23 @@ async function driveRun(a: DriveArgs): Promise<number> {
       `  Budget: ${fmtTokens(budget)} tokens${budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokens(chargedSoFar)} charged so far, ${fmtTokens(decision.leftAfter.budget ?? 0)} left after the run at most`,
     );
   }
+  if (pendingCount > 0) {
+    const byKind: Partial<Record<'image' | 'audio' | 'video', number>> = {};
+    for (const m of pendingModels) {
+      const kind = findEntry(m.model)?.kind;
+      if (kind) byKind[kind] = (byKind[kind] ?? 0) + m.tasks;
+    }
+    const disk = await checkOutputFolder(
+      a.runDir,
+      expectedResultBytes(byKind),
+      displayPath(io.cwd, a.runDir),
+    );
+    if (!disk.ok && (disk.problem === 'unwritable' || !flags.allowPartial)) {
+      store.markRunState(runId, existing ? 'interrupted' : 'refused', EXIT.refused);
+      throw new ExitError(EXIT.refused, `refused: ${disk.message}. Nothing was submitted`);
+    }
+    if (!disk.ok) out(`  --allow-partial: ${disk.message}`);
+  }
   if (!decision.ok) {
     if (!existing) store.markRunState(runId, 'refused', EXIT.refused);
     else store.markRunState(runId, 'interrupted', EXIT.refused);
@@ -658,6 +676,7 @@ function scaledWatchPolicy(scale: number): Partial<WatchPolicy> {
     stalledPollMs: d.stalledPollMs * scale,
     notFoundWindowMs: d.notFoundWindowMs * scale,
     successGraceMs: d.successGraceMs * scale,
+    doubtCallbackWaitMs: d.doubtCallbackWaitMs * scale,
   };
 }
 
