@@ -8,10 +8,16 @@ import { USD_PER_TOKEN } from '../catalog/types.js';
 import { tokensToUsd } from '../plan/plan.js';
 import { taskFolderName } from '../run/names.js';
 import {
+  type AttemptCounts,
+  emptyNotOnDisk,
   type FileRecord,
+  isNotOnDisk,
   type LedgerSums,
   type ModelTotals,
+  NOT_ON_DISK,
+  type NotOnDiskFigures,
   periodOf,
+  type ReportTaskSpend,
   type RunFileTotals,
   type RunRecord,
   type Store,
@@ -45,7 +51,9 @@ export interface ReportInput {
   run: RunRecord;
   tasks: TaskRecord[];
   files: FileRecord[];
-  spend: TaskSpend[];
+  spend: ReportTaskSpend[];
+  /** Per task ever sent: its submissions, and how many the API accepted. */
+  attempts: ReadonlyMap<string, AttemptCounts>;
   runSpent: LedgerSums;
   modelTotals: ModelTotals[];
   /** When the last submission of each in-doubt task was sent. */
@@ -84,6 +92,7 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
     tasks,
     files: store.filesOfRun(runId),
     spend: store.taskSpend(runId),
+    attempts: store.taskAttemptCounts(runId),
     runSpent: store.runSpent(runId),
     modelTotals: store.modelTotals(runId),
     inDoubtSentAt,
@@ -127,7 +136,8 @@ export function quotaOfKey(
   return { keyFingerprint, spent, limit: null, used: null, source: null };
 }
 
-const NO_SPEND: TaskSpend = { taskId: '', charged: 0, refunded: 0, net: 0, jobs: 0 };
+const NO_SPEND: ReportTaskSpend = { taskId: '', charged: 0, refunded: 0, net: 0, jobs: 0, assumedJobs: 0 };
+const NO_ATTEMPTS: AttemptCounts = { total: 0, charged: 0 };
 
 export function assembleReport(input: ReportInput): Report {
   const spendOf = new Map(input.spend.map((s) => [s.taskId, s]));
@@ -138,7 +148,13 @@ export function assembleReport(input: ReportInput): Report {
     (a, b) => Number(b.state === 'in_doubt') - Number(a.state === 'in_doubt') || a.seq - b.seq,
   );
   const tasks = ordered.map((t) =>
-    reportTask(t, spendOf.get(t.taskId) ?? NO_SPEND, filesOf.get(t.taskId) ?? [], input.runDir),
+    reportTask(
+      t,
+      spendOf.get(t.taskId) ?? NO_SPEND,
+      filesOf.get(t.taskId) ?? [],
+      input.runDir,
+      input.attempts.get(t.taskId) ?? NO_ATTEMPTS,
+    ),
   );
 
   const byModel = input.modelTotals.map((m) => ({
@@ -194,7 +210,7 @@ export interface HeadInput {
 export function assembleHead(input: HeadInput): ReportHead {
   const { run, totals } = input;
   return {
-    version: 1,
+    version: 2,
     generated_at: input.now.toISOString(),
     usd_per_token: USD_PER_TOKEN,
     run: {
@@ -279,13 +295,16 @@ export type ReportTaskSource = Pick<
   | 'finishedAt'
   | 'jobDuration'
   | 'error'
+  | 'costAssumed'
+  | 'recovered'
 >;
 
 export function reportTask(
   t: ReportTaskSource,
-  spend: Pick<TaskSpend, 'charged' | 'refunded' | 'jobs'>,
+  spend: Pick<TaskSpend, 'charged' | 'refunded' | 'jobs'> & { assumedJobs?: number },
   files: readonly FileRecord[],
   runDir: string,
+  attempts: AttemptCounts,
 ): ReportTask {
   const net = roundTokens(spend.charged - spend.refunded);
   return {
@@ -307,6 +326,11 @@ export function reportTask(
     net,
     net_usd: tokensToUsd(net),
     jobs: spend.jobs,
+    attempts: attempts.total,
+    charged_attempts: attempts.charged,
+    // Any charge of the task booked at list price, not only the current job's.
+    cost_assumed: t.costAssumed || (spend.assumedJobs ?? 0) > 0,
+    recovered_from_doubt: t.recovered,
     submitted_at: isoOrNull(t.submittedAt),
     finished_at: isoOrNull(t.finishedAt),
     job_duration_s: t.jobDuration,
@@ -332,7 +356,14 @@ function summarise(
   estimated: { tokens: number; min: number; max: number },
 ): ReportSummary {
   const byStatus = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
-  for (const t of tasks) byStatus[t.status]++;
+  const notOnDisk = emptyNotOnDisk();
+  for (const t of tasks) {
+    byStatus[t.status]++;
+    if (isNotOnDisk(t.status)) {
+      notOnDisk[t.status].tasks++;
+      notOnDisk[t.status].tokens += t.net;
+    }
+  }
   // The discount is seen only on jobs whose list price is known exactly (no length range).
   const priced = tasks.filter((t) => t.jobs > 0 && t.estimate.min === t.estimate.max);
   return summaryOf(
@@ -342,6 +373,10 @@ function summarise(
       pricedTasks: priced.length,
       pricedListPrice: sum(priced.map((t) => t.estimate.tokens * t.jobs)),
       pricedCharged: sum(priced.map((t) => t.charged)),
+      notOnDisk,
+      recovered: tasks.filter((t) => t.recovered_from_doubt).length,
+      retried: tasks.filter((t) => t.charged_attempts > 1).length,
+      costAssumed: tasks.filter((t) => t.cost_assumed).length,
     },
     money,
     estimated,
@@ -356,6 +391,12 @@ export interface SummaryCounts {
   pricedTasks: number;
   pricedListPrice: number;
   pricedCharged: number;
+  /** Charged tasks without a result on disk, per state, with their net cost. */
+  notOnDisk: NotOnDiskFigures;
+  recovered: number;
+  /** Tasks the API accepted more than once. */
+  retried: number;
+  costAssumed: number;
 }
 
 /** Counts from the tasks; money from the store's own sums, so the report adds up to the ledger. */
@@ -385,6 +426,24 @@ export function summaryOf(
     list_price_of_charged: counts.pricedTasks > 0 ? listPrice : null,
     charge_ratio: ratio,
     discount: ratio === null ? null : Math.round((1 - ratio) * 1e4) / 1e4,
+    paid_without_result: paidWithoutResult(counts.notOnDisk),
+    recovered_from_doubt: counts.recovered,
+    retried: counts.retried,
+    cost_assumed: counts.costAssumed,
+  };
+}
+
+function paidWithoutResult(f: NotOnDiskFigures): ReportSummary['paid_without_result'] {
+  const of = (state: keyof NotOnDiskFigures) => ({
+    tasks: f[state].tasks,
+    tokens: roundTokens(f[state].tokens),
+  });
+  return {
+    tasks: sum(NOT_ON_DISK.map((s) => f[s].tasks)),
+    tokens: roundTokens(sum(NOT_ON_DISK.map((s) => f[s].tokens))),
+    unfetched: of('unfetched'),
+    stalled: of('stalled'),
+    lost: of('lost'),
   };
 }
 
@@ -403,7 +462,26 @@ function adviceFor(
         `Check the account (its balance or job list) first; then \`mediabatch run ${manifest} --retry-in-doubt\` submits ${them} again (possibly charged twice), or leave ${them} to pay nothing more.`,
     );
   }
-  const unfinished = sum(UNFINISHED.map((state) => s[state]));
+  const paid = totals.paid_without_result;
+  if (paid.unfetched.tasks > 0) {
+    advice.push(
+      `${plural(paid.unfetched.tasks, 'task')} paid, result not on disk yet (${paid.unfetched.tokens} tokens): the download did not finish. ` +
+        `Run the same command again, \`mediabatch run ${manifest}\`, to fetch ${paid.unfetched.tasks === 1 ? 'it' : 'them'} without paying again.`,
+    );
+  }
+  if (paid.stalled.tasks > 0) {
+    advice.push(
+      `${plural(paid.stalled.tasks, 'task')} stalled (${paid.stalled.tokens} tokens paid): the service is past the deadline and still working. ` +
+        `Run the same command again, \`mediabatch run ${manifest}\`, to keep watching ${paid.stalled.tasks === 1 ? 'it' : 'them'}.`,
+    );
+  }
+  if (paid.lost.tasks > 0) {
+    advice.push(
+      `${plural(paid.lost.tasks, 'task')} paid, result lost (${paid.lost.tokens} tokens): the service no longer has ${paid.lost.tasks === 1 ? 'it' : 'them'}. The errors say why; ask the service about a refund.`,
+    );
+  }
+  // Unfetched and stalled tasks are unfinished too, but said above with what they cost.
+  const unfinished = sum(UNFINISHED.filter((state) => !isNotOnDisk(state)).map((state) => s[state]));
   if (unfinished > 0) {
     advice.push(
       `${plural(unfinished, 'task')} unfinished: run \`mediabatch run ${manifest}\` again to continue where it stopped.`,

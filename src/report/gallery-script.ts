@@ -19,8 +19,16 @@ export const GALLERY_JS = `
   var PAGE = 48;
   var ORDER = ['done', 'unfetched', 'lost', 'failed', 'in_doubt', 'stalled', 'rejected', 'blocked', 'pending', 'submitting', 'submitted', 'running', 'downloading'];
   var LABEL = { done: 'done', failed: 'failed', in_doubt: 'in doubt', rejected: 'rejected', blocked: 'blocked', pending: 'pending',
-    submitting: 'submitting', submitted: 'submitted', running: 'running', downloading: 'downloading' };
-  var ICON = { failed: '\\u2715', in_doubt: '?', rejected: '\\u2298', blocked: '\\u23F8', done: '\\u2713' };
+    submitting: 'submitting', submitted: 'submitted', running: 'running', downloading: 'downloading',
+    unfetched: 'not on disk', stalled: 'stalled', lost: 'lost' };
+  var ICON = { failed: '\\u2715', in_doubt: '?', rejected: '\\u2298', blocked: '\\u23F8', done: '\\u2713',
+    unfetched: '\\u2913', stalled: '\\u231B', lost: '\\u2205' };
+  // What a paid card without its result says, in place of the picture or player.
+  var PAID = {
+    unfetched: ['Paid, result not on disk yet', 'Run the same command again to fetch it (nothing is charged twice).'],
+    stalled: ['Paid, still being made past its deadline', 'Run the same command again to keep watching it.'],
+    lost: ['Paid, result lost', 'The service no longer has it; the reason is below.']
+  };
   var AUDIO_TYPES = { mp3: 'audio/mpeg', wav: 'audio/wav', m4a: 'audio/mp4', ogg: 'audio/ogg', flac: 'audio/flac' };
   var VIDEO_TYPES = { mp4: 'video/mp4', webm: 'video/webm', mov: 'video/quicktime' };
   var state = { model: 'all', status: 'all', q: '' };
@@ -83,10 +91,20 @@ export const GALLERY_JS = `
     return el;
   }
 
+  // A file is shown as what its bytes are: the store keeps the kind found in them, and an image-typed
+  // file whose name ends in a video or audio extension is played, never put in an <img>.
+  function kindOf(f) {
+    if (f.k === 'video' || f.k === 'audio' || f.k === 'json') return f.k;
+    var e = ext(f.p);
+    if (VIDEO_TYPES[e]) return 'video';
+    if (AUDIO_TYPES[e]) return 'audio';
+    return f.k;
+  }
+
   function media(t) {
-    var images = t.files.filter(function (f) { return f.k === 'image'; });
-    var videos = t.files.filter(function (f) { return f.k === 'video'; });
-    var audios = t.files.filter(function (f) { return f.k === 'audio'; });
+    var images = t.files.filter(function (f) { return kindOf(f) === 'image'; });
+    var videos = t.files.filter(function (f) { return kindOf(f) === 'video'; });
+    var audios = t.files.filter(function (f) { return kindOf(f) === 'audio'; });
     if (videos.length > 0) {
       return h('div', { class: 'media' }, player('video', videos[0]),
         videos.length > 1 ? h('span', { class: 'kind', text: videos.length + ' videos' }) : null);
@@ -114,9 +132,11 @@ export const GALLERY_JS = `
       return panel;
     }
     var label = LABEL[t.s] || t.s;
+    var paid = PAID[t.s];
     return h('div', { class: 'media empty s-' + t.s },
       h('div', { class: 'icon', 'aria-hidden': 'true', text: ICON[t.s] || '\\u2026' }),
-      h('div', { text: t.s === 'done' ? 'no files' : label }));
+      h('div', { text: paid ? paid[0] : t.s === 'done' ? 'no files' : label }),
+      paid ? h('div', { class: 'hint', text: paid[1] }) : null);
   }
 
   function thumb(f, id, cls) {
@@ -166,13 +186,23 @@ export const GALLERY_JS = `
       h('span', { class: 'model', text: t.m }));
     if (t.sh) body.append(sheet(t.sh));
     (t.so || []).forEach(function (s) { body.append(song(s)); });
+    var marks = [
+      t.a > 1 ? t.a + ' attempts' + (t.ac !== t.a ? ' (' + t.ac + ' charged)' : '') : null,
+      t.rd ? 'recovered from doubt' : null,
+      t.ca ? 'cost assumed (list price)' : null
+    ].filter(Boolean);
+    if (marks.length > 0) {
+      body.append(h.apply(null, ['div', { class: 'marks' }].concat(marks.map(function (m) { return h('span', { class: 'mark', text: m }); }))));
+    }
+    if (PAID[t.s]) body.append(h('div', { class: 'paid', text: PAID[t.s][0] + ': ' + tokens(t.n) + ' tokens' }));
     if (t.pr) body.append(h('p', { class: 'prompt', title: t.pr, text: t.pr }));
     if (t.e) body.append(h('div', { class: 'error', text: t.e }));
     c.append(body);
     var size = t.files.reduce(function (n, f) { return n + f.b; }, 0);
     var took = t.t !== null ? ' \u00B7 took ' + seconds(t.t) : '';
     c.append(h('div', { class: 'foot' },
-      h('span', { class: 'cost', title: 'charged ' + tokens(t.c) + ', refunded ' + tokens(t.r) + took, text: tokens(t.n) + ' tokens' }),
+      h('span', { class: 'cost', title: 'charged ' + tokens(t.c) + ', refunded ' + tokens(t.r) + (t.ca ? ', list price booked: the API did not state the cost' : '') + took,
+        text: tokens(t.n) + (t.ca ? '* tokens' : ' tokens') }),
       h('span', { text: usd(t.u) }),
       size > 0 ? h('span', { text: bytes(size) }) : null,
       t.files.length > 0 ? h('a', { href: url(t.f) + '/', text: 'folder' }) : null));

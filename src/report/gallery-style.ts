@@ -75,7 +75,8 @@ tr.total td { font-weight: 650; border-top: 2px solid var(--line); border-bottom
 .card { background: var(--panel); border: 1px solid var(--line); border-radius: var(--radius); overflow: hidden; box-shadow: var(--shadow);
   display: flex; flex-direction: column; min-width: 0; }
 .card.s-failed { border-color: color-mix(in srgb, var(--failed) 45%, var(--line)); }
-.card.s-in_doubt { border-color: color-mix(in srgb, var(--doubt) 55%, var(--line)); }
+.card.s-in_doubt, .card.s-unfetched, .card.s-stalled { border-color: color-mix(in srgb, var(--doubt) 55%, var(--line)); }
+.card.s-lost { border-color: color-mix(in srgb, var(--failed) 45%, var(--line)); }
 .media { position: relative; background: var(--media); aspect-ratio: 4 / 3; display: flex; align-items: center; justify-content: center; overflow: hidden; }
 .media img { width: 100%; height: 100%; object-fit: contain; cursor: zoom-in; display: block; }
 .media video { width: 100%; height: 100%; object-fit: contain; background: #000; }
@@ -89,7 +90,9 @@ tr.total td { font-weight: 650; border-top: 2px solid var(--line); border-bottom
 .media.empty { flex-direction: column; gap: 8px; color: var(--muted); background: var(--panel-2); text-align: center; padding: 16px; }
 .media.empty .icon { font-size: 34px; line-height: 1; }
 .media.s-failed { background: var(--failed-bg); color: var(--failed); }
-.media.s-in_doubt { background: var(--doubt-bg); color: var(--doubt); }
+.media.s-in_doubt, .media.s-unfetched, .media.s-stalled { background: var(--doubt-bg); color: var(--doubt); }
+.media.s-lost { background: var(--failed-bg); color: var(--failed); }
+.media.empty .hint { font-size: 12.5px; max-width: 30ch; }
 .media.s-rejected { background: var(--rejected-bg); color: var(--rejected); }
 .media .kind { position: absolute; top: 8px; right: 8px; background: rgba(0,0,0,.55); color: #fff; font-size: 11px; padding: 2px 8px; border-radius: 999px; }
 .body { padding: 12px 14px 10px; display: flex; flex-direction: column; gap: 7px; flex: 1; min-width: 0; }
@@ -97,13 +100,18 @@ tr.total td { font-weight: 650; border-top: 2px solid var(--line); border-bottom
 .title { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-weight: 600; font-size: 13px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; flex: 1; min-width: 0; }
 .badge { font-size: 11.5px; font-weight: 600; border-radius: 999px; padding: 2px 9px; white-space: nowrap; }
 .b-done { color: var(--done); background: var(--done-bg); } .b-failed { color: var(--failed); background: var(--failed-bg); }
-.b-in_doubt { color: var(--doubt); background: var(--doubt-bg); } .b-rejected { color: var(--rejected); background: var(--rejected-bg); }
+.b-in_doubt, .b-unfetched, .b-stalled { color: var(--doubt); background: var(--doubt-bg); }
+.b-lost { color: var(--failed); background: var(--failed-bg); } .b-rejected { color: var(--rejected); background: var(--rejected-bg); }
 .b-blocked { color: var(--other); background: var(--other-bg); }
 .b-pending, .b-submitting, .b-submitted, .b-running, .b-downloading { color: var(--running); background: var(--running-bg); }
 .model { align-self: flex-start; font-size: 12px; color: var(--accent); background: var(--accent-soft); border-radius: 6px; padding: 1px 7px; }
 .prompt { color: var(--muted); font-size: 13px; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden; overflow-wrap: anywhere; }
 .error { font-size: 12.5px; border-radius: 8px; padding: 7px 9px; background: var(--failed-bg); color: var(--failed); overflow-wrap: anywhere; }
-.s-in_doubt .error { background: var(--doubt-bg); color: var(--doubt); }
+.s-in_doubt .error, .s-unfetched .error, .s-stalled .error { background: var(--doubt-bg); color: var(--doubt); }
+.paid { font-size: 12.5px; font-weight: 600; }
+.s-unfetched .paid, .s-stalled .paid { color: var(--doubt); } .s-lost .paid { color: var(--failed); }
+.marks { display: flex; flex-wrap: wrap; gap: 6px; }
+.mark { font-size: 11.5px; border-radius: 6px; padding: 1px 7px; color: var(--other); background: var(--other-bg); }
 .sheet { background: var(--panel-2); border-radius: 10px; padding: 9px 11px; font-size: 13px; display: grid; gap: 3px; overflow-wrap: anywhere; }
 .sheet .name { font-weight: 700; font-size: 14px; }
 .sheet dt { color: var(--muted); font-size: 11.5px; text-transform: uppercase; letter-spacing: .05em; margin-top: 4px; }

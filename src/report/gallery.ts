@@ -34,6 +34,13 @@ interface CardData {
   n: number;
   u: number;
   t: number | null;
+  /** Submissions sent, and how many the API accepted (charged). */
+  a: number;
+  ac: number;
+  /** The list price was booked: the API did not state the cost. */
+  ca: boolean;
+  /** Recovered from doubt by a callback. */
+  rd: boolean;
   sh: unknown;
   so: readonly Record<string, unknown>[] | null;
 }
@@ -106,7 +113,7 @@ ${attention(report, inDoubt)}
 <details class="panel" open>
   <summary>Cost by model<span class="hint">${esc(`${fmtTokens(totals.net.tokens)} tokens net, ${fmtUsd(totals.net.usd)}`)}</span></summary>
   <div class="table-wrap">${costTable(report)}</div>
-  <p class="note">Tokens; USD at $${esc(String(report.usd_per_token))} per token. Net = charged − refunded. “Charged ÷ list” compares the charges with the list price of the jobs whose price was known exactly.</p>
+  <p class="note">Tokens; USD at $${esc(String(report.usd_per_token))} per token. Net = charged − refunded. “Not on disk”: charged tasks whose result is not in this folder (unfetched, stalled or lost). “Charged ÷ list” compares the charges with the list price of the jobs whose price was known exactly.</p>
 </details>
 <div class="toolbar" role="search">
   <select id="f-model" aria-label="Model"></select>
@@ -152,6 +159,10 @@ function cardData(t: ReportTask, extra: GalleryExtra | undefined): CardData {
     n: t.net,
     u: t.net_usd,
     t: t.elapsed_s,
+    a: t.attempts,
+    ac: t.charged_attempts,
+    ca: t.cost_assumed,
+    rd: t.recovered_from_doubt,
     sh: extra?.sheet ?? null,
     so: extra?.songs && extra.songs.length > 0 ? extra.songs : null,
   };
@@ -161,13 +172,17 @@ function tiles(report: ReportHead): string {
   const { totals, balance } = report;
   const s = totals.by_status;
   const { files, bytes } = report.files;
-  const problems = s.failed + s.rejected + s.blocked;
+  const problems = s.failed + s.rejected + s.blocked + s.lost;
+  const paid = totals.paid_without_result;
   const items: { label: string; value: string; sub: string; tone?: string }[] = [
     {
       label: 'Tasks done',
       value: `${s.done} / ${totals.tasks}`,
       sub:
         [
+          s.unfetched > 0 ? `${s.unfetched} not on disk` : '',
+          s.stalled > 0 ? `${s.stalled} stalled` : '',
+          s.lost > 0 ? `${s.lost} lost` : '',
           s.failed > 0 ? `${s.failed} failed` : '',
           s.blocked > 0 ? `${s.blocked} blocked` : '',
           s.rejected > 0 ? `${s.rejected} rejected` : '',
@@ -200,6 +215,14 @@ function tiles(report: ReportHead): string {
     },
     { label: 'Files', value: String(files), sub: fmtBytes(bytes) },
   ];
+  if (paid.tasks > 0) {
+    items.splice(1, 0, {
+      label: 'Paid, not on disk',
+      value: String(paid.tasks),
+      sub: `${fmtTokens(paid.tokens)} tokens paid without a result${paid.lost.tasks > 0 ? ` · ${paid.lost.tasks} lost` : ''}`,
+      tone: paid.lost.tasks > 0 ? 'bad' : 'warn',
+    });
+  }
   if (s.in_doubt > 0) {
     items.splice(1, 0, {
       label: 'In doubt',
@@ -236,13 +259,14 @@ function attention(report: ReportHead, inDoubt: readonly Report['in_doubt'][numb
 }
 
 function costTable(report: ReportHead): string {
-  const head = `<thead><tr><th>Model</th><th class="num">Tasks</th><th class="num">Done</th><th class="num">Failed</th><th class="num">In doubt</th><th class="num">Estimated</th><th class="num">Charged</th><th class="num">Refunded</th><th class="num">Net</th><th class="num">Net USD</th><th class="num">Charged ÷ list</th></tr></thead>`;
+  const head = `<thead><tr><th>Model</th><th class="num">Tasks</th><th class="num">Done</th><th class="num">Failed</th><th class="num">In doubt</th><th class="num">Not on disk</th><th class="num">Estimated</th><th class="num">Charged</th><th class="num">Refunded</th><th class="num">Net</th><th class="num">Net USD</th><th class="num">Charged ÷ list</th></tr></thead>`;
   const line = (label: string, s: ReportSummary, cls = '') =>
     `<tr${cls ? ` class="${cls}"` : ''}><td>${label}</td>${[
       String(s.tasks),
       String(s.by_status.done),
       String(s.by_status.failed),
       String(s.by_status.in_doubt),
+      String(s.paid_without_result.tasks),
       fmtTokens(s.estimated.tokens),
       fmtTokens(s.charged.tokens),
       fmtTokens(s.refunded.tokens),

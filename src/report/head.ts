@@ -3,7 +3,7 @@
 // computes from every task in memory, up to the float noise of adding in another order (all rounded).
 
 import type { ReportModelFigures, Store } from '../store/index.js';
-import { TASK_STATES, type TaskState } from '../store/index.js';
+import { emptyNotOnDisk, NOT_ON_DISK, TASK_STATES, type TaskState } from '../store/index.js';
 import {
   assembleHead,
   quotaOfKey,
@@ -39,13 +39,24 @@ export function collectReportHead(store: Store, runId: string, opts: ReportOptio
 /** The counts of several models together. */
 function countsOf(figures: readonly ReportModelFigures[]): SummaryCounts {
   const byStatus = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
-  for (const f of figures) for (const s of TASK_STATES) byStatus[s] += f.byState[s];
+  const notOnDisk = emptyNotOnDisk();
+  for (const f of figures) {
+    for (const s of TASK_STATES) byStatus[s] += f.byState[s];
+    for (const s of NOT_ON_DISK) {
+      notOnDisk[s].tasks += f.notOnDisk[s].tasks;
+      notOnDisk[s].tokens += f.notOnDisk[s].tokens;
+    }
+  }
   return {
     byStatus,
     jobs: sum(figures.map((f) => f.jobs)),
     pricedTasks: sum(figures.map((f) => f.pricedTasks)),
     pricedListPrice: sum(figures.map((f) => f.pricedListPrice)),
     pricedCharged: sum(figures.map((f) => f.pricedCharged)),
+    notOnDisk,
+    recovered: sum(figures.map((f) => f.recovered)),
+    retried: sum(figures.map((f) => f.retried)),
+    costAssumed: sum(figures.map((f) => f.costAssumed)),
   };
 }
 

@@ -1,34 +1,30 @@
 // report.md: the cost report as tables a person reads (and `mediabatch report` prints). Pure: the
 // text comes a line at a time, so the writer streams it to the file.
 
+import { isNotOnDisk, NOT_ON_DISK } from '../store/report-reads.js';
 import { UNFINISHED } from '../store/transitions.js';
 import type { TaskState } from '../store/types.js';
 import { headOfReport, type ReportHead } from './build.js';
-import { fmtBytes, fmtPercent, fmtSeconds, fmtTime, fmtTokens, fmtUsd } from './format.js';
+import { fmtBytes, fmtPercent, fmtSeconds, fmtTime, fmtTokens, fmtUsd, plural } from './format.js';
 import type { Report, ReportSummary, ReportTask } from './schema.js';
 
-/** The states listed under "Problems": paid without a result first, then failed, rejected and blocked. */
-export const PROBLEM_STATES: readonly TaskState[] = [
-  'unfetched',
-  'lost',
-  'stalled',
-  'failed',
-  'rejected',
-  'blocked',
-];
+/** The states listed under "Failed, rejected and blocked", after the paid ones without a result. */
+export const FAILURE_STATES: readonly TaskState[] = ['failed', 'rejected', 'blocked'];
 
 /**
- * report.md lists at most this many tasks in each of its tables (in doubt; failed, rejected and blocked;
- * all tasks), so it stays a page a person reads and `mediabatch report` prints, whatever the run's
+ * report.md lists at most this many tasks in each of its tables (in doubt; paid, not on disk; failed,
+ * rejected and blocked; all tasks), so it stays a page a person reads and `mediabatch report` prints, whatever the run's
  * size; report.csv and report.json list every task, and the gallery shows them all.
  */
 export const MARKDOWN_LIST_LIMIT = 1000;
 
 export function reportMarkdown(report: Report): string {
-  const problems = report.tasks.filter((t) => PROBLEM_STATES.includes(t.status));
+  const notOnDisk = report.tasks.filter((t) => isNotOnDisk(t.status));
+  const problems = report.tasks.filter((t) => FAILURE_STATES.includes(t.status));
   return [
     ...markdownChunks(headOfReport(report), {
       inDoubt: report.in_doubt.slice(0, MARKDOWN_LIST_LIMIT),
+      notOnDisk: notOnDisk.slice(0, MARKDOWN_LIST_LIMIT),
       problems: problems.slice(0, MARKDOWN_LIST_LIMIT),
       tasks: report.tasks.slice(0, MARKDOWN_LIST_LIMIT),
     }),
@@ -43,6 +39,8 @@ export function* markdownChunks(
   head: ReportHead,
   lists: {
     inDoubt: Iterable<Report['in_doubt'][number]>;
+    /** Charged tasks without a result on disk (unfetched, stalled, lost), in the report's order. */
+    notOnDisk: Iterable<ReportTask>;
     problems: Iterable<ReportTask>;
     tasks: Iterable<ReportTask>;
   },
@@ -62,8 +60,19 @@ export function* markdownChunks(
   ) + line('');
   yield line(
     `**${totals.by_status.done} of ${totals.tasks} tasks done** · net **${fmtTokens(totals.net.tokens)} tokens (${fmtUsd(totals.net.usd)})** · ` +
-      `estimated ${fmtTokens(totals.estimated.tokens)} tokens · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}`,
+      `estimated ${fmtTokens(totals.estimated.tokens)} tokens · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}` +
+      (totals.paid_without_result.tasks > 0
+        ? ` · **${totals.paid_without_result.tasks} paid without a result (${fmtTokens(totals.paid_without_result.tokens)} tokens)**`
+        : ''),
   ) + line('');
+  const notes = [
+    totals.retried > 0 ? `${plural(totals.retried, 'task')} retried after a failed, refunded job` : '',
+    totals.recovered_from_doubt > 0 ? `${totals.recovered_from_doubt} recovered from doubt` : '',
+    totals.cost_assumed > 0
+      ? `${totals.cost_assumed} with an assumed cost (the API did not state it; the list price is booked)`
+      : '',
+  ].filter(Boolean);
+  if (notes.length > 0) yield line(`${notes.join(' · ')}.`) + line('');
 
   if (head.advice.length > 0) {
     yield line('## Needs your attention') + line('');
@@ -96,8 +105,20 @@ export function* markdownChunks(
   ) + line('');
 
   yield line('## Tasks by status') + line('');
-  yield line(row(['Model', 'Done', 'Failed', 'In doubt', 'Rejected', 'Blocked', 'Unfinished'])) +
-    line(row(['---', '---:', '---:', '---:', '---:', '---:', '---:']));
+  yield line(
+    row([
+      'Model',
+      'Done',
+      'Unfetched',
+      'Stalled',
+      'Lost',
+      'Failed',
+      'In doubt',
+      'Rejected',
+      'Blocked',
+      'Unfinished',
+    ]),
+  ) + line(row(['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']));
   for (const m of head.by_model) yield line(statusRow(text(m.model), m));
   yield line(statusRow('**Total**', totals)) + line('');
 
@@ -123,7 +144,26 @@ export function* markdownChunks(
   }
   yield line('');
 
-  const problems = PROBLEM_STATES.reduce((n, state) => n + totals.by_status[state], 0);
+  const paid = totals.paid_without_result;
+  if (paid.tasks > 0) {
+    yield line('## Paid, not on disk') + line('');
+    yield line(
+      `${plural(paid.tasks, 'task')} charged ${fmtTokens(paid.tokens)} tokens and ${paid.tasks === 1 ? 'its' : 'their'} result is not on disk. ` +
+        `To resume, run the same command again (${code(`mediabatch run ${run.manifest}`)}): it fetches unfetched results and keeps watching stalled jobs, and charges nothing twice. ` +
+        'A lost result cannot be fetched: the service no longer has it.',
+    ) + line('');
+    yield line(row(['Task', 'Model', 'Status', 'Net (tokens)', 'Attempts', 'Reason'])) +
+      line(row(['---', '---', '---', '---:', '---:', '---']));
+    for (const t of lists.notOnDisk) {
+      yield line(
+        row([code(t.id), text(t.model), statusText(t), netText(t), attemptsText(t), text(t.error ?? '')]),
+      );
+    }
+    yield line('');
+    yield* more(paid.tasks, 'paid tasks not on disk');
+  }
+
+  const problems = FAILURE_STATES.reduce((n, state) => n + totals.by_status[state], 0);
   if (problems > 0) {
     yield line('## Failed, rejected and blocked tasks') + line('');
     yield line(row(['Task', 'Model', 'Status', 'Charged', 'Refunded', 'Error'])) +
@@ -145,8 +185,9 @@ export function* markdownChunks(
   }
 
   yield line('## Tasks') + line('');
-  yield line(row(['Task', 'Model', 'Status', 'Estimate', 'Charged', 'Refunded', 'Net', 'Took', 'Files'])) +
-    line(row(['---', '---', '---', '---:', '---:', '---:', '---:', '---:', '---']));
+  yield line(
+    row(['Task', 'Model', 'Status', 'Attempts', 'Estimate', 'Charged', 'Refunded', 'Net', 'Took', 'Files']),
+  ) + line(row(['---', '---', '---', '---:', '---:', '---:', '---:', '---:', '---:', '---']));
   for (const t of lists.tasks) {
     const estimate =
       t.estimate.min === t.estimate.max
@@ -156,11 +197,12 @@ export function* markdownChunks(
       row([
         code(t.id),
         text(t.model),
-        t.status.replace('_', ' '),
+        statusText(t),
+        attemptsText(t),
         estimate,
         fmtTokens(t.charged),
         fmtTokens(t.refunded),
-        fmtTokens(t.net),
+        netText(t),
         fmtSeconds(t.elapsed_s),
         t.files.map((f) => `${text(f.path)} (${fmtBytes(f.bytes)})`).join(', '),
       ]),
@@ -183,6 +225,29 @@ function* more(total: number, what: string): Generator<string, void, void> {
   yield `…and ${total - MARKDOWN_LIST_LIMIT} more ${what}: report.csv and report.json list every task.\n\n`;
 }
 
+const STATUS_TEXT: Partial<Record<TaskState, string>> = {
+  in_doubt: 'in doubt',
+  unfetched: 'unfetched (paid, not on disk yet)',
+  stalled: 'stalled (paid, past its deadline)',
+  lost: 'lost (paid, result lost)',
+};
+
+function statusText(t: ReportTask): string {
+  const status = STATUS_TEXT[t.status] ?? t.status;
+  return t.recovered_from_doubt ? `${status}, recovered from doubt` : status;
+}
+
+/** Submissions sent; with how many were charged when that differs (some were refused or lost). */
+function attemptsText(t: ReportTask): string {
+  return t.charged_attempts === t.attempts
+    ? String(t.attempts)
+    : `${t.attempts} (${t.charged_attempts} charged)`;
+}
+
+function netText(t: ReportTask): string {
+  return t.cost_assumed ? `${fmtTokens(t.net)} (assumed: list price)` : fmtTokens(t.net);
+}
+
 function moneyRow(label: string, s: ReportSummary): string {
   return row([
     label,
@@ -199,10 +264,12 @@ function moneyRow(label: string, s: ReportSummary): string {
 
 function statusRow(label: string, s: ReportSummary): string {
   const c = s.by_status;
-  const unfinished = UNFINISHED.reduce((n, state) => n + c[state], 0);
+  // Unfetched and stalled tasks are unfinished too, but have their own columns.
+  const unfinished = UNFINISHED.filter((state) => !isNotOnDisk(state)).reduce((n, state) => n + c[state], 0);
   return row([
     label,
     String(c.done),
+    ...NOT_ON_DISK.map((state) => String(c[state])),
     String(c.failed),
     String(c.in_doubt),
     String(c.rejected),

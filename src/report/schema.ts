@@ -1,6 +1,7 @@
-// The shape of report.json, version 1. The zod schema is the single source: the TypeScript type, the
+// The shape of report.json, version 2 (version 1 knew neither the states stalled, unfetched and lost,
+// nor attempts, assumed costs and recovery from doubt). The zod schema is the single source: the TypeScript type, the
 // committed schemas/report.schema.json (scripts/write-report-schema.ts) and the tests all come from it.
-// Add fields freely; renaming or removing one, or changing its meaning, needs version 2.
+// Add fields freely; renaming or removing one, or changing its meaning, needs version 3.
 
 import { z } from 'zod';
 import { RUN_STATES, TASK_STATES } from '../store/types.js';
@@ -18,6 +19,13 @@ const money = z
 const byStatus = z
   .record(z.enum(TASK_STATES), z.number().int().nonnegative())
   .describe('Task count per status, every status present (zero included).');
+
+const notOnDisk = z
+  .object({
+    tasks: z.number().int().nonnegative(),
+    tokens: tokens.describe('What the ledger says they cost: charged − refunded.'),
+  })
+  .strict();
 
 const summary = z
   .object({
@@ -51,6 +59,31 @@ const summary = z
         'Charged ÷ list price over those same jobs: 1 means list price, 0.8 means 20% off. Null when unknown.',
       ),
     discount: z.number().nullable().describe('1 − charge_ratio: the discount observed. Null when unknown.'),
+    paid_without_result: z
+      .object({
+        tasks: z.number().int().nonnegative(),
+        tokens: tokens.describe('Their net cost (charged − refunded).'),
+        unfetched: notOnDisk.describe('Charged, result not on disk yet: every later run fetches it again.'),
+        stalled: notOnDisk.describe('Charged, job past its deadline: still watched.'),
+        lost: notOnDisk.describe('Charged, and the service no longer has the result.'),
+      })
+      .strict()
+      .describe('Tasks charged whose result is not on disk (tasks in doubt are counted apart).'),
+    recovered_from_doubt: z
+      .number()
+      .int()
+      .nonnegative()
+      .describe('Tasks in doubt whose job a callback later proved accepted.'),
+    retried: z
+      .number()
+      .int()
+      .nonnegative()
+      .describe('Tasks the API accepted more than once: a failed (refunded) job submitted again.'),
+    cost_assumed: z
+      .number()
+      .int()
+      .nonnegative()
+      .describe('Tasks with a charge booked at list price because the API did not state the cost.'),
   })
   .strict();
 
@@ -84,14 +117,29 @@ export const reportTaskSchema = z
     refunded: tokens,
     net: tokens,
     net_usd: z.number(),
-    jobs: z.number().int().nonnegative(),
+    jobs: z.number().int().nonnegative().describe('Charges in the ledger (one per job the API accepted).'),
+    attempts: z.number().int().nonnegative().describe('Submissions sent, whatever their answer.'),
+    charged_attempts: z
+      .number()
+      .int()
+      .nonnegative()
+      .describe('Submissions the API accepted, each charged; failed jobs among them were refunded.'),
+    cost_assumed: z
+      .boolean()
+      .describe('True when the API did not state a cost and the list price was booked instead.'),
+    recovered_from_doubt: z
+      .boolean()
+      .describe('True when the task was in doubt and a callback proved its submission accepted.'),
     submitted_at: iso.nullable(),
     finished_at: iso.nullable(),
     job_duration_s: z.number().nullable().describe('Duration from the job record, in seconds.'),
     elapsed_s: z.number().nullable().describe('finished_at − submitted_at, in seconds.'),
     files: z.array(file),
     bytes: z.number().int().nonnegative().describe('Total size of the files.'),
-    error: z.string().nullable(),
+    error: z
+      .string()
+      .nullable()
+      .describe('Why the task failed, was rejected or blocked, or why its paid result is not on disk.'),
   })
   .strict();
 
@@ -119,7 +167,7 @@ const quotaKey = z
 
 export const reportSchema = z
   .object({
-    version: z.literal(1).describe('Report format version; always 1.'),
+    version: z.literal(2).describe('Report format version; 2 since the states stalled, unfetched and lost.'),
     generated_at: iso,
     usd_per_token: z.number(),
     run: z

@@ -6,7 +6,7 @@
 import { once } from 'node:events';
 import { createReadStream } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import type { ReportPagesOptions, ReportTaskRow, Store } from '../store/index.js';
+import { NOT_ON_DISK, type ReportPagesOptions, type ReportTaskRow, type Store } from '../store/index.js';
 import { ensureFolderUnder, type TextSink, writeFileAtomicStream } from '../util/fsatomic.js';
 import { inDoubtEntry, type ReportHead, type ReportOptions, reportTask } from './build.js';
 import { csvChunks } from './csv.js';
@@ -14,7 +14,7 @@ import { extrasOf, promptOfText } from './extras.js';
 import { GALLERY_BOTTOM, GALLERY_IN_DOUBT_LIMIT, galleryCard, galleryTop } from './gallery.js';
 import { collectReportHead } from './head.js';
 import { reportJsonChunks } from './json.js';
-import { MARKDOWN_LIST_LIMIT, markdownChunks, PROBLEM_STATES } from './markdown.js';
+import { FAILURE_STATES, MARKDOWN_LIST_LIMIT, markdownChunks } from './markdown.js';
 import type { Report, ReportTask } from './schema.js';
 
 export const REPORT_FILES = {
@@ -59,7 +59,8 @@ export async function writeReport(
       sink,
       markdownChunks(head, {
         inDoubt: inDoubt(MARKDOWN_LIST_LIMIT),
-        problems: tasks({ states: PROBLEM_STATES, limit: MARKDOWN_LIST_LIMIT }),
+        notOnDisk: tasks({ states: NOT_ON_DISK, limit: MARKDOWN_LIST_LIMIT }),
+        problems: tasks({ states: FAILURE_STATES, limit: MARKDOWN_LIST_LIMIT }),
         tasks: tasks({ limit: MARKDOWN_LIST_LIMIT }),
       }),
     ),
@@ -69,7 +70,7 @@ export async function writeReport(
     let first = true;
     for (const page of pages()) {
       const cards = page.map((row) => ({
-        task: reportTask(row, row.spend, row.files, runDir),
+        task: reportTask(row, row.spend, row.files, runDir, row.attempts),
         prompt: promptOfText(row.requestText),
       }));
       const extras = await extrasOf(cards, runDir);
@@ -99,7 +100,8 @@ function isEmitter(value: object): value is NodeJS.EventEmitter {
 
 /** The report rows of the tasks, one at a time, as the store hands them out a page at a time. */
 function* reportTasks(pages: Iterable<ReportTaskRow[]>, runDir: string): Generator<ReportTask, void, void> {
-  for (const page of pages) for (const row of page) yield reportTask(row, row.spend, row.files, runDir);
+  for (const page of pages)
+    for (const row of page) yield reportTask(row, row.spend, row.files, runDir, row.attempts);
 }
 
 function* inDoubtEntries(
@@ -107,7 +109,8 @@ function* inDoubtEntries(
   runDir: string,
 ): Generator<Report['in_doubt'][number], void, void> {
   for (const page of pages) {
-    for (const row of page) yield inDoubtEntry(reportTask(row, row.spend, row.files, runDir), row.lastSentAt);
+    for (const row of page)
+      yield inDoubtEntry(reportTask(row, row.spend, row.files, runDir, row.attempts), row.lastSentAt);
   }
 }
 

@@ -21,6 +21,13 @@ export { leaseHolder } from './leases.js';
 export { MIGRATIONS, type Migration } from './migrations.js';
 export { hostOf, withoutSignedQueries } from './redact.js';
 export {
+  type AttemptCounts,
+  emptyNotOnDisk,
+  isNotOnDisk,
+  NOT_ON_DISK,
+  type NotOnDiskFigures,
+  type NotOnDiskState,
+  type ProblemTaskRow,
   REQUEST_TEXT_FIELDS,
   type ReportModelFigures,
   type ReportPagesOptions,
@@ -28,6 +35,7 @@ export {
   type RequestTextField,
   type RunFileTotals,
 } from './report-reads.js';
+export type { ReportTaskSpend } from './spend.js';
 export type { SubmitRecorded } from './submissions.js';
 export { periodOf } from './time.js';
 export * from './transitions.js';
@@ -114,6 +122,9 @@ export class Store {
   readonly reportTaskPages: ReportReadStore['reportTaskPages'];
   readonly reportModelFigures: ReportReadStore['reportModelFigures'];
   readonly runFileTotals: ReportReadStore['runFileTotals'];
+  readonly taskAttemptCounts: ReportReadStore['taskAttemptCounts'];
+  readonly problemTasks: ReportReadStore['problemTasks'];
+  readonly notOnDiskByState: ReportReadStore['notOnDiskByState'];
 
   // Leases and schedules
   readonly acquireLease: LeaseStore['acquireLease'];
@@ -195,6 +206,9 @@ export class Store {
     this.reportTaskPages = reportReads.reportTaskPages.bind(reportReads);
     this.reportModelFigures = reportReads.reportModelFigures.bind(reportReads);
     this.runFileTotals = reportReads.runFileTotals.bind(reportReads);
+    this.taskAttemptCounts = reportReads.taskAttemptCounts.bind(reportReads);
+    this.problemTasks = reportReads.problemTasks.bind(reportReads);
+    this.notOnDiskByState = reportReads.notOnDiskByState.bind(reportReads);
 
     const leases = new LeaseStore(db, now);
     this.acquireLease = leases.acquireLease.bind(leases);

@@ -34,6 +34,38 @@ export interface ReportTaskRow {
   files: FileRecord[];
   /** When its latest submission was sent; null when it never was. */
   lastSentAt: Date | null;
+  /** Submissions sent (every attempt row), and how many of them the API accepted (and charged). */
+  attempts: AttemptCounts;
+  /** The API did not state the cost of the current job: the list price was booked for it. */
+  costAssumed: boolean;
+  /** The current job was adopted from doubt (a callback proved the lost submission was accepted). */
+  recovered: boolean;
+}
+
+/** How many times a task was sent, and how many of those the API accepted (each one a charge). */
+export interface AttemptCounts {
+  total: number;
+  charged: number;
+}
+
+/** The states of a task that was charged and has no result on disk (in doubt aside: it may not be paid). */
+export const NOT_ON_DISK = ['unfetched', 'stalled', 'lost'] as const;
+export type NotOnDiskState = (typeof NOT_ON_DISK)[number];
+
+/** Per state of NOT_ON_DISK: how many tasks, and what the ledger says they cost (charged − refunded). */
+export type NotOnDiskFigures = Record<NotOnDiskState, { tasks: number; tokens: number }>;
+
+/** A task that needs the user, as `status <run>` lists it: no body, its net spend beside it. */
+export interface ProblemTaskRow {
+  taskId: string;
+  model: string;
+  state: TaskState;
+  imgUuid: string | null;
+  error: string | null;
+  /** charged − refunded, from the ledger. */
+  net: number;
+  /** The most it may cost (the estimate's max), for tasks in doubt. */
+  estimateMax: number;
 }
 
 export interface ReportPagesOptions {
@@ -66,6 +98,14 @@ export interface ReportModelFigures {
   pricedCharged: number;
   /** Sum of the estimate maxima of the in-doubt tasks: the most they may have cost. */
   inDoubtMax: number;
+  /** Tasks charged and without a result on disk, per state, with their net cost. */
+  notOnDisk: NotOnDiskFigures;
+  /** Tasks whose current job was recovered from doubt. */
+  recovered: number;
+  /** Tasks the API accepted more than once (a failed, refunded job sent again). */
+  retried: number;
+  /** Tasks with a charge booked at list price because the API did not state it. */
+  costAssumed: number;
 }
 
 export interface RunFileTotals {
@@ -92,6 +132,8 @@ interface PageTaskRow {
   submitted_at: string | null;
   finished_at: string | null;
   job_duration: number | null;
+  cost_assumed: number;
+  recovered: number;
   prompt: string | null;
   text: string | null;
   lyrics: string | null;
@@ -107,6 +149,10 @@ interface FigureRow {
   charged: number;
   refunded: number;
   jobs: number;
+  charged_attempts: number;
+  assumed_jobs: number;
+  recovered: number;
+  cost_assumed: number;
 }
 
 type PageFileRow = FileRow;
@@ -116,7 +162,22 @@ interface PageSpendRow {
   charged: number;
   refunded: number;
   jobs: number;
+  assumed_jobs: number;
 }
+
+interface ProblemRow {
+  task_id: string;
+  model: string;
+  state: TaskState;
+  img_uuid: string | null;
+  error: string | null;
+  net: number;
+  est_max: number;
+}
+
+/** The net of one task from the ledger, through its (run_id, task_id) index. */
+const TASK_NET = `(SELECT total(CASE kind WHEN 'charge' THEN tokens ELSE -tokens END) FROM ledger AS l
+  WHERE l.run_id = t.run_id AND l.task_id = t.task_id)`;
 
 /** A text field of the body when it is a JSON string. CASE is lazy: json_type never sees invalid JSON. */
 function textField(field: RequestTextField): string {
@@ -134,6 +195,9 @@ export class ReportReadStore {
   readonly #selectLastSent;
   readonly #selectFigures;
   readonly #selectFileTotals;
+  readonly #selectAttemptCounts;
+  readonly #selectProblems;
+  readonly #selectNotOnDisk;
 
   constructor(db: Db) {
     // The report's order is in-doubt tasks first (they need the user), then manifest order. Both come
@@ -152,7 +216,7 @@ export class ReportReadStore {
       .raw();
     this.#selectPage = db.prepare<{ rowids: string }, PageTaskRow>(
       `SELECT rowid AS rid, task_id, seq, model, state, img_uuid, job_status, est_tokens, est_min, est_max,
-         est_basis, est_assumed, error, submitted_at, finished_at, job_duration,
+         est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered,
          ${textField('prompt')}, ${textField('text')}, ${textField('lyrics')}, ${textField('description')}
        FROM tasks WHERE rowid IN (SELECT value FROM json_each(:rowids))`,
     );
@@ -163,16 +227,36 @@ export class ReportReadStore {
       `SELECT task_id,
          coalesce(sum(CASE WHEN kind = 'charge' THEN tokens END), 0) AS charged,
          coalesce(sum(CASE WHEN kind = 'refund' THEN tokens END), 0) AS refunded,
-         count(CASE WHEN kind = 'charge' THEN 1 END) AS jobs
+         count(CASE WHEN kind = 'charge' THEN 1 END) AS jobs,
+         count(CASE WHEN kind = 'charge' AND assumed = 1 THEN 1 END) AS assumed_jobs
        FROM ledger WHERE run_id = :runId AND ${IN_PAGE} GROUP BY task_id`,
     );
     // A bare column next to max() comes from the row holding the maximum (documented SQLite behaviour).
     this.#selectLastSent = db.prepare<
       { runId: string; ids: string },
-      { task_id: string; sent_at: string; n: number }
+      { task_id: string; sent_at: string; n: number; total: number; charged: number }
     >(
-      `SELECT task_id, sent_at, max(attempt_no) AS n FROM attempts
-       WHERE run_id = :runId AND ${IN_PAGE} GROUP BY task_id`,
+      `SELECT task_id, sent_at, max(attempt_no) AS n, count(*) AS total,
+         count(CASE WHEN outcome = 'submitted' THEN 1 END) AS charged
+       FROM attempts WHERE run_id = :runId AND ${IN_PAGE} GROUP BY task_id`,
+    );
+    this.#selectAttemptCounts = db.prepare<[string], { task_id: string; total: number; charged: number }>(
+      `SELECT task_id, count(*) AS total, count(CASE WHEN outcome = 'submitted' THEN 1 END) AS charged
+       FROM attempts WHERE run_id = ? GROUP BY task_id`,
+    );
+    // One state at a time through the (run_id, state, seq) index, so LIMIT stops the read early.
+    this.#selectProblems = db.prepare<
+      { runId: string; state: string; limit: number; withErrorOnly: number },
+      ProblemRow
+    >(
+      `SELECT task_id, model, state, img_uuid, error, est_max, ${TASK_NET} AS net
+       FROM tasks AS t WHERE run_id = :runId AND state = :state
+         AND (:withErrorOnly = 0 OR error IS NOT NULL)
+       ORDER BY seq LIMIT :limit`,
+    );
+    this.#selectNotOnDisk = db.prepare<[string], { state: NotOnDiskState; tasks: number; tokens: number }>(
+      `SELECT state, count(*) AS tasks, total(${TASK_NET}) AS tokens
+       FROM tasks AS t WHERE run_id = ? AND state IN ('unfetched', 'stalled', 'lost') GROUP BY state`,
     );
     // One pass over the run's tasks, summed in JavaScript: GROUP BY would sort every task (SQLite
     // groups by sorting), and the ledger is read through its (run_id, task_id) index for each.
@@ -183,7 +267,12 @@ export class ReportReadStore {
          (SELECT total(tokens) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
             AND kind = 'refund') AS refunded,
          (SELECT count(*) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
-            AND kind = 'charge') AS jobs
+            AND kind = 'charge') AS jobs,
+         (SELECT count(*) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
+            AND kind = 'charge' AND assumed = 1) AS assumed_jobs,
+         (SELECT count(*) FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
+            AND outcome = 'submitted') AS charged_attempts,
+         recovered, cost_assumed
        FROM tasks AS t WHERE run_id = ?`,
     );
     this.#selectFileTotals = db.prepare<[string], { files: number; bytes: number }>(
@@ -249,14 +338,15 @@ export class ReportReadStore {
     }
     const spend = new Map<string, PageSpendRow>();
     for (const row of this.#selectSpend.iterate({ runId, ids })) spend.set(row.task_id, row);
-    const sent = new Map<string, string>();
-    for (const row of this.#selectLastSent.iterate({ runId, ids })) sent.set(row.task_id, row.sent_at);
+    const sent = new Map<string, { sent_at: string; total: number; charged: number }>();
+    for (const row of this.#selectLastSent.iterate({ runId, ids })) sent.set(row.task_id, row);
 
     const page: ReportTaskRow[] = [];
     for (const rowid of rowids) {
       const row = byRowid.get(rowid);
       if (row === undefined) continue;
       const s = spend.get(row.task_id);
+      const a = sent.get(row.task_id);
       page.push({
         taskId: row.task_id,
         seq: row.seq,
@@ -289,7 +379,10 @@ export class ReportReadStore {
           jobs: s?.jobs ?? 0,
         },
         files: files.get(row.task_id) ?? [],
-        lastSentAt: fromIsoOrNull(sent.get(row.task_id) ?? null),
+        lastSentAt: fromIsoOrNull(a?.sent_at ?? null),
+        attempts: { total: a?.total ?? 0, charged: a?.charged ?? 0 },
+        costAssumed: row.cost_assumed === 1 || (s?.assumed_jobs ?? 0) > 0,
+        recovered: row.recovered === 1,
       });
     }
     return page;
@@ -312,6 +405,14 @@ export class ReportReadStore {
       f.refunded += row.refunded;
       f.jobs += row.jobs;
       if (row.state === 'in_doubt') f.inDoubtMax += row.est_max;
+      if (isNotOnDisk(row.state)) {
+        f.notOnDisk[row.state].tasks++;
+        // Each task's net to 1e-6 tokens first, as the report shows it (roundTokens).
+        f.notOnDisk[row.state].tokens += Math.round((row.charged - row.refunded) * 1e6) / 1e6;
+      }
+      if (row.recovered === 1) f.recovered++;
+      if (row.charged_attempts > 1) f.retried++;
+      if (row.cost_assumed === 1 || row.assumed_jobs > 0) f.costAssumed++;
       if (row.jobs > 0 && row.est_min === row.est_max) {
         f.pricedTasks++;
         f.pricedListPrice += row.est_tokens * row.jobs;
@@ -320,6 +421,55 @@ export class ReportReadStore {
       }
     }
     return [...figures.values()].sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0));
+  }
+
+  /** Per task of the run that was ever sent: its attempts, and how many the API accepted. */
+  taskAttemptCounts(runId: string): Map<string, AttemptCounts> {
+    const counts = new Map<string, AttemptCounts>();
+    for (const row of this.#selectAttemptCounts.iterate(runId)) {
+      counts.set(row.task_id, { total: row.total, charged: row.charged });
+    }
+    return counts;
+  }
+
+  /**
+   * At most `limit` tasks in the given states, the states in the order given (most urgent first), each
+   * in manifest order, with their net spend. `withErrorOnly` states list only tasks that carry a reason
+   * (pending tasks that gave up for now). Reads no more rows than it returns.
+   */
+  problemTasks(
+    runId: string,
+    states: readonly TaskState[],
+    limit: number,
+    withErrorOnly: readonly TaskState[] = [],
+  ): ProblemTaskRow[] {
+    const rows: ProblemTaskRow[] = [];
+    for (const state of states) {
+      const left = limit - rows.length;
+      if (left <= 0) break;
+      const only = withErrorOnly.includes(state) ? 1 : 0;
+      for (const row of this.#selectProblems.iterate({ runId, state, limit: left, withErrorOnly: only })) {
+        rows.push({
+          taskId: row.task_id,
+          model: row.model,
+          state: row.state,
+          imgUuid: row.img_uuid,
+          error: row.error,
+          net: row.net,
+          estimateMax: row.est_max,
+        });
+      }
+    }
+    return rows;
+  }
+
+  /** The run's charged tasks without a result on disk, per state: counts and net tokens, by SQL. */
+  notOnDiskByState(runId: string): NotOnDiskFigures {
+    const figures = emptyNotOnDisk();
+    for (const row of this.#selectNotOnDisk.iterate(runId)) {
+      figures[row.state] = { tasks: row.tasks, tokens: row.tokens };
+    }
+    return figures;
   }
 
   /** How many result files the run has, and their total size in bytes. */
@@ -342,5 +492,21 @@ function emptyFigures(model: string): ReportModelFigures {
     pricedListPrice: 0,
     pricedCharged: 0,
     inDoubtMax: 0,
+    notOnDisk: emptyNotOnDisk(),
+    recovered: 0,
+    retried: 0,
+    costAssumed: 0,
   };
+}
+
+export function emptyNotOnDisk(): NotOnDiskFigures {
+  return {
+    unfetched: { tasks: 0, tokens: 0 },
+    stalled: { tasks: 0, tokens: 0 },
+    lost: { tasks: 0, tokens: 0 },
+  };
+}
+
+export function isNotOnDisk(state: TaskState): state is NotOnDiskState {
+  return (NOT_ON_DISK as readonly TaskState[]).includes(state);
 }

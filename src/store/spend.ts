@@ -1,6 +1,7 @@
 // What the ledger says each task of a run cost, for the cost report. Read only: charges and refunds are
 // written by the submission and job modules. A task sent more than once (`--retry-in-doubt`,
-// `--accept-changes`) has one charge per job, so the task's own `cost` column is not enough.
+// `--accept-changes`, automatic retries) has one charge per job, so the task's own `cost` column is not
+// enough.
 
 import type { Db } from './db.js';
 import type { TaskSpend } from './types.js';
@@ -10,6 +11,12 @@ interface TaskSpendRow {
   charged: number;
   refunded: number;
   jobs: number;
+  assumed_jobs: number;
+}
+
+/** A task's spend, with how many of its charges were booked at list price (the API did not state them). */
+export interface ReportTaskSpend extends TaskSpend {
+  assumedJobs: number;
 }
 
 export class SpendStore {
@@ -21,7 +28,8 @@ export class SpendStore {
       `SELECT task_id,
          coalesce(sum(CASE WHEN kind = 'charge' THEN tokens END), 0) AS charged,
          coalesce(sum(CASE WHEN kind = 'refund' THEN tokens END), 0) AS refunded,
-         count(CASE WHEN kind = 'charge' THEN 1 END) AS jobs
+         count(CASE WHEN kind = 'charge' THEN 1 END) AS jobs,
+         count(CASE WHEN kind = 'charge' AND assumed = 1 THEN 1 END) AS assumed_jobs
        FROM ledger WHERE run_id = ? GROUP BY task_id ORDER BY task_id`,
     );
     this.#selectRunKeys = db
@@ -32,13 +40,14 @@ export class SpendStore {
   }
 
   /** Per task of the run that the ledger knows: every charge and refund, and how many jobs were charged. */
-  taskSpend(runId: string): TaskSpend[] {
+  taskSpend(runId: string): ReportTaskSpend[] {
     return this.#selectTaskSpend.all(runId).map((row) => ({
       taskId: row.task_id,
       charged: row.charged,
       refunded: row.refunded,
       net: row.charged - row.refunded,
       jobs: row.jobs,
+      assumedJobs: row.assumed_jobs,
     }));
   }
 

@@ -107,7 +107,7 @@ describe('the cost report of a real run', () => {
 
   it('writes a report.json that the versioned schema accepts', () => {
     expect(reportSchema.safeParse(report).error).toBeUndefined();
-    expect(report.version).toBe(1);
+    expect(report.version).toBe(2);
     expect(Date.parse(report.generated_at)).toBeGreaterThan(Date.now() - 60_000);
   });
 
@@ -154,7 +154,7 @@ describe('status, report and balance', () => {
     expect(out.code).toBe(0);
     expect(out.stdout).toContain('Tasks: 5 (4 done, 1 failed)');
     expect(out.stdout).toMatch(/estimated 2\.8, charged 2\.1, refunded 0\.15, net 1\.95 \(\$0\.039\)/);
-    expect(out.stdout).toMatch(/broken\s+flat-image\s+failed\s+the job failed/);
+    expect(out.stdout).toMatch(/broken\s+flat-image\s+failed\s+0\s+the job failed/);
     const json = JSON.parse((await run.mb(['status', 'money', '--json'])).stdout) as {
       problems: { id: string; state: string; error: string }[];
     };

@@ -20,7 +20,7 @@ describe('schemas/report.schema.json', () => {
       };
     };
     expect(schema.title).toBe('mediabatch cost report');
-    expect(schema.properties.version.const).toBe(1);
+    expect(schema.properties.version.const).toBe(2);
     expect(schema.additionalProperties).toBe(false);
     expect(schema.required).toEqual(Object.keys(reportSchema.shape));
     expect(schema.properties.tasks.items.properties.status.enum).toEqual([...TASK_STATES]);

@@ -168,3 +168,41 @@ describe('reportModelFigures and runFileTotals', () => {
     expect(ctx.store().runFileTotals('r1')).toEqual({ files: 0, bytes: 0 });
   });
 });
+
+describe('problemTasks and notOnDiskByState', () => {
+  it('reads the most urgent states first, stops at the limit, and sums the paid tasks not on disk', () => {
+    const store = ctx.store();
+    mixedRun(store);
+    store.upsertTasks('r1', [task('g', {}, 2), task('h', {}, 4)]);
+    for (const id of ['g', 'h']) {
+      submit(store, 'r1', id, `uuid-${id}`, id === 'g' ? 2 : 4);
+      store.recordJobStatus(`uuid-${id}`, 'success', { status: 'success' }, 'poll');
+      store.moveTask('r1', id, 'unfetched', 'link expired');
+    }
+    store.moveTask('r1', 'h', 'lost', 'the service answered 404');
+    const ids = (limit: number) =>
+      store
+        .problemTasks('r1', ['unfetched', 'lost', 'in_doubt', 'failed'], limit)
+        .map((t) => [t.taskId, t.net]);
+    expect(ids(10)).toEqual([
+      ['g', 2],
+      ['h', 4],
+      ['c', 0],
+      ['e', 0],
+      ['b', 0],
+    ]);
+    expect(ids(3)).toEqual([
+      ['g', 2],
+      ['h', 4],
+      ['c', 0],
+    ]);
+    expect(store.notOnDiskByState('r1')).toEqual({
+      unfetched: { tasks: 1, tokens: 2 },
+      stalled: { tasks: 0, tokens: 0 },
+      lost: { tasks: 1, tokens: 4 },
+    });
+    const b = all(store).find((t) => t.taskId === 'b');
+    expect(b?.attempts).toEqual({ total: 1, charged: 1 });
+    expect(all(store).find((t) => t.taskId === 'c')?.attempts).toEqual({ total: 1, charged: 0 });
+  });
+});

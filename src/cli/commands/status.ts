@@ -7,11 +7,13 @@ import { tokensToUsd } from '../../plan/plan.js';
 import { plural } from '../../report/format.js';
 import { scheduledManifests } from '../../schedule/status.js';
 import {
+  isNotOnDisk,
+  NOT_ON_DISK,
   openStore,
+  type ProblemTaskRow,
   type RunRecord,
   type Store,
   TASK_STATES,
-  type TaskRecord,
   type TaskState,
   UNFINISHED,
 } from '../../store/index.js';
@@ -79,12 +81,24 @@ export function displayPath(cwd: string, path: string): string {
   return rel === '' ? '.' : rel.startsWith('..') ? path : rel;
 }
 
+/** `status <run>` lists at most this many tasks that need the user; the counts above it are complete. */
+export const STATUS_PROBLEM_LIMIT = 50;
+
 export function describeCounts(c: Record<TaskState, number>): string {
   const parts = [`${c.done} done`];
-  for (const state of ['failed', 'in_doubt', 'rejected', 'blocked'] as const) {
+  for (const state of [
+    'unfetched',
+    'stalled',
+    'lost',
+    'failed',
+    'in_doubt',
+    'rejected',
+    'blocked',
+  ] as const) {
     if (c[state] > 0) parts.push(`${c[state]} ${LABEL[state]}`);
   }
-  const unfinished = UNFINISHED.reduce((n, s) => n + c[s], 0);
+  // Unfetched and stalled tasks are unfinished too, but named above.
+  const unfinished = UNFINISHED.filter((s) => !isNotOnDisk(s)).reduce((n, s) => n + c[s], 0);
   if (unfinished > 0) parts.push(`${unfinished} unfinished`);
   return parts.join(', ');
 }
@@ -147,7 +161,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
     return EXIT.ok;
   }
   const rows = [
-    ['RUN', 'MANIFEST', 'STARTED', 'STATE', 'TASKS', 'NET TOKENS'],
+    ['RUN', 'MANIFEST', 'STARTED', 'STATE', 'TASKS', 'NET TOKENS', 'PAID, NOT ON DISK'],
     ...runs.map(({ run, counts, spent }) => [
       run.id,
       displayPath(io.cwd, run.manifestPath),
@@ -155,6 +169,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
       run.state,
       `${plural(total(counts), 'task')}: ${describeCounts(counts)}`,
       fmtTokens(round(spent.net)),
+      String(notOnDisk(counts)),
     ]),
   ];
   io.stdout.write(`${table(rows)}\n`);
@@ -166,11 +181,12 @@ function showRun(store: Store, run: RunRecord, opts: { json?: boolean }, ctx: Re
   const counts = store.countTasksByState(run.id);
   const spent = store.runSpent(run.id);
   const estimated = store.modelTotals(run.id).reduce((n, m) => n + m.estimated, 0);
-  const problems: TaskRecord[] = [
-    ...store.tasksByState(run.id, PROBLEM_STATES),
-    // Pending tasks that gave up for now (retries exhausted) carry their reason too.
-    ...store.tasksByState(run.id, UNFINISHED).filter((t) => t.error !== null),
-  ].sort((a, b) => severity(a.state) - severity(b.state) || a.seq - b.seq);
+  // Pending tasks that gave up for now (retries exhausted) carry their reason too: listed last.
+  const others = UNFINISHED.filter((s) => !PROBLEM_STATES.includes(s));
+  const problems = store.problemTasks(run.id, [...PROBLEM_STATES, ...others], STATUS_PROBLEM_LIMIT, others);
+  const paid = store.notOnDiskByState(run.id);
+  const paidTasks = NOT_ON_DISK.reduce((n, s) => n + paid[s].tasks, 0);
+  const paidTokens = NOT_ON_DISK.reduce((n, s) => n + paid[s].tokens, 0);
   const folder = runFolder(run, io.cwd);
   if (opts.json) {
     io.stdout.write(
@@ -179,11 +195,19 @@ function showRun(store: Store, run: RunRecord, opts: { json?: boolean }, ctx: Re
           ...runJson(run, counts, spent, ctx),
           estimated: round(estimated),
           folder,
+          paid_not_on_disk: {
+            tasks: paidTasks,
+            tokens: round(paidTokens),
+            ...Object.fromEntries(
+              NOT_ON_DISK.map((s) => [s, { tasks: paid[s].tasks, tokens: round(paid[s].tokens) }]),
+            ),
+          },
           problems: problems.map((t) => ({
             id: t.taskId,
             model: t.model,
             state: t.state,
             img_uuid: t.imgUuid,
+            net: round(t.net),
             error: t.error,
           })),
         },
@@ -204,13 +228,26 @@ function showRun(store: Store, run: RunRecord, opts: { json?: boolean }, ctx: Re
     `  Tokens: estimated ${fmtTokens(round(estimated))}, charged ${fmtTokens(round(spent.charged))}, refunded ${fmtTokens(round(spent.refunded))}, net ${fmtTokens(round(spent.net))} (${fmtUsd(spent.net)})`,
   );
   out(`  Files: ${displayPath(io.cwd, folder)}`);
+  const manifest = displayPath(io.cwd, run.manifestPath);
+  if (paidTasks > 0) {
+    out();
+    const parts = NOT_ON_DISK.filter((s) => paid[s].tasks > 0).map(
+      (s) => `${paid[s].tasks} ${LABEL[s]}, ${fmtTokens(round(paid[s].tokens))} tokens`,
+    );
+    out(
+      `${paidTasks} paid task(s) not on disk (${fmtTokens(round(paidTokens))} tokens: ${parts.join('; ')}). ` +
+        (paid.unfetched.tasks + paid.stalled.tasks > 0
+          ? `Run the same command again, \`mediabatch run ${manifest}\`, to fetch the results without paying again.`
+          : 'The service no longer has the lost results: the errors say why.'),
+    );
+  }
   if (counts.in_doubt > 0) {
     out();
     out(
       `${counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. Check the account, then \`mediabatch run ${displayPath(io.cwd, run.manifestPath)} --retry-in-doubt\` submits them again (possibly charged twice).`,
     );
   }
-  const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
+  const unfinished = UNFINISHED.filter((s) => !isNotOnDisk(s)).reduce((n, s) => n + counts[s], 0);
   if (unfinished > 0 && run.state !== 'running') {
     out();
     out(
@@ -221,10 +258,14 @@ function showRun(store: Store, run: RunRecord, opts: { json?: boolean }, ctx: Re
     out();
     out(
       table([
-        ['TASK', 'MODEL', 'STATE', 'ERROR'],
-        ...problems.map((t) => [t.taskId, t.model, LABEL[t.state], oneLine(t.error ?? '')]),
+        ['TASK', 'MODEL', 'STATE', 'TOKENS', 'ERROR'],
+        ...problems.map((t) => [t.taskId, t.model, LABEL[t.state], tokensOf(t), oneLine(t.error ?? '')]),
       ]),
     );
+    const listed = [...PROBLEM_STATES, ...others].reduce((n, s) => n + counts[s], 0);
+    if (problems.length === STATUS_PROBLEM_LIMIT && listed > problems.length) {
+      out(`…the first ${STATUS_PROBLEM_LIMIT} shown; \`mediabatch report ${run.id}\` lists every task.`);
+    }
   }
   return EXIT.ok;
 }
@@ -247,6 +288,7 @@ function runJson(
     finished_at: run.finishedAt?.toISOString() ?? null,
     tasks: total(counts),
     by_state: counts,
+    paid_not_on_disk: notOnDisk(counts),
     charged: round(spent.charged),
     refunded: round(spent.refunded),
     net: round(spent.net),
@@ -254,9 +296,15 @@ function runJson(
   };
 }
 
-function severity(state: TaskState): number {
-  const i = PROBLEM_STATES.indexOf(state);
-  return i < 0 ? PROBLEM_STATES.length : i;
+/** What a listed task cost: its net, or for a task in doubt the most it may have cost. */
+function tokensOf(t: ProblemTaskRow): string {
+  if (t.state === 'in_doubt') return `up to ${fmtTokens(round(t.estimateMax))}`;
+  return fmtTokens(round(t.net));
+}
+
+/** Charged tasks without a result on disk, from the counts by state. */
+function notOnDisk(counts: Record<TaskState, number>): number {
+  return NOT_ON_DISK.reduce((n, s) => n + counts[s], 0);
 }
 
 function emptyCounts(): Record<TaskState, number> {
