@@ -7,7 +7,12 @@ import { once } from 'node:events';
 import { createReadStream } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { NOT_ON_DISK, type ReportPagesOptions, type ReportTaskRow, type Store } from '../store/index.js';
-import { ensureFolderUnder, type TextSink, writeFileAtomicStream } from '../util/fsatomic.js';
+import {
+  ensureFolderUnder,
+  removeLeftoverTemps,
+  type TextSink,
+  writeFileAtomicStream,
+} from '../util/fsatomic.js';
 import { inDoubtEntry, type ReportHead, type ReportOptions, reportTask } from './build.js';
 import { csvChunks } from './csv.js';
 import { extrasOf, promptOfText } from './extras.js';
@@ -41,6 +46,9 @@ export async function writeReport(
   // The run's folder sits in the user's output folder, which may be a link they made; the run's folder
   // itself must be a real folder, or the report could be written wherever a planted link points.
   await ensureFolderUnder(dirname(runDir), basename(runDir));
+  // A report written by a process that was killed leaves its temporary files; ones older than this
+  // process cannot belong to a writer still at work beside us.
+  await removeLeftoverTemps(runDir, Date.now() - process.uptime() * 1000);
   const files = {
     json: join(runDir, REPORT_FILES.json),
     csv: join(runDir, REPORT_FILES.csv),

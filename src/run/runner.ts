@@ -15,7 +15,12 @@ import { findEntry } from '../catalog/index.js';
 import type { CatalogEntry, RequestBody, ResultItemKind } from '../catalog/types.js';
 import type { NewFile, Store, TaskRecord, TaskState } from '../store/index.js';
 import { jobPhase, withoutSignedQueries } from '../store/index.js';
-import { ensureFolderUnder, UnsafePathError, writeFileAtomic } from '../util/fsatomic.js';
+import {
+  ensureFolderUnder,
+  removeLeftoverTemps,
+  UnsafePathError,
+  writeFileAtomic,
+} from '../util/fsatomic.js';
 import type { Logger } from '../util/log.js';
 import { fromMicro, toMicro } from '../util/money.js';
 import { sleep as defaultSleep } from '../util/sleep.js';
@@ -1115,6 +1120,8 @@ export class Runner {
     let folder: string;
     try {
       folder = await ensureFolderUnder(runDir, folderName);
+      // A process killed while writing here left its temporary files; this run holds the lease.
+      await removeLeftoverTemps(folder);
     } catch (error) {
       await this.#unfetched(watched, localProblem(error, join(runDir, folderName)), true);
       return;

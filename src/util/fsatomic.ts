@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { type FileHandle, lstat, mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { type FileHandle, lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 
 /** A folder on the way to a file is a link or not a folder: writing there could land anywhere. */
@@ -48,6 +48,25 @@ export function tempPathFor(path: string, random: () => string = randomHex): str
 export function isTempFor(name: string, finalName: string): boolean {
   const stem = `.${[...finalName].slice(0, 100).join('')}.`;
   return name.startsWith(stem) && /^[0-9a-f]{16}\.part$/.test(name.slice(stem.length));
+}
+
+/**
+ * Removes the temporary files a killed process left in `folder` (only names tempPathFor makes). With
+ * `olderThanMs` (epoch ms), only those last written before then: a writer that started earlier and is still
+ * alive is not robbed of its file. Without it, call it only for a folder no other process writes to, such as
+ * a task folder under the run's lease.
+ */
+export async function removeLeftoverTemps(folder: string, olderThanMs?: number): Promise<void> {
+  const names = await readdir(folder).catch(() => [] as string[]);
+  for (const name of names) {
+    if (!/^\..+\.[0-9a-f]{16}\.part$/.test(name)) continue;
+    const path = join(folder, name);
+    if (olderThanMs !== undefined) {
+      const info = await lstat(path).catch(() => undefined);
+      if (info === undefined || info.mtimeMs >= olderThanMs) continue;
+    }
+    await rm(path, { force: true });
+  }
 }
 
 /** Creates a new file that did not exist, never through a link. EEXIST means someone else's file is there. */

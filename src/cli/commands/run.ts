@@ -676,7 +676,8 @@ function scaledWatchPolicy(scale: number): Partial<WatchPolicy> {
     stalledPollMs: d.stalledPollMs * scale,
     notFoundWindowMs: d.notFoundWindowMs * scale,
     successGraceMs: d.successGraceMs * scale,
-    doubtCallbackWaitMs: d.doubtCallbackWaitMs * scale,
+    // Callbacks travel over the network whatever the scale: never less than a couple of seconds.
+    doubtCallbackWaitMs: Math.max(2_000, d.doubtCallbackWaitMs * scale),
   };
 }
 
