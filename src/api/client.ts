@@ -106,34 +106,41 @@ const PRINTABLE_TOKEN = /^[\x21-\x7e]+$/;
  */
 export const MIN_API_KEY_LENGTH = 8;
 
+/** A setting of the client (base URL, key, timeouts) the user must fix; never a bug. */
+export class ApiSettingsError extends Error {
+  override name = 'ApiSettingsError';
+}
+
 function checkOptions(options: ApiClientOptions): URL {
   let url: URL;
   try {
     url = new URL(options.baseUrl);
   } catch {
-    throw new Error(
+    throw new ApiSettingsError(
       `baseUrl: must be an http(s) URL such as https://api.example.com, got ${options.baseUrl}`,
     );
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new Error(
+    throw new ApiSettingsError(
       `baseUrl: must be an http(s) URL, got ${url.protocol} (set MEDIABATCH_BASE_URL or --base-url)`,
     );
   }
   // The key itself is never quoted: this message may end up in a log.
   if (typeof options.apiKey !== 'string' || !PRINTABLE_TOKEN.test(options.apiKey)) {
-    throw new Error(
+    throw new ApiSettingsError(
       'apiKey: must be non-empty printable ASCII without spaces or line breaks (check MEDIABATCH_API_KEY)',
     );
   }
   if (options.apiKey.length < MIN_API_KEY_LENGTH) {
-    throw new Error(
+    throw new ApiSettingsError(
       `apiKey: MEDIABATCH_API_KEY is too short (${options.apiKey.length} characters); a real API key has at least ${MIN_API_KEY_LENGTH}`,
     );
   }
   for (const [name, value] of Object.entries(options.timeouts ?? {})) {
     if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-      throw new Error(`timeouts.${name}: must be a positive number of milliseconds, got ${String(value)}`);
+      throw new ApiSettingsError(
+        `timeouts.${name}: must be a positive number of milliseconds, got ${String(value)}`,
+      );
     }
   }
   return url;

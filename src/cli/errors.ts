@@ -1,6 +1,7 @@
 // Only the CLI decides exit codes and wording; everything below it returns results or throws these.
 
 import { isAbsolute, relative } from 'node:path';
+import { ApiSettingsError } from '../api/client.js';
 import { STATE_FILE_KINDS, StoreError } from '../store/db.js';
 
 export const EXIT = {
@@ -34,6 +35,7 @@ export class ExitError extends Error {
  * line naming the file as the user gave it (relative to the working folder when inside it).
  */
 export function expectedExit(error: unknown, cwd: string): ExitError | undefined {
+  if (error instanceof ApiSettingsError) return new ExitError(EXIT.invalid, error.message);
   if (!(error instanceof StoreError) || !STATE_FILE_KINDS.includes(error.kind)) return undefined;
   const file = error.file;
   const rel = file === undefined ? '' : relative(cwd, file);

@@ -1,6 +1,7 @@
 // `balance`: the account balance from the API, and what the local ledger knows of spend per period and
 // API-key fingerprint (and of the current key's quota). The ledger part works without credentials.
 
+import { ApiSettingsError } from '../../api/client.js';
 import type { Config } from '../../config.js';
 import { tokensToUsd } from '../../plan/plan.js';
 import { quotaOfKey } from '../../report/index.js';
@@ -32,10 +33,12 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
       failure =
         error instanceof ExitError
           ? error
-          : new ExitError(
-              EXIT.invalid,
-              `cannot read the balance from ${config.baseUrl ?? 'the API'} (${(error as Error).message}): check MEDIABATCH_BASE_URL and the network`,
-            );
+          : error instanceof ApiSettingsError
+            ? new ExitError(EXIT.invalid, error.message)
+            : new ExitError(
+                EXIT.invalid,
+                `cannot read the balance from ${config.baseUrl ?? 'the API'} (${(error as Error).message}): check MEDIABATCH_BASE_URL and the network`,
+              );
       balanceError = failure.message;
     }
   }
