@@ -16,6 +16,11 @@ export interface CliIO {
   signals?: NodeJS.EventEmitter;
   /** Ends the process at once (a second Ctrl-C); absent in tests. */
   exit?: (code: number) => void;
+  /**
+   * Asks a yes/no question of the person at the terminal; absent when standard input is not a terminal
+   * (then nobody can answer, and a paid run needs --yes). 'interrupted' is Ctrl-C at the question.
+   */
+  ask?: (question: string) => Promise<boolean | 'interrupted'>;
 }
 
 export function processIO(): CliIO {
@@ -28,5 +33,25 @@ export function processIO(): CliIO {
     interactive: Boolean(process.stdin.isTTY && process.stdout.isTTY),
     signals: process,
     exit: (code) => process.exit(code),
+    ...(process.stdin.isTTY ? { ask: askOnTerminal } : {}),
   };
+}
+
+/** The question goes to stderr, so that `run … | tee log` still asks, and stdout stays the program's. */
+async function askOnTerminal(question: string): Promise<boolean | 'interrupted'> {
+  const { createInterface } = await import('node:readline/promises');
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const interrupted = new Promise<'interrupted'>((resolve) =>
+      rl.once('SIGINT', () => resolve('interrupted')),
+    );
+    const answer = await Promise.race([rl.question(question), interrupted]);
+    if (answer === 'interrupted') {
+      process.stderr.write('\n');
+      return 'interrupted';
+    }
+    return /^y(es)?$/i.test(answer.trim());
+  } finally {
+    rl.close();
+  }
 }

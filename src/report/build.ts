@@ -220,8 +220,10 @@ export function assembleHead(input: HeadInput): ReportHead {
       state: run.state,
       exit_code: run.exitCode,
       created_at: run.createdAt.toISOString(),
-      started_at: isoOrNull(run.startedAt),
+      // The first start and the last end: a re-run that had nothing to do moves neither.
+      started_at: isoOrNull(run.firstStartedAt ?? run.startedAt),
       finished_at: isoOrNull(run.finishedAt),
+      active_s: Math.round(run.activeMs / 1000),
     },
     advice: adviceFor(totals, input.inDoubt, run.manifestPath),
     totals,

@@ -54,6 +54,7 @@ export function* markdownChunks(
       `state **${run.state}**${run.exit_code === null ? '' : ` (exit ${run.exit_code})`}`,
       run.started_at === null ? '' : `started ${fmtTime(run.started_at)}`,
       run.finished_at === null ? '' : `ended ${fmtTime(run.finished_at)}`,
+      run.active_s > 0 ? `active ${fmtSeconds(run.active_s)}` : '',
     ]
       .filter(Boolean)
       .join(' · '),

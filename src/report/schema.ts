@@ -178,8 +178,9 @@ export const reportSchema = z
         state: z.enum(RUN_STATES),
         exit_code: z.number().int().nullable(),
         created_at: iso,
-        started_at: iso.nullable(),
-        finished_at: iso.nullable(),
+        started_at: iso.nullable().describe('The first start of the run; later resumes do not move it.'),
+        finished_at: iso.nullable().describe('The latest end.'),
+        active_s: z.number().int().nonnegative().describe('Seconds spent running, over every session.'),
       })
       .strict(),
     advice: z.array(z.string()).describe('What needs the user’s attention, most urgent first.'),

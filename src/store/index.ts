@@ -64,6 +64,7 @@ export class Store {
   readonly listRuns: RunStore['listRuns'];
   readonly unfinishedRuns: RunStore['unfinishedRuns'];
   readonly unfinishedRunOf: RunStore['unfinishedRunOf'];
+  readonly bindRunToApi: RunStore['bindRunToApi'];
   readonly markRunState: RunStore['markRunState'];
   readonly setRunBalance: RunStore['setRunBalance'];
   readonly updateRunSettings: RunStore['updateRunSettings'];
@@ -147,6 +148,7 @@ export class Store {
     this.listRuns = runs.listRuns.bind(runs);
     this.unfinishedRuns = runs.unfinishedRuns.bind(runs);
     this.unfinishedRunOf = runs.unfinishedRunOf.bind(runs);
+    this.bindRunToApi = runs.bindRunToApi.bind(runs);
     this.markRunState = runs.markRunState.bind(runs);
     this.setRunBalance = runs.setRunBalance.bind(runs);
     this.updateRunSettings = runs.updateRunSettings.bind(runs);

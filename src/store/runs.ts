@@ -16,6 +16,10 @@ interface RunRow {
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
+  first_started_at: string | null;
+  active_ms: number;
+  api_base_url: string | null;
+  key_fingerprint: string | null;
 }
 
 function toRun(row: RunRow): RunRecord {
@@ -32,6 +36,12 @@ function toRun(row: RunRow): RunRecord {
     createdAt: fromIso(row.created_at),
     startedAt: fromIsoOrNull(row.started_at),
     finishedAt: fromIsoOrNull(row.finished_at),
+    firstStartedAt: fromIsoOrNull(row.first_started_at),
+    activeMs: row.active_ms,
+    api:
+      row.api_base_url === null
+        ? null
+        : { baseUrl: row.api_base_url, keyFingerprint: row.key_fingerprint ?? '' },
   };
 }
 
@@ -44,6 +54,7 @@ export class RunStore {
   readonly #selectUnfinishedRuns;
   readonly #selectUnfinishedRunOf;
   readonly #markRunStarted;
+  readonly #bindApi;
   readonly #markRunEnded;
   readonly #updateBalanceBefore;
   readonly #updateBalanceAfter;
@@ -58,10 +69,14 @@ export class RunStore {
       manifestName: string;
       settings: string;
       callbackToken: string | null;
+      apiBaseUrl: string | null;
+      keyFingerprint: string | null;
       now: string;
     }>(
-      `INSERT INTO runs (id, manifest_path, manifest_name, state, settings, callback_token, created_at, started_at)
-       VALUES (:id, :manifestPath, :manifestName, 'running', :settings, :callbackToken, :now, :now)`,
+      `INSERT INTO runs (id, manifest_path, manifest_name, state, settings, callback_token, created_at, started_at,
+         first_started_at, api_base_url, key_fingerprint)
+       VALUES (:id, :manifestPath, :manifestName, 'running', :settings, :callbackToken, :now, :now, :now,
+         :apiBaseUrl, :keyFingerprint)`,
     );
     this.#selectRun = db.prepare<[string], RunRow>('SELECT * FROM runs WHERE id = ?');
     this.#selectRuns = db.prepare<[], RunRow>('SELECT * FROM runs ORDER BY created_at DESC, id');
@@ -77,10 +92,19 @@ export class RunStore {
        ORDER BY created_at DESC, id LIMIT 1`,
     );
     this.#markRunStarted = db.prepare<{ id: string; now: string }>(
-      `UPDATE runs SET state = 'running', started_at = :now, finished_at = NULL, exit_code = NULL WHERE id = :id`,
+      `UPDATE runs SET state = 'running', started_at = :now, first_started_at = coalesce(first_started_at, :now),
+         exit_code = NULL WHERE id = :id`,
+    );
+    this.#bindApi = db.prepare<{ id: string; baseUrl: string; keyFingerprint: string }>(
+      'UPDATE runs SET api_base_url = :baseUrl, key_fingerprint = :keyFingerprint WHERE id = :id AND api_base_url IS NULL',
     );
     this.#markRunEnded = db.prepare<{ id: string; state: RunState; exitCode: number | null; now: string }>(
-      'UPDATE runs SET state = :state, finished_at = :now, exit_code = :exitCode WHERE id = :id',
+      // A session's time counts once: only an end that follows a start adds to the active time.
+      `UPDATE runs SET
+         active_ms = active_ms + CASE WHEN state = 'running' AND started_at IS NOT NULL
+           THEN max(0, CAST(round((julianday(:now) - julianday(started_at)) * 86400000) AS INTEGER)) ELSE 0 END,
+         state = :state, finished_at = :now, exit_code = :exitCode
+       WHERE id = :id`,
     );
     this.#updateBalanceBefore = db.prepare<[number, string]>(
       'UPDATE runs SET balance_before = ? WHERE id = ?',
@@ -103,6 +127,8 @@ export class RunStore {
       manifestName: run.manifestName,
       settings: JSON.stringify(run.settings ?? null),
       callbackToken: run.callbackToken ?? null,
+      apiBaseUrl: run.api?.baseUrl ?? null,
+      keyFingerprint: run.api?.keyFingerprint ?? null,
       now: toIso(this.#now()),
     });
     return this.#mustGet(run.id);
@@ -125,6 +151,11 @@ export class RunStore {
   /** Runs that a `run` of the same manifest would resume: every state but `finished`, newest first. */
   unfinishedRuns(): RunRecord[] {
     return this.#selectUnfinishedRuns.all().map(toRun);
+  }
+
+  /** A run from before runs were bound to their API is bound to the one it is resumed against. */
+  bindRunToApi(id: string, api: { baseUrl: string; keyFingerprint: string }): void {
+    this.#bindApi.run({ id, ...api });
   }
 
   /** The newest run of this manifest (same file, same name) that did not finish, if any. */

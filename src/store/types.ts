@@ -36,6 +36,8 @@ export interface NewRun {
   settings: unknown;
   /** The per-run secret that callback URLs carry (issue 7); kept so a restarted run accepts late callbacks. */
   callbackToken?: string;
+  /** The API (base URL) and key (fingerprint) the run is started against; it is never resumed against another. */
+  api?: { baseUrl: string; keyFingerprint: string };
 }
 
 export interface RunRecord {
@@ -51,7 +53,14 @@ export interface RunRecord {
   createdAt: Date;
   /** The latest start (a resumed run starts again). */
   startedAt: Date | null;
+  /** The latest end; kept while a resumed run is going. */
   finishedAt: Date | null;
+  /** The first start: never moves. */
+  firstStartedAt: Date | null;
+  /** Time spent running, summed over every session that ended. */
+  activeMs: number;
+  /** The API and key the run belongs to; null for runs from before runs were bound. */
+  api: { baseUrl: string; keyFingerprint: string } | null;
 }
 
 /** One task as the runner hands it to the store. */

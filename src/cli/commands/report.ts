@@ -1,8 +1,10 @@
 // `report [run]`: (re)writes report.json, report.csv, report.md and index.html into the run's folder and
 // prints report.md (or report.json with --json). The newest run when none is named.
 
+import { resolve } from 'node:path';
 import type { Config } from '../../config.js';
 import { copyReportFile, UnknownRunError, writeReport } from '../../report/index.js';
+import { checkRunFolder, RunFolderTakenError } from '../../run/marker.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath, openExistingStore, type ReadContext, runFolder, unknownRunError } from './status.js';
 
@@ -30,12 +32,14 @@ export async function reportCommand(
     const folder = runFolder(run, io.cwd);
     let written: Awaited<ReturnType<typeof writeReport>>;
     try {
+      await checkRunFolder(folder, resolve(io.cwd, ctx.statePath), id, (p) => displayPath(io.cwd, p));
       written = await writeReport(store, id, folder, {
         now: io.now(),
         ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
       });
     } catch (error) {
       if (error instanceof UnknownRunError) throw unknownRunError(id, store, ctx.statePath);
+      if (error instanceof RunFolderTakenError) throw new ExitError(EXIT.invalid, error.message);
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'EACCES' || code === 'EROFS' || code === 'ENOSPC' || code === 'ENOTDIR') {
         throw new ExitError(

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join, relative, resolve } from 'node:path';
-import { createInterface } from 'node:readline/promises';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import { downloadResult } from '../../api/download.js';
 import { findEntry, roundTokens } from '../../catalog/index.js';
@@ -19,6 +18,7 @@ import {
   startCallbackReceiver,
 } from '../../run/callbacks.js';
 import { checkOutputFolder, expectedResultBytes } from '../../run/disk.js';
+import { claimRunFolder, RunFolderTakenError } from '../../run/marker.js';
 import { DEFAULT_POLL_PROFILES, fallbackProfiles, scaleProfiles } from '../../run/polling.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { ProgressView } from '../../run/progress.js';
@@ -268,14 +268,33 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
 
   const existing = store.getRun(runId);
-  if (existing) store.markRunState(runId, 'running');
-  else {
+  // A run that never got going is `refused`; an older run stopped before it resumed stays as it was.
+  const refuseRun = (code: number) => {
+    if (!existing) store.markRunState(runId, 'refused', code);
+  };
+  // The embedded sandbox gets a new port at each start: its runs belong to "the embedded sandbox".
+  const api = { baseUrl: a.onSandbox ? EMBEDDED_SANDBOX : a.client.baseUrl, keyFingerprint: a.fingerprint };
+  if (existing) {
+    const problem = apiMismatch(runId, existing.api, api);
+    if (problem) throw new ExitError(EXIT.invalid, problem);
+    if (existing.api === null) store.bindRunToApi(runId, api);
+  } else {
     store.createRun({
       id: runId,
       manifestPath: resolve(io.cwd, a.file),
       manifestName: settings.name,
       settings: { ...settings, concurrency: flags.concurrency ?? settings.concurrency },
+      api,
     });
+  }
+  try {
+    await claimRunFolder(a.runDir, resolve(io.cwd, a.ctx.statePath), runId, (p) => displayPath(io.cwd, p));
+  } catch (error) {
+    if (error instanceof RunFolderTakenError) {
+      refuseRun(EXIT.invalid);
+      throw new ExitError(EXIT.invalid, error.message);
+    }
+    // An unwritable folder is reported by the preflight's own check, before anything is submitted.
   }
   // One token per run, kept, so that a restarted run still accepts callbacks for jobs sent before.
   let callbackToken = existing?.callbackToken ?? null;
@@ -293,7 +312,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
   // From here on only ids and totals are needed: the priced requests are in the store.
   plan.release();
   if (upsert.changed.length > 0 && !flags.acceptChanges) {
-    store.markRunState(runId, 'interrupted', EXIT.invalid);
+    refuseRun(EXIT.invalid);
     throw new ExitError(
       EXIT.invalid,
       `${upsert.changed.length} task${upsert.changed.length === 1 ? ' was' : 's were'} already sent with a different request; run again with --accept-changes to submit ${upsert.changed.length === 1 ? 'it' : 'them'} anew (charged again), or restore the manifest`,
@@ -330,8 +349,9 @@ async function driveRun(a: DriveArgs): Promise<number> {
   const pendingCount = pendingModels.reduce((n, m) => n + m.tasks, 0);
   const toWatch = UNFINISHED.reduce((n, s) => (s === 'pending' ? n : n + counts[s]), 0);
   if (pendingCount === 0 && toWatch === 0) {
-    store.markRunState(runId, 'finished', exitFor(undefined, counts));
     const code = exitFor(undefined, counts);
+    // Nothing happened: a finished run's times stay those of its real start and end.
+    if (existing?.state !== 'finished') store.markRunState(runId, 'finished', code);
     out(
       `Run ${runId} is already complete: ${describeCounts(counts)}. Files are in ${displayPath(io.cwd, a.runDir)}.`,
     );
@@ -346,7 +366,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
   const remainingMin = roundTokens(pendingModels.reduce((n, m) => n + m.min, 0));
   const balanceOutcome = await a.client.getBalance();
   if (balanceOutcome.type === 'unauthorized') {
-    store.markRunState(runId, 'interrupted', EXIT.unauthorized);
+    refuseRun(EXIT.unauthorized);
     throw unauthorizedError();
   }
   const balance = balanceOutcome.type === 'ok' ? balanceOutcome.value : undefined;
@@ -410,14 +430,13 @@ async function driveRun(a: DriveArgs): Promise<number> {
       displayPath(io.cwd, a.runDir),
     );
     if (!disk.ok && (disk.problem === 'unwritable' || !flags.allowPartial)) {
-      store.markRunState(runId, existing ? 'interrupted' : 'refused', EXIT.refused);
+      refuseRun(EXIT.refused);
       throw new ExitError(EXIT.refused, `refused: ${disk.message}. Nothing was submitted`);
     }
     if (!disk.ok) out(`  --allow-partial: ${disk.message}`);
   }
   if (!decision.ok) {
-    if (!existing) store.markRunState(runId, 'refused', EXIT.refused);
-    else store.markRunState(runId, 'interrupted', EXIT.refused);
+    refuseRun(EXIT.refused);
     throw new ExitError(
       EXIT.refused,
       `refused: ${decision.refusals.join('; ')}. Nothing was submitted; raise the limit, shrink the manifest, or run with --allow-partial to stop cleanly when money runs out`,
@@ -425,17 +444,32 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
   if (decision.refusals.length > 0)
     out(`  --allow-partial: ${decision.refusals.join('; ')}; the run stops cleanly when money runs out`);
-  if (io.interactive && !flags.yes && pendingCount > 0) {
-    const ok = await confirm(
+  // A paid run never starts unconfirmed by accident: asked whenever a person can answer, refused when
+  // nobody can (cron and CI pass --yes; `schedule` is its own confirmation).
+  if (!flags.yes && pendingCount > 0) {
+    if (!io.ask) {
+      refuseRun(EXIT.refused);
+      throw new ExitError(
+        EXIT.refused,
+        'not confirmed: standard input is not a terminal, so nobody can answer; add --yes to submit without asking',
+      );
+    }
+    const answer = await io.ask(
       `Submit ${pendingCount} task(s) for up to ${fmtTokens(remainingMax)} tokens? [y/N] `,
     );
-    if (!ok) {
-      store.markRunState(runId, existing ? 'interrupted' : 'refused', EXIT.refused);
-      throw new ExitError(EXIT.refused, 'not confirmed; nothing was submitted');
+    if (answer !== true) {
+      refuseRun(EXIT.refused);
+      throw new ExitError(
+        EXIT.refused,
+        answer === 'interrupted'
+          ? 'not confirmed (Ctrl-C); nothing was submitted'
+          : 'not confirmed; nothing was submitted',
+      );
     }
   }
 
   // ---- drive ----
+  if (existing) store.markRunState(runId, 'running');
   const stop = new AbortController();
   const halt = new AbortController();
   const signals = io.signals;
@@ -585,6 +619,24 @@ async function driveRun(a: DriveArgs): Promise<number> {
     signals?.off('SIGINT', onInt);
     signals?.off('SIGTERM', onTerm);
   }
+}
+
+/** The base URL a run of the embedded sandbox is bound to (its port changes at every start). */
+const EMBEDDED_SANDBOX = 'the embedded sandbox (--sandbox)';
+
+/** One line when a run would be resumed against another API or key than the one it was started with. */
+function apiMismatch(
+  runId: string,
+  bound: { baseUrl: string; keyFingerprint: string } | null,
+  now: { baseUrl: string; keyFingerprint: string },
+): string | undefined {
+  if (bound === null) return undefined;
+  if (bound.baseUrl === now.baseUrl && bound.keyFingerprint === now.keyFingerprint) return undefined;
+  const what =
+    bound.baseUrl !== now.baseUrl
+      ? `it belongs to ${bound.baseUrl}, and this would use ${now.baseUrl}`
+      : `it belongs to the API key with fingerprint ${bound.keyFingerprint}, and MEDIABATCH_API_KEY now has fingerprint ${now.keyFingerprint}`;
+  return `run ${runId} cannot be resumed here: ${what}. Use the API and key it was started with, or start another run (--new-run, --run-id, or another --state)`;
 }
 
 /**
@@ -763,14 +815,4 @@ function quotaFigures(store: Store, config: Config, fingerprint: string, now: Da
     };
   }
   return undefined;
-}
-
-async function confirm(question: string): Promise<boolean> {
-  const rl = createInterface({ input: process.stdin, output: process.stdout });
-  try {
-    const answer = await rl.question(question);
-    return /^y(es)?$/i.test(answer.trim());
-  } finally {
-    rl.close();
-  }
 }

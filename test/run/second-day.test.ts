@@ -1,0 +1,115 @@
+// Issue 14: what a user meets right after the demo. A run belongs to the API and key it started with;
+// an output folder belongs to one run of one state file; a paid run is never started unconfirmed; a
+// run's first start and last end do not move when a re-run has nothing to do; a refusal is `refused`.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startSandbox } from '../../src/sandbox/server.js';
+import { images, makeRunEnv, type RunEnv, reason, SANDBOX_KEY, taskStates } from '../helpers/run-env.js';
+
+let env: RunEnv | undefined;
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+describe('a run belongs to the API and key it was started against', () => {
+  it('resuming it against another base URL or another key is refused with one line; nothing is sent', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: images(2) });
+    env.sandbox.configure({ refuseDownloads: true });
+    expect((await env.run(['run', file, '--yes'])).code).toBe(4);
+
+    const other = await startSandbox({ port: 0, speed: 0, apiKey: SANDBOX_KEY });
+    try {
+      const elsewhere = await env.run(['run', file, '--yes'], {
+        env: { MEDIABATCH_BASE_URL: other.baseUrl },
+      });
+      expect(elsewhere.code).toBe(1);
+      expect(reason(elsewhere)).toBe(
+        `run batch cannot be resumed here: it belongs to ${env.sandbox.baseUrl}, and this would use ${other.baseUrl}. Use the API and key it was started with, or start another run (--new-run, --run-id, or another --state)`,
+      );
+      expect(other.state().requests.submit).toBe(0);
+    } finally {
+      await other.close();
+    }
+    const otherKey = await env.run(['run', file, '--yes'], {
+      env: { MEDIABATCH_API_KEY: 'another-key-123' },
+    });
+    expect(otherKey.code).toBe(1);
+    expect(reason(otherKey)).toMatch(
+      /^run batch cannot be resumed here: it belongs to the API key with fingerprint \w+, and MEDIABATCH_API_KEY now has fingerprint \w+\./,
+    );
+    expect(otherKey.stdout + otherKey.stderr).not.toContain('another-key-123');
+  });
+});
+
+describe('an output folder belongs to one run of one state file', () => {
+  it('another state file refuses to write there, naming both, and the good report is untouched', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: images(2) });
+    expect((await env.run(['run', file, '--yes'])).code).toBe(0);
+    const before = await readFile(join(env.dir, 'out/batch/report.md'), 'utf8');
+    const other = await env.run(['--state', join(env.dir, 'other.db'), 'run', file, '--yes']);
+    expect(other.code).toBe(1);
+    expect(reason(other)).toBe(
+      'out/batch belongs to run batch of the state file state.db, and this is run batch of other.db: use that --state, or give this manifest another output or name',
+    );
+    expect(await readFile(join(env.dir, 'out/batch/report.md'), 'utf8')).toBe(before);
+    expect(env.state().jobs).toHaveLength(2);
+    const report = await env.run(['--state', join(env.dir, 'other.db'), 'report', 'batch']);
+    expect(report.code).toBe(1);
+  });
+});
+
+describe('confirmation before paying', () => {
+  it('without a terminal and without --yes, run refuses (exit 3) and says to add --yes', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: images(1) });
+    const result = await env.run(['run', file]);
+    expect(result.code).toBe(3);
+    expect(reason(result)).toBe(
+      'not confirmed: standard input is not a terminal, so nobody can answer; add --yes to submit without asking',
+    );
+    expect(env.state().jobs).toHaveLength(0);
+    expect(env.query<{ state: string }>('SELECT state FROM runs')).toEqual([{ state: 'refused' }]);
+  });
+
+  it('asks whoever is at the terminal; yes submits, Ctrl-C prints the last line like any exit', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: images(1) });
+    const questions: string[] = [];
+    const ctrlC = await env.run(['run', file], {
+      ask: async (q) => {
+        questions.push(q);
+        return 'interrupted';
+      },
+    });
+    expect(ctrlC.code).toBe(3);
+    expect(reason(ctrlC)).toBe('not confirmed (Ctrl-C); nothing was submitted');
+    expect(questions).toEqual(['Submit 1 task(s) for up to 0.2 tokens? [y/N] ']);
+    const yes = await env.run(['run', file], { ask: async () => true });
+    expect(yes.code).toBe(0);
+    expect(taskStates(env)).toEqual({ 'img-1': 'done' });
+  });
+});
+
+describe('truthful run records', () => {
+  it('a re-run with nothing to do moves neither the first start nor the last end', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: images(1) });
+    const t1 = new Date('2026-11-20T10:00:00Z');
+    expect((await env.run(['run', file, '--yes'], { now: () => t1 })).code).toBe(0);
+    const first = env.query<{ first_started_at: string; finished_at: string }>(
+      'SELECT first_started_at, finished_at FROM runs',
+    );
+    const again = await env.run(['run', file, '--yes'], { now: () => new Date('2026-11-22T03:00:00Z') });
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('Run batch is already complete: 1 done.');
+    expect(env.query('SELECT first_started_at, finished_at FROM runs')).toEqual(first);
+    const report = JSON.parse(await readFile(join(env.dir, 'out/batch/report.json'), 'utf8')) as {
+      run: { started_at: string; active_s: number };
+    };
+    expect(report.run.started_at).toBe(first[0]?.first_started_at);
+  });
+});
