@@ -127,6 +127,16 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       "submit a task again up to n times when the service fails its job (refunded); default: the manifest's retries",
       nonNegativeInt('--retries'),
     )
+    .option('--only <ids>', 'submit only these tasks: ids or globs, comma-separated ("hero-*,line-3")')
+    .option(
+      '--limit <n>',
+      'submit at most n pending tasks (a smoke test before the batch)',
+      positiveInt('--limit'),
+    )
+    .option(
+      '--retry-failed',
+      'submit again the tasks whose job failed (refunded) or that the API rejected (never charged)',
+    )
     .option(
       '--run-id <id>',
       "drive this run id instead of the one the manifest's run template gives now (resume an older run)",

@@ -39,6 +39,7 @@ export type StopReason =
   | 'unreachable'
   | 'lease-lost'
   | 'local-disk'
+  | 'limit'
   | 'internal';
 
 export interface RunnerDeps {
@@ -118,6 +119,10 @@ export interface RunnerOptions {
   callbackUrlFor?: (taskId: string) => string;
   /** `run --retries N`: replaces every task's own `retries` for this run. */
   retries?: number;
+  /** `run --only`: submit only these tasks (the others stay pending). */
+  only?: readonly string[];
+  /** `run --limit N`: submit at most this many tasks that were pending (a smoke test before the batch). */
+  limit?: number;
   watch?: Partial<WatchPolicy>;
 }
 
@@ -203,6 +208,11 @@ export class Runner {
   #unreadable = 0;
   #recovered = 0;
   #retried = 0;
+  /** Tasks that were pending and got their first submission in this process (for --limit). */
+  #started = 0;
+  readonly #startedIds = new Set<string>();
+  /** Tasks left pending because their worst case exceeds what is left of the budget. */
+  readonly #overBudget: TaskRecord[] = [];
   readonly #watched = new Map<string, Watched>();
   readonly #due = new DueQueue<{ taskId: string; at: number }>();
   /** The one due time that counts per job; queue entries with another time are stale and skipped. */
@@ -421,7 +431,7 @@ export class Runner {
     const submissions = new Set<Promise<unknown>>();
     outer: while (!this.#stopSubmitting.signal.aborted) {
       const batch = store
-        .nextPending(runId, concurrency * 2 + this.#claimed.size + this.#skipped.size)
+        .nextPending(runId, concurrency * 2 + this.#claimed.size + this.#skipped.size, this.#opts.only)
         .filter((t) => !this.#claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
       if (batch.length === 0) {
         if (submissions.size > 0) {
@@ -438,15 +448,22 @@ export class Runner {
       for (const task of batch) {
         await this.#waitForSlot();
         if (this.#stopSubmitting.signal.aborted) break outer;
+        if (this.#opts.limit !== undefined && this.#started >= this.#opts.limit) {
+          this.#requestStop(
+            'limit',
+            `submitted ${this.#started} task(s) as --limit asked; the rest stays pending: run again without --limit to continue`,
+          );
+          break outer;
+        }
         const taskMax = toMicro(task.estimate.max);
-        while (
-          !fitsBudget(
-            this.#budgetMicro,
-            this.#chargedMicro - this.#refundedMicro + this.#inDoubtMaxMicro,
-            this.#inFlightMaxMicro,
-            taskMax,
-          )
-        ) {
+        // Fits what fits: a task whose worst case exceeds what is left even with nothing in flight is left
+        // pending, and cheaper ones go on.
+        if (!fitsBudget(this.#budgetMicro, this.#committedMicro(), 0, taskMax)) {
+          this.#overBudget.push(task);
+          this.#skipped.add(task.taskId);
+          continue;
+        }
+        while (!fitsBudget(this.#budgetMicro, this.#committedMicro(), this.#inFlightMaxMicro, taskMax)) {
           if (this.#inFlightMaxMicro === 0) {
             this.#requestStop(
               'budget',
@@ -469,6 +486,10 @@ export class Runner {
         }
         this.#claimed.add(task.taskId);
         this.#inFlight++;
+        if (task.state === 'pending' && !this.#startedIds.has(task.taskId)) {
+          this.#startedIds.add(task.taskId);
+          this.#started++;
+        }
         const p = this.#track(this.#submitTask(task, entry), `submitting ${task.taskId}`);
         submissions.add(p);
         void p.finally(() => submissions.delete(p));
@@ -476,6 +497,19 @@ export class Runner {
     }
     // Every submission in flight gets its answer recorded, whatever stopped the loop.
     await Promise.allSettled([...submissions]);
+    if (this.#overBudget.length > 0) {
+      const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
+      const left = (this.#budgetMicro ?? 0) - this.#committedMicro();
+      this.#requestStop(
+        'budget',
+        `${this.#overBudget.length} task(s) did not fit under the budget of ${this.#opts.budget} tokens (${fromMicro(Math.max(0, left))} left; they need up to ${fromMicro(need)}): raise budget and run again to continue`,
+      );
+    }
+  }
+
+  /** What the budget already holds: charged net, plus the worst case of the tasks in doubt. */
+  #committedMicro(): number {
+    return this.#chargedMicro - this.#refundedMicro + this.#inDoubtMaxMicro;
   }
 
   async #submitTask(task: TaskRecord, entry: CatalogEntry): Promise<void> {

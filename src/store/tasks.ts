@@ -64,6 +64,7 @@ export class TaskStore {
   readonly #selectTasksOfRun;
   readonly #selectTasksByState;
   readonly #selectPending;
+  readonly #selectPendingOf;
   readonly #countByState;
   readonly #selectDue;
   readonly #selectEarliestPoll;
@@ -77,6 +78,7 @@ export class TaskStore {
   readonly #move;
   readonly #setError;
   readonly #pendingByModel;
+  readonly #pendingByModelOf;
 
   constructor(db: Db, now: Clock) {
     this.#now = now;
@@ -126,6 +128,10 @@ export class TaskStore {
     );
     this.#selectPending = db.prepare<[string, number], TaskRow>(
       `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY seq LIMIT ?`,
+    );
+    this.#selectPendingOf = db.prepare<[string, string, number], TaskRow>(
+      `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
+         AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
     );
     this.#countByState = db.prepare<[string], { state: TaskState; n: number }>(
       'SELECT state, count(*) AS n FROM tasks WHERE run_id = ? GROUP BY state',
@@ -186,6 +192,16 @@ export class TaskStore {
     >(
       `SELECT model, count(*) AS tasks, sum(est_tokens) AS tokens, sum(est_min) AS min, sum(est_max) AS max
        FROM tasks WHERE run_id = ? AND state = 'pending' GROUP BY model ORDER BY min(seq)`,
+    );
+    // The same, for the tasks a run will really submit: some ids only, the first n only.
+    this.#pendingByModelOf = db.prepare<
+      [string, number, string | null, number],
+      { model: string; tasks: number; tokens: number; min: number; max: number }
+    >(
+      `SELECT model, count(*) AS tasks, sum(est_tokens) AS tokens, sum(est_min) AS min, sum(est_max) AS max
+       FROM (SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
+               AND (? = 0 OR task_id IN (SELECT value FROM json_each(?))) ORDER BY seq LIMIT ?)
+       GROUP BY model ORDER BY min(seq)`,
     );
     this.#setError = db.prepare<Key & { error: string | null; now: string }>(
       'UPDATE tasks SET error = :error, updated_at = :now WHERE run_id = :runId AND task_id = :taskId',
@@ -272,8 +288,12 @@ export class TaskStore {
   }
 
   /** The next pending tasks to submit, in manifest order. */
-  nextPending(runId: string, limit: number): TaskRecord[] {
-    return this.#selectPending.all(runId, limit).map(toTask);
+  nextPending(runId: string, limit: number, only?: readonly string[]): TaskRecord[] {
+    const rows =
+      only === undefined
+        ? this.#selectPending.all(runId, limit)
+        : this.#selectPendingOf.all(runId, JSON.stringify(only), limit);
+    return rows.map(toTask);
   }
 
   /** Every state with its count (zero included). */
@@ -286,8 +306,11 @@ export class TaskStore {
   /** What is left to submit, per model in manifest order: counts and summed estimates, without loading rows. */
   pendingByModel(
     runId: string,
+    subset: { only?: readonly string[]; limit?: number } = {},
   ): { model: string; tasks: number; tokens: number; min: number; max: number }[] {
-    return this.#pendingByModel.all(runId);
+    if (subset.only === undefined && subset.limit === undefined) return this.#pendingByModel.all(runId);
+    const only = subset.only === undefined ? null : JSON.stringify(subset.only);
+    return this.#pendingByModelOf.all(runId, only === null ? 0 : 1, only, subset.limit ?? -1);
   }
 
   /** Submitted or running tasks whose next poll is due (never polled first), at most `limit`. */

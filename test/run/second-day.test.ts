@@ -113,3 +113,82 @@ describe('truthful run records', () => {
     expect(report.run.started_at).toBe(first[0]?.first_started_at);
   });
 });
+
+describe('run subsets and try again', () => {
+  it('--limit 2 submits two tasks (a smoke test), the rest stays pending (exit 4); the next run does the rest', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: images(5), concurrency: 5 });
+    const smoke = await env.run(['run', file, '--yes', '--limit', '2']);
+    expect(smoke.code).toBe(4);
+    expect(reason(smoke)).toBe(
+      'submitted 2 task(s) as --limit asked; the rest stays pending: run again without --limit to continue',
+    );
+    expect(smoke.stdout).toContain('To submit: 2 task(s)');
+    expect(Object.values(taskStates(env)).sort()).toEqual(['done', 'done', 'pending', 'pending', 'pending']);
+    expect((await env.run(['run', file, '--yes'])).code).toBe(0);
+    expect(env.state().jobs).toHaveLength(5);
+  });
+
+  it('--only takes ids and globs; a pattern that matches nothing is refused naming it', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: [...images(3), ...images(2, 'hero')] });
+    const some = await env.run(['run', file, '--yes', '--only', 'hero-*,img-2']);
+    expect(some.code).toBe(4);
+    expect(taskStates(env)).toEqual({
+      'img-1': 'pending',
+      'img-2': 'done',
+      'img-3': 'pending',
+      'hero-1': 'done',
+      'hero-2': 'done',
+    });
+    const none = await env.run(['run', file, '--yes', '--only', 'heros-*']);
+    expect(none.code).toBe(1);
+    expect(reason(none)).toBe(
+      '--only: no task matches heros-*; task ids of this manifest look like: img-1, img-2, img-3, hero-1, hero-2',
+    );
+  });
+
+  it('--retry-failed submits failed (refunded) and rejected tasks again as new attempts', async () => {
+    env = await makeRunEnv({ failRate: 1 });
+    const file = await env.manifest({ tasks: images(2) });
+    expect((await env.run(['run', file, '--yes'])).code).toBe(2);
+    expect(taskStates(env)).toEqual({ 'img-1': 'failed', 'img-2': 'failed' });
+    env.sandbox.configure({ failRate: 0 });
+    const again = await env.run(['run', file, '--yes', '--retry-failed']);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('--retry-failed: 2 failed or rejected task(s) will be submitted again');
+    expect(taskStates(env)).toEqual({ 'img-1': 'done', 'img-2': 'done' });
+    const jobs = env.state().jobs;
+    expect(jobs).toHaveLength(4);
+    expect(Math.round(jobs.reduce((n, j) => n + j.cost - j.refunded, 0) * 1e6) / 1e6).toBe(0.4);
+    expect(
+      env.query<{ n: number }>("SELECT count(*) AS n FROM attempts WHERE outcome = 'submitted'")[0]?.n,
+    ).toBe(4);
+  });
+
+  it('--allow-partial fits what fits: a task over the remaining budget is skipped, cheaper ones go on', async () => {
+    env = await makeRunEnv();
+    const voice = {
+      id: 'voice',
+      model: 'speech-v3',
+      input: { text: 'A longer line that costs two tokens.' },
+    };
+    const file = await env.manifest({
+      tasks: [...images(1), voice, ...images(3, 'late')],
+      budget: 1.5,
+      concurrency: 1,
+    });
+    const result = await env.run(['run', file, '--yes', '--allow-partial']);
+    expect(result.code).toBe(4);
+    expect(taskStates(env)).toEqual({
+      'img-1': 'done',
+      voice: 'pending',
+      'late-1': 'done',
+      'late-2': 'done',
+      'late-3': 'done',
+    });
+    expect(reason(result)).toBe(
+      '1 task(s) did not fit under the budget of 1.5 tokens (0.7 left; they need up to 2): raise budget and run again to continue',
+    );
+  });
+});

@@ -24,6 +24,7 @@ import { decidePreflight } from '../../run/preflight.js';
 import { ProgressView } from '../../run/progress.js';
 import { ageOf, chooseRun } from '../../run/resume.js';
 import { DEFAULT_WATCH_POLICY, Runner, type RunResult, type WatchPolicy } from '../../run/runner.js';
+import { selectTasks } from '../../run/select.js';
 import { startSandbox } from '../../sandbox/server.js';
 import {
   keyFingerprint,
@@ -50,6 +51,12 @@ export interface RunFlags {
   concurrency?: number;
   /** Replaces every task's `retries` for this run. */
   retries?: number;
+  /** Task ids or globs, comma-separated: only these are submitted. */
+  only?: string;
+  /** Submit at most this many pending tasks. */
+  limit?: number;
+  /** Send failed (refunded) and rejected tasks back to pending first. */
+  retryFailed?: boolean;
   sandbox?: boolean;
   /** Job timing of the embedded sandbox (and our polling, scaled alike). */
   sandboxSpeed?: number;
@@ -137,6 +144,12 @@ async function runWithClient(
     allowOutside: flags.allowOutsideData ?? false,
   });
   const settings = plan.settings;
+  let only: string[] | undefined;
+  if (flags.only !== undefined) {
+    const selection = selectTasks(flags.only, plan.taskIds);
+    if (!selection.ok) throw new ExitError(EXIT.invalid, selection.message);
+    only = selection.taskIds;
+  }
   if (flags.runId !== undefined && !/^[A-Za-z0-9_-]+$/.test(flags.runId)) {
     throw new ExitError(
       EXIT.invalid,
@@ -193,6 +206,7 @@ async function runWithClient(
         leaseName,
         plan,
         onSandbox,
+        only,
       });
     } finally {
       store.releaseLease(leaseName, holder);
@@ -232,6 +246,8 @@ interface DriveArgs {
   leaseName: string;
   plan: RunPlan;
   onSandbox: boolean;
+  /** `--only`, resolved to task ids. */
+  only: string[] | undefined;
 }
 
 async function driveRun(a: DriveArgs): Promise<number> {
@@ -335,6 +351,14 @@ async function driveRun(a: DriveArgs): Promise<number> {
       `${recovered.length} task(s) were being submitted when the last run stopped; they are in doubt: ${recovered.join(', ')}`,
     );
   }
+  if (flags.retryFailed) {
+    const again = store.tasksByState(runId, ['failed', 'rejected']).map((t) => t.taskId);
+    const requeued = store.requeueTasks(runId, again, ['failed', 'rejected']);
+    if (requeued.length > 0)
+      out(
+        `--retry-failed: ${requeued.length} failed or rejected task(s) will be submitted again, each as a new attempt (failed jobs were refunded).`,
+      );
+  }
   if (flags.retryInDoubt) {
     const inDoubt = store.tasksByState(runId, ['in_doubt']).map((t) => t.taskId);
     const requeued = store.requeueTasks(runId, inDoubt, ['in_doubt']);
@@ -345,10 +369,14 @@ async function driveRun(a: DriveArgs): Promise<number> {
   }
 
   const counts = store.countTasksByState(runId);
-  const pendingModels = store.pendingByModel(runId);
+  // The preflight prices what this run will submit: --only and --limit narrow it.
+  const pendingModels = store.pendingByModel(runId, {
+    ...(a.only !== undefined ? { only: a.only } : {}),
+    ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+  });
   const pendingCount = pendingModels.reduce((n, m) => n + m.tasks, 0);
   const toWatch = UNFINISHED.reduce((n, s) => (s === 'pending' ? n : n + counts[s]), 0);
-  if (pendingCount === 0 && toWatch === 0) {
+  if (counts.pending === 0 && toWatch === 0) {
     const code = exitFor(undefined, counts);
     // Nothing happened: a finished run's times stay those of its real start and end.
     if (existing?.state !== 'finished') store.markRunState(runId, 'finished', code);
@@ -550,6 +578,8 @@ async function driveRun(a: DriveArgs): Promise<number> {
       retryCapMs: 30_000 * scale,
       giveUpAfterTasks: 3,
       ...(flags.retries !== undefined ? { retries: flags.retries } : {}),
+      ...(a.only !== undefined ? { only: a.only } : {}),
+      ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
       watch: scaledWatchPolicy(scale),
       stop: stop.signal,
       halt: halt.signal,
