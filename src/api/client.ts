@@ -107,9 +107,7 @@ const PRINTABLE_TOKEN = /^[\x21-\x7e]+$/;
 export const MIN_API_KEY_LENGTH = 8;
 
 /** A setting of the client (base URL, key, timeouts) the user must fix; never a bug. */
-export class ApiSettingsError extends Error {
-  override name = 'ApiSettingsError';
-}
+export class ApiSettingsError extends Error {}
 
 function checkOptions(options: ApiClientOptions): URL {
   let url: URL;

@@ -16,8 +16,8 @@ describe('spend per task', () => {
     submit(store, 'r1', 'a', 'uuid-a2', 2.5, 'key-one-0000');
 
     expect(store.taskSpend('r1')).toEqual([
-      { taskId: 'a', charged: 5.5, refunded: 3, net: 2.5, jobs: 2 },
-      { taskId: 'b', charged: 3, refunded: 3, net: 0, jobs: 1 },
+      { taskId: 'a', charged: 5.5, refunded: 3, net: 2.5, jobs: 2, assumedJobs: 0 },
+      { taskId: 'b', charged: 3, refunded: 3, net: 0, jobs: 1, assumedJobs: 0 },
     ]);
     expect(store.getTask('r1', 'a')?.cost).toBe(2.5);
     expect(store.runKeys('r1')).toEqual(['key-one-0000', 'key-two-0000']);
