@@ -27,6 +27,8 @@ export interface PlanDeps {
   balance?: () => Promise<number>;
   /** --allow-outside-data: `foreach` may read files outside the manifest's folder. */
   allowOutside?: boolean;
+  /** Replace the manifest's vars of these names (`run --sandbox` gives `sandboxVars(baseUrl)`). */
+  vars?: Readonly<Record<string, unknown>>;
 }
 
 export interface PlanResult {
@@ -35,9 +37,13 @@ export interface PlanResult {
   totals: PlanTotals;
 }
 
+function loadOptions(deps: PlanDeps) {
+  return { allowOutside: deps.allowOutside ?? false, ...(deps.vars ? { overrideVars: deps.vars } : {}) };
+}
+
 /** Expand, check, measure and price a manifest. Shared by `plan` and `run`'s preflight. */
 export async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResult> {
-  const { manifest, tasks } = await loadChecked(file, deps.io, { allowOutside: deps.allowOutside ?? false });
+  const { manifest, tasks } = await loadChecked(file, deps.io, loadOptions(deps));
   const needs = mediaNeeds(tasks);
   const measured = deps.measure && needs.length > 0 ? await deps.measure(needs) : undefined;
   const priced = priceTasks(tasks, measured, deps.config.prices, manifest.settings.callbackUrl);
@@ -65,7 +71,7 @@ export interface RunPlan {
  * a run of 100,000 tasks does not hold 100,000 priced requests while it drives them.
  */
 export async function buildRunPlan(file: string, deps: PlanDeps): Promise<RunPlan> {
-  const loaded = await loadChecked(file, deps.io, { allowOutside: deps.allowOutside ?? false });
+  const loaded = await loadChecked(file, deps.io, loadOptions(deps));
   let checked: CheckedTask[] | undefined = loaded.tasks;
   const settings = loaded.manifest.settings;
   const needs = mediaNeeds(checked);

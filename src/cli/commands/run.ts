@@ -24,6 +24,7 @@ import { decidePreflight } from '../../run/preflight.js';
 import { ProgressView } from '../../run/progress.js';
 import { ageOf, chooseRun } from '../../run/resume.js';
 import { DEFAULT_WATCH_POLICY, Runner, type RunResult, type WatchPolicy } from '../../run/runner.js';
+import { sandboxVars } from '../../sandbox/media.js';
 import { startSandbox } from '../../sandbox/server.js';
 import {
   keyFingerprint,
@@ -135,6 +136,7 @@ async function runWithClient(
     config,
     ...(flags.probe === false ? {} : { measure: makeMeasure() }),
     allowOutside: flags.allowOutsideData ?? false,
+    ...(onSandbox ? { vars: sandboxVars(client.baseUrl) } : {}),
   });
   const settings = plan.settings;
   if (flags.runId !== undefined && !/^[A-Za-z0-9_-]+$/.test(flags.runId)) {
