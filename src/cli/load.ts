@@ -67,13 +67,14 @@ async function requireFile(file: string, io: CliIO): Promise<void> {
 export async function loadChecked(
   file: string,
   io: CliIO,
-  opts: { allowOutside?: boolean } = {},
+  opts: { allowOutside?: boolean; overrideVars?: Readonly<Record<string, unknown>> } = {},
 ): Promise<{ manifest: LoadedManifest; tasks: CheckedTask[] }> {
   await requireFile(file, io);
   const result = await loadManifest(file, {
     now: io.now(),
     cwd: io.cwd,
     allowOutside: opts.allowOutside ?? false,
+    ...(opts.overrideVars ? { overrideVars: opts.overrideVars } : {}),
   });
   if (!result.ok) {
     const checked = checkTasks(result.tasks ?? []);

@@ -96,6 +96,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
         io,
         config: cfg,
         allowOutside: opts.allowOutsideData ?? false,
+        statePath: globals().state,
         ...(opts.probe ? { measure: makeMeasure() } : {}),
         ...(balance ? { balance } : {}),
       });

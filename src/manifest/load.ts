@@ -26,6 +26,11 @@ export interface LoadOptions {
   allowOutside?: boolean;
   /** Refuse manifests that expand to more tasks (default 1,000,000). */
   maxTasks?: number;
+  /**
+   * Values that replace the manifest's own vars of the same names (`run --sandbox` sets `sandbox`). A name
+   * the manifest does not declare is ignored, so that no manifest gains a name it did not ask for.
+   */
+  overrideVars?: Readonly<Record<string, unknown>>;
 }
 
 /** Fields whose problems make expanding the tasks pointless (every task would repeat them). */
@@ -88,7 +93,12 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
     } else if (typeof first === 'string' && BLOCKING.has(first)) blocked = true;
   }
 
-  const { settings, stamp, vars } = readSettings(doc, { cwd: opts.cwd, now: opts.now, index, problems });
+  const read = readSettings(doc, { cwd: opts.cwd, now: opts.now, index, problems });
+  const { settings, stamp } = read;
+  const vars = { ...read.vars };
+  for (const [name, value] of Object.entries(opts.overrideVars ?? {})) {
+    if (Object.hasOwn(vars, name)) vars[name] = value;
+  }
   const defaults = isPlainObject(doc.defaults) ? doc.defaults : {};
   checkVars({ vars, index, problems });
   checkDefaults({ defaults, index, problems });

@@ -21,6 +21,7 @@ import {
   type SandboxJob,
   type SubmitAnswer,
 } from './jobs.js';
+import { routeSampleMedia } from './media.js';
 import { checkSettings, SANDBOX_DEFAULTS, type SandboxOptions, type SandboxSettings } from './options.js';
 import {
   acceptsGzip,
@@ -280,6 +281,9 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   };
   app.get('/files/:token', download);
   app.get('/files/:token/:name', download);
+
+  // Sample inputs are public, as media links are: a job of the real service fetches them without a key.
+  routeSampleMedia(app, () => baseUrl);
 
   app.get('/_sandbox/state', async (request, reply) => {
     if (!isLoopback(request)) return refuseRemote(reply);

@@ -44,9 +44,12 @@ describe('plan and the balance', () => {
   it('says plainly when the balance is not enough', async () => {
     sandbox.configure({ balance: 25 });
     const r = await plan(withKey('sandbox-key'));
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(3);
     expect(lines(r.stdout)).toContain(
       'Balance: 25 tokens; NOT ENOUGH: the plan can cost 5 more. Top up, or trim the tasks.',
+    );
+    expect(r.stderr).toBe(
+      'mediabatch: the plan does not fit: the run can cost up to 30 tokens but the balance is 25\n',
     );
     expect(sandbox.state().requests.submit).toBe(0);
   });
@@ -54,7 +57,12 @@ describe('plan and the balance', () => {
   it('gives the balance and what is left in --json', async () => {
     const r = await plan(withKey('sandbox-key'), ['--json']);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.stdout)).toMatchObject({ balance: 100, leftAfterRun: 70, totals: { tokens: 30 } });
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      balance: 100,
+      leftAfterRun: 70,
+      totals: { tokens: 30 },
+      fits: { balance: true, quota: null, budget: null },
+    });
     expect(sandbox.state().requests.submit).toBe(0);
   });
 

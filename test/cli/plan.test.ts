@@ -77,11 +77,16 @@ const PRICES = {
 };
 const FIXED = 3 * PRICES.shot + PRICES.speech + PRICES.studio + PRICES.cover + PRICES.stream + PRICES.swap;
 
+// MIXED costs up to 226.005 tokens against a budget of 200: plan prints it all, then exits 3.
+const OVER_BUDGET =
+  'mediabatch: the plan does not fit: the run can cost up to 226.005 tokens but the budget leaves 200 (budget 200, 0 charged already)\n';
+
 async function planJson(text: string, extra: string[] = []) {
   const cwd = await folder({ 'm.yaml': text });
   const r = await cli(['plan', 'm.yaml', '--json', '--no-probe', ...extra], { cwd });
-  expect(r.stderr).toBe('');
-  expect(r.code).toBe(0);
+  const overBudget = text.startsWith('version: 1\nname: mixed\nbudget: 200\n');
+  expect(r.stderr).toBe(overBudget ? OVER_BUDGET : '');
+  expect(r.code).toBe(overBudget ? 3 : 0);
   return JSON.parse(r.stdout);
 }
 
@@ -210,11 +215,11 @@ describe('plan --json', () => {
 });
 
 describe('plan, as a person reads it', () => {
-  it('shows a table with ranges, USD, totals per model, the budget and what to do about the balance', async () => {
+  it('shows a table with ranges, USD, totals per model, the budget and what to do about the balance, and exits 3 over budget', async () => {
     const cwd = await folder({ 'm.yaml': MIXED });
     const r = await cli(['plan', 'm.yaml', '--no-probe'], { cwd });
-    expect(r.code).toBe(0);
-    expect(r.stderr).toBe('');
+    expect(r.code).toBe(3);
+    expect(r.stderr).toBe(OVER_BUDGET);
     const out = lines(r.stdout);
     expect(out[0]).toBe('Plan for run mixed (m.yaml): 9 tasks');
     expect(out[2]).toBe('TASK    MODEL                    TOKENS          USD  BASIS');

@@ -1,3 +1,6 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { roundTokens } from '../../catalog/index.js';
 import type { Config } from '../../config.js';
 import type { LoadedManifest, ManifestProblem, ManifestSettings } from '../../manifest/types.js';
 import type { ProbeResult } from '../../media/types.js';
@@ -12,7 +15,18 @@ import {
   priceTasks,
 } from '../../plan/plan.js';
 import { collapseRepeats } from '../../plan/repeats.js';
-import type { NewTask } from '../../store/index.js';
+import { decidePreflight } from '../../run/preflight.js';
+import { chooseRun } from '../../run/resume.js';
+import {
+  keyFingerprint,
+  type NewTask,
+  openStore,
+  periodOf,
+  type RunState,
+  type Store,
+  TASK_STATES,
+  type TaskState,
+} from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { fmtRange, fmtTokens, fmtUsdRange, table } from '../format.js';
 import type { CliIO } from '../io.js';
@@ -27,6 +41,10 @@ export interface PlanDeps {
   balance?: () => Promise<number>;
   /** --allow-outside-data: `foreach` may read files outside the manifest's folder. */
   allowOutside?: boolean;
+  /** The state file (`--state`): when it holds a run of this manifest, only what is left of it is priced against the limits. */
+  statePath?: string;
+  /** Replace the manifest's vars of these names (`run --sandbox` gives `sandboxVars(baseUrl)`). */
+  vars?: Readonly<Record<string, unknown>>;
 }
 
 export interface PlanResult {
@@ -35,9 +53,13 @@ export interface PlanResult {
   totals: PlanTotals;
 }
 
+function loadOptions(deps: PlanDeps) {
+  return { allowOutside: deps.allowOutside ?? false, ...(deps.vars ? { overrideVars: deps.vars } : {}) };
+}
+
 /** Expand, check, measure and price a manifest. Shared by `plan` and `run`'s preflight. */
 export async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResult> {
-  const { manifest, tasks } = await loadChecked(file, deps.io, { allowOutside: deps.allowOutside ?? false });
+  const { manifest, tasks } = await loadChecked(file, deps.io, loadOptions(deps));
   const needs = mediaNeeds(tasks);
   const measured = deps.measure && needs.length > 0 ? await deps.measure(needs) : undefined;
   const priced = priceTasks(tasks, measured, deps.config.prices, manifest.settings.callbackUrl);
@@ -65,7 +87,7 @@ export interface RunPlan {
  * a run of 100,000 tasks does not hold 100,000 priced requests while it drives them.
  */
 export async function buildRunPlan(file: string, deps: PlanDeps): Promise<RunPlan> {
-  const loaded = await loadChecked(file, deps.io, { allowOutside: deps.allowOutside ?? false });
+  const loaded = await loadChecked(file, deps.io, loadOptions(deps));
   let checked: CheckedTask[] | undefined = loaded.tasks;
   const settings = loaded.manifest.settings;
   const needs = mediaNeeds(checked);
@@ -123,6 +145,47 @@ async function checkBalance(deps: PlanDeps): Promise<BalanceCheck> {
   }
 }
 
+/** What the state file knows of this manifest's run: the plan then prices only what is left to pay. */
+interface ExistingRun {
+  id: string;
+  state: RunState;
+  counts: Record<TaskState, number>;
+  /** Net tokens the ledger holds for the run (charged minus refunded). */
+  charged: number;
+  /** Task ids already sent, finished or given up on: `run` submits none of them again. */
+  handled: ReadonlySet<string>;
+}
+
+interface Remaining {
+  tasks: number;
+  tokens: number;
+  min: number;
+  max: number;
+}
+
+interface QuotaFigures {
+  limit: number;
+  used: number;
+  source: string;
+}
+
+/** Whether what is left to pay fits each limit; null where the limit is unknown. */
+export interface PlanFits {
+  balance: boolean | null;
+  quota: boolean | null;
+  budget: boolean | null;
+}
+
+interface Verdict {
+  existing?: ExistingRun;
+  remaining: Remaining;
+  quota?: QuotaFigures;
+  fits: PlanFits;
+  /** One sentence per limit the rest would exceed. */
+  refusals: string[];
+  leftAfter: { balance?: number; quota?: number; budget?: number };
+}
+
 export async function planCommand(
   file: string,
   opts: { json?: boolean; probe?: boolean },
@@ -130,19 +193,124 @@ export async function planCommand(
 ): Promise<number> {
   const plan = await buildPlan(file, deps);
   const balance = await checkBalance(deps);
-  const text = opts.json ? planJson(plan, balance) : planText(file, plan, balance, deps);
+  const verdict = judge(file, plan, balance, deps);
+  const text = opts.json ? planJson(plan, balance, verdict) : planText(file, plan, balance, verdict, deps);
   deps.io.stdout.write(`${text}\n`);
+  if (verdict.refusals.length > 0) {
+    throw new ExitError(
+      EXIT.refused,
+      `${verdict.existing ? 'what is left of the run' : 'the plan'} does not fit: ${verdict.refusals.join('; ')}`,
+    );
+  }
   return EXIT.ok;
 }
 
-function planJson({ manifest, tasks, totals }: PlanResult, balance: BalanceCheck): string {
+/** Reads the state file (never creating one) for the run `run` would drive, and compares the rest with every limit. */
+function judge(file: string, plan: PlanResult, balance: BalanceCheck, deps: PlanDeps): Verdict {
+  const { io, config } = deps;
+  const path = deps.statePath === undefined ? undefined : resolve(io.cwd, deps.statePath);
+  const store = path !== undefined && existsSync(path) ? openStore(path, { now: io.now }) : undefined;
+  try {
+    const existing = store ? existingRun(store, file, plan, deps) : undefined;
+    const left = plan.tasks.filter((t) => !existing?.handled.has(t.spec.id));
+    const remaining: Remaining = {
+      tasks: left.length,
+      tokens: roundTokens(left.reduce((n, t) => n + t.estimate.tokens, 0)),
+      min: roundTokens(left.reduce((n, t) => n + t.estimate.min, 0)),
+      max: roundTokens(left.reduce((n, t) => n + t.estimate.max, 0)),
+    };
+    const quota = quotaFigures(store, config, io.now());
+    const budget = plan.manifest.settings.budget;
+    const decision = decidePreflight({
+      remainingMax: remaining.max,
+      remainingTokens: remaining.tokens,
+      chargedSoFar: existing?.charged ?? 0,
+      ...(balance.state === 'ok' ? { balance: balance.balance } : {}),
+      ...(quota ? { quota } : {}),
+      ...(budget !== undefined ? { budget } : {}),
+      allowPartial: false,
+    });
+    const fitsOf = (left: number | undefined): boolean | null => (left === undefined ? null : left >= 0);
+    return {
+      ...(existing ? { existing } : {}),
+      remaining,
+      ...(quota ? { quota } : {}),
+      fits: {
+        balance: fitsOf(decision.leftAfter.balance),
+        quota: fitsOf(decision.leftAfter.quota),
+        budget: fitsOf(decision.leftAfter.budget),
+      },
+      refusals: decision.refusals,
+      leftAfter: decision.leftAfter,
+    };
+  } finally {
+    store?.close();
+  }
+}
+
+/** The run `run` would resume or continue (the same choice as `run`), if the state file has it. */
+function existingRun(store: Store, file: string, plan: PlanResult, deps: PlanDeps): ExistingRun | undefined {
+  const settings = plan.manifest.settings;
+  const { runId } = chooseRun(store, {
+    manifestPath: resolve(deps.io.cwd, file),
+    manifestName: settings.name,
+    templateRunId: settings.runId,
+  });
+  const run = store.getRun(runId);
+  if (!run) return undefined;
+  const handledStates = TASK_STATES.filter((s) => s !== 'pending');
+  return {
+    id: run.id,
+    state: run.state,
+    counts: store.countTasksByState(run.id),
+    charged: store.runSpent(run.id).net,
+    handled: new Set(store.tasksByState(run.id, handledStates).map((t) => t.taskId)),
+  };
+}
+
+/** The quota `run` would check: configured, or learned from the API this period, with what the ledger spent. */
+function quotaFigures(store: Store | undefined, config: Config, now: Date): QuotaFigures | undefined {
+  const fingerprint = config.apiKey ? keyFingerprint(config.apiKey) : undefined;
+  if (config.quota !== undefined) {
+    const used = store && fingerprint ? store.ledgerSpent(fingerprint, periodOf(now)).net : 0;
+    return { limit: config.quota, used, source: 'configured' };
+  }
+  const learned = store && fingerprint ? store.getQuota(fingerprint) : undefined;
+  if (!store || !fingerprint || !learned || periodOf(learned.learnedAt) !== periodOf(now)) return undefined;
+  return {
+    limit: learned.quota,
+    used: learned.used + store.ledgerSpentSince(fingerprint, learned.learnedAt).net,
+    source: `learned from the API on ${learned.learnedAt.toISOString().slice(0, 10)}`,
+  };
+}
+
+function describeCounts(counts: Record<TaskState, number>): string {
+  const parts = TASK_STATES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${s.replace('_', ' ')}`);
+  return parts.length > 0 ? parts.join(', ') : 'no tasks yet';
+}
+
+function planJson({ manifest, tasks, totals }: PlanResult, balance: BalanceCheck, verdict: Verdict): string {
+  const { existing, remaining } = verdict;
   const out = {
     run: manifest.settings.runId,
+    ...(existing
+      ? {
+          existingRun: {
+            id: existing.id,
+            state: existing.state,
+            counts: Object.fromEntries(
+              TASK_STATES.filter((s) => existing.counts[s] > 0).map((s) => [s, existing.counts[s]]),
+            ),
+            charged: existing.charged,
+          },
+        }
+      : {}),
     tasks: tasks.map((t) => ({
       id: t.spec.id,
       model: t.entry.model,
       endpoint: t.entry.endpoint,
       body: t.wire,
+      ...(existing ? { toPay: !existing.handled.has(t.spec.id) } : {}),
       estimate: {
         tokens: t.estimate.tokens,
         min: t.estimate.min,
@@ -154,20 +322,29 @@ function planJson({ manifest, tasks, totals }: PlanResult, balance: BalanceCheck
       ...(t.mediaNotes.length > 0 ? { notes: t.mediaNotes } : {}),
     })),
     totals,
+    remaining,
     ...(manifest.settings.budget === undefined ? {} : { budget: manifest.settings.budget }),
     ...(balance.state === 'ok'
-      ? { balance: balance.balance, leftAfterRun: leftAfter(balance.balance, totals) }
+      ? { balance: balance.balance, leftAfterRun: leftAfter(balance.balance, remaining.max) }
       : {}),
     ...(balance.state === 'failed' ? { balanceError: balance.reason } : {}),
+    ...(verdict.quota ? { quota: verdict.quota } : {}),
+    fits: verdict.fits,
   };
   return JSON.stringify(out, null, 2);
 }
 
-function leftAfter(balance: number, totals: PlanTotals): number {
-  return Number((balance - totals.max).toFixed(4));
+function leftAfter(balance: number, max: number): number {
+  return Number((balance - max).toFixed(4));
 }
 
-function planText(file: string, plan: PlanResult, balance: BalanceCheck, deps: PlanDeps): string {
+function planText(
+  file: string,
+  plan: PlanResult,
+  balance: BalanceCheck,
+  verdict: Verdict,
+  deps: PlanDeps,
+): string {
   const { manifest, tasks, totals } = plan;
   const lines: string[] = [];
   lines.push(`Plan for run ${manifest.settings.runId} (${file}): ${plural(tasks.length, 'task')}`);
@@ -223,13 +400,14 @@ function planText(file: string, plan: PlanResult, balance: BalanceCheck, deps: P
     ),
   );
   lines.push('');
-  lines.push(...moneyLines(plan, balance, deps.config));
+  lines.push(...moneyLines(plan, balance, verdict));
   lines.push('Nothing was submitted.');
   return lines.join('\n');
 }
 
-function moneyLines({ manifest, totals }: PlanResult, balance: BalanceCheck, config: Config): string[] {
+function moneyLines({ manifest, totals }: PlanResult, balance: BalanceCheck, verdict: Verdict): string[] {
   const lines: string[] = [];
+  const { existing, remaining, leftAfter } = verdict;
   const unit = totals.min === totals.max && totals.max === 1 ? 'token' : 'tokens';
   const cost = `${fmtRange(totals.tokens, totals.min, totals.max)} ${unit} (${fmtUsdRange(totals.min, totals.max)}) at $0.02 per token`;
   lines.push(
@@ -242,21 +420,32 @@ function moneyLines({ manifest, totals }: PlanResult, balance: BalanceCheck, con
       'Some prices are our assumption, not the spec’s (face swap, oc-maker): override them under `prices:` in mediabatch.config.yaml.',
     );
   }
-  const budget = manifest.settings.budget;
-  if (budget !== undefined) {
+  // With a run in the state file, only what `run` would still submit is compared with the limits.
+  const what = existing ? 'the rest' : 'the plan';
+  if (existing) {
     lines.push(
-      totals.max <= budget
-        ? `Budget: ${fmtTokens(budget)} tokens; the plan fits, leaving ${fmtTokens(budget - totals.max)}.`
-        : `Budget: ${fmtTokens(budget)} tokens; the plan can cost ${fmtTokens(totals.max - budget)} more: \`run\` would refuse it. Raise budget or trim the tasks.`,
+      `Run ${existing.id} exists (${existing.state}): ${describeCounts(existing.counts)}; ${fmtTokens(existing.charged)} tokens charged so far.`,
+    );
+    lines.push(
+      `Left to pay: ${plural(remaining.tasks, 'task')}, ${fmtRange(remaining.tokens, remaining.min, remaining.max)} tokens (${fmtUsdRange(remaining.min, remaining.max)}).`,
+    );
+  }
+  const budget = manifest.settings.budget;
+  if (budget !== undefined && leftAfter.budget !== undefined) {
+    const charged = existing ? `, ${fmtTokens(existing.charged)} charged so far` : '';
+    lines.push(
+      leftAfter.budget >= 0
+        ? `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} fits, leaving ${fmtTokens(leftAfter.budget)}.`
+        : `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} can cost ${fmtTokens(-leftAfter.budget)} more: \`run\` would refuse it. Raise budget or trim the tasks.`,
     );
   }
   switch (balance.state) {
     case 'ok': {
-      const left = balance.balance - totals.max;
+      const left = leftAfter.balance ?? balance.balance - remaining.max;
       lines.push(
         left >= 0
           ? `Balance: ${fmtTokens(balance.balance)} tokens; ${fmtTokens(left)} left after the run at most.`
-          : `Balance: ${fmtTokens(balance.balance)} tokens; NOT ENOUGH: the plan can cost ${fmtTokens(-left)} more. Top up, or trim the tasks.`,
+          : `Balance: ${fmtTokens(balance.balance)} tokens; NOT ENOUGH: ${what} can cost ${fmtTokens(-left)} more. Top up, or trim the tasks.`,
       );
       break;
     }
@@ -274,9 +463,13 @@ function moneyLines({ manifest, totals }: PlanResult, balance: BalanceCheck, con
       );
       break;
   }
-  if (config.quota !== undefined) {
+  const quota = verdict.quota;
+  if (quota && leftAfter.quota !== undefined) {
+    const head = `Quota: ${fmtTokens(quota.used)} of ${fmtTokens(quota.limit)} tokens used this period (${quota.source})`;
     lines.push(
-      `Quota: ${fmtTokens(config.quota)} tokens a period (configured); \`run\` checks it against what the ledger spent this period.`,
+      leftAfter.quota >= 0
+        ? `${head}; ${fmtTokens(leftAfter.quota)} left after the run at most.`
+        : `${head}; NOT ENOUGH: ${what} can cost ${fmtTokens(-leftAfter.quota)} more.`,
     );
   }
   return lines;

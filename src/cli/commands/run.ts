@@ -25,6 +25,7 @@ import { ProgressView } from '../../run/progress.js';
 import { ageOf, chooseRun } from '../../run/resume.js';
 import { DEFAULT_WATCH_POLICY, Runner, type RunResult, type WatchPolicy } from '../../run/runner.js';
 import { selectTasks } from '../../run/select.js';
+import { sandboxVars } from '../../sandbox/media.js';
 import { startSandbox } from '../../sandbox/server.js';
 import {
   keyFingerprint,
@@ -142,6 +143,7 @@ async function runWithClient(
     config,
     ...(flags.probe === false ? {} : { measure: makeMeasure() }),
     allowOutside: flags.allowOutsideData ?? false,
+    ...(onSandbox ? { vars: sandboxVars(client.baseUrl) } : {}),
   });
   const settings = plan.settings;
   let only: string[] | undefined;
