@@ -25,6 +25,9 @@ export interface GlobalOptions {
 }
 
 /** Builds the commander program; each action resolves to an exit code stored in `result`. */
+/** Where `run --sandbox` keeps its runs, apart from real ones. */
+export const SANDBOX_STATE_FILE = 'state/sandbox.db';
+
 function buildProgram(io: CliIO, result: { code: number }): Command {
   const program = new Command('mediabatch')
     .description(
@@ -47,6 +50,9 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     });
 
   const globals = () => program.opts<GlobalOptions>();
+  /** The state file: the sandbox's own for sandbox runs, unless --state was given. */
+  const stateFor = (sandbox: boolean | undefined): string =>
+    sandbox && program.getOptionValueSource('state') === 'default' ? SANDBOX_STATE_FILE : globals().state;
   const config = async () => {
     const g = globals();
     const cfg = await loadConfig({ cwd: io.cwd, env: io.env, ...(g.config ? { configFile: g.config } : {}) });
@@ -164,7 +170,9 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .addOption(noProbeOption())
     .addOption(allowOutsideOption())
     .action(async (file: string, opts: RunFlags) => {
-      result.code = await withLogger((ctx) => runCommand(file, opts, ctx));
+      // Trying things never touches real runs: sandbox runs keep their own state file unless --state says.
+      const statePath = opts.sandbox ? stateFor(true) : globals().state;
+      result.code = await withLogger((ctx) => runCommand(file, opts, { ...ctx, statePath }));
     });
 
   program
@@ -197,8 +205,9 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .description('progress of one run (its tasks by state and the failing ones), or the list of runs')
     .argument('[run]', 'run id (default: list every run)')
     .option('--json', 'print as JSON')
-    .action(async (run: string | undefined, opts: { json?: boolean }) => {
-      result.code = await statusCommand(run, opts, { io, statePath: globals().state });
+    .option('--sandbox', `the runs of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
+    .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
+      result.code = await statusCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
     });
 
   program
@@ -208,9 +217,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     )
     .argument('[run]', 'run id (default: the newest run)')
     .option('--json', 'print report.json instead of report.md')
-    .action(async (run: string | undefined, opts: { json?: boolean }) => {
+    .option('--sandbox', `a run of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
+    .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
       const cfg = await config();
-      result.code = await reportCommand(run, opts, { io, statePath: globals().state, config: cfg });
+      result.code = await reportCommand(run, opts, { io, statePath: stateFor(opts.sandbox), config: cfg });
     });
 
   program

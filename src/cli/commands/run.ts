@@ -26,6 +26,7 @@ import { ageOf, chooseRun } from '../../run/resume.js';
 import { DEFAULT_WATCH_POLICY, Runner, type RunResult, type WatchPolicy } from '../../run/runner.js';
 import { selectTasks } from '../../run/select.js';
 import { sandboxVars } from '../../sandbox/media.js';
+import { SANDBOX_DEFAULTS } from '../../sandbox/options.js';
 import { startSandbox } from '../../sandbox/server.js';
 import {
   keyFingerprint,
@@ -97,7 +98,7 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
   const sandbox = flags.sandbox
-    ? await startSandbox({ port: 0, speed: flags.sandboxSpeed ?? 0.1, apiKey: SANDBOX_KEY })
+    ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1)
     : undefined;
   try {
     if (sandbox) {
@@ -650,6 +651,20 @@ async function driveRun(a: DriveArgs): Promise<number> {
   } finally {
     signals?.off('SIGINT', onInt);
     signals?.off('SIGTERM', onTerm);
+  }
+}
+
+/**
+ * The embedded sandbox takes the port the example manifests name (`{{sandbox}}` defaults to
+ * http://127.0.0.1:8787), so that their requests, which carry its address, are the same at every run; any
+ * free port when that one is taken.
+ */
+async function startEmbeddedSandbox(speed: number) {
+  try {
+    return await startSandbox({ port: SANDBOX_DEFAULTS.port, speed, apiKey: SANDBOX_KEY });
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'EADDRINUSE') throw error;
+    return startSandbox({ port: 0, speed, apiKey: SANDBOX_KEY });
   }
 }
 
