@@ -4,6 +4,7 @@
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { manifestJsonSchema } from '../src/manifest/index.js';
+import { runEventsJsonSchema } from '../src/run/events.js';
 import { writeReportSchema } from './write-report-schema.js';
 
 export const MANIFEST_SCHEMA_FILE = fileURLToPath(
@@ -14,8 +15,18 @@ export function manifestSchemaText(): string {
   return `${JSON.stringify(manifestJsonSchema(), null, 2)}\n`;
 }
 
+export const RUN_EVENTS_SCHEMA_FILE = fileURLToPath(
+  new URL('../schemas/run-events.schema.json', import.meta.url),
+);
+
+export function runEventsSchemaText(): string {
+  return `${JSON.stringify(runEventsJsonSchema(), null, 2)}\n`;
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   await writeFile(MANIFEST_SCHEMA_FILE, manifestSchemaText());
   console.log(`wrote ${MANIFEST_SCHEMA_FILE}`);
   await writeReportSchema();
+  await writeFile(RUN_EVENTS_SCHEMA_FILE, runEventsSchemaText());
+  console.log(`wrote ${RUN_EVENTS_SCHEMA_FILE}`);
 }

@@ -116,6 +116,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .argument('<manifest>', 'manifest file')
     .option('-y, --yes', 'do not ask for confirmation on a terminal')
     .option(
+      '--json',
+      'write NDJSON events on stdout (submitted, done, failed, …, summary); the display goes to stderr',
+    )
+    .option(
       '--allow-partial',
       'start even when the estimate exceeds balance, quota or budget; stop cleanly when money runs out',
     )

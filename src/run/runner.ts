@@ -24,6 +24,7 @@ import {
 import type { Logger } from '../util/log.js';
 import { fromMicro, toMicro } from '../util/money.js';
 import { sleep as defaultSleep } from '../util/sleep.js';
+import { type RunEvent, type RunEventBody, stamp } from './events.js';
 import { taskFolderName } from './names.js';
 import { DueQueue, nextPollDelay, type PollProfiles } from './polling.js';
 import { fitsBudget } from './preflight.js';
@@ -54,6 +55,8 @@ export interface RunnerDeps {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Called whenever counts change (the renderer throttles). */
   onProgress?: (progress: RunProgress) => void;
+  /** Called once for each thing that happens to a task (see ./events.ts); must not throw. */
+  onEvent?: (event: RunEvent) => void;
 }
 
 export type MediaKind = 'image' | 'audio' | 'video';
@@ -268,6 +271,10 @@ export class Runner {
     else opts.halt?.addEventListener('abort', onHalt, { once: true });
   }
 
+  #emit(body: RunEventBody): void {
+    this.#deps.onEvent?.(stamp(body, this.#opts.runId, new Date(this.#now())));
+  }
+
   /** Stops submitting, for a reason the user is told. The first reason wins. */
   #requestStop(reason: StopReason, message: string): void {
     if (!this.#stopReason) {
@@ -329,6 +336,13 @@ export class Runner {
     this.#hintsClosed = true;
     await this.#settle();
     this.#progress(true);
+    if (this.#stopReason) {
+      this.#emit({
+        event: 'stopped',
+        reason: this.#stopReason,
+        message: this.#stopMessage ?? this.#stopReason,
+      });
+    }
     return {
       ...(this.#stopReason ? { stopReason: this.#stopReason } : {}),
       ...(this.#stopMessage ? { stopMessage: this.#stopMessage } : {}),
@@ -638,12 +652,21 @@ export class Runner {
         });
         if (recorded.r.state === 'in_doubt') {
           this.#inDoubtMaxMicro += toMicro(listPrice);
+          this.#emit({ event: 'in_doubt', task: id, reason: recorded.r.message });
           this.#log.warn({ task: id, img_uuid: outcome.imgUuid }, recorded.r.message);
           this.#releaseSlot(id);
           return 'done';
         }
         this.#chargedMicro += toMicro(outcome.cost ?? listPrice);
         this.#giveUpStreak = 0;
+        this.#emit({
+          event: 'submitted',
+          task: id,
+          img_uuid: outcome.imgUuid,
+          cost: outcome.cost ?? listPrice,
+          cost_assumed: outcome.cost === undefined,
+          attempt: store.chargedAttempts(runId, id),
+        });
         if (outcome.cost === undefined) {
           this.#log.warn(
             { task: id, img_uuid: outcome.imgUuid, listPrice },
@@ -662,6 +685,7 @@ export class Runner {
       }
       case 'rejected':
         await notCharged('rejected', outcome.message, 400, outcome.httpStatus);
+        this.#emit({ event: 'rejected', task: id, message: outcome.message });
         this.#log.warn(
           { task: id, msg: outcome.message, request_id: outcome.requestId },
           'rejected by the API (not charged)',
@@ -703,6 +727,7 @@ export class Runner {
         await write(() => store.recordInDoubt(runId, id, attemptNo, { message: `${outcome.reason}${ref}` }));
         this.#inDoubtMaxMicro += toMicro(task.estimate.max);
         this.#lastInDoubtAt = this.#now();
+        this.#emit({ event: 'in_doubt', task: id, reason: outcome.reason });
         // A callback for this task may have come before its answer was given up on.
         const early = this.#hintedEarly.get(id);
         this.#hintedEarly.delete(id);
@@ -860,6 +885,7 @@ export class Runner {
       );
       if (!adopted) return true;
       this.#recovered++;
+      this.#emit({ event: 'recovered', task: taskId, img_uuid: imgUuid });
       this.#inDoubtMaxMicro -= toMicro(listPrice);
       this.#chargedMicro += toMicro(listPrice);
       this.#log.warn(
@@ -1021,7 +1047,7 @@ export class Runner {
     if (state === 'failed') {
       if (result.refunded !== null) this.#refundedMicro += toMicro(result.refunded);
       this.#log.warn({ task: taskId, refunded: result.refunded }, 'job failed (refunded)');
-      await this.#retryFailed(watched);
+      await this.#retryFailed(watched, result.refunded);
       this.#progress();
       return;
     }
@@ -1075,6 +1101,7 @@ export class Runner {
     if (!moved) return;
     watched.stalled = true;
     watched.task = { ...watched.task, state: 'stalled' };
+    this.#emit({ event: 'stalled', task: taskId, reason });
     this.#log.warn({ task: taskId, img_uuid: watched.task.imgUuid }, 'job stalled past its deadline');
     this.#giveBackSlot(watched);
     this.#progress();
@@ -1084,15 +1111,17 @@ export class Runner {
    * A failed job was refunded (recorded with its status). With `retries` left, the task goes back to
    * pending as a new attempt: the budget counts at most one unrefunded attempt per task.
    */
-  async #retryFailed(watched: Watched): Promise<void> {
+  async #retryFailed(watched: Watched, refunded: number | null): Promise<void> {
     const { store } = this.#deps;
     const { runId } = this.#opts;
     const taskId = watched.task.taskId;
     const allowed = this.#retriesOf(watched.task);
     const charged = store.chargedAttempts(runId, taskId);
+    let retrying = false;
     if (allowed > 0 && charged <= allowed && !this.#stopSubmitting.signal.aborted) {
       const requeued = await this.#writes.write(() => store.requeueTasks(runId, [taskId], ['failed']));
-      if (requeued.length === 1) {
+      retrying = requeued.length === 1;
+      if (retrying) {
         this.#retried++;
         this.#log.info(
           { task: taskId, attempt: charged + 1, of: allowed + 1 },
@@ -1100,6 +1129,7 @@ export class Runner {
         );
       }
     }
+    this.#emit({ event: 'failed', task: taskId, refunded, retrying });
     this.#unwatch(taskId);
   }
 
@@ -1124,6 +1154,7 @@ export class Runner {
     const { store } = this.#deps;
     const taskId = watched.task.taskId;
     await this.#writes.write(() => store.moveTask(this.#opts.runId, taskId, 'unfetched', reason));
+    this.#emit({ event: 'unfetched', task: taskId, reason });
     this.#log.error({ task: taskId, img_uuid: watched.task.imgUuid }, reason);
     // The disk will not get better by itself: paying for more results that cannot be written is pointless.
     if (local) this.#requestStop('local-disk', reason);
@@ -1181,6 +1212,7 @@ export class Runner {
       if (fetched.type === 'halted') return;
       if (fetched.type === 'lost') {
         await this.#writes.write(() => store.moveTask(runId, task.taskId, 'lost', fetched.reason));
+        this.#emit({ event: 'lost', task: task.taskId, reason: fetched.reason });
         this.#log.error({ task: task.taskId, img_uuid: task.imgUuid }, fetched.reason);
         return;
       }
@@ -1230,6 +1262,11 @@ export class Runner {
     await this.#writes.write(() => {
       for (const file of done) store.recordFile(runId, task.taskId, file);
       store.markDone(runId, task.taskId);
+    });
+    this.#emit({
+      event: 'done',
+      task: task.taskId,
+      files: done.map((f) => ({ path: f.path, kind: f.kind, bytes: f.bytes, sha256: f.sha256 })),
     });
     this.#log.info({ task: task.taskId, files: current.files.length }, 'done');
   }

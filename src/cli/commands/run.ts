@@ -18,6 +18,7 @@ import {
   startCallbackReceiver,
 } from '../../run/callbacks.js';
 import { checkOutputFolder, expectedResultBytes } from '../../run/disk.js';
+import { type RunEvent, stamp } from '../../run/events.js';
 import { claimRunFolder, RunFolderTakenError } from '../../run/marker.js';
 import { DEFAULT_POLL_PROFILES, fallbackProfiles, scaleProfiles } from '../../run/polling.js';
 import { decidePreflight } from '../../run/preflight.js';
@@ -38,7 +39,7 @@ import {
   UNFINISHED,
 } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
-import { registerSecret } from '../../util/secrets.js';
+import { registerSecret, scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import { fmtRange, fmtTokens, fmtUsd, table } from '../format.js';
 import type { CliIO } from '../io.js';
@@ -59,6 +60,8 @@ export interface RunFlags {
   limit?: number;
   /** Send failed (refunded) and rejected tasks back to pending first. */
   retryFailed?: boolean;
+  /** NDJSON events on stdout (./../../run/events.ts); the human display goes to stderr. */
+  json?: boolean;
   sandbox?: boolean;
   /** Job timing of the embedded sandbox (and our polling, scaled alike). */
   sandboxSpeed?: number;
@@ -97,14 +100,12 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   const { io, config } = ctx;
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
-  const sandbox = flags.sandbox
-    ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1)
-    : undefined;
+  const sandbox = flags.sandbox ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1) : undefined;
   try {
     if (sandbox) {
       baseUrl = sandbox.baseUrl;
       apiKey = SANDBOX_KEY;
-      io.stdout.write(`Using the embedded sandbox at ${sandbox.baseUrl} (no account, no money).\n`);
+      humanOut(io, flags).write(`Using the embedded sandbox at ${sandbox.baseUrl} (no account, no money).\n`);
     }
     if (!apiKey) {
       throw new ExitError(
@@ -169,13 +170,13 @@ async function runWithClient(
   });
   const runId = choice.runId;
   if (choice.resumed) {
-    io.stdout.write(
+    humanOut(io, flags).write(
       `Resuming run ${runId} of this manifest, started ${ageOf(choice.resumed, io.now())} ago and unfinished (pass --new-run to start ${settings.runId} instead).\n`,
     );
   }
   if (choice.leftBehind) {
     const { run, owed } = choice.leftBehind;
-    io.stdout.write(
+    humanOut(io, flags).write(
       `--new-run: run ${run.id} of this manifest is unfinished${owed > 0 ? ` and still owes ${owed} paid or possibly paid task(s); resume it later with --run-id ${run.id}` : ''}.\n`,
     );
   }
@@ -261,7 +262,28 @@ async function driveRun(a: DriveArgs): Promise<number> {
     (min, b) => (b === undefined ? min : min === undefined ? b : Math.min(min, b)),
     undefined,
   );
-  const out = (line = '') => io.stdout.write(`${line}\n`);
+  const out = (line = '') => humanOut(io, flags).write(`${line}\n`);
+  // With --json, stdout carries one event per line and nothing else.
+  const emit = (event: RunEvent) => {
+    if (flags.json) io.stdout.write(`${scrub(JSON.stringify(event))}\n`);
+  };
+  const summary = (counts: Record<TaskState, number>, code: number) => {
+    const spent = store.runSpent(runId);
+    emit(
+      stamp(
+        {
+          event: 'summary',
+          counts,
+          charged: spent.charged,
+          refunded: spent.refunded,
+          net: spent.net,
+          exit_code: code,
+        },
+        runId,
+        io.now(),
+      ),
+    );
+  };
   const listen = flags.listen ?? settings.listen;
   const listenAt = listen === undefined ? undefined : parseListenOrExit(listen);
   const publicBase = flags.callbackUrl ?? settings.callbackUrl;
@@ -387,6 +409,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
       `Run ${runId} is already complete: ${describeCounts(counts)}. Files are in ${displayPath(io.cwd, a.runDir)}.`,
     );
     await writeRunReport(store, runId, a.runDir, io, config, out);
+    summary(counts, code);
     if (code !== EXIT.ok) throw new ExitError(EXIT.someFailed, failureLine(runId, counts));
     return code;
   }
@@ -528,7 +551,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
 
   const total = plan.totals.tasks;
   const view = new ProgressView({
-    out: io.stdout,
+    out: humanOut(io, flags),
     interactive: io.interactive,
     total: Object.values(store.countTasksByState(runId)).reduce((n, c) => n + c, 0),
     estimate: plan.totals.tokens,
@@ -558,6 +581,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
       logger: a.ctx.logger,
       download: downloadResult,
       onProgress: (p) => view.update(p),
+      onEvent: emit,
     },
     {
       runId,
@@ -613,6 +637,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
     const report = await writeRunReport(store, runId, a.runDir, io, config);
 
     const spent = store.runSpent(runId);
+    summary(result.counts, code);
     out('');
     out(`Run ${runId}: ${describeCounts(result.counts)}`);
     out(
@@ -666,6 +691,11 @@ async function startEmbeddedSandbox(speed: number) {
     if ((error as { code?: unknown }).code !== 'EADDRINUSE') throw error;
     return startSandbox({ port: 0, speed, apiKey: SANDBOX_KEY });
   }
+}
+
+/** Where the lines for people go: stdout, or stderr when stdout carries --json events. */
+function humanOut(io: CliIO, flags: RunFlags): CliIO['stdout'] {
+  return flags.json ? io.stderr : io.stdout;
 }
 
 /** The base URL a run of the embedded sandbox is bound to (its port changes at every start). */
