@@ -4,7 +4,7 @@
 // a row that says what may have happened, and a resumed run reads those rows, never its memory.
 
 import { setMaxListeners } from 'node:events';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import pLimit from 'p-limit';
 import { backoffDelay } from '../api/backoff.js';
 import type { ApiClient } from '../api/client.js';
@@ -1184,7 +1184,8 @@ export class Runner {
     const folderName = taskFolderName(task.taskId);
     let folder: string;
     try {
-      folder = await ensureFolderUnder(runDir, folderName);
+      // From the output folder, so that a run folder planted as a link is refused too (issue 13).
+      folder = await ensureFolderUnder(dirname(runDir), join(basename(runDir), folderName));
       // A process killed while writing here left its temporary files; this run holds the lease.
       await removeLeftoverTemps(folder);
     } catch (error) {

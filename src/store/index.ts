@@ -34,6 +34,7 @@ export {
   type ReportTaskRow,
   type RequestTextField,
   type RunFileTotals,
+  type RunTotals,
 } from './report-reads.js';
 export type { ReportTaskSpend } from './spend.js';
 export type { SubmitRecorded } from './submissions.js';
@@ -126,6 +127,7 @@ export class Store {
   readonly taskAttemptCounts: ReportReadStore['taskAttemptCounts'];
   readonly problemTasks: ReportReadStore['problemTasks'];
   readonly notOnDiskByState: ReportReadStore['notOnDiskByState'];
+  readonly runTotals: ReportReadStore['runTotals'];
 
   // Leases and schedules
   readonly acquireLease: LeaseStore['acquireLease'];
@@ -211,6 +213,7 @@ export class Store {
     this.taskAttemptCounts = reportReads.taskAttemptCounts.bind(reportReads);
     this.problemTasks = reportReads.problemTasks.bind(reportReads);
     this.notOnDiskByState = reportReads.notOnDiskByState.bind(reportReads);
+    this.runTotals = reportReads.runTotals.bind(reportReads);
 
     const leases = new LeaseStore(db, now);
     this.acquireLease = leases.acquireLease.bind(leases);

@@ -108,6 +108,15 @@ export interface ReportModelFigures {
   costAssumed: number;
 }
 
+/** A run's estimates and ledger sums, in tokens. */
+export interface RunTotals {
+  estimated: number;
+  charged: number;
+  refunded: number;
+  /** charged − refunded. */
+  net: number;
+}
+
 export interface RunFileTotals {
   files: number;
   bytes: number;
@@ -198,6 +207,10 @@ export class ReportReadStore {
   readonly #selectAttemptCounts;
   readonly #selectProblems;
   readonly #selectNotOnDisk;
+  readonly #selectTaskRowids;
+  readonly #selectEstimated;
+  readonly #selectLedgerIds;
+  readonly #selectRunSums;
 
   constructor(db: Db) {
     // The report's order is in-doubt tasks first (they need the user), then manifest order. Both come
@@ -257,6 +270,23 @@ export class ReportReadStore {
     this.#selectNotOnDisk = db.prepare<[string], { state: NotOnDiskState; tasks: number; tokens: number }>(
       `SELECT state, count(*) AS tasks, total(${TASK_NET}) AS tokens
        FROM tasks AS t WHERE run_id = ? AND state IN ('unfetched', 'stalled', 'lost') GROUP BY state`,
+    );
+    // Run totals at a million tasks: the run's rows are found through an index (which holds the row
+    // ids), then read as one range of the table in storage order. Reading each row through the index
+    // instead jumps around the file and takes twice as long; `+run_id` keeps SQLite on the range.
+    this.#selectTaskRowids = db.prepare<[string], { lo: number | null; hi: number | null }>(
+      'SELECT min(rowid) AS lo, max(rowid) AS hi FROM tasks WHERE run_id = ?',
+    );
+    this.#selectEstimated = db.prepare<[number, number, string], { estimated: number }>(
+      'SELECT total(est_tokens) AS estimated FROM tasks WHERE rowid BETWEEN ? AND ? AND +run_id = ?',
+    );
+    this.#selectLedgerIds = db.prepare<[string], { lo: number | null; hi: number | null }>(
+      'SELECT min(id) AS lo, max(id) AS hi FROM ledger WHERE run_id = ?',
+    );
+    this.#selectRunSums = db.prepare<[number, number, string], { charged: number; refunded: number }>(
+      `SELECT total(CASE WHEN kind = 'charge' THEN tokens END) AS charged,
+         total(CASE WHEN kind = 'refund' THEN tokens END) AS refunded
+       FROM ledger WHERE id BETWEEN ? AND ? AND +run_id = ?`,
     );
     // One pass over the run's tasks, summed in JavaScript: GROUP BY would sort every task (SQLite
     // groups by sorting), and the ledger is read through its (run_id, task_id) index for each.
@@ -470,6 +500,24 @@ export class ReportReadStore {
       figures[row.state] = { tasks: row.tasks, tokens: row.tokens };
     }
     return figures;
+  }
+
+  /**
+   * What `status` shows of a run's money: the sum of its estimates, and what the ledger charged and
+   * refunded. Two sequential reads, so it stays well under a second at 1,000,000 tasks.
+   */
+  runTotals(runId: string): RunTotals {
+    const tasks = this.#selectTaskRowids.get(runId);
+    const estimated =
+      tasks?.lo == null || tasks.hi == null
+        ? 0
+        : (this.#selectEstimated.get(tasks.lo, tasks.hi, runId)?.estimated ?? 0);
+    const ids = this.#selectLedgerIds.get(runId);
+    const sums =
+      ids?.lo == null || ids.hi == null ? undefined : this.#selectRunSums.get(ids.lo, ids.hi, runId);
+    const charged = sums?.charged ?? 0;
+    const refunded = sums?.refunded ?? 0;
+    return { estimated, charged, refunded, net: charged - refunded };
   }
 
   /** How many result files the run has, and their total size in bytes. */

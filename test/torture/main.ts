@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { crashTorture } from './crash-loop.js';
 import { formatGuarantees, type Guarantee } from './guarantees.js';
 import { hostileTorture } from './hostile.js';
+import { scenarioTorture } from './scenarios.js';
 import { FULL, SMALL } from './sizes.js';
 
 const { values } = parseArgs({ options: { small: { type: 'boolean', default: false } } });
@@ -40,7 +41,13 @@ console.log('Hostile inputs');
 for (const c of hostile.cases) console.log(`  ${c.name}: ${c.outcome} in ${c.ms} ms`);
 console.log(formatGuarantees(hostile.guarantees));
 
-const all: Guarantee[] = [...crash.guarantees, ...hostile.guarantees];
+log("faults on the user's own machine");
+const scenarios = await scenarioTorture({ ...size.scenarios, log });
+console.log("Faults on the user's own machine (in-process, injected clock)");
+for (const c of scenarios.cases) console.log(`  ${c.name}: ${c.outcome} in ${c.ms} ms`);
+console.log(formatGuarantees(scenarios.guarantees));
+
+const all: Guarantee[] = [...crash.guarantees, ...hostile.guarantees, ...scenarios.guarantees];
 const broken = all.filter((g) => !g.ok);
 console.log(
   `${all.length - broken.length} of ${all.length} guarantees held (${Math.round((performance.now() - started) / 1000)} s)`,

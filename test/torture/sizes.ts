@@ -1,9 +1,11 @@
 // The two sizes of the torture: the full one (`npm run torture`) and the one inside `npm test`.
 import type { CrashTortureOptions } from './crash-loop.js';
+import type { ScenarioOptions } from './scenarios.js';
 
 const FAULTS = { failRate: 0.15, errorRate: 0.05, chargeThenErrorRate: 0.05, latencyMs: 15 };
 
-export const FULL: { crash: CrashTortureOptions } = {
+export const FULL: { crash: CrashTortureOptions; scenarios: ScenarioOptions } = {
+  scenarios: { tasks: 40 },
   crash: {
     images: 400,
     lines: 100,
@@ -16,7 +18,8 @@ export const FULL: { crash: CrashTortureOptions } = {
   },
 };
 
-export const SMALL: { crash: CrashTortureOptions } = {
+export const SMALL: { crash: CrashTortureOptions; scenarios: ScenarioOptions } = {
+  scenarios: { tasks: 6 },
   crash: {
     images: 45,
     lines: 15,

@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { crashTorture } from './crash-loop.js';
 import { hostileTorture } from './hostile.js';
+import { scenarioTorture } from './scenarios.js';
 import { SMALL } from './sizes.js';
 
 describe('torture (small): kill -9 at random moments against a faulty sandbox', () => {
@@ -25,4 +26,15 @@ describe('torture: hostile inputs', () => {
     expect(guarantees.filter((g) => !g.ok)).toEqual([]);
     expect(cases.map((c) => c.name)).toContain('10,000-deep nesting');
   }, 90_000);
+});
+
+describe("torture: faults on the user's own machine (issue 13)", () => {
+  it('a dated run resumed the next day, a full disk freed, a budget hit mid-flight, planted links, a 2-character key, every quirk: the money guarantees hold', async () => {
+    const { cases, guarantees, skipped } = await scenarioTorture(SMALL.scenarios);
+    expect(guarantees.filter((g) => !g.ok)).toEqual([]);
+    expect(cases).toHaveLength(6);
+    // Only the full-disk scenario may be skipped (it needs root to mount a tmpfs), and it says why.
+    expect(skipped.filter((s) => !s.startsWith('full output disk'))).toEqual([]);
+    expect(guarantees.length).toBeGreaterThan(40 - (skipped.length > 0 ? 10 : 0));
+  }, 120_000);
 });

@@ -123,7 +123,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
   const { io } = ctx;
   const runs = (store?.listRuns() ?? []).map((run) => {
     const counts = store?.countTasksByState(run.id) ?? emptyCounts();
-    const spent = store?.runSpent(run.id) ?? { charged: 0, refunded: 0, net: 0 };
+    const spent = store?.runTotals(run.id) ?? { charged: 0, refunded: 0, net: 0 };
     return { run, counts, spent };
   });
   const scheduled = store ? scheduledManifests(store, io.now()) : [];
@@ -179,8 +179,8 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
 function showRun(store: Store, run: RunRecord, opts: { json?: boolean }, ctx: ReadContext): number {
   const { io } = ctx;
   const counts = store.countTasksByState(run.id);
-  const spent = store.runSpent(run.id);
-  const estimated = store.modelTotals(run.id).reduce((n, m) => n + m.estimated, 0);
+  const spent = store.runTotals(run.id);
+  const { estimated } = spent;
   // Pending tasks that gave up for now (retries exhausted) carry their reason too: listed last.
   const others = UNFINISHED.filter((s) => !PROBLEM_STATES.includes(s));
   const problems = store.problemTasks(run.id, [...PROBLEM_STATES, ...others], STATUS_PROBLEM_LIMIT, others);
