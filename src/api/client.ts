@@ -4,6 +4,7 @@
 // because rewriting outcomes here corrupted ids and keys that happened to contain a short key.
 import { Agent, type Dispatcher } from 'undici';
 import type { Endpoint, RequestBody } from '../catalog/types.js';
+import { ApiSettingsError } from './errors.js';
 import { ACCEPT_ENCODING, exchange } from './exchange.js';
 import {
   type ApiAnswer,
@@ -106,8 +107,7 @@ const PRINTABLE_TOKEN = /^[\x21-\x7e]+$/;
  */
 export const MIN_API_KEY_LENGTH = 8;
 
-/** A setting of the client (base URL, key, timeouts) the user must fix; never a bug. */
-export class ApiSettingsError extends Error {}
+export { ApiSettingsError };
 
 function checkOptions(options: ApiClientOptions): URL {
   let url: URL;

@@ -1,8 +1,8 @@
 // Only the CLI decides exit codes and wording; everything below it returns results or throws these.
 
 import { isAbsolute, relative } from 'node:path';
-import { ApiSettingsError } from '../api/client.js';
-import { STATE_FILE_KINDS, StoreError } from '../store/db.js';
+import { ApiSettingsError } from '../api/errors.js';
+import { STATE_FILE_KINDS, StoreError } from '../store/errors.js';
 
 export const EXIT = {
   ok: 0,

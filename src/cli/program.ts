@@ -1,20 +1,14 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { type Config, loadConfig } from '../config.js';
-import { type SandboxCommandOptions, sandboxCommand } from '../sandbox/cli.js';
+import type { SandboxCommandOptions } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
-import { createLogger, type Logger } from '../util/log.js';
+import type { Logger } from '../util/log.js';
 import { scrub } from '../util/secrets.js';
-import { balanceCommand } from './commands/balance.js';
-import { planCommand } from './commands/plan.js';
-import { reportCommand } from './commands/report.js';
-import { type RunFlags, runCommand } from './commands/run.js';
-import { type ScheduleFlags, scheduleCommand } from './commands/schedule.js';
-import { statusCommand } from './commands/status.js';
-import { validateCommand } from './commands/validate.js';
+import type { RunFlags } from './commands/run.js';
+import type { ScheduleFlags } from './commands/schedule.js';
 import { EXIT, ExitError, expectedExit } from './errors.js';
 import type { CliIO } from './io.js';
-import { makeBalanceSource, makeMeasure } from './wiring.js';
 
 export interface GlobalOptions {
   state: string;
@@ -65,6 +59,8 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
   ): Promise<number> => {
     const g = globals();
     const cfg = await config();
+    // pino loads only for the commands that log.
+    const { createLogger } = await import('../util/log.js');
     const logger = createLogger({
       level: g.logLevel,
       ...(g.logFile ? { file: resolve(io.cwd, g.logFile) } : {}),
@@ -83,6 +79,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .option('--json', 'print the result as JSON')
     .addOption(allowOutsideOption())
     .action(async (files: string[], opts: { json?: boolean; allowOutsideData?: boolean }) => {
+      const { validateCommand } = await import('./commands/validate.js');
       result.code = await validateCommand(files, opts, io);
     });
 
@@ -97,6 +94,8 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .addOption(allowOutsideOption())
     .action(async (file: string, opts: { json?: boolean; probe: boolean; allowOutsideData?: boolean }) => {
       const cfg = await config();
+      const { planCommand } = await import('./commands/plan.js');
+      const { makeBalanceSource, makeMeasure } = await import('./wiring.js');
       const balance = makeBalanceSource(cfg);
       result.code = await planCommand(file, opts, {
         io,
@@ -176,6 +175,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .action(async (file: string, opts: RunFlags) => {
       // Trying things never touches real runs: sandbox runs keep their own state file unless --state says.
       const statePath = opts.sandbox ? stateFor(true) : globals().state;
+      const { runCommand } = await import('./commands/run.js');
       result.code = await withLogger((ctx) => runCommand(file, opts, { ...ctx, statePath }));
     });
 
@@ -201,6 +201,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     )
     .addOption(noProbeOption())
     .action(async (files: string[], opts: ScheduleFlags) => {
+      const { scheduleCommand } = await import('./commands/schedule.js');
       result.code = await withLogger((ctx) => scheduleCommand(files, opts, ctx));
     });
 
@@ -211,6 +212,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .option('--json', 'print as JSON')
     .option('--sandbox', `the runs of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
     .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
+      const { statusCommand } = await import('./commands/status.js');
       result.code = await statusCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
     });
 
@@ -224,6 +226,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .option('--sandbox', `a run of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
     .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
       const cfg = await config();
+      const { reportCommand } = await import('./commands/report.js');
       result.code = await reportCommand(run, opts, { io, statePath: stateFor(opts.sandbox), config: cfg });
     });
 
@@ -233,6 +236,8 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .option('--json', 'print as JSON')
     .action(async (opts: { json?: boolean }) => {
       const cfg = await config();
+      const { balanceCommand } = await import('./commands/balance.js');
+      const { makeBalanceSource } = await import('./wiring.js');
       const balance = makeBalanceSource(cfg);
       result.code = await balanceCommand(opts, {
         io,
@@ -248,6 +253,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
   for (const flag of SANDBOX_FLAGS) sandbox.option(flag.flag, flag.description);
   sandbox.action(async (opts: SandboxCommandOptions) => {
     try {
+      const { sandboxCommand } = await import('../sandbox/cli.js');
       await sandboxCommand(opts, {
         stdout: io.stdout,
         stderr: io.stderr,

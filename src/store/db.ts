@@ -3,40 +3,13 @@
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { STATE_FILE_KINDS, StoreError, type StoreErrorKind } from './errors.js';
 import { MIGRATIONS, type Migration } from './migrations.js';
 import type { Clock } from './types.js';
 
 export type Db = Database.Database;
 
-/**
- * What is wrong with the state file, for the CLI's exit code and for callers that want to react:
- * `data` is a problem with what is in it (a run, a task) rather than with the file.
- */
-export type StoreErrorKind = 'corrupt' | 'newer' | 'path' | 'permission' | 'full' | 'busy' | 'data';
-
-/** Every problem with the state database (the file, or a run in it), worded for the user. */
-export class StoreError extends Error {
-  override name = 'StoreError';
-  readonly kind: StoreErrorKind;
-  /** The state file, when the problem is with the file: the CLI shows it as the user gave it. */
-  readonly file: string | undefined;
-
-  constructor(message: string, opts: { kind?: StoreErrorKind; file?: string } = {}) {
-    super(message);
-    this.kind = opts.kind ?? 'data';
-    this.file = opts.file;
-  }
-}
-
-/** The kinds that are about the file itself: the user fixes them (or upgrades), not a bug. */
-export const STATE_FILE_KINDS: readonly StoreErrorKind[] = [
-  'corrupt',
-  'newer',
-  'path',
-  'permission',
-  'full',
-  'busy',
-];
+export { STATE_FILE_KINDS, StoreError, type StoreErrorKind };
 
 /** One message per kind, each naming the file and what to do. */
 function fileError(kind: Exclude<StoreErrorKind, 'data'>, file: string, detail = ''): StoreError {
