@@ -19,6 +19,7 @@ import {
 } from '../../run/callbacks.js';
 import { checkOutputFolder, expectedResultBytes } from '../../run/disk.js';
 import { type RunEvent, stamp } from '../../run/events.js';
+import { holderIsDead, runLeaseName } from '../../run/lease.js';
 import { claimRunFolder, RunFolderTakenError } from '../../run/marker.js';
 import { DEFAULT_POLL_PROFILES, fallbackProfiles, scaleProfiles } from '../../run/polling.js';
 import { decidePreflight } from '../../run/preflight.js';
@@ -182,7 +183,7 @@ async function runWithClient(
   }
   const runDir = join(settings.output, runId);
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
-  const leaseName = `run:${runId}`;
+  const leaseName = runLeaseName(runId);
   try {
     let lease = store.acquireLease(leaseName, holder, LEASE_TTL_MS);
     if (!lease.acquired && holderIsDead(lease.holder)) {
@@ -217,23 +218,6 @@ async function runWithClient(
     }
   } finally {
     store.close();
-  }
-}
-
-/**
- * True only when the holder is a process of this machine that no longer exists. A holder elsewhere,
- * or a pid that is alive (even if reused by another program), keeps its lease until it expires.
- */
-function holderIsDead(holder: string): boolean {
-  const m = /^(\d+)@(.*)#[^#]*$/.exec(holder);
-  if (!m || m[2] !== hostname()) return false;
-  const pid = Number(m[1]);
-  if (pid === process.pid) return false;
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'ESRCH';
   }
 }
 

@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { tokensToUsd } from '../../plan/plan.js';
 import { plural } from '../../report/format.js';
+import { shownRunState } from '../../run/lease.js';
 import { scheduledManifests } from '../../schedule/status.js';
 import {
   isNotOnDisk,
@@ -124,7 +125,9 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
   const runs = (store?.listRuns() ?? []).map((run) => {
     const counts = store?.countTasksByState(run.id) ?? emptyCounts();
     const spent = store?.runTotals(run.id) ?? { charged: 0, refunded: 0, net: 0 };
-    return { run, counts, spent };
+    // A run recorded as running with nobody alive holding it (kill -9) is shown as interrupted.
+    const shown = store ? { ...run, state: shownRunState(store, run, io.now()) } : run;
+    return { run: shown, counts, spent };
   });
   const scheduled = store ? scheduledManifests(store, io.now()) : [];
   if (opts.json) {
@@ -176,8 +179,9 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
   return EXIT.ok;
 }
 
-function showRun(store: Store, run: RunRecord, opts: { json?: boolean }, ctx: ReadContext): number {
+function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ctx: ReadContext): number {
   const { io } = ctx;
+  const run = { ...recorded, state: shownRunState(store, recorded, io.now()) };
   const counts = store.countTasksByState(run.id);
   const spent = store.runTotals(run.id);
   const { estimated } = spent;
