@@ -95,8 +95,9 @@ export class RunStore {
       `UPDATE runs SET state = 'running', started_at = :now, first_started_at = coalesce(first_started_at, :now),
          exit_code = NULL WHERE id = :id`,
     );
-    this.#bindApi = db.prepare<{ id: string; baseUrl: string; keyFingerprint: string }>(
-      'UPDATE runs SET api_base_url = :baseUrl, key_fingerprint = :keyFingerprint WHERE id = :id AND api_base_url IS NULL',
+    this.#bindApi = db.prepare<{ id: string; baseUrl: string; keyFingerprint: string; force: number }>(
+      `UPDATE runs SET api_base_url = :baseUrl, key_fingerprint = :keyFingerprint
+       WHERE id = :id AND (api_base_url IS NULL OR :force = 1)`,
     );
     this.#markRunEnded = db.prepare<{ id: string; state: RunState; exitCode: number | null; now: string }>(
       // A session's time counts once: only an end that follows a start adds to the active time.
@@ -153,9 +154,12 @@ export class RunStore {
     return this.#selectUnfinishedRuns.all().map(toRun);
   }
 
-  /** A run from before runs were bound to their API is bound to the one it is resumed against. */
-  bindRunToApi(id: string, api: { baseUrl: string; keyFingerprint: string }): void {
-    this.#bindApi.run({ id, ...api });
+  /**
+   * Binds a run to the API it is resumed against: one from before runs were bound, or with `force` one
+   * that never spent anything where it was bound (its key was refused, its URL was wrong).
+   */
+  bindRunToApi(id: string, api: { baseUrl: string; keyFingerprint: string }, opts: { force?: boolean } = {}): void {
+    this.#bindApi.run({ id, ...api, force: opts.force ? 1 : 0 });
   }
 
   /** The newest run of this manifest (same file, same name) that did not finish, if any. */

@@ -75,7 +75,7 @@ describe('run: a budget reached with tasks in flight', () => {
     const result = await env.run(['run', file, '--yes', '--allow-partial']);
     expect(result.code).toBe(4);
     expect(reason(result)).toMatch(
-      /^the budget of 4\.3 tokens cannot cover the next task \(voice-3, up to 2 tokens\)/,
+      /^1 task\(s\) did not fit under the budget of 4\.3 tokens \(0\.1 left; they need up to 2\): raise budget and run again to continue$/,
     );
     const paid = env.state().jobs.reduce((n, j) => n + j.cost - j.refunded, 0);
     expect(Math.round(paid * 1e6) / 1e6).toBe(4.2);

@@ -128,10 +128,12 @@ describe('mediabatch schedule against the sandbox', () => {
     const s = await startSchedule('capped.yaml', sandbox, { probe: false, allowPartial: true });
     await s.clock.advance(30_000);
     await s.scheduler.idle();
-    // Two images fit under 0.5 (0.4); the third would pass it: the run stops cleanly, resumable.
+    // Two images fit under 0.5 (0.4); the other three would pass it: left pending, the run stops resumable.
     expect(sandbox.state().jobs).toHaveLength(2);
     expect(1000 - sandbox.state().balance).toBeCloseTo(0.4, 6);
-    expect(s.stdout()).toMatch(/the budget of 0\.5 tokens cannot cover the next task/);
+    expect(s.stdout()).toMatch(
+      /3 task\(s\) did not fit under the budget of 0\.5 tokens \(0\.1 left; they need up to 0\.6\)/,
+    );
     s.io.signals.emit('SIGTERM');
     expect(await s.done).toBe(0);
   });

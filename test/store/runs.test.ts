@@ -20,6 +20,9 @@ describe('runs', () => {
       createdAt: T0,
       startedAt: T0,
       finishedAt: null,
+      firstStartedAt: T0,
+      activeMs: 0,
+      api: null,
     });
     expect(() =>
       store.createRun({ id: 'r1', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} }),
@@ -33,11 +36,14 @@ describe('runs', () => {
     expect(store.markRunState('r1', 'interrupted', 4)).toMatchObject({ state: 'interrupted', exitCode: 4 });
     expect(store.unfinishedRuns().map((r) => r.id)).toEqual(['r1']);
     clock.advance(1000);
+    // The last end is kept while the run goes again; the first start never moves; each session's time adds up.
     expect(store.markRunState('r1', 'running')).toMatchObject({
       state: 'running',
       exitCode: null,
-      finishedAt: null,
+      finishedAt: new Date(T0.getTime() + 1000),
       startedAt: clock.now(),
+      firstStartedAt: T0,
+      activeMs: 1000,
       createdAt: T0,
     });
     store.setRunBalance('r1', { before: 1000 });
@@ -48,6 +54,7 @@ describe('runs', () => {
       balanceBefore: 1000,
       balanceAfter: 970.5,
       finishedAt: clock.now(),
+      activeMs: 1000,
     });
     expect(store.unfinishedRuns()).toEqual([]);
   });

@@ -301,8 +301,13 @@ async function driveRun(a: DriveArgs): Promise<number> {
   const api = { baseUrl: a.onSandbox ? EMBEDDED_SANDBOX : a.client.baseUrl, keyFingerprint: a.fingerprint };
   if (existing) {
     const problem = apiMismatch(runId, existing.api, api);
-    if (problem) throw new ExitError(EXIT.invalid, problem);
-    if (existing.api === null) store.bindRunToApi(runId, api);
+    if (problem) {
+      // A run that never had a job accepted (a refused key, a wrong URL) owes nothing where it was: it moves.
+      const counts = store.countTasksByState(runId);
+      const mayHaveSpent = store.runSpent(runId).charged > 0 || counts.in_doubt > 0 || counts.submitting > 0;
+      if (mayHaveSpent) throw new ExitError(EXIT.invalid, problem);
+      store.bindRunToApi(runId, api, { force: true });
+    } else if (existing.api === null) store.bindRunToApi(runId, api);
   } else {
     store.createRun({
       id: runId,
