@@ -16,6 +16,7 @@ import {
   type ModelTotals,
   NOT_ON_DISK,
   type NotOnDiskFigures,
+  parseRequest,
   periodOf,
   type ReportTaskSpend,
   type RunFileTotals,
@@ -302,7 +303,7 @@ export type ReportTaskSource = Pick<
 >;
 
 export function reportTask(
-  t: ReportTaskSource,
+  t: ReportTaskSource & ({ request: Record<string, unknown> | null } | { wireBody: string }),
   spend: Pick<TaskSpend, 'charged' | 'refunded' | 'jobs'> & { assumedJobs?: number },
   files: readonly FileRecord[],
   runDir: string,
@@ -315,6 +316,7 @@ export function reportTask(
     img_uuid: t.imgUuid,
     status: t.state,
     job_status: t.jobStatus,
+    request: 'request' in t ? t.request : parseRequest(t.wireBody),
     folder: taskFolderName(t.taskId),
     estimate: {
       tokens: t.estimate.tokens,

@@ -103,6 +103,10 @@ export const reportTaskSchema = z
     img_uuid: z.string().nullable().describe('The API job id of the latest submission.'),
     status: z.enum(TASK_STATES),
     job_status: z.string().nullable().describe('The last job status the API reported.'),
+    request: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .describe('The request body as sent, without the callback URL; an API key pasted into it is scrubbed.'),
     folder: z.string().describe('The task folder, relative to the run folder.'),
     estimate: z
       .object({

@@ -28,6 +28,7 @@ export {
   type NotOnDiskFigures,
   type NotOnDiskState,
   type ProblemTaskRow,
+  parseRequest,
   REQUEST_TEXT_FIELDS,
   type ReportModelFigures,
   type ReportPagesOptions,

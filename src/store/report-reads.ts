@@ -28,6 +28,8 @@ export interface ReportTaskRow {
   jobDuration: number | null;
   /** The request's text fields that are JSON strings (null otherwise, or when the body is not JSON). */
   requestText: Record<RequestTextField, string | null>;
+  /** The request body as sent (without the callback URL; the key never in it), null when not JSON. */
+  request: Record<string, unknown> | null;
   /** Every charge and refund of the task in the ledger (zero when none). */
   spend: TaskSpend;
   /** Its result files, by index. */
@@ -126,6 +128,7 @@ const DEFAULT_PAGE = 128;
 
 interface PageTaskRow {
   rid: number;
+  body: string;
   task_id: string;
   seq: number;
   model: string;
@@ -229,7 +232,7 @@ export class ReportReadStore {
       .raw();
     this.#selectPage = db.prepare<{ rowids: string }, PageTaskRow>(
       `SELECT rowid AS rid, task_id, seq, model, state, img_uuid, job_status, est_tokens, est_min, est_max,
-         est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered,
+         est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered, body,
          ${textField('prompt')}, ${textField('text')}, ${textField('lyrics')}, ${textField('description')}
        FROM tasks WHERE rowid IN (SELECT value FROM json_each(:rowids))`,
     );
@@ -395,6 +398,7 @@ export class ReportReadStore {
         submittedAt: fromIsoOrNull(row.submitted_at),
         finishedAt: fromIsoOrNull(row.finished_at),
         jobDuration: row.job_duration,
+        request: parseRequest(row.body),
         requestText: {
           prompt: row.prompt,
           text: row.text,
@@ -557,4 +561,16 @@ export function emptyNotOnDisk(): NotOnDiskFigures {
 
 export function isNotOnDisk(state: TaskState): state is NotOnDiskState {
   return (NOT_ON_DISK as readonly TaskState[]).includes(state);
+}
+
+/** A stored request body as an object; null when it is not a JSON object (never the case for ours). */
+export function parseRequest(body: string): Record<string, unknown> | null {
+  try {
+    const value = JSON.parse(body) as unknown;
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
+  } catch {
+    return null;
+  }
 }

@@ -158,7 +158,11 @@ export class RunStore {
    * Binds a run to the API it is resumed against: one from before runs were bound, or with `force` one
    * that never spent anything where it was bound (its key was refused, its URL was wrong).
    */
-  bindRunToApi(id: string, api: { baseUrl: string; keyFingerprint: string }, opts: { force?: boolean } = {}): void {
+  bindRunToApi(
+    id: string,
+    api: { baseUrl: string; keyFingerprint: string },
+    opts: { force?: boolean } = {},
+  ): void {
     this.#bindApi.run({ id, ...api, force: opts.force ? 1 : 0 });
   }
 

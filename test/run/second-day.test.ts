@@ -192,3 +192,15 @@ describe('run subsets and try again', () => {
     );
   });
 });
+
+describe('report.json carries each request', () => {
+  it('the body as sent, without the callback URL', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: images(1) });
+    expect((await env.run(['run', file, '--yes'])).code).toBe(0);
+    const report = JSON.parse(await readFile(join(env.dir, 'out/batch/report.json'), 'utf8')) as {
+      tasks: { id: string; request: unknown }[];
+    };
+    expect(report.tasks[0]?.request).toEqual({ model: 'flat-image', prompt: 'img number 1' });
+  });
+});
