@@ -19,6 +19,8 @@ export interface ExpandContext {
   shownDir: string;
   maxTasks: number;
   readFile: (path: string) => Promise<Buffer>;
+  /** The manifest's `file_name`, for tasks without their own. */
+  fileName?: unknown;
 }
 
 export interface Declaration {
@@ -32,6 +34,8 @@ export interface Declaration {
   mediaSeconds: CompiledValue | undefined;
   /** The task's own `retries` (a plain integer, checked by the schema). */
   retries?: number;
+  /** The task's `file_name` template, or the manifest's; rendered with the task's names and `id`. */
+  fileName?: { value: CompiledValue; source: string };
   plan: MatrixPlan;
   repeat: number;
   /** Rows per combination (all combinations share one list when the path has no matrix name). */

@@ -62,6 +62,12 @@ async function prepare(
   const model = compile('model') ?? { kind: 'literal', value: '' };
   const input = compile('input') ?? { kind: 'literal', value: {} };
   const mediaSeconds = compile('media_seconds');
+  const fileName =
+    raw.file_name !== undefined
+      ? compile('file_name')
+      : typeof ctx.fileName === 'string'
+        ? compileValue(ctx.fileName, 'file_name', errors)
+        : undefined;
   const foreach = compile('foreach');
   for (const error of errors) {
     problems.add({
@@ -92,6 +98,9 @@ async function prepare(
     model,
     input,
     mediaSeconds,
+    ...(fileName !== undefined && {
+      fileName: { value: fileName, source: raw.file_name !== undefined ? `${base}.file_name` : 'file_name' },
+    }),
     ...(typeof raw.retries === 'number' && { retries: raw.retries }),
     plan,
     repeat,

@@ -18,6 +18,8 @@ export class Expander {
   #duplicates = new Map<string, { problem: ManifestProblem; more: number }>();
   #defaults = new Map<string, CompiledValue | undefined>();
   #locators = new Map<string, (fieldPath: string) => SourcePos>();
+  /** Rendered file names (lower case: file systems that ignore case would merge them) → task id. */
+  #fileNames = new Map<string, string>();
 
   constructor(ctx: ExpandContext, tasks: TaskSpec[]) {
     this.#ctx = ctx;
@@ -115,8 +117,44 @@ export class Expander {
     };
     if (typeof mediaSeconds === 'number') task.mediaSeconds = mediaSeconds;
     if (declaration.retries !== undefined) task.retries = declaration.retries;
+    if (declaration.fileName !== undefined) {
+      const withId: typeof lookup = (path) =>
+        path.length === 1 && path[0] === 'id' ? { ok: true, value: taskId } : lookup(path);
+      const name = renderValue(declaration.fileName.value, withId, onError);
+      if (failed) return;
+      const { source } = declaration.fileName;
+      const problem =
+        typeof name === 'string' || typeof name === 'number'
+          ? fileNameProblem(String(name))
+          : 'must render to text';
+      if (problem) {
+        this.#fileNameProblem(source, taskId, `${problem}, got ${describeValue(name)}`);
+        return;
+      }
+      const key = String(name).toLowerCase();
+      const holder = this.#fileNames.get(key);
+      if (holder !== undefined && holder !== taskId) {
+        this.#fileNameProblem(
+          source,
+          taskId,
+          `renders to ${JSON.stringify(String(name))}, which task ${holder} has too: file names must differ (letter case aside)`,
+        );
+        return;
+      }
+      this.#fileNames.set(key, taskId);
+      task.fileName = String(name);
+    }
     if (this.#isDuplicate(taskId, origin, declaration)) return;
     this.#tasks.push(task);
+  }
+
+  #fileNameProblem(source: string, taskId: string, message: string): void {
+    this.#ctx.problems.addOnce(`${source}\0${message}`, {
+      pos: this.#ctx.index.at(source),
+      taskId,
+      path: 'file_name',
+      message,
+    });
   }
 
   /** `defaults` of the model under the task's input: the task's own fields win, field by field. */
@@ -229,4 +267,24 @@ function describeOrigin(origin: Origin): string {
   if (origin.row !== undefined) parts.push(`row ${origin.row}`);
   if (origin.copy !== undefined) parts.push(`copy ${origin.copy}`);
   return parts.join(', ');
+}
+
+const RESERVED = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])$/i;
+
+/**
+ * Why `name` cannot be a result file's name in the run's folder, or undefined when it can: one plain
+ * segment (no folders, no `..`), no control characters, not hidden, not a Windows device name, short.
+ */
+export function fileNameProblem(name: string): string | undefined {
+  if (name.trim() === '') return 'must not be empty';
+  if (/[/\\]/.test(name)) return 'must be one file name, without / or \\';
+  if (/[\u0000-\u001f\u007f<>:"|?*]/.test(name))
+    return 'must not hold control characters or any of < > : " | ? *';
+  if (name.startsWith('.') || name.startsWith('-')) return 'must not start with . or -';
+  if (name.endsWith('.') || name.endsWith(' ')) return 'must not end with a dot or a space';
+  if (RESERVED.test(name.split('.')[0] ?? '')) return 'must not be a Windows device name (CON, NUL, COM1, …)';
+  if ([...name].length > 120) return 'must be at most 120 characters';
+  if (/^(report|index|job|sheet)$/i.test(name))
+    return 'must not be the name of a file mediabatch writes (report, index)';
+  return undefined;
 }

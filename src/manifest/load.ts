@@ -114,6 +114,7 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
         dir: dirname(absolute),
         shownDir: dirname(file),
         maxTasks: opts.maxTasks ?? DEFAULT_MAX_TASKS,
+        ...(typeof doc.file_name === 'string' ? { fileName: doc.file_name } : {}),
         readFile: dataFileReader({
           dir: dirname(absolute),
           allowOutside: opts.allowOutside ?? false,

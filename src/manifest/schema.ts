@@ -70,6 +70,13 @@ export const taskSchema = z
       .max(10)
       .optional()
       .describe('Submit again, up to this many times, when the service fails the job (it refunds it).'),
+    file_name: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'Result file name without extension, e.g. "{{id}}": files go to <output>/<run>/<name>.<ext> instead of <task>/1.<ext>.',
+      ),
   })
   .describe('One task, or many through matrix, foreach and repeat (expanded in that order).');
 
@@ -94,6 +101,11 @@ export const manifestSchema = z
       .describe('IANA time zone for schedule, {{date}} and {{datetime}}; UTC when absent.'),
     concurrency: z.int().min(1).default(4).describe('Tasks in flight at once.'),
     budget: z.number().positive().optional().describe('Hard cap in tokens for this run.'),
+    file_name: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Default file_name template of every task, e.g. "{{id}}" (see the task field).'),
     retries: z
       .int()
       .min(0)

@@ -46,6 +46,8 @@ export interface TaskSpec {
   mediaSeconds?: number;
   /** The task's own `retries`, when it sets one (the manifest's applies otherwise). */
   retries?: number;
+  /** Result file name without extension (from `file_name`), checked to be one safe, unique file name. */
+  fileName?: string;
   /** Where the task was declared (its list item in `tasks`). */
   pos: SourcePos;
   /** Where a field of `input` came from (the task's input, or `defaults`); falls back to `pos`. */

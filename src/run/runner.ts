@@ -4,7 +4,7 @@
 // a row that says what may have happened, and a resumed run reads those rows, never its memory.
 
 import { setMaxListeners } from 'node:events';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, extname, join } from 'node:path';
 import pLimit from 'p-limit';
 import { backoffDelay } from '../api/backoff.js';
 import type { ApiClient } from '../api/client.js';
@@ -18,6 +18,7 @@ import { jobPhase, withoutSignedQueries } from '../store/index.js';
 import {
   ensureFolderUnder,
   removeLeftoverTemps,
+  removeLeftoverTempsFor,
   UnsafePathError,
   writeFileAtomic,
 } from '../util/fsatomic.js';
@@ -28,7 +29,7 @@ import { type RunEvent, type RunEventBody, stamp } from './events.js';
 import { taskFolderName } from './names.js';
 import { DueQueue, nextPollDelay, type PollProfiles } from './polling.js';
 import { fitsBudget } from './preflight.js';
-import { planResults, type ResultPlan } from './results.js';
+import { type FileToFetch, planResults, type ResultPlan } from './results.js';
 import { WriteQueue } from './writes.js';
 
 export type StopReason =
@@ -1192,6 +1193,13 @@ export class Runner {
       await this.#unfetched(watched, localProblem(error, join(runDir, folderName)), true);
       return;
     }
+    // With the manifest's file_name the files go beside the other tasks' in the run folder, under that name.
+    const named = task.fileName;
+    const place = (file: FileToFetch): string =>
+      named === null ? join(folder, file.fileName) : join(runDir, namedFile(named, file));
+    if (named !== null) {
+      for (const file of current.files) await removeLeftoverTempsFor(runDir, basename(place(file)));
+    }
     const done: NewFile[] = [];
     const names = new Map<number, string>();
     let bytesLeft = this.#policy.maxJobBytes;
@@ -1200,7 +1208,7 @@ export class Runner {
       const fetched = await this.#fetchFile(
         watched,
         file.position,
-        folder,
+        place,
         current,
         bytesLeft,
         (fresh) => {
@@ -1280,7 +1288,7 @@ export class Runner {
   async #fetchFile(
     watched: Watched,
     position: number,
-    folder: string,
+    place: (file: FileToFetch) => string,
     initial: ResultPlan,
     maxBytes: number,
     refreshed: (record: JobRecord) => ResultPlan,
@@ -1301,7 +1309,7 @@ export class Runner {
           reason: `result file ${position} is no longer listed by the job`,
           local: false,
         };
-      const dest = join(folder, file.fileName);
+      const dest = place(file);
       const result = await this.#downloadWithRetries(
         file.url,
         dest,
@@ -1407,4 +1415,10 @@ function localProblem(error: unknown, path: string): string {
   const code = (error as { code?: unknown }).code;
   const what = typeof code === 'string' ? (LOCAL_CODES[code] ?? code) : messageOf(error);
   return `${what} writing ${path}: ${LOCAL_HINT}; ${PAID_NOTE}`;
+}
+
+/** `<name>.<ext>` for a task's first file, `<name>-2.<ext>` for its second, and so on. */
+function namedFile(name: string, file: FileToFetch): string {
+  const ext = extname(file.fileName);
+  return file.position === 1 ? `${name}${ext}` : `${name}-${file.position}${ext}`;
 }

@@ -204,13 +204,14 @@ ALTER TABLE ledger ADD COLUMN assumed INTEGER NOT NULL DEFAULT 0 CHECK (assumed 
   },
   {
     id: 3,
-    name: 'runs: first start, active time, and the API and key they belong to',
+    name: 'runs: first start, active time, and the API and key they belong to; tasks: file name',
     sql: `
 ALTER TABLE runs ADD COLUMN first_started_at TEXT;
 UPDATE runs SET first_started_at = coalesce(started_at, created_at);
 ALTER TABLE runs ADD COLUMN active_ms INTEGER NOT NULL DEFAULT 0 CHECK (active_ms >= 0);
 ALTER TABLE runs ADD COLUMN api_base_url TEXT;
 ALTER TABLE runs ADD COLUMN key_fingerprint TEXT;
+ALTER TABLE tasks ADD COLUMN file_name TEXT;
 `,
   },
 ];

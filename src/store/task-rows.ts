@@ -35,6 +35,7 @@ export interface TaskRow {
   retries: number;
   cost_assumed: number;
   recovered: number;
+  file_name: string | null;
 }
 
 export function toTask(row: TaskRow): TaskRecord {
@@ -69,6 +70,7 @@ export function toTask(row: TaskRow): TaskRecord {
     retries: row.retries,
     costAssumed: row.cost_assumed === 1,
     recovered: row.recovered === 1,
+    fileName: row.file_name,
   };
 }
 

@@ -26,6 +26,7 @@ interface ExistingTask {
   est_basis: string;
   est_assumed: number;
   retries: number;
+  file_name: string | null;
 }
 
 interface TaskValues {
@@ -41,6 +42,7 @@ interface TaskValues {
   estBasis: string;
   estAssumed: number;
   retries: number;
+  fileName: string | null;
   now: string;
 }
 
@@ -84,7 +86,7 @@ export class TaskStore {
     this.#now = now;
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#selectExisting = db.prepare<[string], ExistingTask>(
-      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries
+      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name
        FROM tasks WHERE run_id = ?`,
     );
     this.#selectMaxSeq = db
@@ -94,20 +96,20 @@ export class TaskStore {
     this.#insertTaskBatch = db.prepare<unknown[]>(insertTasksSql(INSERT_BATCH));
     this.#updateEstimate = db.prepare<[TaskValues]>(
       `UPDATE tasks SET est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, retries = :retries, updated_at = :now
+         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId`,
     );
     this.#updateBodyInPlace = db.prepare<[TaskValues & { neverCharged: string }]>(
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, retries = :retries, state = 'pending', error = NULL, updated_at = :now
+         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, state = 'pending', error = NULL, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:neverCharged))`,
     );
     // The old job's charge and refund stay in the ledger, keyed by its img_uuid; the task starts afresh.
     this.#resetTaskWithBody = db.prepare<[TaskValues]>(
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, retries = :retries, ${RESET_COLUMNS}, updated_at = :now
+         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, ${RESET_COLUMNS}, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId`,
     );
     this.#deleteFilesOfTask = db.prepare<[string, string]>(
@@ -436,19 +438,19 @@ const RESET_COLUMNS = `state = 'pending', img_uuid = NULL, cost = NULL, cost_ass
 
 /** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
 const INSERT_BATCH = 100;
-const INSERT_COLUMNS = 14;
+const INSERT_COLUMNS = 15;
 
 function insertTasksSql(rows: number): string {
-  const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`;
+  const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`;
   return `INSERT INTO tasks (run_id, task_id, seq, model, endpoint, body, body_hash,
-    est_tokens, est_min, est_max, est_basis, est_assumed, state, updated_at, retries)
+    est_tokens, est_min, est_max, est_basis, est_assumed, state, updated_at, retries, file_name)
     VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 
 /** Appends one task's INSERT_COLUMNS parameters, in the column order of insertTasksSql. */
 function pushInsertParams(params: unknown[], v: TaskValues, seq: number): void {
   params.push(v.runId, v.taskId, seq, v.model, v.endpoint, v.body, v.bodyHash);
-  params.push(v.estTokens, v.estMin, v.estMax, v.estBasis, v.estAssumed, v.now, v.retries);
+  params.push(v.estTokens, v.estMin, v.estMax, v.estBasis, v.estAssumed, v.now, v.retries, v.fileName);
 }
 
 function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
@@ -467,6 +469,7 @@ function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
     estBasis: spec.estimate.basis,
     estAssumed: spec.estimate.assumedPrice ? 1 : 0,
     retries: spec.retries ?? 0,
+    fileName: spec.fileName ?? null,
     now,
   };
 }
@@ -478,6 +481,7 @@ function estimateDiffers(old: ExistingTask, values: TaskValues): boolean {
     old.est_max !== values.estMax ||
     old.est_basis !== values.estBasis ||
     old.est_assumed !== values.estAssumed ||
-    old.retries !== values.retries
+    old.retries !== values.retries ||
+    old.file_name !== values.fileName
   );
 }

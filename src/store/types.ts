@@ -73,6 +73,8 @@ export interface NewTask {
   estimate: Estimate;
   /** How many more times a job the service failed (and refunded) is submitted again; 0 by default. */
   retries?: number;
+  /** The manifest's `file_name` for the task: its files go to `<run>/<fileName>.<ext>`. */
+  fileName?: string;
 }
 
 export interface TaskRecord {
@@ -108,6 +110,8 @@ export interface TaskRecord {
   costAssumed: boolean;
   /** The current job was adopted from doubt (a callback proved the lost submission was accepted). */
   recovered: boolean;
+  /** Result file name without extension, from the manifest's `file_name`; null for `<task>/1.<ext>`. */
+  fileName: string | null;
 }
 
 export interface ChangedTask {

@@ -69,6 +69,12 @@ export async function removeLeftoverTemps(folder: string, olderThanMs?: number):
   }
 }
 
+/** Removes the temporary files tempPathFor made for `finalName` in `folder` (a killed writer's). */
+export async function removeLeftoverTempsFor(folder: string, finalName: string): Promise<void> {
+  const names = await readdir(folder).catch(() => [] as string[]);
+  for (const name of names) if (isTempFor(name, finalName)) await rm(join(folder, name), { force: true });
+}
+
 /** Creates a new file that did not exist, never through a link. EEXIST means someone else's file is there. */
 export async function openExclusive(path: string): Promise<FileHandle> {
   return open(path, EXCLUSIVE, 0o644);

@@ -31,6 +31,7 @@ describe('manifest JSON Schema', () => {
       'repeat',
       'media_seconds',
       'retries',
+      'file_name',
     ]);
     expect(task?.additionalProperties).toBe(false);
     for (const [key, property] of Object.entries(schema.properties)) {

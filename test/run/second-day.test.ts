@@ -1,7 +1,7 @@
 // Issue 14: what a user meets right after the demo. A run belongs to the API and key it started with;
 // an output folder belongs to one run of one state file; a paid run is never started unconfirmed; a
 // run's first start and last end do not move when a re-run has nothing to do; a refusal is `refused`.
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSandbox } from '../../src/sandbox/server.js';
@@ -202,5 +202,55 @@ describe('report.json carries each request', () => {
       tasks: { id: string; request: unknown }[];
     };
     expect(report.tasks[0]?.request).toEqual({ model: 'flat-image', prompt: 'img number 1' });
+  });
+});
+
+describe('file_name: names users can feed to other tools', () => {
+  it('"{{id}}" puts each result at <output>/<run>/<id>.<ext>; job.json stays in the task folder', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: images(2) });
+    const text = await readFile(join(env.dir, file), 'utf8');
+    await writeFile(join(env.dir, file), `file_name: "{{id}}"\n${text}`);
+    const result = await env.run(['run', file, '--yes']);
+    expect(result.code).toBe(0);
+    const files = await env.files('out/batch');
+    expect(files).toEqual(
+      expect.arrayContaining(['img-1.png', 'img-2.png', 'img-1/job.json', 'img-2/job.json']),
+    );
+    expect(files).not.toContain('img-1/1.png');
+    const job = JSON.parse(await readFile(join(env.dir, 'out/batch/img-1/job.json'), 'utf8')) as {
+      files: string[];
+    };
+    expect(job.files).toEqual(['img-1.png']);
+  });
+
+  it('validate refuses unsafe and colliding names, located', async () => {
+    env = await makeRunEnv();
+    await writeFile(
+      join(env.dir, 'names.yaml'),
+      [
+        'version: 1',
+        'name: names',
+        'tasks:',
+        '  - id: "shot-{{p}}"',
+        '    model: flat-image',
+        '    file_name: "{{p}}"',
+        '    matrix: { p: [Mug, mug] }',
+        '    input: { prompt: x }',
+        '  - id: up',
+        '    model: flat-image',
+        '    file_name: "../escape"',
+        '    input: { prompt: y }',
+        '',
+      ].join('\n'),
+    );
+    const result = await env.run(['validate', 'names.yaml']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'names.yaml:6:16  task shot-mug  file_name: renders to "mug", which task shot-Mug has too: file names must differ (letter case aside)',
+    );
+    expect(result.stderr).toContain(
+      'names.yaml:11:16  task up  file_name: must be one file name, without / or \\, got "../escape"',
+    );
   });
 });

@@ -119,6 +119,7 @@ export async function buildRunPlan(file: string, deps: PlanDeps): Promise<RunPla
           wireBody: JSON.stringify(opts.withoutCallback ? rest : task.wire),
           estimate: task.estimate,
           retries: task.spec.retries ?? settings.retries,
+          ...(task.spec.fileName !== undefined ? { fileName: task.spec.fileName } : {}),
         };
       }
     },

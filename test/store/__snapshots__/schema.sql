@@ -131,7 +131,7 @@ CREATE TABLE "tasks" (
   updated_at     TEXT NOT NULL,
   retries        INTEGER NOT NULL DEFAULT 0 CHECK (retries >= 0),
   cost_assumed   INTEGER NOT NULL DEFAULT 0 CHECK (cost_assumed IN (0, 1)),
-  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)),
+  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)), file_name TEXT,
   PRIMARY KEY (run_id, task_id)
 ) STRICT;
 
