@@ -2,18 +2,10 @@
 
 import { isAbsolute, relative } from 'node:path';
 import { ApiSettingsError } from '../api/errors.js';
+import { EXIT, type ExitCode } from '../exit-codes.js';
 import { STATE_FILE_KINDS, StoreError } from '../store/errors.js';
 
-export const EXIT = {
-  ok: 0,
-  invalid: 1,
-  someFailed: 2,
-  refused: 3,
-  interrupted: 4,
-  unauthorized: 5,
-} as const;
-
-export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+export { EXIT, type ExitCode };
 
 /** An expected way to stop: the message is one line that says why and what to do. */
 export class ExitError extends Error {

@@ -278,7 +278,7 @@ const RESERVED = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])$/i;
 export function fileNameProblem(name: string): string | undefined {
   if (name.trim() === '') return 'must not be empty';
   if (/[/\\]/.test(name)) return 'must be one file name, without / or \\';
-  if (/[\u0000-\u001f\u007f<>:"|?*]/.test(name))
+  if ([...name].some((c) => c.charCodeAt(0) < 0x20 || c === '\u007f') || /[<>:"|?*]/.test(name))
     return 'must not hold control characters or any of < > : " | ? *';
   if (name.startsWith('.') || name.startsWith('-')) return 'must not start with . or -';
   if (name.endsWith('.') || name.endsWith(' ')) return 'must not end with a dot or a space';

@@ -1,0 +1,359 @@
+// A run's life after it is opened: the preflight (figures and a decision, no printing), the execution
+// (the Runner with its lease, its callback receiver and its policy), and the close (the balance after,
+// the final state, the report). The CLI and the scheduler call these and only word the outcome.
+
+import type { ApiClient } from '../api/client.js';
+import { type DownloadOptions, type DownloadResult, downloadResult } from '../api/download.js';
+import { findEntry, roundTokens } from '../catalog/index.js';
+import { EXIT, type ExitCode } from '../exit-codes.js';
+import { writeReport } from '../report/index.js';
+import { periodOf, type Store, type TaskState, UNFINISHED } from '../store/index.js';
+import type { Logger } from '../util/log.js';
+import {
+  type CallbackHint,
+  type CallbackReceiver,
+  callbackKey,
+  callbackUrlFor,
+  startCallbackReceiver,
+} from './callbacks.js';
+import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
+import type { RunEvent } from './events.js';
+import { decidePreflight, type PreflightDecision } from './preflight.js';
+import { Runner, type RunProgress, type RunResult } from './runner.js';
+import { RunError, type RunSession } from './session.js';
+import { downloadConcurrencyFor, type RunPolicy, withCallbacks } from './settings.js';
+
+export interface PendingModel {
+  model: string;
+  tasks: number;
+  tokens: number;
+  min: number;
+  max: number;
+}
+
+export interface QuotaFigures {
+  limit: number;
+  used: number;
+  /** Where the figures come from, in words. */
+  source: string;
+}
+
+export interface PreflightReport {
+  counts: Record<TaskState, number>;
+  /** Nothing is pending or being watched: the run has nothing left to do. */
+  complete: boolean;
+  /** What this session would submit (narrowed by `only` and `limit`), per model. */
+  pending: PendingModel[];
+  pendingCount: number;
+  /** Submitted jobs and results still to fetch. */
+  toWatch: number;
+  remaining: { tokens: number; min: number; max: number };
+  balance: number | undefined;
+  /** Why the balance is unknown, when it is. */
+  balanceProblem?: string;
+  quota: QuotaFigures | undefined;
+  budget: number | undefined;
+  chargedSoFar: number;
+  decision: PreflightDecision;
+  /** The output folder's check; undefined when nothing is to be submitted. */
+  disk: OutputCheck | undefined;
+}
+
+export interface PreflightOptions {
+  client: ApiClient;
+  keyFingerprint: string;
+  /** The account's quota from configuration, when set. */
+  configQuota: number | undefined;
+  budget: number | undefined;
+  allowPartial: boolean;
+  only?: readonly string[];
+  limit?: number;
+  now: Date;
+  shown?: (path: string) => string;
+}
+
+/** Gathers every figure the preflight shows and decides. Throws RunError('unauthorized') on a 401. */
+export async function preflightRun(session: RunSession, o: PreflightOptions): Promise<PreflightReport> {
+  const { store, runId } = session;
+  const counts = store.countTasksByState(runId);
+  const pending = store.pendingByModel(runId, {
+    ...(o.only !== undefined ? { only: o.only } : {}),
+    ...(o.limit !== undefined ? { limit: o.limit } : {}),
+  });
+  const pendingCount = pending.reduce((n, m) => n + m.tasks, 0);
+  const toWatch = UNFINISHED.reduce((n, s) => (s === 'pending' ? n : n + counts[s]), 0);
+  const remaining = {
+    tokens: roundTokens(pending.reduce((n, m) => n + m.tokens, 0)),
+    min: roundTokens(pending.reduce((n, m) => n + m.min, 0)),
+    max: roundTokens(pending.reduce((n, m) => n + m.max, 0)),
+  };
+  const chargedSoFar = store.runSpent(runId).net;
+  const base = { counts, pending, pendingCount, toWatch, remaining, budget: o.budget, chargedSoFar };
+  if (counts.pending === 0 && toWatch === 0) {
+    const decision = decidePreflight({
+      remainingMax: 0,
+      remainingTokens: 0,
+      chargedSoFar,
+      allowPartial: true,
+    });
+    return { ...base, complete: true, balance: undefined, quota: undefined, decision, disk: undefined };
+  }
+  const answer = await o.client.getBalance();
+  if (answer.type === 'unauthorized') {
+    session.refuse(EXIT.unauthorized);
+    throw new RunError(
+      'unauthorized',
+      'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL',
+    );
+  }
+  const balance = answer.type === 'ok' ? answer.value : undefined;
+  if (balance !== undefined && !session.existing) store.setRunBalance(runId, { before: balance });
+  const quota = quotaFigures(store, o.configQuota, o.keyFingerprint, o.now);
+  const decision = decidePreflight({
+    remainingMax: remaining.max,
+    remainingTokens: remaining.tokens,
+    chargedSoFar,
+    ...(balance !== undefined ? { balance } : {}),
+    ...(quota ? { quota } : {}),
+    ...(o.budget !== undefined ? { budget: o.budget } : {}),
+    allowPartial: o.allowPartial,
+  });
+  const disk = pendingCount > 0 ? await checkDisk(session, pending, o.shown) : undefined;
+  return {
+    ...base,
+    complete: false,
+    balance,
+    ...(answer.type === 'ok'
+      ? {}
+      : { balanceProblem: answer.type === 'retryable' ? answer.reason : answer.message }),
+    quota,
+    decision,
+    disk,
+  };
+}
+
+async function checkDisk(
+  session: RunSession,
+  pending: readonly PendingModel[],
+  shown: ((path: string) => string) | undefined,
+): Promise<OutputCheck> {
+  const byKind: Partial<Record<'image' | 'audio' | 'video', number>> = {};
+  for (const m of pending) {
+    const kind = findEntry(m.model)?.kind;
+    if (kind) byKind[kind] = (byKind[kind] ?? 0) + m.tasks;
+  }
+  return checkOutputFolder(
+    session.runDir,
+    expectedResultBytes(byKind),
+    shown?.(session.runDir) ?? session.runDir,
+  );
+}
+
+/** Quota from configuration, or learned from the API's last code-101 answer, with what the ledger spent since. */
+export function quotaFigures(
+  store: Store,
+  configQuota: number | undefined,
+  fingerprint: string,
+  now: Date,
+): QuotaFigures | undefined {
+  if (configQuota !== undefined) {
+    const spent = store.ledgerSpent(fingerprint, periodOf(now)).net;
+    return {
+      limit: configQuota,
+      used: spent,
+      source: 'from configuration; used = this month in the local ledger',
+    };
+  }
+  const learned = store.getQuota(fingerprint);
+  if (learned && periodOf(learned.learnedAt) === periodOf(now)) {
+    const since = store.ledgerSpentSince(fingerprint, learned.learnedAt).net;
+    return {
+      limit: learned.quota,
+      used: learned.used + since,
+      source: `learned from the API on ${learned.learnedAt.toISOString().slice(0, 10)}, plus the ledger since`,
+    };
+  }
+  return undefined;
+}
+
+export interface ExecuteOptions {
+  client: ApiClient;
+  keyFingerprint: string;
+  logger: Logger;
+  policy: RunPolicy;
+  concurrency: number;
+  budget?: number;
+  retries?: number;
+  only?: readonly string[];
+  limit?: number;
+  /** A callback receiver on this address; `publicBase` is what the service is told (its own address when absent). */
+  receiver?: { host: string; port: number; publicBase?: string };
+  /** Without a receiver: the callback URL every task is sent with (a receiver of the user's). */
+  plainCallbackUrl?: string;
+  /** Every task id of the manifest: callbacks for others are ignored. */
+  taskIds: readonly string[];
+  stop: AbortSignal;
+  halt?: AbortSignal;
+  onProgress?: (progress: RunProgress) => void;
+  onEvent?: (event: RunEvent) => void;
+  /** Called once the receiver listens, with the address the service is told. */
+  onReceiver?: (receiver: CallbackReceiver, publicBase: string) => void;
+  download?: (url: string, dest: string, opts: DownloadOptions) => Promise<DownloadResult>;
+}
+
+export interface RunOutcome {
+  result: RunResult;
+  /** The exit code the run's record keeps (and the CLI exits with). */
+  exitCode: ExitCode;
+  state: 'finished' | 'interrupted';
+  unfinished: number;
+  spent: { charged: number; refunded: number; net: number };
+  balanceAfter: number | undefined;
+  receiverStats?: { received: number; ignored: number };
+}
+
+/** Marks the run running, drives it to its end, and closes it. The lease is renewed meanwhile. */
+export async function executeRun(session: RunSession, o: ExecuteOptions): Promise<RunOutcome> {
+  const { store, runId } = session;
+  if (session.existing) store.markRunState(runId, 'running');
+  let runner: Runner | undefined;
+  const receiver =
+    o.receiver && session.callbackToken ? await startReceiver(session, o, (h) => runner?.hint(h)) : undefined;
+  const callbackBase = receiver ? (o.receiver?.publicBase ?? receiver.localUrl) : undefined;
+  if (receiver && callbackBase) o.onReceiver?.(receiver, callbackBase);
+  const token = session.callbackToken;
+  runner = new Runner(
+    {
+      store,
+      client: o.client,
+      keyFingerprint: o.keyFingerprint,
+      logger: o.logger,
+      download: o.download ?? downloadResult,
+      ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+      ...(o.onEvent ? { onEvent: o.onEvent } : {}),
+    },
+    {
+      runId,
+      runDir: session.runDir,
+      concurrency: o.concurrency,
+      ...(o.budget !== undefined ? { budget: o.budget } : {}),
+      // Callbacks can be dropped after three failed attempts: polling stays on, slowly, as the safety net.
+      pollProfiles: receiver ? withCallbacks(o.policy) : o.policy.pollProfiles,
+      ...(receiver && callbackBase && token
+        ? { callbackUrlFor: (taskId: string) => callbackUrlFor(callbackBase, token, taskId) }
+        : o.plainCallbackUrl
+          ? { callbackUrlFor: () => o.plainCallbackUrl as string }
+          : {}),
+      pollConcurrency: o.policy.pollConcurrency,
+      downloadConcurrency: downloadConcurrencyFor(o.concurrency),
+      maxDownloadBytes: o.policy.maxDownloadBytes,
+      downloadTimeoutMs: o.policy.downloadTimeoutMs,
+      submitRetries: o.policy.submitRetries,
+      retryBaseMs: o.policy.retryBaseMs,
+      retryCapMs: o.policy.retryCapMs,
+      giveUpAfterTasks: o.policy.giveUpAfterTasks,
+      ...(o.retries !== undefined ? { retries: o.retries } : {}),
+      ...(o.only !== undefined ? { only: o.only } : {}),
+      ...(o.limit !== undefined ? { limit: o.limit } : {}),
+      watch: o.policy.watch,
+      stop: o.stop,
+      ...(o.halt ? { halt: o.halt } : {}),
+    },
+  );
+  const active = runner;
+  const renew = setInterval(() => {
+    if (!session.renew()) active.leaseLost();
+  }, o.policy.leaseTtlMs / 4);
+  renew.unref();
+  let result: RunResult;
+  try {
+    result = await active.run();
+  } finally {
+    clearInterval(renew);
+    await receiver?.close();
+  }
+  const after = await o.client.getBalance();
+  const balanceAfter = after.type === 'ok' ? after.value : undefined;
+  if (balanceAfter !== undefined) store.setRunBalance(runId, { after: balanceAfter });
+  const exitCode = exitCodeFor(result.stopReason, result.counts);
+  const unfinished = UNFINISHED.reduce((n, s) => n + result.counts[s], 0);
+  const state = unfinished === 0 && !result.stopReason ? 'finished' : 'interrupted';
+  store.markRunState(runId, state, exitCode);
+  return {
+    result,
+    exitCode,
+    state,
+    unfinished,
+    spent: store.runSpent(runId),
+    balanceAfter,
+    ...(receiver
+      ? { receiverStats: { received: receiver.stats.received, ignored: receiver.stats.ignored } }
+      : {}),
+  };
+}
+
+async function startReceiver(
+  session: RunSession,
+  o: ExecuteOptions,
+  onHint: (hint: CallbackHint) => Promise<boolean> | undefined,
+): Promise<CallbackReceiver> {
+  const at = o.receiver as { host: string; port: number };
+  // Tasks the manifest no longer lists keep their jobs; their callbacks are ignored and polling finds them.
+  const byKey = new Map(o.taskIds.map((id) => [callbackKey(id), id]));
+  try {
+    return await startCallbackReceiver({
+      host: at.host,
+      port: at.port,
+      token: session.callbackToken as string,
+      taskForKey: (key) => byKey.get(key),
+      onHint,
+      logger: o.logger,
+    });
+  } catch (error) {
+    throw new RunError(
+      'invalid',
+      `--listen ${at.host}:${at.port}: cannot start the callback receiver (${(error as Error).message})`,
+    );
+  }
+}
+
+/** A run that has nothing left to do: recorded as finished (unless it already was), with its exit code. */
+export function closeCompleteRun(session: RunSession, counts: Record<TaskState, number>): ExitCode {
+  const code = exitCodeFor(undefined, counts);
+  // Nothing happened: a finished run's times stay those of its real start and end.
+  if (session.existing?.state !== 'finished') session.store.markRunState(session.runId, 'finished', code);
+  return code;
+}
+
+/** The exit code of a run's end (design.md): 5 refused key, 4 stopped or unfinished, 2 some failed, 0 ok. */
+export function exitCodeFor(
+  stopReason: RunResult['stopReason'],
+  counts: Record<TaskState, number>,
+): ExitCode {
+  if (stopReason === 'unauthorized') return EXIT.unauthorized;
+  if (stopReason) return EXIT.interrupted;
+  // Tasks left unfinished (retries exhausted, a job the API did not know, a download to retry) are
+  // picked up by the next run: resumable, like an interruption.
+  if (UNFINISHED.some((s) => counts[s] > 0)) return EXIT.interrupted;
+  const bad = counts.failed + counts.rejected + counts.in_doubt + counts.blocked + counts.lost;
+  return bad > 0 ? EXIT.someFailed : EXIT.ok;
+}
+
+/**
+ * Writes report.json/csv/md and the gallery; resolves to their paths, or to the error (a report that
+ * cannot be written is a warning: the money and the files are recorded, `mediabatch report` writes it again).
+ */
+export async function writeRunReport(
+  session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
+  o: { now: Date; quota?: number },
+): Promise<{ ok: true; markdown: string; gallery: string } | { ok: false; error: Error }> {
+  try {
+    const written = await writeReport(session.store, session.runId, session.runDir, {
+      now: o.now,
+      ...(o.quota !== undefined ? { quota: o.quota } : {}),
+    });
+    return { ok: true, markdown: written.files.markdown, gallery: written.files.gallery };
+  } catch (error) {
+    return { ok: false, error: error instanceof Error ? error : new Error(String(error)) };
+  }
+}

@@ -1,0 +1,236 @@
+// Opening a run: which run (resume before a new id), its lease, its row bound to one API and key, its
+// folder's mark, its tasks from the plan, and what a crash or the user's flags send back to pending.
+// Nothing here prints or decides exit codes: problems are RunErrors, facts come back in the session.
+
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { EXIT } from '../exit-codes.js';
+import {
+  leaseHolder,
+  type NewTask,
+  type RunRecord,
+  type RunState,
+  type Store,
+  type UpsertResult,
+} from '../store/index.js';
+import { newCallbackToken } from './callbacks.js';
+import { holderIsDead, runLeaseName } from './lease.js';
+import { claimRunFolder, RunFolderTakenError } from './marker.js';
+import { chooseRun, type RunChoice } from './resume.js';
+import { DEFAULT_RUN_POLICY } from './settings.js';
+
+/** What went wrong opening or running, for the caller to word and map (the CLI maps it to an exit code). */
+export type RunErrorKind = 'invalid' | 'busy' | 'refused' | 'unauthorized';
+
+export class RunError extends Error {
+  override name = 'RunError';
+  constructor(
+    readonly kind: RunErrorKind,
+    message: string,
+    /** Lines that explain, one per item (e.g. each changed task). */
+    readonly details: readonly string[] = [],
+  ) {
+    super(message);
+  }
+}
+
+/** What a run needs from its plan: its tasks as store rows, then nothing but ids and totals. */
+export interface PlannedRun {
+  settings: { name: string; runId: string; output: string; concurrency: number };
+  taskIds: readonly string[];
+  rows(opts?: { withoutCallback?: boolean }): Iterable<NewTask>;
+  release(): void;
+}
+
+export interface OpenRunOptions {
+  store: Store;
+  plan: PlannedRun;
+  /** Absolute path of the manifest: with its name, it identifies the run's manifest. */
+  manifestPath: string;
+  /** Absolute path of the state file, for the run folder's mark. */
+  stateFile: string;
+  /** The API and key (fingerprint) this process talks to. */
+  api: { baseUrl: string; keyFingerprint: string };
+  settingsToKeep: unknown;
+  runId?: string;
+  newRun?: boolean;
+  acceptChanges?: boolean;
+  retryFailed?: boolean;
+  retryInDoubt?: boolean;
+  /** A callback receiver will run: the run needs its (kept) token. */
+  wantsCallbackToken?: boolean;
+  /** Paths as the user knows them, for messages. */
+  shown?: (path: string) => string;
+  leaseTtlMs?: number;
+}
+
+export interface RunSession {
+  store: Store;
+  runId: string;
+  runDir: string;
+  /** The run as it was before this session touched it; undefined for a new run. */
+  existing: RunRecord | undefined;
+  choice: RunChoice;
+  upsert: UpsertResult;
+  /** Tasks cut off while being submitted by a process that died: now in doubt. */
+  recovered: string[];
+  requeued: { failed: string[]; inDoubt: string[] };
+  callbackToken: string | null;
+  leaseName: string;
+  holder: string;
+  /** Records that a new run never got going (a refusal); an older run is left as it was. */
+  refuse(exitCode: number): void;
+  /** Renews the lease; false when another process took it. */
+  renew(): boolean;
+  /** Releases the lease. Call it once, whatever happened. */
+  close(): void;
+}
+
+/** The base URL a run of the embedded sandbox is bound to (its port changes at every start). */
+export const EMBEDDED_SANDBOX = 'the embedded sandbox (--sandbox)';
+
+export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
+  const { store, plan } = o;
+  const shown = o.shown ?? ((p: string) => p);
+  const choice = chooseRun(store, {
+    manifestPath: o.manifestPath,
+    manifestName: plan.settings.name,
+    templateRunId: plan.settings.runId,
+    ...(o.runId !== undefined ? { explicitRunId: o.runId } : {}),
+    ...(o.newRun ? { newRun: true } : {}),
+  });
+  const runId = choice.runId;
+  const runDir = join(plan.settings.output, runId);
+  const ttl = o.leaseTtlMs ?? DEFAULT_RUN_POLICY.leaseTtlMs;
+  const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
+  const leaseName = runLeaseName(runId);
+  takeLease(store, runId, leaseName, holder, ttl);
+  try {
+    const existing = store.getRun(runId);
+    const refuse = (code: number) => {
+      if (!existing) store.markRunState(runId, 'refused', code);
+    };
+    bindOrCreate(store, runId, existing, o);
+    try {
+      await claimRunFolder(runDir, o.stateFile, runId, shown);
+    } catch (error) {
+      if (error instanceof RunFolderTakenError) {
+        refuse(EXIT.invalid);
+        throw new RunError('invalid', error.message);
+      }
+      // An unwritable folder is reported by the preflight's own check, before anything is submitted.
+    }
+    // One token per run, kept, so that a restarted run still accepts callbacks for jobs sent before.
+    let callbackToken = existing?.callbackToken ?? null;
+    if (o.wantsCallbackToken && !callbackToken) {
+      callbackToken = newCallbackToken();
+      store.setCallbackToken(runId, callbackToken);
+    }
+    // The callback URL is added when sending (see Runner): where answers go is not part of what a task
+    // asks for, so changing it (or adding --listen) never makes a sent task look changed.
+    const upsert = store.upsertTasks(runId, plan.rows({ withoutCallback: true }), {
+      acceptChanges: o.acceptChanges ?? false,
+    });
+    // From here on only ids and totals are needed: the priced requests are in the store.
+    plan.release();
+    if (upsert.changed.length > 0 && !o.acceptChanges) {
+      refuse(EXIT.invalid);
+      const n = upsert.changed.length;
+      throw new RunError(
+        'invalid',
+        `${n} task${n === 1 ? ' was' : 's were'} already sent with a different request; run again with --accept-changes to submit ${n === 1 ? 'it' : 'them'} anew (charged again), or restore the manifest`,
+        upsert.changed.map(
+          (c) =>
+            `  ${c.taskId} (${c.state.replace('_', ' ')}): the request in ${shown(o.manifestPath)} changed since it was sent`,
+        ),
+      );
+    }
+    const recovered = store.recoverInterruptedSubmissions(runId);
+    const requeued = { failed: [] as string[], inDoubt: [] as string[] };
+    if (o.retryFailed) {
+      const again = store.tasksByState(runId, ['failed', 'rejected']).map((t) => t.taskId);
+      requeued.failed = store.requeueTasks(runId, again, ['failed', 'rejected']);
+    }
+    if (o.retryInDoubt) {
+      const inDoubt = store.tasksByState(runId, ['in_doubt']).map((t) => t.taskId);
+      requeued.inDoubt = store.requeueTasks(runId, inDoubt, ['in_doubt']);
+    }
+    return {
+      store,
+      runId,
+      runDir,
+      existing,
+      choice,
+      upsert,
+      recovered,
+      requeued,
+      callbackToken,
+      leaseName,
+      holder,
+      refuse,
+      renew: () => store.renewLease(leaseName, holder, ttl),
+      close: () => store.releaseLease(leaseName, holder),
+    };
+  } catch (error) {
+    store.releaseLease(leaseName, holder);
+    throw error;
+  }
+}
+
+function takeLease(store: Store, runId: string, name: string, holder: string, ttl: number): void {
+  let lease = store.acquireLease(name, holder, ttl);
+  if (!lease.acquired && holderIsDead(lease.holder)) {
+    // kill -9 or a crash left the lease behind: resuming at once must not wait for it to expire.
+    store.releaseLease(name, lease.holder);
+    lease = store.acquireLease(name, holder, ttl);
+  }
+  if (!lease.acquired) {
+    throw new RunError(
+      'busy',
+      `run ${runId} is being driven by another mediabatch (${lease.holder}) until at least ${lease.expiresAt.toISOString()}: wait for it to finish, then run again`,
+    );
+  }
+}
+
+/** A new run is created bound to this API; an existing one must belong to it (or have spent nothing). */
+function bindOrCreate(store: Store, runId: string, existing: RunRecord | undefined, o: OpenRunOptions): void {
+  if (!existing) {
+    store.createRun({
+      id: runId,
+      manifestPath: o.manifestPath,
+      manifestName: o.plan.settings.name,
+      settings: o.settingsToKeep,
+      api: o.api,
+    });
+    return;
+  }
+  const problem = apiMismatch(runId, existing.api, o.api);
+  if (problem) {
+    // A run that never had a job accepted (a refused key, a wrong URL) owes nothing where it was: it moves.
+    const counts = store.countTasksByState(runId);
+    const mayHaveSpent = store.runSpent(runId).charged > 0 || counts.in_doubt > 0 || counts.submitting > 0;
+    if (mayHaveSpent) throw new RunError('invalid', problem);
+    store.bindRunToApi(runId, o.api, { force: true });
+  } else if (existing.api === null) store.bindRunToApi(runId, o.api);
+}
+
+/** One line when a run would be resumed against another API or key than the one it was started with. */
+function apiMismatch(
+  runId: string,
+  bound: { baseUrl: string; keyFingerprint: string } | null,
+  now: { baseUrl: string; keyFingerprint: string },
+): string | undefined {
+  if (bound === null) return undefined;
+  if (bound.baseUrl === now.baseUrl && bound.keyFingerprint === now.keyFingerprint) return undefined;
+  const what =
+    bound.baseUrl !== now.baseUrl
+      ? `it belongs to ${bound.baseUrl}, and this would use ${now.baseUrl}`
+      : `it belongs to the API key with fingerprint ${bound.keyFingerprint}, and MEDIABATCH_API_KEY now has fingerprint ${now.keyFingerprint}`;
+  return `run ${runId} cannot be resumed here: ${what}. Use the API and key it was started with, or start another run (--new-run, --run-id, or another --state)`;
+}
+
+/** The state a run ends in: finished when nothing is left to do and nothing stopped it early. */
+export function finalRunState(unfinished: number, stopped: boolean): RunState {
+  return unfinished === 0 && !stopped ? 'finished' : 'interrupted';
+}

@@ -1,0 +1,78 @@
+// Run policy: every number that shapes how a run behaves, typed, documented and defaulted in one place.
+// The CLI and the scheduler pass the few a user can set; the rest are the library's.
+
+import { DEFAULT_POLL_PROFILES, fallbackProfiles, type PollProfiles, scaleProfiles } from './polling.js';
+import { DEFAULT_WATCH_POLICY, type WatchPolicy } from './runner.js';
+
+export interface RunPolicy {
+  /** A run's lease lasts this long without renewal; it is renewed every quarter of it. */
+  leaseTtlMs: number;
+  /** Polls in flight at once, for all jobs together. */
+  pollConcurrency: number;
+  /** Largest result file accepted. */
+  maxDownloadBytes: number;
+  /** Longest wait for a download's headers, and between two of its chunks. */
+  downloadTimeoutMs: number;
+  /** Submissions not accepted (500, refused connection) are retried this many times per task. */
+  submitRetries: number;
+  retryBaseMs: number;
+  retryCapMs: number;
+  /** After this many tasks in a row gave up on retries, the API is taken to be down: stop submitting. */
+  giveUpAfterTasks: number;
+  /** With a callback receiver, jobs are still polled this often, for callbacks that never came. */
+  callbackFallbackPollMs: number;
+  pollProfiles: PollProfiles;
+  watch: WatchPolicy;
+}
+
+export const DEFAULT_RUN_POLICY: RunPolicy = {
+  leaseTtlMs: 60_000,
+  pollConcurrency: 16,
+  maxDownloadBytes: 2 * 1024 ** 3,
+  downloadTimeoutMs: 60_000,
+  submitRetries: 5,
+  retryBaseMs: 500,
+  retryCapMs: 30_000,
+  giveUpAfterTasks: 3,
+  callbackFallbackPollMs: 60_000,
+  pollProfiles: DEFAULT_POLL_PROFILES,
+  watch: DEFAULT_WATCH_POLICY,
+};
+
+/**
+ * Every wait scaled by `scale` (the sandbox demo runs at a tenth of real timing; tests at a hundredth).
+ * Callbacks travel over the network whatever the scale, so their wait keeps a floor of two seconds.
+ */
+export function scaledRunPolicy(scale: number, base: RunPolicy = DEFAULT_RUN_POLICY): RunPolicy {
+  if (scale === 1) return base;
+  const w = base.watch;
+  return {
+    ...base,
+    retryBaseMs: base.retryBaseMs * scale,
+    retryCapMs: base.retryCapMs * scale,
+    callbackFallbackPollMs: base.callbackFallbackPollMs * scale,
+    pollProfiles: scaleProfiles(base.pollProfiles, scale),
+    watch: {
+      ...w,
+      jobDeadlineMs: {
+        image: w.jobDeadlineMs.image * scale,
+        audio: w.jobDeadlineMs.audio * scale,
+        video: w.jobDeadlineMs.video * scale,
+      },
+      stalledPollMs: w.stalledPollMs * scale,
+      notFoundWindowMs: w.notFoundWindowMs * scale,
+      successGraceMs: w.successGraceMs * scale,
+      doubtCallbackWaitMs: Math.max(2_000, w.doubtCallbackWaitMs * scale),
+    },
+  };
+}
+
+/** Poll profiles for a run with a callback receiver: polling becomes a slow safety net. */
+export function withCallbacks(policy: RunPolicy): PollProfiles {
+  return fallbackProfiles(policy.pollProfiles, policy.callbackFallbackPollMs);
+}
+
+/** Downloads keep pace with what is in flight (each costs two fsyncs), within bounds. */
+export function downloadConcurrencyFor(concurrency: number): number {
+  return Math.max(4, Math.min(concurrency, 32));
+}
