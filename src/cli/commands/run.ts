@@ -18,6 +18,7 @@ import type { RunResult } from '../../run/runner.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession, RunError, type RunSession } from '../../run/session.js';
 import { scaledRunPolicy } from '../../run/settings.js';
+import { refusalOf } from '../../run/unattended.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { SANDBOX_DEFAULTS } from '../../sandbox/options.js';
 import { startSandbox } from '../../sandbox/server.js';
@@ -287,18 +288,10 @@ async function driveRun(a: DriveArgs): Promise<number> {
 
 /** The preflight's refusals: the output folder, then money; each one line, exit 3. */
 function refuseIfNeeded(session: RunSession, report: PreflightReport, flags: RunFlags): void {
-  const { disk, decision } = report;
-  if (disk && !disk.ok && (disk.problem === 'unwritable' || !flags.allowPartial)) {
-    session.refuse(EXIT.refused);
-    throw new ExitError(EXIT.refused, `refused: ${disk.message}. Nothing was submitted`);
-  }
-  if (!decision.ok) {
-    session.refuse(EXIT.refused);
-    throw new ExitError(
-      EXIT.refused,
-      `refused: ${decision.refusals.join('; ')}. Nothing was submitted; raise the limit, shrink the manifest, or run with --allow-partial to stop cleanly when money runs out`,
-    );
-  }
+  const refusal = refusalOf(report, flags.allowPartial ?? false);
+  if (refusal === undefined) return;
+  session.refuse(EXIT.refused);
+  throw new ExitError(EXIT.refused, refusal);
 }
 
 /**

@@ -1,9 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
+import { createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
 import { formatProblem, loadManifest } from '../../manifest/index.js';
 import { chooseRun } from '../../run/resume.js';
+import { RunError } from '../../run/session.js';
+import { scaledRunPolicy } from '../../run/settings.js';
+import { runUnattended, type UnattendedOutcome } from '../../run/unattended.js';
 import {
   CronSchedule,
   checkPeriodBudget,
@@ -14,14 +18,13 @@ import {
   Scheduler,
   type Timers,
 } from '../../schedule/index.js';
-import { leaseHolder, openStore, periodOf, type Store } from '../../store/index.js';
+import { keyFingerprint, leaseHolder, openStore, periodOf, type Store } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import { scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import { makeMeasure } from '../wiring.js';
-import { buildPlan } from './plan.js';
-import { type RunFlags, runCommand } from './run.js';
+import { buildRunPlan, type RunPlan } from './plan.js';
 
 export interface ScheduleFlags {
   catchUp?: boolean;
@@ -146,7 +149,7 @@ async function loadSchedules(files: string[], io: CliIO): Promise<ManifestSchedu
 
 /**
  * One firing: the run id and worst case from the plan at the firing time, the period budget from the
- * ledger, then the same `run` a person would start, without a terminal.
+ * ledger, then the run through the library (one plan, the scheduler's own store), without a terminal.
  */
 async function fireRun(
   firing: Firing,
@@ -157,15 +160,16 @@ async function fireRun(
   const io: CliIO = { ...ctx.io, now: () => firing.at, interactive: false, signals: firing.signals };
   let runId: string | undefined;
   try {
-    const plan = await buildPlan(firing.manifestPath, {
+    const plan = await buildRunPlan(firing.manifestPath, {
       io,
       config: ctx.config,
       ...(flags.probe === false ? {} : { measure: makeMeasure() }),
     });
-    const settings = plan.manifest.settings;
+    const settings = plan.settings;
+    const manifestPath = resolve(io.cwd, firing.manifestPath);
     // What a firing left unfinished is finished first: a new dated run must not pay again for it.
     runId = chooseRun(store, {
-      manifestPath: resolve(io.cwd, firing.manifestPath),
+      manifestPath,
       manifestName: settings.name,
       templateRunId: settings.runId,
     }).runId;
@@ -175,7 +179,7 @@ async function fireRun(
       const decision = checkPeriodBudget({
         cap: settings.budgetPerPeriod,
         spent: store.manifestSpent(firing.manifestPath, period).net,
-        worstCase: worstCase(store, runId, plan.tasks),
+        worstCase: worstCase(store, runId, plan.rows()),
         period,
       });
       if (!decision.ok && !flags.allowPartial)
@@ -187,30 +191,70 @@ async function fireRun(
       return { outcome: 'not-started', runId, message: 'not started: mediabatch schedule is stopping' };
     }
     firing.started(runId);
-    const runFlags: RunFlags = {
-      yes: true,
-      runId,
-      ...(flags.allowPartial ? { allowPartial: true } : {}),
-      ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
-      ...(flags.probe === false ? { probe: false } : {}),
-      ...(budgetCap !== undefined ? { budgetCap } : {}),
-    };
-    const code = await runCommand(firing.manifestPath, runFlags, {
-      io,
-      config: ctx.config,
-      statePath: ctx.statePath,
-      logger: ctx.logger,
-      ...(ctx.pollScale !== undefined ? { pollScale: ctx.pollScale } : {}),
-    });
-    return code === EXIT.ok
-      ? { outcome: 'finished', runId, message: 'every task succeeded' }
-      : {
-          outcome: 'failed',
-          runId,
-          message: `finished with exit code ${code}: see \`mediabatch status ${runId}\``,
-        };
+    return await runFiring(firing, flags, ctx, store, { plan, manifestPath, runId, budgetCap });
   } catch (error) {
     return outcomeOf(error, runId);
+  }
+}
+
+async function runFiring(
+  firing: Firing,
+  flags: ScheduleFlags,
+  ctx: ScheduleContext,
+  store: Store,
+  o: { plan: RunPlan; manifestPath: string; runId: string; budgetCap: number | undefined },
+): Promise<FiringResult> {
+  const { config } = ctx;
+  const apiKey = config.apiKey as string;
+  const client = createApiClient({ baseUrl: config.baseUrl as string, apiKey });
+  // The scheduler forwards SIGTERM/SIGINT: the first stops submitting, a second quits at once.
+  const stop = new AbortController();
+  const halt = new AbortController();
+  const onSignal = () => (stop.signal.aborted ? halt.abort() : stop.abort());
+  firing.signals.on('SIGTERM', onSignal);
+  firing.signals.on('SIGINT', onSignal);
+  try {
+    const done = await runUnattended({
+      store,
+      plan: o.plan,
+      manifestPath: o.manifestPath,
+      stateFile: resolve(ctx.io.cwd, ctx.statePath),
+      client,
+      keyFingerprint: keyFingerprint(apiKey),
+      logger: ctx.logger,
+      ...(config.quota !== undefined ? { configQuota: config.quota } : {}),
+      runId: o.runId,
+      ...(o.budgetCap !== undefined ? { budgetCap: o.budgetCap } : {}),
+      allowPartial: flags.allowPartial ?? false,
+      ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
+      policy: scaledRunPolicy(ctx.pollScale ?? 1),
+      signal: stop.signal,
+      halt: halt.signal,
+      now: () => firing.at,
+    });
+    return firingResult(done);
+  } finally {
+    firing.signals.off('SIGTERM', onSignal);
+    firing.signals.off('SIGINT', onSignal);
+    await client.close();
+  }
+}
+
+/** What the scheduler says of a firing, from what the library says of the run. */
+function firingResult(done: UnattendedOutcome): FiringResult {
+  const { runId } = done;
+  if (done.kind === 'refused') return { outcome: 'refused', runId, message: done.message };
+  if (done.exitCode === EXIT.ok) return { outcome: 'finished', runId, message: 'every task succeeded' };
+  const result = done.kind === 'ran' ? done.outcome.result : undefined;
+  const message =
+    result?.stopMessage ?? `finished with exit code ${done.exitCode}: see \`mediabatch status ${runId}\``;
+  switch (done.exitCode) {
+    case EXIT.interrupted:
+      return { outcome: 'interrupted', runId, message };
+    case EXIT.unauthorized:
+      return { outcome: 'unauthorized', runId, message };
+    default:
+      return { outcome: 'failed', runId, message };
   }
 }
 
@@ -218,18 +262,31 @@ async function fireRun(
 function worstCase(
   store: Store,
   runId: string,
-  tasks: ReadonlyArray<{ spec: { id: string }; estimate: { max: number } }>,
+  rows: Iterable<{ taskId: string; estimate: { max: number } }>,
 ): number {
-  if (store.getRun(runId) === undefined) return tasks.reduce((n, t) => n + t.estimate.max, 0);
-  const known = new Map(store.tasksOfRun(runId).map((t) => [t.taskId, t.state]));
-  return tasks.reduce((n, t) => {
-    const state = known.get(t.spec.id);
-    return state === undefined || state === 'pending' ? n + t.estimate.max : n;
-  }, 0);
+  const known =
+    store.getRun(runId) === undefined
+      ? undefined
+      : new Map(store.tasksOfRun(runId).map((t) => [t.taskId, t.state]));
+  let total = 0;
+  for (const row of rows) {
+    const state = known?.get(row.taskId);
+    if (state === undefined || state === 'pending') total += row.estimate.max;
+  }
+  return total;
 }
 
 function outcomeOf(error: unknown, runId: string | undefined): FiringResult {
   const id = runId === undefined ? {} : { runId };
+  if (error instanceof RunError) {
+    const outcome = {
+      invalid: 'invalid',
+      busy: 'interrupted',
+      refused: 'refused',
+      unauthorized: 'unauthorized',
+    } as const;
+    return { outcome: outcome[error.kind], ...id, message: [...error.details, error.message].join('; ') };
+  }
   if (error instanceof ExitError) {
     const message = [...error.details, error.message].join('; ');
     switch (error.exitCode) {

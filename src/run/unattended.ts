@@ -1,0 +1,128 @@
+// A whole run with nobody at a terminal: open, preflight, refuse or execute, close, report. The scheduler
+// fires runs through this, and a script that imports mediabatch does the same (see src/index.ts).
+
+import type { ApiClient } from '../api/client.js';
+import { EXIT, type ExitCode } from '../exit-codes.js';
+import type { Store, TaskState } from '../store/index.js';
+import type { Logger } from '../util/log.js';
+import type { RunEvent } from './events.js';
+import {
+  closeCompleteRun,
+  executeRun,
+  type PreflightReport,
+  preflightRun,
+  type RunOutcome,
+  writeRunReport,
+} from './lifecycle.js';
+import type { RunProgress } from './runner.js';
+import { openRunSession, type PlannedRun } from './session.js';
+import { DEFAULT_RUN_POLICY, type RunPolicy } from './settings.js';
+
+export interface UnattendedRunOptions {
+  store: Store;
+  plan: PlannedRun & { settings: PlannedRun['settings'] & { budget?: number } };
+  manifestPath: string;
+  stateFile: string;
+  client: ApiClient;
+  /** What the run is bound to: the client's base URL unless told otherwise (the embedded sandbox). */
+  apiBaseUrl?: string;
+  keyFingerprint: string;
+  logger: Logger;
+  configQuota?: number;
+  runId?: string;
+  /** A cap on top of the manifest's budget (the scheduler passes what is left of budget_per_period). */
+  budgetCap?: number;
+  allowPartial?: boolean;
+  concurrency?: number;
+  retries?: number;
+  policy?: RunPolicy;
+  /** Aborted: stop submitting, record the answers in flight, return (resumable). */
+  signal?: AbortSignal;
+  /** Aborted: return at once. */
+  halt?: AbortSignal;
+  onEvent?: (event: RunEvent) => void;
+  onProgress?: (progress: RunProgress) => void;
+  now?: () => Date;
+}
+
+export type UnattendedOutcome =
+  | { kind: 'complete'; runId: string; exitCode: ExitCode; counts: Record<TaskState, number> }
+  | { kind: 'refused'; runId: string; exitCode: ExitCode; message: string; preflight: PreflightReport }
+  | { kind: 'ran'; runId: string; exitCode: ExitCode; outcome: RunOutcome; preflight: PreflightReport };
+
+/** Runs (or resumes) the manifest's run to its end. Throws RunError for what the caller must fix. */
+export async function runUnattended(o: UnattendedRunOptions): Promise<UnattendedOutcome> {
+  const now = o.now ?? (() => new Date());
+  const policy = o.policy ?? DEFAULT_RUN_POLICY;
+  const settings = o.plan.settings;
+  const budget = [settings.budget, o.budgetCap].reduce<number | undefined>(
+    (min, b) => (b === undefined ? min : min === undefined ? b : Math.min(min, b)),
+    undefined,
+  );
+  const session = await openRunSession({
+    store: o.store,
+    plan: o.plan,
+    manifestPath: o.manifestPath,
+    stateFile: o.stateFile,
+    api: { baseUrl: o.apiBaseUrl ?? o.client.baseUrl, keyFingerprint: o.keyFingerprint },
+    settingsToKeep: { ...settings, concurrency: o.concurrency ?? settings.concurrency },
+    ...(o.runId !== undefined ? { runId: o.runId } : {}),
+    leaseTtlMs: policy.leaseTtlMs,
+  });
+  try {
+    const runId = session.runId;
+    const preflight = await preflightRun(session, {
+      client: o.client,
+      keyFingerprint: o.keyFingerprint,
+      configQuota: o.configQuota,
+      budget,
+      allowPartial: o.allowPartial ?? false,
+      now: now(),
+    });
+    const report = () =>
+      writeRunReport(session, {
+        now: now(),
+        ...(o.configQuota !== undefined ? { quota: o.configQuota } : {}),
+      });
+    if (preflight.complete) {
+      const exitCode = closeCompleteRun(session, preflight.counts);
+      await report();
+      return { kind: 'complete', runId, exitCode, counts: preflight.counts };
+    }
+    const refusal = refusalOf(preflight, o.allowPartial ?? false);
+    if (refusal !== undefined) {
+      session.refuse(EXIT.refused);
+      return { kind: 'refused', runId, exitCode: EXIT.refused, message: refusal, preflight };
+    }
+    const outcome = await executeRun(session, {
+      client: o.client,
+      keyFingerprint: o.keyFingerprint,
+      logger: o.logger,
+      policy,
+      concurrency: o.concurrency ?? settings.concurrency,
+      ...(budget !== undefined ? { budget } : {}),
+      ...(o.retries !== undefined ? { retries: o.retries } : {}),
+      taskIds: o.plan.taskIds,
+      stop: o.signal ?? new AbortController().signal,
+      ...(o.halt ? { halt: o.halt } : {}),
+      ...(o.onEvent ? { onEvent: o.onEvent } : {}),
+      ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+    });
+    await report();
+    return { kind: 'ran', runId, exitCode: outcome.exitCode, outcome, preflight };
+  } finally {
+    session.close();
+  }
+}
+
+/** Why the preflight refuses the run, in one line; undefined when it may go. */
+export function refusalOf(preflight: PreflightReport, allowPartial: boolean): string | undefined {
+  const { disk, decision } = preflight;
+  if (disk && !disk.ok && (disk.problem === 'unwritable' || !allowPartial)) {
+    return `refused: ${disk.message}. Nothing was submitted`;
+  }
+  if (!decision.ok) {
+    return `refused: ${decision.refusals.join('; ')}. Nothing was submitted; raise the limit, shrink the manifest, or run with --allow-partial to stop cleanly when money runs out`;
+  }
+  return undefined;
+}
