@@ -1,8 +1,11 @@
-import { stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { formatProblem, loadManifest } from '../manifest/index.js';
+import { formatProblem } from '../manifest/index.js';
 import type { LoadedManifest, ManifestProblem } from '../manifest/types.js';
-import { type CheckedTask, checkTasks } from '../plan/plan.js';
+import {
+  loadChecked as loadCheckedManifest,
+  ManifestFileError,
+  ManifestProblemsError,
+} from '../plan/build.js';
+import type { CheckedTask } from '../plan/plan.js';
 import { EXIT, ExitError } from './errors.js';
 import type { CliIO } from './io.js';
 
@@ -45,18 +48,19 @@ export function problemsError(file: string, problems: readonly ManifestProblem[]
   return new ProblemsError(file, problems);
 }
 
-/** A missing manifest is a usage mistake, not a problem inside a manifest: say so plainly. */
-async function requireFile(file: string, io: CliIO): Promise<void> {
+/** The planning library's errors, as the CLI's one line (and detail lines) with exit 1. */
+export function asExitError(error: unknown): unknown {
+  if (error instanceof ManifestProblemsError) return problemsError(error.file, error.problems);
+  if (error instanceof ManifestFileError) return new ExitError(EXIT.invalid, error.message);
+  return error;
+}
+
+/** Runs a planning step; its problems become the CLI's ProblemsError or ExitError. */
+export async function planning<T>(step: Promise<T>): Promise<T> {
   try {
-    const info = await stat(resolve(io.cwd, file));
-    if (info.isDirectory()) {
-      throw new ExitError(EXIT.invalid, `${file} is a folder; give the path of a manifest file (.yaml)`);
-    }
+    return await step;
   } catch (error) {
-    if (error instanceof ExitError) throw error;
-    const code = (error as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : `cannot read it (${code ?? String(error)})`;
-    throw new ExitError(EXIT.invalid, `${file}: ${why}; check the path of the manifest`);
+    throw asExitError(error);
   }
 }
 
@@ -69,18 +73,12 @@ export async function loadChecked(
   io: CliIO,
   opts: { allowOutside?: boolean; overrideVars?: Readonly<Record<string, unknown>> } = {},
 ): Promise<{ manifest: LoadedManifest; tasks: CheckedTask[] }> {
-  await requireFile(file, io);
-  const result = await loadManifest(file, {
-    now: io.now(),
-    cwd: io.cwd,
-    allowOutside: opts.allowOutside ?? false,
-    ...(opts.overrideVars ? { overrideVars: opts.overrideVars } : {}),
-  });
-  if (!result.ok) {
-    const checked = checkTasks(result.tasks ?? []);
-    throw problemsError(file, [...result.problems, ...checked.problems]);
-  }
-  const checked = checkTasks(result.manifest.tasks);
-  if (checked.problems.length > 0) throw problemsError(file, checked.problems);
-  return { manifest: result.manifest, tasks: checked.tasks };
+  return planning(
+    loadCheckedManifest(file, {
+      cwd: io.cwd,
+      now: io.now(),
+      allowOutside: opts.allowOutside ?? false,
+      ...(opts.overrideVars ? { vars: opts.overrideVars } : {}),
+    }),
+  );
 }

@@ -4,6 +4,7 @@ import { roundTokens } from '../../catalog/index.js';
 import type { Config } from '../../config.js';
 import type { LoadedManifest, ManifestProblem, ManifestSettings } from '../../manifest/types.js';
 import type { ProbeResult } from '../../media/types.js';
+import { type PlanOptions, type PlanResult, planManifest, planRun, type RunPlan } from '../../plan/build.js';
 import {
   type CheckedTask,
   type MediaNeed,
@@ -14,7 +15,6 @@ import {
   pricedTasks,
   priceTasks,
 } from '../../plan/plan.js';
-import { collapseRepeats } from '../../plan/repeats.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { chooseRun } from '../../run/resume.js';
 import {
@@ -30,7 +30,7 @@ import {
 import { EXIT, ExitError } from '../errors.js';
 import { fmtRange, fmtTokens, fmtUsdRange, table } from '../format.js';
 import type { CliIO } from '../io.js';
-import { loadChecked, plural, problemsError } from '../load.js';
+import { planning, plural } from '../load.js';
 
 export interface PlanDeps {
   io: CliIO;
@@ -47,86 +47,27 @@ export interface PlanDeps {
   vars?: Readonly<Record<string, unknown>>;
 }
 
-export interface PlanResult {
-  manifest: LoadedManifest;
-  tasks: PlannedTask[];
-  totals: PlanTotals;
-}
+export type { PlanResult, RunPlan };
 
-function loadOptions(deps: PlanDeps) {
-  return { allowOutside: deps.allowOutside ?? false, ...(deps.vars ? { overrideVars: deps.vars } : {}) };
-}
-
-/** Expand, check, measure and price a manifest. Shared by `plan` and `run`'s preflight. */
-export async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResult> {
-  const { manifest, tasks } = await loadChecked(file, deps.io, loadOptions(deps));
-  const needs = mediaNeeds(tasks);
-  const measured = deps.measure && needs.length > 0 ? await deps.measure(needs) : undefined;
-  const priced = priceTasks(tasks, measured, deps.config.prices, manifest.settings.callbackUrl);
-  if (priced.problems.length > 0) throw problemsError(file, priced.problems);
-  return { manifest, tasks: priced.tasks, totals: planTotals(priced.tasks) };
-}
-
-/** What `run` needs of a plan: settings, totals, and the store rows, produced one at a time. */
-export interface RunPlan {
-  file: string;
-  settings: ManifestSettings;
-  totals: PlanTotals;
-  taskIds: string[];
-  /**
-   * The tasks as store rows, priced again one by one (pure, cheap), so they are never all in memory.
-   * With a callback receiver the callback URL is per task and added when sending, so it is left out.
-   */
-  rows(opts?: { withoutCallback?: boolean }): Generator<NewTask>;
-  /** Lets the manifest's tasks go once they are in the store. */
-  release(): void;
-}
-
-/**
- * Like buildPlan, for `run`: every problem is found first, then nothing per task is kept but the id, so
- * a run of 100,000 tasks does not hold 100,000 priced requests while it drives them.
- */
-export async function buildRunPlan(file: string, deps: PlanDeps): Promise<RunPlan> {
-  const loaded = await loadChecked(file, deps.io, loadOptions(deps));
-  let checked: CheckedTask[] | undefined = loaded.tasks;
-  const settings = loaded.manifest.settings;
-  const needs = mediaNeeds(checked);
-  const measured = deps.measure && needs.length > 0 ? await deps.measure(needs) : undefined;
-  const { prices } = deps.config;
-  const problems: ManifestProblem[] = [];
-  const priced = function* (tasks: readonly CheckedTask[]) {
-    for (const one of pricedTasks(tasks, measured, prices, settings.callbackUrl)) {
-      if (one.ok) yield one.task;
-      else problems.push(...one.problems);
-    }
-  };
-  const totals = planTotals(priced(checked));
-  if (problems.length > 0) throw problemsError(file, collapseRepeats(problems));
-  const taskIds = checked.map((t) => t.spec.id);
+function planOptions(deps: PlanDeps): PlanOptions {
   return {
-    file,
-    settings,
-    totals,
-    taskIds,
-    *rows(opts = {}) {
-      if (!checked) throw new Error('internal: the run plan was released before its rows were read');
-      for (const task of priced(checked)) {
-        const { custom_callback_url: _callback, ...rest } = task.wire;
-        yield {
-          taskId: task.spec.id,
-          model: task.entry.model,
-          endpoint: task.entry.endpoint,
-          wireBody: JSON.stringify(opts.withoutCallback ? rest : task.wire),
-          estimate: task.estimate,
-          retries: task.spec.retries ?? settings.retries,
-          ...(task.spec.fileName !== undefined ? { fileName: task.spec.fileName } : {}),
-        };
-      }
-    },
-    release() {
-      checked = undefined;
-    },
+    cwd: deps.io.cwd,
+    now: deps.io.now(),
+    prices: deps.config.prices,
+    ...(deps.measure ? { measure: deps.measure } : {}),
+    allowOutside: deps.allowOutside ?? false,
+    ...(deps.vars ? { vars: deps.vars } : {}),
   };
+}
+
+/** Expand, check, measure and price a manifest (the library's planManifest, with the CLI's errors). */
+export async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResult> {
+  return planning(planManifest(file, planOptions(deps)));
+}
+
+/** The library's planRun, with the CLI's errors. */
+export async function buildRunPlan(file: string, deps: PlanDeps): Promise<RunPlan> {
+  return planning(planRun(file, planOptions(deps)));
 }
 
 type BalanceCheck =

@@ -1,0 +1,171 @@
+// Planning as one pipeline: load → check → probe → price. Used by validate, plan, run and schedule alike,
+// and by scripts that import mediabatch. No printing and no exit codes: problems come back as one error
+// that carries every problem, located.
+
+import { stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { DEFAULT_PRICES } from '../catalog/prices.js';
+import type { PriceTable } from '../catalog/types.js';
+import { loadManifest } from '../manifest/index.js';
+import type { LoadedManifest, ManifestProblem, ManifestSettings } from '../manifest/types.js';
+import type { ProbeResult } from '../media/types.js';
+import type { NewTask } from '../store/index.js';
+import {
+  type CheckedTask,
+  checkTasks,
+  type MediaNeed,
+  mediaNeeds,
+  type PlannedTask,
+  type PlanTotals,
+  planTotals,
+  pricedTasks,
+  priceTasks,
+} from './plan.js';
+import { collapseRepeats } from './repeats.js';
+
+/** Every problem of a manifest (its own, its data files', the catalog's), located. */
+export class ManifestProblemsError extends Error {
+  override name = 'ManifestProblemsError';
+  constructor(
+    readonly file: string,
+    readonly problems: readonly ManifestProblem[],
+  ) {
+    super(`${problems.length} problem(s) in ${file}`);
+  }
+}
+
+/** The manifest file itself cannot be read as one (missing, a folder). */
+export class ManifestFileError extends Error {
+  override name = 'ManifestFileError';
+}
+
+export interface PlanOptions {
+  /** Relative paths (the manifest, `output`) resolve against this folder. */
+  cwd: string;
+  /** The time templates such as `{{date}}` render at. */
+  now: Date;
+  /** Price overrides (the account's configuration); the spec's list prices otherwise. */
+  prices?: PriceTable;
+  /** Measures input media; without it, lengths come from `media_seconds` or become ranges. */
+  measure?: (needs: MediaNeed[]) => Promise<Map<string, ProbeResult>>;
+  /** `foreach` may read data files outside the manifest's folder. */
+  allowOutside?: boolean;
+  /** Replace the manifest's vars of these names (`run --sandbox` gives the sandbox's address). */
+  vars?: Readonly<Record<string, unknown>>;
+}
+
+export interface PlanResult {
+  manifest: LoadedManifest;
+  tasks: PlannedTask[];
+  totals: PlanTotals;
+}
+
+/** What a run needs of a plan: settings, totals, and the store rows, produced one at a time. */
+export interface RunPlan {
+  file: string;
+  settings: ManifestSettings;
+  totals: PlanTotals;
+  taskIds: string[];
+  /**
+   * The tasks as store rows, priced again one by one (pure, cheap), so they are never all in memory.
+   * With a callback receiver the callback URL is per task and added when sending, so it is left out.
+   */
+  rows(opts?: { withoutCallback?: boolean }): Generator<NewTask>;
+  /** Lets the manifest's tasks go once they are in the store. */
+  release(): void;
+}
+
+/** A missing manifest is a usage mistake, not a problem inside a manifest: say so plainly. */
+async function requireFile(file: string, cwd: string): Promise<void> {
+  let info: Awaited<ReturnType<typeof stat>>;
+  try {
+    info = await stat(resolve(cwd, file));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : `cannot read it (${code ?? String(error)})`;
+    throw new ManifestFileError(`${file}: ${why}; check the path of the manifest`);
+  }
+  if (info.isDirectory()) {
+    throw new ManifestFileError(`${file} is a folder; give the path of a manifest file (.yaml)`);
+  }
+}
+
+/**
+ * Loads, expands and checks a manifest against every static rule; throws ManifestProblemsError listing
+ * every problem: the manifest's own and the catalog's for every task that expanded, all in one go.
+ */
+export async function loadChecked(
+  file: string,
+  o: Pick<PlanOptions, 'cwd' | 'now' | 'allowOutside' | 'vars'>,
+): Promise<{ manifest: LoadedManifest; tasks: CheckedTask[] }> {
+  await requireFile(file, o.cwd);
+  const result = await loadManifest(file, {
+    now: o.now,
+    cwd: o.cwd,
+    allowOutside: o.allowOutside ?? false,
+    ...(o.vars ? { overrideVars: o.vars } : {}),
+  });
+  if (!result.ok) {
+    const checked = checkTasks(result.tasks ?? []);
+    throw new ManifestProblemsError(file, [...result.problems, ...checked.problems]);
+  }
+  const checked = checkTasks(result.manifest.tasks);
+  if (checked.problems.length > 0) throw new ManifestProblemsError(file, checked.problems);
+  return { manifest: result.manifest, tasks: checked.tasks };
+}
+
+/** Expand, check, measure and price a manifest: every task with its price, and the totals. */
+export async function planManifest(file: string, o: PlanOptions): Promise<PlanResult> {
+  const { manifest, tasks } = await loadChecked(file, o);
+  const needs = mediaNeeds(tasks);
+  const measured = o.measure && needs.length > 0 ? await o.measure(needs) : undefined;
+  const priced = priceTasks(tasks, measured, o.prices ?? DEFAULT_PRICES, manifest.settings.callbackUrl);
+  if (priced.problems.length > 0) throw new ManifestProblemsError(file, priced.problems);
+  return { manifest, tasks: priced.tasks, totals: planTotals(priced.tasks) };
+}
+
+/**
+ * Like planManifest, for a run: every problem is found first, then nothing per task is kept but the id,
+ * so a run of 100,000 tasks does not hold 100,000 priced requests while it drives them.
+ */
+export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
+  const loaded = await loadChecked(file, o);
+  let checked: CheckedTask[] | undefined = loaded.tasks;
+  const settings = loaded.manifest.settings;
+  const needs = mediaNeeds(checked);
+  const measured = o.measure && needs.length > 0 ? await o.measure(needs) : undefined;
+  const problems: ManifestProblem[] = [];
+  const priced = function* (tasks: readonly CheckedTask[]) {
+    for (const one of pricedTasks(tasks, measured, o.prices ?? DEFAULT_PRICES, settings.callbackUrl)) {
+      if (one.ok) yield one.task;
+      else problems.push(...one.problems);
+    }
+  };
+  const totals = planTotals(priced(checked));
+  if (problems.length > 0) throw new ManifestProblemsError(file, collapseRepeats(problems));
+  const taskIds = checked.map((t) => t.spec.id);
+  return {
+    file,
+    settings,
+    totals,
+    taskIds,
+    *rows(opts = {}) {
+      if (!checked) throw new Error('internal: the run plan was released before its rows were read');
+      for (const task of priced(checked)) {
+        const { custom_callback_url: _callback, ...rest } = task.wire;
+        yield {
+          taskId: task.spec.id,
+          model: task.entry.model,
+          endpoint: task.entry.endpoint,
+          wireBody: JSON.stringify(opts.withoutCallback ? rest : task.wire),
+          estimate: task.estimate,
+          retries: task.spec.retries ?? settings.retries,
+          ...(task.spec.fileName !== undefined ? { fileName: task.spec.fileName } : {}),
+        };
+      }
+    },
+    release() {
+      checked = undefined;
+    },
+  };
+}
