@@ -1,0 +1,207 @@
+// The state a run's parts share, and the few moves on it that more than one part makes: the concurrency
+// slots, the money (whole micro-tokens, ../../util/money.ts), the stop and halt signals, the write queue,
+// events and progress. Submitting, watching and fetching each live in their own module and act through
+// this; the Runner (../runner.ts) only wires them together.
+
+import { setMaxListeners } from 'node:events';
+import pLimit, { type LimitFunction } from 'p-limit';
+import { backoffDelay } from '../../api/backoff.js';
+import type { TaskRecord } from '../../store/index.js';
+import type { Logger } from '../../util/log.js';
+import { fromMicro, toMicro } from '../../util/money.js';
+import { sleep as defaultSleep } from '../../util/sleep.js';
+import { type RunEventBody, stamp } from '../events.js';
+import { WriteQueue } from '../writes.js';
+import {
+  DEFAULT_WATCH_POLICY,
+  type RunnerDeps,
+  type RunnerOptions,
+  type RunResult,
+  type StopReason,
+  type Watched,
+  type WatchPolicy,
+} from './types.js';
+
+export const UNAUTHORIZED_MESSAGE =
+  'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL';
+
+/** Money that decides anything, in whole micro-tokens. */
+export interface Money {
+  /** Worst cases of the submissions waiting for their answer. */
+  inFlightMax: number;
+  /** Worst cases of tasks in doubt: they may have been charged, so the budget keeps room for them. */
+  inDoubtMax: number;
+  charged: number;
+  refunded: number;
+}
+
+export class RunCore {
+  readonly deps: RunnerDeps;
+  readonly opts: RunnerOptions;
+  readonly policy: WatchPolicy;
+  readonly now: () => number;
+  readonly random: () => number;
+  readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  readonly log: Logger;
+  readonly writes: WriteQueue;
+  /** Polls in flight at once, for all jobs together (confirming polls and link refreshes included). */
+  readonly pollLimit: LimitFunction;
+  readonly downloadLimit: LimitFunction;
+
+  stopReason: StopReason | undefined;
+  stopMessage: string | undefined;
+  quota: RunResult['quota'];
+  /** Stops submitting (first interrupt, money ran out, budget, API down, a local disk problem). */
+  readonly stopSubmitting = new AbortController();
+  /** Stops everything (401, second interrupt, lease lost). */
+  readonly halt = new AbortController();
+
+  /** Tasks this process is handling right now (submitting, watching or downloading). */
+  readonly claimed = new Set<string>();
+  readonly watched = new Map<string, Watched>();
+  /** Tasks holding a concurrency slot: submitting, or a job the service is producing. */
+  inFlight = 0;
+  readonly money: Money = { inFlightMax: 0, inDoubtMax: 0, charged: 0, refunded: 0 };
+  readonly budgetMicro: number | undefined;
+  readonly counters = { polls: 0, unreadable: 0, recovered: 0, retried: 0 };
+  /** How the successes of this process became known: a confirmed callback, or a poll of our own. */
+  readonly arrivals = { poll: 0, callback: 0 };
+  submitDone = false;
+  /** Wakes the watch loop early (a job due sooner, a halt, the end of submitting). */
+  wakeWatcher: (() => void) | undefined;
+  #slotFreed: (() => void) | undefined;
+  readonly #pending = new Set<Promise<unknown>>();
+  #lastProgressAt = 0;
+
+  constructor(deps: RunnerDeps, opts: RunnerOptions) {
+    this.deps = deps;
+    this.opts = opts;
+    this.policy = { ...DEFAULT_WATCH_POLICY, ...opts.watch };
+    this.now = deps.now ?? Date.now;
+    this.random = deps.random ?? Math.random;
+    this.sleep = deps.sleep ?? defaultSleep;
+    this.log = deps.logger.child({ run: opts.runId });
+    this.budgetMicro = opts.budget === undefined ? undefined : toMicro(opts.budget);
+    this.pollLimit = pLimit(opts.pollConcurrency);
+    this.downloadLimit = pLimit(opts.downloadConcurrency);
+    this.writes = new WriteQueue(deps.store);
+    // Every download and sleep listens on these; dozens at once are expected, not a leak.
+    setMaxListeners(0, this.halt.signal, this.stopSubmitting.signal);
+  }
+
+  emit(body: RunEventBody): void {
+    this.deps.onEvent?.(stamp(body, this.opts.runId, new Date(this.now())));
+  }
+
+  /** Stops submitting, for a reason the user is told. The first reason wins. */
+  requestStop(reason: StopReason, message: string): void {
+    if (!this.stopReason) {
+      this.stopReason = reason;
+      this.stopMessage = message;
+    }
+    this.stopSubmitting.abort();
+    this.#slotFreed?.();
+  }
+
+  haltNow(reason: StopReason, message: string): void {
+    this.requestStop(reason, message);
+    if (reason === 'unauthorized' || reason === 'lease-lost') {
+      // These override a softer reason: the user must act before anything else happens.
+      this.stopReason = reason;
+      this.stopMessage = message;
+    }
+    this.halt.abort();
+    this.wakeWatcher?.();
+    this.#slotFreed?.();
+  }
+
+  /**
+   * Every background promise ends here: an unexpected error (a full state disk, a bug) stops the run
+   * with one line and leaves everything resumable, never an unhandled rejection.
+   */
+  guard<T>(promise: Promise<T>, what: string): Promise<T | undefined> {
+    return promise.catch((error: unknown) => {
+      this.log.error({ err: error }, `unexpected error while ${what}`);
+      this.haltNow('internal', `stopped after an unexpected error while ${what}: ${messageOf(error)}`);
+      return undefined;
+    });
+  }
+
+  /** A background piece of work the run waits for before it returns. */
+  track<T>(promise: Promise<T>, what = 'working on a task'): Promise<T | undefined> {
+    const guarded = this.guard(promise, what);
+    this.#pending.add(guarded);
+    void guarded.finally(() => this.#pending.delete(guarded));
+    return guarded;
+  }
+
+  async settle(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+  }
+
+  /** Counting tasks is a query: at most a few times a second, and always at the end. */
+  progress(final = false): void {
+    if (!this.deps.onProgress) return;
+    const now = this.now();
+    if (!final && now - this.#lastProgressAt < 200) return;
+    this.#lastProgressAt = now;
+    this.deps.onProgress({
+      counts: this.deps.store.countTasksByState(this.opts.runId),
+      charged: fromMicro(this.money.charged),
+      refunded: fromMicro(this.money.refunded),
+      inFlight: this.inFlight,
+    });
+  }
+
+  /** What the budget already holds: charged net, plus the worst case of the tasks in doubt. */
+  committedMicro(): number {
+    return this.money.charged - this.money.refunded + this.money.inDoubtMax;
+  }
+
+  retriesOf(task: TaskRecord): number {
+    return this.opts.retries ?? task.retries;
+  }
+
+  backoff(attempt: number): number {
+    return backoffDelay(attempt, {
+      baseMs: this.opts.retryBaseMs,
+      capMs: this.opts.retryCapMs,
+      random: this.random,
+    });
+  }
+
+  // ---- slots -----------------------------------------------------------------------------------
+
+  /** Resolves when a slot is freed, money is known, or submitting must stop. */
+  async waitForWake(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.#slotFreed = resolve;
+    });
+  }
+
+  wakeSubmitter(): void {
+    const resolve = this.#slotFreed;
+    this.#slotFreed = undefined;
+    resolve?.();
+  }
+
+  releaseSlot(taskId: string): void {
+    if (!this.claimed.delete(taskId)) return;
+    const watched = this.watched.get(taskId);
+    if (watched === undefined || watched.holdsSlot) this.inFlight--;
+    if (watched) watched.holdsSlot = false;
+    this.wakeSubmitter();
+  }
+
+  /** A stalled job gives its slot back but stays claimed and watched. */
+  giveBackSlot(watched: Watched): void {
+    if (!watched.holdsSlot) return;
+    watched.holdsSlot = false;
+    this.inFlight--;
+    this.wakeSubmitter();
+  }
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

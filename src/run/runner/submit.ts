@@ -1,0 +1,224 @@
+// Submitting pending tasks: a bounded number in flight (slots), never past the budget (a task's worst
+// case is counted from before its POST until its answer is committed), retries with backoff that a
+// throttled answer does not use up, and a stop when several tasks in a row could not be submitted at all.
+
+import type { SubmitOutcome } from '../../api/outcome.js';
+import { findEntry } from '../../catalog/index.js';
+import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
+import type { TaskRecord } from '../../store/index.js';
+import { fromMicro, toMicro } from '../../util/money.js';
+import { fitsBudget } from '../preflight.js';
+import { messageOf, type RunCore } from './core.js';
+import { type OutcomeParts, recordOutcome } from './outcomes.js';
+import type { Watcher } from './watch.js';
+
+export class Submitter {
+  readonly #core: RunCore;
+  readonly #parts: OutcomeParts;
+  /** Pending tasks this process gave up on (retries exhausted): left pending for a later run. */
+  readonly #skipped = new Set<string>();
+  /** Tasks left pending because their worst case exceeds what is left of the budget. */
+  readonly #overBudget: TaskRecord[] = [];
+  /** Tasks that were pending and got their first submission in this process (for --limit). */
+  readonly #startedIds = new Set<string>();
+  #giveUpStreak = 0;
+
+  constructor(core: RunCore, watcher: Watcher) {
+    this.#core = core;
+    this.#parts = {
+      core,
+      watcher,
+      accepted: () => {
+        this.#giveUpStreak = 0;
+      },
+    };
+  }
+
+  /** A watched job that may still fail and come back for another attempt keeps the submitter alive. */
+  #mayComeBack(): boolean {
+    for (const w of this.#core.watched.values()) if (this.#core.retriesOf(w.task) > 0) return true;
+    return false;
+  }
+
+  async loop(): Promise<void> {
+    const core = this.#core;
+    const { store } = core.deps;
+    const { runId, concurrency } = core.opts;
+    const submissions = new Set<Promise<unknown>>();
+    outer: while (!core.stopSubmitting.signal.aborted) {
+      const batch = store
+        .nextPending(runId, concurrency * 2 + core.claimed.size + this.#skipped.size, core.opts.only)
+        .filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
+      if (batch.length === 0) {
+        if (submissions.size > 0) {
+          // Tasks waiting to retry are still claimed; wait for one to settle before looking again.
+          await Promise.race(submissions);
+          continue;
+        }
+        if (this.#mayComeBack() && !core.halt.signal.aborted) {
+          await core.waitForWake();
+          continue;
+        }
+        break;
+      }
+      for (const task of batch) {
+        while (core.inFlight >= concurrency && !core.stopSubmitting.signal.aborted) await core.waitForWake();
+        if (core.stopSubmitting.signal.aborted) break outer;
+        const admission = this.#admit(task);
+        if (admission === 'stop') break outer;
+        if (admission === 'skip') continue;
+        for (let room = this.#room(task); room !== 'go'; room = this.#room(task)) {
+          if (room === 'stop') break outer;
+          // Answers in flight will turn worst cases into real costs; look again after one arrives.
+          await core.waitForWake();
+          if (core.stopSubmitting.signal.aborted) break outer;
+        }
+        const entry = findEntry(task.model);
+        if (!entry) {
+          store.markBlocked(
+            runId,
+            task.taskId,
+            `unknown model ${task.model}: this mediabatch does not know it`,
+          );
+          continue;
+        }
+        core.claimed.add(task.taskId);
+        core.inFlight++;
+        if (task.state === 'pending') this.#startedIds.add(task.taskId);
+        const p = core.track(this.#submitTask(task, entry), `submitting ${task.taskId}`);
+        submissions.add(p);
+        void p.finally(() => submissions.delete(p));
+      }
+    }
+    // Every submission in flight gets its answer recorded, whatever stopped the loop.
+    await Promise.allSettled([...submissions]);
+    if (this.#overBudget.length > 0) {
+      const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
+      const left = (core.budgetMicro ?? 0) - core.committedMicro();
+      core.requestStop(
+        'budget',
+        `${this.#overBudget.length} task(s) did not fit under the budget of ${core.opts.budget} tokens (${fromMicro(Math.max(0, left))} left; they need up to ${fromMicro(need)}): raise budget and run again to continue`,
+      );
+    }
+  }
+
+  /** --limit, then whether the task's worst case fits what is left of the budget even with nothing in flight. */
+  #admit(task: TaskRecord): 'go' | 'skip' | 'stop' {
+    const core = this.#core;
+    const started = this.#startedIds.size;
+    if (core.opts.limit !== undefined && started >= core.opts.limit) {
+      core.requestStop(
+        'limit',
+        `submitted ${started} task(s) as --limit asked; the rest stays pending: run again without --limit to continue`,
+      );
+      return 'stop';
+    }
+    // Fits what fits: a task whose worst case exceeds what is left even with nothing in flight is left
+    // pending, and cheaper ones go on.
+    if (!fitsBudget(core.budgetMicro, core.committedMicro(), 0, toMicro(task.estimate.max))) {
+      this.#overBudget.push(task);
+      this.#skipped.add(task.taskId);
+      return 'skip';
+    }
+    return 'go';
+  }
+
+  /** Whether the task fits beside the worst cases in flight; `wait` for their answers, `stop` if none are. */
+  #room(task: TaskRecord): 'go' | 'wait' | 'stop' {
+    const core = this.#core;
+    if (
+      fitsBudget(core.budgetMicro, core.committedMicro(), core.money.inFlightMax, toMicro(task.estimate.max))
+    )
+      return 'go';
+    if (core.money.inFlightMax > 0) return 'wait';
+    core.requestStop(
+      'budget',
+      `the budget of ${core.opts.budget} tokens cannot cover the next task (${task.taskId}, up to ${task.estimate.max} tokens): raise budget and run again to continue`,
+    );
+    return 'stop';
+  }
+
+  /**
+   * One task's submissions until one is answered for good. Long because the money order is one piece:
+   * worst case booked, intent committed, POST, answer committed, worst case released, then retry or not.
+   */
+  async #submitTask(task: TaskRecord, entry: CatalogEntry): Promise<void> {
+    const core = this.#core;
+    const { store, client } = core.deps;
+    const { runId } = core.opts;
+    const body = JSON.parse(task.wireBody) as RequestBody;
+    // The per-task callback URL carries the run's token; it is added when sending, so the stored request
+    // (and its hash) stays the same whatever receiver a resumed run uses.
+    const callbackUrl = core.opts.callbackUrlFor?.(task.taskId);
+    if (callbackUrl) body['custom_callback_url'] = callbackUrl;
+    const taskMax = toMicro(task.estimate.max);
+    core.money.inFlightMax += taskMax;
+    let answered = false;
+    let throttled = 0;
+    try {
+      for (let attempt = 0; ; ) {
+        // The intent is committed before a byte is sent: a crash from here on leaves the task in doubt.
+        const attemptNo = await core.writes.write(() => store.recordSubmitIntent(runId, task.taskId));
+        const outcome = await client.submit(entry.endpoint, body);
+        const ref = outcome.requestId ? ` (request ${outcome.requestId})` : '';
+        const after = await recordOutcome(this.#parts, { task, entry, attemptNo, outcome, ref });
+        // Only now is the real cost (or its absence) recorded: until then the worst case stays counted.
+        answered = true;
+        core.money.inFlightMax -= taskMax;
+        // A worst case became a real cost: a task waiting for room under the budget may fit now.
+        core.wakeSubmitter();
+        if (after === 'done') return;
+        // A 429 proves nothing was charged and says nothing about the task: it spends no retry.
+        const isThrottle = outcome.type === 'retryable' && outcome.throttled === true;
+        if (isThrottle) throttled++;
+        else attempt++;
+        const exhausted = attempt > core.opts.submitRetries || throttled > core.policy.maxThrottledPerTask;
+        if (exhausted || core.stopSubmitting.signal.aborted) {
+          if (exhausted) this.#gaveUp(task, outcome, attempt + throttled);
+          core.releaseSlot(task.taskId);
+          return;
+        }
+        const retryAfter = outcome.type === 'retryable' ? outcome.retryAfterMs : undefined;
+        const delay = retryAfter ?? core.backoff(Math.max(0, attempt - 1));
+        core.log.info(
+          { task: task.taskId, attempt: attempt + throttled, delayMs: delay, throttled: isThrottle },
+          'submission not accepted; retrying',
+        );
+        await core.sleep(delay, core.stopSubmitting.signal);
+        if (core.stopSubmitting.signal.aborted) {
+          core.releaseSlot(task.taskId);
+          return;
+        }
+        answered = false;
+        core.money.inFlightMax += taskMax;
+      }
+    } catch (error) {
+      // An error after the intent (a store failure, a bug) must not free the task for a second POST in
+      // this process; the intent row makes it in doubt for the next run.
+      core.log.error({ task: task.taskId, err: error }, 'submission failed unexpectedly');
+      if (!answered) core.money.inFlightMax -= taskMax;
+      core.requestStop('internal', `error while submitting ${task.taskId}: ${messageOf(error)}`);
+      core.releaseSlot(task.taskId);
+    } finally {
+      core.progress();
+    }
+  }
+
+  #gaveUp(task: TaskRecord, outcome: SubmitOutcome, attempts: number): void {
+    const core = this.#core;
+    this.#skipped.add(task.taskId);
+    const reason = outcome.type === 'retryable' ? outcome.reason : outcome.type;
+    core.deps.store.setTaskError(
+      core.opts.runId,
+      task.taskId,
+      `not submitted after ${attempts} attempts: ${reason}`,
+    );
+    this.#giveUpStreak++;
+    if (this.#giveUpStreak >= core.opts.giveUpAfterTasks) {
+      core.requestStop(
+        'unreachable',
+        `the API keeps failing (${reason}); nothing was charged for those tasks: run again later`,
+      );
+    }
+  }
+}

@@ -1,0 +1,151 @@
+// The Runner's public vocabulary (re-exported by ../runner.ts) and the one record its parts share per job.
+
+import type { ApiClient } from '../../api/client.js';
+import type { DownloadOptions, DownloadResult } from '../../api/download.js';
+import type { CatalogEntry } from '../../catalog/types.js';
+import type { Store, TaskRecord, TaskState } from '../../store/index.js';
+import type { Logger } from '../../util/log.js';
+import type { RunEvent } from '../events.js';
+import type { PollProfiles } from '../polling.js';
+
+export type StopReason =
+  | 'interrupted'
+  | 'insufficient-tokens'
+  | 'quota-exceeded'
+  | 'unauthorized'
+  | 'budget'
+  | 'unreachable'
+  | 'lease-lost'
+  | 'local-disk'
+  | 'limit'
+  | 'internal';
+
+export interface RunnerDeps {
+  store: Store;
+  client: ApiClient;
+  /** Fingerprint of the API key for the ledger; never the key. */
+  keyFingerprint: string;
+  logger: Logger;
+  download: (url: string, dest: string, opts: DownloadOptions) => Promise<DownloadResult>;
+  now?: () => number;
+  random?: () => number;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Called whenever counts change (the renderer throttles). */
+  onProgress?: (progress: RunProgress) => void;
+  /** Called once for each thing that happens to a task (see ./events.ts); must not throw. */
+  onEvent?: (event: RunEvent) => void;
+}
+
+export type MediaKind = 'image' | 'audio' | 'video';
+
+/** How long the runner waits on the service, and how hard it tries before a task changes state. */
+export interface WatchPolicy {
+  /** Past this long after submission a job is `stalled`: its slot is released, it is polled slowly. */
+  jobDeadlineMs: Record<MediaKind, number>;
+  /** Poll interval of a stalled job. */
+  stalledPollMs: number;
+  /** jobs/detail may not know a job right after its submission: a 404 within this window is waited on. */
+  notFoundWindowMs: number;
+  /** A job that says success with no result list yet is polled this long before it counts as unfetched. */
+  successGraceMs: number;
+  /** Fresh job records fetched for one file whose link is refused or expired. */
+  linkRefreshes: number;
+  /** Result items kept per job; a server listing more is cut there. */
+  maxResultItems: number;
+  /** Bytes per job, all its files together. */
+  maxJobBytes: number;
+  /** Throttled (429) answers one task may get before it is left pending for a later run. */
+  maxThrottledPerTask: number;
+  /** With callbacks, how long the run waits for the callback of a task it just put in doubt. */
+  doubtCallbackWaitMs: number;
+}
+
+/** Generous on purpose: a video of the service can take many minutes in a busy queue. */
+export const DEFAULT_WATCH_POLICY: WatchPolicy = {
+  jobDeadlineMs: { image: 30 * 60_000, audio: 60 * 60_000, video: 3 * 60 * 60_000 },
+  stalledPollMs: 60_000,
+  notFoundWindowMs: 60_000,
+  successGraceMs: 60_000,
+  linkRefreshes: 3,
+  maxResultItems: 16,
+  maxJobBytes: 8 * 1024 ** 3,
+  maxThrottledPerTask: 200,
+  doubtCallbackWaitMs: 30_000,
+};
+
+export interface RunnerOptions {
+  runId: string;
+  /** `<output>/<run>`. */
+  runDir: string;
+  concurrency: number;
+  budget?: number;
+  pollProfiles: PollProfiles;
+  /** Polls in flight at once, for all jobs together. */
+  pollConcurrency: number;
+  downloadConcurrency: number;
+  maxDownloadBytes: number;
+  downloadTimeoutMs: number;
+  /** Submissions answered 500 / refused connection are retried this many times per task. */
+  submitRetries: number;
+  retryBaseMs: number;
+  retryCapMs: number;
+  /** After this many tasks in a row gave up on retries, stop submitting: the API is down. */
+  giveUpAfterTasks: number;
+  /** Aborted on the first Ctrl-C / SIGTERM: stop submitting, record the answers in flight, return. */
+  stop: AbortSignal;
+  /** Aborted on a second Ctrl-C: return at once. */
+  halt?: AbortSignal;
+  /** With a callback receiver: the URL given to the service for each task. */
+  callbackUrlFor?: (taskId: string) => string;
+  /** `run --retries N`: replaces every task's own `retries` for this run. */
+  retries?: number;
+  /** `run --only`: submit only these tasks (the others stay pending). */
+  only?: readonly string[];
+  /** `run --limit N`: submit at most this many tasks that were pending (a smoke test before the batch). */
+  limit?: number;
+  watch?: Partial<WatchPolicy>;
+}
+
+export interface RunProgress {
+  counts: Record<TaskState, number>;
+  charged: number;
+  refunded: number;
+  inFlight: number;
+}
+
+export interface RunResult {
+  stopReason?: StopReason;
+  /** One line for the user about why the run stopped early. */
+  stopMessage?: string;
+  counts: Record<TaskState, number>;
+  polls: number;
+  /** How the successes of this process became known: a confirmed callback, or a poll of our own. */
+  arrivals: { poll: number; callback: number };
+  /** Quota figures learned from a code-101 answer. */
+  quota?: { used: number; quota: number; period: string };
+  /** Answers from the API that could not be read at all (each retried). */
+  unreadableAnswers: number;
+  /** In-doubt tasks a callback proved accepted, adopted by this process. */
+  recoveredFromDoubt: number;
+  /** Failed (refunded) jobs submitted again by `retries`. */
+  retriedFailures: number;
+}
+
+/** A job this process watches (internal to the runner). */
+export interface Watched {
+  task: TaskRecord;
+  entry: CatalogEntry;
+  polls: number;
+  /** Whether the task holds one of the run's concurrency slots. */
+  holdsSlot: boolean;
+  /** When jobs/detail first said success without a result list. */
+  emptySuccessSince?: number;
+  stalled: boolean;
+}
+
+/** What a callback claims about a task's job; only a poll of jobs/detail confirms it. */
+export interface CallbackHint {
+  taskId: string;
+  imgUuid: string | undefined;
+  status: string | undefined;
+}
