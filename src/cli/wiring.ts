@@ -2,16 +2,10 @@
 
 import { createApiClient } from '../api/client.js';
 import type { Config } from '../config.js';
-import { createProber, probeMany } from '../media/probe.js';
-import type { MediaNeed } from '../plan/plan.js';
+import { mediaMeasure } from '../plan/build.js';
 import { EXIT, ExitError } from './errors.js';
 
-const PROBE_CONCURRENCY = 8;
-
-export function makeMeasure() {
-  const prober = createProber();
-  return (needs: MediaNeed[]) => probeMany(prober, needs, PROBE_CONCURRENCY);
-}
+export const makeMeasure = mediaMeasure;
 
 /** Throws the exit-5 error the CLI prints when the service refuses the key. */
 export function unauthorizedError(): ExitError {

@@ -8,6 +8,7 @@ import { DEFAULT_PRICES } from '../catalog/prices.js';
 import type { PriceTable } from '../catalog/types.js';
 import { loadManifest } from '../manifest/index.js';
 import type { LoadedManifest, ManifestProblem, ManifestSettings } from '../manifest/types.js';
+import { createProber, probeMany } from '../media/probe.js';
 import type { ProbeResult } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
 import {
@@ -22,6 +23,14 @@ import {
   priceTasks,
 } from './plan.js';
 import { collapseRepeats } from './repeats.js';
+
+const PROBE_CONCURRENCY = 8;
+
+/** Measures input media over HTTP (Range requests), a few at a time: what `plan` and `run` use. */
+export function mediaMeasure(): (needs: MediaNeed[]) => Promise<Map<string, ProbeResult>> {
+  const prober = createProber();
+  return (needs) => probeMany(prober, needs, PROBE_CONCURRENCY);
+}
 
 /** Every problem of a manifest (its own, its data files', the catalog's), located. */
 export class ManifestProblemsError extends Error {

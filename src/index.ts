@@ -1,0 +1,120 @@
+// mediabatch as a library: plan a manifest, run it (with an AbortSignal, typed events and progress),
+// read its report, and start the sandbox to try it all for free. The CLI is a thin shell over these.
+
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { createApiClient } from './api/client.js';
+import { mediaMeasure, type PlanOptions, type PlanResult, planManifest, planRun } from './plan/build.js';
+import { REPORT_FILES } from './report/index.js';
+import type { Report } from './report/schema.js';
+import type { RunEvent } from './run/events.js';
+import type { RunProgress } from './run/runner.js';
+import { scaledRunPolicy } from './run/settings.js';
+import { runUnattended, type UnattendedOutcome } from './run/unattended.js';
+import { keyFingerprint, openStore } from './store/index.js';
+import { createLogger, type Logger } from './util/log.js';
+import { registerSecret } from './util/secrets.js';
+
+export { EXIT, type ExitCode } from './exit-codes.js';
+export { ManifestFileError, ManifestProblemsError, type PlanResult, type RunPlan } from './plan/build.js';
+export type { Report } from './report/schema.js';
+export { type RunEvent, runEventSchema } from './run/events.js';
+export type { RunOutcome } from './run/lifecycle.js';
+export type { RunProgress, RunResult, StopReason } from './run/runner.js';
+export { RunError } from './run/session.js';
+export type { UnattendedOutcome } from './run/unattended.js';
+export type { SandboxOptions } from './sandbox/options.js';
+export { type Sandbox, startSandbox } from './sandbox/server.js';
+
+export interface PlanManifestOptions {
+  /** Relative paths resolve against this folder; the process's working folder by default. */
+  cwd?: string;
+  now?: Date;
+  /** Measure input media over HTTP (true by default); otherwise `media_seconds` or ranges. */
+  probe?: boolean;
+  allowOutsideData?: boolean;
+  vars?: Readonly<Record<string, unknown>>;
+}
+
+function planOptions(o: PlanManifestOptions): PlanOptions {
+  return {
+    cwd: o.cwd ?? process.cwd(),
+    now: o.now ?? new Date(),
+    ...(o.probe === false ? {} : { measure: mediaMeasure() }),
+    allowOutside: o.allowOutsideData ?? false,
+    ...(o.vars ? { vars: o.vars } : {}),
+  };
+}
+
+/** Every task of a manifest with its price, and the totals. Throws ManifestProblemsError (every problem). */
+export function plan(manifest: string, o: PlanManifestOptions = {}): Promise<PlanResult> {
+  return planManifest(manifest, planOptions(o));
+}
+
+export interface RunManifestOptions extends PlanManifestOptions {
+  /** The API; `MEDIABATCH_BASE_URL` by default. */
+  baseUrl?: string;
+  /** The API key; `MEDIABATCH_API_KEY` by default (it never reaches logs, the state file or reports). */
+  apiKey?: string;
+  /** `state/mediabatch.db` under `cwd` by default. */
+  stateFile?: string;
+  /** Aborted: no new submissions; answers in flight are recorded; the run is resumable. */
+  signal?: AbortSignal;
+  onEvent?: (event: RunEvent) => void;
+  onProgress?: (progress: RunProgress) => void;
+  concurrency?: number;
+  budget?: number;
+  allowPartial?: boolean;
+  retries?: number;
+  /** Multiplies every wait (polls, retries); 1 is real timing. */
+  timeScale?: number;
+  logger?: Logger;
+}
+
+/**
+ * Runs (or resumes) a manifest's run to its end, unattended: the same guarantees as `mediabatch run --yes`.
+ * Resolves to what happened; throws ManifestProblemsError for a bad manifest and RunError for what the
+ * caller must fix (another process drives the run, a refused key, …).
+ */
+export async function run(manifest: string, o: RunManifestOptions = {}): Promise<UnattendedOutcome> {
+  const cwd = o.cwd ?? process.cwd();
+  const baseUrl = o.baseUrl ?? process.env['MEDIABATCH_BASE_URL'];
+  const apiKey = o.apiKey ?? process.env['MEDIABATCH_API_KEY'];
+  if (!baseUrl || !apiKey)
+    throw new Error('run: give baseUrl and apiKey (or set MEDIABATCH_BASE_URL and MEDIABATCH_API_KEY)');
+  registerSecret(apiKey);
+  const planned = await planRun(manifest, planOptions({ ...o, cwd }));
+  const stateFile = resolve(cwd, o.stateFile ?? 'state/mediabatch.db');
+  const store = openStore(stateFile);
+  const client = createApiClient({ baseUrl, apiKey });
+  const logger = o.logger ?? createLogger({ level: 'silent' });
+  try {
+    return await runUnattended({
+      store,
+      plan:
+        o.budget === undefined
+          ? planned
+          : { ...planned, settings: { ...planned.settings, budget: o.budget } },
+      manifestPath: resolve(cwd, manifest),
+      stateFile,
+      client,
+      keyFingerprint: keyFingerprint(apiKey),
+      logger,
+      ...(o.concurrency !== undefined ? { concurrency: o.concurrency } : {}),
+      ...(o.retries !== undefined ? { retries: o.retries } : {}),
+      allowPartial: o.allowPartial ?? false,
+      policy: scaledRunPolicy(o.timeScale ?? 1),
+      ...(o.signal ? { signal: o.signal } : {}),
+      ...(o.onEvent ? { onEvent: o.onEvent } : {}),
+      ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+    });
+  } finally {
+    await client.close();
+    store.close();
+  }
+}
+
+/** A run's report.json, as the run (or `mediabatch report`) last wrote it into `<output>/<run>/`. */
+export async function readReport(runFolder: string): Promise<Report> {
+  return JSON.parse(await readFile(resolve(runFolder, REPORT_FILES.json), 'utf8')) as Report;
+}
