@@ -17,14 +17,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { renderGallery } from '../../src/report/gallery.js';
 import type { Report, ReportTask } from '../../src/report/index.js';
 import { TASK_STATES } from '../../src/store/index.js';
+import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
 import { type RealRun, realRun } from './helpers.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
-const HAS_BROWSER = existsSync(CHROMIUM);
-if (!HAS_BROWSER) {
-  console.warn(`gallery tests SKIPPED: ${CHROMIUM} is absent (install Debian's chromium to run them)`);
-}
+requireBrowser();
 
 const XSS_ID = '<script>alert(1)</script>';
 const MANIFEST = (media: (name: string) => string) => `version: 1
@@ -94,7 +91,7 @@ interface Opened {
   problems: string[];
 }
 
-describe.skipIf(!HAS_BROWSER)(`the gallery in ${CHROMIUM}`, () => {
+describe.skipIf(SKIP_BROWSER)(`the gallery in ${CHROMIUM}`, () => {
   let run: RealRun;
   let browser: BrowserContext;
   let profile: string;

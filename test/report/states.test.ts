@@ -2,7 +2,7 @@
 // store's public API: a task that succeeded on its third attempt (two failed jobs refunded), one paid
 // and not fetched, one paid and lost, one stalled, one whose cost the API did not state, one recovered
 // from doubt, and an mp4 stored under an image model.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -17,6 +17,7 @@ import {
   writeReport,
 } from '../../src/report/index.js';
 import type { Store } from '../../src/store/index.js';
+import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
 import { submit, task, useStoreWithRun } from '../store/helpers.js';
 
 const ctx = useStoreWithRun();
@@ -223,11 +224,9 @@ describe('the report of tasks in the new states', () => {
   });
 });
 
-const CHROMIUM = '/usr/bin/chromium';
-const HAS_BROWSER = existsSync(CHROMIUM);
-if (!HAS_BROWSER) console.warn(`gallery state tests SKIPPED: ${CHROMIUM} is absent`);
+requireBrowser();
 
-describe.skipIf(!HAS_BROWSER)(`the gallery of the new states in ${CHROMIUM}`, () => {
+describe.skipIf(SKIP_BROWSER)(`the gallery of the new states in ${CHROMIUM}`, () => {
   it('plays the mp4 of an image model in a <video>, and says which paid cards have no result', async () => {
     const dir = runDir();
     const { report } = built(dir);

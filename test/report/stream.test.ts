@@ -21,10 +21,11 @@ import {
 } from '../../src/report/index.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { writeFileAtomicStream } from '../../src/util/fsatomic.js';
+import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
 import { estimate, FakeClock, submit, task } from '../store/helpers.js';
 
 const TASKS = 3000;
-const CHROMIUM = '/usr/bin/chromium';
+requireBrowser();
 
 let dir: string;
 let runDir: string;
@@ -196,7 +197,7 @@ describe(`the streamed report of ${TASKS} tasks`, () => {
   });
 });
 
-describe.skipIf(!existsSync(CHROMIUM))(`the streamed gallery of ${TASKS} tasks in ${CHROMIUM}`, () => {
+describe.skipIf(SKIP_BROWSER)(`the streamed gallery of ${TASKS} tasks in ${CHROMIUM}`, () => {
   it('opens, renders cards as the reader scrolls, and filters', async () => {
     const profile = mkdtempSync(join(tmpdir(), 'mediabatch-chromium-'));
     const browser = await chromium.launchPersistentContext(profile, {
