@@ -2,24 +2,13 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { roundTokens } from '../../catalog/index.js';
 import type { Config } from '../../config.js';
-import type { LoadedManifest, ManifestProblem, ManifestSettings } from '../../manifest/types.js';
 import type { ProbeResult } from '../../media/types.js';
 import { type PlanOptions, type PlanResult, planManifest, planRun, type RunPlan } from '../../plan/build.js';
-import {
-  type CheckedTask,
-  type MediaNeed,
-  mediaNeeds,
-  type PlannedTask,
-  type PlanTotals,
-  planTotals,
-  pricedTasks,
-  priceTasks,
-} from '../../plan/plan.js';
+import type { MediaNeed } from '../../plan/plan.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { chooseRun } from '../../run/resume.js';
 import {
   keyFingerprint,
-  type NewTask,
   openStore,
   periodOf,
   type RunState,
