@@ -319,6 +319,8 @@ function positive(options: DownloadOptions, name: keyof DownloadOptions, require
  * for) through a random temporary file beside it. The folder is created if missing and must be a real
  * folder. Never throws for network, server or disk trouble, and never leaves a temporary file behind.
  */
+// One function on purpose: the temporary file's whole life (open, stream, check, fsync, rename or remove)
+// is kept in one try/finally, so that no path out of it can leave a partial file behind.
 export async function downloadResult(
   url: string,
   destPath: string,

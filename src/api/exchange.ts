@@ -128,6 +128,7 @@ export interface ExchangeOptions {
  * Sends one request and reads the whole answer (at most `maxBodyBytes`), so the connection can be
  * reused. Never rejects: every failure comes back as a `network` answer.
  */
+// One function on purpose: undici's handler callbacks share the request's state (sent, status, size).
 export function exchange(
   dispatcher: Dispatcher,
   options: Dispatcher.DispatchOptions,

@@ -45,6 +45,8 @@ export class Expander {
     });
   }
 
+  // One task from one combination, row and copy: every field rendered in order, each problem located. Long
+  // because each field has its own rule; splitting it would scatter the shared `failed` and `taskId`.
   #one(
     declaration: Declaration,
     combo: PlainObject,

@@ -36,6 +36,7 @@ export interface LoadOptions {
 /** Fields whose problems make expanding the tasks pointless (every task would repeat them). */
 const BLOCKING = new Set(['vars', 'defaults', 'tasks']);
 
+// One pass on purpose: every problem of the manifest is collected in order, then reported at once.
 export async function loadManifest(file: string, opts: LoadOptions): Promise<ManifestResult> {
   const absolute = resolve(opts.cwd, file);
   const atStart = { file, line: 1, col: 1 };

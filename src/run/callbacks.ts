@@ -124,6 +124,7 @@ function field(body: unknown, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+// One function on purpose: the receiver's routes, limits and timeouts are one fastify configuration.
 export async function startCallbackReceiver(opts: ReceiverOptions): Promise<CallbackReceiver> {
   const stats: CallbackStats = { received: 0, ignored: 0, hints: 0 };
   const seen = new Set<string>();

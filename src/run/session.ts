@@ -90,6 +90,10 @@ export interface RunSession {
 /** The base URL a run of the embedded sandbox is bound to (its port changes at every start). */
 export const EMBEDDED_SANDBOX = 'the embedded sandbox (--sandbox)';
 
+/**
+ * Longer than most on purpose: its steps must happen in this order under one lease (choose, lease, bind,
+ * mark, upsert, recover, requeue), and reading them in one place is how that order is checked.
+ */
 export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   const { store, plan } = o;
   const shown = o.shown ?? ((p: string) => p);

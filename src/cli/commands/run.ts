@@ -432,7 +432,10 @@ function interruptsFrom(io: CliIO): { stop: AbortSignal; halt: AbortSignal; disp
   };
 }
 
-/** Every line `run` prints for people, and the --json events on stdout. */
+/**
+ * Every line `run` prints for people, and the --json events on stdout. Long on purpose: it is the
+ * one place that words a run, a list of short printers side by side, each read on its own.
+ */
 function runPrinter(a: DriveArgs, out: (line?: string) => void) {
   const { io } = a.ctx;
   const { session, plan, flags } = a;
