@@ -3,9 +3,6 @@
 // from the store, never from the manifest: the manifest may have changed since the run.
 
 import { relative, sep } from 'node:path';
-import { roundTokens } from '../catalog/index.js';
-import { USD_PER_TOKEN } from '../catalog/types.js';
-import { tokensToUsd } from '../plan/plan.js';
 import { taskFolderName } from '../run/names.js';
 import {
   type AttemptCounts,
@@ -28,6 +25,7 @@ import {
   type TaskState,
   UNFINISHED,
 } from '../store/index.js';
+import { roundTokens, tokensToUsd, USD_PER_TOKEN } from '../util/money.js';
 import { plural } from './format.js';
 import type { Report, ReportSummary, ReportTask } from './schema.js';
 

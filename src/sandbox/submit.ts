@@ -2,7 +2,7 @@
 // media, rules on the measured lengths, price, balance, quota, charge, job. Nothing is charged
 // unless every step passes.
 import { randomUUID } from 'node:crypto';
-import { fromWireBody, roundTokens } from '../catalog/index.js';
+import { fromWireBody } from '../catalog/index.js';
 import type {
   CatalogEntry,
   Endpoint,
@@ -12,6 +12,7 @@ import type {
   RequestIssue,
 } from '../catalog/types.js';
 import type { Prober } from '../media/types.js';
+import { roundTokens } from '../util/money.js';
 import type { Account } from './account.js';
 import { type Envelope, failure, issuesMessage, success } from './envelope.js';
 import type { Jobs, SandboxJob } from './jobs.js';

@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { roundTokens } from '../../catalog/index.js';
 import type { Config } from '../../config.js';
 import type { LoadedManifest, ManifestProblem, ManifestSettings } from '../../manifest/types.js';
 import type { ProbeResult } from '../../media/types.js';
@@ -27,6 +26,7 @@ import {
   TASK_STATES,
   type TaskState,
 } from '../../store/index.js';
+import { roundTokens } from '../../util/money.js';
 import { EXIT, ExitError } from '../errors.js';
 import { fmtRange, fmtTokens, fmtUsdRange, table } from '../format.js';
 import type { CliIO } from '../io.js';
