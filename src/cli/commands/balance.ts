@@ -3,7 +3,7 @@
 
 import { ApiSettingsError } from '../../api/client.js';
 import type { Config } from '../../config.js';
-import { quotaOfKey } from '../../report/index.js';
+import { type QuotaStanding, quotaStanding } from '../../run/quota.js';
 import { keyFingerprint, periodOf } from '../../store/index.js';
 import { roundTokens, tokensToUsd } from '../../util/money.js';
 import { EXIT, ExitError } from '../errors.js';
@@ -45,7 +45,7 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
 
   const store = openExistingStore(ctx);
   let ledger: { period: string; key_fingerprint: string; charged: number; refunded: number; net: number }[];
-  let quota: ReturnType<typeof quotaOfKey> | undefined;
+  let quota: QuotaStanding | undefined;
   try {
     ledger = (store?.spendByPeriod() ?? []).map((p) => ({
       period: p.period,
@@ -55,19 +55,7 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
       net: roundTokens(p.net),
     }));
     if (fingerprint !== null) {
-      quota =
-        store === undefined
-          ? {
-              keyFingerprint: fingerprint,
-              spent: { charged: 0, refunded: 0, net: 0 },
-              limit: config.quota ?? null,
-              used: config.quota === undefined ? null : 0,
-              source:
-                config.quota === undefined
-                  ? null
-                  : 'limit from configuration; used = this month in the local ledger',
-            }
-          : quotaOfKey(store, fingerprint, now, config.quota);
+      quota = quotaStanding(store, config.quota, fingerprint, now);
     }
   } finally {
     store?.close();

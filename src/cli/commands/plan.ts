@@ -15,12 +15,12 @@ import {
 } from '../../plan/plan.js';
 import { collapseRepeats } from '../../plan/repeats.js';
 import { decidePreflight } from '../../run/preflight.js';
+import { learnedDay, quotaStanding } from '../../run/quota.js';
 import { chooseRun } from '../../run/resume.js';
 import {
   keyFingerprint,
   type NewTask,
   openStore,
-  periodOf,
   type RunState,
   type Store,
   TASK_STATES,
@@ -269,20 +269,13 @@ function existingRun(store: Store, file: string, plan: PlanResult, deps: PlanDep
   };
 }
 
-/** The quota `run` would check: configured, or learned from the API this period, with what the ledger spent. */
+/** The quota `run` would check (src/run/quota.ts), labelled for the plan. */
 function quotaFigures(store: Store | undefined, config: Config, now: Date): QuotaFigures | undefined {
   const fingerprint = config.apiKey ? keyFingerprint(config.apiKey) : undefined;
-  if (config.quota !== undefined) {
-    const used = store && fingerprint ? store.ledgerSpent(fingerprint, periodOf(now)).net : 0;
-    return { limit: config.quota, used, source: 'configured' };
-  }
-  const learned = store && fingerprint ? store.getQuota(fingerprint) : undefined;
-  if (!store || !fingerprint || !learned || periodOf(learned.learnedAt) !== periodOf(now)) return undefined;
-  return {
-    limit: learned.quota,
-    used: learned.used + store.ledgerSpentSince(fingerprint, learned.learnedAt).net,
-    source: `learned from the API on ${learned.learnedAt.toISOString().slice(0, 10)}`,
-  };
+  const q = quotaStanding(store, config.quota, fingerprint, now);
+  if (q.limit === null || q.used === null) return undefined;
+  const source = q.learnedAt === null ? 'configured' : `learned from the API on ${learnedDay(q.learnedAt)}`;
+  return { limit: q.limit, used: q.used, source };
 }
 
 function describeCounts(counts: Record<TaskState, number>): string {
