@@ -1,6 +1,7 @@
 // Builds the I/O edges (prober, API client) from configuration for the commands.
 
 import { createApiClient } from '../api/client.js';
+import { UNAUTHORIZED_MESSAGE } from '../api/errors.js';
 import type { Config } from '../config.js';
 import { createProber, probeMany } from '../media/probe.js';
 import type { MediaNeed } from '../plan/plan.js';
@@ -15,10 +16,7 @@ export function makeMeasure() {
 
 /** Throws the exit-5 error the CLI prints when the service refuses the key. */
 export function unauthorizedError(): ExitError {
-  return new ExitError(
-    EXIT.unauthorized,
-    'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL',
-  );
+  return new ExitError(EXIT.unauthorized, UNAUTHORIZED_MESSAGE);
 }
 
 /** A balance query, when credentials are set; undefined otherwise. */

@@ -8,7 +8,7 @@ import { roundTokens } from '../util/money.js';
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
 import { fromIsoOrNull } from './time.js';
-import { type FileRecord, TASK_STATES, type TaskSpend, type TaskState } from './types.js';
+import { emptyTaskCounts, type FileRecord, TASK_STATES, type TaskSpend, type TaskState } from './types.js';
 
 /** The request fields a person reads as the task's text, in the order the gallery prefers them. */
 export const REQUEST_TEXT_FIELDS = ['prompt', 'text', 'lyrics', 'description'] as const;
@@ -534,7 +534,7 @@ export class ReportReadStore {
 function emptyFigures(model: string): ReportModelFigures {
   return {
     model,
-    byState: Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>,
+    byState: emptyTaskCounts(),
     estimated: 0,
     estimatedMin: 0,
     estimatedMax: 0,

@@ -7,6 +7,7 @@ import { plural } from '../../report/format.js';
 import { shownRunState } from '../../run/lease.js';
 import { scheduledManifests } from '../../schedule/status.js';
 import {
+  emptyTaskCounts,
   isNotOnDisk,
   NOT_ON_DISK,
   openStore,
@@ -123,7 +124,7 @@ export async function statusCommand(
 function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadContext): number {
   const { io } = ctx;
   const runs = (store?.listRuns() ?? []).map((run) => {
-    const counts = store?.countTasksByState(run.id) ?? emptyCounts();
+    const counts = store?.countTasksByState(run.id) ?? emptyTaskCounts();
     const spent = store?.runTotals(run.id) ?? { charged: 0, refunded: 0, net: 0 };
     // A run recorded as running with nobody alive holding it (kill -9) is shown as interrupted.
     const shown = store ? { ...run, state: shownRunState(store, run, io.now()) } : run;
@@ -309,10 +310,6 @@ function tokensOf(t: ProblemTaskRow): string {
 /** Charged tasks without a result on disk, from the counts by state. */
 function notOnDisk(counts: Record<TaskState, number>): number {
   return NOT_ON_DISK.reduce((n, s) => n + counts[s], 0);
-}
-
-function emptyCounts(): Record<TaskState, number> {
-  return Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
 }
 
 function total(counts: Record<TaskState, number>): number {
