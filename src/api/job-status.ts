@@ -18,9 +18,11 @@ export function jobPhase(status: string): JobPhase {
   return 'waiting';
 }
 
-const DOCUMENTED_JOB_STATUSES = new Set(['pending', 'processing', 'success', 'failed']);
+/** The spec's four job statuses, in the order a job goes through them. */
+export const DOCUMENTED_JOB_STATUSES = ['pending', 'processing', 'success', 'failed'] as const;
+export type DocumentedJobStatus = (typeof DOCUMENTED_JOB_STATUSES)[number];
 
 /** Exactly one of the spec's four statuses; anything else deserves one log line. */
-export function isDocumentedJobStatus(status: string): boolean {
-  return DOCUMENTED_JOB_STATUSES.has(status);
+export function isDocumentedJobStatus(status: string): status is DocumentedJobStatus {
+  return (DOCUMENTED_JOB_STATUSES as readonly string[]).includes(status);
 }
