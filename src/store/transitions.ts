@@ -56,6 +56,12 @@ export const UNFINISHED: readonly TaskState[] = [
   'unfetched',
 ];
 
+/**
+ * States of a task that still owes the user something: sent (so paid or possibly paid) and not on
+ * disk yet. An older run holding such tasks is resumed before a new run starts.
+ */
+export const OWED: readonly TaskState[] = [...UNFINISHED.filter((s) => s !== 'pending'), 'in_doubt'];
+
 /** States where tokens were (or may have been) spent and no result is on disk. */
 export const PAID_WITHOUT_RESULT: readonly TaskState[] = ['in_doubt', 'unfetched', 'lost'];
 
