@@ -2,7 +2,6 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { mergePrices } from './catalog/index.js';
 import type { PriceTable } from './catalog/types.js';
-import { EXIT, ExitError } from './cli/errors.js';
 import { FileRefused, readRegularFile } from './manifest/files.js';
 import { formatProblem } from './manifest/problems.js';
 import { schemaProblems } from './manifest/schema-problems.js';
@@ -11,6 +10,20 @@ import type { ManifestProblem } from './manifest/types.js';
 import { isPlainObject } from './manifest/values.js';
 import { parseYaml } from './manifest/yaml-tree.js';
 import { registerSecret } from './util/secrets.js';
+
+/**
+ * A configuration the user must fix (unreadable file, invalid field, bad environment value). The message
+ * is one line saying what to do; `details` holds each located problem. The CLI exits 1 with them.
+ */
+export class ConfigError extends Error {
+  readonly details: readonly string[];
+
+  constructor(message: string, details: readonly string[] = []) {
+    super(message);
+    this.name = 'ConfigError';
+    this.details = details;
+  }
+}
 
 /** Settings that belong to the account rather than to a manifest. */
 export interface Config {
@@ -51,7 +64,7 @@ async function readConfigText(file: string, shown: string, required: boolean): P
         : code === 'ENOENT'
           ? 'no such file'
           : (code ?? 'unreadable');
-    throw new ExitError(EXIT.invalid, `${shown}: cannot read the config file (${why}); check --config`);
+    throw new ConfigError(`${shown}: cannot read the config file (${why}); check --config`);
   }
 }
 
@@ -74,13 +87,9 @@ function configProblems(issues: readonly z.core.$ZodIssue[], index: SourceIndex)
   return [...problems, ...schemaProblems(others, index)];
 }
 
-function invalidConfig(shown: string, problems: readonly ManifestProblem[]): ExitError {
+function invalidConfig(shown: string, problems: readonly ManifestProblem[]): ConfigError {
   const sorted = [...problems].sort((a, b) => a.pos.line - b.pos.line || a.pos.col - b.pos.col);
-  return new ExitError(
-    EXIT.invalid,
-    `${shown}: invalid config; fix the fields above`,
-    sorted.map(formatProblem),
-  );
+  return new ConfigError(`${shown}: invalid config; fix the fields above`, sorted.map(formatProblem));
 }
 
 /**
@@ -125,8 +134,7 @@ export async function loadConfig(opts: {
   if (envQuota !== undefined && envQuota !== '') {
     const n = Number(envQuota);
     if (!Number.isFinite(n) || n <= 0) {
-      throw new ExitError(
-        EXIT.invalid,
+      throw new ConfigError(
         `MEDIABATCH_QUOTA must be a positive number of tokens, got ${JSON.stringify(envQuota)}`,
       );
     }

@@ -135,26 +135,5 @@ export const balanceSchema = z.looseObject({
 });
 export type Balance = z.infer<typeof balanceSchema>;
 
-/** Where a job stands, whatever word the service used for it. */
-export type JobPhase = 'success' | 'failed' | 'waiting';
-
-const SUCCESS_WORDS = new Set(['success', 'completed', 'succeeded', 'done', 'finished']);
-const FAILURE_WORDS = new Set(['failed', 'failure', 'error', 'cancelled', 'canceled']);
-
-/**
- * The one reading of a job status. The documentation itself has said `completed` for `success` and
- * `WAITING` for a queued job; any word not known to end a job means "not finished yet", never an end.
- */
-export function jobPhase(status: string): JobPhase {
-  const word = status.trim().toLowerCase();
-  if (SUCCESS_WORDS.has(word)) return 'success';
-  if (FAILURE_WORDS.has(word)) return 'failed';
-  return 'waiting';
-}
-
-const DOCUMENTED_JOB_STATUSES = new Set(['pending', 'processing', 'success', 'failed']);
-
-/** Exactly one of the spec's four statuses; anything else deserves one log line. */
-export function isDocumentedJobStatus(status: string): boolean {
-  return DOCUMENTED_JOB_STATUSES.has(status);
-}
+// The status vocabulary has its own pure module so the store can read it without the wire schemas.
+export { isDocumentedJobStatus, type JobPhase, jobPhase } from './job-status.js';

@@ -1,10 +1,9 @@
 // Pure helpers shared by the price rules: rounding, billed seconds, and Estimate construction.
+import { roundTokens } from '../util/money.js';
 import type { Estimate } from './types.js';
 
-/** Removes float noise: token amounts are fractional (0.2, 1.63, 4.81 x 1.1 ...). Round to 1e-6. */
-export function roundTokens(n: number): number {
-  return Math.round(n * 1e6) / 1e6;
-}
+// Token rounding is a money rule with its home in src/util/money.ts; the catalog's rules read it from there.
+export { roundTokens } from '../util/money.js';
 
 /** Whole seconds rounded up; float noise first, so that 30.0000000001 s bills 30, not 31. */
 export function billedSeconds(seconds: number): number {

@@ -117,5 +117,5 @@ export interface PriceTable {
   'voice-cover': { perSecond: number };
 }
 
-/** USD per token, from the spec. */
-export const USD_PER_TOKEN = 0.02;
+// USD per token has its home with the other money rules.
+export { USD_PER_TOKEN } from '../util/money.js';

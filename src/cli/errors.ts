@@ -2,6 +2,7 @@
 
 import { isAbsolute, relative } from 'node:path';
 import { ApiSettingsError } from '../api/errors.js';
+import { ConfigError } from '../config.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import { STATE_FILE_KINDS, StoreError } from '../store/errors.js';
 
@@ -28,6 +29,7 @@ export class ExitError extends Error {
  */
 export function expectedExit(error: unknown, cwd: string): ExitError | undefined {
   if (error instanceof ApiSettingsError) return new ExitError(EXIT.invalid, error.message);
+  if (error instanceof ConfigError) return new ExitError(EXIT.invalid, error.message, error.details);
   if (!(error instanceof StoreError) || !STATE_FILE_KINDS.includes(error.kind)) return undefined;
   const file = error.file;
   const rel = file === undefined ? '' : relative(cwd, file);

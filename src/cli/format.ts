@@ -1,30 +1,22 @@
-import { tokensToUsd } from '../plan/plan.js';
+import { tokensText, tokensToUsd, usdText } from '../util/money.js';
 
-// Built once: toLocaleString with options builds a formatter per call, which made a 100,000-task plan
-// spend seconds formatting numbers.
-const tokenFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 4 });
-const centsFormat = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-const smallUsdFormat = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 4 });
+/** Tokens as the terminal shows them (grouped); the rule is in src/util/money.ts. */
+export const fmtTokens = tokensText;
 
-/** Tokens are fractional (0.2 per image, 1.63 per song): enough digits to add up, no float noise, 1,000s grouped. */
-export function fmtTokens(n: number): string {
-  return tokenFormat.format(Number(n.toFixed(4)));
+/** The dollar price of a number of TOKENS (not dollars), as the terminal shows it: `$0.004`, `$1,234.50`. */
+export function fmtTokensAsUsd(tokens: number): string {
+  return usdText(tokensToUsd(tokens));
 }
 
-/** Dollars for a number of tokens: cents, or up to four decimals under a dollar ($0.004 for an image). */
-export function fmtUsd(tokens: number): string {
-  const usd = tokensToUsd(tokens);
-  const small = usd !== 0 && Math.abs(usd) < 1;
-  const text = (small ? smallUsdFormat : centsFormat).format(Math.abs(usd));
-  return `${usd < 0 ? '-' : ''}$${text}`;
-}
+/** @deprecated Same as `fmtTokensAsUsd` (it takes tokens); the name is kept for callers not yet switched. */
+export const fmtUsd = fmtTokensAsUsd;
 
 export function fmtRange(tokens: number, min: number, max: number): string {
   return min === max ? fmtTokens(tokens) : `${fmtTokens(min)}–${fmtTokens(max)}`;
 }
 
 export function fmtUsdRange(min: number, max: number): string {
-  return min === max ? fmtUsd(max) : `${fmtUsd(min)}–${fmtUsd(max)}`;
+  return min === max ? fmtTokensAsUsd(max) : `${fmtTokensAsUsd(min)}–${fmtTokensAsUsd(max)}`;
 }
 
 export type Align = 'left' | 'right';

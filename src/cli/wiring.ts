@@ -1,6 +1,7 @@
 // Builds the I/O edges (prober, API client) from configuration for the commands.
 
 import { createApiClient } from '../api/client.js';
+import { UNAUTHORIZED_MESSAGE } from '../api/errors.js';
 import type { Config } from '../config.js';
 import { mediaMeasure } from '../plan/build.js';
 import { EXIT, ExitError } from './errors.js';
@@ -9,10 +10,7 @@ export const makeMeasure = mediaMeasure;
 
 /** Throws the exit-5 error the CLI prints when the service refuses the key. */
 export function unauthorizedError(): ExitError {
-  return new ExitError(
-    EXIT.unauthorized,
-    'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL',
-  );
+  return new ExitError(EXIT.unauthorized, UNAUTHORIZED_MESSAGE);
 }
 
 /** A balance query, when credentials are set; undefined otherwise. */

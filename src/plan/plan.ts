@@ -1,7 +1,7 @@
 // The pure core between a manifest and money: task specs -> checked request bodies -> prices.
 // No I/O here; media lengths are measured by the caller and passed in.
 
-import { checkRequest, findEntry, roundTokens, toWireBody } from '../catalog/index.js';
+import { checkRequest, findEntry, toWireBody } from '../catalog/index.js';
 import type {
   CatalogEntry,
   Estimate,
@@ -11,9 +11,9 @@ import type {
   RequestBody,
   RequestIssue,
 } from '../catalog/types.js';
-import { USD_PER_TOKEN } from '../catalog/types.js';
 import type { ManifestProblem, TaskSpec } from '../manifest/types.js';
 import type { MediaKind, ProbeResult } from '../media/types.js';
+import { roundTokens, tokensToUsd } from '../util/money.js';
 import { collapseRepeats } from './repeats.js';
 
 export interface CheckedTask {
@@ -197,9 +197,8 @@ function size(bytes: number, limit: number): string {
     : `${megabytes(bytes)} MB`;
 }
 
-export function tokensToUsd(tokens: number): number {
-  return Math.round(tokens * USD_PER_TOKEN * 1e6) / 1e6;
-}
+// Kept importable from here for older callers; the rule lives in src/util/money.ts.
+export { tokensToUsd } from '../util/money.js';
 
 export function planTotals(tasks: Iterable<PlannedTask>): PlanTotals {
   const byModel: Record<string, ModelTotals> = {};

@@ -3,13 +3,12 @@
 // from the store, never from the manifest: the manifest may have changed since the run.
 
 import { relative, sep } from 'node:path';
-import { roundTokens } from '../catalog/index.js';
-import { USD_PER_TOKEN } from '../catalog/types.js';
-import { tokensToUsd } from '../plan/plan.js';
 import { taskFolderName } from '../run/names.js';
+import { type QuotaStore, quotaStanding } from '../run/quota.js';
 import {
   type AttemptCounts,
   emptyNotOnDisk,
+  emptyTaskCounts,
   type FileRecord,
   isNotOnDisk,
   type LedgerSums,
@@ -22,12 +21,12 @@ import {
   type RunFileTotals,
   type RunRecord,
   type Store,
-  TASK_STATES,
   type TaskRecord,
   type TaskSpend,
   type TaskState,
   UNFINISHED,
 } from '../store/index.js';
+import { roundTokens, tokensToUsd, USD_PER_TOKEN } from '../util/money.js';
 import { plural } from './format.js';
 import type { Report, ReportSummary, ReportTask } from './schema.js';
 
@@ -103,38 +102,15 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
   };
 }
 
-/**
- * What the ledger spent with one key in the month of `now`, and the quota as far as it is known: from
- * configuration (used = the ledger's month), or from the API's last code-101 answer in this month
- * (used = its figure plus the ledger since).
- */
+/** What the ledger spent with one key in the month of `now`, and its quota as far as it is known (src/run/quota.ts). */
 export function quotaOfKey(
-  store: Store,
+  store: QuotaStore,
   keyFingerprint: string,
   now: Date,
   configQuota?: number,
 ): QuotaKeyInput {
-  const spent = store.ledgerSpent(keyFingerprint, periodOf(now));
-  if (configQuota !== undefined) {
-    return {
-      keyFingerprint,
-      spent,
-      limit: configQuota,
-      used: spent.net,
-      source: 'limit from configuration; used = this month in the local ledger',
-    };
-  }
-  const learned = store.getQuota(keyFingerprint);
-  if (learned !== undefined && periodOf(learned.learnedAt) === periodOf(now)) {
-    return {
-      keyFingerprint,
-      spent,
-      limit: learned.quota,
-      used: learned.used + store.ledgerSpentSince(keyFingerprint, learned.learnedAt).net,
-      source: `learned from the API on ${learned.learnedAt.toISOString().slice(0, 10)}, plus the ledger since`,
-    };
-  }
-  return { keyFingerprint, spent, limit: null, used: null, source: null };
+  const { spent, limit, used, source } = quotaStanding(store, configQuota, keyFingerprint, now);
+  return { keyFingerprint, spent, limit, used, source };
 }
 
 const NO_SPEND: ReportTaskSpend = { taskId: '', charged: 0, refunded: 0, net: 0, jobs: 0, assumedJobs: 0 };
@@ -359,7 +335,7 @@ function summarise(
   money: Pick<LedgerSums, 'charged' | 'refunded'>,
   estimated: { tokens: number; min: number; max: number },
 ): ReportSummary {
-  const byStatus = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
+  const byStatus = emptyTaskCounts();
   const notOnDisk = emptyNotOnDisk();
   for (const t of tasks) {
     byStatus[t.status]++;

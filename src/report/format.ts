@@ -1,14 +1,7 @@
 // Number and text formatting shared by report.md and index.html. Pure.
 
-/** Tokens are fractional (0.2 per image): enough digits to add up, no float noise. */
-export function fmtTokens(n: number): string {
-  return String(Number(n.toFixed(4)));
-}
-
-export function fmtUsd(usd: number): string {
-  const text = usd !== 0 && Math.abs(usd) < 1 ? usd.toFixed(4).replace(/0{1,2}$/, '') : usd.toFixed(2);
-  return `$${text}`;
-}
+// Money is written the report's way (ungrouped, dollars in), by the rules in src/util/money.ts.
+export { tokensPlainText as fmtTokens, usdPlainText as fmtUsd } from '../util/money.js';
 
 export function fmtBytes(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;

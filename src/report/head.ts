@@ -3,7 +3,7 @@
 // computes from every task in memory, up to the float noise of adding in another order (all rounded).
 
 import type { ReportModelFigures, Store } from '../store/index.js';
-import { emptyNotOnDisk, NOT_ON_DISK, TASK_STATES, type TaskState } from '../store/index.js';
+import { emptyNotOnDisk, emptyTaskCounts, NOT_ON_DISK, TASK_STATES } from '../store/index.js';
 import {
   assembleHead,
   quotaOfKey,
@@ -38,7 +38,7 @@ export function collectReportHead(store: Store, runId: string, opts: ReportOptio
 
 /** The counts of several models together. */
 function countsOf(figures: readonly ReportModelFigures[]): SummaryCounts {
-  const byStatus = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
+  const byStatus = emptyTaskCounts();
   const notOnDisk = emptyNotOnDisk();
   for (const f of figures) {
     for (const s of TASK_STATES) byStatus[s] += f.byState[s];

@@ -1,5 +1,7 @@
 // Whether a run may start, from figures gathered by the caller. Pure, so every refusal is tested as a table.
 
+import { tokensPlainText } from '../util/money.js';
+
 export interface PreflightInput {
   /** Worst case of the tasks still to submit. */
   remainingMax: number;
@@ -20,7 +22,7 @@ export interface PreflightDecision {
   leftAfter: { balance?: number; quota?: number; budget?: number };
 }
 
-const fmt = (n: number) => String(Number(n.toFixed(4)));
+const fmt = tokensPlainText;
 
 export function decidePreflight(input: PreflightInput): PreflightDecision {
   const refusals: string[] = [];

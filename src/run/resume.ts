@@ -2,18 +2,7 @@
 // with the clock, so an interrupted run resumed after midnight would otherwise start a second paid run
 // and leave the first one's paid jobs behind. The unfinished run of the manifest comes first.
 
-import type { RunRecord, Store, TaskState } from '../store/index.js';
-
-/** Tasks of an older run that still owe the user something: paid or possibly paid, not on disk. */
-const OWED: readonly TaskState[] = [
-  'submitting',
-  'submitted',
-  'running',
-  'stalled',
-  'downloading',
-  'unfetched',
-  'in_doubt',
-];
+import { OWED, type RunRecord, type Store } from '../store/index.js';
 
 export interface RunChoice {
   runId: string;

@@ -1,6 +1,6 @@
 // The money of the sandbox account: an exact balance (fractional tokens) and the API key's monthly
 // quota. Every charge and refund goes through here, so /_sandbox/state can account for every token.
-import { roundTokens } from '../catalog/index.js';
+import { roundTokens } from '../util/money.js';
 
 export type Refusal = { code: 100; msg: string } | { code: 101; msg: string };
 

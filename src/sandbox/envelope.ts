@@ -1,11 +1,9 @@
 // The response envelope of every endpoint: `{ code, msg, data? }`.
+import type { Envelope as WireEnvelope } from '../api/schemas.js';
 import type { RequestIssue } from '../catalog/types.js';
 
-export interface Envelope {
-  code: number;
-  msg: string;
-  data?: unknown;
-}
+/** The envelope as the client reads it, without the fields only the quirks add. */
+export type Envelope = Pick<WireEnvelope, 'code' | 'msg' | 'data'>;
 
 export function success(data: unknown): Envelope {
   return { code: 0, msg: 'Success', data };

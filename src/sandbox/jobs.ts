@@ -1,13 +1,16 @@
 // Jobs and their life cycle: pending -> processing -> success | failed, driven by the injected clock.
 // A job's whole future (timing, failure, result content) is drawn when it is accepted; looking at
 // it later only reveals how far along that future the clock has moved.
+import type { DocumentedJobStatus } from '../api/job-status.js';
+import type { JobRecord as WireJobRecord } from '../api/schemas.js';
 import type { CatalogEntry, MediaDurations, RequestBody } from '../catalog/types.js';
 import type { Account } from './account.js';
 import type { FileStore } from './files.js';
 import { createRandom } from './random.js';
 import { planItems, type ResultItem } from './results.js';
 
-export type JobStatus = 'pending' | 'processing' | 'success' | 'failed';
+/** The sandbox's jobs speak only the spec's four statuses; the quirks reword them on the wire. */
+export type JobStatus = DocumentedJobStatus;
 
 /** How the submission was answered; anything but `ok` is a charge the client may not know about. */
 export type SubmitAnswer = 'ok' | 'error-502' | 'connection-dropped';
@@ -54,9 +57,11 @@ export interface SandboxJob {
   readonly callbacks: CallbackLog[];
 }
 
-/** The job record of the wire: `data` of jobs/detail and the body of callbacks. */
-export interface JobRecord {
-  img_uuid: string;
+/**
+ * The job record of the wire (`data` of jobs/detail and the body of callbacks): the client's record,
+ * with what the sandbox always fills and the forms it writes (ISO times, seconds as a number).
+ */
+export type JobRecord = WireJobRecord & {
   status: JobStatus;
   type: string;
   job_type: string;
@@ -66,7 +71,7 @@ export interface JobRecord {
   json: ResultItem[] | null;
   link_expired_at?: string;
   duration?: number;
-}
+};
 
 export function toRecord(job: SandboxJob): JobRecord {
   const record: JobRecord = {

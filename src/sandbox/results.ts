@@ -1,16 +1,13 @@
 // What a successful job returns in `json`, per model, following the spec's result items.
+import type { ResultItem as WireResultItem } from '../api/schemas.js';
 import type { CatalogEntry, MediaDurations, RequestBody, ResultItemKind } from '../catalog/types.js';
 import type { FileRecipe } from './files.js';
 import type { Random } from './random.js';
 
-export type UrlItem = {
+/** A result item as the client reads it (src/api/schemas.ts), narrowed to what the sandbox writes. */
+export type UrlItem = Pick<WireResultItem, 'audio_id' | 'title' | 'audio_duration' | 'style' | 'lyrics'> & {
   type: Exclude<ResultItemKind, 'json'>;
   value: string;
-  audio_id?: string;
-  title?: string;
-  audio_duration?: number;
-  style?: string;
-  lyrics?: string;
 };
 export type JsonItem = { type: 'json'; value: Record<string, unknown> };
 export type ResultItem = UrlItem | JsonItem;
@@ -51,52 +48,61 @@ export function speechSeconds(text: string, speed: number): number {
   return round2(Math.max(1, text.length / SPEECH_CHARS_PER_SECOND / speed));
 }
 
-/** The items of a successful job, with the file each URL item needs. Random draws come from the job's own generator. */
+/**
+ * The items of a successful job, with the file each URL item needs. Which items, in which order and
+ * with which file format, is the catalog's result shape for the request: the sandbox answers what the
+ * client expects to read. Random draws come from the job's own generator.
+ */
 export function planItems(
   entry: CatalogEntry,
   body: RequestBody,
   media: MediaDurations,
   random: Random,
 ): PlannedItem[] {
-  switch (entry.model) {
-    case 'speech-v3': {
-      const text = typeof body.text === 'string' ? body.text : '';
-      const speed = typeof body.speed === 'number' ? body.speed : 1;
-      return [
-        {
-          item: { type: 'audio', value: '' },
-          recipe: { format: 'mp3', seconds: speechSeconds(text, speed) },
-        },
-      ];
+  const shape = entry.resultFor?.(body) ?? entry.result;
+  const audioFormat = shape.extension.audio === 'wav' ? 'wav' : 'mp3';
+  const song = entry.model === 'song-replace-section' ? songVersions(body, media, random) : undefined;
+  let audioItems = 0;
+  return shape.items.map((kind): PlannedItem => {
+    switch (kind) {
+      case 'json':
+        return {
+          item: { type: 'json', value: entry.model === 'oc-maker' ? characterSheet(body, random) : {} },
+          recipe: null,
+        };
+      case 'image':
+        return { item: { type: 'image', value: '' }, recipe: { format: 'png' } };
+      case 'video':
+        return { item: { type: 'video', value: '' }, recipe: { format: 'mp4' } };
     }
-    case 'voice-cover': {
-      const seconds = media.audio_url ?? 30;
-      const format = body.output_format === 'wav' ? 'wav' : 'mp3';
-      return [{ item: { type: 'audio', value: '' }, recipe: { format, seconds } }];
-    }
-    case 'song-replace-section':
-      return songItems(body, media, random);
-    case 'oc-maker':
-      return [
-        { item: { type: 'json', value: characterSheet(body, random) }, recipe: null },
-        { item: { type: 'image', value: '' }, recipe: { format: 'png' } },
-      ];
-    default:
-      return entry.result.items.map((kind) => genericItem(kind));
+    if (song) return song(audioItems++, audioFormat);
+    return {
+      item: { type: 'audio', value: '' },
+      recipe: { format: audioFormat, seconds: audioSeconds(entry, body, media) },
+    };
+  });
+}
+
+/** How long a single audio result lasts: speech from its text, a cover as long as its song. */
+function audioSeconds(entry: CatalogEntry, body: RequestBody, media: MediaDurations): number {
+  if (entry.model === 'speech-v3') {
+    const text = typeof body.text === 'string' ? body.text : '';
+    const speed = typeof body.speed === 'number' ? body.speed : 1;
+    return speechSeconds(text, speed);
   }
+  if (entry.model === 'voice-cover') return media.audio_url ?? 30;
+  return 10;
 }
 
-function genericItem(kind: ResultItemKind): PlannedItem {
-  if (kind === 'video') return { item: { type: 'video', value: '' }, recipe: { format: 'mp4' } };
-  if (kind === 'audio') return { item: { type: 'audio', value: '' }, recipe: { format: 'mp3', seconds: 10 } };
-  if (kind === 'json') return { item: { type: 'json', value: {} }, recipe: null };
-  return { item: { type: 'image', value: '' }, recipe: { format: 'png' } };
-}
-
-function songItems(body: RequestBody, media: MediaDurations, random: Random): PlannedItem[] {
+/** The song versions of one request; the song's length is drawn once, each version's offset on its turn. */
+function songVersions(
+  body: RequestBody,
+  media: MediaDurations,
+  random: Random,
+): (version: number, format: 'mp3' | 'wav') => PlannedItem {
   const base = media.audio_url ?? media.audio_id ?? round2(random.between(150, 240));
   const str = (v: unknown): string => (typeof v === 'string' ? v : '');
-  return [0, 1].map((version) => {
+  return (version, format) => {
     // Versions differ slightly in length, as two renders of the same section do.
     const seconds = round2(base + version * random.between(0, 2));
     const item: UrlItem = {
@@ -108,8 +114,8 @@ function songItems(body: RequestBody, media: MediaDurations, random: Random): Pl
       style: str(body.style),
       lyrics: str(body.full_lyrics),
     };
-    return { item, recipe: { format: 'mp3', seconds } };
-  });
+    return { item, recipe: { format, seconds } };
+  };
 }
 
 const NAMES = ['Aria Vale', 'Juno Marsh', 'Kestrel Ono', 'Mira Holt', 'Tobin Reyes', 'Sable Quinn'] as const;

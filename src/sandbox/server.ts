@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { fetch as undiciFetch } from 'undici';
+import type { Balance } from '../api/schemas.js';
 import { DEFAULT_PRICES } from '../catalog/index.js';
 import { ENDPOINTS, type Endpoint } from '../catalog/types.js';
 import { createProber } from '../media/probe.js';
@@ -261,7 +262,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
 
   app.get('/api/v1/user/tokens', async (_request, reply) => {
     requests.balance++;
-    return reply.send(success({ count: Math.floor(account.balance) }));
+    return reply.send(success({ count: Math.floor(account.balance) } satisfies Balance));
   });
 
   // `/files/<token>/<n>.png` is the same file: the name is what `wrong-extension` makes links end in.

@@ -2,7 +2,8 @@
 // media, rules on the measured lengths, price, balance, quota, charge, job. Nothing is charged
 // unless every step passes.
 import { randomUUID } from 'node:crypto';
-import { fromWireBody, roundTokens } from '../catalog/index.js';
+import type { Submission } from '../api/schemas.js';
+import { fromWireBody } from '../catalog/index.js';
 import type {
   CatalogEntry,
   Endpoint,
@@ -12,6 +13,7 @@ import type {
   RequestIssue,
 } from '../catalog/types.js';
 import type { Prober } from '../media/types.js';
+import { roundTokens } from '../util/money.js';
 import type { Account } from './account.js';
 import { type Envelope, failure, issuesMessage, success } from './envelope.js';
 import type { Jobs, SandboxJob } from './jobs.js';
@@ -96,7 +98,7 @@ export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unkno
       text: '<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>\n',
     };
   }
-  return answer(200, success({ img_uuid: job.id, cost }));
+  return answer(200, success({ img_uuid: job.id, cost } satisfies Submission));
 }
 
 interface Accepted {

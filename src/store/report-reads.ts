@@ -4,10 +4,11 @@
 // report of 100,000 tasks holds one page of them, never the run.
 
 import type { Estimate } from '../catalog/types.js';
+import { roundTokens } from '../util/money.js';
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
 import { fromIsoOrNull } from './time.js';
-import { type FileRecord, TASK_STATES, type TaskSpend, type TaskState } from './types.js';
+import { emptyTaskCounts, type FileRecord, TASK_STATES, type TaskSpend, type TaskState } from './types.js';
 
 /** The request fields a person reads as the task's text, in the order the gallery prefers them. */
 export const REQUEST_TEXT_FIELDS = ['prompt', 'text', 'lyrics', 'description'] as const;
@@ -441,8 +442,8 @@ export class ReportReadStore {
       if (row.state === 'in_doubt') f.inDoubtMax += row.est_max;
       if (isNotOnDisk(row.state)) {
         f.notOnDisk[row.state].tasks++;
-        // Each task's net to 1e-6 tokens first, as the report shows it (roundTokens).
-        f.notOnDisk[row.state].tokens += Math.round((row.charged - row.refunded) * 1e6) / 1e6;
+        // Each task's net to 1e-6 tokens first, as the report shows it.
+        f.notOnDisk[row.state].tokens += roundTokens(row.charged - row.refunded);
       }
       if (row.recovered === 1) f.recovered++;
       if (row.charged_attempts > 1) f.retried++;
@@ -450,8 +451,8 @@ export class ReportReadStore {
       if (row.jobs > 0 && row.est_min === row.est_max) {
         f.pricedTasks++;
         f.pricedListPrice += row.est_tokens * row.jobs;
-        // Each task's charges to 1e-6 tokens first, as the report shows them (roundTokens).
-        f.pricedCharged += Math.round(row.charged * 1e6) / 1e6;
+        // Each task's charges to 1e-6 tokens first, as the report shows them.
+        f.pricedCharged += roundTokens(row.charged);
       }
     }
     return [...figures.values()].sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0));
@@ -533,7 +534,7 @@ export class ReportReadStore {
 function emptyFigures(model: string): ReportModelFigures {
   return {
     model,
-    byState: Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>,
+    byState: emptyTaskCounts(),
     estimated: 0,
     estimatedMin: 0,
     estimatedMax: 0,

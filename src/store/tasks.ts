@@ -9,8 +9,8 @@ import { NEVER_CHARGED, REQUEUEABLE } from './transitions.js';
 import {
   type ChangedTask,
   type Clock,
+  emptyTaskCounts,
   type NewTask,
-  TASK_STATES,
   type TaskRecord,
   type TaskState,
   type UpsertResult,
@@ -300,7 +300,7 @@ export class TaskStore {
 
   /** Every state with its count (zero included). */
   countTasksByState(runId: string): Record<TaskState, number> {
-    const counts = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
+    const counts = emptyTaskCounts();
     for (const { state, n } of this.#countByState.iterate(runId)) counts[state] = n;
     return counts;
   }

@@ -1,6 +1,7 @@
 // The task life cycle as data. The store refuses any move not listed here, so a bug in the runner
 // cannot, for example, put a charged task back to pending and submit it twice.
 
+import { jobPhase } from '../api/job-status.js';
 import type { TaskState } from './types.js';
 
 /** Which states a task may move to from each state, through the store's ordinary operations. */
@@ -55,29 +56,17 @@ export const UNFINISHED: readonly TaskState[] = [
   'unfetched',
 ];
 
+/**
+ * States of a task that still owes the user something: sent (so paid or possibly paid) and not on
+ * disk yet. An older run holding such tasks is resumed before a new run starts.
+ */
+export const OWED: readonly TaskState[] = [...UNFINISHED.filter((s) => s !== 'pending'), 'in_doubt'];
+
 /** States where tokens were (or may have been) spent and no result is on disk. */
 export const PAID_WITHOUT_RESULT: readonly TaskState[] = ['in_doubt', 'unfetched', 'lost'];
 
-/**
- * What a job status means, whatever the service's spelling: the spec's four words, and what its
- * documentation also shows (`completed`, `WAITING`). Anything unknown is "not finished yet".
- */
-export type JobPhase = 'success' | 'failed' | 'waiting';
-
-const SUCCESS_WORDS = new Set(['success', 'completed', 'succeeded', 'done', 'finished']);
-const FAILED_WORDS = new Set(['failed', 'failure', 'error', 'cancelled', 'canceled']);
-
-export function jobPhase(status: string): JobPhase {
-  const word = status.trim().toLowerCase();
-  if (SUCCESS_WORDS.has(word)) return 'success';
-  if (FAILED_WORDS.has(word)) return 'failed';
-  return 'waiting';
-}
-
-/** The spec's own statuses; any other is logged once per job. */
-export function isDocumentedJobStatus(status: string): boolean {
-  return ['pending', 'processing', 'success', 'failed'].includes(status);
-}
+// Re-exported so that `../store/index.js` keeps offering the status reading it applies.
+export { isDocumentedJobStatus, type JobPhase, jobPhase } from '../api/job-status.js';
 
 /** The task state a job status leads to; undefined when it leaves the task where it is. */
 export function taskStateForJobStatus(status: string): TaskState | undefined {

@@ -25,6 +25,11 @@ export const TASK_STATES = [
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
+/** A count of 0 for every task state, in TASK_STATES order: where per-state tallies start. */
+export function emptyTaskCounts(): Record<TaskState, number> {
+  return Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
+}
+
 /** Who told us about a job's status. */
 export type EventSource = 'poll' | 'callback';
 

@@ -3,11 +3,11 @@
 
 import { ApiSettingsError } from '../../api/client.js';
 import type { Config } from '../../config.js';
-import { tokensToUsd } from '../../plan/plan.js';
-import { quotaOfKey } from '../../report/index.js';
+import { type QuotaStanding, quotaStanding } from '../../run/quota.js';
 import { keyFingerprint, periodOf } from '../../store/index.js';
+import { roundTokens, tokensToUsd } from '../../util/money.js';
 import { EXIT, ExitError } from '../errors.js';
-import { fmtTokens, fmtUsd, table } from '../format.js';
+import { fmtTokens, fmtTokensAsUsd, table } from '../format.js';
 import { openExistingStore, type ReadContext } from './status.js';
 
 export interface BalanceContext extends ReadContext {
@@ -45,29 +45,17 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
 
   const store = openExistingStore(ctx);
   let ledger: { period: string; key_fingerprint: string; charged: number; refunded: number; net: number }[];
-  let quota: ReturnType<typeof quotaOfKey> | undefined;
+  let quota: QuotaStanding | undefined;
   try {
     ledger = (store?.spendByPeriod() ?? []).map((p) => ({
       period: p.period,
       key_fingerprint: p.keyFingerprint,
-      charged: round(p.charged),
-      refunded: round(p.refunded),
-      net: round(p.net),
+      charged: roundTokens(p.charged),
+      refunded: roundTokens(p.refunded),
+      net: roundTokens(p.net),
     }));
     if (fingerprint !== null) {
-      quota =
-        store === undefined
-          ? {
-              keyFingerprint: fingerprint,
-              spent: { charged: 0, refunded: 0, net: 0 },
-              limit: config.quota ?? null,
-              used: config.quota === undefined ? null : 0,
-              source:
-                config.quota === undefined
-                  ? null
-                  : 'limit from configuration; used = this month in the local ledger',
-            }
-          : quotaOfKey(store, fingerprint, now, config.quota);
+      quota = quotaStanding(store, config.quota, fingerprint, now);
     }
   } finally {
     store?.close();
@@ -87,8 +75,11 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
               ? null
               : {
                   limit: quota.limit,
-                  used: quota.used === null ? null : round(quota.used),
-                  left: quota.limit === null || quota.used === null ? null : round(quota.limit - quota.used),
+                  used: quota.used === null ? null : roundTokens(quota.used),
+                  left:
+                    quota.limit === null || quota.used === null
+                      ? null
+                      : roundTokens(quota.limit - quota.used),
                   source: quota.source,
                 },
           ledger: ledger.map((p) => ({
@@ -106,14 +97,14 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
     out(
       balance === null
         ? `Balance: unknown (${balanceError})`
-        : `Balance: ${fmtTokens(balance)} tokens (${fmtUsd(balance)})${config.baseUrl ? ` at ${config.baseUrl}` : ''}`,
+        : `Balance: ${fmtTokens(balance)} tokens (${fmtTokensAsUsd(balance)})${config.baseUrl ? ` at ${config.baseUrl}` : ''}`,
     );
     if (fingerprint !== null) out(`API key fingerprint: ${fingerprint}`);
     if (quota !== undefined) {
       out(
         quota.limit === null || quota.used === null
-          ? `Quota: unknown; this key spent ${fmtTokens(round(quota.spent.net))} tokens in ${periodOf(now)} by the local ledger (set MEDIABATCH_QUOTA to check it)`
-          : `Quota: ${fmtTokens(round(quota.used))} of ${fmtTokens(quota.limit)} tokens used in ${periodOf(now)}, ${fmtTokens(round(quota.limit - quota.used))} left (${quota.source})`,
+          ? `Quota: unknown; this key spent ${fmtTokens(roundTokens(quota.spent.net))} tokens in ${periodOf(now)} by the local ledger (set MEDIABATCH_QUOTA to check it)`
+          : `Quota: ${fmtTokens(roundTokens(quota.used))} of ${fmtTokens(quota.limit)} tokens used in ${periodOf(now)}, ${fmtTokens(roundTokens(quota.limit - quota.used))} left (${quota.source})`,
       );
     }
     out();
@@ -130,7 +121,7 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
             fmtTokens(p.charged),
             fmtTokens(p.refunded),
             fmtTokens(p.net),
-            fmtUsd(p.net),
+            fmtTokensAsUsd(p.net),
           ]),
         ]),
       );
@@ -138,8 +129,4 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
   }
   if (failure) throw failure;
   return EXIT.ok;
-}
-
-function round(n: number): number {
-  return Math.round(n * 1e6) / 1e6;
 }

@@ -1,21 +1,21 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { roundTokens } from '../../catalog/index.js';
 import type { Config } from '../../config.js';
 import type { ProbeResult } from '../../media/types.js';
 import { type PlanOptions, type PlanResult, planManifest, planRun, type RunPlan } from '../../plan/build.js';
 import type { MediaNeed } from '../../plan/plan.js';
 import { decidePreflight } from '../../run/preflight.js';
+import { learnedDay, quotaStanding } from '../../run/quota.js';
 import { chooseRun } from '../../run/resume.js';
 import {
   keyFingerprint,
   openStore,
-  periodOf,
   type RunState,
   type Store,
   TASK_STATES,
   type TaskState,
 } from '../../store/index.js';
+import { roundTokens } from '../../util/money.js';
 import { EXIT, ExitError } from '../errors.js';
 import { fmtRange, fmtTokens, fmtUsdRange, table } from '../format.js';
 import type { CliIO } from '../io.js';
@@ -199,20 +199,13 @@ function existingRun(store: Store, file: string, plan: PlanResult, deps: PlanDep
   };
 }
 
-/** The quota `run` would check: configured, or learned from the API this period, with what the ledger spent. */
+/** The quota `run` would check (src/run/quota.ts), labelled for the plan. */
 function quotaFigures(store: Store | undefined, config: Config, now: Date): QuotaFigures | undefined {
   const fingerprint = config.apiKey ? keyFingerprint(config.apiKey) : undefined;
-  if (config.quota !== undefined) {
-    const used = store && fingerprint ? store.ledgerSpent(fingerprint, periodOf(now)).net : 0;
-    return { limit: config.quota, used, source: 'configured' };
-  }
-  const learned = store && fingerprint ? store.getQuota(fingerprint) : undefined;
-  if (!store || !fingerprint || !learned || periodOf(learned.learnedAt) !== periodOf(now)) return undefined;
-  return {
-    limit: learned.quota,
-    used: learned.used + store.ledgerSpentSince(fingerprint, learned.learnedAt).net,
-    source: `learned from the API on ${learned.learnedAt.toISOString().slice(0, 10)}`,
-  };
+  const q = quotaStanding(store, config.quota, fingerprint, now);
+  if (q.limit === null || q.used === null) return undefined;
+  const source = q.learnedAt === null ? 'configured' : `learned from the API on ${learnedDay(q.learnedAt)}`;
+  return { limit: q.limit, used: q.used, source };
 }
 
 function describeCounts(counts: Record<TaskState, number>): string {

@@ -3,11 +3,11 @@
 
 import { existsSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
-import { tokensToUsd } from '../../plan/plan.js';
 import { plural } from '../../report/format.js';
 import { shownRunState } from '../../run/lease.js';
 import { scheduledManifests } from '../../schedule/status.js';
 import {
+  emptyTaskCounts,
   isNotOnDisk,
   NOT_ON_DISK,
   openStore,
@@ -18,8 +18,9 @@ import {
   type TaskState,
   UNFINISHED,
 } from '../../store/index.js';
+import { roundTokens, tokensToUsd } from '../../util/money.js';
 import { EXIT, ExitError } from '../errors.js';
-import { fmtTokens, fmtUsd, table } from '../format.js';
+import { fmtTokens, fmtTokensAsUsd, table } from '../format.js';
 import type { CliIO } from '../io.js';
 
 export interface ReadContext {
@@ -123,7 +124,7 @@ export async function statusCommand(
 function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadContext): number {
   const { io } = ctx;
   const runs = (store?.listRuns() ?? []).map((run) => {
-    const counts = store?.countTasksByState(run.id) ?? emptyCounts();
+    const counts = store?.countTasksByState(run.id) ?? emptyTaskCounts();
     const spent = store?.runTotals(run.id) ?? { charged: 0, refunded: 0, net: 0 };
     // A run recorded as running with nobody alive holding it (kill -9) is shown as interrupted.
     const shown = store ? { ...run, state: shownRunState(store, run, io.now()) } : run;
@@ -171,7 +172,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
       shortTime(run.startedAt ?? run.createdAt),
       run.state,
       `${plural(total(counts), 'task')}: ${describeCounts(counts)}`,
-      fmtTokens(round(spent.net)),
+      fmtTokens(roundTokens(spent.net)),
       String(notOnDisk(counts)),
     ]),
   ];
@@ -197,13 +198,13 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
       `${JSON.stringify(
         {
           ...runJson(run, counts, spent, ctx),
-          estimated: round(estimated),
+          estimated: roundTokens(estimated),
           folder,
           paid_not_on_disk: {
             tasks: paidTasks,
-            tokens: round(paidTokens),
+            tokens: roundTokens(paidTokens),
             ...Object.fromEntries(
-              NOT_ON_DISK.map((s) => [s, { tasks: paid[s].tasks, tokens: round(paid[s].tokens) }]),
+              NOT_ON_DISK.map((s) => [s, { tasks: paid[s].tasks, tokens: roundTokens(paid[s].tokens) }]),
             ),
           },
           problems: problems.map((t) => ({
@@ -211,7 +212,7 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
             model: t.model,
             state: t.state,
             img_uuid: t.imgUuid,
-            net: round(t.net),
+            net: roundTokens(t.net),
             error: t.error,
           })),
         },
@@ -229,17 +230,17 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
   const byState = TASK_STATES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${LABEL[s]}`);
   out(`  Tasks: ${total(counts)} (${byState.join(', ') || 'none'})`);
   out(
-    `  Tokens: estimated ${fmtTokens(round(estimated))}, charged ${fmtTokens(round(spent.charged))}, refunded ${fmtTokens(round(spent.refunded))}, net ${fmtTokens(round(spent.net))} (${fmtUsd(spent.net)})`,
+    `  Tokens: estimated ${fmtTokens(roundTokens(estimated))}, charged ${fmtTokens(roundTokens(spent.charged))}, refunded ${fmtTokens(roundTokens(spent.refunded))}, net ${fmtTokens(roundTokens(spent.net))} (${fmtTokensAsUsd(spent.net)})`,
   );
   out(`  Files: ${displayPath(io.cwd, folder)}`);
   const manifest = displayPath(io.cwd, run.manifestPath);
   if (paidTasks > 0) {
     out();
     const parts = NOT_ON_DISK.filter((s) => paid[s].tasks > 0).map(
-      (s) => `${paid[s].tasks} ${LABEL[s]}, ${fmtTokens(round(paid[s].tokens))} tokens`,
+      (s) => `${paid[s].tasks} ${LABEL[s]}, ${fmtTokens(roundTokens(paid[s].tokens))} tokens`,
     );
     out(
-      `${paidTasks} paid task(s) not on disk (${fmtTokens(round(paidTokens))} tokens: ${parts.join('; ')}). ` +
+      `${paidTasks} paid task(s) not on disk (${fmtTokens(roundTokens(paidTokens))} tokens: ${parts.join('; ')}). ` +
         (paid.unfetched.tasks + paid.stalled.tasks > 0
           ? `Run the same command again, \`mediabatch run ${manifest}\`, to fetch the results without paying again.`
           : 'The service no longer has the lost results: the errors say why.'),
@@ -293,17 +294,17 @@ function runJson(
     tasks: total(counts),
     by_state: counts,
     paid_not_on_disk: notOnDisk(counts),
-    charged: round(spent.charged),
-    refunded: round(spent.refunded),
-    net: round(spent.net),
+    charged: roundTokens(spent.charged),
+    refunded: roundTokens(spent.refunded),
+    net: roundTokens(spent.net),
     net_usd: tokensToUsd(spent.net),
   };
 }
 
 /** What a listed task cost: its net, or for a task in doubt the most it may have cost. */
 function tokensOf(t: ProblemTaskRow): string {
-  if (t.state === 'in_doubt') return `up to ${fmtTokens(round(t.estimateMax))}`;
-  return fmtTokens(round(t.net));
+  if (t.state === 'in_doubt') return `up to ${fmtTokens(roundTokens(t.estimateMax))}`;
+  return fmtTokens(roundTokens(t.net));
 }
 
 /** Charged tasks without a result on disk, from the counts by state. */
@@ -311,16 +312,8 @@ function notOnDisk(counts: Record<TaskState, number>): number {
   return NOT_ON_DISK.reduce((n, s) => n + counts[s], 0);
 }
 
-function emptyCounts(): Record<TaskState, number> {
-  return Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
-}
-
 function total(counts: Record<TaskState, number>): number {
   return TASK_STATES.reduce((n, s) => n + counts[s], 0);
-}
-
-function round(n: number): number {
-  return Math.round(n * 1e6) / 1e6;
 }
 
 function shortTime(date: Date): string {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeProgress, etaText, ProgressView } from '../../src/run/progress.js';
+import { describeProgress, etaText, ProgressView } from '../../src/cli/progress.js';
 import type { TaskState } from '../../src/store/index.js';
 
 const counts = (over: Partial<Record<TaskState, number>>): Record<TaskState, number> => ({
