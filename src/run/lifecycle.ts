@@ -4,10 +4,11 @@
 
 import type { ApiClient } from '../api/client.js';
 import { type DownloadOptions, type DownloadResult, downloadResult } from '../api/download.js';
+import { UNAUTHORIZED_MESSAGE } from '../api/errors.js';
 import { findEntry, roundTokens } from '../catalog/index.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import { writeReport } from '../report/index.js';
-import { periodOf, type Store, type TaskState, UNFINISHED } from '../store/index.js';
+import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
 import type { Logger } from '../util/log.js';
 import {
   type CallbackHint,
@@ -19,6 +20,7 @@ import {
 import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
 import type { RunEvent } from './events.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
+import { quotaStanding } from './quota.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { RunError, type RunSession } from './session.js';
 import { downloadConcurrencyFor, type RunPolicy, withCallbacks } from './settings.js';
@@ -101,10 +103,7 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
   const answer = await o.client.getBalance();
   if (answer.type === 'unauthorized') {
     session.refuse(EXIT.unauthorized);
-    throw new RunError(
-      'unauthorized',
-      'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL',
-    );
+    throw new RunError('unauthorized', UNAUTHORIZED_MESSAGE);
   }
   const balance = answer.type === 'ok' ? answer.value : undefined;
   if (balance !== undefined && !session.existing) store.setRunBalance(runId, { before: balance });
@@ -149,31 +148,16 @@ async function checkDisk(
   );
 }
 
-/** Quota from configuration, or learned from the API's last code-101 answer, with what the ledger spent since. */
+/** The quota as the preflight weighs it: its limit and what is used, from quota.ts's one rule. */
 export function quotaFigures(
   store: Store,
   configQuota: number | undefined,
   fingerprint: string,
   now: Date,
 ): QuotaFigures | undefined {
-  if (configQuota !== undefined) {
-    const spent = store.ledgerSpent(fingerprint, periodOf(now)).net;
-    return {
-      limit: configQuota,
-      used: spent,
-      source: 'from configuration; used = this month in the local ledger',
-    };
-  }
-  const learned = store.getQuota(fingerprint);
-  if (learned && periodOf(learned.learnedAt) === periodOf(now)) {
-    const since = store.ledgerSpentSince(fingerprint, learned.learnedAt).net;
-    return {
-      limit: learned.quota,
-      used: learned.used + since,
-      source: `learned from the API on ${learned.learnedAt.toISOString().slice(0, 10)}, plus the ledger since`,
-    };
-  }
-  return undefined;
+  const standing = quotaStanding(store, configQuota, fingerprint, now);
+  if (standing.limit === null || standing.used === null || standing.source === null) return undefined;
+  return { limit: standing.limit, used: standing.used, source: standing.source };
 }
 
 export interface ExecuteOptions {

@@ -31,7 +31,7 @@ describe('run: preflight refusals (exit 3, nothing submitted)', () => {
       {},
       { MEDIABATCH_QUOTA: '0.5' },
       {},
-      'refused: the run can cost up to 1 tokens but only 0.5 of the quota (0.5, from configuration; used = this month in the local ledger) are left this period',
+      'refused: the run can cost up to 1 tokens but only 0.5 of the quota (0.5, limit from configuration; used = this month in the local ledger) are left this period',
     ],
     [
       'over budget',

@@ -12,7 +12,6 @@ import {
   type RunOutcome,
   writeRunReport,
 } from '../../run/lifecycle.js';
-import { ProgressView } from '../../run/progress.js';
 import { ageOf } from '../../run/resume.js';
 import type { RunResult } from '../../run/runner.js';
 import { selectTasks } from '../../run/select.js';
@@ -26,8 +25,9 @@ import { keyFingerprint, openStore, type TaskState, UNFINISHED } from '../../sto
 import type { Logger } from '../../util/log.js';
 import { registerSecret, scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
-import { fmtRange, fmtTokens, fmtUsd, table } from '../format.js';
+import { fmtRange, fmtTokens, fmtTokensAsUsd, table } from '../format.js';
 import type { CliIO } from '../io.js';
+import { ProgressView } from '../progress.js';
 import { makeMeasure } from '../wiring.js';
 import { buildRunPlan, type RunPlan } from './plan.js';
 
@@ -495,14 +495,14 @@ function runPrinter(a: DriveArgs, out: (line?: string) => void) {
               `  ${m.model}`,
               String(m.tasks),
               fmtRange(roundTokens(m.tokens), roundTokens(m.min), roundTokens(m.max)),
-              fmtUsd(roundTokens(m.max)),
+              fmtTokensAsUsd(roundTokens(m.max)),
             ]),
           ]),
         );
       }
       const { tokens, min, max } = r.remaining;
       out(
-        `  To submit: ${r.pendingCount} task(s), ${fmtRange(tokens, min, max)} tokens (up to ${fmtUsd(max)})`,
+        `  To submit: ${r.pendingCount} task(s), ${fmtRange(tokens, min, max)} tokens (up to ${fmtTokensAsUsd(max)})`,
       );
       if (r.toWatch > 0) out(`  Already submitted and still watched: ${r.toWatch}`);
       const left = r.decision.leftAfter;
@@ -536,7 +536,7 @@ function runPrinter(a: DriveArgs, out: (line?: string) => void) {
       out('');
       out(`Run ${runId}: ${describeCounts(result.counts)}`);
       out(
-        `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtUsd(spent.net)}); estimated ${fmtTokens(plan.totals.tokens)}`,
+        `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtTokensAsUsd(spent.net)}); estimated ${fmtTokens(plan.totals.tokens)}`,
       );
       if (o.balanceAfter !== undefined) out(`  Balance now: ${fmtTokens(o.balanceAfter)} tokens`);
       for (const line of attentionLines(result)) out(line);

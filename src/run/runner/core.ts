@@ -6,6 +6,7 @@
 import { setMaxListeners } from 'node:events';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { backoffDelay } from '../../api/backoff.js';
+import { UNAUTHORIZED_MESSAGE } from '../../api/errors.js';
 import type { TaskRecord } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import { fromMicro, toMicro } from '../../util/money.js';
@@ -22,8 +23,7 @@ import {
   type WatchPolicy,
 } from './types.js';
 
-export const UNAUTHORIZED_MESSAGE =
-  'the API refused the credentials (401): check MEDIABATCH_API_KEY and the base URL';
+export { UNAUTHORIZED_MESSAGE };
 
 /** Money that decides anything, in whole micro-tokens. */
 export interface Money {
