@@ -1,9 +1,7 @@
-import { relative, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { type ApiClient, createApiClient } from '../../api/client.js';
-import { roundTokens } from '../../catalog/index.js';
 import type { Config } from '../../config.js';
 import { CALLBACK_PATH, callbackBaseProblem, parseListen } from '../../run/callbacks.js';
-import { type RunEvent, stamp } from '../../run/events.js';
 import {
   closeCompleteRun,
   executeRun,
@@ -12,8 +10,6 @@ import {
   type RunOutcome,
   writeRunReport,
 } from '../../run/lifecycle.js';
-import { ageOf } from '../../run/resume.js';
-import type { RunResult } from '../../run/runner.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession, RunError, type RunSession } from '../../run/session.js';
 import { scaledRunPolicy } from '../../run/settings.js';
@@ -21,15 +17,16 @@ import { refusalOf } from '../../run/unattended.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { SANDBOX_DEFAULTS } from '../../sandbox/options.js';
 import { startSandbox } from '../../sandbox/server.js';
-import { keyFingerprint, openStore, type TaskState, UNFINISHED } from '../../store/index.js';
+import { keyFingerprint, openStore } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
-import { registerSecret, scrub } from '../../util/secrets.js';
+import { registerSecret } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
-import { fmtRange, fmtTokens, fmtTokensAsUsd, table } from '../format.js';
+import { fmtTokens } from '../format.js';
 import type { CliIO } from '../io.js';
 import { ProgressView } from '../progress.js';
 import { makeMeasure } from '../wiring.js';
 import { buildRunPlan, type RunPlan } from './plan.js';
+import { describeCounts, displayPath, failureLine, runPrinter } from './run-lines.js';
 
 export interface RunFlags {
   yes?: boolean;
@@ -432,132 +429,6 @@ function interruptsFrom(io: CliIO): { stop: AbortSignal; halt: AbortSignal; disp
   };
 }
 
-/**
- * Every line `run` prints for people, and the --json events on stdout. Long on purpose: it is the
- * one place that words a run, a list of short printers side by side, each read on its own.
- */
-function runPrinter(a: DriveArgs, out: (line?: string) => void) {
-  const { io } = a.ctx;
-  const { session, plan, flags } = a;
-  const { runId } = session;
-  const settings = plan.settings;
-  const event = (e: RunEvent) => {
-    // With --json, stdout carries one event per line and nothing else.
-    if (flags.json) io.stdout.write(`${scrub(JSON.stringify(e))}\n`);
-  };
-  return {
-    event,
-    opened() {
-      const { choice, upsert, recovered, requeued } = session;
-      if (choice.resumed) {
-        out(
-          `Resuming run ${runId} of this manifest, started ${ageOf(choice.resumed, io.now())} ago and unfinished (pass --new-run to start ${settings.runId} instead).`,
-        );
-      }
-      if (choice.leftBehind) {
-        const { run, owed } = choice.leftBehind;
-        out(
-          `--new-run: run ${run.id} of this manifest is unfinished${owed > 0 ? ` and still owes ${owed} paid or possibly paid task(s); resume it later with --run-id ${run.id}` : ''}.`,
-        );
-      }
-      if (upsert.changed.length > 0)
-        out(
-          `Resubmitting ${upsert.changed.length} changed task(s): ${upsert.changed.map((c) => c.taskId).join(', ')}`,
-        );
-      if (upsert.missing.length > 0)
-        out(
-          `${upsert.missing.length} task(s) of run ${runId} are no longer in the manifest and are left alone.`,
-        );
-      if (recovered.length > 0)
-        out(
-          `${recovered.length} task(s) were being submitted when the last run stopped; they are in doubt: ${recovered.join(', ')}`,
-        );
-      if (requeued.failed.length > 0)
-        out(
-          `--retry-failed: ${requeued.failed.length} failed or rejected task(s) will be submitted again, each as a new attempt (failed jobs were refunded).`,
-        );
-      if (requeued.inDoubt.length > 0)
-        out(
-          `--retry-in-doubt: ${requeued.inDoubt.length} task(s) will be submitted again (they may be charged twice).`,
-        );
-    },
-    preflight(r: PreflightReport) {
-      out(
-        session.existing
-          ? `Resuming run ${runId} (${describeCounts(r.counts)})`
-          : `Run ${runId}: ${plan.totals.tasks} tasks from ${a.file}`,
-      );
-      if (r.pendingCount > 0) {
-        out(
-          table([
-            ['  MODEL', 'TASKS', 'TOKENS', 'USD'],
-            ...r.pending.map((m) => [
-              `  ${m.model}`,
-              String(m.tasks),
-              fmtRange(roundTokens(m.tokens), roundTokens(m.min), roundTokens(m.max)),
-              fmtTokensAsUsd(roundTokens(m.max)),
-            ]),
-          ]),
-        );
-      }
-      const { tokens, min, max } = r.remaining;
-      out(
-        `  To submit: ${r.pendingCount} task(s), ${fmtRange(tokens, min, max)} tokens (up to ${fmtTokensAsUsd(max)})`,
-      );
-      if (r.toWatch > 0) out(`  Already submitted and still watched: ${r.toWatch}`);
-      const left = r.decision.leftAfter;
-      out(
-        `  Balance: ${r.balance === undefined ? `unknown (${r.balanceProblem ?? ''})` : `${fmtTokens(r.balance)} tokens, ${fmtTokens(left.balance ?? 0)} left after the run at most`}`,
-      );
-      if (r.quota) {
-        out(
-          `  Quota: ${fmtTokens(r.quota.used)} of ${fmtTokens(r.quota.limit)} tokens used this period (${r.quota.source}), ${fmtTokens(left.quota ?? 0)} left after the run at most`,
-        );
-      } else out(`  Quota: unknown (set MEDIABATCH_QUOTA or quota: in mediabatch.config.yaml to check it)`);
-      if (r.budget !== undefined) {
-        out(
-          `  Budget: ${fmtTokens(r.budget)} tokens${r.budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokens(r.chargedSoFar)} charged so far, ${fmtTokens(left.budget ?? 0)} left after the run at most`,
-        );
-      }
-      if (r.disk && !r.disk.ok && flags.allowPartial && r.disk.problem === 'space')
-        out(`  --allow-partial: ${r.disk.message}`);
-      if (r.decision.ok && r.decision.refusals.length > 0)
-        out(
-          `  --allow-partial: ${r.decision.refusals.join('; ')}; the run stops cleanly when money runs out`,
-        );
-    },
-    summary(counts: Record<TaskState, number>, code: number) {
-      const spent = session.store.runSpent(runId);
-      const { charged, refunded, net } = spent;
-      event(stamp({ event: 'summary', counts, charged, refunded, net, exit_code: code }, runId, io.now()));
-    },
-    outcome(o: RunOutcome, reportLine: string | undefined) {
-      const { result, spent } = o;
-      out('');
-      out(`Run ${runId}: ${describeCounts(result.counts)}`);
-      out(
-        `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtTokensAsUsd(spent.net)}); estimated ${fmtTokens(plan.totals.tokens)}`,
-      );
-      if (o.balanceAfter !== undefined) out(`  Balance now: ${fmtTokens(o.balanceAfter)} tokens`);
-      for (const line of attentionLines(result)) out(line);
-      if (result.counts.in_doubt > 0) {
-        out(
-          `  ${result.counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. They are not resubmitted; check your account, then run again with --retry-in-doubt to submit them anyway.`,
-        );
-      }
-      if (o.receiverStats) {
-        out(
-          `  Results: ${result.arrivals.callback} arrived by callback, ${result.arrivals.poll} by polling (${o.receiverStats.received} callbacks received, ${o.receiverStats.ignored} ignored)`,
-        );
-      }
-      out(`  Files: ${displayPath(io.cwd, session.runDir)}`);
-      if (reportLine) out(reportLine);
-      if (plan.totals.tasks !== result.counts.done && o.exitCode === EXIT.someFailed)
-        out('  `mediabatch status` lists what failed and why.');
-    },
-  };
-}
-
 /** Writes the report; its line is printed (or returned), and a failure is a warning on stderr. */
 async function printReport(
   a: DriveArgs,
@@ -613,66 +484,4 @@ function parseListenOrExit(value: string): { host: string; port: number } {
 function pollScaleFromEnv(env: NodeJS.ProcessEnv): number | undefined {
   const n = Number(env['MEDIABATCH_POLL_SCALE'] ?? '');
   return env['MEDIABATCH_POLL_SCALE'] && Number.isFinite(n) && n > 0 ? n : undefined;
-}
-
-/** What the user should know about tasks that are paid but not on disk, stalled, retried or recovered. */
-function attentionLines(result: RunResult): string[] {
-  const c = result.counts;
-  const lines: string[] = [];
-  if (c.unfetched > 0)
-    lines.push(
-      `  ${c.unfetched} task(s) unfetched: charged, but the result is not on disk yet. Run the same command again to fetch them.`,
-    );
-  if (c.stalled > 0)
-    lines.push(
-      `  ${c.stalled} task(s) stalled: no result long past the expected time. Still watched; run the same command again later.`,
-    );
-  if (c.lost > 0)
-    lines.push(
-      `  ${c.lost} task(s) paid, result lost: the service no longer has the job (\`mediabatch status\` says why).`,
-    );
-  if (result.retriedFailures > 0)
-    lines.push(
-      `  ${result.retriedFailures} failed job(s) submitted again (retries); the failed attempts were refunded.`,
-    );
-  if (result.recoveredFromDoubt > 0)
-    lines.push(
-      `  ${result.recoveredFromDoubt} task(s) recovered from doubt: a callback proved the job was accepted.`,
-    );
-  if (result.unreadableAnswers > 0)
-    lines.push(
-      `  ${result.unreadableAnswers} answer(s) from the API could not be read and were retried (see the log).`,
-    );
-  return lines;
-}
-
-/** The one line for exit 2: how many tasks did not succeed, in which way, and where to look. */
-function failureLine(runId: string, c: Record<TaskState, number>): string {
-  const parts: string[] = [];
-  if (c.failed) parts.push(`${c.failed} failed`);
-  if (c.rejected) parts.push(`${c.rejected} rejected by the API (not charged)`);
-  if (c.in_doubt) parts.push(`${c.in_doubt} in doubt (resubmitted only with --retry-in-doubt)`);
-  if (c.blocked) parts.push(`${c.blocked} blocked`);
-  if (c.lost) parts.push(`${c.lost} paid but the result is lost`);
-  const n = c.failed + c.rejected + c.in_doubt + c.blocked + c.lost;
-  return `${n} task(s) did not succeed: ${parts.join(', ')}; \`mediabatch status ${runId}\` says why`;
-}
-
-function describeCounts(c: Record<TaskState, number>): string {
-  const parts = [`${c.done} done`];
-  if (c.failed) parts.push(`${c.failed} failed`);
-  if (c.in_doubt) parts.push(`${c.in_doubt} in doubt`);
-  if (c.rejected) parts.push(`${c.rejected} rejected`);
-  if (c.blocked) parts.push(`${c.blocked} blocked`);
-  if (c.lost) parts.push(`${c.lost} lost`);
-  if (c.unfetched) parts.push(`${c.unfetched} unfetched`);
-  if (c.stalled) parts.push(`${c.stalled} stalled`);
-  const unfinished = UNFINISHED.reduce((n, s) => (s === 'unfetched' || s === 'stalled' ? n : n + c[s]), 0);
-  if (unfinished) parts.push(`${unfinished} unfinished`);
-  return parts.join(', ');
-}
-
-function displayPath(cwd: string, path: string): string {
-  const rel = relative(cwd, path);
-  return rel.startsWith('..') ? path : rel || '.';
 }
