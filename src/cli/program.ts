@@ -22,6 +22,7 @@ export interface GlobalOptions {
 /** Where `run --sandbox` keeps its runs, apart from real ones. */
 export const SANDBOX_STATE_FILE = 'state/sandbox.db';
 
+// Long on purpose: the declarative table of every command and option; each action only calls its command.
 function buildProgram(io: CliIO, result: { code: number }): Command {
   const program = new Command('mediabatch')
     .description(

@@ -92,6 +92,7 @@ const SUBMIT_PATHS: readonly Endpoint[] = [
 ];
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
+// Long on purpose: the sandbox's routes and shared state are one fastify instance; each route is a few lines.
 export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> {
   const initial = checkSettings(pickSettings(opts));
   if (!initial.ok) throw new Error(`sandbox: ${initial.issues.join('; ')}`);

@@ -140,6 +140,7 @@ export class Store {
   readonly getSchedule: ScheduleStore['getSchedule'];
   readonly listSchedules: ScheduleStore['listSchedules'];
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   /** Use openStore(); this takes a database already opened and migrated. */
   constructor(file: string, db: Db, now: Clock) {
     this.file = file;

@@ -216,6 +216,7 @@ export class ReportReadStore {
   readonly #selectLedgerIds;
   readonly #selectRunSums;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db) {
     // The report's order is in-doubt tasks first (they need the user), then manifest order. Both come
     // from the covering index (run_id, state, seq) and no SQL sort: a sort of every task of a large run

@@ -67,6 +67,7 @@ export class SubmissionStore {
   readonly #lastInDoubtAttempt;
   readonly #adopt;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock) {
     this.#now = now;
     this.#selectState = db

@@ -82,6 +82,7 @@ export class TaskStore {
   readonly #pendingByModel;
   readonly #pendingByModelOf;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock) {
     this.#now = now;
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();

@@ -16,6 +16,7 @@ export interface BalanceContext extends ReadContext {
   balance?: () => Promise<number>;
 }
 
+// One function on purpose: the balance, the ledger per period and the quota are one screen, read top to bottom.
 export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceContext): Promise<number> {
   const { io, config } = ctx;
   const now = io.now();

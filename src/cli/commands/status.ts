@@ -180,6 +180,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
   return EXIT.ok;
 }
 
+// One function on purpose: it is the one screen of `status <run>` (text and --json side by side).
 function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ctx: ReadContext): number {
   const { io } = ctx;
   const run = { ...recorded, state: shownRunState(store, recorded, io.now()) };
