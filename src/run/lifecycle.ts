@@ -61,6 +61,15 @@ export interface PreflightReport {
   disk: OutputCheck | undefined;
 }
 
+/** The budget a session works under: the manifest's, or the caller's cap (a period's rest), the lower. */
+export function effectiveBudget(
+  manifestBudget: number | undefined,
+  cap: number | undefined,
+): number | undefined {
+  if (cap === undefined) return manifestBudget;
+  return manifestBudget === undefined ? cap : Math.min(manifestBudget, cap);
+}
+
 export interface PreflightOptions {
   client: ApiClient;
   keyFingerprint: string;

@@ -8,6 +8,7 @@ import type { Logger } from '../util/log.js';
 import type { RunEvent } from './events.js';
 import {
   closeCompleteRun,
+  effectiveBudget,
   executeRun,
   type PreflightReport,
   preflightRun,
@@ -55,10 +56,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   const now = o.now ?? (() => new Date());
   const policy = o.policy ?? DEFAULT_RUN_POLICY;
   const settings = o.plan.settings;
-  const budget = [settings.budget, o.budgetCap].reduce<number | undefined>(
-    (min, b) => (b === undefined ? min : min === undefined ? b : Math.min(min, b)),
-    undefined,
-  );
+  const budget = effectiveBudget(settings.budget, o.budgetCap);
   const session = await openRunSession({
     store: o.store,
     plan: o.plan,

@@ -4,6 +4,7 @@ import type { Config } from '../../config.js';
 import { CALLBACK_PATH, callbackBaseProblem, parseListen } from '../../run/callbacks.js';
 import {
   closeCompleteRun,
+  effectiveBudget,
   executeRun,
   type PreflightReport,
   preflightRun,
@@ -252,10 +253,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
   const out = (line = '') => humanOut(io, flags).write(`${line}\n`);
   const printer = runPrinter(a, out);
   printer.opened();
-  const budget = [settings.budget, flags.budgetCap].reduce<number | undefined>(
-    (min, b) => (b === undefined ? min : min === undefined ? b : Math.min(min, b)),
-    undefined,
-  );
+  const budget = effectiveBudget(settings.budget, flags.budgetCap);
   const report = await preflightRun(session, {
     client: a.client,
     keyFingerprint: a.fingerprint,
