@@ -36,5 +36,6 @@ export function expectedExit(error: unknown, cwd: string): ExitError | undefined
   const shown = file === undefined || rel === '' || rel.startsWith('..') || isAbsolute(rel) ? file : rel;
   const message =
     file === undefined || shown === undefined ? error.message : error.message.replaceAll(file, shown);
-  return new ExitError(EXIT.invalid, message);
+  // A full disk is resumable once there is room: the run's own exit code for "run it again" (design.md).
+  return new ExitError(error.kind === 'full' ? EXIT.interrupted : EXIT.invalid, message);
 }

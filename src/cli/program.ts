@@ -46,8 +46,12 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
 
   const globals = () => program.opts<GlobalOptions>();
   /** The state file: the sandbox's own for sandbox runs, unless --state was given. */
-  const stateFor = (sandbox: boolean | undefined): string =>
-    sandbox && program.getOptionValueSource('state') === 'default' ? SANDBOX_STATE_FILE : globals().state;
+  const stateFor = (sandbox: boolean | undefined): string => {
+    const path =
+      sandbox && program.getOptionValueSource('state') === 'default' ? SANDBOX_STATE_FILE : globals().state;
+    stateInUse.set(program, path);
+    return path;
+  };
   const config = async () => {
     const g = globals();
     const cfg = await loadConfig({ cwd: io.cwd, env: io.env, ...(g.config ? { configFile: g.config } : {}) });
@@ -306,6 +310,21 @@ function nonNegative(flag: string) {
   };
 }
 
+/** The state file a command opened (the sandbox's for `run --sandbox`), to name it in errors. */
+const stateInUse = new WeakMap<Command, string>();
+
+/**
+ * SQLite's own errors from a store write (a full disk mid-run, a file made read-only) are about the state
+ * file: worded as such, naming it, never an internal error. SQLite is loaded already when they happen.
+ */
+async function asStateFileError(error: unknown, program: Command, io: CliIO): Promise<unknown> {
+  const code = String((error as { code?: unknown } | null)?.code ?? '');
+  if (!code.startsWith('SQLITE_')) return error;
+  const { stateFileError } = await import('../store/db.js');
+  const state = stateInUse.get(program) ?? program.opts<GlobalOptions>().state;
+  return stateFileError(error, resolve(io.cwd, state)) ?? error;
+}
+
 /** Runs the CLI in-process and returns the exit code; prints one line saying why on any non-zero exit. */
 export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
   const result = { code: EXIT.ok as number };
@@ -319,7 +338,8 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       if (error.exitCode === 0) return EXIT.ok;
       return EXIT.invalid;
     }
-    const expected = error instanceof ExitError ? error : expectedExit(error, io.cwd);
+    const expected =
+      error instanceof ExitError ? error : expectedExit(await asStateFileError(error, program, io), io.cwd);
     if (expected) {
       for (const line of expected.details) io.stderr.write(`${scrub(line)}\n`);
       io.stderr.write(`mediabatch: ${scrub(expected.message)}\n`);

@@ -7,6 +7,7 @@ import { setMaxListeners } from 'node:events';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { backoffDelay } from '../../api/backoff.js';
 import { UNAUTHORIZED_MESSAGE } from '../../api/errors.js';
+import { stateFileError } from '../../store/db.js';
 import type { TaskRecord } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import { fromMicro, toMicro } from '../../util/money.js';
@@ -122,9 +123,19 @@ export class RunCore {
   guard<T>(promise: Promise<T>, what: string): Promise<T | undefined> {
     return promise.catch((error: unknown) => {
       this.log.error({ err: error }, `unexpected error while ${what}`);
-      this.haltNow('internal', `stopped after an unexpected error while ${what}: ${messageOf(error)}`);
+      this.haltNow('internal', this.stopLine(error, `stopped after an unexpected error while ${what}`));
       return undefined;
     });
+  }
+
+  /**
+   * The one line for an error that stops the run: the state file's own trouble (full, read-only) named
+   * with what to do, since everything committed stays resumable; anything else as what it says.
+   */
+  stopLine(error: unknown, context: string): string {
+    const problem = stateFileError(error, this.deps.store.file);
+    if (problem !== undefined && problem.kind !== 'data') return problem.message;
+    return `${context}: ${messageOf(error)}`;
   }
 
   /** A background piece of work the run waits for before it returns. */

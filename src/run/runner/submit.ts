@@ -8,7 +8,7 @@ import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
 import type { TaskRecord } from '../../store/index.js';
 import { fromMicro, toMicro } from '../../util/money.js';
 import { fitsBudget } from '../preflight.js';
-import { messageOf, type RunCore } from './core.js';
+import type { RunCore } from './core.js';
 import { type OutcomeParts, recordOutcome } from './outcomes.js';
 import type { Watcher } from './watch.js';
 
@@ -197,7 +197,7 @@ export class Submitter {
       // this process; the intent row makes it in doubt for the next run.
       core.log.error({ task: task.taskId, err: error }, 'submission failed unexpectedly');
       if (!answered) core.money.inFlightMax -= taskMax;
-      core.requestStop('internal', `error while submitting ${task.taskId}: ${messageOf(error)}`);
+      core.requestStop('internal', core.stopLine(error, `error while submitting ${task.taskId}`));
       core.releaseSlot(task.taskId);
     } finally {
       core.progress();
