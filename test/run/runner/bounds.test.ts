@@ -1,25 +1,12 @@
 // Issues 12 and 13, on the Runner alone: what a broken or hostile server can make it do is bounded, and
 // each wait for the service has an end. Scripted ApiClient, real SQLite, virtual time.
 
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { PollOutcome } from '../../../src/api/outcome.js';
-import type { NewTask, Store } from '../../../src/store/index.js';
-import { task, useTempDirs } from '../../store/helpers.js';
-import { accepted, eventLines, FakeApi, job, makeRunner, VirtualClock } from './fakes.js';
+import { task } from '../../store/helpers.js';
+import { accepted, eventLines, job, makeRunner, stateOf, useRunnerSetup } from './fakes.js';
 
-const temp = useTempDirs();
-
-function setup(tasks: NewTask[]) {
-  const clock = new VirtualClock();
-  const dir = temp.dir();
-  const store = temp.open(join(dir, 'state', 'mediabatch.db'), { now: clock.date });
-  store.createRun({ id: 'r1', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} });
-  store.upsertTasks('r1', tasks);
-  return { clock, dir, store, api: new FakeApi() };
-}
-
-const stateOf = (store: Store, id: string) => store.getTask('r1', id)?.state;
+const setup = useRunnerSetup();
 const notFound: PollOutcome = { type: 'not-found', message: 'job not found (HTTP 404)' };
 
 describe('what a server can make the Runner do, and how long it waits', () => {

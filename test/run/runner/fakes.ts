@@ -12,9 +12,9 @@ import type { ThrottleState } from '../../../src/api/throttle.js';
 import type { RunEvent } from '../../../src/run/events.js';
 import { DEFAULT_POLL_PROFILES } from '../../../src/run/polling.js';
 import { Runner, type RunnerDeps, type RunnerOptions } from '../../../src/run/runner.js';
-import type { Store } from '../../../src/store/index.js';
+import type { NewTask, Store } from '../../../src/store/index.js';
 import { createLogger } from '../../../src/util/log.js';
-import { T0 } from '../../store/helpers.js';
+import { T0, useTempDirs } from '../../store/helpers.js';
 
 /** Virtual time: moves only when the runner sleeps (each sleep advances it and yields a turn). */
 export class VirtualClock {
@@ -180,3 +180,27 @@ export function makeRunner(
 export function eventLines(events: RunEvent[]): string[] {
   return events.map((e) => ('task' in e ? `${e.event} ${e.task}` : e.event));
 }
+
+/**
+ * A temporary store with run `r1` holding `tasks`, a virtual clock and a scripted API, per test. Call at a
+ * test file's top level: the folders are removed after each test.
+ */
+export function useRunnerSetup(): (tasks: NewTask[]) => {
+  clock: VirtualClock;
+  dir: string;
+  store: Store;
+  api: FakeApi;
+} {
+  const temp = useTempDirs();
+  return (tasks) => {
+    const clock = new VirtualClock();
+    const dir = temp.dir();
+    const store = temp.open(join(dir, 'state', 'mediabatch.db'), { now: clock.date });
+    store.createRun({ id: 'r1', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} });
+    store.upsertTasks('r1', tasks);
+    return { clock, dir, store, api: new FakeApi() };
+  };
+}
+
+/** A task's state in run `r1`. */
+export const stateOf = (store: Store, id: string) => store.getTask('r1', id)?.state;

@@ -5,33 +5,21 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SubmitOutcome } from '../../../src/api/outcome.js';
-import type { NewTask, Store } from '../../../src/store/index.js';
-import { task, useTempDirs } from '../../store/helpers.js';
+import { task } from '../../store/helpers.js';
 import {
   accepted,
   eventLines,
-  FakeApi,
   fakeDownload,
   gate,
   job,
   makeRunner,
   retryable,
+  stateOf,
   until,
-  VirtualClock,
+  useRunnerSetup,
 } from './fakes.js';
 
-const temp = useTempDirs();
-
-function setup(tasks: NewTask[]) {
-  const clock = new VirtualClock();
-  const dir = temp.dir();
-  const store = temp.open(join(dir, 'state', 'mediabatch.db'), { now: clock.date });
-  store.createRun({ id: 'r1', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} });
-  store.upsertTasks('r1', tasks);
-  return { clock, dir, store, api: new FakeApi() };
-}
-
-const stateOf = (store: Store, id: string) => store.getTask('r1', id)?.state;
+const setup = useRunnerSetup();
 
 describe('Runner, driven directly', () => {
   it('submits, polls until the job says completed, downloads its file and writes job.json', async () => {
