@@ -289,8 +289,9 @@ describe('downloadResult', () => {
 
     expect(result).toMatchObject({ ok: true, bytes: total, sha256: expected.digest('hex'), path: dest });
     expect((await stat(dest)).size).toBe(total);
-    // Buffering the file would hold 64 MB; streaming holds a few chunks at a time.
-    expect(peak).toBeLessThan(total / 4);
+    // Buffering the file would hold all 64 MB; streaming holds a few chunks at a time, plus whatever
+    // the in-process server has queued on a loaded machine (23 MB seen on CI), so the bar is half.
+    expect(peak).toBeLessThan(total / 2);
   });
 });
 

@@ -13,7 +13,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -64,6 +64,8 @@ describe('the packed package', () => {
       dependencies: Record<string, string>;
     };
     for (const dep of Object.keys(pkg.dependencies)) {
+      // Scoped packages (@aws-sdk/…) need their scope folder first.
+      mkdirSync(dirname(join(app, 'node_modules', dep)), { recursive: true });
       symlinkSync(join(root, 'node_modules', dep), join(app, 'node_modules', dep), 'dir');
     }
     const packed = readdirSync(join(app, 'node_modules', 'mediabatch'));
