@@ -148,6 +148,12 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       'submit at most n pending tasks (a smoke test before the batch)',
       positiveInt('--limit'),
     )
+    .addOption(
+      new Option(
+        '--order <order>',
+        "which pending task goes next: longest (the longest expected job first) or manifest (as written); default: the manifest's order setting",
+      ).choices(['longest', 'manifest']),
+    )
     .option(
       '--retry-failed',
       'submit again the tasks whose job failed (refunded) or that the API rejected (never charged)',

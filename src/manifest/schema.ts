@@ -100,6 +100,12 @@ export const manifestSchema = z
       .optional()
       .describe('IANA time zone for schedule, {{date}} and {{datetime}}; UTC when absent.'),
     concurrency: z.int().min(1).default(4).describe('Tasks in flight at once.'),
+    order: z
+      .enum(['longest', 'manifest'])
+      .default('longest')
+      .describe(
+        'Which pending task is submitted next: `longest` (the longest expected job first, so the slots finish together) or `manifest` (the order written).',
+      ),
     budget: z.number().positive().optional().describe('Hard cap in tokens for this run.'),
     file_name: z
       .string()

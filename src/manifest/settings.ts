@@ -40,6 +40,7 @@ export function readSettings(doc: PlainObject, ctx: SettingsContext): SettingsRe
     runId,
     concurrency:
       typeof concurrency === 'number' && Number.isInteger(concurrency) && concurrency >= 1 ? concurrency : 4,
+    order: doc.order === 'manifest' ? 'manifest' : 'longest',
     output: resolve(ctx.cwd, text('output') ?? 'out'),
     retries:
       typeof doc.retries === 'number' && Number.isInteger(doc.retries) && doc.retries >= 0 ? doc.retries : 0,

@@ -18,6 +18,8 @@ export interface ManifestProblem {
   message: string;
 }
 
+export type TaskOrder = 'longest' | 'manifest';
+
 export interface ManifestSettings {
   version: 1;
   name: string;
@@ -27,6 +29,8 @@ export interface ManifestSettings {
   schedule?: string;
   timezone?: string;
   concurrency: number;
+  /** Which pending task goes next: the longest expected job first (default), or the manifest's order. */
+  order: TaskOrder;
   budget?: number;
   /** Automatic resubmissions of a failed (refunded) job, for tasks that do not set their own. */
   retries: number;

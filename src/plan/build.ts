@@ -4,6 +4,7 @@
 
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import { expectedJobMs } from '../catalog/durations.js';
 import { DEFAULT_PRICES } from '../catalog/prices.js';
 import type { PriceTable } from '../catalog/types.js';
 import { loadManifest } from '../manifest/index.js';
@@ -168,6 +169,7 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
           endpoint: task.entry.endpoint,
           wireBody: JSON.stringify(opts.withoutCallback ? rest : task.wire),
           estimate: task.estimate,
+          expectedMs: expectedJobMs(task.entry, task.body),
           retries: task.spec.retries ?? settings.retries,
           ...(task.spec.fileName !== undefined ? { fileName: task.spec.fileName } : {}),
         };

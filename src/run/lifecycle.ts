@@ -7,6 +7,7 @@ import { type DownloadOptions, type DownloadResult, downloadResult } from '../ap
 import { UNAUTHORIZED_MESSAGE } from '../api/errors.js';
 import { findEntry, roundTokens } from '../catalog/index.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
+import type { TaskOrder } from '../manifest/types.js';
 import { writeReport } from '../report/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
 import type { Logger } from '../util/log.js';
@@ -79,6 +80,7 @@ export interface PreflightOptions {
   allowPartial: boolean;
   only?: readonly string[];
   limit?: number;
+  order?: TaskOrder;
   now: Date;
   shown?: (path: string) => string;
 }
@@ -90,6 +92,7 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
   const pending = store.pendingByModel(runId, {
     ...(o.only !== undefined ? { only: o.only } : {}),
     ...(o.limit !== undefined ? { limit: o.limit } : {}),
+    ...(o.order !== undefined ? { order: o.order } : {}),
   });
   const pendingCount = pending.reduce((n, m) => n + m.tasks, 0);
   const toWatch = UNFINISHED.reduce((n, s) => (s === 'pending' ? n : n + counts[s]), 0);
@@ -179,6 +182,7 @@ export interface ExecuteOptions {
   retries?: number;
   only?: readonly string[];
   limit?: number;
+  order?: TaskOrder;
   /** A callback receiver on this address; `publicBase` is what the service is told (its own address when absent). */
   receiver?: { host: string; port: number; publicBase?: string };
   /** Without a receiver: the callback URL every task is sent with (a receiver of the user's). */
@@ -232,6 +236,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
       ...(o.budget !== undefined ? { budget: o.budget } : {}),
       // Callbacks can be dropped after three failed attempts: polling stays on, slowly, as the safety net.
       pollProfiles: receiver ? withCallbacks(o.policy) : o.policy.pollProfiles,
+      jobTimeScale: o.policy.jobTimeScale,
       ...(receiver && callbackBase && token
         ? { callbackUrlFor: (taskId: string) => callbackUrlFor(callbackBase, token, taskId) }
         : o.plainCallbackUrl
@@ -248,6 +253,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
       ...(o.retries !== undefined ? { retries: o.retries } : {}),
       ...(o.only !== undefined ? { only: o.only } : {}),
       ...(o.limit !== undefined ? { limit: o.limit } : {}),
+      ...(o.order !== undefined ? { order: o.order } : {}),
       watch: o.policy.watch,
       stop: o.stop,
       ...(o.halt ? { halt: o.halt } : {}),

@@ -1,33 +1,59 @@
-// When to look at a job next. Adaptive per job: the first look after a delay that suits the kind
-// (images are quick, video is slow), then growing by a factor up to a cap. Pure; the runner owns the timer.
+// When to look at a job next. A job is first looked at near the shortest time its model is expected to
+// take, then every few seconds (never less often than the service's recommended 5 s) until it is well
+// past its expected longest time; only then do the looks back off. The expected times start from the
+// catalog and are learnt per model from the run's own jobs. Pure; the runner owns the timers.
+import { type ExpectedSeconds, expectedJobSeconds, jobSizeFactor } from '../catalog/durations.js';
+import type { CatalogEntry, RequestBody } from '../catalog/types.js';
+
+export type JobKind = CatalogEntry['kind'];
 
 export interface PollProfile {
-  firstMs: number;
+  /** Between two looks while the job is within its expected time. */
+  intervalMs: number;
+  /** Once the job is late, each wait is `factor - 1` times how late it is, up to `capMs`. */
   factor: number;
   capMs: number;
+  /** The first look never comes sooner than this after submission (with callbacks: the safety net). */
+  firstAtLeastMs: number;
 }
 
-export type PollProfiles = Record<'image' | 'audio' | 'video', PollProfile>;
+export type PollProfiles = Record<JobKind, PollProfile>;
 
-/** The service's documentation recommends polling every 5 s; images finish in seconds, video in minutes. */
+/**
+ * The service recommends a look every 5 s; images and audio end within seconds of each other, so they are
+ * looked at more often than video. A job's delay from success to notice is at most one interval.
+ */
 export const DEFAULT_POLL_PROFILES: PollProfiles = {
-  image: { firstMs: 2_000, factor: 1.5, capMs: 10_000 },
-  audio: { firstMs: 3_000, factor: 1.5, capMs: 15_000 },
-  video: { firstMs: 8_000, factor: 1.5, capMs: 30_000 },
+  image: { intervalMs: 2_000, factor: 1.5, capMs: 10_000, firstAtLeastMs: 0 },
+  audio: { intervalMs: 2_000, factor: 1.5, capMs: 15_000, firstAtLeastMs: 0 },
+  video: { intervalMs: 5_000, factor: 1.5, capMs: 30_000, firstAtLeastMs: 0 },
 };
 
-/** Delay before poll number `pollsSoFar + 1` of one job. */
-export function nextPollDelay(profile: PollProfile, pollsSoFar: number): number {
-  const grown = profile.firstMs * profile.factor ** Math.max(0, pollsSoFar - 1);
-  return Math.round(Math.min(profile.capMs, pollsSoFar === 0 ? profile.firstMs : grown));
+/** A job is late once it has run this many times its expected longest time. */
+export const LATE_AFTER = 1.5;
+
+export interface ExpectedMs {
+  lowMs: number;
+  highMs: number;
+}
+
+/** Delay from now until the next look at a job that has been at the service for `elapsedMs`. */
+export function nextLookDelay(profile: PollProfile, expected: ExpectedMs, elapsedMs: number): number {
+  const first = Math.max(expected.lowMs, profile.firstAtLeastMs);
+  if (elapsedMs < first) return Math.round(first - elapsedMs);
+  const lateAt = expected.highMs * LATE_AFTER;
+  if (elapsedMs < lateAt) return Math.round(profile.intervalMs);
+  const backedOff = (elapsedMs - lateAt) * (profile.factor - 1);
+  return Math.round(Math.min(profile.capMs, Math.max(profile.intervalMs, backedOff)));
 }
 
 /** Every delay scaled by `factor` (tests and the sandbox demo use small factors). */
 export function scaleProfiles(profiles: PollProfiles, factor: number): PollProfiles {
   const scale = (p: PollProfile): PollProfile => ({
-    firstMs: p.firstMs * factor,
+    intervalMs: p.intervalMs * factor,
     factor: p.factor,
     capMs: p.capMs * factor,
+    firstAtLeastMs: p.firstAtLeastMs * factor,
   });
   return { image: scale(profiles.image), audio: scale(profiles.audio), video: scale(profiles.video) };
 }
@@ -35,11 +61,81 @@ export function scaleProfiles(profiles: PollProfiles, factor: number): PollProfi
 /** With a callback receiver, polls become a slow safety net for callbacks that were dropped. */
 export function fallbackProfiles(profiles: PollProfiles, fallbackMs: number): PollProfiles {
   const slow = (p: PollProfile): PollProfile => ({
-    firstMs: Math.max(p.firstMs, fallbackMs),
+    intervalMs: Math.max(p.intervalMs, fallbackMs),
     factor: 1,
     capMs: Math.max(p.capMs, fallbackMs),
+    firstAtLeastMs: Math.max(p.firstAtLeastMs, fallbackMs),
   });
   return { image: slow(profiles.image), audio: slow(profiles.audio), video: slow(profiles.video) };
+}
+
+/** Observations kept per model: enough for a stable 5th and 95th percentile, bounded memory. */
+const KEPT = 200;
+/** Below this many observations of a model, the catalog's expectation stands. */
+const LEARNT_FROM = 5;
+
+/**
+ * Job durations learnt per model from this run's own jobs. Each observation is kept relative to its
+ * request's size (a 10 s video counts half), so one model's mixed requests teach each other.
+ */
+export class JobDurations {
+  readonly #timeScale: number;
+  readonly #seen = new Map<string, { values: number[]; next: number }>();
+
+  /** `timeScale`: the run's time scale (the sandbox demo's 0.1), applied to the catalog's expectation. */
+  constructor(timeScale = 1) {
+    this.#timeScale = timeScale;
+  }
+
+  expect(entry: CatalogEntry, body: RequestBody): ExpectedMs {
+    const prior = expectedJobSeconds(entry, body);
+    const unit = jobSizeFactor(entry, body) * this.#timeScale * 1000;
+    const learnt = this.#learnt(entry.model);
+    if (!learnt)
+      return { lowMs: prior.low * 1000 * this.#timeScale, highMs: prior.high * 1000 * this.#timeScale };
+    return { lowMs: learnt.low * unit, highMs: learnt.high * unit };
+  }
+
+  /** A job of this model took `ms` from submission to success. */
+  observe(entry: CatalogEntry, body: RequestBody, ms: number): void {
+    if (!(ms > 0) || !Number.isFinite(ms)) return;
+    const unit = jobSizeFactor(entry, body) * this.#timeScale * 1000;
+    let seen = this.#seen.get(entry.model);
+    if (!seen) {
+      seen = { values: [], next: 0 };
+      this.#seen.set(entry.model, seen);
+    }
+    if (seen.values.length < KEPT) seen.values.push(ms / unit);
+    else seen.values[seen.next] = ms / unit;
+    seen.next = (seen.next + 1) % KEPT;
+  }
+
+  #learnt(model: string): ExpectedSeconds | undefined {
+    const values = this.#seen.get(model)?.values;
+    if (!values || values.length < LEARNT_FROM) return undefined;
+    const sorted = [...values].sort((a, b) => a - b);
+    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+    // A little under the shortest seen: the next job may be quicker than any so far.
+    return { low: at(0.05) * 0.9, high: at(0.95) };
+  }
+}
+
+/**
+ * How long a job took, from what is known: it was not done at the last look (`notBeforeMs` after
+ * submission), it was at this one (`byMs`); the service's own start and end times, where they fall
+ * within those bounds, are the closer figure (its clock and ours need not agree, so they are clamped).
+ */
+export function observedJobMs(
+  notBeforeMs: number,
+  byMs: number,
+  startTime: unknown,
+  endTime: unknown,
+): number {
+  const start = typeof startTime === 'string' ? Date.parse(startTime) : Number.NaN;
+  const end = typeof endTime === 'string' ? Date.parse(endTime) : Number.NaN;
+  const service = end - start;
+  if (Number.isFinite(service) && service > 0) return Math.min(byMs, Math.max(notBeforeMs, service));
+  return (notBeforeMs + byMs) / 2;
 }
 
 /** A min-heap of (due time, key): which job to look at next, in O(log n) per change. */

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { EXIT } from '../exit-codes.js';
+import type { TaskOrder } from '../manifest/types.js';
 import {
   leaseHolder,
   type NewTask,
@@ -37,7 +38,7 @@ export class RunError extends Error {
 
 /** What a run needs from its plan: its tasks as store rows, then nothing but ids and totals. */
 export interface PlannedRun {
-  settings: { name: string; runId: string; output: string; concurrency: number };
+  settings: { name: string; runId: string; output: string; concurrency: number; order?: TaskOrder };
   taskIds: readonly string[];
   rows(opts?: { withoutCallback?: boolean }): Iterable<NewTask>;
   release(): void;

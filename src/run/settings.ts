@@ -22,6 +22,8 @@ export interface RunPolicy {
   /** With a callback receiver, jobs are still polled this often, for callbacks that never came. */
   callbackFallbackPollMs: number;
   pollProfiles: PollProfiles;
+  /** Multiplies the catalog's expected job durations: the time scale of the sandbox demo and the tests. */
+  jobTimeScale: number;
   watch: WatchPolicy;
 }
 
@@ -36,6 +38,7 @@ export const DEFAULT_RUN_POLICY: RunPolicy = {
   giveUpAfterTasks: 3,
   callbackFallbackPollMs: 60_000,
   pollProfiles: DEFAULT_POLL_PROFILES,
+  jobTimeScale: 1,
   watch: DEFAULT_WATCH_POLICY,
 };
 
@@ -52,6 +55,7 @@ export function scaledRunPolicy(scale: number, base: RunPolicy = DEFAULT_RUN_POL
     retryCapMs: base.retryCapMs * scale,
     callbackFallbackPollMs: base.callbackFallbackPollMs * scale,
     pollProfiles: scaleProfiles(base.pollProfiles, scale),
+    jobTimeScale: base.jobTimeScale * scale,
     watch: {
       ...w,
       jobDeadlineMs: {

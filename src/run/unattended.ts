@@ -75,6 +75,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       configQuota: o.configQuota,
       budget,
       allowPartial: o.allowPartial ?? false,
+      ...(settings.order !== undefined ? { order: settings.order } : {}),
       now: now(),
     });
     const report = () =>
@@ -98,6 +99,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       logger: o.logger,
       policy,
       concurrency: o.concurrency ?? settings.concurrency,
+      ...(settings.order !== undefined ? { order: settings.order } : {}),
       ...(budget !== undefined ? { budget } : {}),
       ...(o.retries !== undefined ? { retries: o.retries } : {}),
       taskIds: o.plan.taskIds,

@@ -3,6 +3,7 @@
 // unless every step passes.
 import { randomUUID } from 'node:crypto';
 import type { Submission } from '../api/schemas.js';
+import { expectedJobSeconds } from '../catalog/durations.js';
 import { fromWireBody } from '../catalog/index.js';
 import type {
   CatalogEntry,
@@ -120,7 +121,12 @@ function createJob(ctx: SubmitContext, accepted: Accepted): SandboxJob {
   const id = ctx.uniqueIds ? randomUUID() : seededId;
   const failRoll = ctx.random.next();
   const month = ctx.account.charge(cost, now);
-  const timing = planTiming(entry.kind, now, ctx.settings.speed, createRandom(seed ^ 0x5bd1e995));
+  const timing = planTiming(
+    expectedJobSeconds(entry, body),
+    now,
+    ctx.settings.speed,
+    createRandom(seed ^ 0x5bd1e995),
+  );
   const failure =
     plannedFailure(entry, body) ??
     (failRoll < ctx.settings.failRate ? 'the sandbox failed it (fail rate)' : null);

@@ -1,3 +1,4 @@
+import type { TaskOrder } from '../manifest/types.js';
 import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
 import { StoreError } from './db.js';
@@ -27,6 +28,7 @@ interface ExistingTask {
   est_assumed: number;
   retries: number;
   file_name: string | null;
+  expected_ms: number;
 }
 
 interface TaskValues {
@@ -43,6 +45,7 @@ interface TaskValues {
   estAssumed: number;
   retries: number;
   fileName: string | null;
+  expectedMs: number;
   now: string;
 }
 
@@ -87,7 +90,7 @@ export class TaskStore {
     this.#now = now;
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#selectExisting = db.prepare<[string], ExistingTask>(
-      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name
+      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms
        FROM tasks WHERE run_id = ?`,
     );
     this.#selectMaxSeq = db
@@ -97,20 +100,23 @@ export class TaskStore {
     this.#insertTaskBatch = db.prepare<unknown[]>(insertTasksSql(INSERT_BATCH));
     this.#updateEstimate = db.prepare<[TaskValues]>(
       `UPDATE tasks SET est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, updated_at = :now
+         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs,
+         updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId`,
     );
     this.#updateBodyInPlace = db.prepare<[TaskValues & { neverCharged: string }]>(
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, state = 'pending', error = NULL, updated_at = :now
+         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs,
+         state = 'pending', error = NULL, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:neverCharged))`,
     );
     // The old job's charge and refund stay in the ledger, keyed by its img_uuid; the task starts afresh.
     this.#resetTaskWithBody = db.prepare<[TaskValues]>(
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, ${RESET_COLUMNS}, updated_at = :now
+         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs,
+         ${RESET_COLUMNS}, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId`,
     );
     this.#deleteFilesOfTask = db.prepare<[string, string]>(
@@ -129,13 +135,24 @@ export class TaskStore {
     this.#selectTasksByState = db.prepare<[string, string], TaskRow>(
       `SELECT * FROM tasks WHERE run_id = ? AND state IN (SELECT value FROM json_each(?)) ORDER BY seq`,
     );
-    this.#selectPending = db.prepare<[string, number], TaskRow>(
-      `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY seq LIMIT ?`,
-    );
-    this.#selectPendingOf = db.prepare<[string, string, number], TaskRow>(
-      `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
-         AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
-    );
+    this.#selectPending = {
+      manifest: db.prepare<[string, number], TaskRow>(
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY seq LIMIT ?`,
+      ),
+      longest: db.prepare<[string, number], TaskRow>(
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY expected_ms DESC, seq LIMIT ?`,
+      ),
+    };
+    this.#selectPendingOf = {
+      manifest: db.prepare<[string, string, number], TaskRow>(
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
+           AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
+      ),
+      longest: db.prepare<[string, string, number], TaskRow>(
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
+           AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
+      ),
+    };
     this.#countByState = db.prepare<[string], { state: TaskState; n: number }>(
       'SELECT state, count(*) AS n FROM tasks WHERE run_id = ? GROUP BY state',
     );
@@ -197,15 +214,18 @@ export class TaskStore {
        FROM tasks WHERE run_id = ? AND state = 'pending' GROUP BY model ORDER BY min(seq)`,
     );
     // The same, for the tasks a run will really submit: some ids only, the first n only.
-    this.#pendingByModelOf = db.prepare<
-      [string, number, string | null, number],
-      { model: string; tasks: number; tokens: number; min: number; max: number }
-    >(
-      `SELECT model, count(*) AS tasks, sum(est_tokens) AS tokens, sum(est_min) AS min, sum(est_max) AS max
-       FROM (SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
-               AND (? = 0 OR task_id IN (SELECT value FROM json_each(?))) ORDER BY seq LIMIT ?)
-       GROUP BY model ORDER BY min(seq)`,
-    );
+    // The order must be the submitter's, so that `--limit N` prices the N tasks it will submit.
+    const pendingOf = (order: string) =>
+      db.prepare<
+        [string, number, string | null, number],
+        { model: string; tasks: number; tokens: number; min: number; max: number }
+      >(
+        `SELECT model, count(*) AS tasks, sum(est_tokens) AS tokens, sum(est_min) AS min, sum(est_max) AS max
+         FROM (SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
+                 AND (? = 0 OR task_id IN (SELECT value FROM json_each(?))) ORDER BY ${order} LIMIT ?)
+         GROUP BY model ORDER BY min(seq)`,
+      );
+    this.#pendingByModelOf = { manifest: pendingOf('seq'), longest: pendingOf('expected_ms DESC, seq') };
     this.#setError = db.prepare<Key & { error: string | null; now: string }>(
       'UPDATE tasks SET error = :error, updated_at = :now WHERE run_id = :runId AND task_id = :taskId',
     );
@@ -290,12 +310,17 @@ export class TaskStore {
     return this.#selectTasksByState.all(runId, JSON.stringify(states)).map(toTask);
   }
 
-  /** The next pending tasks to submit, in manifest order. */
-  nextPending(runId: string, limit: number, only?: readonly string[]): TaskRecord[] {
+  /** The next pending tasks to submit: the longest expected jobs first, or in manifest order. */
+  nextPending(
+    runId: string,
+    limit: number,
+    only?: readonly string[],
+    order: TaskOrder = 'longest',
+  ): TaskRecord[] {
     const rows =
       only === undefined
-        ? this.#selectPending.all(runId, limit)
-        : this.#selectPendingOf.all(runId, JSON.stringify(only), limit);
+        ? this.#selectPending[order].all(runId, limit)
+        : this.#selectPendingOf[order].all(runId, JSON.stringify(only), limit);
     return rows.map(toTask);
   }
 
@@ -309,11 +334,12 @@ export class TaskStore {
   /** What is left to submit, per model in manifest order: counts and summed estimates, without loading rows. */
   pendingByModel(
     runId: string,
-    subset: { only?: readonly string[]; limit?: number } = {},
+    subset: { only?: readonly string[]; limit?: number; order?: TaskOrder } = {},
   ): { model: string; tasks: number; tokens: number; min: number; max: number }[] {
     if (subset.only === undefined && subset.limit === undefined) return this.#pendingByModel.all(runId);
     const only = subset.only === undefined ? null : JSON.stringify(subset.only);
-    return this.#pendingByModelOf.all(runId, only === null ? 0 : 1, only, subset.limit ?? -1);
+    const query = this.#pendingByModelOf[subset.order ?? 'longest'];
+    return query.all(runId, only === null ? 0 : 1, only, subset.limit ?? -1);
   }
 
   /** Submitted or running tasks whose next poll is due (never polled first), at most `limit`. */
@@ -439,12 +465,12 @@ const RESET_COLUMNS = `state = 'pending', img_uuid = NULL, cost = NULL, cost_ass
 
 /** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
 const INSERT_BATCH = 100;
-const INSERT_COLUMNS = 15;
+const INSERT_COLUMNS = 16;
 
 function insertTasksSql(rows: number): string {
-  const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`;
+  const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`;
   return `INSERT INTO tasks (run_id, task_id, seq, model, endpoint, body, body_hash,
-    est_tokens, est_min, est_max, est_basis, est_assumed, state, updated_at, retries, file_name)
+    est_tokens, est_min, est_max, est_basis, est_assumed, state, updated_at, retries, file_name, expected_ms)
     VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 
@@ -452,6 +478,7 @@ function insertTasksSql(rows: number): string {
 function pushInsertParams(params: unknown[], v: TaskValues, seq: number): void {
   params.push(v.runId, v.taskId, seq, v.model, v.endpoint, v.body, v.bodyHash);
   params.push(v.estTokens, v.estMin, v.estMax, v.estBasis, v.estAssumed, v.now, v.retries, v.fileName);
+  params.push(v.expectedMs);
 }
 
 function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
@@ -471,6 +498,7 @@ function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
     estAssumed: spec.estimate.assumedPrice ? 1 : 0,
     retries: spec.retries ?? 0,
     fileName: spec.fileName ?? null,
+    expectedMs: Math.max(0, Math.round(spec.expectedMs ?? 0)),
     now,
   };
 }
@@ -483,6 +511,7 @@ function estimateDiffers(old: ExistingTask, values: TaskValues): boolean {
     old.est_basis !== values.estBasis ||
     old.est_assumed !== values.estAssumed ||
     old.retries !== values.retries ||
-    old.file_name !== values.fileName
+    old.file_name !== values.fileName ||
+    old.expected_ms !== values.expectedMs
   );
 }

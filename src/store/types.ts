@@ -80,6 +80,8 @@ export interface NewTask {
   retries?: number;
   /** The manifest's `file_name` for the task: its files go to `<run>/<fileName>.<ext>`. */
   fileName?: string;
+  /** How long its job is expected to take (ms), for submitting the longest first; 0 when unknown. */
+  expectedMs?: number;
 }
 
 export interface TaskRecord {

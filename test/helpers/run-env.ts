@@ -36,6 +36,7 @@ export interface ManifestDecl {
   concurrency?: number;
   budget?: number;
   output?: string;
+  order?: 'longest' | 'manifest';
   tasks: TaskDecl[];
 }
 
@@ -85,6 +86,7 @@ export async function makeRunEnv(sandboxOptions: SandboxOptions = {}): Promise<R
         name: decl.name ?? 'batch',
         concurrency: decl.concurrency ?? 4,
         ...(decl.budget !== undefined ? { budget: decl.budget } : {}),
+        ...(decl.order !== undefined ? { order: decl.order } : {}),
         output: decl.output ?? 'out',
         tasks: decl.tasks,
       };

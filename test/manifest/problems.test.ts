@@ -35,7 +35,7 @@ tasks:
       'm.yaml:5:15  callback_url: must be an http or https URL, got "ftp://example.org/hook"',
       'm.yaml:6:9  listen: must be host:port, like 0.0.0.0:8788, got "localhost"',
       'm.yaml:7:11  schedule: must be a cron expression of 5 or 6 fields, like "0 3 * * *", got "every day"',
-      'm.yaml:8:1  colour: unknown key "colour"; known keys are: version, name, run, schedule, timezone, concurrency, budget, file_name, retries, budget_per_period, output, callback_url, listen, vars, defaults, tasks',
+      'm.yaml:8:1  colour: unknown key "colour"; known keys are: version, name, run, schedule, timezone, concurrency, order, budget, file_name, retries, budget_per_period, output, callback_url, listen, vars, defaults, tasks',
       'm.yaml:11:12  tasks.0.id: unknown name "brnd"; known names are: brand, date, datetime, index, name, run',
       'm.yaml:13:5  tasks.0.modle: unknown key "modle"; known keys are: id, model, input, matrix, foreach, repeat, media_seconds, retries, file_name',
       'm.yaml:16:23  tasks.1.input.prompt: empty placeholder "{{ }}"; put a name inside, like {{brand}}',

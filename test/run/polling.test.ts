@@ -1,24 +1,93 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_POLL_PROFILES, DueQueue, fallbackProfiles, nextPollDelay } from '../../src/run/polling.js';
+import { CATALOG } from '../../src/catalog/index.js';
+import {
+  DEFAULT_POLL_PROFILES,
+  DueQueue,
+  fallbackProfiles,
+  JobDurations,
+  nextLookDelay,
+  observedJobMs,
+} from '../../src/run/polling.js';
 
-describe('nextPollDelay', () => {
+const video = { lowMs: 30_000, highMs: 90_000 };
+const image = { lowMs: 3_000, highMs: 8_000 };
+
+describe('nextLookDelay', () => {
   it.each([
-    ['image', 0, 2000],
-    ['image', 1, 2000],
-    ['image', 2, 3000],
-    ['image', 3, 4500],
-    ['image', 10, 10000],
-    ['video', 0, 8000],
-    ['video', 3, 18000],
-    ['video', 50, 30000],
-  ] as const)('%s after %i polls waits %i ms', (kind, polls, ms) => {
-    expect(nextPollDelay(DEFAULT_POLL_PROFILES[kind], polls)).toBe(ms);
+    ['image', image, 0, 3_000],
+    ['image', image, 1_000, 2_000],
+    ['image', image, 3_000, 2_000],
+    ['image', image, 11_999, 2_000],
+    ['image', image, 14_000, 2_000],
+    ['image', image, 30_000, 9_000],
+    ['image', image, 600_000, 10_000],
+    ['video', video, 0, 30_000],
+    ['video', video, 29_000, 1_000],
+    ['video', video, 30_000, 5_000],
+    ['video', video, 134_000, 5_000],
+    ['video', video, 155_000, 10_000],
+    ['video', video, 3_600_000, 30_000],
+  ] as const)('%s %o after %i ms waits %i ms', (kind, expected, elapsed, ms) => {
+    expect(nextLookDelay(DEFAULT_POLL_PROFILES[kind], expected, elapsed)).toBe(ms);
+  });
+
+  it('never waits longer than the recommended 5 s while a job is within 1.5 times its expected time', () => {
+    for (const kind of ['image', 'audio', 'video'] as const) {
+      for (let elapsed = video.lowMs; elapsed < video.highMs * 1.5; elapsed += 250) {
+        expect(nextLookDelay(DEFAULT_POLL_PROFILES[kind], video, elapsed)).toBeLessThanOrEqual(5_000);
+      }
+    }
   });
 
   it('slows to the fallback interval when callbacks are expected', () => {
     const slow = fallbackProfiles(DEFAULT_POLL_PROFILES, 60_000);
-    expect(nextPollDelay(slow.image, 0)).toBe(60_000);
-    expect(nextPollDelay(slow.video, 5)).toBe(60_000);
+    expect(nextLookDelay(slow.image, image, 0)).toBe(60_000);
+    expect(nextLookDelay(slow.video, video, 60_000)).toBe(60_000);
+    expect(nextLookDelay(slow.video, video, 600_000)).toBe(60_000);
+  });
+});
+
+describe('JobDurations', () => {
+  const flat = CATALOG['flat-image'];
+  const studio = CATALOG['studio-2-6'];
+
+  it('expects the catalog figures, scaled by the run, until five jobs of the model were seen', () => {
+    const d = new JobDurations(0.1);
+    expect(d.expect(flat, {})).toEqual({ lowMs: 300, highMs: 800 });
+    expect(d.expect(studio, { duration: 10, resolution: '1080p' })).toEqual({ lowMs: 9_000, highMs: 27_000 });
+    for (let i = 0; i < 4; i++) d.observe(flat, {}, 1_500);
+    expect(d.expect(flat, {})).toEqual({ lowMs: 300, highMs: 800 });
+  });
+
+  it('moves the first look to what the run sees, per model and relative to each request size', () => {
+    const d = new JobDurations();
+    for (const ms of [12_000, 13_000, 14_000, 15_000, 16_000]) d.observe(flat, {}, ms);
+    const learnt = d.expect(flat, {});
+    expect(learnt.lowMs).toBeCloseTo(12_000 * 0.9);
+    expect(learnt.highMs).toBe(16_000);
+    // Another model keeps the catalog's figures.
+    expect(d.expect(CATALOG['pixel-lite'], {})).toEqual({ lowMs: 3_000, highMs: 8_000 });
+    // Five 5 s videos taking 40 s teach that a 10 s one takes about 80 s.
+    for (let i = 0; i < 5; i++) d.observe(studio, { duration: 5 }, 40_000);
+    expect(d.expect(studio, { duration: 10 })).toEqual({ lowMs: 72_000, highMs: 80_000 });
+  });
+
+  it('ignores figures that are not a duration', () => {
+    const d = new JobDurations();
+    for (const ms of [Number.NaN, -1, 0, Number.POSITIVE_INFINITY, 1, 1, 1, 1]) d.observe(flat, {}, ms);
+    expect(d.expect(flat, {})).toEqual({ lowMs: 3_000, highMs: 8_000 });
+  });
+});
+
+describe('observedJobMs', () => {
+  it('takes the service figure within what the looks prove, and the middle without one', () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
+    expect(observedJobMs(4_000, 6_000, t(0), t(5))).toBe(5_000);
+    // A clock that disagrees with ours is held to the bounds.
+    expect(observedJobMs(4_000, 6_000, t(0), t(50))).toBe(6_000);
+    expect(observedJobMs(4_000, 6_000, t(10), t(11))).toBe(4_000);
+    expect(observedJobMs(4_000, 6_000, undefined, t(5))).toBe(5_000);
+    expect(observedJobMs(4_000, 8_000, 'soon', 17)).toBe(6_000);
   });
 });
 

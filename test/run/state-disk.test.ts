@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { spawnCli } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
 import { images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
 import { cannotMount, mountTmpfs } from '../util/mount.js';
@@ -38,11 +39,20 @@ describe.skipIf(cannotMount !== undefined)('run: a full state disk', () => {
         cwd: env?.dir ?? '',
         now: () => new Date(),
       });
-    const first = await run(['run', file, '--yes']);
-    expect(first.code).toBe(4);
+    // Its own process: a run that stops on a full disk cannot write the release of its lease either, and
+    // the next run takes the lease over from a holder that is gone (as after any crash), not from itself.
+    const first = spawnCli(['--state', join(stateDir, 'state.db'), 'run', file, '--yes'], {
+      cwd: env.dir,
+      env: {
+        MEDIABATCH_API_KEY: SANDBOX_KEY,
+        MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
+        MEDIABATCH_POLL_SCALE: '0.01',
+      },
+    });
+    expect(await first.exited).toBe(4);
     // Filled while the tasks are stored (the CLI's mapping) or while they are driven (the runner's stop):
     // the same one line either way, naming the state file.
-    const lines = first.stderr.trim().split('\n');
+    const lines = first.stderr().trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(
       /^mediabatch: state file (state\/state\.db|\/.*\/state\/state\.db) cannot be written: the disk is full; free some space and run again$/,

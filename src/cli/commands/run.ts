@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
+import type { TaskOrder } from '../../manifest/types.js';
 import { CALLBACK_PATH, callbackBaseProblem, parseListen } from '../../run/callbacks.js';
 import {
   closeCompleteRun,
@@ -41,6 +42,8 @@ export interface RunFlags {
   only?: string;
   /** Submit at most this many pending tasks. */
   limit?: number;
+  /** Which pending task goes next; the manifest's `order` when absent. */
+  order?: TaskOrder;
   /** Send failed (refunded) and rejected tasks back to pending first. */
   retryFailed?: boolean;
   /** NDJSON events on stdout (./../../run/events.ts); the human display goes to stderr. */
@@ -262,6 +265,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
     allowPartial: flags.allowPartial ?? false,
     ...(a.only !== undefined ? { only: a.only } : {}),
     ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+    order: flags.order ?? settings.order,
     now: io.now(),
     shown: (p) => displayPath(io.cwd, p),
   }).catch(rethrowRunError);
@@ -350,6 +354,7 @@ async function executeAndReport(
         ...(flags.retries !== undefined ? { retries: flags.retries } : {}),
         ...(a.only !== undefined ? { only: a.only } : {}),
         ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+        order: flags.order ?? plan.settings.order,
         ...(a.callbacks ? { receiver: a.callbacks } : {}),
         // Without a receiver, the manifest's callback_url goes to the service as it is (a receiver of the user's).
         ...(!a.callbacks && plan.settings.callbackUrl ? { plainCallbackUrl: plan.settings.callbackUrl } : {}),

@@ -13,6 +13,7 @@ import type { Logger } from '../../util/log.js';
 import { fromMicro, toMicro } from '../../util/money.js';
 import { sleep as defaultSleep } from '../../util/sleep.js';
 import { type RunEventBody, stamp } from '../events.js';
+import { JobDurations } from '../polling.js';
 import { WriteQueue } from '../writes.js';
 import {
   DEFAULT_WATCH_POLICY,
@@ -48,6 +49,8 @@ export class RunCore {
   /** Polls in flight at once, for all jobs together (confirming polls and link refreshes included). */
   readonly pollLimit: LimitFunction;
   readonly downloadLimit: LimitFunction;
+  /** Job durations learnt per model from this run's jobs: when to look at the next job of that model. */
+  readonly durations: JobDurations;
 
   stopReason: StopReason | undefined;
   stopMessage: string | undefined;
@@ -85,6 +88,7 @@ export class RunCore {
     this.budgetMicro = opts.budget === undefined ? undefined : toMicro(opts.budget);
     this.pollLimit = pLimit(opts.pollConcurrency);
     this.downloadLimit = pLimit(opts.downloadConcurrency);
+    this.durations = new JobDurations(opts.jobTimeScale ?? 1);
     this.writes = new WriteQueue(deps.store);
     // Every download and sleep listens on these; dozens at once are expected, not a leak.
     setMaxListeners(0, this.halt.signal, this.stopSubmitting.signal);

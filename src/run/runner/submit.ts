@@ -47,7 +47,12 @@ export class Submitter {
     const submissions = new Set<Promise<unknown>>();
     outer: while (!core.stopSubmitting.signal.aborted) {
       const batch = store
-        .nextPending(runId, concurrency * 2 + core.claimed.size + this.#skipped.size, core.opts.only)
+        .nextPending(
+          runId,
+          concurrency * 2 + core.claimed.size + this.#skipped.size,
+          core.opts.only,
+          core.opts.order,
+        )
         .filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
       if (batch.length === 0) {
         if (submissions.size > 0) {

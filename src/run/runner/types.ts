@@ -2,11 +2,12 @@
 
 import type { ApiClient } from '../../api/client.js';
 import type { DownloadOptions, DownloadResult } from '../../api/download.js';
-import type { CatalogEntry } from '../../catalog/types.js';
+import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
+import type { TaskOrder } from '../../manifest/types.js';
 import type { Store, TaskRecord, TaskState } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import type { RunEvent } from '../events.js';
-import type { PollProfiles } from '../polling.js';
+import type { ExpectedMs, PollProfiles } from '../polling.js';
 
 export type StopReason =
   | 'interrupted'
@@ -80,6 +81,8 @@ export interface RunnerOptions {
   concurrency: number;
   budget?: number;
   pollProfiles: PollProfiles;
+  /** Multiplies the catalog's expected job durations (the sandbox demo's and the tests' time scale). */
+  jobTimeScale?: number;
   /** Polls in flight at once, for all jobs together. */
   pollConcurrency: number;
   downloadConcurrency: number;
@@ -103,6 +106,8 @@ export interface RunnerOptions {
   only?: readonly string[];
   /** `run --limit N`: submit at most this many tasks that were pending (a smoke test before the batch). */
   limit?: number;
+  /** Which pending task goes next; the longest expected job first unless the manifest's order is asked for. */
+  order?: TaskOrder;
   watch?: Partial<WatchPolicy>;
 }
 
@@ -138,6 +143,12 @@ export interface Watched {
   polls: number;
   /** Whether the task holds one of the run's concurrency slots. */
   holdsSlot: boolean;
+  /** How long its job is expected to take, learnt from the run's jobs of the same model. */
+  expected: ExpectedMs;
+  /** When the job was last seen not finished (epoch ms): the earliest it can have ended. */
+  lastLookAt?: number;
+  /** The request as sent, for what the job's size says about its duration. */
+  body: RequestBody;
   /** When jobs/detail first said success without a result list. */
   emptySuccessSince?: number;
   stalled: boolean;

@@ -4,14 +4,24 @@
 
 import type { JobRecord } from '../../api/schemas.js';
 import { findEntry } from '../../catalog/index.js';
-import type { CatalogEntry } from '../../catalog/types.js';
+import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
 import type { TaskRecord } from '../../store/index.js';
 import { jobPhase } from '../../store/index.js';
 import { toMicro } from '../../util/money.js';
-import { DueQueue, nextPollDelay } from '../polling.js';
+import { DueQueue, nextLookDelay, observedJobMs } from '../polling.js';
 import { type RunCore, UNAUTHORIZED_MESSAGE } from './core.js';
 import { type Fetcher, hasResults, withinNotFoundWindow } from './fetch.js';
 import type { CallbackHint, Watched } from './types.js';
+
+/** The request a task sent (its wire body); an unreadable one counts as a request with no size fields. */
+function requestOf(task: TaskRecord): RequestBody {
+  try {
+    const body: unknown = JSON.parse(task.wireBody);
+    return body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as RequestBody) : {};
+  } catch {
+    return {};
+  }
+}
 
 /** Job statuses on the way; a callback claiming one changes nothing we act on. */
 const ON_THE_WAY: ReadonlySet<string> = new Set(['pending', 'processing', 'waiting', 'queued']);
@@ -60,12 +70,16 @@ export class Watcher {
       core.claimed.add(task.taskId);
       if (slot) core.inFlight++;
     }
-    core.watched.set(task.taskId, { task, entry, polls, holdsSlot: slot, stalled });
-    const delay =
-      task.state === 'downloading' || task.state === 'unfetched'
-        ? 0
-        : nextPollDelay(core.opts.pollProfiles[entry.kind], polls);
-    this.#schedule(task.taskId, core.now() + delay);
+    const body = requestOf(task);
+    const expected = core.durations.expect(entry, body);
+    const watched: Watched = { task, entry, polls, holdsSlot: slot, stalled, expected, body };
+    core.watched.set(task.taskId, watched);
+    // A result to fetch, or a job already past its expected shortest time (a resumed run), is looked at now.
+    const now = core.now();
+    const submitted = task.submittedAt?.getTime();
+    const due = submitted === undefined || now - submitted >= expected.lowMs;
+    const fetching = task.state === 'downloading' || task.state === 'unfetched';
+    this.#schedule(task.taskId, fetching || (due && !stalled) ? now : this.#nextPollAt(watched));
   }
 
   #schedule(taskId: string, at: number): void {
@@ -249,8 +263,12 @@ export class Watcher {
 
   #nextPollAt(watched: Watched): number {
     const core = this.#core;
-    if (watched.stalled) return core.now() + core.policy.stalledPollMs;
-    return core.now() + nextPollDelay(core.opts.pollProfiles[watched.entry.kind], watched.polls);
+    const now = core.now();
+    if (watched.stalled) return now + core.policy.stalledPollMs;
+    // A job whose submission time is unknown is looked at as one within its expected time.
+    const submitted = watched.task.submittedAt?.getTime();
+    const elapsed = submitted === undefined ? watched.expected.lowMs : now - submitted;
+    return now + nextLookDelay(core.opts.pollProfiles[watched.entry.kind], watched.expected, elapsed);
   }
 
   #warnOnce(key: string, fields: Record<string, unknown>, message: string): void {
@@ -347,6 +365,7 @@ export class Watcher {
           : `job status the spec does not name; read as ${phase}`,
       );
     }
+    this.#learn(watched, record, phase === 'success' && result.moved);
     const state = result.to ?? core.deps.store.getTask(core.opts.runId, taskId)?.state;
     if (state === 'failed') {
       if (result.refunded !== null) core.money.refunded += toMicro(result.refunded);
@@ -381,6 +400,21 @@ export class Watcher {
     if (result.moved) core.progress();
     const next = this.#nextPollAt(watched);
     this.#lookAgain(taskId, phase === 'success' ? Math.min(next, core.now() + 1_000) : next);
+  }
+
+  /** A job seen finished for the first time teaches how long its model takes; one not finished, when it was not. */
+  #learn(watched: Watched, record: JobRecord, justSucceeded: boolean): void {
+    const core = this.#core;
+    const now = core.now();
+    const submitted = watched.task.submittedAt?.getTime();
+    if (!justSucceeded) {
+      watched.lastLookAt = now;
+      return;
+    }
+    if (submitted === undefined) return;
+    const notBefore = Math.max(0, (watched.lastLookAt ?? submitted) - submitted);
+    const ms = observedJobMs(notBefore, now - submitted, record.start_time, record.end_time);
+    core.durations.observe(watched.entry, watched.body, ms);
   }
 
   #pastDeadline(watched: Watched): boolean {

@@ -160,7 +160,12 @@ export function makeRunner(
       runId: 'r1',
       runDir,
       concurrency: 4,
-      pollProfiles: { ...DEFAULT_POLL_PROFILES, image: { firstMs: 1_000, factor: 1, capMs: 1_000 } },
+      // Images are first looked at after 1 s (3 s expected, at a third of the time), then every second.
+      pollProfiles: {
+        ...DEFAULT_POLL_PROFILES,
+        image: { intervalMs: 1_000, factor: 1, capMs: 1_000, firstAtLeastMs: 0 },
+      },
+      jobTimeScale: 1 / 3,
       pollConcurrency: 4,
       downloadConcurrency: 2,
       maxDownloadBytes: 1024 ** 2,

@@ -172,7 +172,7 @@ describe('Runner, driven directly', () => {
     s.api.answers.set('t1', [accepted('u1', 3)]);
     s.api.jobs.set('u1', [job('u1', 'completed', 1)]);
     // Polls of their own would come an hour later: what happens before is the callbacks' doing.
-    const hour = { firstMs: 3_600_000, factor: 1, capMs: 3_600_000 };
+    const hour = { intervalMs: 3_600_000, factor: 1, capMs: 3_600_000, firstAtLeastMs: 3_600_000 };
     const { runner, events } = makeRunner(s, {
       pollProfiles: { image: hour, audio: hour, video: hour },
     });
@@ -197,7 +197,7 @@ describe('Runner, driven directly', () => {
     const answer = gate<SubmitOutcome>();
     s.api.answers.set('t1', [answer.promise]);
     s.api.jobs.set('u1', [job('u1', 'completed', 1)]);
-    const hour = { firstMs: 3_600_000, factor: 1, capMs: 3_600_000 };
+    const hour = { intervalMs: 3_600_000, factor: 1, capMs: 3_600_000, firstAtLeastMs: 3_600_000 };
     const { runner } = makeRunner(s, { pollProfiles: { image: hour, audio: hour, video: hour } });
 
     const running = runner.run();

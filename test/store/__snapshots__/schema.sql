@@ -131,7 +131,7 @@ CREATE TABLE "tasks" (
   updated_at     TEXT NOT NULL,
   retries        INTEGER NOT NULL DEFAULT 0 CHECK (retries >= 0),
   cost_assumed   INTEGER NOT NULL DEFAULT 0 CHECK (cost_assumed IN (0, 1)),
-  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)), file_name TEXT,
+  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)), file_name TEXT, expected_ms INTEGER NOT NULL DEFAULT 0 CHECK (expected_ms >= 0),
   PRIMARY KEY (run_id, task_id)
 ) STRICT;
 
@@ -140,3 +140,5 @@ CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT 
 CREATE INDEX tasks_by_state ON tasks (run_id, state, seq);
 
 CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running', 'stalled');
+
+CREATE INDEX tasks_pending_longest ON tasks (run_id, state, expected_ms DESC, seq);
