@@ -7,10 +7,13 @@ import { fileURLToPath } from 'node:url';
 import { REPO, spawnSandbox } from '../test/helpers/child.js';
 import { measureDownload } from './download.js';
 import { machine } from './lib/measure.js';
+import { type MakespanFigures, measureMakespan } from './makespan.js';
 import { measureRequests, TIME_SCALE } from './requests.js';
 import { measureScale, RSS_TARGET_MB } from './scale.js';
 import { measureThroughput } from './throughput.js';
 
+/** Job times and polling at a quarter of real time: ratios hold, and the two batches take ~3 minutes. */
+const MAKESPAN_SPEED = 0.25;
 const RESULTS = fileURLToPath(new URL('./results.json', import.meta.url));
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
 
@@ -34,25 +37,30 @@ const started = performance.now();
 const host = machine(REPO);
 log(`${host.cpus} cpus, ${host.memoryGb} GB, node ${host.node}, commit ${host.commit}`);
 
-log('1/6 sandbox submissions per second');
+log('1/7 sandbox submissions per second');
 const load = sandboxLoad();
 
 // One sandbox process for the throughput and scale figures: it outlives the runs, like the service.
 const { child: sandbox, baseUrl } = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
 let figures: Record<string, unknown>;
 try {
-  log('2/6 runner throughput, 5,000 tasks, concurrency 64');
+  log('2/7 runner throughput, 5,000 tasks, concurrency 64');
   const throughput = await measureThroughput(baseUrl, 5000, 64);
   log(`runner ${throughput.runnerTasksPerSecond} tasks/s, bare ${throughput.bareTasksPerSecond} tasks/s`);
-  log(`3/6 requests per task and notice delay (speed ${TIME_SCALE}, poll scale ${TIME_SCALE})`);
+  log(`3/7 requests per task and notice delay (speed ${TIME_SCALE}, poll scale ${TIME_SCALE})`);
   const polling = await measureRequests('polling');
   const callbacks = await measureRequests('callbacks');
   log(`polls per task ${polling.pollsPerTask} (polling), ${callbacks.pollsPerTask} (callbacks)`);
-  log('4/6 and 5/6 scale and resume (10,000 and 100,000 tasks)');
+  log('4/7 and 5/7 scale and resume (10,000 and 100,000 tasks)');
   const scale = await measureScale(baseUrl, log);
-  log('6/6 a 500 MB download against curl');
+  log('6/7 a 500 MB download against curl');
   const download = await measureDownload(500);
-  figures = { sandboxLoad: load, throughput, requests: { polling, callbacks }, scale, download };
+  log(`7/7 makespan of a mixed batch against the ideal and a 5 s script (speed ${MAKESPAN_SPEED})`);
+  const makespan = [
+    await measureMakespan({ tasks: 64, concurrency: 8, speed: MAKESPAN_SPEED }),
+    await measureMakespan({ tasks: 256, concurrency: 32, speed: MAKESPAN_SPEED }),
+  ];
+  figures = { sandboxLoad: load, throughput, requests: { polling, callbacks }, scale, download, makespan };
 } finally {
   sandbox.proc.kill('SIGTERM');
   await sandbox.exited;
@@ -67,6 +75,7 @@ const f = figures as {
   };
   scale: Awaited<ReturnType<typeof measureScale>>;
   download: Awaited<ReturnType<typeof measureDownload>>;
+  makespan: MakespanFigures[];
 };
 const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
 const { polling, callbacks } = f.requests;
@@ -130,6 +139,34 @@ const rows: [string, string, string][] = [
     `${f.download.oursPeakRssMb} (${f.download.oursBaselineRssMb}) / ${f.download.curlPeakRssMb ?? '-'} MB`,
     '',
   ],
+  ...f.makespan.flatMap((m): [string, string, string][] =>
+    m.runs.map((r) => {
+      const toFile = Object.entries(r.toFile)
+        .map(([kind, d]) => `${kind} ${d.medianMs}/${d.p95Ms} ms`)
+        .join(', ');
+      const polling = r.who === 'mediabatch polling';
+      const fileTarget = r.who.includes('callbacks') ? 500 : 5_000;
+      const p95 = Math.max(...Object.values(r.toFile).map((d) => d.p95Ms));
+      const targets = r.who.startsWith('mediabatch')
+        ? [
+            ...(polling
+              ? [`ratio <= 1.05 ${mark(r.ratio <= 1.05)}`, `<= 4.5 req ${mark(r.requestsPerTask <= 4.5)}`]
+              : []),
+            `p95 <= ${fileTarget} ms ${mark(p95 <= fileTarget)}`,
+          ]
+        : [];
+      return [
+        `7 ${m.tasks} tasks, c${m.concurrency}: ${r.who}`,
+        `${r.ratio} x list-order ideal (${Math.round((r.makespanMs / r.idealLongestMs) * 100) / 100} x longest-first), ${r.requestsPerTask} req/task, success -> file ${toFile}`,
+        targets.join(', '),
+      ];
+    }),
+  ),
+  ...f.makespan.map((m): [string, string, string] => [
+    `7 ${m.tasks} tasks, c${m.concurrency}: longest-first ideal / list-order ideal`,
+    `${m.longestFirstGain}`,
+    `<= 0.85 ${mark(m.longestFirstGain <= 0.85)}`,
+  ]),
 ];
 const width = Math.max(...rows.map((r) => r[0].length));
 const valueWidth = Math.max(...rows.map((r) => r[1].length));

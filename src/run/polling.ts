@@ -39,7 +39,12 @@ export interface ExpectedMs {
 
 /** Delay from now until the next look at a job that has been at the service for `elapsedMs`. */
 export function nextLookDelay(profile: PollProfile, expected: ExpectedMs, elapsedMs: number): number {
-  const first = Math.max(expected.lowMs, profile.firstAtLeastMs);
+  // Half an interval past the expected shortest time: a look right at it would find almost nothing done,
+  // and a job ending just after waits no longer than at any other look.
+  const first = Math.max(
+    Math.min(expected.lowMs + profile.intervalMs / 2, expected.highMs),
+    profile.firstAtLeastMs,
+  );
   if (elapsedMs < first) return Math.round(first - elapsedMs);
   const lateAt = expected.highMs * LATE_AFTER;
   if (elapsedMs < lateAt) return Math.round(profile.intervalMs);

@@ -47,6 +47,8 @@ export interface JobState {
   /** Tokens given back; equals `cost` for a failed job. */
   refunded: number;
   created_at: string;
+  /** When the job ends (success or failure), as planned at its creation. */
+  ends_at: string;
   /** How the submission was answered; `error-502` (a gateway page) and `connection-dropped` are charges the client never saw. */
   answer: SubmitAnswer;
   callback_url?: string;
@@ -367,6 +369,7 @@ function jobState(job: SandboxJob): JobState {
     list_price: job.listPrice,
     refunded: job.refunded,
     created_at: new Date(job.createdAt).toISOString(),
+    ends_at: new Date(job.endAt).toISOString(),
     answer: job.answer,
     request: structuredClone(job.request),
     callbacks: job.callbacks.map((c) => ({ ...c, attempts: [...c.attempts] })),

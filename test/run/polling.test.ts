@@ -14,16 +14,16 @@ const image = { lowMs: 3_000, highMs: 8_000 };
 
 describe('nextLookDelay', () => {
   it.each([
-    ['image', image, 0, 3_000],
-    ['image', image, 1_000, 2_000],
-    ['image', image, 3_000, 2_000],
+    ['image', image, 0, 4_000],
+    ['image', image, 1_000, 3_000],
+    ['image', image, 4_000, 2_000],
     ['image', image, 11_999, 2_000],
     ['image', image, 14_000, 2_000],
     ['image', image, 30_000, 9_000],
     ['image', image, 600_000, 10_000],
-    ['video', video, 0, 30_000],
-    ['video', video, 29_000, 1_000],
-    ['video', video, 30_000, 5_000],
+    ['video', video, 0, 32_500],
+    ['video', video, 31_500, 1_000],
+    ['video', video, 32_500, 5_000],
     ['video', video, 134_000, 5_000],
     ['video', video, 155_000, 10_000],
     ['video', video, 3_600_000, 30_000],
