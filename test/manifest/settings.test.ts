@@ -26,6 +26,7 @@ describe('settings', () => {
       name: 'demo',
       runId: 'demo',
       concurrency: 4,
+      order: 'longest',
       output: '/work/out',
       retries: 0,
     });
@@ -36,6 +37,7 @@ describe('settings', () => {
 schedule: "0 3 * * *"
 timezone: Europe/Paris
 concurrency: 8
+order: manifest
 retries: 2
 budget: 250.5
 budget_per_period: 5000
@@ -52,6 +54,7 @@ listen: "0.0.0.0:8788"
       schedule: '0 3 * * *',
       timezone: 'Europe/Paris',
       concurrency: 8,
+      order: 'manifest',
       budget: 250.5,
       budgetPerPeriod: 5000,
       retries: 2,

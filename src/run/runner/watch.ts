@@ -265,9 +265,10 @@ export class Watcher {
     const core = this.#core;
     const now = core.now();
     if (watched.stalled) return now + core.policy.stalledPollMs;
-    // A job whose submission time is unknown is looked at as one within its expected time.
+    // A job whose submission time is unknown is looked at as one within its expected time. The submission
+    // time comes from the store's clock; one ahead of ours must not hold the first look back.
     const submitted = watched.task.submittedAt?.getTime();
-    const elapsed = submitted === undefined ? watched.expected.lowMs : now - submitted;
+    const elapsed = submitted === undefined ? watched.expected.lowMs : Math.max(0, now - submitted);
     return now + nextLookDelay(core.opts.pollProfiles[watched.entry.kind], watched.expected, elapsed);
   }
 
