@@ -224,4 +224,31 @@ ALTER TABLE tasks ADD COLUMN expected_ms INTEGER NOT NULL DEFAULT 0 CHECK (expec
 CREATE INDEX tasks_pending_longest ON tasks (run_id, state, expected_ms DESC, seq);
 `,
   },
+  {
+    id: 5,
+    name: 'task_counts: tasks per run and state, kept by triggers, so progress never counts every task',
+    sql: `
+CREATE TABLE task_counts (
+  run_id TEXT NOT NULL,
+  state  TEXT NOT NULL,
+  n      INTEGER NOT NULL CHECK (n >= 0),
+  PRIMARY KEY (run_id, state)
+) STRICT, WITHOUT ROWID;
+INSERT INTO task_counts (run_id, state, n) SELECT run_id, state, count(*) FROM tasks GROUP BY run_id, state;
+
+-- In the same transaction as the change itself: the counts are exactly the tasks, across any crash.
+CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
+    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks WHEN OLD.state IS NOT NEW.state BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
+  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
+    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
+END;
+`,
+  },
 ];

@@ -142,3 +142,25 @@ CREATE INDEX tasks_by_state ON tasks (run_id, state, seq);
 CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running', 'stalled');
 
 CREATE INDEX tasks_pending_longest ON tasks (run_id, state, expected_ms DESC, seq);
+
+CREATE TABLE task_counts (
+  run_id TEXT NOT NULL,
+  state  TEXT NOT NULL,
+  n      INTEGER NOT NULL CHECK (n >= 0),
+  PRIMARY KEY (run_id, state)
+) STRICT, WITHOUT ROWID;
+
+CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
+    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks WHEN OLD.state IS NOT NEW.state BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
+  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
+    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
+END;

@@ -1,0 +1,78 @@
+// Issue 16: the tasks per state of a run are kept in task_counts by triggers, so progress and status read a
+// handful of rows at any size. They must equal a real count after any sequence of changes, and after reopen.
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/index.js';
+import { TASK_STATES } from '../../src/store/types.js';
+import { task, useStoreWithRun } from './helpers.js';
+
+const ctx = useStoreWithRun();
+
+function counted(file: string, runId: string): Record<string, number> {
+  const db = new Database(file, { readonly: true });
+  const rows = db
+    .prepare('SELECT state, count(*) AS n FROM tasks WHERE run_id = ? GROUP BY state')
+    .all(runId) as { state: string; n: number }[];
+  db.close();
+  const counts: Record<string, number> = Object.fromEntries(TASK_STATES.map((s) => [s, 0]));
+  for (const r of rows) counts[r.state] = r.n;
+  return counts;
+}
+
+/** A small deterministic random sequence, so a failure can be replayed. */
+function sequence(seed: number): () => number {
+  let x = seed;
+  return () => {
+    x = (x * 1103515245 + 12345) % 2 ** 31;
+    return x / 2 ** 31;
+  };
+}
+
+describe('task counts per state', () => {
+  it('equal a real count after inserts, moves by every writer, deletes, and a reopen', () => {
+    const store = ctx.store();
+    store.createRun({ id: 'r2', manifestPath: '/m/other.yaml', manifestName: 'other', settings: {} });
+    store.upsertTasks(
+      'r1',
+      Array.from({ length: 300 }, (_, i) => task(`t${i}`)),
+    );
+    store.upsertTasks('r2', [task('x'), task('y')]);
+    expect(store.countTasksByState('r1')).toEqual(counted(ctx.file(), 'r1'));
+    expect(store.countTasksByState('r1').pending).toBe(300);
+
+    // Moves through the store's own paths, then any state at all by another writer (the triggers see both).
+    for (let i = 0; i < 100; i++) store.recordSubmitIntent('r1', `t${i}`);
+    store.requeueTasks('r1', ['t1', 't2', 't3'], ['submitting']);
+    const raw = new Database(ctx.file());
+    const random = sequence(7);
+    const update = raw.prepare('UPDATE tasks SET state = ? WHERE run_id = ? AND task_id = ?');
+    for (let i = 0; i < 2_000; i++) {
+      const state = TASK_STATES[Math.floor(random() * TASK_STATES.length)] ?? 'pending';
+      update.run(state, 'r1', `t${Math.floor(random() * 300)}`);
+    }
+    raw.prepare("DELETE FROM tasks WHERE run_id = 'r1' AND task_id IN ('t250', 't251')").run();
+    raw.close();
+
+    const expected = counted(ctx.file(), 'r1');
+    expect(store.countTasksByState('r1')).toEqual(expected);
+    expect(Object.values(expected).reduce((a, b) => a + b, 0)).toBe(298);
+    expect(store.countTasksByState('r2')).toEqual(counted(ctx.file(), 'r2'));
+
+    store.close();
+    const again = openStore(ctx.file());
+    try {
+      expect(again.countTasksByState('r1')).toEqual(expected);
+    } finally {
+      again.close();
+    }
+  });
+
+  it('are not changed by a transaction that rolls back', () => {
+    const store = ctx.store();
+    store.upsertTasks('r1', [task('a'), task('b')]);
+    const before = store.countTasksByState('r1');
+    expect(() => store.upsertTasks('r1', [task('c'), task('c')])).toThrow(/listed twice/);
+    expect(store.countTasksByState('r1')).toEqual(before);
+    expect(before).toEqual(counted(ctx.file(), 'r1'));
+  });
+});
