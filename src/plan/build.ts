@@ -9,8 +9,7 @@ import { DEFAULT_PRICES } from '../catalog/prices.js';
 import type { PriceTable } from '../catalog/types.js';
 import { loadManifest } from '../manifest/index.js';
 import type { LoadedManifest, ManifestProblem, ManifestSettings } from '../manifest/types.js';
-import { createProber, probeMany } from '../media/probe.js';
-import type { ProbeResult } from '../media/types.js';
+import type { ProbeResult, Prober } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
 import {
   type CheckedTask,
@@ -29,8 +28,13 @@ const PROBE_CONCURRENCY = 8;
 
 /** Measures input media over HTTP (Range requests), a few at a time: what `plan` and `run` use. */
 export function mediaMeasure(): (needs: MediaNeed[]) => Promise<Map<string, ProbeResult>> {
-  const prober = createProber();
-  return (needs) => probeMany(prober, needs, PROBE_CONCURRENCY);
+  // Loaded on the first measurement: music-metadata and the HTTP client are not needed to read a manifest.
+  let prober: Prober | undefined;
+  return async (needs) => {
+    const { createProber, probeMany } = await import('../media/probe.js');
+    prober ??= createProber();
+    return probeMany(prober, needs, PROBE_CONCURRENCY);
+  };
 }
 
 /** Every problem of a manifest (its own, its data files', the catalog's), located. */
