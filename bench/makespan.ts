@@ -33,10 +33,15 @@ export interface RunFigures {
   makespanMs: number;
   /** The same jobs packed in manifest order onto the slots, no overhead. */
   idealListMs: number;
-  /** The same jobs packed longest first. */
+  /**
+   * The same jobs packed longest *expected* first (videos before images, each kind in manifest order):
+   * what zero overhead gives with the order mediabatch uses, knowing no more than it does.
+   */
   idealLongestMs: number;
-  /** makespan / list-order ideal: target <= 1.05 for polling. */
+  /** makespan / the ideal of the order this run used (its overhead): target <= 1.05 for polling. */
   ratio: number;
+  /** makespan / list-order ideal: below 1 when the order gains more than the overhead costs. */
+  vsListIdeal: number;
   requestsPerTask: number;
   pollsPerTask: number;
   /**
@@ -74,6 +79,15 @@ export function mixedTasks(n: number): TaskDecl[] {
   );
 }
 
+/** The order mediabatch submits in by default: videos (longest expected) first, each kind as written. */
+export function longestExpectedFirst(list: TaskDecl[]): TaskDecl[] {
+  const rank = (t: TaskDecl) => (t.model === 'studio-2-6' ? 0 : 1);
+  return list
+    .map((t, i) => ({ t, i }))
+    .sort((a, b) => rank(a.t) - rank(b.t) || a.i - b.i)
+    .map((x) => x.t);
+}
+
 /** List scheduling: each job, in order, on the slot that frees first. */
 export function packedMakespan(durations: readonly number[], slots: number): number {
   const free = Array.from({ length: slots }, () => 0);
@@ -101,26 +115,26 @@ function figuresOf(
   finished: Finished[],
   sandbox: Sandbox,
   o: MakespanOptions,
-  byPolling = true,
+  how: { byPolling: boolean; longestFirst: boolean },
 ): RunFigures {
   const byId = new Map(finished.map((f) => [f.taskId, f]));
-  const durations = list.flatMap((t) => {
-    const f = byId.get(t.id);
-    return f ? [f.endsAt - f.createdAt] : [];
-  });
+  const durationsOf = (tasks: TaskDecl[]) =>
+    tasks.flatMap((t) => {
+      const f = byId.get(t.id);
+      return f ? [f.endsAt - f.createdAt] : [];
+    });
+  const durations = durationsOf(list);
   const makespanMs =
     Math.max(...finished.map((f) => f.doneAt)) - Math.min(...finished.map((f) => f.createdAt));
   const idealListMs = packedMakespan(durations, o.concurrency);
-  const idealLongestMs = packedMakespan(
-    [...durations].sort((a, b) => b - a),
-    o.concurrency,
-  );
+  const idealLongestMs = packedMakespan(durationsOf(longestExpectedFirst(list)), o.concurrency);
+  const idealUsed = how.longestFirst ? idealLongestMs : idealListMs;
   const { requests } = sandbox.state();
   const toFile: RunFigures['toFile'] = {};
   for (const kind of new Set(finished.map((f) => f.kind))) {
     const delays = finished
       .filter((f) => f.kind === kind)
-      .map((f) => (f.doneAt - f.endsAt) / (byPolling ? o.speed : 1));
+      .map((f) => (f.doneAt - f.endsAt) / (how.byPolling ? o.speed : 1));
     toFile[kind] = { medianMs: round(quantile(delays, 0.5), 0), p95Ms: round(quantile(delays, 0.95), 0) };
   }
   return {
@@ -128,7 +142,8 @@ function figuresOf(
     makespanMs: round(makespanMs, 0),
     idealListMs: round(idealListMs, 0),
     idealLongestMs: round(idealLongestMs, 0),
-    ratio: round(makespanMs / idealListMs),
+    ratio: round(makespanMs / idealUsed),
+    vsListIdeal: round(makespanMs / idealListMs),
     requestsPerTask: round((requests.submit + requests.poll + requests.download) / list.length),
     pollsPerTask: round(requests.poll / list.length),
     toFile,
@@ -194,7 +209,10 @@ async function mediabatchRun(
       const job = jobs.get((JSON.parse(r.body) as { prompt?: string }).prompt ?? '');
       return job ? [{ taskId: r.task_id, ...job, doneAt: Date.parse(r.finished_at) }] : [];
     });
-    return figuresOf(who, list, finished, sandbox, o, !extra.callbacks);
+    return figuresOf(who, list, finished, sandbox, o, {
+      byPolling: !extra.callbacks,
+      longestFirst: extra.order !== 'manifest',
+    });
   } finally {
     await sandbox.close();
     await rm(dir, { recursive: true, force: true });
@@ -226,7 +244,10 @@ async function naiveRun(list: TaskDecl[], o: MakespanOptions): Promise<RunFigure
       const doneAt = done.get(t.id);
       return job && doneAt !== undefined ? [{ taskId: t.id, ...job, doneAt }] : [];
     });
-    return figuresOf('script polling every 5 s', list, finished, sandbox, o);
+    return figuresOf('script polling every 5 s', list, finished, sandbox, o, {
+      byPolling: true,
+      longestFirst: false,
+    });
   } finally {
     await sandbox.close();
     await rm(dir, { recursive: true, force: true });
@@ -260,9 +281,8 @@ export function makespanLines(f: MakespanFigures): string[] {
     const toFile = Object.entries(r.toFile)
       .map(([kind, d]) => `${kind} ${round(d.medianMs / 1000, 1)}/${round(d.p95Ms / 1000, 1)} s`)
       .join(', ');
-    const vsLongest = round(r.makespanMs / r.idealLongestMs);
     lines.push(
-      `  ${r.who}: ${r.ratio} x list-order ideal (${vsLongest} x longest-first ideal), ${r.requestsPerTask} requests/task, success -> file median/p95 ${toFile}`,
+      `  ${r.who}: ${r.ratio} x the ideal of its order, ${r.vsListIdeal} x list-order ideal, ${r.requestsPerTask} requests/task, success -> file median/p95 ${toFile}`,
     );
   }
   lines.push(`  longest-first ideal / list-order ideal: ${f.longestFirstGain}`);

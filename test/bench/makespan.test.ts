@@ -34,8 +34,8 @@ describe('the makespan bench', () => {
     ]);
     for (const r of f.runs) {
       expect(r.makespanMs).toBeGreaterThan(0);
-      // Nobody beats the ideal packing of the very jobs they ran by much (clock granularity aside).
-      expect(r.makespanMs).toBeGreaterThanOrEqual(r.idealLongestMs * 0.95);
+      // Nobody beats the zero-overhead packing of the very jobs they ran, in their order (clock granularity aside).
+      expect(r.ratio).toBeGreaterThanOrEqual(0.95);
       expect(r.requestsPerTask).toBeGreaterThanOrEqual(3);
       expect(Object.keys(r.toFile).sort()).toEqual(['image', 'video']);
     }
