@@ -26,4 +26,4 @@ export {
   reportJsonSchema,
   reportSchema,
 } from './schema.js';
-export { copyReportFile, REPORT_FILES, type WrittenReport, writeReport } from './write.js';
+export { copyReportFile, REPORT_FILES, reportFiles, type WrittenReport, writeReport } from './write.js';

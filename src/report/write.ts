@@ -36,6 +36,16 @@ export interface WrittenReport {
   files: { json: string; csv: string; markdown: string; gallery: string };
 }
 
+/** Where a run's report files are. */
+export function reportFiles(runDir: string): WrittenReport['files'] {
+  return {
+    json: join(runDir, REPORT_FILES.json),
+    csv: join(runDir, REPORT_FILES.csv),
+    markdown: join(runDir, REPORT_FILES.markdown),
+    gallery: join(runDir, REPORT_FILES.gallery),
+  };
+}
+
 export async function writeReport(
   store: Store,
   runId: string,
@@ -49,12 +59,7 @@ export async function writeReport(
   // A report written by a process that was killed leaves its temporary files; ones older than this
   // process cannot belong to a writer still at work beside us.
   await removeLeftoverTemps(runDir, Date.now() - process.uptime() * 1000);
-  const files = {
-    json: join(runDir, REPORT_FILES.json),
-    csv: join(runDir, REPORT_FILES.csv),
-    markdown: join(runDir, REPORT_FILES.markdown),
-    gallery: join(runDir, REPORT_FILES.gallery),
-  };
+  const files = reportFiles(runDir);
   const pages = (o: ReportPagesOptions = {}) => store.reportTaskPages(runId, o);
   const tasks = (o: ReportPagesOptions = {}) => reportTasks(pages(o), runDir);
   const inDoubt = (limit?: number) =>

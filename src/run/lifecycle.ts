@@ -2,13 +2,14 @@
 // (the Runner with its lease, its callback receiver and its policy), and the close (the balance after,
 // the final state, the report). The CLI and the scheduler call these and only word the outcome.
 
+import { existsSync } from 'node:fs';
 import type { ApiClient } from '../api/client.js';
 import { type DownloadOptions, type DownloadResult, downloadResult } from '../api/download.js';
 import { UNAUTHORIZED_MESSAGE } from '../api/errors.js';
 import { findEntry, roundTokens } from '../catalog/index.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
-import { writeReport } from '../report/index.js';
+import { reportFiles, writeReport } from '../report/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
 import type { Logger } from '../util/log.js';
 import {
@@ -344,13 +345,23 @@ export function exitCodeFor(
  */
 export async function writeRunReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
-  o: { now: Date; quota?: number },
-): Promise<{ ok: true; markdown: string; gallery: string } | { ok: false; error: Error }> {
+  o: { now: Date; quota?: number; unlessCurrent?: boolean },
+): Promise<{ ok: true; markdown: string; gallery: string; current?: true } | { ok: false; error: Error }> {
+  const { store, runId, runDir } = session;
   try {
-    const written = await writeReport(session.store, session.runId, session.runDir, {
+    // Read before writing: a change while the report is written makes the next look see it as stale.
+    const basis = store.currentReportBasis(runId, { quota: o.quota ?? null, runDir });
+    if (o.unlessCurrent && store.storedReportBasis(runId) === basis) {
+      const files = reportFiles(runDir);
+      if (existsSync(files.json) && existsSync(files.markdown) && existsSync(files.gallery)) {
+        return { ok: true, markdown: files.markdown, gallery: files.gallery, current: true };
+      }
+    }
+    const written = await writeReport(store, runId, runDir, {
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
     });
+    store.rememberReportBasis(runId, basis);
     return { ok: true, markdown: written.files.markdown, gallery: written.files.gallery };
   } catch (error) {
     return { ok: false, error: error instanceof Error ? error : new Error(String(error)) };

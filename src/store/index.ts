@@ -6,6 +6,7 @@ import { FileStore } from './files.js';
 import { JobStore } from './jobs.js';
 import { LeaseStore } from './leases.js';
 import { LedgerStore } from './ledger.js';
+import { ReportBasisStore } from './report-basis.js';
 import { ReportReadStore } from './report-reads.js';
 import { RunStore } from './runs.js';
 import { ScheduleStore } from './schedules.js';
@@ -138,6 +139,9 @@ export class Store {
   readonly recordFiring: ScheduleStore['recordFiring'];
   readonly setNextFire: ScheduleStore['setNextFire'];
   readonly getSchedule: ScheduleStore['getSchedule'];
+  readonly currentReportBasis: ReportBasisStore['currentReportBasis'];
+  readonly storedReportBasis: ReportBasisStore['storedReportBasis'];
+  readonly rememberReportBasis: ReportBasisStore['rememberReportBasis'];
   readonly listSchedules: ScheduleStore['listSchedules'];
 
   // Long on purpose: every statement is prepared once, here, and named for what it does.
@@ -216,6 +220,11 @@ export class Store {
     this.problemTasks = reportReads.problemTasks.bind(reportReads);
     this.notOnDiskByState = reportReads.notOnDiskByState.bind(reportReads);
     this.runTotals = reportReads.runTotals.bind(reportReads);
+
+    const basis = new ReportBasisStore(db);
+    this.currentReportBasis = basis.currentReportBasis.bind(basis);
+    this.storedReportBasis = basis.storedReportBasis.bind(basis);
+    this.rememberReportBasis = basis.rememberReportBasis.bind(basis);
 
     const leases = new LeaseStore(db, now);
     this.acquireLease = leases.acquireLease.bind(leases);

@@ -251,4 +251,11 @@ CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
 END;
 `,
   },
+  {
+    id: 6,
+    name: 'runs: what the report on disk was written from',
+    sql: `
+ALTER TABLE runs ADD COLUMN report_basis TEXT;
+`,
+  },
 ];

@@ -69,6 +69,7 @@ export class TaskStore {
   readonly #selectTasksOfRun;
   readonly #selectTasksByState;
   readonly #selectPending;
+  readonly #forgetReportBasis;
   readonly #selectPendingOf;
   readonly #countByState;
   readonly #selectDue;
@@ -89,6 +90,7 @@ export class TaskStore {
   constructor(db: Db, now: Clock) {
     this.#now = now;
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
+    this.#forgetReportBasis = db.prepare<[string]>('UPDATE runs SET report_basis = NULL WHERE id = ?');
     this.#selectExisting = db.prepare<[string], ExistingTask>(
       `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms
        FROM tasks WHERE run_id = ?`,
@@ -253,6 +255,7 @@ export class TaskStore {
     const result: UpsertResult = { inserted: 0, unchanged: 0, updated: [], changed: [], missing: [] };
     const neverCharged = JSON.stringify(NEVER_CHARGED);
     const batch: unknown[] = [];
+    let touched = false;
 
     for (const spec of specs) {
       if (seen.has(spec.taskId)) {
@@ -267,7 +270,10 @@ export class TaskStore {
         result.inserted++;
       } else if (old.body_hash === values.bodyHash) {
         result.unchanged++;
-        if (estimateDiffers(old, values)) this.#updateEstimate.run(values);
+        if (estimateDiffers(old, values)) {
+          this.#updateEstimate.run(values);
+          touched = true;
+        }
       } else if (NEVER_CHARGED.includes(old.state)) {
         this.#updateBodyInPlace.run({ ...values, neverCharged });
         result.updated.push(spec.taskId);
@@ -280,6 +286,7 @@ export class TaskStore {
         };
         result.changed.push(changed);
         if (acceptChanges) {
+          touched = true;
           this.#resetTaskWithBody.run(values);
           this.#deleteFilesOfTask.run(runId, spec.taskId);
         }
@@ -288,6 +295,8 @@ export class TaskStore {
     for (let i = 0; i < batch.length; i += INSERT_COLUMNS) {
       this.#insertTask.run(batch.slice(i, i + INSERT_COLUMNS));
     }
+    // A task added or re-estimated is news the report on disk does not have.
+    if (touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
     for (const taskId of existing.keys()) if (!seen.has(taskId)) result.missing.push(taskId);
     return result;
   }

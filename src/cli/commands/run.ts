@@ -274,7 +274,8 @@ async function driveRun(a: DriveArgs): Promise<number> {
     out(
       `Run ${runId} is already complete: ${describeCounts(report.counts)}. Files are in ${displayPath(io.cwd, session.runDir)}.`,
     );
-    await printReport(a, out);
+    // Nothing moved since the last report was written: it stays as it is (a minute at a million tasks).
+    await printReport(a, out, { unlessCurrent: true });
     printer.summary(report.counts, code);
     if (code !== EXIT.ok) throw new ExitError(EXIT.someFailed, failureLine(runId, report.counts));
     return code;
@@ -436,9 +437,11 @@ function interruptsFrom(io: CliIO): { stop: AbortSignal; halt: AbortSignal; disp
 async function printReport(
   a: DriveArgs,
   print: ((line: string) => void) | undefined,
+  opts: { unlessCurrent?: boolean } = {},
 ): Promise<string | undefined> {
   const { io, config } = a.ctx;
   const written = await writeRunReport(a.session, {
+    ...opts,
     now: io.now(),
     ...(config.quota !== undefined ? { quota: config.quota } : {}),
   });
