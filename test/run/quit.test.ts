@@ -1,5 +1,6 @@
 // Ctrl-C twice quits at once, in a real process: the intent rows make that safe, and the next run
 // finishes without charging any task twice.
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +17,7 @@ let sandboxUrl: string;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mb-quit-'));
   // Slow answers, so that submissions are in flight when Ctrl-C comes.
-  const started = await spawnSandbox(['--speed', '0', '--latency', '400', '--seed', '3']);
+  const started = await spawnSandbox(['--speed', '0', '--latency', '400', '--seed', '3', '--balance', '1e9']);
   sandbox = started.child;
   sandboxUrl = started.baseUrl;
 });
@@ -74,4 +75,48 @@ describe('run: Ctrl-C twice', () => {
     expect(jobs.length).toBeLessThanOrEqual(tasks.length);
     expect(again.stdout()).toMatch(/Run quit: \d+ done/);
   });
+});
+
+describe('run: Ctrl-C once on a large run', () => {
+  it('prints the outcome at once and leaves the report to `mediabatch report`, which writes it', async () => {
+    await writeFile(
+      join(dir, 'big.yaml'),
+      stringify({
+        version: 1,
+        name: 'big',
+        concurrency: 4,
+        output: 'out',
+        tasks: [
+          {
+            id: 'img-{{index}}',
+            model: 'flat-image',
+            repeat: 20_001,
+            input: { prompt: 'large run {{index}}' },
+          },
+        ],
+      }),
+    );
+    const state = join(dir, 'big.db');
+    const child = spawnCli(['--state', state, 'run', 'big.yaml', '--yes', '--no-probe'], {
+      cwd: dir,
+      env: env(),
+    });
+    const before = (await sandboxState()).requests.submit;
+    const deadline = Date.now() + 30_000;
+    while ((await sandboxState()).requests.submit === before) {
+      if (Date.now() > deadline) throw new Error(`no submission seen: ${child.stderr()}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.proc.kill('SIGINT');
+    expect(await child.exited).toBe(4);
+    expect(child.stdout()).toMatch(/^Run big: .*\n {2}Charged /m);
+    expect(child.stdout()).toContain(
+      '  Report: not written on an interrupt (20,001 tasks take a while); `mediabatch report big` or the next run writes it',
+    );
+    expect(existsSync(join(dir, 'out/big/report.json'))).toBe(false);
+
+    const report = spawnCli(['--state', state, 'report', 'big'], { cwd: dir, env: env() });
+    expect(await report.exited).toBe(0);
+    expect(existsSync(join(dir, 'out/big/report.json'))).toBe(true);
+  }, 60_000);
 });

@@ -123,7 +123,8 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       const { charged, refunded, net } = spent;
       event(stamp({ event: 'summary', counts, charged, refunded, net, exit_code: code }, runId, io.now()));
     },
-    outcome(o: RunOutcome, reportLine: string | undefined) {
+    /** The run's outcome, up to its files; the report's line follows once it is written, then closing(). */
+    outcome(o: RunOutcome) {
       const { result, spent } = o;
       out('');
       out(`Run ${runId}: ${describeCounts(result.counts)}`);
@@ -143,7 +144,9 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
         );
       }
       out(`  Files: ${displayPath(io.cwd, session.runDir)}`);
-      if (reportLine) out(reportLine);
+    },
+    closing(o: RunOutcome) {
+      const { result } = o;
       if (plan.totals.tasks !== result.counts.done && o.exitCode === EXIT.someFailed)
         out('  `mediabatch status` lists what failed and why.');
     },

@@ -370,14 +370,29 @@ async function executeAndReport(
     } finally {
       view.close();
     }
-    const reportLine = await printReport(a, undefined);
+    // The outcome first: a report of a large run takes a while to write, and an interrupted user waits.
     printer.summary(outcome.result.counts, outcome.exitCode);
-    printer.outcome(outcome, reportLine);
+    printer.outcome(outcome);
+    const total = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
+    if (outcome.result.stopReason === 'interrupted' && total > REPORT_ON_INTERRUPT_MAX_TASKS) {
+      out(
+        `  Report: not written on an interrupt (${total.toLocaleString('en-US')} tasks take a while); \`mediabatch report ${runId}\` or the next run writes it`,
+      );
+    } else {
+      await printReport(a, out);
+    }
+    printer.closing(outcome);
     return endWith(runId, outcome);
   } finally {
     interrupts.dispose();
   }
 }
+
+/**
+ * Above this many tasks an interrupted run exits without writing its report (about a second per 20,000
+ * tasks): the user asked to stop, and `mediabatch report` or the next run writes it.
+ */
+const REPORT_ON_INTERRUPT_MAX_TASKS = 20_000;
 
 /** The exit of a run that went: the stop's own line, unfinished tasks, failures, or 0. */
 function endWith(runId: string, outcome: RunOutcome): number {
