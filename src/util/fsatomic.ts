@@ -30,6 +30,8 @@ export interface AtomicWriteOptions {
   root?: string;
   /** 16 hex characters for the temporary name; tests pass a fixed one. */
   random?: () => string;
+  /** The caller made the file's folder safe already (see folderIn): it is not checked again. */
+  folderReady?: boolean;
 }
 
 export const randomHex = (): string => randomBytes(8).toString('hex');
@@ -102,16 +104,38 @@ export async function ensureFolderUnder(root: string, relativePath: string): Pro
   await mkdir(root, { recursive: true });
   if (!(await stat(root)).isDirectory()) throw new UnsafePathError(root, 'is not a folder');
   let path = root;
-  for (const segment of segments) {
-    path = join(path, segment);
-    try {
-      await mkdir(path);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-    await checkRealFolder(path);
-  }
+  for (const segment of segments) path = (await folderIn(path, segment)).path;
   return path;
+}
+
+/**
+ * The folder `name` in `parent` (a real folder the caller checked), created if missing. One mkdir when it
+ * is new (what mkdir made is a real folder); one more look when something already held the name.
+ */
+export async function folderIn(parent: string, name: string): Promise<{ path: string; created: boolean }> {
+  const path = join(parent, name);
+  try {
+    await mkdir(path);
+    return { path, created: true };
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  await checkRealFolder(path);
+  return { path, created: false };
+}
+
+/** fsync of a folder makes the renames into it durable; some platforms cannot open a folder for it. */
+export async function syncFolder(folder: string): Promise<void> {
+  let handle: FileHandle | undefined;
+  try {
+    handle = await open(folder, 'r');
+    await handle.sync();
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code !== 'EISDIR' && code !== 'EINVAL' && code !== 'EPERM' && code !== 'EBADF') throw error;
+  } finally {
+    await handle?.close();
+  }
 }
 
 /**
@@ -143,7 +167,7 @@ export async function writeFileAtomic(
   data: string | Buffer,
   options: AtomicWriteOptions = {},
 ): Promise<void> {
-  await prepareFolderFor(path, options.root);
+  if (!options.folderReady) await prepareFolderFor(path, options.root);
   const temp = tempPathFor(path, options.random);
   const handle = await openExclusive(temp);
   try {

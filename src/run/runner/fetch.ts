@@ -11,8 +11,10 @@ import type { NewFile, TaskRecord } from '../../store/index.js';
 import { withoutSignedQueries } from '../../store/index.js';
 import {
   ensureFolderUnder,
+  folderIn,
   removeLeftoverTemps,
   removeLeftoverTempsFor,
+  syncFolder,
   UnsafePathError,
   writeFileAtomic,
 } from '../../util/fsatomic.js';
@@ -45,6 +47,8 @@ export class Fetcher {
   /** Ends the watch of a task (the watcher's `unwatch`), once its results are settled either way. */
   readonly #leave: (taskId: string) => void;
   readonly #downloading = new Set<string>();
+  /** The run's folder, checked once per run (see #taskFolder). */
+  #runFolder: Promise<string> | undefined;
 
   constructor(core: RunCore, leave: (taskId: string) => void) {
     this.#core = core;
@@ -106,10 +110,17 @@ export class Fetcher {
     if (done === undefined) return;
     const jobFile = jobFileOf(task, job.plan, done.names, job.record);
     try {
+      const ready = { folderReady: true };
       if (job.plan.sheet !== undefined) {
-        await writeFileAtomic(join(job.folder, 'sheet.json'), `${JSON.stringify(job.plan.sheet, null, 2)}\n`);
+        await writeFileAtomic(
+          join(job.folder, 'sheet.json'),
+          `${JSON.stringify(job.plan.sheet, null, 2)}\n`,
+          ready,
+        );
       }
-      await writeFileAtomic(join(job.folder, 'job.json'), `${JSON.stringify(jobFile, null, 2)}\n`);
+      await writeFileAtomic(join(job.folder, 'job.json'), `${JSON.stringify(jobFile, null, 2)}\n`, ready);
+      // One fsync of the task's folder makes every rename into it durable: its files' and job.json's.
+      await syncFolder(job.folder);
     } catch (error) {
       await this.unfetched(watched, localProblem(error, join(job.folder, 'job.json')), true);
       return;
@@ -127,6 +138,24 @@ export class Fetcher {
     core.log.info({ task: task.taskId, files: job.plan.files.length }, 'done');
   }
 
+  /**
+   * A task's folder in the run's folder. The run's folder is checked once per run, from the output folder,
+   * so that one planted as a link is refused (issue 13); each task's then costs one mkdir. A run folder
+   * that went away meanwhile is made and checked again.
+   */
+  async #taskFolder(folderName: string): Promise<{ path: string; created: boolean }> {
+    const { runDir } = this.#core.opts;
+    for (let attempt = 0; ; attempt++) {
+      this.#runFolder ??= ensureFolderUnder(dirname(runDir), basename(runDir));
+      try {
+        return await folderIn(await this.#runFolder, folderName);
+      } catch (error) {
+        this.#runFolder = undefined;
+        if (attempt > 0 || (error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
+    }
+  }
+
   /** The task's folder, made safe and cleared of a killed process's temporaries; undefined: unfetched. */
   async #prepareFolder(
     watched: Watched,
@@ -137,10 +166,11 @@ export class Fetcher {
     const folderName = taskFolderName(task.taskId);
     let folder: string;
     try {
-      // From the output folder, so that a run folder planted as a link is refused too (issue 13).
-      folder = await ensureFolderUnder(dirname(runDir), join(basename(runDir), folderName));
-      // A process killed while writing here left its temporary files; this run holds the lease.
-      await removeLeftoverTemps(folder);
+      const made = await this.#taskFolder(folderName);
+      folder = made.path;
+      // A process killed while writing here left its temporary files; this run holds the lease. A folder
+      // this process just made has none.
+      if (!made.created) await removeLeftoverTemps(folder);
     } catch (error) {
       await this.unfetched(watched, localProblem(error, join(runDir, folderName)), true);
       return undefined;
@@ -264,6 +294,9 @@ export class Fetcher {
         signal: core.halt.signal,
         detectType: true,
         root: core.opts.runDir,
+        // The folder was made safe and cleared by #prepareFolder; a task folder is fsynced once, after job.json.
+        folderReady: true,
+        syncFolder: dirname(dest) === core.opts.runDir,
         now: core.now,
         ...(linkExpiresAt !== undefined ? { linkExpiresAt } : {}),
       });
