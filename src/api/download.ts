@@ -146,6 +146,11 @@ const DISK_ADVICE: Record<string, [what: string, todo: string]> = {
   EISDIR: ['a folder stands where the file goes', 'move that folder away, then run again'],
 };
 
+/** What a file-system error code means and what to do, in words; undefined for a code without advice. */
+export function diskAdvice(code: string): readonly [what: string, todo: string] | undefined {
+  return Object.hasOwn(DISK_ADVICE, code) ? DISK_ADVICE[code] : undefined;
+}
+
 function diskFailure(error: unknown, dest: string): DownloadFailed {
   const cause = error instanceof DiskError ? error.cause : error;
   const { code, path } = (cause ?? {}) as { code?: unknown; path?: unknown };

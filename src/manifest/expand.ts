@@ -18,6 +18,29 @@ export async function expandTasks(
   valid: (n: number) => boolean,
   ctx: ExpandContext,
 ): Promise<TaskSpec[]> {
+  return [...expandDeclarations(await prepareDeclarations(rawTasks, valid, ctx), ctx)];
+}
+
+/**
+ * Every task of the declarations, one at a time, in order; the expansion's problems (duplicate ids, a
+ * template that fails for some row) go to `ctx.problems`, the duplicates once the last task is out.
+ * Pure given the prepared declarations: a second expansion gives the same tasks.
+ */
+export function* expandDeclarations(
+  declarations: readonly Declaration[],
+  ctx: ExpandContext,
+): Generator<TaskSpec> {
+  const expander = new Expander(ctx);
+  for (const declaration of declarations) yield* expander.expand(declaration);
+  expander.finish();
+}
+
+/** The task declarations compiled, their data files read and the total count checked against the limit. */
+export async function prepareDeclarations(
+  rawTasks: unknown[],
+  valid: (n: number) => boolean,
+  ctx: ExpandContext,
+): Promise<Declaration[]> {
   const declarations: Declaration[] = [];
   const rowCache = new Map<string, Promise<RowsResult>>();
   for (const [n, raw] of rawTasks.entries()) {
@@ -39,11 +62,7 @@ export async function expandTasks(
     });
     return [];
   }
-  const tasks: TaskSpec[] = [];
-  const expander = new Expander(ctx, tasks);
-  for (const declaration of declarations) expander.expand(declaration);
-  expander.finish();
-  return tasks;
+  return declarations;
 }
 
 async function prepare(

@@ -13,7 +13,6 @@ const NO_ROWS: undefined[] = [undefined];
 /** Expands prepared declarations; holds what must be shared between tasks (locators, compiled defaults). */
 export class Expander {
   #ctx: ExpandContext;
-  #tasks: TaskSpec[];
   #origins = new Map<string, Origin>();
   #duplicates = new Map<string, { problem: ManifestProblem; more: number }>();
   #defaults = new Map<string, CompiledValue | undefined>();
@@ -21,16 +20,16 @@ export class Expander {
   /** Rendered file names (lower case: file systems that ignore case would merge them) → task id. */
   #fileNames = new Map<string, string>();
 
-  constructor(ctx: ExpandContext, tasks: TaskSpec[]) {
+  constructor(ctx: ExpandContext) {
     this.#ctx = ctx;
-    this.#tasks = tasks;
   }
 
-  expand(declaration: Declaration): void {
+  /** The declaration's tasks one at a time, so that a caller need not hold a million of them. */
+  *expand(declaration: Declaration): Generator<TaskSpec> {
     const comboList = declaration.comboList ?? combos(declaration.plan);
-    comboList.forEach((combo, c) => {
+    for (const [c, combo] of comboList.entries()) {
       const rows = declaration.rows(c) ?? NO_ROWS;
-      rows.forEach((row, r) => {
+      for (const [r, row] of rows.entries()) {
         for (let copy = 1; copy <= declaration.repeat; copy++) {
           const index = declaration.repeat > 1 ? copy : row ? r + 1 : 1;
           const origin: Origin = {
@@ -39,10 +38,11 @@ export class Expander {
             row: row ? r + 1 : undefined,
             copy: declaration.repeat > 1 ? copy : undefined,
           };
-          this.#one(declaration, combo, row, index, origin);
+          const task = this.#one(declaration, combo, row, index, origin);
+          if (task) yield task;
         }
-      });
-    });
+      }
+    }
   }
 
   // One task from one combination, row and copy: every field rendered in order, each problem located. Long
@@ -53,7 +53,7 @@ export class Expander {
     row: PlainObject | undefined,
     index: number,
     origin: Origin,
-  ) {
+  ): TaskSpec | undefined {
     const ctx = this.#ctx;
     const builtins: Scope['builtins'] = { ...ctx.builtins, index };
     if (row) builtins.row = row;
@@ -106,9 +106,10 @@ export class Expander {
       }
     }
 
-    if (failed || taskId === undefined || typeof model !== 'string' || !isPlainObject(input)) return;
+    if (failed || taskId === undefined || typeof model !== 'string' || !isPlainObject(input))
+      return undefined;
     const merged = this.#withDefaults(model, input, lookup, onError);
-    if (failed) return;
+    if (failed) return undefined;
 
     const task: TaskSpec = {
       id: taskId,
@@ -123,7 +124,7 @@ export class Expander {
       const withId: typeof lookup = (path) =>
         path.length === 1 && path[0] === 'id' ? { ok: true, value: taskId } : lookup(path);
       const name = renderValue(declaration.fileName.value, withId, onError);
-      if (failed) return;
+      if (failed) return undefined;
       const { source } = declaration.fileName;
       const problem =
         typeof name === 'string' || typeof name === 'number'
@@ -131,7 +132,7 @@ export class Expander {
           : 'must render to text';
       if (problem) {
         this.#fileNameProblem(source, taskId, `${problem}, got ${describeValue(name)}`);
-        return;
+        return undefined;
       }
       const key = String(name).toLowerCase();
       const holder = this.#fileNames.get(key);
@@ -141,13 +142,13 @@ export class Expander {
           taskId,
           `renders to ${JSON.stringify(String(name))}, which task ${holder} has too: file names must differ (letter case aside)`,
         );
-        return;
+        return undefined;
       }
       this.#fileNames.set(key, taskId);
       task.fileName = String(name);
     }
-    if (this.#isDuplicate(taskId, origin, declaration)) return;
-    this.#tasks.push(task);
+    if (this.#isDuplicate(taskId, origin, declaration)) return undefined;
+    return task;
   }
 
   #fileNameProblem(source: string, taskId: string, message: string): void {

@@ -1,14 +1,20 @@
 // Reads a manifest file into settings and task specs, or into every problem found, each located.
 
 import { dirname, resolve } from 'node:path';
-import { checkDefaults, checkVars, expandTasks } from './expand.js';
+import {
+  checkDefaults,
+  checkVars,
+  type ExpandContext,
+  expandDeclarations,
+  prepareDeclarations,
+} from './expand.js';
 import { dataFileReader, excerpt, FileRefused, readRegularFile } from './files.js';
 import { DEFAULT_MAX_TASKS, MAX_DATA_BYTES, MAX_MANIFEST_BYTES } from './limits.js';
 import { Problems } from './problems.js';
 import { manifestSchema } from './schema.js';
 import { schemaProblems } from './schema-problems.js';
 import { readSettings } from './settings.js';
-import type { ManifestResult } from './types.js';
+import type { ManifestResult, TaskSource } from './types.js';
 import { describeValue, formatCount, isPlainObject } from './values.js';
 import { parseYaml } from './yaml-tree.js';
 
@@ -31,6 +37,11 @@ export interface LoadOptions {
    * the manifest does not declare is ignored, so that no manifest gains a name it did not ask for.
    */
   overrideVars?: Readonly<Record<string, unknown>>;
+  /**
+   * Expand the tasks on demand (`manifest.source`) rather than into `manifest.tasks`, so that a million
+   * of them are never held at once. A manifest with problems before expansion is expanded as usual.
+   */
+  streaming?: boolean;
 }
 
 /** Fields whose problems make expanding the tasks pointless (every task would repeat them). */
@@ -104,25 +115,37 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
   checkVars({ vars, index, problems });
   checkDefaults({ defaults, index, problems });
   const rawTasks = Array.isArray(doc.tasks) ? doc.tasks : [];
-  const tasks = blocked
-    ? []
-    : await expandTasks(rawTasks, (n) => !invalidTasks.has(n), {
-        index,
-        problems,
-        vars,
-        defaults,
-        builtins: { name: settings.name, run: settings.runId, date: stamp.date, datetime: stamp.datetime },
-        dir: dirname(absolute),
-        shownDir: dirname(file),
-        maxTasks: opts.maxTasks ?? DEFAULT_MAX_TASKS,
-        ...(typeof doc.file_name === 'string' ? { fileName: doc.file_name } : {}),
-        readFile: dataFileReader({
-          dir: dirname(absolute),
-          allowOutside: opts.allowOutside ?? false,
-          cap: MAX_DATA_BYTES,
-          readFile: opts.readFile,
-        }),
-      });
+  const ctx: ExpandContext = {
+    index,
+    problems,
+    vars,
+    defaults,
+    builtins: { name: settings.name, run: settings.runId, date: stamp.date, datetime: stamp.datetime },
+    dir: dirname(absolute),
+    shownDir: dirname(file),
+    maxTasks: opts.maxTasks ?? DEFAULT_MAX_TASKS,
+    ...(typeof doc.file_name === 'string' ? { fileName: doc.file_name } : {}),
+    readFile: dataFileReader({
+      dir: dirname(absolute),
+      allowOutside: opts.allowOutside ?? false,
+      cap: MAX_DATA_BYTES,
+      readFile: opts.readFile,
+    }),
+  };
+  const declarations = blocked ? [] : await prepareDeclarations(rawTasks, (n) => !invalidTasks.has(n), ctx);
+  if (opts.streaming && problems.size === 0) {
+    const source: TaskSource = {
+      expand() {
+        const found = new Problems();
+        return {
+          tasks: expandDeclarations(declarations, { ...ctx, problems: found }),
+          problems: () => found.list(),
+        };
+      },
+    };
+    return { ok: true, manifest: { file, settings, tasks: [], source } };
+  }
+  const tasks = [...expandDeclarations(declarations, ctx)];
   // The tasks that did expand go back with the problems, so that a caller can check them too and report
   // every problem at once rather than the manifest's first, then the catalog's.
   if (problems.size > 0) return { ok: false, problems: problems.list(), tasks };

@@ -61,7 +61,19 @@ export interface TaskSpec {
 export interface LoadedManifest {
   file: string;
   settings: ManifestSettings;
+  /** Every task; empty when the manifest was loaded for streaming (see `source`). */
   tasks: TaskSpec[];
+  /** Loaded with `streaming`: the tasks are expanded on demand, one at a time, never all held. */
+  source?: TaskSource;
+}
+
+/** The tasks of a manifest, expanded again at each call: the same tasks in the same order every time. */
+export interface TaskSource {
+  /**
+   * One expansion. `problems()`, once every task has been taken, gives the expansion's own problems
+   * (duplicate ids, a template that fails for some row): none when an earlier expansion found none.
+   */
+  expand(): { tasks: Generator<TaskSpec>; problems(): ManifestProblem[] };
 }
 
 export type ManifestResult =

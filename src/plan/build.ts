@@ -8,11 +8,19 @@ import { expectedJobMs } from '../catalog/durations.js';
 import { DEFAULT_PRICES } from '../catalog/prices.js';
 import type { PriceTable } from '../catalog/types.js';
 import { loadManifest } from '../manifest/index.js';
-import type { LoadedManifest, ManifestProblem, ManifestSettings } from '../manifest/types.js';
+import type {
+  LoadedManifest,
+  ManifestProblem,
+  ManifestSettings,
+  TaskSource,
+  TaskSpec,
+} from '../manifest/types.js';
 import type { ProbeResult, Prober } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
 import {
+  addMediaNeeds,
   type CheckedTask,
+  checkTask,
   checkTasks,
   type MediaNeed,
   mediaNeeds,
@@ -21,6 +29,7 @@ import {
   planTotals,
   pricedTasks,
   priceTasks,
+  TotalsSum,
 } from './plan.js';
 import { collapseRepeats } from './repeats.js';
 
@@ -139,33 +148,81 @@ export async function planManifest(file: string, o: PlanOptions): Promise<PlanRe
 }
 
 /**
- * Like planManifest, for a run: every problem is found first, then nothing per task is kept but the id,
- * so a run of 100,000 tasks does not hold 100,000 priced requests while it drives them.
+ * Like planManifest, for a run, streaming: the tasks are expanded, checked and priced one at a time, once
+ * to find every problem and the totals, and again when the store takes the rows; nothing per task is
+ * kept but its id, so a run of 1,000,000 tasks never holds them all (issue 16).
  */
 export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
-  const loaded = await loadChecked(file, o);
-  let checked: CheckedTask[] | undefined = loaded.tasks;
-  const settings = loaded.manifest.settings;
-  const needs = mediaNeeds(checked);
-  const measured = o.measure && needs.length > 0 ? await o.measure(needs) : undefined;
-  const problems: ManifestProblem[] = [];
-  const priced = function* (tasks: readonly CheckedTask[]) {
-    for (const one of pricedTasks(tasks, measured, o.prices ?? DEFAULT_PRICES, settings.callbackUrl)) {
-      if (one.ok) yield one.task;
-      else problems.push(...one.problems);
+  await requireFile(file, o.cwd);
+  const result = await loadManifest(file, {
+    now: o.now,
+    cwd: o.cwd,
+    allowOutside: o.allowOutside ?? false,
+    streaming: true,
+    ...(o.vars ? { overrideVars: o.vars } : {}),
+  });
+  if (!result.ok) {
+    const checked = checkTasks(result.tasks ?? []);
+    throw new ManifestProblemsError(file, [...result.problems, ...checked.problems]);
+  }
+  const { settings } = result.manifest;
+  let source: TaskSource | undefined = result.manifest.source ?? listedSource(result.manifest.tasks);
+  const prices = o.prices ?? DEFAULT_PRICES;
+
+  // First pass: every problem, the ids, the media to measure, and the totals as if nothing needed measuring.
+  const taskIds: string[] = [];
+  const needs = new Map<string, MediaNeed>();
+  const catalogProblems: ManifestProblem[] = [];
+  let priced = priceAll(undefined);
+  const first = source.expand();
+  for (const spec of first.tasks) {
+    const one = checkTask(spec);
+    if (!one.ok) {
+      catalogProblems.push(...one.problems);
+      continue;
     }
-  };
-  const totals = planTotals(priced(checked));
-  if (problems.length > 0) throw new ManifestProblemsError(file, collapseRepeats(problems));
-  const taskIds = checked.map((t) => t.spec.id);
+    taskIds.push(spec.id);
+    addMediaNeeds(one.task, needs);
+    priced.add(one.task);
+  }
+  const expansionProblems = first.problems();
+  if (expansionProblems.length > 0 || catalogProblems.length > 0) {
+    throw new ManifestProblemsError(file, [...expansionProblems, ...collapseRepeats(catalogProblems)]);
+  }
+  const measured = o.measure && needs.size > 0 ? await o.measure([...needs.values()]) : undefined;
+  if (measured) {
+    // Lengths change prices and may break rules: a second pass with what was measured.
+    priced = priceAll(measured);
+    for (const task of checkedTasks(source)) priced.add(task);
+  }
+  if (priced.problems.length > 0) throw new ManifestProblemsError(file, collapseRepeats(priced.problems));
+  const totals = priced.totals.result();
+
+  function priceAll(lengths: ReadonlyMap<string, ProbeResult> | undefined) {
+    const sum = new TotalsSum();
+    const problems: ManifestProblem[] = [];
+    return {
+      totals: sum,
+      problems,
+      add(task: CheckedTask) {
+        for (const one of pricedTasks([task], lengths, prices, settings.callbackUrl)) {
+          if (one.ok) sum.add(one.task);
+          else problems.push(...one.problems);
+        }
+      },
+    };
+  }
+
   return {
     file,
     settings,
     totals,
     taskIds,
     *rows(opts = {}) {
-      if (!checked) throw new Error('internal: the run plan was released before its rows were read');
-      for (const task of priced(checked)) {
+      if (!source) throw new Error('internal: the run plan was released before its rows were read');
+      for (const one of pricedTasks(checkedTasks(source), measured, prices, settings.callbackUrl)) {
+        if (!one.ok) continue;
+        const task = one.task;
         const { custom_callback_url: _callback, ...rest } = task.wire;
         yield {
           taskId: task.spec.id,
@@ -180,7 +237,27 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
       }
     },
     release() {
-      checked = undefined;
+      source = undefined;
     },
+  };
+}
+
+/** The tasks of a source that pass their model's rules (the first pass proved they all do). */
+function* checkedTasks(source: TaskSource): Generator<CheckedTask> {
+  for (const spec of source.expand().tasks) {
+    const one = checkTask(spec);
+    if (one.ok) yield one.task;
+  }
+}
+
+/** A source over tasks already expanded (a manifest loaded without streaming). */
+function listedSource(tasks: readonly TaskSpec[]): TaskSource {
+  return {
+    expand: () => ({
+      tasks: (function* () {
+        yield* tasks;
+      })(),
+      problems: () => [],
+    }),
   };
 }

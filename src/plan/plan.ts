@@ -64,16 +64,23 @@ export function checkTasks(tasks: readonly TaskSpec[]): {
   const checked: CheckedTask[] = [];
   const problems: ManifestProblem[] = [];
   for (const spec of tasks) {
-    const result = checkRequest(spec.model, spec.input);
-    if (!result.ok) {
-      for (const issue of result.issues) problems.push(problemFromIssue(spec, issue.path, issue.message));
-      continue;
-    }
-    // checkRequest only succeeds for a known model, so the entry exists.
-    const entry = lookupEntry(spec.model);
-    checked.push({ spec, entry, body: result.body });
+    const one = checkTask(spec);
+    if (one.ok) checked.push(one.task);
+    else problems.push(...one.problems);
   }
   return { tasks: checked, problems: collapseRepeats(problems) };
+}
+
+/** One task's request against its model's rules. */
+export function checkTask(
+  spec: TaskSpec,
+): { ok: true; task: CheckedTask } | { ok: false; problems: ManifestProblem[] } {
+  const result = checkRequest(spec.model, spec.input);
+  if (!result.ok) {
+    return { ok: false, problems: result.issues.map((i) => problemFromIssue(spec, i.path, i.message)) };
+  }
+  // checkRequest only succeeds for a known model, so the entry exists.
+  return { ok: true, task: { spec, entry: lookupEntry(spec.model), body: result.body } };
 }
 
 function lookupEntry(model: string): CatalogEntry {
@@ -94,17 +101,20 @@ function measurable(field: MediaField): boolean {
 }
 
 /** The distinct media locations that must be measured to price these tasks. */
-export function mediaNeeds(tasks: readonly CheckedTask[]): MediaNeed[] {
+export function mediaNeeds(tasks: Iterable<CheckedTask>): MediaNeed[] {
   const seen = new Map<string, MediaNeed>();
-  for (const task of tasks) {
-    for (const field of task.entry.mediaFields) {
-      const value = task.body[field.field];
-      if (measurable(field) && typeof value === 'string' && !seen.has(value)) {
-        seen.set(value, { location: value, kind: field.kind });
-      }
+  for (const task of tasks) addMediaNeeds(task, seen);
+  return [...seen.values()];
+}
+
+/** Adds one task's media to measure to `seen` (keyed by location). */
+export function addMediaNeeds(task: CheckedTask, seen: Map<string, MediaNeed>): void {
+  for (const field of task.entry.mediaFields) {
+    const value = task.body[field.field];
+    if (measurable(field) && typeof value === 'string' && !seen.has(value)) {
+      seen.set(value, { location: value, kind: field.kind });
     }
   }
-  return [...seen.values()];
 }
 
 /** One task priced, or the problems that stop it. */
@@ -201,26 +211,47 @@ function size(bytes: number, limit: number): string {
 export { tokensToUsd } from '../util/money.js';
 
 export function planTotals(tasks: Iterable<PlannedTask>): PlanTotals {
-  const byModel: Record<string, ModelTotals> = {};
-  let tokens = 0;
-  let min = 0;
-  let max = 0;
-  let assumedPrice = false;
-  let count = 0;
-  for (const task of tasks) {
-    count++;
+  const totals = new TotalsSum();
+  for (const task of tasks) totals.add(task);
+  return totals.result();
+}
+
+/** Plan totals summed one task at a time, for callers that hand tasks over as they come. */
+export class TotalsSum {
+  readonly #byModel: Record<string, ModelTotals> = {};
+  #tokens = 0;
+  #min = 0;
+  #max = 0;
+  #assumedPrice = false;
+  #count = 0;
+
+  add(task: Pick<PlannedTask, 'estimate' | 'entry'>): void {
+    this.#count++;
     const e = task.estimate;
-    const m = byModel[task.entry.model] ?? { tasks: 0, tokens: 0, min: 0, max: 0, usd: 0 };
-    byModel[task.entry.model] = m;
+    const m = this.#byModel[task.entry.model] ?? { tasks: 0, tokens: 0, min: 0, max: 0, usd: 0 };
+    this.#byModel[task.entry.model] = m;
     m.tasks += 1;
     m.tokens = roundTokens(m.tokens + e.tokens);
     m.min = roundTokens(m.min + e.min);
     m.max = roundTokens(m.max + e.max);
     m.usd = tokensToUsd(m.tokens);
-    tokens = roundTokens(tokens + e.tokens);
-    min = roundTokens(min + e.min);
-    max = roundTokens(max + e.max);
-    assumedPrice ||= e.assumedPrice;
+    this.#tokens = roundTokens(this.#tokens + e.tokens);
+    this.#min = roundTokens(this.#min + e.min);
+    this.#max = roundTokens(this.#max + e.max);
+    this.#assumedPrice ||= e.assumedPrice;
   }
-  return { tasks: count, tokens, min, max, usd: tokensToUsd(tokens), byModel, assumedPrice };
+
+  result(): PlanTotals {
+    const byModel = this.#byModel;
+    const tokens = this.#tokens;
+    return {
+      tasks: this.#count,
+      tokens,
+      min: this.#min,
+      max: this.#max,
+      usd: tokensToUsd(tokens),
+      byModel,
+      assumedPrice: this.#assumedPrice,
+    };
+  }
 }

@@ -4,7 +4,7 @@
 // `lost`. A task is `done` exactly when all its files and job.json are on disk and recorded.
 
 import { basename, dirname, extname, join } from 'node:path';
-import type { DownloadResult } from '../../api/download.js';
+import { type DownloadResult, diskAdvice } from '../../api/download.js';
 import type { JobRecord } from '../../api/schemas.js';
 import type { RequestBody, ResultItemKind } from '../../catalog/types.js';
 import type { NewFile, TaskRecord } from '../../store/index.js';
@@ -346,23 +346,14 @@ function positionOf(plan: ResultPlan, fileName: string): number {
   return plan.files.find((f) => f.fileName === fileName)?.position ?? -1;
 }
 
-const LOCAL_CODES: Record<string, string> = {
-  ENOSPC: 'no space left on the device',
-  EDQUOT: 'disk quota exceeded',
-  EACCES: 'permission denied',
-  EPERM: 'operation not permitted',
-  EROFS: 'the file system is read-only',
-  EIO: 'input/output error',
-  ENOTDIR: 'a file stands where a folder should be',
-  ELOOP: 'a symbolic link stands where a folder should be',
-};
-
 /** One line for a file that could not be written on this machine: what happened, where, what to do. */
 function localProblem(error: unknown, path: string): string {
   if (error instanceof UnsafePathError) return `${error.message}; ${PAID_NOTE}`;
   const code = (error as { code?: unknown }).code;
-  const what = typeof code === 'string' ? (LOCAL_CODES[code] ?? code) : messageOf(error);
-  return `${what} writing ${path}: ${LOCAL_HINT}; ${PAID_NOTE}`;
+  // The same words as a download that fails on the disk: one condition, one sentence, whichever file hit it.
+  const advice = typeof code === 'string' ? diskAdvice(code) : undefined;
+  const what = advice?.[0] ?? (typeof code === 'string' ? code : messageOf(error));
+  return `${what} writing ${path}: ${advice?.[1] ?? LOCAL_HINT}; ${PAID_NOTE}`;
 }
 
 /** `<name>.<ext>` for a task's first file, `<name>-2.<ext>` for its second, and so on. */
