@@ -237,10 +237,8 @@ CREATE TABLE task_counts (
 INSERT INTO task_counts (run_id, state, n) SELECT run_id, state, count(*) FROM tasks GROUP BY run_id, state;
 
 -- In the same transaction as the change itself: the counts are exactly the tasks, across any crash.
-CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
-  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
-    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1;
-END;
+-- New tasks are counted by the store's insert, once per batch: a trigger per row made adding a
+-- million tasks a third slower.
 CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks WHEN OLD.state IS NOT NEW.state BEGIN
   UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
   INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)

@@ -70,6 +70,7 @@ export class TaskStore {
   readonly #selectTasksByState;
   readonly #selectPending;
   readonly #forgetReportBasis;
+  readonly #countInserted;
   readonly #selectPendingOf;
   readonly #countByState;
   readonly #selectDue;
@@ -91,6 +92,10 @@ export class TaskStore {
     this.#now = now;
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#forgetReportBasis = db.prepare<[string]>('UPDATE runs SET report_basis = NULL WHERE id = ?');
+    this.#countInserted = db.prepare<[string, number]>(
+      `INSERT INTO task_counts (run_id, state, n) VALUES (?, 'pending', ?)
+       ON CONFLICT (run_id, state) DO UPDATE SET n = n + excluded.n`,
+    );
     this.#selectExisting = db.prepare<[string], ExistingTask>(
       `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms
        FROM tasks WHERE run_id = ?`,
@@ -295,6 +300,8 @@ export class TaskStore {
     for (let i = 0; i < batch.length; i += INSERT_COLUMNS) {
       this.#insertTask.run(batch.slice(i, i + INSERT_COLUMNS));
     }
+    // Counted here rather than by a trigger per row (migration 5): every task is inserted pending.
+    if (result.inserted > 0) this.#countInserted.run(runId, result.inserted);
     // A task added or re-estimated is news the report on disk does not have.
     if (touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
     for (const taskId of existing.keys()) if (!seen.has(taskId)) result.missing.push(taskId);

@@ -29,7 +29,7 @@ function sequence(seed: number): () => number {
 }
 
 describe('task counts per state', () => {
-  it('equal a real count after inserts, moves by every writer, deletes, and a reopen', () => {
+  it("equal a real count after the store's inserts, moves by every writer, deletes, and a reopen", () => {
     const store = ctx.store();
     store.createRun({ id: 'r2', manifestPath: '/m/other.yaml', manifestName: 'other', settings: {} });
     store.upsertTasks(

@@ -374,9 +374,11 @@ async function executeAndReport(
     printer.summary(outcome.result.counts, outcome.exitCode);
     printer.outcome(outcome);
     const total = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
-    if (outcome.result.stopReason === 'interrupted' && total > REPORT_ON_INTERRUPT_MAX_TASKS) {
+    if (outcome.exitCode === EXIT.interrupted && total > REPORT_UNFINISHED_MAX_TASKS) {
+      const why =
+        outcome.result.stopReason === 'interrupted' ? 'on an interrupt' : 'while the run is unfinished';
       out(
-        `  Report: not written on an interrupt (${total.toLocaleString('en-US')} tasks take a while); \`mediabatch report ${runId}\` or the next run writes it`,
+        `  Report: not written ${why} (${total.toLocaleString('en-US')} tasks take a while); \`mediabatch report ${runId}\` or the next run writes it`,
       );
     } else {
       await printReport(a, out);
@@ -389,10 +391,11 @@ async function executeAndReport(
 }
 
 /**
- * Above this many tasks an interrupted run exits without writing its report (about a second per 20,000
- * tasks): the user asked to stop, and `mediabatch report` or the next run writes it.
+ * Above this many tasks a run that ends unfinished (Ctrl-C, --limit, money or budget ran out: exit 4)
+ * exits without writing its report, about a second per 20,000 tasks: the next run or `mediabatch report`
+ * writes it. A finished run always writes it.
  */
-const REPORT_ON_INTERRUPT_MAX_TASKS = 20_000;
+const REPORT_UNFINISHED_MAX_TASKS = 20_000;
 
 /** The exit of a run that went: the stop's own line, unfinished tasks, failures, or 0. */
 function endWith(runId: string, outcome: RunOutcome): number {

@@ -150,11 +150,6 @@ CREATE TABLE task_counts (
   PRIMARY KEY (run_id, state)
 ) STRICT, WITHOUT ROWID;
 
-CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
-  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
-    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1;
-END;
-
 CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks WHEN OLD.state IS NOT NEW.state BEGIN
   UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
   INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
