@@ -29,8 +29,9 @@ export async function expandTasks(
 export function* expandDeclarations(
   declarations: readonly Declaration[],
   ctx: ExpandContext,
+  proven = false,
 ): Generator<TaskSpec> {
-  const expander = new Expander(ctx);
+  const expander = new Expander(ctx, proven);
   for (const declaration of declarations) yield* expander.expand(declaration);
   expander.finish();
 }

@@ -20,8 +20,12 @@ export class Expander {
   /** Rendered file names (lower case: file systems that ignore case would merge them) → task id. */
   #fileNames = new Map<string, string>();
 
-  constructor(ctx: ExpandContext) {
+  /** An expansion already known to be free of duplicate ids and file names: they are not tracked again. */
+  readonly #proven: boolean;
+
+  constructor(ctx: ExpandContext, proven = false) {
     this.#ctx = ctx;
+    this.#proven = proven;
   }
 
   /** The declaration's tasks one at a time, so that a caller need not hold a million of them. */
@@ -135,7 +139,7 @@ export class Expander {
         return undefined;
       }
       const key = String(name).toLowerCase();
-      const holder = this.#fileNames.get(key);
+      const holder = this.#proven ? undefined : this.#fileNames.get(key);
       if (holder !== undefined && holder !== taskId) {
         this.#fileNameProblem(
           source,
@@ -144,7 +148,7 @@ export class Expander {
         );
         return undefined;
       }
-      this.#fileNames.set(key, taskId);
+      if (!this.#proven) this.#fileNames.set(key, taskId);
       task.fileName = String(name);
     }
     if (this.#isDuplicate(taskId, origin, declaration)) return undefined;
@@ -227,6 +231,7 @@ export class Expander {
   }
 
   #isDuplicate(id: string, origin: Origin, declaration: Declaration): boolean {
+    if (this.#proven) return false;
     const first = this.#origins.get(id);
     if (!first) {
       this.#origins.set(id, origin);

@@ -135,10 +135,10 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
   const declarations = blocked ? [] : await prepareDeclarations(rawTasks, (n) => !invalidTasks.has(n), ctx);
   if (opts.streaming && problems.size === 0) {
     const source: TaskSource = {
-      expand() {
+      expand(proven = false) {
         const found = new Problems();
         return {
-          tasks: expandDeclarations(declarations, { ...ctx, problems: found }),
+          tasks: expandDeclarations(declarations, { ...ctx, problems: found }, proven),
           problems: () => found.list(),
         };
       },

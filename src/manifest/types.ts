@@ -72,8 +72,10 @@ export interface TaskSource {
   /**
    * One expansion. `problems()`, once every task has been taken, gives the expansion's own problems
    * (duplicate ids, a template that fails for some row): none when an earlier expansion found none.
+   * `proven`: an earlier expansion found none, so ids and file names are not tracked for duplicates
+   * again (a million of them are a map of their own).
    */
-  expand(): { tasks: Generator<TaskSpec>; problems(): ManifestProblem[] };
+  expand(proven?: boolean): { tasks: Generator<TaskSpec>; problems(): ManifestProblem[] };
 }
 
 export type ManifestResult =

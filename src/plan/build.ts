@@ -244,7 +244,7 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
 
 /** The tasks of a source that pass their model's rules (the first pass proved they all do). */
 function* checkedTasks(source: TaskSource): Generator<CheckedTask> {
-  for (const spec of source.expand().tasks) {
+  for (const spec of source.expand(true).tasks) {
     const one = checkTask(spec);
     if (one.ok) yield one.task;
   }
