@@ -56,6 +56,8 @@ export class TaskStore {
   readonly #upsert;
   readonly #runExists;
   readonly #selectExisting;
+  readonly #anyTask;
+  readonly #selectTaskIds;
   readonly #selectMaxSeq;
   readonly #insertTask;
   readonly #insertTaskBatch;
@@ -96,10 +98,13 @@ export class TaskStore {
       `INSERT INTO task_counts (run_id, state, n) VALUES (?, 'pending', ?)
        ON CONFLICT (run_id, state) DO UPDATE SET n = n + excluded.n`,
     );
-    this.#selectExisting = db.prepare<[string], ExistingTask>(
+    // One task at a time through the primary key: a resumed run of a million tasks never holds them all.
+    this.#selectExisting = db.prepare<[string, string], ExistingTask>(
       `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms
-       FROM tasks WHERE run_id = ?`,
+       FROM tasks WHERE run_id = ? AND task_id = ?`,
     );
+    this.#anyTask = db.prepare<[string], number>('SELECT 1 FROM tasks WHERE run_id = ? LIMIT 1').pluck();
+    this.#selectTaskIds = db.prepare<[string], string>('SELECT task_id FROM tasks WHERE run_id = ?').pluck();
     this.#selectMaxSeq = db
       .prepare<[string], number | null>('SELECT max(seq) FROM tasks WHERE run_id = ?')
       .pluck();
@@ -252,8 +257,8 @@ export class TaskStore {
 
   #upsertInTransaction(runId: string, specs: Iterable<NewTask>, acceptChanges: boolean): UpsertResult {
     if (this.#runExists.get(runId) === undefined) throw unknownRun(runId);
-    const existing = new Map<string, ExistingTask>();
-    for (const row of this.#selectExisting.iterate(runId)) existing.set(row.task_id, row);
+    // A new run has no tasks to compare with: no look-up per task.
+    const resumed = this.#anyTask.get(runId) !== undefined;
     const seen = new Set<string>();
     const now = toIso(this.#now());
     let nextSeq = (this.#selectMaxSeq.get(runId) ?? -1) + 1;
@@ -268,7 +273,7 @@ export class TaskStore {
       }
       seen.add(spec.taskId);
       const values = taskValues(runId, spec, now);
-      const old = existing.get(spec.taskId);
+      const old = resumed ? this.#selectExisting.get(runId, spec.taskId) : undefined;
       if (old === undefined) {
         pushInsertParams(batch, values, nextSeq++);
         if (batch.length === INSERT_BATCH * INSERT_COLUMNS) this.#insertTaskBatch.run(batch.splice(0));
@@ -304,7 +309,10 @@ export class TaskStore {
     if (result.inserted > 0) this.#countInserted.run(runId, result.inserted);
     // A task added or re-estimated is news the report on disk does not have.
     if (touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
-    for (const taskId of existing.keys()) if (!seen.has(taskId)) result.missing.push(taskId);
+    if (resumed) {
+      for (const taskId of this.#selectTaskIds.iterate(runId))
+        if (!seen.has(taskId)) result.missing.push(taskId);
+    }
     return result;
   }
 
