@@ -147,6 +147,8 @@ export interface Watched {
   expected: ExpectedMs;
   /** When the job was last seen not finished (epoch ms): the earliest it can have ended. */
   lastLookAt?: number;
+  /** When this process started watching the job (epoch ms). */
+  watchedAt: number;
   /** The request as sent, for what the job's size says about its duration. */
   body: RequestBody;
   /** When jobs/detail first said success without a result list. */

@@ -72,7 +72,16 @@ export class Watcher {
     }
     const body = requestOf(task);
     const expected = core.durations.expect(entry, body);
-    const watched: Watched = { task, entry, polls, holdsSlot: slot, stalled, expected, body };
+    const watched: Watched = {
+      task,
+      entry,
+      polls,
+      holdsSlot: slot,
+      stalled,
+      expected,
+      body,
+      watchedAt: core.now(),
+    };
     core.watched.set(task.taskId, watched);
     // A result to fetch, or a job already past its expected shortest time (a resumed run), is looked at now.
     const now = core.now();
@@ -413,6 +422,11 @@ export class Watcher {
       return;
     }
     if (submitted === undefined) return;
+    // A job of an earlier process, found finished at the first look, says nothing of how long it took: it
+    // may have ended minutes before. Only a job seen unfinished, or watched from before its expected
+    // shortest time, gives a duration (else one resume would teach that images take an hour).
+    const watchedEarly = watched.watchedAt - submitted <= watched.expected.lowMs;
+    if (watched.lastLookAt === undefined && !watchedEarly) return;
     const notBefore = Math.max(0, (watched.lastLookAt ?? submitted) - submitted);
     const ms = observedJobMs(notBefore, now - submitted, record.start_time, record.end_time);
     core.durations.observe(watched.entry, watched.body, ms);

@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SubmitOutcome } from '../../../src/api/outcome.js';
-import { task } from '../../store/helpers.js';
+import { submit, task } from '../../store/helpers.js';
 import {
   accepted,
   eventLines,
@@ -278,5 +278,35 @@ describe('Runner, driven directly', () => {
     expect(stateOf(s.store, 't2')).toBe('pending');
     expect(events).toContainEqual(expect.objectContaining({ event: 'unfetched', task: 't1', reason }));
     expect(existsSync(join(runDir, 't1', 'job.json'))).toBe(false);
+  });
+});
+
+describe('when a job is looked at', () => {
+  it('learns nothing from jobs of an earlier process found finished at the first look', async () => {
+    const s = setup([...Array.from({ length: 6 }, (_, i) => task(`old${i}`)), task('new')]);
+    for (let i = 0; i < 6; i++) {
+      submit(s.store, 'r1', `old${i}`, `o${i}`, 3);
+      s.api.jobs.set(`o${i}`, [job(`o${i}`, 'completed', 1)]);
+    }
+    // The earlier process went away ten minutes ago; its jobs ended long since.
+    s.clock.ms += 10 * 60_000;
+    s.api.answers.set('new', [accepted('u1', 3)]);
+    s.api.jobs.set('u1', [job('u1', 'completed', 1)]);
+    // When the new job is first looked at, measured from its submission on the same (virtual) clock.
+    let firstLookAfter: number | undefined;
+    const getJob = s.api.getJob.bind(s.api);
+    s.api.getJob = async (imgUuid) => {
+      const sent = s.store.getTask('r1', 'new')?.submittedAt?.getTime();
+      if (imgUuid === 'u1' && sent !== undefined) firstLookAfter ??= s.clock.ms - sent;
+      return getJob(imgUuid);
+    };
+    const { runner } = makeRunner(s);
+
+    const result = await runner.run();
+
+    expect(result.counts.done).toBe(7);
+    // Near an image's expected shortest time (1 s here, looked at half an interval later), not minutes on.
+    expect(firstLookAfter).toBeGreaterThanOrEqual(1_000);
+    expect(firstLookAfter).toBeLessThan(5_000);
   });
 });
