@@ -8,6 +8,7 @@ import { REPO, spawnSandbox } from '../test/helpers/child.js';
 import { measureDownload } from './download.js';
 import { machine } from './lib/measure.js';
 import { type MakespanFigures, measureMakespan } from './makespan.js';
+import { type MillionFigures, measureMillion } from './million.js';
 import { measureRequests, TIME_SCALE } from './requests.js';
 import { measureScale, RSS_TARGET_MB } from './scale.js';
 import { measureThroughput } from './throughput.js';
@@ -37,30 +38,40 @@ const started = performance.now();
 const host = machine(REPO);
 log(`${host.cpus} cpus, ${host.memoryGb} GB, node ${host.node}, commit ${host.commit}`);
 
-log('1/7 sandbox submissions per second');
+log('1/8 sandbox submissions per second');
 const load = sandboxLoad();
 
 // One sandbox process for the throughput and scale figures: it outlives the runs, like the service.
 const { child: sandbox, baseUrl } = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
 let figures: Record<string, unknown>;
 try {
-  log('2/7 runner throughput, 5,000 tasks, concurrency 64');
+  log('2/8 runner throughput, 5,000 tasks, concurrency 64');
   const throughput = await measureThroughput(baseUrl, 5000, 64);
   log(`runner ${throughput.runnerTasksPerSecond} tasks/s, bare ${throughput.bareTasksPerSecond} tasks/s`);
-  log(`3/7 requests per task and notice delay (speed ${TIME_SCALE}, poll scale ${TIME_SCALE})`);
+  log(`3/8 requests per task and notice delay (speed ${TIME_SCALE}, poll scale ${TIME_SCALE})`);
   const polling = await measureRequests('polling');
   const callbacks = await measureRequests('callbacks');
   log(`polls per task ${polling.pollsPerTask} (polling), ${callbacks.pollsPerTask} (callbacks)`);
-  log('4/7 and 5/7 scale and resume (10,000 and 100,000 tasks)');
+  log('4/8 and 5/8 scale and resume (10,000 and 100,000 tasks)');
   const scale = await measureScale(baseUrl, log);
-  log('6/7 a 500 MB download against curl');
+  log('6/8 a 500 MB download against curl');
   const download = await measureDownload(500);
-  log(`7/7 makespan of a mixed batch against the ideal and a 5 s script (speed ${MAKESPAN_SPEED})`);
+  log(`7/8 makespan of a mixed batch against the ideal and a 5 s script (speed ${MAKESPAN_SPEED})`);
   const makespan = [
     await measureMakespan({ tasks: 64, concurrency: 8, speed: MAKESPAN_SPEED }),
     await measureMakespan({ tasks: 256, concurrency: 32, speed: MAKESPAN_SPEED }),
   ];
-  figures = { sandboxLoad: load, throughput, requests: { polling, callbacks }, scale, download, makespan };
+  log('8/8 a million tasks against 100,000: plan, first submission, rate, Ctrl-C, status; validate start');
+  const million = await measureMillion(baseUrl, { big: 1_000_000, small: 100_000, rateSeconds: 15 }, log);
+  figures = {
+    sandboxLoad: load,
+    throughput,
+    requests: { polling, callbacks },
+    scale,
+    download,
+    makespan,
+    million,
+  };
 } finally {
   sandbox.proc.kill('SIGTERM');
   await sandbox.exited;
@@ -76,6 +87,7 @@ const f = figures as {
   scale: Awaited<ReturnType<typeof measureScale>>;
   download: Awaited<ReturnType<typeof measureDownload>>;
   makespan: MakespanFigures[];
+  million: MillionFigures;
 };
 const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
 const { polling, callbacks } = f.requests;
@@ -162,6 +174,33 @@ const rows: [string, string, string][] = [
       ];
     }),
   ),
+  [
+    '8 validate, 3 tasks, compiled',
+    `${f.million.validateSeconds} s`,
+    `<= 0.3 s ${mark(f.million.validateSeconds <= 0.3)}`,
+  ],
+  [
+    `8 plan ${f.million.plan.tasks.toLocaleString('en-US')} tasks`,
+    `${f.million.plan.seconds} s, ${f.million.plan.peakRssMb} MB`,
+    `<= 500 MB ${mark(f.million.plan.peakRssMb <= 500)}`,
+  ],
+  ...[f.million.small, f.million.big].map((r): [string, string, string] => [
+    `8 run ${r.tasks.toLocaleString('en-US')} tasks`,
+    `first submission ${r.toFirstSubmitSeconds} s, ${r.submitsPerSecond}/s, Ctrl-C to exit ${r.exitSeconds} s, ${r.peakRssMb} MB`,
+    r.tasks >= 1_000_000
+      ? `first <= 10 s ${mark(r.toFirstSubmitSeconds <= 10)}, exit <= 5 s ${mark(r.exitSeconds <= 5)}, <= 500 MB ${mark(r.peakRssMb <= 500)}`
+      : '',
+  ]),
+  [
+    '8 rate at 1,000,000 / at 100,000',
+    `${f.million.rateRatio}`,
+    `>= 0.8 ${mark(f.million.rateRatio >= 0.8)}`,
+  ],
+  [
+    '8 status of the 1,000,000-task run',
+    `${f.million.status.seconds} s, ${f.million.status.peakRssMb} MB`,
+    `<= 500 MB ${mark(f.million.status.peakRssMb <= 500)}`,
+  ],
   ...f.makespan.map((m): [string, string, string] => [
     `7 ${m.tasks} tasks, c${m.concurrency}: longest-first ideal / list-order ideal`,
     `${m.longestFirstGain}`,

@@ -26,6 +26,8 @@ export interface SpawnMeasuredOptions {
   onStdout?: (chunk: string, kill: () => void) => void;
   /** Sends SIGINT to the command itself (not to /usr/bin/time, which ignores it) after this long. */
   interruptAfterMs?: number;
+  /** Called at once with a function that sends SIGINT to the command itself, for a caller that decides when. */
+  interrupter?: (interrupt: () => void) => void;
 }
 
 /**
@@ -60,13 +62,13 @@ export function spawnMeasured(argv: string[], opts: SpawnMeasuredOptions): Promi
     : setInterval(() => {
         hwmKb = Math.max(hwmKb, vmHwmKb(proc.pid));
       }, 20);
+  const sendInterrupt = () => {
+    const target = viaTime ? childOf(proc.pid) : proc.pid;
+    if (target !== undefined) process.kill(target, 'SIGINT');
+  };
+  opts.interrupter?.(sendInterrupt);
   const interrupt =
-    opts.interruptAfterMs === undefined
-      ? undefined
-      : setTimeout(() => {
-          const target = viaTime ? childOf(proc.pid) : proc.pid;
-          if (target !== undefined) process.kill(target, 'SIGINT');
-        }, opts.interruptAfterMs);
+    opts.interruptAfterMs === undefined ? undefined : setTimeout(sendInterrupt, opts.interruptAfterMs);
   return new Promise((resolve) => {
     proc.on('exit', (code, signal) => {
       if (poll) clearInterval(poll);
