@@ -79,7 +79,9 @@ async function runAtScale(
     ended = true;
   });
   let first = before;
-  while (!ended && (first = await submissions(env.MEDIABATCH_BASE_URL ?? '')) === before) {
+  while (!ended) {
+    first = await submissions(env.MEDIABATCH_BASE_URL ?? '');
+    if (first !== before) break;
     await new Promise((r) => setTimeout(r, 50));
   }
   const firstAt = performance.now();
