@@ -26,22 +26,31 @@ export type Align = 'left' | 'right';
  * The last column is not padded, so that a long last cell (a sentence) does not push trailing spaces.
  */
 export function table(rows: readonly (readonly string[])[], align: readonly Align[] = []): string {
+  return [...tableLines(() => rows, align)].join('\n');
+}
+
+/**
+ * The same table a line at a time, from rows produced twice (once for the widths, once for the lines),
+ * so that a table of a million rows is never held.
+ */
+export function* tableLines(
+  rows: () => Iterable<readonly string[]>,
+  align: readonly Align[] = [],
+): Generator<string> {
   const widths: number[] = [];
-  for (const row of rows) {
+  for (const row of rows()) {
     row.forEach((cell, i) => {
       widths[i] = Math.max(widths[i] ?? 0, cell.length);
     });
   }
-  return rows
-    .map((row) =>
-      row
-        .map((cell, i) => {
-          const width = widths[i] ?? 0;
-          if (align[i] === 'right') return cell.padStart(width);
-          return i === row.length - 1 ? cell : cell.padEnd(width);
-        })
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  for (const row of rows()) {
+    yield row
+      .map((cell, i) => {
+        const width = widths[i] ?? 0;
+        if (align[i] === 'right') return cell.padStart(width);
+        return i === row.length - 1 ? cell : cell.padEnd(width);
+      })
+      .join('  ')
+      .trimEnd();
+  }
 }

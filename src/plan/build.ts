@@ -153,6 +153,46 @@ export async function planManifest(file: string, o: PlanOptions): Promise<PlanRe
  * kept but its id, so a run of 1,000,000 tasks never holds them all (issue 16).
  */
 export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
+  const plan = await planStreamed(file, o);
+  const { settings } = plan;
+  return {
+    file,
+    settings,
+    totals: plan.totals,
+    taskIds: plan.taskIds,
+    *rows(opts = {}) {
+      for (const task of plan.tasks) {
+        const { custom_callback_url: _callback, ...rest } = task.wire;
+        yield {
+          taskId: task.spec.id,
+          model: task.entry.model,
+          endpoint: task.entry.endpoint,
+          wireBody: JSON.stringify(opts.withoutCallback ? rest : task.wire),
+          estimate: task.estimate,
+          expectedMs: expectedJobMs(task.entry, task.body),
+          retries: task.spec.retries ?? settings.retries,
+          ...(task.spec.fileName !== undefined ? { fileName: task.spec.fileName } : {}),
+        };
+      }
+    },
+    release: () => plan.release(),
+  };
+}
+
+/** A plan whose priced tasks are produced again each time `tasks` is iterated, never all held. */
+export interface StreamedPlan {
+  file: string;
+  settings: ManifestSettings;
+  totals: PlanTotals;
+  taskIds: string[];
+  /** Every task priced, in manifest order; each iteration expands the manifest again. */
+  tasks: Iterable<PlannedTask>;
+  /** Lets the manifest go; `tasks` cannot be iterated after. */
+  release(): void;
+}
+
+/** planManifest's result, streamed (see StreamedPlan): every problem is found before this returns. */
+export async function planStreamed(file: string, o: PlanOptions): Promise<StreamedPlan> {
   await requireFile(file, o.cwd);
   const result = await loadManifest(file, {
     now: o.now,
@@ -218,23 +258,13 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
     settings,
     totals,
     taskIds,
-    *rows(opts = {}) {
-      if (!source) throw new Error('internal: the run plan was released before its rows were read');
-      for (const one of pricedTasks(checkedTasks(source), measured, prices, settings.callbackUrl)) {
-        if (!one.ok) continue;
-        const task = one.task;
-        const { custom_callback_url: _callback, ...rest } = task.wire;
-        yield {
-          taskId: task.spec.id,
-          model: task.entry.model,
-          endpoint: task.entry.endpoint,
-          wireBody: JSON.stringify(opts.withoutCallback ? rest : task.wire),
-          estimate: task.estimate,
-          expectedMs: expectedJobMs(task.entry, task.body),
-          retries: task.spec.retries ?? settings.retries,
-          ...(task.spec.fileName !== undefined ? { fileName: task.spec.fileName } : {}),
-        };
-      }
+    tasks: {
+      *[Symbol.iterator]() {
+        if (!source) throw new Error('internal: the plan was released before its tasks were read');
+        for (const one of pricedTasks(checkedTasks(source), measured, prices, settings.callbackUrl)) {
+          if (one.ok) yield one.task;
+        }
+      },
     },
     release() {
       source = undefined;

@@ -1,9 +1,17 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Config } from '../../config.js';
+import type { ManifestSettings } from '../../manifest/types.js';
 import type { ProbeResult } from '../../media/types.js';
-import { type PlanOptions, type PlanResult, planManifest, planRun, type RunPlan } from '../../plan/build.js';
-import type { MediaNeed } from '../../plan/plan.js';
+import {
+  type PlanOptions,
+  type PlanResult,
+  planManifest,
+  planRun,
+  planStreamed,
+  type RunPlan,
+} from '../../plan/build.js';
+import type { MediaNeed, PlannedTask, PlanTotals } from '../../plan/plan.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { learnedDay, quotaStanding } from '../../run/quota.js';
 import { chooseRun } from '../../run/resume.js';
@@ -17,7 +25,7 @@ import {
 } from '../../store/index.js';
 import { roundTokens } from '../../util/money.js';
 import { EXIT, ExitError } from '../errors.js';
-import { fmtRange, fmtTokens, fmtUsdRange, table } from '../format.js';
+import { fmtRange, fmtTokens, fmtUsdRange, table, tableLines } from '../format.js';
 import type { CliIO } from '../io.js';
 import { planning, plural } from '../load.js';
 
@@ -52,6 +60,32 @@ function planOptions(deps: PlanDeps): PlanOptions {
 /** Expand, check, measure and price a manifest (the library's planManifest, with the CLI's errors). */
 export async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResult> {
   return planning(planManifest(file, planOptions(deps)));
+}
+
+/** The library's planStreamed, with the CLI's errors: `plan` of a million tasks never holds them all. */
+async function buildStreamedPlan(file: string, deps: PlanDeps): Promise<PlanLike> {
+  const plan = await planning(planStreamed(file, planOptions(deps)));
+  return { manifest: { settings: plan.settings }, totals: plan.totals, tasks: plan.tasks };
+}
+
+/** What the plan command reads of a plan; its tasks may be an array or produced again at each pass. */
+interface PlanLike {
+  manifest: { settings: ManifestSettings };
+  totals: PlanTotals;
+  tasks: Iterable<PlannedTask>;
+}
+
+/** Lines written a thousand at a time: a plan of a million tasks is never one string. */
+function writeLines(io: CliIO, lines: Iterable<string>): void {
+  let chunk: string[] = [];
+  for (const line of lines) {
+    chunk.push(line);
+    if (chunk.length === 1000) {
+      io.stdout.write(`${chunk.join('\n')}\n`);
+      chunk = [];
+    }
+  }
+  if (chunk.length > 0) io.stdout.write(`${chunk.join('\n')}\n`);
 }
 
 /** The library's planRun, with the CLI's errors. */
@@ -122,11 +156,11 @@ export async function planCommand(
   opts: { json?: boolean; probe?: boolean },
   deps: PlanDeps,
 ): Promise<number> {
-  const plan = await buildPlan(file, deps);
+  const plan: PlanLike = opts.json ? await buildPlan(file, deps) : await buildStreamedPlan(file, deps);
   const balance = await checkBalance(deps);
   const verdict = judge(file, plan, balance, deps);
-  const text = opts.json ? planJson(plan, balance, verdict) : planText(file, plan, balance, verdict, deps);
-  deps.io.stdout.write(`${text}\n`);
+  if (opts.json) deps.io.stdout.write(`${planJson(plan as PlanResult, balance, verdict)}\n`);
+  else writeLines(deps.io, planText(file, plan, balance, verdict, deps));
   if (verdict.refusals.length > 0) {
     throw new ExitError(
       EXIT.refused,
@@ -137,18 +171,25 @@ export async function planCommand(
 }
 
 /** Reads the state file (never creating one) for the run `run` would drive, and compares the rest with every limit. */
-function judge(file: string, plan: PlanResult, balance: BalanceCheck, deps: PlanDeps): Verdict {
+function judge(file: string, plan: PlanLike, balance: BalanceCheck, deps: PlanDeps): Verdict {
   const { io, config } = deps;
   const path = deps.statePath === undefined ? undefined : resolve(io.cwd, deps.statePath);
   const store = path !== undefined && existsSync(path) ? openStore(path, { now: io.now }) : undefined;
   try {
     const existing = store ? existingRun(store, file, plan, deps) : undefined;
-    const left = plan.tasks.filter((t) => !existing?.handled.has(t.spec.id));
+    const sums = { tasks: 0, tokens: 0, min: 0, max: 0 };
+    for (const t of plan.tasks) {
+      if (existing?.handled.has(t.spec.id)) continue;
+      sums.tasks++;
+      sums.tokens += t.estimate.tokens;
+      sums.min += t.estimate.min;
+      sums.max += t.estimate.max;
+    }
     const remaining: Remaining = {
-      tasks: left.length,
-      tokens: roundTokens(left.reduce((n, t) => n + t.estimate.tokens, 0)),
-      min: roundTokens(left.reduce((n, t) => n + t.estimate.min, 0)),
-      max: roundTokens(left.reduce((n, t) => n + t.estimate.max, 0)),
+      tasks: sums.tasks,
+      tokens: roundTokens(sums.tokens),
+      min: roundTokens(sums.min),
+      max: roundTokens(sums.max),
     };
     const quota = quotaFigures(store, config, io.now());
     const budget = plan.manifest.settings.budget;
@@ -180,7 +221,7 @@ function judge(file: string, plan: PlanResult, balance: BalanceCheck, deps: Plan
 }
 
 /** The run `run` would resume or continue (the same choice as `run`), if the state file has it. */
-function existingRun(store: Store, file: string, plan: PlanResult, deps: PlanDeps): ExistingRun | undefined {
+function existingRun(store: Store, file: string, plan: PlanLike, deps: PlanDeps): ExistingRun | undefined {
   const settings = plan.manifest.settings;
   const { runId } = chooseRun(store, {
     manifestPath: resolve(deps.io.cwd, file),
@@ -262,40 +303,42 @@ function leftAfter(balance: number, max: number): number {
   return Number((balance - max).toFixed(4));
 }
 
-function planText(
+function* planText(
   file: string,
-  plan: PlanResult,
+  plan: PlanLike,
   balance: BalanceCheck,
   verdict: Verdict,
   deps: PlanDeps,
-): string {
+): Generator<string> {
   const { manifest, tasks, totals } = plan;
-  const lines: string[] = [];
-  lines.push(`Plan for run ${manifest.settings.runId} (${file}): ${plural(tasks.length, 'task')}`);
-  lines.push('');
-  lines.push(
-    table(
-      [
-        ['TASK', 'MODEL', 'TOKENS', 'USD', 'BASIS'],
-        ...tasks.map((t) => [
+  yield `Plan for run ${manifest.settings.runId} (${file}): ${plural(totals.tasks, 'task')}`;
+  yield '';
+  // Two passes over the tasks (widths, then lines), each expanding a streamed plan again.
+  yield* tableLines(
+    function* () {
+      yield ['TASK', 'MODEL', 'TOKENS', 'USD', 'BASIS'];
+      for (const t of tasks) {
+        yield [
           t.spec.id,
           t.entry.model,
           fmtRange(t.estimate.tokens, t.estimate.min, t.estimate.max),
           fmtUsdRange(t.estimate.min, t.estimate.max),
           t.estimate.basis,
-        ]),
-      ],
-      ['left', 'left', 'right', 'right', 'left'],
-    ),
+        ];
+      }
+    },
+    ['left', 'left', 'right', 'right', 'left'],
   );
 
+  const noted: { id: string; notes: string[] }[] = [];
+  for (const t of tasks) if (t.mediaNotes.length > 0) noted.push({ id: t.spec.id, notes: t.mediaNotes });
+  const lines: string[] = [];
   // Only worth listing when measuring was attempted: with --no-probe nothing is measured on purpose.
-  const unmeasured = deps.measure ? tasks.filter((t) => t.mediaNotes.length > 0) : [];
-  if (unmeasured.length > 0) {
+  if (deps.measure && noted.length > 0) {
     lines.push('');
     lines.push('Lengths that could not be measured (priced from media_seconds, or up to the maximum):');
-    lines.push(table(unmeasured.flatMap((t) => t.mediaNotes.map((note) => ['', t.spec.id, note]))));
-  } else if (!deps.measure && tasks.some((t) => t.mediaNotes.length > 0)) {
+    lines.push(table(noted.flatMap((t) => t.notes.map((note) => ['', t.id, note]))));
+  } else if (!deps.measure && noted.length > 0) {
     lines.push('');
     lines.push(
       'Media not measured (--no-probe): lengths come from media_seconds or are priced up to the maximum.',
@@ -326,10 +369,10 @@ function planText(
   lines.push('');
   lines.push(...moneyLines(plan, balance, verdict));
   lines.push('Nothing was submitted.');
-  return lines.join('\n');
+  yield* lines;
 }
 
-function moneyLines({ manifest, totals }: PlanResult, balance: BalanceCheck, verdict: Verdict): string[] {
+function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdict: Verdict): string[] {
   const lines: string[] = [];
   const { existing, remaining, leftAfter } = verdict;
   const unit = totals.min === totals.max && totals.max === 1 ? 'token' : 'tokens';
