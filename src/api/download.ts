@@ -147,7 +147,7 @@ const DISK_ADVICE: Record<string, [what: string, todo: string]> = {
 };
 
 /** What a file-system error code means and what to do, in words; undefined for a code without advice. */
-export function diskAdvice(code: string): readonly [what: string, todo: string] | undefined {
+export function diskAdvice(code: string): readonly [what: string, remedy: string] | undefined {
   return Object.hasOwn(DISK_ADVICE, code) ? DISK_ADVICE[code] : undefined;
 }
 
