@@ -375,7 +375,7 @@ export class Watcher {
           : `job status the spec does not name; read as ${phase}`,
       );
     }
-    this.#learn(watched, record, phase === 'success' && result.moved);
+    this.#learn(watched, record, phase === 'success', result.moved);
     const state = result.to ?? core.deps.store.getTask(core.opts.runId, taskId)?.state;
     if (state === 'failed') {
       if (result.refunded !== null) core.money.refunded += toMicro(result.refunded);
@@ -413,15 +413,15 @@ export class Watcher {
   }
 
   /** A job seen finished for the first time teaches how long its model takes; one not finished, when it was not. */
-  #learn(watched: Watched, record: JobRecord, justSucceeded: boolean): void {
+  #learn(watched: Watched, record: JobRecord, succeeded: boolean, firstSeen: boolean): void {
     const core = this.#core;
     const now = core.now();
     const submitted = watched.task.submittedAt?.getTime();
-    if (!justSucceeded) {
+    if (!succeeded) {
       watched.lastLookAt = now;
       return;
     }
-    if (submitted === undefined) return;
+    if (!firstSeen || submitted === undefined) return;
     // A job of an earlier process, found finished at the first look, says nothing of how long it took: it
     // may have ended minutes before. Only a job seen unfinished, or watched from before its expected
     // shortest time, gives a duration (else one resume would teach that images take an hour).
