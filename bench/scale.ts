@@ -124,6 +124,9 @@ function prepareResume(file: string): number {
     const done = db.prepare("SELECT count(*) AS n FROM tasks WHERE state = 'done'").get() as { n: number };
     db.prepare("UPDATE tasks SET state = 'done' WHERE state <> 'done'").run();
     db.prepare('DELETE FROM leases').run();
+    // The resume goes through a tap (another address): unbind the run from the API it was started with,
+    // as a run made before runs were bound, so that it binds to the tap instead of being refused.
+    db.prepare('UPDATE runs SET api_base_url = NULL, key_fingerprint = NULL').run();
     return done.n;
   } finally {
     db.close();
