@@ -98,7 +98,10 @@ export class JobDurations {
     const learnt = this.#learnt(entry.model);
     if (!learnt)
       return { lowMs: prior.low * 1000 * this.#timeScale, highMs: prior.high * 1000 * this.#timeScale };
-    return { lowMs: learnt.low * unit, highMs: learnt.high * unit };
+    // The first jobs to finish are the short ones: what is learnt moves the first look, and may only raise
+    // the longest expected time, so a job still within the catalog's range is never looked at less often.
+    const priorHighMs = prior.high * 1000 * this.#timeScale;
+    return { lowMs: learnt.low * unit, highMs: Math.max(learnt.high * unit, priorHighMs) };
   }
 
   /** A job of this model took `ms` from submission to success. */
