@@ -4,7 +4,7 @@ import type { MatrixPlan } from './matrix.js';
 import type { Problems } from './problems.js';
 import type { SourceIndex } from './source-index.js';
 import type { CompiledValue } from './template.js';
-import type { SourcePos } from './types.js';
+import type { LocatedReference, SourcePos } from './types.js';
 import type { PlainObject } from './values.js';
 
 export interface ExpandContext {
@@ -36,6 +36,13 @@ export interface Declaration {
   retries?: number;
   /** The task's `file_name` template, or the manifest's; rendered with the task's names and `id`. */
   fileName?: { value: CompiledValue; source: string };
+  /** `after`: task-id templates by name (SINGLE for the lone form), with their source paths. */
+  after?: {
+    /** The mapping's names, or undefined for the lone form. */
+    names: string[] | undefined;
+    values: Array<{ name: string; value: CompiledValue; source: string }>;
+    references: LocatedReference[];
+  };
   plan: MatrixPlan;
   repeat: number;
   /** Rows per combination (all combinations share one list when the path has no matrix name). */

@@ -2,13 +2,14 @@
 // rendered per task. The count is computed and checked against the limit before anything is expanded.
 
 import { isAbsolute, join, resolve } from 'node:path';
+import { parseReference, placeholdersOfAfter, SINGLE } from './after.js';
 import type { Declaration, ExpandContext } from './declaration.js';
 import { Expander } from './expander.js';
 import { type RowsResult, readRows } from './foreach.js';
 import { combos, countCombos, type MatrixPlan, matrixPlan, productSize } from './matrix.js';
 import { BUILTIN_NAMES, lookupIn, type Scope } from './scope.js';
 import { type CompiledValue, type CompileError, compileValue, renderValue } from './template.js';
-import type { ManifestProblem, TaskSpec } from './types.js';
+import type { LocatedReference, ManifestProblem, TaskSpec } from './types.js';
 import { describeValue, formatCount, isPlainObject, type PlainObject } from './values.js';
 
 export type { ExpandContext } from './declaration.js';
@@ -89,6 +90,7 @@ async function prepare(
         ? compileValue(ctx.fileName, 'file_name', errors)
         : undefined;
   const foreach = compile('foreach');
+  const after = prepareAfter(raw.after, base, input, ctx, errors);
   for (const error of errors) {
     problems.add({
       pos: index.inScalar(error.source, error.raw, error.occurrence),
@@ -122,6 +124,7 @@ async function prepare(
       fileName: { value: fileName, source: raw.file_name !== undefined ? `${base}.file_name` : 'file_name' },
     }),
     ...(typeof raw.retries === 'number' && { retries: raw.retries }),
+    ...(after !== undefined && { after }),
     plan,
     repeat,
     rows: () => undefined,
@@ -142,6 +145,40 @@ async function prepare(
   }
   if (repeat > 1) declaration.factors.push(`repeat ${formatCount(repeat)}`);
   return declaration;
+}
+
+/** `after` compiled (a task-id template, or a mapping of names to them) and the input's references to it. */
+function prepareAfter(
+  raw: unknown,
+  base: string,
+  input: CompiledValue,
+  ctx: ExpandContext,
+  errors: CompileError[],
+): Declaration['after'] {
+  if (typeof raw !== 'string' && !isPlainObject(raw)) return undefined;
+  const values: NonNullable<Declaration['after']>['values'] = [];
+  let names: string[] | undefined;
+  if (typeof raw === 'string') {
+    values.push({ name: SINGLE, value: compileValue(raw, `${base}.after`, errors), source: `${base}.after` });
+  } else {
+    names = Object.keys(raw);
+    for (const name of names) {
+      const source = `${base}.after.${name}`;
+      values.push({ name, value: compileValue(raw[name], source, errors), source });
+    }
+  }
+  const references: LocatedReference[] = [];
+  for (const { source, placeholder } of placeholdersOfAfter(input)) {
+    const parsed = parseReference(placeholder.path, names);
+    // A reference that does not parse is reported, located, by the expander's lookup.
+    if (parsed.ok) {
+      references.push({
+        reference: parsed.reference,
+        pos: ctx.index.inScalar(source, placeholder.raw, placeholder.occurrence),
+      });
+    }
+  }
+  return { names, values, references };
 }
 
 /** Reads the rows of `foreach` (once per distinct file) and returns the task count, or reports why not. */

@@ -1,11 +1,12 @@
 // Renders each prepared declaration into task specs, one per matrix combination × row × copy, and
 // refuses duplicate ids naming both sources.
 
+import { parseReference, referenceText } from './after.js';
 import type { Declaration, ExpandContext, Origin } from './declaration.js';
 import { combos, describeCombo } from './matrix.js';
 import { lookupIn, type Scope } from './scope.js';
-import { type CompiledValue, compileValue, type Placeholder, renderValue } from './template.js';
-import type { ManifestProblem, SourcePos, TaskSpec } from './types.js';
+import { type CompiledValue, compileValue, type Lookup, type Placeholder, renderValue } from './template.js';
+import type { ManifestProblem, SourcePos, TaskSpec, Upstream } from './types.js';
 import { describeValue, formatCount, isPlainObject, type PlainObject, setOwn } from './values.js';
 
 const NO_ROWS: undefined[] = [undefined];
@@ -96,7 +97,8 @@ export class Expander {
       if (!failed) invalid('model', `must render to a model id, got ${describeValue(model)}`);
     }
 
-    let input = renderValue(declaration.input, lookup, onError);
+    const inputLookup = withReferences(lookup, declaration.after?.names, declaration.after !== undefined);
+    let input = renderValue(declaration.input, inputLookup, onError);
     if (input === null || input === undefined) input = {};
     if (!isPlainObject(input)) {
       invalid('input', `must render to a mapping of request fields, got ${describeValue(input)}`);
@@ -112,7 +114,19 @@ export class Expander {
 
     if (failed || taskId === undefined || typeof model !== 'string' || !isPlainObject(input))
       return undefined;
-    const merged = this.#withDefaults(model, input, lookup, onError);
+    const upstreams: Upstream[] = [];
+    for (const { name, value, source } of declaration.after?.values ?? []) {
+      const rendered = renderValue(value, lookup, onError);
+      if (typeof rendered === 'number' || (typeof rendered === 'string' && rendered !== '')) {
+        upstreams.push({ name, taskId: String(rendered), pos: ctx.index.at(source) });
+      } else if (!failed) {
+        invalid(
+          source.slice(declaration.base.length + 1),
+          `must render to a task id, got ${describeValue(rendered)}`,
+        );
+      }
+    }
+    const merged = this.#withDefaults(model, input, inputLookup, onError);
     if (failed) return undefined;
 
     const task: TaskSpec = {
@@ -123,6 +137,10 @@ export class Expander {
       locate: this.#locator(declaration, model),
     };
     if (typeof mediaSeconds === 'number') task.mediaSeconds = mediaSeconds;
+    if (declaration.after) {
+      task.after = upstreams;
+      task.references = declaration.after.references;
+    }
     if (declaration.retries !== undefined) task.retries = declaration.retries;
     if (declaration.fileName !== undefined) {
       const withId: typeof lookup = (path) =>
@@ -266,6 +284,24 @@ export class Expander {
       this.#ctx.problems.add(problem);
     }
   }
+}
+
+/**
+ * The lookup of a task's input: `{{after…}}` stays as written, to be filled in when the task is submitted
+ * (the result does not exist yet); in a task without `after` it is a mistake.
+ */
+function withReferences(lookup: Lookup, names: readonly string[] | undefined, chained: boolean): Lookup {
+  return (path) => {
+    if (path[0] !== 'after') return lookup(path);
+    if (!chained) {
+      return {
+        ok: false,
+        message: `"${path.join('.')}" takes the result of an earlier task, which this task does not name: add after: "<task id>" to it`,
+      };
+    }
+    const parsed = parseReference(path, names);
+    return parsed.ok ? { ok: true, value: referenceText(parsed.reference.path) } : parsed;
+  };
 }
 
 function describeOrigin(origin: Origin): string {

@@ -133,6 +133,7 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
     }),
   };
   const declarations = blocked ? [] : await prepareDeclarations(rawTasks, (n) => !invalidTasks.has(n), ctx);
+  const chained = declarations.some((declaration) => declaration.after !== undefined);
   if (opts.streaming && problems.size === 0) {
     const source: TaskSource = {
       expand(proven = false) {
@@ -143,11 +144,11 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
         };
       },
     };
-    return { ok: true, manifest: { file, settings, tasks: [], source } };
+    return { ok: true, manifest: { file, settings, tasks: [], source, ...(chained && { chained }) } };
   }
   const tasks = [...expandDeclarations(declarations, ctx)];
   // The tasks that did expand go back with the problems, so that a caller can check them too and report
   // every problem at once rather than the manifest's first, then the catalog's.
   if (problems.size > 0) return { ok: false, problems: problems.list(), tasks };
-  return { ok: true, manifest: { file, settings, tasks } };
+  return { ok: true, manifest: { file, settings, tasks, ...(chained && { chained }) } };
 }

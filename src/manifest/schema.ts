@@ -12,6 +12,7 @@ const LISTEN_PATTERN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 const CRON_PATTERN = /^\s*\S+(?:\s+\S+){4,5}\s*$/;
 
 const INPUT_RULE = 'must be a mapping of request fields, or one {{placeholder}} that gives one';
+const AFTER_RULE = 'must be a task id (a template like "voice-{{row.n}}") or a mapping of names to task ids';
 const SECONDS_RULE = 'must be a number > 0, or a {{placeholder}} that gives one';
 
 const anyMap = z.record(z.string(), z.unknown());
@@ -76,6 +77,20 @@ export const taskSchema = z
       .optional()
       .describe(
         'Result file name without extension, e.g. "{{id}}": files go to <output>/<run>/<name>.<ext> instead of <task>/1.<ext>.',
+      ),
+    after: z
+      .union(
+        [
+          z.string().min(1),
+          z
+            .record(z.string().regex(NAME_PATTERN, { error: NAME_RULE }), z.string().min(1))
+            .refine((names) => Object.keys(names).length > 0, { error: 'must name at least one task' }),
+        ],
+        { error: AFTER_RULE },
+      )
+      .optional()
+      .describe(
+        'The task whose result this one takes, as a task-id template ("voice-{{row.n}}"; {{after.audio}} in input), or a mapping of names to task-id templates ({{after.<name>.image}}). Submitted once they are done.',
       ),
   })
   .describe('One task, or many through matrix, foreach and repeat (expanded in that order).');

@@ -9,7 +9,7 @@ import { describeValue, isPlainObject, type PlainObject } from './values.js';
  * number when `repeat` > 1, else the row number with `foreach`, else 1. `date` and `datetime` come from
  * the injected clock in the manifest's timezone (UTC without one).
  */
-export const BUILTIN_NAMES = ['name', 'run', 'date', 'datetime', 'index', 'row'] as const;
+export const BUILTIN_NAMES = ['name', 'run', 'date', 'datetime', 'index', 'row', 'after'] as const;
 
 export interface Scope {
   vars: PlainObject;

@@ -1,5 +1,7 @@
 // What the manifest loader produces: located task specs, or every problem at once.
 
+import type { Reference } from './after.js';
+
 export interface SourcePos {
   file: string;
   /** 1-based. */
@@ -54,8 +56,26 @@ export interface TaskSpec {
   fileName?: string;
   /** Where the task was declared (its list item in `tasks`). */
   pos: SourcePos;
+  /** The tasks it waits for and takes results from (`after`), by name (SINGLE for a lone upstream). */
+  after?: readonly Upstream[];
+  /** Its `{{after…}}` placeholders, located (shared by every task of the declaration). */
+  references?: readonly LocatedReference[];
   /** Where a field of `input` came from (the task's input, or `defaults`); falls back to `pos`. */
   locate(fieldPath: string): SourcePos;
+}
+
+/** One task a chained task waits for. */
+export interface Upstream {
+  /** '' for `after: "<id>"`, else the key of the `after` mapping. */
+  name: string;
+  taskId: string;
+  /** Where the `after` value is written. */
+  pos: SourcePos;
+}
+
+export interface LocatedReference {
+  reference: Reference;
+  pos: SourcePos;
 }
 
 export interface LoadedManifest {
@@ -65,6 +85,8 @@ export interface LoadedManifest {
   tasks: TaskSpec[];
   /** Loaded with `streaming`: the tasks are expanded on demand, one at a time, never all held. */
   source?: TaskSource;
+  /** Some task has `after` (a chain): planning keeps what it needs of every task to check and price chains. */
+  chained?: boolean;
 }
 
 /** The tasks of a manifest, expanded again at each call: the same tasks in the same order every time. */

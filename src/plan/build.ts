@@ -17,6 +17,7 @@ import type {
 } from '../manifest/types.js';
 import type { ProbeResult, Prober } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
+import { ChainPlan } from './chains.js';
 import {
   addMediaNeeds,
   type CheckedTask,
@@ -134,7 +135,17 @@ export async function loadChecked(
   }
   const checked = checkTasks(result.manifest.tasks);
   if (checked.problems.length > 0) throw new ManifestProblemsError(file, checked.problems);
+  const chains = chainsOf(result.manifest, checked.tasks);
+  if (chains && chains.problems().length > 0) throw new ManifestProblemsError(file, chains.problems());
   return { manifest: result.manifest, tasks: checked.tasks };
+}
+
+/** The chains of a manifest that has any, from its checked tasks. */
+function chainsOf(manifest: LoadedManifest, tasks: readonly CheckedTask[]): ChainPlan | undefined {
+  if (!manifest.chained) return undefined;
+  const chains = new ChainPlan();
+  for (const task of tasks) chains.add(task);
+  return chains;
 }
 
 /** Expand, check, measure and price a manifest: every task with its price, and the totals. */
@@ -142,7 +153,15 @@ export async function planManifest(file: string, o: PlanOptions): Promise<PlanRe
   const { manifest, tasks } = await loadChecked(file, o);
   const needs = mediaNeeds(tasks);
   const measured = o.measure && needs.length > 0 ? await o.measure(needs) : undefined;
-  const priced = priceTasks(tasks, measured, o.prices ?? DEFAULT_PRICES, manifest.settings.callbackUrl);
+  const chains = chainsOf(manifest, tasks);
+  chains?.measured(measured);
+  const priced = priceTasks(
+    tasks,
+    measured,
+    o.prices ?? DEFAULT_PRICES,
+    manifest.settings.callbackUrl,
+    chains,
+  );
   if (priced.problems.length > 0) throw new ManifestProblemsError(file, priced.problems);
   return { manifest, tasks: priced.tasks, totals: planTotals(priced.tasks) };
 }
@@ -171,6 +190,9 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
           estimate: task.estimate,
           expectedMs: expectedJobMs(task.entry, task.body),
           retries: task.spec.retries ?? settings.retries,
+          ...(task.spec.after !== undefined && {
+            upstreams: task.spec.after.map(({ name, taskId }) => ({ name, taskId })),
+          }),
           ...(task.spec.fileName !== undefined ? { fileName: task.spec.fileName } : {}),
         };
       }
@@ -214,6 +236,8 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   const needs = new Map<string, MediaNeed>();
   const catalogProblems: ManifestProblem[] = [];
   let priced = priceAll(undefined);
+  // A chain's downstream may come before its upstream: chained tasks are priced once every task is known.
+  const chains = result.manifest.chained ? new ChainPlan() : undefined;
   const first = source.expand();
   for (const spec of first.tasks) {
     const one = checkTask(spec);
@@ -223,14 +247,21 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     }
     taskIds.push(spec.id);
     addMediaNeeds(one.task, needs);
-    priced.add(one.task);
+    if (chains) chains.add(one.task);
+    else priced.add(one.task);
   }
   const expansionProblems = first.problems();
-  if (expansionProblems.length > 0 || catalogProblems.length > 0) {
-    throw new ManifestProblemsError(file, [...expansionProblems, ...collapseRepeats(catalogProblems)]);
+  const chainProblems = expansionProblems.length > 0 ? [] : (chains?.problems() ?? []);
+  if (expansionProblems.length > 0 || catalogProblems.length > 0 || chainProblems.length > 0) {
+    throw new ManifestProblemsError(file, [
+      ...expansionProblems,
+      ...collapseRepeats(catalogProblems),
+      ...collapseRepeats(chainProblems),
+    ]);
   }
   const measured = o.measure && needs.size > 0 ? await o.measure([...needs.values()]) : undefined;
-  if (measured) {
+  chains?.measured(measured);
+  if (measured || chains) {
     // Lengths change prices and may break rules: a second pass with what was measured.
     priced = priceAll(measured);
     for (const task of checkedTasks(source)) priced.add(task);
@@ -245,7 +276,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
       totals: sum,
       problems,
       add(task: CheckedTask) {
-        for (const one of pricedTasks([task], lengths, prices, settings.callbackUrl)) {
+        for (const one of pricedTasks([task], lengths, prices, settings.callbackUrl, chains)) {
           if (one.ok) sum.add(one.task);
           else problems.push(...one.problems);
         }
@@ -261,7 +292,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     tasks: {
       *[Symbol.iterator]() {
         if (!source) throw new Error('internal: the plan was released before its tasks were read');
-        for (const one of pricedTasks(checkedTasks(source), measured, prices, settings.callbackUrl)) {
+        for (const one of pricedTasks(checkedTasks(source), measured, prices, settings.callbackUrl, chains)) {
           if (one.ok) yield one.task;
         }
       },

@@ -14,6 +14,7 @@ import type {
 import type { ManifestProblem, TaskSpec } from '../manifest/types.js';
 import type { MediaKind, ProbeResult } from '../media/types.js';
 import { roundTokens, tokensToUsd } from '../util/money.js';
+import { type ChainPlan, checkChained, holdsReference } from './chains.js';
 import { collapseRepeats } from './repeats.js';
 
 export interface CheckedTask {
@@ -75,7 +76,8 @@ export function checkTasks(tasks: readonly TaskSpec[]): {
 export function checkTask(
   spec: TaskSpec,
 ): { ok: true; task: CheckedTask } | { ok: false; problems: ManifestProblem[] } {
-  const result = checkRequest(spec.model, spec.input);
+  // A chained task is checked with each reference standing for a valid value of its kind.
+  const result = spec.after === undefined ? checkRequest(spec.model, spec.input) : checkChained(spec);
   if (!result.ok) {
     return { ok: false, problems: result.issues.map((i) => problemFromIssue(spec, i.path, i.message)) };
   }
@@ -111,7 +113,7 @@ export function mediaNeeds(tasks: Iterable<CheckedTask>): MediaNeed[] {
 export function addMediaNeeds(task: CheckedTask, seen: Map<string, MediaNeed>): void {
   for (const field of task.entry.mediaFields) {
     const value = task.body[field.field];
-    if (measurable(field) && typeof value === 'string' && !seen.has(value)) {
+    if (measurable(field) && typeof value === 'string' && !holdsReference(value) && !seen.has(value)) {
       seen.set(value, { location: value, kind: field.kind });
     }
   }
@@ -130,14 +132,23 @@ export function* pricedTasks(
   measured: ReadonlyMap<string, ProbeResult> | undefined,
   prices: PriceTable,
   callbackUrl?: string,
+  chains?: ChainPlan,
 ): Generator<PricedTask> {
   for (const task of tasks) {
     const media: MediaDurations = {};
     const mediaNotes: string[] = [];
     const sizeIssues: RequestIssue[] = [];
+    const upstreamNotes: string[] = [];
     for (const field of task.entry.mediaFields) {
       const value = task.body[field.field];
       if (!measurable(field) || typeof value !== 'string') continue;
+      if (holdsReference(value)) {
+        // An upstream's result: its length is what the upstream's request decides, or known when it is done.
+        const upstream = field.needsDuration ? chains?.lengthOf(task.spec, value) : undefined;
+        if (upstream?.seconds !== undefined) media[field.field] = upstream.seconds;
+        if (upstream) upstreamNotes.push(upstream.note);
+        continue;
+      }
       const result = measured?.get(value);
       if (result?.ok && result.bytes !== undefined && result.bytes > field.maxBytes) {
         sizeIssues.push({
@@ -164,6 +175,8 @@ export function* pricedTasks(
       };
       continue;
     }
+    const estimate = task.entry.estimate(task.body, media, prices, task.spec.mediaSeconds);
+    if (upstreamNotes.length > 0) estimate.basis = `${estimate.basis}; ${upstreamNotes.join('; ')}`;
     yield {
       ok: true,
       task: {
@@ -173,7 +186,7 @@ export function* pricedTasks(
         wire: toWireBody(task.entry, task.body, callbackUrl),
         media,
         mediaNotes,
-        estimate: task.entry.estimate(task.body, media, prices, task.spec.mediaSeconds),
+        estimate,
       },
     };
   }
@@ -185,10 +198,11 @@ export function priceTasks(
   measured: ReadonlyMap<string, ProbeResult> | undefined,
   prices: PriceTable,
   callbackUrl?: string,
+  chains?: ChainPlan,
 ): { tasks: PlannedTask[]; problems: ManifestProblem[] } {
   const planned: PlannedTask[] = [];
   const problems: ManifestProblem[] = [];
-  for (const priced of pricedTasks(tasks, measured, prices, callbackUrl)) {
+  for (const priced of pricedTasks(tasks, measured, prices, callbackUrl, chains)) {
     if (priced.ok) planned.push(priced.task);
     else problems.push(...priced.problems);
   }

@@ -1,6 +1,7 @@
 // The state database: the one module that holds SQL. Everything is synchronous on purpose: a
 // transaction can never span an `await`, so no other work interleaves with a half-written change.
 
+import { ChainStore } from './chains.js';
 import { type Db, openDatabase } from './db.js';
 import { FileStore } from './files.js';
 import { JobStore } from './jobs.js';
@@ -15,6 +16,7 @@ import { SubmissionStore } from './submissions.js';
 import { TaskStore } from './tasks.js';
 import type { Clock } from './types.js';
 
+export { BLOCKING_STATES, type WaitingOn } from './chains.js';
 export { StoreError } from './db.js';
 export { bodyHash, keyFingerprint } from './fingerprint.js';
 export type { JobEvent } from './jobs.js';
@@ -93,6 +95,16 @@ export class Store {
   readonly moveTask: TaskStore['moveTask'];
   readonly setTaskError: TaskStore['setTaskError'];
 
+  // Chains (issue 17)
+  readonly hasChains: ChainStore['hasChains'];
+  readonly upstreamsOf: ChainStore['upstreamsOf'];
+  readonly upstreamsOfRun: ChainStore['upstreamsOfRun'];
+  readonly waitingOn: ChainStore['waitingOn'];
+  readonly blockDownstreams: ChainStore['blockDownstreams'];
+  readonly unblockDownstreams: ChainStore['unblockDownstreams'];
+  readonly fillIn: ChainStore['fillIn'];
+  readonly rejectUnsent: ChainStore['rejectUnsent'];
+
   // Submissions
   readonly recordSubmitIntent: SubmissionStore['recordSubmitIntent'];
   readonly recordSubmitted: SubmissionStore['recordSubmitted'];
@@ -162,7 +174,17 @@ export class Store {
     this.updateRunSettings = runs.updateRunSettings.bind(runs);
     this.setCallbackToken = runs.setCallbackToken.bind(runs);
 
-    const tasks = new TaskStore(db, now);
+    const chains = new ChainStore(db, now);
+    this.hasChains = chains.hasChains.bind(chains);
+    this.upstreamsOf = chains.upstreamsOf.bind(chains);
+    this.upstreamsOfRun = chains.upstreamsOfRun.bind(chains);
+    this.waitingOn = chains.waitingOn.bind(chains);
+    this.blockDownstreams = chains.blockDownstreams.bind(chains);
+    this.unblockDownstreams = chains.unblockDownstreams.bind(chains);
+    this.fillIn = chains.fillIn.bind(chains);
+    this.rejectUnsent = chains.rejectUnsent.bind(chains);
+
+    const tasks = new TaskStore(db, now, chains);
     this.upsertTasks = tasks.upsertTasks.bind(tasks);
     this.getTask = tasks.getTask.bind(tasks);
     this.getTaskByImgUuid = tasks.getTaskByImgUuid.bind(tasks);

@@ -256,4 +256,27 @@ END;
 ALTER TABLE runs ADD COLUMN report_basis TEXT;
 `,
   },
+  {
+    id: 7,
+    name: 'chains: the tasks a task waits for, and the request as planned before its references are filled in',
+    sql: `
+-- One row per upstream of a chained task (\`after\`); name '' for the lone form. The upstream is a task of
+-- the same run, inserted in the same transaction (not a foreign key: it may come later in the manifest).
+CREATE TABLE task_upstreams (
+  run_id      TEXT NOT NULL,
+  task_id     TEXT NOT NULL,
+  name        TEXT NOT NULL,
+  upstream_id TEXT NOT NULL,
+  PRIMARY KEY (run_id, task_id, name),
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX task_upstreams_by_upstream ON task_upstreams (run_id, upstream_id);
+
+-- Set when a chained task's references are filled in (just before it is submitted): the request and the
+-- estimate of the plan, so a resumed run compares the manifest with what was planned, and the report
+-- shows the estimate beside the exact price. NULL while the stored request is the planned one.
+ALTER TABLE tasks ADD COLUMN planned_body TEXT;
+ALTER TABLE tasks ADD COLUMN planned_estimate TEXT CHECK (planned_estimate IS NULL OR json_valid(planned_estimate));
+`,
+  },
 ];

@@ -1,5 +1,6 @@
 // The tasks table's row shape and its mapping to TaskRecord, shared by the modules that read tasks.
 
+import type { Estimate } from '../catalog/types.js';
 import { StoreError } from './db.js';
 import { fromIsoOrNull } from './time.js';
 import { statesBefore } from './transitions.js';
@@ -36,6 +37,8 @@ export interface TaskRow {
   cost_assumed: number;
   recovered: number;
   file_name: string | null;
+  planned_body: string | null;
+  planned_estimate: string | null;
 }
 
 export function toTask(row: TaskRow): TaskRecord {
@@ -71,6 +74,8 @@ export function toTask(row: TaskRow): TaskRecord {
     costAssumed: row.cost_assumed === 1,
     recovered: row.recovered === 1,
     fileName: row.file_name,
+    plannedBody: row.planned_body,
+    plannedEstimate: row.planned_estimate === null ? null : (JSON.parse(row.planned_estimate) as Estimate),
   };
 }
 

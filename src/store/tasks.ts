@@ -1,5 +1,6 @@
 import type { TaskOrder } from '../manifest/types.js';
 import { scrub } from '../util/secrets.js';
+import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
 import { StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
@@ -15,6 +16,7 @@ import {
   type TaskRecord,
   type TaskState,
   type UpsertResult,
+  type UpstreamLink,
 } from './types.js';
 
 interface ExistingTask {
@@ -29,6 +31,7 @@ interface ExistingTask {
   retries: number;
   file_name: string | null;
   expected_ms: number;
+  planned_body: string | null;
 }
 
 interface TaskValues {
@@ -74,6 +77,8 @@ export class TaskStore {
   readonly #forgetReportBasis;
   readonly #countInserted;
   readonly #selectPendingOf;
+  readonly #selectReady;
+  readonly #selectReadyOf;
   readonly #countByState;
   readonly #selectDue;
   readonly #selectEarliestPoll;
@@ -90,8 +95,11 @@ export class TaskStore {
   readonly #pendingByModelOf;
 
   // Long on purpose: every statement is prepared once, here, and named for what it does.
-  constructor(db: Db, now: Clock) {
+  readonly #chains: ChainStore;
+
+  constructor(db: Db, now: Clock, chains: ChainStore) {
     this.#now = now;
+    this.#chains = chains;
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#forgetReportBasis = db.prepare<[string]>('UPDATE runs SET report_basis = NULL WHERE id = ?');
     this.#countInserted = db.prepare<[string, number]>(
@@ -100,7 +108,8 @@ export class TaskStore {
     );
     // One task at a time through the primary key: a resumed run of a million tasks never holds them all.
     this.#selectExisting = db.prepare<[string, string], ExistingTask>(
-      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms
+      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms,
+         planned_body
        FROM tasks WHERE run_id = ? AND task_id = ?`,
     );
     this.#anyTask = db.prepare<[string], number>('SELECT 1 FROM tasks WHERE run_id = ? LIMIT 1').pluck();
@@ -120,7 +129,7 @@ export class TaskStore {
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
          est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs,
-         state = 'pending', error = NULL, updated_at = :now
+         planned_body = NULL, planned_estimate = NULL, state = 'pending', error = NULL, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:neverCharged))`,
     );
     // The old job's charge and refund stay in the ledger, keyed by its img_uuid; the task starts afresh.
@@ -128,7 +137,7 @@ export class TaskStore {
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
          est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs,
-         ${RESET_COLUMNS}, updated_at = :now
+         planned_body = NULL, planned_estimate = NULL, ${RESET_COLUMNS}, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId`,
     );
     this.#deleteFilesOfTask = db.prepare<[string, string]>(
@@ -153,6 +162,27 @@ export class TaskStore {
       ),
       longest: db.prepare<[string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY expected_ms DESC, seq LIMIT ?`,
+      ),
+    };
+    // A chained task goes only when every task it waits for is done (a missing one counts as not done).
+    const ready = `NOT EXISTS (SELECT 1 FROM task_upstreams u WHERE u.run_id = tasks.run_id AND u.task_id = tasks.task_id
+        AND (SELECT up.state FROM tasks up WHERE up.run_id = u.run_id AND up.task_id = u.upstream_id) IS NOT 'done')`;
+    this.#selectReady = {
+      manifest: db.prepare<[string, number], TaskRow>(
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND ${ready} ORDER BY seq LIMIT ?`,
+      ),
+      longest: db.prepare<[string, number], TaskRow>(
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND ${ready} ORDER BY expected_ms DESC, seq LIMIT ?`,
+      ),
+    };
+    this.#selectReadyOf = {
+      manifest: db.prepare<[string, string, number], TaskRow>(
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND ${ready}
+           AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
+      ),
+      longest: db.prepare<[string, string, number], TaskRow>(
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND ${ready}
+           AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
       ),
     };
     this.#selectPendingOf = {
@@ -266,6 +296,9 @@ export class TaskStore {
     const neverCharged = JSON.stringify(NEVER_CHARGED);
     const batch: unknown[] = [];
     let touched = false;
+    // Upstream rows reference their task, so they are written once the batches of new tasks are in.
+    const links: Array<[string, UpstreamLink[]]> = [];
+    const resetIds: string[] = [];
 
     for (const spec of specs) {
       if (seen.has(spec.taskId)) {
@@ -274,13 +307,20 @@ export class TaskStore {
       seen.add(spec.taskId);
       const values = taskValues(runId, spec, now);
       const old = resumed ? this.#selectExisting.get(runId, spec.taskId) : undefined;
+      if (spec.upstreams !== undefined || old !== undefined) {
+        const upstreams = (spec.upstreams ?? []).map(({ name, taskId }) => ({ name, upstreamId: taskId }));
+        if (upstreams.length > 0 || old !== undefined) links.push([spec.taskId, upstreams]);
+      }
+      // A filled-in chained task is compared with the request it was planned with, not the one it sent.
+      const plannedHash = old?.planned_body == null ? old?.body_hash : bodyHash(old.planned_body);
       if (old === undefined) {
         pushInsertParams(batch, values, nextSeq++);
         if (batch.length === INSERT_BATCH * INSERT_COLUMNS) this.#insertTaskBatch.run(batch.splice(0));
         result.inserted++;
-      } else if (old.body_hash === values.bodyHash) {
+      } else if (plannedHash === values.bodyHash) {
         result.unchanged++;
-        if (estimateDiffers(old, values)) {
+        // A filled-in task's estimate is its exact price: the plan's range does not replace it.
+        if (old.planned_body === null && estimateDiffers(old, values)) {
           this.#updateEstimate.run(values);
           touched = true;
         }
@@ -291,7 +331,7 @@ export class TaskStore {
         const changed: ChangedTask = {
           taskId: spec.taskId,
           state: old.state,
-          oldHash: old.body_hash,
+          oldHash: plannedHash ?? old.body_hash,
           newHash: values.bodyHash,
         };
         result.changed.push(changed);
@@ -299,12 +339,15 @@ export class TaskStore {
           touched = true;
           this.#resetTaskWithBody.run(values);
           this.#deleteFilesOfTask.run(runId, spec.taskId);
+          resetIds.push(spec.taskId);
         }
       }
     }
     for (let i = 0; i < batch.length; i += INSERT_COLUMNS) {
       this.#insertTask.run(batch.slice(i, i + INSERT_COLUMNS));
     }
+    for (const [taskId, upstreams] of links) this.#chains.setUpstreams(runId, taskId, upstreams);
+    if (resetIds.length > 0) this.#resetDownstreams(runId, resetIds, result, now);
     // Counted here rather than by a trigger per row (migration 5): every task is inserted pending.
     if (result.inserted > 0) this.#countInserted.run(runId, result.inserted);
     // A task added or re-estimated is news the report on disk does not have.
@@ -314,6 +357,30 @@ export class TaskStore {
         if (!seen.has(taskId)) result.missing.push(taskId);
     }
     return result;
+  }
+
+  /**
+   * Upstreams submitted anew (`--accept-changes`) make new results, so their downstreams need them: a
+   * downstream not yet charged goes back to its planned request; a charged one is changed too, reset.
+   */
+  #resetDownstreams(runId: string, resetIds: readonly string[], result: UpsertResult, now: string): void {
+    const handled = new Set([...resetIds, ...result.updated]);
+    for (const upstreamId of resetIds) {
+      for (const taskId of this.#chains.downstreamsOf(runId, upstreamId)) {
+        if (handled.has(taskId)) continue;
+        handled.add(taskId);
+        const task = this.#selectTask.get(runId, taskId);
+        if (task === undefined) continue;
+        if (NEVER_CHARGED.includes(task.state)) {
+          this.#chains.restorePlanned(runId, taskId);
+          continue;
+        }
+        result.changed.push({ taskId, state: task.state, oldHash: task.body_hash, newHash: task.body_hash });
+        this.#chains.restorePlanned(runId, taskId);
+        this.#requeue.run({ runId, taskId, now, from: JSON.stringify([task.state]) });
+        this.#deleteFilesOfTask.run(runId, taskId);
+      }
+    }
   }
 
   getTask(runId: string, taskId: string): TaskRecord | undefined {
@@ -335,17 +402,25 @@ export class TaskStore {
     return this.#selectTasksByState.all(runId, JSON.stringify(states)).map(toTask);
   }
 
-  /** The next pending tasks to submit: the longest expected jobs first, or in manifest order. */
+  /**
+   * The next pending tasks to submit: the longest expected jobs first, or in manifest order. A chained
+   * task is among them only once every task it waits for is done.
+   */
   nextPending(
     runId: string,
     limit: number,
     only?: readonly string[],
     order: TaskOrder = 'longest',
   ): TaskRecord[] {
+    const chained = this.#chains.hasChains(runId);
     const rows =
       only === undefined
-        ? this.#selectPending[order].all(runId, limit)
-        : this.#selectPendingOf[order].all(runId, JSON.stringify(only), limit);
+        ? (chained ? this.#selectReady : this.#selectPending)[order].all(runId, limit)
+        : (chained ? this.#selectReadyOf : this.#selectPendingOf)[order].all(
+            runId,
+            JSON.stringify(only),
+            limit,
+          );
     return rows.map(toTask);
   }
 

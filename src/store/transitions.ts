@@ -6,7 +6,8 @@ import type { TaskState } from './types.js';
 
 /** Which states a task may move to from each state, through the store's ordinary operations. */
 export const TASK_MOVES: Readonly<Record<TaskState, readonly TaskState[]>> = {
-  pending: ['submitting', 'blocked'],
+  // `rejected` without a POST: a chained task whose filled-in request breaks its model's rules.
+  pending: ['submitting', 'blocked', 'rejected'],
   // The POST may have gone out: only its answer (or the lack of one) decides what comes next.
   submitting: ['submitted', 'rejected', 'pending', 'in_doubt'],
   // A late answer (or a callback naming the job) can resolve the doubt; a retry happens only on request.

@@ -82,6 +82,8 @@ export interface NewTask {
   fileName?: string;
   /** How long its job is expected to take (ms), for submitting the longest first; 0 when unknown. */
   expectedMs?: number;
+  /** The tasks it waits for and takes results from (`after`); name '' for a lone upstream. */
+  upstreams?: ReadonlyArray<{ name: string; taskId: string }>;
 }
 
 export interface TaskRecord {
@@ -119,6 +121,20 @@ export interface TaskRecord {
   recovered: boolean;
   /** Result file name without extension, from the manifest's `file_name`; null for `<task>/1.<ext>`. */
   fileName: string | null;
+  /**
+   * A chained task whose references were filled in: the request as planned, `{{after…}}` and all (the
+   * stored `wireBody` is the filled-in one that is sent). Null otherwise.
+   */
+  plannedBody: string | null;
+  /** The plan's estimate of a filled-in chained task (its `estimate` is then the exact price). */
+  plannedEstimate: Estimate | null;
+}
+
+/** A chained task's upstream, as the store keeps it. */
+export interface UpstreamLink {
+  /** '' for `after: "<id>"`, else the name in the `after` mapping. */
+  name: string;
+  upstreamId: string;
 }
 
 export interface ChangedTask {

@@ -94,13 +94,13 @@ describe('matrix', () => {
     [
       '      index: [1, 2]\n',
       [
-        'm.yaml:7:7  tasks.0.matrix.index: "index" is a built-in template name (name, run, date, datetime, index, row); use another matrix key',
+        'm.yaml:7:7  tasks.0.matrix.index: "index" is a built-in template name (name, run, date, datetime, index, row, after); use another matrix key',
       ],
     ],
     [
       '      include: [{ row: 1 }]\n',
       [
-        'm.yaml:7:19  tasks.0.matrix.include.0.row: "row" is a built-in template name (name, run, date, datetime, index, row); use another matrix key',
+        'm.yaml:7:19  tasks.0.matrix.include.0.row: "row" is a built-in template name (name, run, date, datetime, index, row, after); use another matrix key',
       ],
     ],
   ])('refuses %j', async (matrix, expected) => {

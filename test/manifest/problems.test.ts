@@ -37,7 +37,7 @@ tasks:
       'm.yaml:7:11  schedule: must be a cron expression of 5 or 6 fields, like "0 3 * * *", got "every day"',
       'm.yaml:8:1  colour: unknown key "colour"; known keys are: version, name, run, schedule, timezone, concurrency, order, budget, file_name, retries, budget_per_period, output, callback_url, listen, vars, defaults, tasks',
       'm.yaml:11:12  tasks.0.id: unknown name "brnd"; known names are: brand, date, datetime, index, name, run',
-      'm.yaml:13:5  tasks.0.modle: unknown key "modle"; known keys are: id, model, input, matrix, foreach, repeat, media_seconds, retries, file_name',
+      'm.yaml:13:5  tasks.0.modle: unknown key "modle"; known keys are: id, model, input, matrix, foreach, repeat, media_seconds, retries, file_name, after',
       'm.yaml:16:23  tasks.1.input.prompt: empty placeholder "{{ }}"; put a name inside, like {{brand}}',
       'm.yaml:17:5  tasks.2.model: is required',
       'm.yaml:18:21  tasks.2.matrix.size: must not be an empty list',
@@ -100,7 +100,7 @@ tasks:
     ],
     [
       'vars: { date: today }',
-      'm.yaml:3:9  vars.date: "date" is a built-in template name (name, run, date, datetime, index, row); rename this var',
+      'm.yaml:3:9  vars.date: "date" is a built-in template name (name, run, date, datetime, index, row, after); rename this var',
     ],
     [
       'defaults: { flat-image: { p: "{{" } }',

@@ -32,6 +32,7 @@ describe('manifest JSON Schema', () => {
       'media_seconds',
       'retries',
       'file_name',
+      'after',
     ]);
     expect(task?.additionalProperties).toBe(false);
     for (const [key, property] of Object.entries(schema.properties)) {

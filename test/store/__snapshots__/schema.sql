@@ -131,7 +131,7 @@ CREATE TABLE "tasks" (
   updated_at     TEXT NOT NULL,
   retries        INTEGER NOT NULL DEFAULT 0 CHECK (retries >= 0),
   cost_assumed   INTEGER NOT NULL DEFAULT 0 CHECK (cost_assumed IN (0, 1)),
-  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)), file_name TEXT, expected_ms INTEGER NOT NULL DEFAULT 0 CHECK (expected_ms >= 0),
+  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)), file_name TEXT, expected_ms INTEGER NOT NULL DEFAULT 0 CHECK (expected_ms >= 0), planned_body TEXT, planned_estimate TEXT CHECK (planned_estimate IS NULL OR json_valid(planned_estimate)),
   PRIMARY KEY (run_id, task_id)
 ) STRICT;
 
@@ -159,3 +159,14 @@ END;
 CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
   UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
 END;
+
+CREATE TABLE task_upstreams (
+  run_id      TEXT NOT NULL,
+  task_id     TEXT NOT NULL,
+  name        TEXT NOT NULL,
+  upstream_id TEXT NOT NULL,
+  PRIMARY KEY (run_id, task_id, name),
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX task_upstreams_by_upstream ON task_upstreams (run_id, upstream_id);
