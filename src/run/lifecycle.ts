@@ -7,6 +7,7 @@ import type { ApiClient } from '../api/client.js';
 import { type DownloadOptions, type DownloadResult, downloadResult } from '../api/download.js';
 import { UNAUTHORIZED_MESSAGE } from '../api/errors.js';
 import { findEntry, roundTokens } from '../catalog/index.js';
+import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
 import { reportFiles, writeReport } from '../report/index.js';
@@ -184,6 +185,8 @@ export interface ExecuteOptions {
   only?: readonly string[];
   limit?: number;
   order?: TaskOrder;
+  /** The account's prices: chained tasks are priced exactly with them when filled in. */
+  prices?: PriceTable;
   /** A callback receiver on this address; `publicBase` is what the service is told (its own address when absent). */
   receiver?: { host: string; port: number; publicBase?: string };
   /** Without a receiver: the callback URL every task is sent with (a receiver of the user's). */
@@ -255,6 +258,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
       ...(o.only !== undefined ? { only: o.only } : {}),
       ...(o.limit !== undefined ? { limit: o.limit } : {}),
       ...(o.order !== undefined ? { order: o.order } : {}),
+      ...(o.prices !== undefined ? { prices: o.prices } : {}),
       watch: o.policy.watch,
       stop: o.stop,
       ...(o.halt ? { halt: o.halt } : {}),

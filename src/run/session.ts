@@ -77,6 +77,8 @@ export interface RunSession {
   /** Tasks cut off while being submitted by a process that died: now in doubt. */
   recovered: string[];
   requeued: { failed: string[]; inDoubt: string[] };
+  /** Chained tasks blocked by an upstream that no longer blocks them: pending again. */
+  unblocked: string[];
   callbackToken: string | null;
   leaseName: string;
   holder: string;
@@ -161,6 +163,9 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       const inDoubt = store.tasksByState(runId, ['in_doubt']).map((t) => t.taskId);
       requeued.inDoubt = store.requeueTasks(runId, inDoubt, ['in_doubt']);
     }
+    // Chained tasks blocked by an upstream that is now requeued (or whose result this run fetches) get
+    // their chance again; the runner blocks them anew if the upstream still gives them nothing.
+    const unblocked = store.unblockDownstreams(runId);
     return {
       store,
       runId,
@@ -170,6 +175,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       upsert,
       recovered,
       requeued,
+      unblocked,
       callbackToken,
       leaseName,
       holder,

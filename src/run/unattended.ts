@@ -2,6 +2,7 @@
 // fires runs through this, and a script that imports mediabatch does the same (see src/index.ts).
 
 import type { ApiClient } from '../api/client.js';
+import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { Store, TaskState } from '../store/index.js';
 import type { Logger } from '../util/log.js';
@@ -30,6 +31,8 @@ export interface UnattendedRunOptions {
   keyFingerprint: string;
   logger: Logger;
   configQuota?: number;
+  /** The account's prices (chained tasks are priced exactly with them when filled in). */
+  prices?: PriceTable;
   runId?: string;
   /** A cap on top of the manifest's budget (the scheduler passes what is left of budget_per_period). */
   budgetCap?: number;
@@ -100,6 +103,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       policy,
       concurrency: o.concurrency ?? settings.concurrency,
       ...(settings.order !== undefined ? { order: settings.order } : {}),
+      ...(o.prices !== undefined ? { prices: o.prices } : {}),
       ...(budget !== undefined ? { budget } : {}),
       ...(o.retries !== undefined ? { retries: o.retries } : {}),
       taskIds: o.plan.taskIds,

@@ -356,6 +356,7 @@ async function executeAndReport(
         ...(a.only !== undefined ? { only: a.only } : {}),
         ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
         order: flags.order ?? plan.settings.order,
+        prices: a.ctx.config.prices,
         ...(a.callbacks ? { receiver: a.callbacks } : {}),
         // Without a receiver, the manifest's callback_url goes to the service as it is (a receiver of the user's).
         ...(!a.callbacks && plan.settings.callbackUrl ? { plainCallbackUrl: plan.settings.callbackUrl } : {}),

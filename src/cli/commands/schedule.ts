@@ -223,6 +223,7 @@ async function runFiring(
       keyFingerprint: keyFingerprint(apiKey),
       logger: ctx.logger,
       ...(config.quota !== undefined ? { configQuota: config.quota } : {}),
+      prices: config.prices,
       runId: o.runId,
       ...(o.budgetCap !== undefined ? { budgetCap: o.budgetCap } : {}),
       allowPartial: flags.allowPartial ?? false,

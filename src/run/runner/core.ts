@@ -7,6 +7,10 @@ import { setMaxListeners } from 'node:events';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { backoffDelay } from '../../api/backoff.js';
 import { UNAUTHORIZED_MESSAGE } from '../../api/errors.js';
+import { findEntry } from '../../catalog/index.js';
+import type { CatalogEntry } from '../../catalog/types.js';
+import type { ProbeItem } from '../../media/probe.js';
+import type { ProbeResult } from '../../media/types.js';
 import { stateFileError } from '../../store/db.js';
 import type { TaskRecord } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
@@ -24,6 +28,7 @@ import {
   type Watched,
   type WatchPolicy,
 } from './types.js';
+import { UpstreamRecords } from './upstream.js';
 
 export { UNAUTHORIZED_MESSAGE };
 
@@ -51,6 +56,11 @@ export class RunCore {
   readonly downloadLimit: LimitFunction;
   /** Job durations learnt per model from this run's jobs: when to look at the next job of that model. */
   readonly durations: JobDurations;
+  /** Some task of the run waits for another (issue 17): submissions look at upstreams. */
+  readonly chained: boolean;
+  /** Success records of this process's jobs, links signed, for the downstreams that take their results. */
+  readonly upstreamRecords = new UpstreamRecords();
+  #measure: ((needs: ProbeItem[]) => Promise<Map<string, ProbeResult>>) | undefined;
 
   stopReason: StopReason | undefined;
   stopMessage: string | undefined;
@@ -90,6 +100,8 @@ export class RunCore {
     this.downloadLimit = pLimit(opts.downloadConcurrency);
     this.durations = new JobDurations(opts.jobTimeScale ?? 1);
     this.writes = new WriteQueue(deps.store);
+    this.chained = deps.store.hasChains(opts.runId);
+    this.#measure = deps.measure;
     // Every download and sleep listens on these; dozens at once are expected, not a leak.
     setMaxListeners(0, this.halt.signal, this.stopSubmitting.signal);
   }
@@ -171,6 +183,20 @@ export class RunCore {
   /** What the budget already holds: charged net, plus the worst case of the tasks in doubt. */
   committedMicro(): number {
     return this.money.charged - this.money.refunded + this.money.inDoubtMax;
+  }
+
+  entryOf(model: string): CatalogEntry | undefined {
+    return findEntry(model);
+  }
+
+  /** Measures media lengths over HTTP (loaded on first use: most runs never measure). */
+  async measure(needs: ProbeItem[]): Promise<Map<string, ProbeResult>> {
+    if (this.#measure === undefined) {
+      const { createProber, probeMany } = await import('../../media/probe.js');
+      const prober = createProber();
+      this.#measure = (items) => probeMany(prober, items, 4);
+    }
+    return this.#measure(needs);
   }
 
   retriesOf(task: TaskRecord): number {

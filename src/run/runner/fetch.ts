@@ -62,6 +62,8 @@ export class Fetcher {
   start(watched: Watched, record: JobRecord): void {
     const core = this.#core;
     const taskId = watched.task.taskId;
+    // Its links are freshly signed: a downstream submitted soon can take them without asking again.
+    if (core.chained) core.upstreamRecords.remember(record.img_uuid, record, core.now());
     if (this.#downloading.has(taskId)) return;
     this.#downloading.add(taskId);
     void core.track(

@@ -10,6 +10,7 @@ import { fromMicro, toMicro } from '../../util/money.js';
 import { fitsBudget } from '../preflight.js';
 import type { RunCore } from './core.js';
 import { type OutcomeParts, recordOutcome } from './outcomes.js';
+import { type Prepared, prepareChained } from './upstream.js';
 import type { Watcher } from './watch.js';
 
 export class Submitter {
@@ -60,6 +61,10 @@ export class Submitter {
           await Promise.race(submissions);
           continue;
         }
+        if (core.chained && this.#waitForUpstreams()) {
+          await core.waitForWake();
+          continue;
+        }
         if (this.#mayComeBack() && !core.halt.signal.aborted) {
           await core.waitForWake();
           continue;
@@ -107,6 +112,26 @@ export class Submitter {
     }
   }
 
+  /**
+   * Nothing is ready to submit: blocks the chained tasks whose upstream gives them nothing (failed,
+   * rejected, in doubt, result not on disk) and says whether some still wait for a job this process is
+   * producing or fetching (a stalled one is not waited for: the next run watches it).
+   */
+  #waitForUpstreams(): boolean {
+    const core = this.#core;
+    const { store } = core.deps;
+    const { runId } = core.opts;
+    if (core.stopSubmitting.signal.aborted) return false;
+    const working = (taskId: string) =>
+      core.claimed.has(taskId) && core.watched.get(taskId)?.stalled !== true;
+    const blocked = store.blockDownstreams(runId, (id) => core.claimed.has(id));
+    for (const taskId of blocked) {
+      core.log.warn({ task: taskId }, 'blocked: an upstream gives it nothing in this run');
+    }
+    if (blocked.length > 0) core.progress();
+    return store.waitingOn(runId).some((w) => working(w.upstreamId));
+  }
+
   /** --limit, then whether the task's worst case fits what is left of the budget even with nothing in flight. */
   #admit(task: TaskRecord): 'go' | 'skip' | 'stop' {
     const core = this.#core;
@@ -147,10 +172,12 @@ export class Submitter {
    * One task's submissions until one is answered for good. Long because the money order is one piece:
    * worst case booked, intent committed, POST, answer committed, worst case released, then retry or not.
    */
-  async #submitTask(task: TaskRecord, entry: CatalogEntry): Promise<void> {
+  async #submitTask(planned: TaskRecord, entry: CatalogEntry): Promise<void> {
     const core = this.#core;
     const { store, client } = core.deps;
     const { runId } = core.opts;
+    const task = core.chained ? await this.#fillIn(planned, entry) : planned;
+    if (task === undefined) return;
     const body = JSON.parse(task.wireBody) as RequestBody;
     // The per-task callback URL carries the run's token; it is added when sending, so the stored request
     // (and its hash) stays the same whatever receiver a resumed run uses.
@@ -207,6 +234,36 @@ export class Submitter {
     } finally {
       core.progress();
     }
+  }
+
+  /**
+   * A chained task's references filled in from its upstreams' results, priced exactly, stored: the task
+   * to send. Undefined when it is not sent now (rejected without a POST, or left pending for later).
+   */
+  async #fillIn(task: TaskRecord, entry: CatalogEntry): Promise<TaskRecord | undefined> {
+    const core = this.#core;
+    const { store } = core.deps;
+    const { runId } = core.opts;
+    let prepared: Prepared;
+    try {
+      prepared = await prepareChained(core, task, entry);
+    } catch (error) {
+      core.releaseSlot(task.taskId);
+      throw error;
+    }
+    if (prepared.type === 'ready') return prepared.task;
+    if (prepared.type === 'rejected') {
+      await core.writes.write(() => store.rejectUnsent(runId, task.taskId, prepared.reason));
+      core.log.warn({ task: task.taskId, reason: prepared.reason }, 'chained task not sent');
+    } else {
+      this.#skipped.add(task.taskId);
+      await core.writes.write(() =>
+        store.setTaskError(runId, task.taskId, `not submitted yet: ${prepared.reason}`),
+      );
+    }
+    core.releaseSlot(task.taskId);
+    core.progress();
+    return undefined;
   }
 
   #gaveUp(task: TaskRecord, outcome: SubmitOutcome, attempts: number): void {

@@ -2,8 +2,9 @@
 
 import type { ApiClient } from '../../api/client.js';
 import type { DownloadOptions, DownloadResult } from '../../api/download.js';
-import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
+import type { CatalogEntry, PriceTable, RequestBody } from '../../catalog/types.js';
 import type { TaskOrder } from '../../manifest/types.js';
+import type { ProbeResult } from '../../media/types.js';
 import type { Store, TaskRecord, TaskState } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import type { RunEvent } from '../events.js';
@@ -35,6 +36,8 @@ export interface RunnerDeps {
   onProgress?: (progress: RunProgress) => void;
   /** Called once for each thing that happens to a task (see ./events.ts); must not throw. */
   onEvent?: (event: RunEvent) => void;
+  /** Measures media lengths (a chained task's filled-in inputs); over HTTP by default. */
+  measure?: (needs: Array<{ location: string; kind: MediaKind }>) => Promise<Map<string, ProbeResult>>;
 }
 
 export type MediaKind = 'image' | 'audio' | 'video';
@@ -108,6 +111,8 @@ export interface RunnerOptions {
   limit?: number;
   /** Which pending task goes next; the longest expected job first unless the manifest's order is asked for. */
   order?: TaskOrder;
+  /** Prices (the account's overrides): a chained task is priced exactly with them once it is filled in. */
+  prices?: PriceTable;
   watch?: Partial<WatchPolicy>;
 }
 

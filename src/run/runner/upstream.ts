@@ -1,0 +1,219 @@
+// A chained task's references filled in just before it is submitted (issue 17): each `{{after…}}` takes
+// its value from the upstream's job record, whose links are fresh (a record older than the links' life,
+// or any record of an earlier process, is fetched again); the filled-in request is checked against its
+// model's rules, its media measured and priced exactly, and stored before the intent. Nothing is sent
+// for a request that breaks a rule: the task is rejected without a POST, nothing charged.
+
+import type { JobRecord } from '../../api/schemas.js';
+import { DEFAULT_PRICES } from '../../catalog/prices.js';
+import type { CatalogEntry, MediaDurations, RequestBody } from '../../catalog/types.js';
+import { toWireBody } from '../../catalog/wire.js';
+import { fillReferences, type Output, parseReference, referencesIn, SINGLE } from '../../manifest/after.js';
+import type { TaskRecord } from '../../store/index.js';
+import { planResults } from '../results.js';
+import type { RunCore } from './core.js';
+
+/** A link is passed on only if it lives at least this long after the downstream is submitted. */
+const LINK_MARGIN_MS = 30 * 60_000;
+
+export type Prepared =
+  | { type: 'ready'; task: TaskRecord }
+  /** The filled-in request breaks a rule, or the upstream's result lacks what is referenced. */
+  | { type: 'rejected'; reason: string }
+  /** The upstream's record could not be had now (the API is unreachable): left pending for later. */
+  | { type: 'later'; reason: string };
+
+/** What one upstream gives its downstreams: its record (links fresh) and what the record means. */
+interface UpstreamResult {
+  task: TaskRecord;
+  entry: CatalogEntry;
+  record: JobRecord;
+}
+
+/** Job records of upstreams this process saw succeed, kept while their links are fresh enough to pass on. */
+export class UpstreamRecords {
+  readonly #records = new Map<string, { record: JobRecord; expiresAt: number | undefined; at: number }>();
+
+  /** A success record seen by this process (a poll or a confirmed callback), links signed. */
+  remember(imgUuid: string, record: JobRecord, now: number): void {
+    if (this.#records.size > 10_000) this.#records.clear();
+    this.#records.set(imgUuid, { record, expiresAt: expiryOf(record), at: now });
+  }
+
+  /** A record whose links live past `until`; undefined when it must be fetched again. */
+  fresh(imgUuid: string, until: number): JobRecord | undefined {
+    const known = this.#records.get(imgUuid);
+    if (known === undefined) return undefined;
+    // Without a stated expiry, links are trusted for an hour after they were seen (the spec: about 12 hours).
+    const expires = known.expiresAt ?? known.at + 60 * 60_000;
+    return expires > until ? known.record : undefined;
+  }
+}
+
+function expiryOf(record: JobRecord): number | undefined {
+  const times: number[] = [];
+  const add = (value: unknown) => {
+    const ms = toEpochMs(value);
+    if (ms !== undefined) times.push(ms);
+  };
+  add(record.link_expired_at);
+  for (const item of record.json ?? []) add(item.link_expired_at);
+  return times.length === 0 ? undefined : Math.min(...times);
+}
+
+function toEpochMs(value: unknown): number | undefined {
+  if (typeof value === 'number' && Number.isFinite(value)) return value < 1e12 ? value * 1000 : value;
+  if (typeof value === 'string' && value.trim() !== '') {
+    if (/^\d+(\.\d+)?$/.test(value.trim())) return toEpochMs(Number(value));
+    const ms = Date.parse(value);
+    return Number.isNaN(ms) ? undefined : ms;
+  }
+  return undefined;
+}
+
+/** Fills in a pending chained task's references; a task without any is ready as it is. */
+export async function prepareChained(
+  core: RunCore,
+  task: TaskRecord,
+  entry: CatalogEntry,
+): Promise<Prepared> {
+  const { store } = core.deps;
+  const { runId } = core.opts;
+  const planned = JSON.parse(task.plannedBody ?? task.wireBody) as RequestBody;
+  const paths = referencesIn(planned);
+  if (paths.size === 0) return { type: 'ready', task };
+
+  const links = store.upstreamsOf(runId, task.taskId);
+  const names = links.some((l) => l.name !== SINGLE) ? links.map((l) => l.name) : undefined;
+  const upstreams = new Map<string, UpstreamResult>();
+  for (const link of links) {
+    const up = store.getTask(runId, link.upstreamId);
+    if (up === undefined || up.state !== 'done' || up.imgUuid === null) {
+      return { type: 'later', reason: `waits for ${link.upstreamId}, which is not done` };
+    }
+    const upEntry = core.entryOf(up.model);
+    if (upEntry === undefined)
+      return { type: 'rejected', reason: `${link.upstreamId}: unknown model ${up.model}` };
+    const record = await freshRecord(core, up.imgUuid);
+    if (record.type !== 'ok') return { type: 'later', reason: `${link.upstreamId}: ${record.reason}` };
+    upstreams.set(link.name, { task: up, entry: upEntry, record: record.record });
+  }
+
+  const missing: string[] = [];
+  const value = (path: string): unknown => {
+    const parsed = parseReference(path.split('.'), names);
+    const up = parsed.ok ? upstreams.get(parsed.reference.name) : undefined;
+    const found = parsed.ok && up ? resultValue(up, parsed.reference.output) : undefined;
+    if (found === undefined) missing.push(`{{${path}}}${up ? ` (${up.task.taskId}'s result has none)` : ''}`);
+    return found;
+  };
+  const filled = fillReferences(planned, value) as RequestBody;
+  if (missing.length > 0) {
+    return { type: 'rejected', reason: `not sent: cannot fill in ${missing.join(', ')}` };
+  }
+  const { model: _model, ...fields } = filled;
+  const checked = entry.check(fields);
+  if (!checked.ok) {
+    return { type: 'rejected', reason: `not sent: the filled-in request ${issuesText(checked.issues)}` };
+  }
+  const body = checked.body;
+  const media = await measure(core, entry, body, upstreams);
+  const ruleIssues = entry.checkMedia(body, media.durations);
+  if (ruleIssues.length > 0) {
+    return { type: 'rejected', reason: `not sent: with its upstream's result, ${issuesText(ruleIssues)}` };
+  }
+  const estimate = entry.estimate(body, media.durations, core.opts.prices ?? DEFAULT_PRICES);
+  if (media.notes.length > 0) estimate.basis = `${estimate.basis}; ${media.notes.join('; ')}`;
+  const wire = toWireBody(entry, body);
+  const ready = await core.writes.write(() =>
+    store.fillIn(runId, task.taskId, JSON.stringify(wire), estimate),
+  );
+  return { type: 'ready', task: ready };
+}
+
+function issuesText(issues: ReadonlyArray<{ path: string; message: string }>): string {
+  return issues.map((i) => (i.path === '' ? i.message : `input.${i.path}: ${i.message}`)).join('; ');
+}
+
+async function freshRecord(
+  core: RunCore,
+  imgUuid: string,
+): Promise<{ type: 'ok'; record: JobRecord } | { type: 'error'; reason: string }> {
+  const until = core.now() + LINK_MARGIN_MS;
+  const known = core.upstreamRecords.fresh(imgUuid, until);
+  if (known) return { type: 'ok', record: known };
+  const outcome = await core.pollLimit(() => core.deps.client.getJob(imgUuid));
+  core.counters.polls++;
+  if (outcome.type !== 'ok') {
+    const why = outcome.type === 'retryable' ? outcome.reason : outcome.message;
+    return { type: 'error', reason: `its job record could not be fetched again for fresh links: ${why}` };
+  }
+  core.upstreamRecords.remember(imgUuid, outcome.value, core.now());
+  return { type: 'ok', record: outcome.value };
+}
+
+/** The value a reference names in an upstream's result; undefined when the result has none. */
+function resultValue(up: UpstreamResult, output: Output): unknown {
+  const body = JSON.parse(up.task.wireBody) as RequestBody;
+  const plan = planResults(up.entry, body, up.record.json);
+  const kindAt = (itemIndex: number, kind: string): string => {
+    // The item's own type when it names a media kind, else what the model makes at that place.
+    if (kind === 'image' || kind === 'video' || kind === 'audio') return kind;
+    return up.entry.result.items[itemIndex] ?? kind;
+  };
+  switch (output.kind) {
+    case 'image':
+    case 'video':
+    case 'audio':
+      return plan.files.find((f) => kindAt(f.itemIndex, f.kind) === output.kind)?.url;
+    case 'file':
+      return plan.files[output.n - 1]?.url;
+    case 'img_uuid':
+      return up.task.imgUuid ?? undefined;
+    case 'song': {
+      const song = plan.songs[output.n - 1];
+      const found = song?.[output.field];
+      return found === null ? undefined : found;
+    }
+    case 'sheet': {
+      const sheet = plan.sheet;
+      if (sheet === null || typeof sheet !== 'object' || Array.isArray(sheet)) return undefined;
+      return Object.hasOwn(sheet, output.key) ? (sheet as Record<string, unknown>)[output.key] : undefined;
+    }
+  }
+}
+
+/** The filled-in request's media lengths: measured over HTTP, or a song's length from its record. */
+async function measure(
+  core: RunCore,
+  entry: CatalogEntry,
+  body: RequestBody,
+  upstreams: ReadonlyMap<string, UpstreamResult>,
+): Promise<{ durations: MediaDurations; notes: string[] }> {
+  const durations: MediaDurations = {};
+  const notes: string[] = [];
+  const needs = entry.mediaFields
+    .filter((f) => f.needsDuration && typeof body[f.field] === 'string')
+    .map((f) => ({ field: f.field, location: body[f.field] as string, kind: f.kind }));
+  if (needs.length > 0) {
+    const measured = await core.measure(needs.map(({ location, kind }) => ({ location, kind })));
+    for (const need of needs) {
+      const result = measured.get(need.location);
+      if (result?.ok) durations[need.field] = result.seconds;
+      else notes.push(`${need.field}: ${result?.reason ?? 'not measured'}`);
+    }
+  }
+  // A song named by task_id + audio_id: its length is in the upstream's record (see the song entry).
+  const song = typeof body.audio_id === 'string' ? findSong(upstreams, body.audio_id) : undefined;
+  if (song !== undefined) durations.audio_id = song;
+  return { durations, notes };
+}
+
+function findSong(upstreams: ReadonlyMap<string, UpstreamResult>, audioId: string): number | undefined {
+  for (const up of upstreams.values()) {
+    const plan = planResults(up.entry, JSON.parse(up.task.wireBody) as RequestBody, up.record.json);
+    const song = plan.songs.find((s) => s.audio_id === audioId);
+    if (typeof song?.audio_duration === 'number') return song.audio_duration;
+  }
+  return undefined;
+}
