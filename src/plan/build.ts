@@ -243,6 +243,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     const one = checkTask(spec);
     if (!one.ok) {
       catalogProblems.push(...one.problems);
+      chains?.note(spec);
       continue;
     }
     taskIds.push(spec.id);

@@ -103,10 +103,18 @@ export interface UpstreamLength {
 /** Every task of a chained manifest, to check the chains and to price what depends on an upstream. */
 export class ChainPlan {
   readonly #known = new Map<string, Known>();
+  /** Every task id, including tasks with problems of their own (no cascade of "no such task"). */
+  readonly #ids = new Set<string>();
   readonly #chained: TaskSpec[] = [];
   #measured: ReadonlyMap<string, ProbeResult> | undefined;
 
+  /** A task that exists but did not pass its own checks. */
+  note(spec: TaskSpec): void {
+    this.#ids.add(spec.id);
+  }
+
   add(task: { spec: TaskSpec; entry: CatalogEntry; body: RequestBody }): void {
+    this.#ids.add(task.spec.id);
     this.#known.set(task.spec.id, { entry: task.entry, body: task.body });
     if (task.spec.after !== undefined) this.#chained.push(task.spec);
   }
@@ -129,7 +137,7 @@ export class ChainPlan {
             path,
             message: 'names the task itself; a task cannot wait for its own result',
           });
-        } else if (!this.#known.has(up.taskId)) {
+        } else if (!this.#ids.has(up.taskId)) {
           problems.push({
             pos: up.pos,
             taskId: spec.id,

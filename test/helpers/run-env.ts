@@ -29,6 +29,8 @@ export interface TaskDecl {
   input: Record<string, unknown>;
   repeat?: number;
   media_seconds?: number;
+  /** The task(s) this one waits for and takes results from (issue 17). */
+  after?: string | Record<string, string>;
 }
 
 export interface ManifestDecl {

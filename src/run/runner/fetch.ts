@@ -62,8 +62,6 @@ export class Fetcher {
   start(watched: Watched, record: JobRecord): void {
     const core = this.#core;
     const taskId = watched.task.taskId;
-    // Its links are freshly signed: a downstream submitted soon can take them without asking again.
-    if (core.chained) core.upstreamRecords.remember(record.img_uuid, record, core.now());
     if (this.#downloading.has(taskId)) return;
     this.#downloading.add(taskId);
     void core.track(
@@ -132,6 +130,8 @@ export class Fetcher {
       for (const file of done.files) store.recordFile(runId, task.taskId, file);
       store.markDone(runId, task.taskId);
     });
+    // Its links just worked: a downstream submitted soon can take them without asking the service again.
+    if (core.chained) core.upstreamRecords.remember(job.record.img_uuid, job.record, core.now());
     core.emit({
       event: 'done',
       task: task.taskId,

@@ -95,6 +95,12 @@ export async function prepareChained(
     if (upEntry === undefined)
       return { type: 'rejected', reason: `${link.upstreamId}: unknown model ${up.model}` };
     const record = await freshRecord(core, up.imgUuid);
+    if (record.type === 'expired') {
+      return {
+        type: 'rejected',
+        reason: `not sent: ${link.upstreamId}: ${record.reason}; submit ${link.upstreamId} again for a new result (change it and run with --accept-changes)`,
+      };
+    }
     if (record.type !== 'ok') return { type: 'later', reason: `${link.upstreamId}: ${record.reason}` };
     upstreams.set(link.name, { task: up, entry: upEntry, record: record.record });
   }
@@ -138,7 +144,7 @@ function issuesText(issues: ReadonlyArray<{ path: string; message: string }>): s
 async function freshRecord(
   core: RunCore,
   imgUuid: string,
-): Promise<{ type: 'ok'; record: JobRecord } | { type: 'error'; reason: string }> {
+): Promise<{ type: 'ok'; record: JobRecord } | { type: 'error' | 'expired'; reason: string }> {
   const until = core.now() + LINK_MARGIN_MS;
   const known = core.upstreamRecords.fresh(imgUuid, until);
   if (known) return { type: 'ok', record: known };
@@ -147,6 +153,14 @@ async function freshRecord(
   if (outcome.type !== 'ok') {
     const why = outcome.type === 'retryable' ? outcome.reason : outcome.message;
     return { type: 'error', reason: `its job record could not be fetched again for fresh links: ${why}` };
+  }
+  const expiresAt = expiryOf(outcome.value);
+  if (expiresAt !== undefined && expiresAt <= core.now()) {
+    // The service gives no fresh links for this job: sending a dead link would only fail the downstream job.
+    return {
+      type: 'expired',
+      reason: `its result links expired at ${new Date(expiresAt).toISOString()} and a fresh job record does not renew them`,
+    };
   }
   core.upstreamRecords.remember(imgUuid, outcome.value, core.now());
   return { type: 'ok', record: outcome.value };

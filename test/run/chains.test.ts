@@ -1,0 +1,237 @@
+// Issue 17: chains. A downstream task waits for its upstream, receives exactly its result (links, ids,
+// sheet fields), is priced exactly before it is sent, and is blocked with nothing charged when its
+// upstream fails. Over real HTTP against the sandbox, with real SQLite files.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeRunEnv, type RunEnv, type TaskDecl, taskStates } from '../helpers/run-env.js';
+
+let env: RunEnv | undefined;
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+/** The request the sandbox received for a task, by its img_uuid in the state database. */
+function requestOf(e: RunEnv, taskId: string): Record<string, unknown> {
+  const [row] = e.query<{ img_uuid: string }>('SELECT img_uuid FROM tasks WHERE task_id = ?', taskId);
+  const job = e.state().jobs.find((j) => j.img_uuid === row?.img_uuid);
+  if (!job) throw new Error(`no job for ${taskId}`);
+  return job.request as Record<string, unknown>;
+}
+
+/** The result items of a task's job, as its job.json on disk keeps them. */
+function itemsOf(e: RunEnv, taskId: string): Array<Record<string, unknown>> {
+  const jobFile = JSON.parse(readFileSync(join(e.dir, 'out', 'batch', taskId, 'job.json'), 'utf8'));
+  return jobFile.job.json as Array<Record<string, unknown>>;
+}
+
+const withoutQuery = (url: unknown) => String(url).split('?')[0];
+
+describe('chains', () => {
+  it('hands each downstream exactly its upstream result: an image link, a speech link, a song id, sheet fields', async () => {
+    env = await makeRunEnv();
+    const sandbox = env.sandbox.baseUrl;
+    const tasks: TaskDecl[] = [
+      {
+        id: 'clip',
+        model: 'studio-2-6',
+        after: { still: 'still' },
+        input: { prompt: 'turn', image_url: '{{after.still.image}}', duration: 5, resolution: '720p' },
+      },
+      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+      {
+        id: 'voice',
+        model: 'speech-v3',
+        input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
+      },
+      {
+        id: 'avatar',
+        model: 'ai-talking-avatar-video',
+        after: 'voice',
+        input: {
+          video_url: `${sandbox}/_sandbox/media/talking-head.mp4`,
+          audio_url: '{{after.audio}}',
+          video_mode: 'loop',
+          resolution: '540p',
+        },
+      },
+      {
+        id: 'song',
+        model: 'song-replace-section',
+        input: {
+          audio_url: `${sandbox}/_sandbox/media/song.mp3`,
+          infill_start_s: 12,
+          infill_end_s: 24,
+          lyrics: 'la',
+          full_lyrics: 'la la',
+          style: 'pop',
+          title: 'Mornings',
+        },
+      },
+      {
+        id: 'bridge',
+        model: 'song-replace-section',
+        after: 'song',
+        input: {
+          task_id: '{{after.img_uuid}}',
+          audio_id: '{{after.songs.2.audio_id}}',
+          infill_start_s: 2,
+          infill_end_s: 12,
+          lyrics: 'bridge',
+          full_lyrics: 'la bridge',
+          style: '{{after.songs.2.style}}',
+          title: '{{after.songs.2.title}} (bridge)',
+        },
+      },
+      {
+        id: 'hero',
+        model: 'oc-maker',
+        input: { prompt: 'Invent a mascot as JSON with name and oc_prompt', image_render_model: 'render-a' },
+      },
+      {
+        id: 'poster',
+        model: 'flat-image',
+        after: 'hero',
+        input: { prompt: 'A poster of {{after.sheet.name}}: {{after.sheet.oc_prompt}}' },
+      },
+    ];
+    const file = await env.manifest({ tasks, concurrency: 8 });
+    const result = await env.run(['run', file, '--yes']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(Object.values(taskStates(env))).toEqual(Array(8).fill('done'));
+
+    const stillLink = itemsOf(env, 'still')[0]?.value;
+    expect(withoutQuery(requestOf(env, 'clip').image_url)).toBe(withoutQuery(stillLink));
+    const voiceLink = itemsOf(env, 'voice')[0]?.value;
+    expect(withoutQuery(requestOf(env, 'avatar').audio_url)).toBe(withoutQuery(voiceLink));
+
+    const [songRow] = env.query<{ img_uuid: string }>("SELECT img_uuid FROM tasks WHERE task_id = 'song'");
+    const song2 = itemsOf(env, 'song')[1] ?? {};
+    const bridge = requestOf(env, 'bridge');
+    expect(bridge.task_id).toBe(songRow?.img_uuid);
+    expect(bridge.audio_id).toBe(song2.audio_id);
+    expect(bridge.style).toBe(song2.style);
+    expect(bridge.title).toBe(`${String(song2.title)} (bridge)`);
+
+    const sheet = itemsOf(env, 'hero').find((i) => i.type === 'json')?.value as Record<string, unknown>;
+    expect(requestOf(env, 'poster').prompt).toBe(
+      `A poster of ${String(sheet.name)}: ${String(sheet.oc_prompt)}`,
+    );
+
+    // Nothing was sent before its upstream was done: each downstream job came after its upstream's end.
+    const jobs = env.state().jobs;
+    const at = (taskId: string) => {
+      const [row] =
+        env?.query<{ img_uuid: string }>('SELECT img_uuid FROM tasks WHERE task_id = ?', taskId) ?? [];
+      return jobs.findIndex((j) => j.img_uuid === row?.img_uuid);
+    };
+    for (const [down, up] of [
+      ['clip', 'still'],
+      ['avatar', 'voice'],
+      ['bridge', 'song'],
+      ['poster', 'hero'],
+    ]) {
+      expect(at(down)).toBeGreaterThan(at(up as string));
+    }
+    // The stored request is the one sent; the planned one (references and all) is kept beside it.
+    const [avatarRow] = env.query<{ body: string; planned_body: string }>(
+      "SELECT body, planned_body FROM tasks WHERE task_id = 'avatar'",
+    );
+    expect(JSON.parse(avatarRow?.body ?? '{}').audio_url).toBe(requestOf(env, 'avatar').audio_url);
+    expect(JSON.parse(avatarRow?.planned_body ?? '{}').audio_url).toBe('{{after.audio}}');
+  });
+
+  it('prices a downstream exactly once its upstream is done: the plan range becomes the measured length', async () => {
+    env = await makeRunEnv();
+    const sandbox = env.sandbox.baseUrl;
+    const tasks: TaskDecl[] = [
+      {
+        id: 'voice',
+        model: 'speech-v3',
+        input: { text: 'A line for the presenter to say, long enough for a few seconds of speech.' },
+      },
+      {
+        id: 'avatar',
+        model: 'ai-talking-avatar-video',
+        after: 'voice',
+        input: {
+          video_url: `${sandbox}/_sandbox/media/talking-head.mp4`,
+          audio_url: '{{after.audio}}',
+          video_mode: 'loop',
+          resolution: '720p',
+        },
+      },
+    ];
+    const file = await env.manifest({ tasks });
+    const plan = await env.run(['plan', file]);
+    expect(plan.stderr).toBe('');
+    expect(plan.code).toBe(0);
+    // 3 to 60 s at 1.5 tokens (720p) until the speech exists.
+    expect(plan.stdout).toMatch(/avatar +ai-talking-avatar-video +4\.5–90 /);
+    expect(plan.stdout).toContain(
+      'length of {{after.audio}} known once voice (speech-v3) is done, priced exactly then',
+    );
+    const run = await env.run(['run', file, '--yes']);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const [row] = env.query<{
+      est_tokens: number;
+      est_min: number;
+      est_max: number;
+      est_basis: string;
+      cost: number;
+      planned_estimate: string;
+    }>(
+      "SELECT est_tokens, est_min, est_max, est_basis, cost, planned_estimate FROM tasks WHERE task_id = 'avatar'",
+    );
+    expect(row?.est_min).toBe(row?.est_max);
+    expect(row?.est_basis).toMatch(/^\d+ s \([\d.]+ s measured, rounded up\) × 1\.5 tokens \(720p\)$/);
+    // The exact price is what the sandbox charged; the plan's range is kept for the report.
+    expect(row?.cost).toBe(row?.est_tokens);
+    expect(JSON.parse(row?.planned_estimate ?? '{}')).toMatchObject({ min: 4.5, max: 90 });
+  });
+
+  it('blocks the downstream of a failed upstream: never submitted, nothing charged, said why; a run that resubmits the upstream unblocks it', async () => {
+    env = await makeRunEnv();
+    const tasks: TaskDecl[] = [
+      { id: 'still', model: 'flat-image', input: { prompt: 'SANDBOX_FAIL a mug' } },
+      {
+        id: 'clip',
+        model: 'studio-2-6',
+        after: 'still',
+        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+      },
+      { id: 'other', model: 'flat-image', input: { prompt: 'a cap' } },
+    ];
+    const file = await env.manifest({ tasks });
+    const balance = env.state().balance;
+    const result = await env.run(['run', file, '--yes']);
+    expect(result.code).toBe(2);
+    expect(taskStates(env)).toEqual({ still: 'failed', clip: 'blocked', other: 'done' });
+    const [clip] = env.query<{ error: string; img_uuid: string | null }>(
+      "SELECT error, img_uuid FROM tasks WHERE task_id = 'clip'",
+    );
+    expect(clip?.img_uuid).toBeNull();
+    expect(clip?.error).toMatch(
+      /^waits for still, which failed \(.*\): never submitted, nothing charged; run again with --retry-failed/,
+    );
+    // Two jobs (still, refunded; other), none for the clip; only the cap's image is paid.
+    expect(env.state().jobs).toHaveLength(2);
+    expect(env.state().balance).toBe(balance - 0.2);
+    expect(result.stdout).toContain('1 blocked');
+
+    // The still's prompt is fixed; --accept-changes sends it again, and the clip follows.
+    await env.manifest({
+      tasks: [
+        { ...tasks[0], input: { prompt: 'a mug' } } as TaskDecl,
+        tasks[1] as TaskDecl,
+        tasks[2] as TaskDecl,
+      ],
+    });
+    const again = await env.run(['run', file, '--yes', '--accept-changes']);
+    expect(again.code).toBe(0);
+    expect(taskStates(env)).toEqual({ still: 'done', clip: 'done', other: 'done' });
+  });
+});
