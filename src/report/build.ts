@@ -3,6 +3,7 @@
 // from the store, never from the manifest: the manifest may have changed since the run.
 
 import { relative, sep } from 'node:path';
+import type { Estimate } from '../catalog/types.js';
 import { taskFolderName } from '../run/names.js';
 import { type QuotaStore, quotaStanding } from '../run/quota.js';
 import {
@@ -25,6 +26,7 @@ import {
   type TaskSpend,
   type TaskState,
   UNFINISHED,
+  type UpstreamLink,
 } from '../store/index.js';
 import { roundTokens, tokensToUsd, USD_PER_TOKEN } from '../util/money.js';
 import { plural } from './format.js';
@@ -279,7 +281,11 @@ export type ReportTaskSource = Pick<
 >;
 
 export function reportTask(
-  t: ReportTaskSource & ({ request: Record<string, unknown> | null } | { wireBody: string }),
+  t: ReportTaskSource &
+    ({ request: Record<string, unknown> | null } | { wireBody: string }) & {
+      upstreams?: readonly UpstreamLink[];
+      plannedEstimate?: Estimate | null;
+    },
   spend: Pick<TaskSpend, 'charged' | 'refunded' | 'jobs'> & { assumedJobs?: number },
   files: readonly FileRecord[],
   runDir: string,
@@ -326,6 +332,16 @@ export function reportTask(
     })),
     bytes: files.reduce((n, f) => n + f.bytes, 0),
     error: t.error,
+    after: (t.upstreams ?? []).map((u) => ({ name: u.name, task: u.upstreamId })),
+    planned_estimate:
+      t.plannedEstimate === undefined || t.plannedEstimate === null
+        ? null
+        : {
+            tokens: t.plannedEstimate.tokens,
+            min: t.plannedEstimate.min,
+            max: t.plannedEstimate.max,
+            basis: t.plannedEstimate.basis,
+          },
   };
 }
 

@@ -40,6 +40,9 @@ export const CSV_COLUMNS: readonly Column[] = [
   { name: 'file_bytes', value: (t) => t.files.map((f) => f.bytes).join(';') },
   { name: 'total_bytes', value: (t) => t.bytes },
   { name: 'error', value: (t) => t.error, text: true },
+  { name: 'after', value: (t) => afterText(t), text: true },
+  { name: 'planned_estimate_min', value: (t) => t.planned_estimate?.min ?? null },
+  { name: 'planned_estimate_max', value: (t) => t.planned_estimate?.max ?? null },
 ];
 
 export function reportCsv(report: Report): string {
@@ -72,4 +75,9 @@ export function csvField(cell: Cell): string {
  */
 export function defuseFormula(cell: Cell): Cell {
   return typeof cell === 'string' && /^[=+\-@\t\r]/.test(cell) ? `'${cell}` : cell;
+}
+
+/** The tasks a chained task waits for: `hero-mug`, or `still=hero-mug;voice=voice-1` for named ones. */
+export function afterText(t: Pick<ReportTask, 'after'>): string {
+  return t.after.map((u) => (u.name === '' ? u.task : `${u.name}=${u.task}`)).join(';');
 }

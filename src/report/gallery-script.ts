@@ -184,6 +184,14 @@ export const GALLERY_JS = `
         h('span', { class: 'title', title: t.i, text: t.i }),
         h('span', { class: 'badge b-' + t.s, text: LABEL[t.s] || t.s })),
       h('span', { class: 'model', text: t.m }));
+    if (t.up) {
+      var from = h('div', { class: 'after' }, 'from ');
+      t.up.forEach(function (u, i) {
+        if (i > 0) from.append(', ');
+        from.append(h('a', { href: url(u.f) + '/', title: 'the task whose result this one took', text: (u.n ? u.n + ': ' : '') + u.t }));
+      });
+      body.append(from);
+    }
     if (t.sh) body.append(sheet(t.sh));
     (t.so || []).forEach(function (s) { body.append(song(s)); });
     var marks = [

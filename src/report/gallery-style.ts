@@ -105,6 +105,8 @@ tr.total td { font-weight: 650; border-top: 2px solid var(--line); border-bottom
 .b-blocked { color: var(--other); background: var(--other-bg); }
 .b-pending, .b-submitting, .b-submitted, .b-running, .b-downloading { color: var(--running); background: var(--running-bg); }
 .model { align-self: flex-start; font-size: 12px; color: var(--accent); background: var(--accent-soft); border-radius: 6px; padding: 1px 7px; }
+.after { font-size: 12px; color: var(--muted); }
+.after a { color: var(--accent); }
 .prompt { color: var(--muted); font-size: 13px; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden; overflow-wrap: anywhere; }
 .error { font-size: 12.5px; border-radius: 8px; padding: 7px 9px; background: var(--failed-bg); color: var(--failed); overflow-wrap: anywhere; }
 .s-in_doubt .error, .s-unfetched .error, .s-stalled .error { background: var(--doubt-bg); color: var(--doubt); }

@@ -4,6 +4,7 @@
 // GALLERY_BOTTOM let the writer stream the page of a large run instead of building it in memory.
 
 import { createHash } from 'node:crypto';
+import { taskFolderName } from '../run/names.js';
 import { headOfReport, type ReportHead } from './build.js';
 import { fmtBytes, fmtPercent, fmtTime, fmtTokens, fmtUsd } from './format.js';
 import { GALLERY_JS } from './gallery-script.js';
@@ -43,6 +44,8 @@ interface CardData {
   rd: boolean;
   sh: unknown;
   so: readonly Record<string, unknown>[] | null;
+  /** The tasks it takes results from (chains): name, task id, folder. */
+  up: { n: string; t: string; f: string }[] | null;
 }
 
 /**
@@ -165,6 +168,8 @@ function cardData(t: ReportTask, extra: GalleryExtra | undefined): CardData {
     rd: t.recovered_from_doubt,
     sh: extra?.sheet ?? null,
     so: extra?.songs && extra.songs.length > 0 ? extra.songs : null,
+    up:
+      t.after.length === 0 ? null : t.after.map((u) => ({ n: u.name, t: u.task, f: taskFolderName(u.task) })),
   };
 }
 

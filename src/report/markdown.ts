@@ -191,13 +191,18 @@ export function* markdownChunks(
     row(['Task', 'Model', 'Status', 'Attempts', 'Estimate', 'Charged', 'Refunded', 'Net', 'Took', 'Files']),
   ) + line(row(['---', '---', '---', '---:', '---:', '---:', '---:', '---:', '---:', '---']));
   for (const t of lists.tasks) {
+    const range = (e: { tokens: number; min: number; max: number }) =>
+      e.min === e.max ? fmtTokens(e.tokens) : `${fmtTokens(e.min)}–${fmtTokens(e.max)}`;
+    // A chained task priced exactly once its upstream was done: the exact price, then the plan's.
+    const planned = t.planned_estimate === null ? undefined : range(t.planned_estimate);
     const estimate =
-      t.estimate.min === t.estimate.max
-        ? fmtTokens(t.estimate.tokens)
-        : `${fmtTokens(t.estimate.min)}–${fmtTokens(t.estimate.max)}`;
+      planned === undefined || planned === range(t.estimate)
+        ? range(t.estimate)
+        : `${range(t.estimate)} (plan ${planned})`;
+    const after = t.after.length === 0 ? '' : ` ← ${t.after.map((u) => code(u.task)).join(', ')}`;
     yield line(
       row([
-        code(t.id),
+        code(t.id) + after,
         text(t.model),
         statusText(t),
         attemptsText(t),

@@ -144,6 +144,25 @@ export const reportTaskSchema = z
       .string()
       .nullable()
       .describe('Why the task failed, was rejected or blocked, or why its paid result is not on disk.'),
+    after: z
+      .array(
+        z
+          .object({
+            name: z
+              .string()
+              .describe("The name in the manifest's `after` mapping; '' for `after: <task id>`."),
+            task: z.string().describe('The task it waits for and takes results from.'),
+          })
+          .strict(),
+      )
+      .describe('The tasks this one waits for (chains); empty when it waits for none.'),
+    planned_estimate: z
+      .object({ tokens, min: tokens, max: tokens, basis: z.string() })
+      .strict()
+      .nullable()
+      .describe(
+        "A chained task priced exactly once its upstream was done: the plan's estimate (`estimate` is then the exact price); null otherwise.",
+      ),
   })
   .strict();
 

@@ -365,7 +365,11 @@ export async function writeRunReport(
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
     });
-    store.rememberReportBasis(runId, basis);
+    try {
+      store.rememberReportBasis(runId, basis);
+    } catch {
+      // The report is written; a state file that cannot note it (full) only means the next run writes it again.
+    }
     return { ok: true, markdown: written.files.markdown, gallery: written.files.gallery };
   } catch (error) {
     return { ok: false, error: error instanceof Error ? error : new Error(String(error)) };

@@ -8,7 +8,14 @@ import { roundTokens } from '../util/money.js';
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
 import { fromIsoOrNull } from './time.js';
-import { emptyTaskCounts, type FileRecord, TASK_STATES, type TaskSpend, type TaskState } from './types.js';
+import {
+  emptyTaskCounts,
+  type FileRecord,
+  TASK_STATES,
+  type TaskSpend,
+  type TaskState,
+  type UpstreamLink,
+} from './types.js';
 
 /** The request fields a person reads as the task's text, in the order the gallery prefers them. */
 export const REQUEST_TEXT_FIELDS = ['prompt', 'text', 'lyrics', 'description'] as const;
@@ -43,6 +50,10 @@ export interface ReportTaskRow {
   costAssumed: boolean;
   /** The current job was adopted from doubt (a callback proved the lost submission was accepted). */
   recovered: boolean;
+  /** The tasks it waits for and takes results from (chains); empty for most tasks. */
+  upstreams: UpstreamLink[];
+  /** A chained task priced exactly before it was sent: the plan's estimate (its `estimate` is the exact one). */
+  plannedEstimate: Estimate | null;
 }
 
 /** How many times a task was sent, and how many of those the API accepted (each one a charge). */
@@ -130,6 +141,7 @@ const DEFAULT_PAGE = 128;
 interface PageTaskRow {
   rid: number;
   body: string;
+  planned_estimate: string | null;
   task_id: string;
   seq: number;
   model: string;
@@ -204,6 +216,7 @@ export class ReportReadStore {
   readonly #selectSeqs;
   readonly #selectPage;
   readonly #selectFiles;
+  readonly #selectUpstreams;
   readonly #selectSpend;
   readonly #selectLastSent;
   readonly #selectFigures;
@@ -235,8 +248,15 @@ export class ReportReadStore {
     this.#selectPage = db.prepare<{ rowids: string }, PageTaskRow>(
       `SELECT rowid AS rid, task_id, seq, model, state, img_uuid, job_status, est_tokens, est_min, est_max,
          est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered, body,
+         planned_estimate,
          ${textField('prompt')}, ${textField('text')}, ${textField('lyrics')}, ${textField('description')}
        FROM tasks WHERE rowid IN (SELECT value FROM json_each(:rowids))`,
+    );
+    this.#selectUpstreams = db.prepare<
+      { runId: string; ids: string },
+      { task_id: string; name: string; upstream_id: string }
+    >(
+      `SELECT task_id, name, upstream_id FROM task_upstreams WHERE run_id = :runId AND ${IN_PAGE} ORDER BY task_id, name`,
     );
     this.#selectFiles = db.prepare<{ runId: string; ids: string }, PageFileRow>(
       `SELECT * FROM files WHERE run_id = :runId AND ${IN_PAGE} ORDER BY task_id, idx`,
@@ -375,6 +395,12 @@ export class ReportReadStore {
     for (const row of this.#selectSpend.iterate({ runId, ids })) spend.set(row.task_id, row);
     const sent = new Map<string, { sent_at: string; total: number; charged: number }>();
     for (const row of this.#selectLastSent.iterate({ runId, ids })) sent.set(row.task_id, row);
+    const upstreams = new Map<string, UpstreamLink[]>();
+    for (const row of this.#selectUpstreams.iterate({ runId, ids })) {
+      const list = upstreams.get(row.task_id) ?? [];
+      list.push({ name: row.name, upstreamId: row.upstream_id });
+      upstreams.set(row.task_id, list);
+    }
 
     const page: ReportTaskRow[] = [];
     for (const rowid of rowids) {
@@ -418,6 +444,9 @@ export class ReportReadStore {
         lastSentAt: fromIsoOrNull(a?.sent_at ?? null),
         attempts: { total: a?.total ?? 0, charged: a?.charged ?? 0 },
         costAssumed: row.cost_assumed === 1 || (s?.assumed_jobs ?? 0) > 0,
+        upstreams: upstreams.get(row.task_id) ?? [],
+        plannedEstimate:
+          row.planned_estimate === null ? null : (JSON.parse(row.planned_estimate) as Estimate),
         recovered: row.recovered === 1,
       });
     }

@@ -127,14 +127,13 @@ describe('chains', () => {
         env?.query<{ img_uuid: string }>('SELECT img_uuid FROM tasks WHERE task_id = ?', taskId) ?? [];
       return jobs.findIndex((j) => j.img_uuid === row?.img_uuid);
     };
-    for (const [down, up] of [
+    const pairs: Array<[string, string]> = [
       ['clip', 'still'],
       ['avatar', 'voice'],
       ['bridge', 'song'],
       ['poster', 'hero'],
-    ]) {
-      expect(at(down)).toBeGreaterThan(at(up as string));
-    }
+    ];
+    for (const [down, up] of pairs) expect(at(down)).toBeGreaterThan(at(up));
     // The stored request is the one sent; the planned one (references and all) is kept beside it.
     const [avatarRow] = env.query<{ body: string; planned_body: string }>(
       "SELECT body, planned_body FROM tasks WHERE task_id = 'avatar'",

@@ -194,6 +194,7 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
   const paidTasks = NOT_ON_DISK.reduce((n, s) => n + paid[s].tasks, 0);
   const paidTokens = NOT_ON_DISK.reduce((n, s) => n + paid[s].tokens, 0);
   const folder = runFolder(run, io.cwd);
+  const chains = chainsOf(store, run.id);
   if (opts.json) {
     io.stdout.write(
       `${JSON.stringify(
@@ -216,6 +217,8 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
             net: roundTokens(t.net),
             error: t.error,
           })),
+          chains: chains.list,
+          ...(chains.more > 0 ? { chains_not_listed: chains.more } : {}),
         },
         null,
         2,
@@ -260,6 +263,26 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
       `${unfinished} task(s) unfinished: \`mediabatch run ${displayPath(io.cwd, run.manifestPath)}\` continues the run.`,
     );
   }
+  if (chains.list.length > 0) {
+    out();
+    out(
+      table([
+        ['TASK', 'STATE', 'WAITS FOR'],
+        ...chains.list.map((c) => [
+          c.task,
+          LABEL[c.state],
+          c.after
+            .map(
+              (u) =>
+                `${u.name === '' ? '' : `${u.name}: `}${u.task} (${u.state === null ? 'not in the run' : LABEL[u.state]})`,
+            )
+            .join(', '),
+        ]),
+      ]),
+    );
+    if (chains.more > 0)
+      out(`…and ${chains.more} more chained task(s); \`mediabatch report ${run.id}\` lists every task.`);
+  }
   if (problems.length > 0) {
     out();
     out(
@@ -274,6 +297,33 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
     }
   }
   return EXIT.ok;
+}
+
+interface ChainLine {
+  task: string;
+  state: TaskState;
+  after: Array<{ name: string; task: string; state: TaskState | null }>;
+}
+
+/** The run's chained tasks with their upstreams and states, the first STATUS_PROBLEM_LIMIT of them. */
+function chainsOf(store: Store, runId: string): { list: ChainLine[]; more: number } {
+  const links = store.upstreamsOfRun(runId);
+  const list: ChainLine[] = [];
+  for (const [taskId, ups] of links) {
+    if (list.length === STATUS_PROBLEM_LIMIT) break;
+    const task = store.getTask(runId, taskId);
+    if (task === undefined) continue;
+    list.push({
+      task: taskId,
+      state: task.state,
+      after: ups.map((u) => ({
+        name: u.name,
+        task: u.upstreamId,
+        state: store.getTask(runId, u.upstreamId)?.state ?? null,
+      })),
+    });
+  }
+  return { list, more: Math.max(0, links.size - list.length) };
 }
 
 function runJson(
