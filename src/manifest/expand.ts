@@ -175,6 +175,7 @@ function prepareAfter(
       references.push({
         reference: parsed.reference,
         pos: ctx.index.inScalar(source, placeholder.raw, placeholder.occurrence),
+        path: source.slice(base.length + 1),
       });
     }
   }

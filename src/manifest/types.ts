@@ -76,6 +76,8 @@ export interface Upstream {
 export interface LocatedReference {
   reference: Reference;
   pos: SourcePos;
+  /** The request field it is written in, e.g. `input.image_url`. */
+  path: string;
 }
 
 export interface LoadedManifest {

@@ -130,20 +130,35 @@ export async function loadChecked(
     ...(o.vars ? { overrideVars: o.vars } : {}),
   });
   if (!result.ok) {
-    const checked = checkTasks(result.tasks ?? []);
-    throw new ManifestProblemsError(file, [...result.problems, ...checked.problems]);
+    const tasks = result.tasks ?? [];
+    const checked = checkTasks(tasks);
+    const chains = tasks.some((t) => t.after !== undefined) ? chainPlanOf(checked.tasks, tasks) : undefined;
+    throw new ManifestProblemsError(file, [
+      ...result.problems,
+      ...checked.problems,
+      ...collapseRepeats(chains?.problems() ?? []),
+    ]);
   }
   const checked = checkTasks(result.manifest.tasks);
-  if (checked.problems.length > 0) throw new ManifestProblemsError(file, checked.problems);
-  const chains = chainsOf(result.manifest, checked.tasks);
-  if (chains && chains.problems().length > 0) throw new ManifestProblemsError(file, chains.problems());
+  // Chains are checked too when some task has problems of its own: every problem at once.
+  const chains = chainsOf(result.manifest, checked.tasks, result.manifest.tasks);
+  const problems = [...checked.problems, ...collapseRepeats(chains?.problems() ?? [])];
+  if (problems.length > 0) throw new ManifestProblemsError(file, problems);
   return { manifest: result.manifest, tasks: checked.tasks };
 }
 
-/** The chains of a manifest that has any, from its checked tasks. */
-function chainsOf(manifest: LoadedManifest, tasks: readonly CheckedTask[]): ChainPlan | undefined {
-  if (!manifest.chained) return undefined;
+/** The chains of a manifest that has any, from its checked tasks (and the ids of those that failed). */
+function chainsOf(
+  manifest: LoadedManifest,
+  tasks: readonly CheckedTask[],
+  specs: readonly TaskSpec[] = [],
+): ChainPlan | undefined {
+  return manifest.chained ? chainPlanOf(tasks, specs) : undefined;
+}
+
+function chainPlanOf(tasks: readonly CheckedTask[], specs: readonly TaskSpec[]): ChainPlan {
   const chains = new ChainPlan();
+  for (const spec of specs) chains.note(spec);
   for (const task of tasks) chains.add(task);
   return chains;
 }
@@ -252,7 +267,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     else priced.add(one.task);
   }
   const expansionProblems = first.problems();
-  const chainProblems = expansionProblems.length > 0 ? [] : (chains?.problems() ?? []);
+  const chainProblems = chains?.problems() ?? [];
   if (expansionProblems.length > 0 || catalogProblems.length > 0 || chainProblems.length > 0) {
     throw new ManifestProblemsError(file, [
       ...expansionProblems,

@@ -127,6 +127,7 @@ export class ChainPlan {
   /** Missing upstreams, references to what an upstream does not make, and cycles; located. */
   problems(): ManifestProblem[] {
     const problems: ManifestProblem[] = [];
+    const missing = new Map<string, { problem: ManifestProblem; more: number }>();
     for (const spec of this.#chained) {
       for (const up of spec.after ?? []) {
         const path = up.name === SINGLE ? 'after' : `after.${up.name}`;
@@ -138,15 +139,23 @@ export class ChainPlan {
             message: 'names the task itself; a task cannot wait for its own result',
           });
         } else if (!this.#ids.has(up.taskId)) {
-          problems.push({
-            pos: up.pos,
-            taskId: spec.id,
-            path,
-            message: `names task ${JSON.stringify(up.taskId)}, which this manifest does not make (after expansion); check the id template`,
-          });
+          // One line per place in the manifest: a template wrong for 10,000 rows is one mistake.
+          const site = `${up.pos.file}:${up.pos.line}:${up.pos.col}`;
+          const seen = missing.get(site);
+          if (seen) seen.more++;
+          else {
+            const problem: ManifestProblem = {
+              pos: up.pos,
+              taskId: spec.id,
+              path,
+              message: `names task ${JSON.stringify(up.taskId)}, which this manifest does not make (after expansion); check the id template`,
+            };
+            missing.set(site, { problem, more: 0 });
+            problems.push(problem);
+          }
         }
       }
-      for (const { reference, pos } of spec.references ?? []) {
+      for (const { reference, pos, path } of spec.references ?? []) {
         const up = spec.after?.find((u) => u.name === reference.name);
         const known = up === undefined ? undefined : this.#known.get(up.taskId);
         if (up === undefined || known === undefined) continue;
@@ -155,11 +164,14 @@ export class ChainPlan {
           problems.push({
             pos,
             taskId: spec.id,
-            path: 'input',
+            path,
             message: `{{${reference.path}}} cannot be filled in: ${up.taskId} is ${why}`,
           });
         }
       }
+    }
+    for (const { problem, more } of missing.values()) {
+      if (more > 0) problem.message += ` (and ${more} more task${more === 1 ? '' : 's'})`;
     }
     problems.push(...this.#cycles());
     return problems;
