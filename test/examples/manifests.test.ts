@@ -35,6 +35,7 @@ describe('the example manifests', () => {
         'dance.yaml',
         'demo.yaml',
         'face-swap.yaml',
+        'pipeline.yaml',
         'song-section.yaml',
         'talking-avatar.yaml',
         'voice-cover.yaml',

@@ -29,118 +29,127 @@ function itemsOf(e: RunEnv, taskId: string): Array<Record<string, unknown>> {
 const withoutQuery = (url: unknown) => String(url).split('?')[0];
 
 describe('chains', () => {
-  it('hands each downstream exactly its upstream result: an image link, a speech link, a song id, sheet fields', async () => {
-    env = await makeRunEnv();
-    const sandbox = env.sandbox.baseUrl;
-    const tasks: TaskDecl[] = [
-      {
-        id: 'clip',
-        model: 'studio-2-6',
-        after: { still: 'still' },
-        input: { prompt: 'turn', image_url: '{{after.still.image}}', duration: 5, resolution: '720p' },
-      },
-      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
-      {
-        id: 'voice',
-        model: 'speech-v3',
-        input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
-      },
-      {
-        id: 'avatar',
-        model: 'ai-talking-avatar-video',
-        after: 'voice',
-        input: {
-          video_url: `${sandbox}/_sandbox/media/talking-head.mp4`,
-          audio_url: '{{after.audio}}',
-          video_mode: 'loop',
-          resolution: '540p',
+  it.each([
+    ['', []],
+    [' (with every quirk of the real service)', ['all']],
+  ])(
+    'hands each downstream exactly its upstream result: an image link, a speech link, a song id, sheet fields%s',
+    async (_, quirks) => {
+      env = await makeRunEnv({ quirks });
+      const sandbox = env.sandbox.baseUrl;
+      const tasks: TaskDecl[] = [
+        {
+          id: 'clip',
+          model: 'studio-2-6',
+          after: { still: 'still' },
+          input: { prompt: 'turn', image_url: '{{after.still.image}}', duration: 5, resolution: '720p' },
         },
-      },
-      {
-        id: 'song',
-        model: 'song-replace-section',
-        input: {
-          audio_url: `${sandbox}/_sandbox/media/song.mp3`,
-          infill_start_s: 12,
-          infill_end_s: 24,
-          lyrics: 'la',
-          full_lyrics: 'la la',
-          style: 'pop',
-          title: 'Mornings',
+        { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+        {
+          id: 'voice',
+          model: 'speech-v3',
+          input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
         },
-      },
-      {
-        id: 'bridge',
-        model: 'song-replace-section',
-        after: 'song',
-        input: {
-          task_id: '{{after.img_uuid}}',
-          audio_id: '{{after.songs.2.audio_id}}',
-          infill_start_s: 2,
-          infill_end_s: 12,
-          lyrics: 'bridge',
-          full_lyrics: 'la bridge',
-          style: '{{after.songs.2.style}}',
-          title: '{{after.songs.2.title}} (bridge)',
+        {
+          id: 'avatar',
+          model: 'ai-talking-avatar-video',
+          after: 'voice',
+          input: {
+            video_url: `${sandbox}/_sandbox/media/talking-head.mp4`,
+            audio_url: '{{after.audio}}',
+            video_mode: 'loop',
+            resolution: '540p',
+          },
         },
-      },
-      {
-        id: 'hero',
-        model: 'oc-maker',
-        input: { prompt: 'Invent a mascot as JSON with name and oc_prompt', image_render_model: 'render-a' },
-      },
-      {
-        id: 'poster',
-        model: 'flat-image',
-        after: 'hero',
-        input: { prompt: 'A poster of {{after.sheet.name}}: {{after.sheet.oc_prompt}}' },
-      },
-    ];
-    const file = await env.manifest({ tasks, concurrency: 8 });
-    const result = await env.run(['run', file, '--yes']);
-    expect(result.stderr).toBe('');
-    expect(result.code).toBe(0);
-    expect(Object.values(taskStates(env))).toEqual(Array(8).fill('done'));
+        {
+          id: 'song',
+          model: 'song-replace-section',
+          input: {
+            audio_url: `${sandbox}/_sandbox/media/song.mp3`,
+            infill_start_s: 12,
+            infill_end_s: 24,
+            lyrics: 'la',
+            full_lyrics: 'la la',
+            style: 'pop',
+            title: 'Mornings',
+          },
+        },
+        {
+          id: 'bridge',
+          model: 'song-replace-section',
+          after: 'song',
+          input: {
+            task_id: '{{after.img_uuid}}',
+            audio_id: '{{after.songs.2.audio_id}}',
+            infill_start_s: 2,
+            infill_end_s: 12,
+            lyrics: 'bridge',
+            full_lyrics: 'la bridge',
+            style: '{{after.songs.2.style}}',
+            title: '{{after.songs.2.title}} (bridge)',
+          },
+        },
+        {
+          id: 'hero',
+          model: 'oc-maker',
+          input: {
+            prompt: 'Invent a mascot as JSON with name and oc_prompt',
+            image_render_model: 'render-a',
+          },
+        },
+        {
+          id: 'poster',
+          model: 'flat-image',
+          after: 'hero',
+          input: { prompt: 'A poster of {{after.sheet.name}}: {{after.sheet.oc_prompt}}' },
+        },
+      ];
+      const file = await env.manifest({ tasks, concurrency: 8 });
+      const result = await env.run(['run', file, '--yes']);
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      expect(Object.values(taskStates(env))).toEqual(Array(8).fill('done'));
 
-    const stillLink = itemsOf(env, 'still')[0]?.value;
-    expect(withoutQuery(requestOf(env, 'clip').image_url)).toBe(withoutQuery(stillLink));
-    const voiceLink = itemsOf(env, 'voice')[0]?.value;
-    expect(withoutQuery(requestOf(env, 'avatar').audio_url)).toBe(withoutQuery(voiceLink));
+      const stillLink = itemsOf(env, 'still')[0]?.value;
+      expect(withoutQuery(requestOf(env, 'clip').image_url)).toBe(withoutQuery(stillLink));
+      const voiceLink = itemsOf(env, 'voice')[0]?.value;
+      expect(withoutQuery(requestOf(env, 'avatar').audio_url)).toBe(withoutQuery(voiceLink));
 
-    const [songRow] = env.query<{ img_uuid: string }>("SELECT img_uuid FROM tasks WHERE task_id = 'song'");
-    const song2 = itemsOf(env, 'song')[1] ?? {};
-    const bridge = requestOf(env, 'bridge');
-    expect(bridge.task_id).toBe(songRow?.img_uuid);
-    expect(bridge.audio_id).toBe(song2.audio_id);
-    expect(bridge.style).toBe(song2.style);
-    expect(bridge.title).toBe(`${String(song2.title)} (bridge)`);
+      const [songRow] = env.query<{ img_uuid: string }>("SELECT img_uuid FROM tasks WHERE task_id = 'song'");
+      const song2 = itemsOf(env, 'song')[1] ?? {};
+      const bridge = requestOf(env, 'bridge');
+      expect(bridge.task_id).toBe(songRow?.img_uuid);
+      expect(bridge.audio_id).toBe(song2.audio_id);
+      expect(bridge.style).toBe(song2.style);
+      expect(bridge.title).toBe(`${String(song2.title)} (bridge)`);
 
-    const sheet = itemsOf(env, 'hero').find((i) => i.type === 'json')?.value as Record<string, unknown>;
-    expect(requestOf(env, 'poster').prompt).toBe(
-      `A poster of ${String(sheet.name)}: ${String(sheet.oc_prompt)}`,
-    );
+      const sheet = itemsOf(env, 'hero').find((i) => i.type === 'json')?.value as Record<string, unknown>;
+      expect(requestOf(env, 'poster').prompt).toBe(
+        `A poster of ${String(sheet.name)}: ${String(sheet.oc_prompt)}`,
+      );
 
-    // Nothing was sent before its upstream was done: each downstream job came after its upstream's end.
-    const jobs = env.state().jobs;
-    const at = (taskId: string) => {
-      const [row] =
-        env?.query<{ img_uuid: string }>('SELECT img_uuid FROM tasks WHERE task_id = ?', taskId) ?? [];
-      return jobs.findIndex((j) => j.img_uuid === row?.img_uuid);
-    };
-    const pairs: Array<[string, string]> = [
-      ['clip', 'still'],
-      ['avatar', 'voice'],
-      ['bridge', 'song'],
-      ['poster', 'hero'],
-    ];
-    for (const [down, up] of pairs) expect(at(down)).toBeGreaterThan(at(up));
-    // The stored request is the one sent; the planned one (references and all) is kept beside it.
-    const [avatarRow] = env.query<{ body: string; planned_body: string }>(
-      "SELECT body, planned_body FROM tasks WHERE task_id = 'avatar'",
-    );
-    expect(JSON.parse(avatarRow?.body ?? '{}').audio_url).toBe(requestOf(env, 'avatar').audio_url);
-    expect(JSON.parse(avatarRow?.planned_body ?? '{}').audio_url).toBe('{{after.audio}}');
-  });
+      // Nothing was sent before its upstream was done: each downstream job came after its upstream's end.
+      const jobs = env.state().jobs;
+      const at = (taskId: string) => {
+        const [row] =
+          env?.query<{ img_uuid: string }>('SELECT img_uuid FROM tasks WHERE task_id = ?', taskId) ?? [];
+        return jobs.findIndex((j) => j.img_uuid === row?.img_uuid);
+      };
+      const pairs: Array<[string, string]> = [
+        ['clip', 'still'],
+        ['avatar', 'voice'],
+        ['bridge', 'song'],
+        ['poster', 'hero'],
+      ];
+      for (const [down, up] of pairs) expect(at(down)).toBeGreaterThan(at(up));
+      // The stored request is the one sent; the planned one (references and all) is kept beside it.
+      const [avatarRow] = env.query<{ body: string; planned_body: string }>(
+        "SELECT body, planned_body FROM tasks WHERE task_id = 'avatar'",
+      );
+      expect(JSON.parse(avatarRow?.body ?? '{}').audio_url).toBe(requestOf(env, 'avatar').audio_url);
+      expect(JSON.parse(avatarRow?.planned_body ?? '{}').audio_url).toBe('{{after.audio}}');
+    },
+  );
 
   it('prices a downstream exactly once its upstream is done: the plan range becomes the measured length', async () => {
     env = await makeRunEnv();
@@ -232,5 +241,69 @@ describe('chains', () => {
     const again = await env.run(['run', file, '--yes', '--accept-changes']);
     expect(again.code).toBe(0);
     expect(taskStates(env)).toEqual({ still: 'done', clip: 'done', other: 'done' });
+  });
+
+  it('passes on a link only while it lives: an upstream whose links expired is not sent on, nothing charged, said why', async () => {
+    env = await makeRunEnv({ linkTtlSeconds: 1 });
+    const tasks: TaskDecl[] = [
+      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+      {
+        id: 'clip',
+        model: 'studio-2-6',
+        after: 'still',
+        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+      },
+    ];
+    const file = await env.manifest({ tasks });
+    const first = await env.run(['run', file, '--yes', '--only', 'still']);
+    expect(first.code).toBe(4);
+    expect(taskStates(env)).toEqual({ still: 'done', clip: 'pending' });
+    await new Promise((r) => setTimeout(r, 1_200));
+    const polls = env.state().requests.poll;
+    const second = await env.run(['run', file, '--yes']);
+    expect(second.code).toBe(2);
+    // A new process has no record of the still's links: it asked the service again before deciding.
+    expect(env.state().requests.poll).toBeGreaterThan(polls);
+    expect(taskStates(env)).toEqual({ still: 'done', clip: 'rejected' });
+    const [clip] = env.query<{ error: string; img_uuid: string | null }>(
+      "SELECT error, img_uuid FROM tasks WHERE task_id = 'clip'",
+    );
+    expect(clip?.img_uuid).toBeNull();
+    expect(clip?.error).toMatch(
+      /^not sent: still: its result links expired at \S+ and a fresh job record does not renew them; submit still again/,
+    );
+    expect(env.state().jobs).toHaveLength(1);
+  });
+
+  it('fetches the upstream record again when its links are near their end, and sends the downstream with a link that works', async () => {
+    // Links live 10 minutes: less than the 30 minutes a downstream's link must still have ahead of it.
+    env = await makeRunEnv({ linkTtlSeconds: 600, quirks: ['link-403'] });
+    const tasks: TaskDecl[] = [
+      {
+        id: 'voice',
+        model: 'speech-v3',
+        input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
+      },
+      {
+        id: 'avatar',
+        model: 'ai-talking-avatar-video',
+        after: 'voice',
+        input: {
+          video_url: `${env.sandbox.baseUrl}/_sandbox/media/talking-head.mp4`,
+          audio_url: '{{after.audio}}',
+          video_mode: 'loop',
+        },
+      },
+    ];
+    const file = await env.manifest({ tasks });
+    const result = await env.run(['run', file, '--yes']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    // The sandbox measured the speech through the link it was given (a refused link fails the job).
+    expect(taskStates(env)).toEqual({ voice: 'done', avatar: 'done' });
+    const [avatar] = env.query<{ cost: number; est_tokens: number }>(
+      "SELECT cost, est_tokens FROM tasks WHERE task_id = 'avatar'",
+    );
+    expect(avatar?.cost).toBe(avatar?.est_tokens);
   });
 });

@@ -128,8 +128,14 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       const { result, spent } = o;
       out('');
       out(`Run ${runId}: ${describeCounts(result.counts)}`);
+      // Chained tasks are priced exactly once their upstreams are done: the estimate tightens as they go.
+      const now = session.store.hasChains(runId) ? session.store.runTotals(runId).estimated : undefined;
+      const estimated =
+        now === undefined || fmtTokens(now) === fmtTokens(plan.totals.tokens)
+          ? `estimated ${fmtTokens(plan.totals.tokens)}`
+          : `estimated ${fmtTokens(plan.totals.tokens)} at the plan, ${fmtTokens(now)} now that chained tasks are priced exactly`;
       out(
-        `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtTokensAsUsd(spent.net)}); estimated ${fmtTokens(plan.totals.tokens)}`,
+        `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtTokensAsUsd(spent.net)}); ${estimated}`,
       );
       if (o.balanceAfter !== undefined) out(`  Balance now: ${fmtTokens(o.balanceAfter)} tokens`);
       for (const line of attentionLines(result)) out(line);

@@ -170,16 +170,14 @@ async function freshRecord(
 function resultValue(up: UpstreamResult, output: Output): unknown {
   const body = JSON.parse(up.task.wireBody) as RequestBody;
   const plan = planResults(up.entry, body, up.record.json);
-  const kindAt = (itemIndex: number, kind: string): string => {
-    // The item's own type when it names a media kind, else what the model makes at that place.
-    if (kind === 'image' || kind === 'video' || kind === 'audio') return kind;
-    return up.entry.result.items[itemIndex] ?? kind;
-  };
+  // Every file a model makes is of one kind (the character sheet is not a file): what the model makes
+  // decides, not the item's `type`, which the service may get wrong (a video typed `image`).
+  const fileKind = up.entry.result.items.find((kind) => kind !== 'json');
   switch (output.kind) {
     case 'image':
     case 'video':
     case 'audio':
-      return plan.files.find((f) => kindAt(f.itemIndex, f.kind) === output.kind)?.url;
+      return fileKind === output.kind ? plan.files[0]?.url : undefined;
     case 'file':
       return plan.files[output.n - 1]?.url;
     case 'img_uuid':
