@@ -166,7 +166,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       balance: account.balance,
       quota: account.quotaState(now()),
       settings: { ...settings, balance: account.balance },
-      jobs: [...jobs.all()].map(jobState),
+      jobs: [...jobs.all()].map((job) => jobState(job, apiKey)),
       requests: { ...requests },
       concurrency: jobs.concurrency(),
       quirks: { enabled: [...quirks], ...quirkCounts },
@@ -352,6 +352,16 @@ const FILE_REFUSALS = {
 } as const;
 
 /** The callback carries what jobs/detail would answer at the moment of the change, quirks included. */
+function withoutKey(value: unknown, apiKey: string): unknown {
+  if (apiKey === '') return value;
+  if (typeof value === 'string') return value.split(apiKey).join('[key]');
+  if (Array.isArray(value)) return value.map((item) => withoutKey(item, apiKey));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withoutKey(v, apiKey)]));
+  }
+  return value;
+}
+
 function notify(job: SandboxJob, sender: CallbackSender, nowMs: number, wire: WireContext): void {
   if (!job.callbackUrl) return;
   const log: CallbackLog = { status: job.status, attempts: [], outcome: 'sending' };
@@ -360,7 +370,7 @@ function notify(job: SandboxJob, sender: CallbackSender, nowMs: number, wire: Wi
   sender.send(job.id, job.callbackUrl, JSON.stringify(body), log);
 }
 
-function jobState(job: SandboxJob): JobState {
+function jobState(job: SandboxJob, apiKey: string): JobState {
   const state: JobState = {
     img_uuid: job.id,
     model: job.entry.model,
@@ -371,7 +381,8 @@ function jobState(job: SandboxJob): JobState {
     created_at: new Date(job.createdAt).toISOString(),
     ends_at: new Date(job.endAt).toISOString(),
     answer: job.answer,
-    request: structuredClone(job.request),
+    // A client that pasted the key into a request (a prompt) must not see it again here.
+    request: withoutKey(structuredClone(job.request), apiKey),
     callbacks: job.callbacks.map((c) => ({ ...c, attempts: [...c.attempts] })),
   };
   if (job.callbackUrl) state.callback_url = job.callbackUrl;

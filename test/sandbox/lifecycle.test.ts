@@ -3,7 +3,7 @@
 import { parseBuffer } from 'music-metadata';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, openSandbox, PATHS, serveFixtures, T0 } from './helpers.js';
+import { closeAll, KEY, openSandbox, PATHS, serveFixtures, T0 } from './helpers.js';
 
 afterEach(closeAll);
 
@@ -254,5 +254,16 @@ describe('results', () => {
       oc_ratio: '2:3',
     });
     expect(image).toEqual({ type: 'image', value: expect.stringContaining('/files/') });
+  });
+});
+
+describe('state', () => {
+  it('lists each job’s request as it arrived, with the key scrubbed where a client pasted it', async () => {
+    const { sandbox, api } = await openSandbox({ speed: 0 });
+    const sent = { model: 'flat-image', prompt: `a mug, key ${KEY} by mistake`, ratio: '1:1' };
+    expect((await api.submit('/api/v1/images/generations', sent)).body.code).toBe(0);
+    const [job] = sandbox.state().jobs;
+    expect(job?.request).toEqual({ ...sent, prompt: 'a mug, key [key] by mistake' });
+    expect(JSON.stringify(sandbox.state())).not.toContain(KEY);
   });
 });
