@@ -275,6 +275,9 @@ function planJson({ manifest, tasks, totals }: PlanResult, balance: BalanceCheck
       model: t.entry.model,
       endpoint: t.entry.endpoint,
       body: t.wire,
+      ...(t.spec.after !== undefined
+        ? { after: t.spec.after.map((u) => ({ name: u.name, task: u.taskId })) }
+        : {}),
       ...(existing ? { toPay: !existing.handled.has(t.spec.id) } : {}),
       estimate: {
         tokens: t.estimate.tokens,
