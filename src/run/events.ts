@@ -66,6 +66,11 @@ export const runEventSchema = z
       .object({ ...task, event: z.literal('lost'), reason: z.string() })
       .describe('Charged, and the service no longer has the result.'),
     z
+      .object({ ...task, event: z.literal('blocked'), reason: z.string() })
+      .describe(
+        'A chained task whose upstream gives it no result in this run: never submitted, never charged.',
+      ),
+    z
       .object({ ...base, event: z.literal('stopped'), reason: z.string(), message: z.string() })
       .describe('The run stopped submitting early (interrupted, money ran out, budget, disk, …).'),
     z

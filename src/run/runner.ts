@@ -85,7 +85,7 @@ export class Runner {
     this.#watcher.closeHints();
     await core.settle();
     // Downstreams of upstreams that ended badly are said to be blocked, not left pending without a word.
-    if (core.chained && !core.halt.signal.aborted) store.blockDownstreams(runId);
+    if (core.chained && !core.halt.signal.aborted) core.blocked(store.blockDownstreams(runId));
     core.progress(true);
     if (core.stopReason) {
       core.emit({ event: 'stopped', reason: core.stopReason, message: core.stopMessage ?? core.stopReason });

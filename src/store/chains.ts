@@ -179,10 +179,13 @@ export class ChainStore {
   /**
    * Blocks the pending tasks whose upstream gives them nothing in this run (failed, rejected, in doubt,
    * lost, blocked, or its paid result not on disk), with the reason, and so on down the chains. `spare`:
-   * upstreams this process is still working on (a result being fetched again). Returns the blocked ids.
+   * upstreams this process is still working on (a result being fetched again). Returns those blocked, with why.
    */
-  blockDownstreams(runId: string, spare: (upstreamId: string) => boolean = () => false): string[] {
-    const blocked: string[] = [];
+  blockDownstreams(
+    runId: string,
+    spare: (upstreamId: string) => boolean = () => false,
+  ): Array<{ taskId: string; reason: string }> {
+    const blocked: Array<{ taskId: string; reason: string }> = [];
     const now = toIso(this.#now());
     for (;;) {
       let changed = false;
@@ -191,7 +194,7 @@ export class ChainStore {
           continue;
         const reason = scrub(blockReason(w));
         if (this.#markBlocked.run({ runId, taskId: w.taskId, reason, now }).changes === 1) {
-          blocked.push(w.taskId);
+          blocked.push({ taskId: w.taskId, reason });
           changed = true;
         }
       }

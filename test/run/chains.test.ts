@@ -311,7 +311,12 @@ describe('chains', () => {
     env = await makeRunEnv();
     const tasks: TaskDecl[] = [
       { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
-      { id: 'clip', model: 'studio-2-6', after: 'still', input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' } },
+      {
+        id: 'clip',
+        model: 'studio-2-6',
+        after: 'still',
+        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+      },
       { id: 'other', model: 'flat-image', input: { prompt: 'a cap' } },
     ];
     const file = await env.manifest({ tasks });
@@ -321,10 +326,18 @@ describe('chains', () => {
     expect((await env.run(['run', file, '--yes'])).code).toBe(0);
     expect(env.state().jobs).toHaveLength(3);
 
-    await env.manifest({ tasks: [{ ...(tasks[0] as TaskDecl), input: { prompt: 'a red mug' } }, tasks[1] as TaskDecl, tasks[2] as TaskDecl] });
+    await env.manifest({
+      tasks: [
+        { ...(tasks[0] as TaskDecl), input: { prompt: 'a red mug' } },
+        tasks[1] as TaskDecl,
+        tasks[2] as TaskDecl,
+      ],
+    });
     const refused = await env.run(['run', file, '--yes']);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('1 task was already sent with a different request; run again with --accept-changes');
+    expect(refused.stderr).toContain(
+      '1 task was already sent with a different request; run again with --accept-changes',
+    );
     const again = await env.run(['run', file, '--yes', '--accept-changes']);
     expect(again.code).toBe(0);
     // The still and the clip again (the clip with the new still), the cap not.

@@ -185,6 +185,15 @@ export class RunCore {
     return this.money.charged - this.money.refunded + this.money.inDoubtMax;
   }
 
+  /** Chained tasks the store just blocked: said, as events and in the log. */
+  blocked(tasks: ReadonlyArray<{ taskId: string; reason: string }>): void {
+    for (const { taskId, reason } of tasks) {
+      this.emit({ event: 'blocked', task: taskId, reason });
+      this.log.warn({ task: taskId, reason }, 'blocked: an upstream gives it nothing in this run');
+    }
+    if (tasks.length > 0) this.progress();
+  }
+
   entryOf(model: string): CatalogEntry | undefined {
     return findEntry(model);
   }

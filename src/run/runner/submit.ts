@@ -125,10 +125,7 @@ export class Submitter {
     const working = (taskId: string) =>
       core.claimed.has(taskId) && core.watched.get(taskId)?.stalled !== true;
     const blocked = store.blockDownstreams(runId, (id) => core.claimed.has(id));
-    for (const taskId of blocked) {
-      core.log.warn({ task: taskId }, 'blocked: an upstream gives it nothing in this run');
-    }
-    if (blocked.length > 0) core.progress();
+    core.blocked(blocked);
     return store.waitingOn(runId).some((w) => working(w.upstreamId));
   }
 
@@ -254,6 +251,7 @@ export class Submitter {
     if (prepared.type === 'ready') return prepared.task;
     if (prepared.type === 'rejected') {
       await core.writes.write(() => store.rejectUnsent(runId, task.taskId, prepared.reason));
+      core.emit({ event: 'rejected', task: task.taskId, message: prepared.reason });
       core.log.warn({ task: task.taskId, reason: prepared.reason }, 'chained task not sent');
     } else {
       this.#skipped.add(task.taskId);
