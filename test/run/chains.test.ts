@@ -148,6 +148,23 @@ describe('chains', () => {
       );
       expect(JSON.parse(avatarRow?.body ?? '{}').audio_url).toBe(requestOf(env, 'avatar').audio_url);
       expect(JSON.parse(avatarRow?.planned_body ?? '{}').audio_url).toBe('{{after.audio}}');
+
+      // The reports and the gallery show each task's upstreams.
+      const runDir = join(env.dir, 'out', 'batch');
+      const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+        tasks: Array<{ id: string; after: unknown; planned_estimate: unknown }>;
+      };
+      expect(report.tasks.find((t) => t.id === 'clip')?.after).toEqual([{ name: 'still', task: 'still' }]);
+      expect(report.tasks.find((t) => t.id === 'avatar')?.planned_estimate).toMatchObject({
+        min: 3,
+        max: 60,
+      });
+      expect(report.tasks.find((t) => t.id === 'still')?.after).toEqual([]);
+      expect(readFileSync(join(runDir, 'report.csv'), 'utf8')).toMatch(/^clip,studio-2-6,.*,still=still,/m);
+      expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('| `avatar` ← `voice` |');
+      expect(readFileSync(join(runDir, 'index.html'), 'utf8')).toContain(
+        '"up":[{"n":"still","t":"still","f":"still"}]',
+      );
     },
   );
 
