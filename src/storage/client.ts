@@ -1,0 +1,351 @@
+// The only module that speaks S3 (AWS S3, R2, B2, Wasabi, MinIO, GCS interoperability). Everything else
+// sees Storage: put a file by its SHA-256 once, give a link the API can GET, stream a result in, clean up
+// multipart uploads a killed run left behind.
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import {
+  AbortMultipartUploadCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { EXIT, type ExitCode } from '../exit-codes.js';
+import type { StorageConfig } from './config.js';
+
+/**
+ * A storage failure the user fixes (credentials, bucket, endpoint): a one-line message and the exit code.
+ * Wrong or missing credentials exit 5 like a refused API key; a missing bucket or an unreachable
+ * endpoint is a configuration to fix before anything is charged: exit 1.
+ */
+export class StorageError extends Error {
+  readonly exitCode: ExitCode;
+  /** Worth retrying (network blip, 5xx, throttling). */
+  readonly transient: boolean;
+
+  constructor(message: string, exitCode: ExitCode, transient = false) {
+    super(message);
+    this.name = 'StorageError';
+    this.exitCode = exitCode;
+    this.transient = transient;
+  }
+}
+
+const CREDENTIAL_CODES = new Set([
+  'InvalidAccessKeyId',
+  'SignatureDoesNotMatch',
+  'AccessDenied',
+  'InvalidToken',
+  'ExpiredToken',
+  'CredentialsProviderError',
+  'Forbidden',
+]);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+]);
+
+interface SdkLikeError {
+  name?: string;
+  code?: string;
+  message?: string;
+  $metadata?: { httpStatusCode?: number };
+  cause?: unknown;
+}
+
+/** One line naming what to fix; never the secret (the SDK's messages do not carry it, and we add none). */
+export function describeStorageError(error: unknown, config: StorageConfig): StorageError {
+  if (error instanceof StorageError) return error;
+  const e = (error ?? {}) as SdkLikeError;
+  const name = e.name ?? '';
+  const status = e.$metadata?.httpStatusCode;
+  const where = config.endpoint ?? `S3 (${config.region})`;
+  const netCode = e.code ?? (e.cause as SdkLikeError | undefined)?.code;
+  if (netCode !== undefined && NETWORK_CODES.has(netCode)) {
+    return new StorageError(
+      `cannot reach the storage endpoint ${where} (${netCode}); check storage.endpoint and your network`,
+      EXIT.invalid,
+      true,
+    );
+  }
+  if (name === 'NoSuchBucket' || (name === 'NotFound' && status === 404 && e.message === 'NoSuchBucket')) {
+    return new StorageError(
+      `bucket ${config.bucket} does not exist at ${where}; create it or fix storage.url`,
+      EXIT.invalid,
+    );
+  }
+  if (CREDENTIAL_CODES.has(name) || status === 403 || /credential/i.test(name)) {
+    return new StorageError(
+      `storage credentials refused by ${where} for bucket ${config.bucket} (${name && name !== 'Unknown' ? name : `HTTP ${status}`}); set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE`,
+      EXIT.unauthorized,
+    );
+  }
+  const transient = status === undefined || status >= 500 || status === 429 || name === 'TimeoutError';
+  return new StorageError(
+    `storage error from ${where} for bucket ${config.bucket}: ${name || 'error'}${status ? ` (HTTP ${status})` : ''}`,
+    EXIT.invalid,
+    transient,
+  );
+}
+
+export interface PutResult {
+  key: string;
+  /** False when an object with this content was already there. */
+  uploaded: boolean;
+}
+
+export interface ResultUpload {
+  key: string;
+  bytes: number;
+  sha256: string;
+}
+
+export interface IncompleteUpload {
+  key: string;
+  uploadId: string;
+}
+
+export interface Storage {
+  readonly config: StorageConfig;
+  /** Fails with a StorageError when the bucket is missing, the credentials wrong or the endpoint down. */
+  check(): Promise<void>;
+  /** The key an input of this content lives at: `<prefix>/inputs/<sha256><ext>`. */
+  inputKey(sha256: string, ext: string): string;
+  /** Uploads unless an object of this content already exists under its content-addressed key. */
+  putIfAbsent(
+    key: string,
+    body: () => Readable | Buffer,
+    bytes: number,
+    contentType?: string,
+  ): Promise<PutResult>;
+  /** A GET link valid for at least link_ttl from now (or the public link under public_base). */
+  link(key: string): Promise<string>;
+  /** Streams a result into `key` (multipart above partSize), verifying its SHA-256 and size on the way. */
+  putStream(
+    key: string,
+    body: Readable,
+    opts?: { expectedBytes?: number; contentType?: string; signal?: AbortSignal },
+  ): Promise<ResultUpload>;
+  /** Multipart uploads under a prefix that a killed run left unfinished ([] where the server cannot list them). */
+  listIncomplete(prefix: string): Promise<IncompleteUpload[]>;
+  abort(upload: IncompleteUpload): Promise<void>;
+  /** Size of an object, or undefined when absent. */
+  size(key: string): Promise<number | undefined>;
+  getBytes(key: string): Promise<Buffer>;
+  destroy(): void;
+}
+
+export interface StorageOptions {
+  /** Part size for multipart uploads (S3 minimum 5 MiB). */
+  partSize?: number;
+  queueSize?: number;
+  /** The clock links are signed with (tests sign "in the past" to get an expired link). */
+  now?: () => Date;
+}
+
+const MIB = 1024 * 1024;
+
+/** Joins key parts with '/', skipping empty ones. */
+export function joinKey(...parts: string[]): string {
+  return parts
+    .map((p) => p.replace(/^\/+|\/+$/g, ''))
+    .filter((p) => p !== '')
+    .join('/');
+}
+
+export function createStorage(config: StorageConfig, opts: StorageOptions = {}): Storage {
+  // Credentials: not given here on purpose, so the SDK's default chain (env, shared file, profile,
+  // SSO, instance role) supplies them and we never hold or print them.
+  const client = new S3Client({
+    region: config.region,
+    ...(config.endpoint !== undefined ? { endpoint: config.endpoint, forcePathStyle: true } : {}),
+    // Third-party S3 servers (R2, MinIO, s3rver, B2) reject or ignore the CRC checksums the SDK adds by
+    // default since 3.729; send and check them only when an operation requires it. We verify SHA-256 ourselves.
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+    maxAttempts: 3,
+  });
+  const bucket = config.bucket;
+  const partSize = Math.max(5 * MIB, opts.partSize ?? 8 * MIB);
+  const queueSize = opts.queueSize ?? 4;
+  const wrap = async <T>(fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (error) {
+      throw describeStorageError(error, config);
+    }
+  };
+  const size = (key: string) =>
+    wrap(async () => {
+      try {
+        const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+        return head.ContentLength ?? 0;
+      } catch (error) {
+        const e = error as SdkLikeError;
+        if (e.$metadata?.httpStatusCode === 404 && e.name !== 'NoSuchBucket') {
+          // A 404 on HEAD has no body, so a missing bucket looks like a missing key: ask the bucket.
+          await client.send(new HeadBucketCommand({ Bucket: bucket })).catch((b: SdkLikeError) => {
+            if (b.$metadata?.httpStatusCode === 404) throw Object.assign(b, { name: 'NoSuchBucket' });
+            throw b;
+          });
+          return undefined;
+        }
+        throw error;
+      }
+    });
+
+  return {
+    config,
+    check: () =>
+      wrap(async () => {
+        try {
+          await client.send(new HeadBucketCommand({ Bucket: bucket }));
+        } catch (error) {
+          const e = error as SdkLikeError;
+          if (e.$metadata?.httpStatusCode === 404) throw Object.assign(e, { name: 'NoSuchBucket' });
+          throw error;
+        }
+      }),
+    inputKey: (sha256, ext) => joinKey(config.prefix, 'inputs', `${sha256}${ext}`),
+    async putIfAbsent(key, body, bytes, contentType) {
+      const existing = await size(key);
+      if (existing === bytes) return { key, uploaded: false };
+      await wrap(() =>
+        client.send(
+          new PutObjectCommand({
+            Bucket: bucket,
+            Key: key,
+            Body: body(),
+            ContentLength: bytes,
+            ...(contentType !== undefined ? { ContentType: contentType } : {}),
+          }),
+        ),
+      );
+      const stored = await size(key);
+      if (stored !== bytes) {
+        throw new StorageError(
+          `storage kept ${stored ?? 0} of ${bytes} bytes of ${key}; it will be retried`,
+          EXIT.invalid,
+          true,
+        );
+      }
+      return { key, uploaded: true };
+    },
+    async link(key) {
+      if (config.publicBase !== undefined) {
+        const below =
+          config.prefix !== '' && key.startsWith(`${config.prefix}/`)
+            ? key.slice(config.prefix.length + 1)
+            : key;
+        return `${config.publicBase}/${below.split('/').map(encodeURIComponent).join('/')}`;
+      }
+      return wrap(() =>
+        getSignedUrl(client, new GetObjectCommand({ Bucket: bucket, Key: key }), {
+          expiresIn: config.linkTtlSeconds,
+          ...(opts.now ? { signingDate: opts.now() } : {}),
+        }),
+      );
+    },
+    async putStream(key, body, o = {}) {
+      const hash = createHash('sha256');
+      let bytes = 0;
+      body.on('data', (chunk: Buffer) => {
+        hash.update(chunk);
+        bytes += chunk.length;
+      });
+      const upload = new Upload({
+        client,
+        params: {
+          Bucket: bucket,
+          Key: key,
+          Body: body,
+          ...(o.contentType !== undefined ? { ContentType: o.contentType } : {}),
+        },
+        partSize,
+        queueSize,
+        // On failure, abort the multipart upload rather than leave billed parts behind.
+        leavePartsOnError: false,
+      });
+      const onAbort = () => void upload.abort().catch(() => undefined);
+      o.signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        await wrap(() => upload.done());
+      } finally {
+        o.signal?.removeEventListener('abort', onAbort);
+      }
+      const sha256 = hash.digest('hex');
+      if (o.expectedBytes !== undefined && bytes !== o.expectedBytes) {
+        throw new StorageError(
+          `result ${key}: got ${bytes} of ${o.expectedBytes} bytes; it will be fetched again`,
+          EXIT.invalid,
+          true,
+        );
+      }
+      const stored = await size(key);
+      if (stored !== bytes) {
+        throw new StorageError(
+          `storage kept ${stored ?? 0} of ${bytes} bytes of ${key}; it will be retried`,
+          EXIT.invalid,
+          true,
+        );
+      }
+      return { key, bytes, sha256 };
+    },
+    listIncomplete: (prefix) =>
+      wrap(async () => {
+        const out: IncompleteUpload[] = [];
+        let keyMarker: string | undefined;
+        let uploadIdMarker: string | undefined;
+        for (;;) {
+          const page = await client
+            .send(
+              new ListMultipartUploadsCommand({
+                Bucket: bucket,
+                Prefix: prefix,
+                ...(keyMarker !== undefined ? { KeyMarker: keyMarker } : {}),
+                ...(uploadIdMarker !== undefined ? { UploadIdMarker: uploadIdMarker } : {}),
+              }),
+            )
+            .catch((error: SdkLikeError) => {
+              // Some S3 servers (s3rver, a few gateways) do not list multipart uploads. Nothing is lost:
+              // an unfinished multipart upload is never visible as an object, so a result is either
+              // complete or absent; only its orphaned parts stay until the bucket's lifecycle rule.
+              const status = error.$metadata?.httpStatusCode;
+              if (error.name === 'NotImplemented' || status === 501 || status === 405)
+                return { Uploads: [], IsTruncated: false };
+              throw error;
+            });
+          for (const u of page.Uploads ?? []) {
+            if (u.Key !== undefined && u.UploadId !== undefined)
+              out.push({ key: u.Key, uploadId: u.UploadId });
+          }
+          if (!page.IsTruncated) return out;
+          keyMarker = page.NextKeyMarker;
+          uploadIdMarker = page.NextUploadIdMarker;
+        }
+      }),
+    abort: (u) =>
+      wrap(async () => {
+        await client.send(
+          new AbortMultipartUploadCommand({ Bucket: bucket, Key: u.key, UploadId: u.uploadId }),
+        );
+      }),
+    size,
+    getBytes: (key) =>
+      wrap(async () => {
+        const res = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+        return Buffer.from(
+          await (res.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray(),
+        );
+      }),
+    destroy: () => client.destroy(),
+  };
+}
