@@ -9,6 +9,7 @@ import { joinPath, type SourceIndex } from './manifest/source-index.js';
 import type { ManifestProblem } from './manifest/types.js';
 import { isPlainObject } from './manifest/values.js';
 import { parseYaml } from './manifest/yaml-tree.js';
+import { resolveStorage, type StorageConfig, storageFileSchema } from './storage/config.js';
 import { registerSecret } from './util/secrets.js';
 
 /**
@@ -34,6 +35,8 @@ export interface Config {
   /** Where the config came from, for messages. */
   source?: string;
   apiKey?: string;
+  /** Bucket for local inputs (and results, if asked); absent when not configured. */
+  storage?: StorageConfig;
 }
 
 const configFileSchema = z.strictObject({
@@ -42,6 +45,7 @@ const configFileSchema = z.strictObject({
     .optional(),
   quota: z.number().positive().optional(),
   prices: z.record(z.string(), z.unknown()).optional(),
+  storage: storageFileSchema.optional(),
 });
 
 export const DEFAULT_CONFIG_FILE = 'mediabatch.config.yaml';
@@ -80,7 +84,8 @@ function configProblems(issues: readonly z.core.$ZodIssue[], index: SourceIndex)
     const parent = issue.path.map(String).join('.');
     for (const key of issue.keys) {
       const path = joinPath(parent, key);
-      const message = `unknown key; known keys are: ${CONFIG_KEYS.join(', ')}`;
+      const known = parent === 'storage' ? Object.keys(storageFileSchema.shape) : CONFIG_KEYS;
+      const message = `unknown key; known keys are: ${known.join(', ')}`;
       problems.push({ pos: index.keyAt(path), path, message });
     }
   }
@@ -147,5 +152,15 @@ export async function loadConfig(opts: {
   if (baseUrl) config.baseUrl = baseUrl;
   if (quota !== undefined) config.quota = quota;
   if (apiKey) config.apiKey = apiKey;
+  // Storage credentials are not read here: the AWS SDK's default chain finds them when the bucket is used.
+  // The secret key is registered so that scrub() removes it should an SDK message ever carry it.
+  registerSecret(opts.env['AWS_SECRET_ACCESS_KEY'] || undefined);
+  registerSecret(opts.env['AWS_SESSION_TOKEN'] || undefined);
+  try {
+    const storage = resolveStorage(parsed.data.storage, opts.env);
+    if (storage) config.storage = storage;
+  } catch (error) {
+    throw new ConfigError(`${shown}: ${(error as Error).message}`);
+  }
   return config;
 }

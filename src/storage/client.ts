@@ -9,6 +9,7 @@ import {
   HeadBucketCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
+  type ListMultipartUploadsCommandOutput,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
@@ -320,7 +321,7 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
               // complete or absent; only its orphaned parts stay until the bucket's lifecycle rule.
               const status = error.$metadata?.httpStatusCode;
               if (error.name === 'NotImplemented' || status === 501 || status === 405)
-                return { Uploads: [], IsTruncated: false };
+                return { Uploads: [], IsTruncated: false } as Partial<ListMultipartUploadsCommandOutput>;
               throw error;
             });
           for (const u of page.Uploads ?? []) {

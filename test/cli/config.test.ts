@@ -12,7 +12,7 @@ tasks:
     model: flat-image
     input: { prompt: a mug }
 `;
-const KNOWN = 'known keys are: base_url, quota, prices';
+const KNOWN = 'known keys are: base_url, quota, prices, storage';
 
 async function planWith(config: string | undefined, args: string[] = []) {
   const dir = await folder({
