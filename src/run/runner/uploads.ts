@@ -1,0 +1,103 @@
+// Local input files on their way to the API: each distinct file is uploaded once (its bucket key is its
+// SHA-256, so a rerun or another manifest finds it there and uploads nothing), a few at a time, retried;
+// then, just before each POST, every `file:` value of the request becomes a link fresh for link_ttl.
+// What is stored as the task's request keeps `file:path`, never the link: a new link each time must not
+// make a resumed task look "changed" (the callback URL precedent: added when sending, never stored).
+import { createReadStream } from 'node:fs';
+import pLimit from 'p-limit';
+import { type LocalInput, localRef, sha256File } from '../../media/local-input.js';
+import { type Storage, StorageError } from '../../storage/index.js';
+
+export interface UploadedInput {
+  key: string;
+  sha256: string;
+  /** False when the bucket already had it. */
+  uploaded: boolean;
+}
+
+export interface UploadOptions {
+  concurrency?: number;
+  /** Attempts per file for transient failures (network, 5xx). */
+  attempts?: number;
+  sleep?: (ms: number) => Promise<void>;
+  onProgress?: (done: number, total: number, input: LocalInput, result: UploadedInput) => void;
+}
+
+/**
+ * Uploads every distinct file (by content) once; returns the bucket key for each path as written.
+ * A failure that retrying cannot fix (credentials, bucket) throws at once: no task has been sent yet.
+ */
+export async function uploadLocalInputs(
+  storage: Storage,
+  inputs: readonly LocalInput[],
+  opts: UploadOptions = {},
+): Promise<Map<string, UploadedInput>> {
+  const limit = pLimit(opts.concurrency ?? 4);
+  const attempts = opts.attempts ?? 4;
+  const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const byReal = new Map<string, Promise<UploadedInput>>();
+  const byPath = new Map<string, UploadedInput>();
+  let done = 0;
+  const distinct = [...new Map(inputs.map((i) => [i.real, i])).values()];
+  // Two paths with the same bytes share one upload: the put is keyed by content, not by path.
+  const puts = new Map<string, Promise<boolean>>();
+  const put = async (key: string, input: LocalInput): Promise<boolean> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const done = await storage.putIfAbsent(
+          key,
+          () => createReadStream(input.real),
+          input.bytes,
+          input.contentType,
+        );
+        return done.uploaded;
+      } catch (error) {
+        if (!(error instanceof StorageError) || !error.transient || attempt >= attempts) throw error;
+        await sleep(250 * 2 ** (attempt - 1));
+      }
+    }
+  };
+  const one = async (input: LocalInput): Promise<UploadedInput> => {
+    const sha256 = await sha256File(input.real);
+    const key = storage.inputKey(sha256, input.ext);
+    const first = !puts.has(key);
+    if (first) puts.set(key, put(key, input));
+    const uploaded = await (puts.get(key) as Promise<boolean>);
+    return { key, sha256, uploaded: first && uploaded };
+  };
+  for (const input of distinct) {
+    byReal.set(
+      input.real,
+      limit(async () => {
+        const result = await one(input);
+        done += 1;
+        opts.onProgress?.(done, distinct.length, input, result);
+        return result;
+      }),
+    );
+  }
+  for (const input of inputs) {
+    byPath.set(input.path, await (byReal.get(input.real) as Promise<UploadedInput>));
+  }
+  return byPath;
+}
+
+/**
+ * The request as sent: each `file:` value replaced by a link valid link_ttl from now. Called once per
+ * POST, so a resumed run never sends a link signed in an earlier session.
+ */
+export async function withInputLinks(
+  body: Record<string, unknown>,
+  uploaded: ReadonlyMap<string, UploadedInput>,
+  storage: Storage,
+): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = { ...body };
+  for (const [field, value] of Object.entries(body)) {
+    const path = localRef(value);
+    if (path === undefined) continue;
+    const input = uploaded.get(path);
+    if (!input) throw new Error(`internal: ${field}: file:${path} was not uploaded before sending`);
+    out[field] = await storage.link(input.key);
+  }
+  return out;
+}
