@@ -106,8 +106,13 @@ export function isHttpUrl(value: unknown): value is string {
   }
 }
 
+/** `file:relative/path`: a local input, uploaded by `run` and sent as a link (src/run/runner/uploads.ts). */
+export function isLocalFile(value: unknown): value is string {
+  return typeof value === 'string' && /^file:[^/]/.test(value) && !value.startsWith('file://');
+}
+
 export const httpUrl: FieldCheck = (value, path) =>
-  isHttpUrl(value) ? OK : one(path, `must be an http(s) URL, got ${show(value)}`);
+  isHttpUrl(value) || isLocalFile(value) ? OK : one(path, `must be an http(s) URL, got ${show(value)}`);
 
 /** A list of `min` to `max` items, each checked by `item` at `path.i`. */
 export function list(item: FieldCheck, min: number, max: number, noun: string): FieldCheck {

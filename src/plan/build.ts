@@ -3,7 +3,7 @@
 // that carries every problem, located.
 
 import { stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { expectedJobMs } from '../catalog/durations.js';
 import { DEFAULT_PRICES } from '../catalog/prices.js';
 import type { PriceTable } from '../catalog/types.js';
@@ -18,6 +18,7 @@ import type {
 import type { ProbeResult, Prober } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
 import { ChainPlan } from './chains.js';
+import { measuringLocalFiles } from './local-inputs.js';
 import {
   addMediaNeeds,
   type CheckedTask,
@@ -147,6 +148,11 @@ export async function loadChecked(
   return { manifest: result.manifest, tasks: checked.tasks };
 }
 
+/** The measure, with `file:` inputs checked and measured locally even when nothing remote is measured. */
+function localAware(file: string, o: PlanOptions): PlanOptions['measure'] {
+  return measuringLocalFiles(o.measure, dirname(resolve(o.cwd, file)), o.allowOutside ?? false);
+}
+
 /** The chains of a manifest that has any, from its checked tasks (and the ids of those that failed). */
 function chainsOf(
   manifest: LoadedManifest,
@@ -167,7 +173,8 @@ function chainPlanOf(tasks: readonly CheckedTask[], specs: readonly TaskSpec[]):
 export async function planManifest(file: string, o: PlanOptions): Promise<PlanResult> {
   const { manifest, tasks } = await loadChecked(file, o);
   const needs = mediaNeeds(tasks);
-  const measured = o.measure && needs.length > 0 ? await o.measure(needs) : undefined;
+  const measure = localAware(file, o);
+  const measured = measure && needs.length > 0 ? await measure(needs) : undefined;
   const chains = chainsOf(manifest, tasks);
   chains?.measured(measured);
   const priced = priceTasks(
@@ -275,7 +282,8 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
       ...collapseRepeats(chainProblems),
     ]);
   }
-  const measured = o.measure && needs.size > 0 ? await o.measure([...needs.values()]) : undefined;
+  const measure = localAware(file, o);
+  const measured = measure && needs.size > 0 ? await measure([...needs.values()]) : undefined;
   chains?.measured(measured);
   if (measured || chains) {
     // Lengths change prices and may break rules: a second pass with what was measured.

@@ -1,6 +1,7 @@
 // The pure core between a manifest and money: task specs -> checked request bodies -> prices.
 // No I/O here; media lengths are measured by the caller and passed in.
 
+import { isLocalFile } from '../catalog/fields.js';
 import { checkRequest, findEntry, toWireBody } from '../catalog/index.js';
 import type {
   CatalogEntry,
@@ -150,6 +151,11 @@ export function* pricedTasks(
         continue;
       }
       const result = measured?.get(value);
+      // A local file that is missing, outside the folder or of the wrong kind is the manifest's mistake.
+      if (result && !result.ok && isLocalFile(value)) {
+        sizeIssues.push({ path: field.field, message: result.reason });
+        continue;
+      }
       if (result?.ok && result.bytes !== undefined && result.bytes > field.maxBytes) {
         sizeIssues.push({
           path: field.field,
