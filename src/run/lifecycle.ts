@@ -24,6 +24,7 @@ import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk
 import type { RunEvent } from './events.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
 import { quotaStanding } from './quota.js';
+import type { RunnerOptions } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { RunError, type RunSession } from './session.js';
 import { downloadConcurrencyFor, type RunPolicy, withCallbacks } from './settings.js';
@@ -200,6 +201,8 @@ export interface ExecuteOptions {
   /** Called once the receiver listens, with the address the service is told. */
   onReceiver?: (receiver: CallbackReceiver, publicBase: string) => void;
   download?: (url: string, dest: string, opts: DownloadOptions) => Promise<DownloadResult>;
+  /** Local inputs, uploaded already: turns `file:` values into fresh links at each POST (runner/uploads.ts). */
+  inputLinks?: RunnerOptions['inputLinks'];
 }
 
 export interface RunOutcome {
@@ -262,6 +265,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
       watch: o.policy.watch,
       stop: o.stop,
       ...(o.halt ? { halt: o.halt } : {}),
+      ...(o.inputLinks ? { inputLinks: o.inputLinks } : {}),
     },
   );
   const active = runner;

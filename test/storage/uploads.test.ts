@@ -8,7 +8,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/exit-codes.js';
 import { checkLocalInput, localRef } from '../../src/media/local-input.js';
 import { makeWav } from '../../src/media/synth.js';
-import { uploadLocalInputs, withInputLinks } from '../../src/run/runner/uploads.js';
+import {
+  localInputsOf,
+  NO_STORAGE_MESSAGE,
+  NoStorageError,
+  prepareLocalInputs,
+  uploadLocalInputs,
+  withInputLinks,
+} from '../../src/run/runner/uploads.js';
 import { createStorage, StorageError } from '../../src/storage/index.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';
 
@@ -144,5 +151,53 @@ describe('uploads', () => {
       back();
       s3.useCredentials();
     }
+  });
+
+  it('before the first POST: refused without storage; with it, uploaded once and linked at each send', async () => {
+    const wanted = localInputsOf([
+      {
+        body: { audio_url: 'file:voice.wav', prompt: 'x' },
+        mediaKinds: new Map([['audio_url', 'audio' as const]]),
+      },
+      {
+        body: { image_url: { file: 'faces/a.jpg' } },
+        mediaKinds: new Map([['image_url', 'image' as const]]),
+      },
+      { body: { audio_url: 'file:voice.wav' }, mediaKinds: new Map([['audio_url', 'audio' as const]]) },
+    ]);
+    expect(wanted).toEqual([
+      { path: 'voice.wav', kind: 'audio' },
+      { path: 'faces/a.jpg', kind: 'image' },
+    ]);
+    const refused = await prepareLocalInputs(undefined, dir, wanted).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(NoStorageError);
+    expect((refused as Error).message).toBe(NO_STORAGE_MESSAGE);
+    expect(await prepareLocalInputs(undefined, dir, [])).toBeUndefined();
+
+    const uploadedFlags: boolean[] = [];
+    const storage = createStorage(s3.config('u4'));
+    const links = await prepareLocalInputs(storage, dir, wanted, {
+      onProgress: (_d, _t, _i, r) => uploadedFlags.push(r.uploaded),
+    });
+    expect(uploadedFlags).toEqual([true, true]);
+    const sent = await links?.({ audio_url: 'file:voice.wav', image_url: { file: 'faces/a.jpg' } });
+    expect((await fetch(String(sent?.['image_url']))).status).toBe(200);
+    const again: boolean[] = [];
+    await prepareLocalInputs(createStorage(s3.config('u4')), dir, wanted, {
+      onProgress: (_d, _t, _i, r) => again.push(r.uploaded),
+    });
+    expect(again).toEqual([false, false]);
+    storage.destroy();
+  });
+
+  it('a bucket that does not exist stops before anything is uploaded or sent', async () => {
+    const storage = createStorage({ ...s3.config('u5'), bucket: 'missing-bucket' });
+    const error = await prepareLocalInputs(storage, dir, [{ path: 'voice.wav', kind: 'audio' }]).catch(
+      (e: unknown) => e,
+    );
+    expect((error as Error).message).toMatch(
+      /^bucket missing-bucket does not exist at http:\/\/127\.0\.0\.1:\d+; create it or fix storage\.url$/,
+    );
+    storage.destroy();
   });
 });

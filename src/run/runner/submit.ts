@@ -187,8 +187,11 @@ export class Submitter {
     try {
       for (let attempt = 0; ; ) {
         // The intent is committed before a byte is sent: a crash from here on leaves the task in doubt.
+        // Links to local inputs are signed before the intent (signing is local and cannot half-submit)
+        // and anew for each attempt, so a resumed or retried task never sends an expired one.
+        const sent = core.opts.inputLinks ? await core.opts.inputLinks(body) : body;
         const attemptNo = await core.writes.write(() => store.recordSubmitIntent(runId, task.taskId));
-        const outcome = await client.submit(entry.endpoint, body);
+        const outcome = await client.submit(entry.endpoint, sent);
         const ref = outcome.requestId ? ` (request ${outcome.requestId})` : '';
         const after = await recordOutcome(this.#parts, { task, entry, attemptNo, outcome, ref });
         // Only now is the real cost (or its absence) recorded: until then the worst case stays counted.

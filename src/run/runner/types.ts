@@ -103,6 +103,11 @@ export interface RunnerOptions {
   halt?: AbortSignal;
   /** With a callback receiver: the URL given to the service for each task. */
   callbackUrlFor?: (taskId: string) => string;
+  /**
+   * With local inputs (uploaded before the first POST): the request as sent, each `file:` value made a
+   * link fresh for link_ttl (src/run/runner/uploads.ts). The stored request keeps `file:path`.
+   */
+  inputLinks?: (body: RequestBody) => Promise<RequestBody>;
   /** `run --retries N`: replaces every task's own `retries` for this run. */
   retries?: number;
   /** `run --only`: submit only these tasks (the others stay pending). */

@@ -5,8 +5,10 @@
 // make a resumed task look "changed" (the callback URL precedent: added when sending, never stored).
 import { createReadStream } from 'node:fs';
 import pLimit from 'p-limit';
-import { type LocalInput, localRef, sha256File } from '../../media/local-input.js';
+import { checkLocalInput, type LocalInput, localRef, sha256File } from '../../media/local-input.js';
+import type { MediaKind } from '../../media/types.js';
 import { type Storage, StorageError } from '../../storage/index.js';
+import type { RunnerOptions } from './types.js';
 
 export interface UploadedInput {
   key: string;
@@ -100,4 +102,52 @@ export async function withInputLinks(
     out[field] = await storage.link(input.key);
   }
   return out;
+}
+
+/** `run` with local inputs and no bucket: refused before the first POST, saying how to configure one. */
+export const NO_STORAGE_MESSAGE =
+  'this manifest has local file: inputs and run must upload them: add storage: { url: s3://bucket/prefix } to mediabatch.config.yaml (or set MEDIABATCH_STORAGE_URL) with AWS credentials in the environment';
+
+export class NoStorageError extends Error {
+  override name = 'NoStorageError';
+}
+
+/** Every local input of these stored requests (media fields only), as (path, kind) pairs, distinct. */
+export function localInputsOf(
+  requests: Iterable<{ body: Record<string, unknown>; mediaKinds: ReadonlyMap<string, MediaKind> }>,
+): Array<{ path: string; kind: MediaKind }> {
+  const seen = new Map<string, MediaKind>();
+  for (const { body, mediaKinds } of requests) {
+    for (const [field, value] of Object.entries(body)) {
+      const path = localRef(value);
+      if (path !== undefined && !seen.has(path)) seen.set(path, mediaKinds.get(field) ?? 'image');
+    }
+  }
+  return [...seen].map(([path, kind]) => ({ path, kind }));
+}
+
+/**
+ * Before the first POST: refuse without storage, check and upload every local input once, and return
+ * the function the runner calls at each POST. Nothing is sent to the API until this has succeeded.
+ */
+export async function prepareLocalInputs(
+  storage: Storage | undefined,
+  dir: string,
+  wanted: ReadonlyArray<{ path: string; kind: MediaKind }>,
+  opts: UploadOptions & { allowOutside?: boolean } = {},
+): Promise<RunnerOptions['inputLinks']> {
+  if (wanted.length === 0) return undefined;
+  if (!storage) throw new NoStorageError(NO_STORAGE_MESSAGE);
+  const inputs: LocalInput[] = [];
+  for (const w of wanted) {
+    inputs.push(
+      await checkLocalInput(dir, w.path, w.kind, {
+        maxBytes: Number.POSITIVE_INFINITY,
+        ...(opts.allowOutside ? { allowOutside: true } : {}),
+      }),
+    );
+  }
+  await storage.check();
+  const uploaded = await uploadLocalInputs(storage, inputs, opts);
+  return (body) => withInputLinks(body, uploaded, storage);
 }
