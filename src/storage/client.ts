@@ -150,6 +150,12 @@ export interface StorageOptions {
   queueSize?: number;
   /** The clock links are signed with (tests sign "in the past" to get an expired link). */
   now?: () => Date;
+  /**
+   * The environment the CLI was given (io.env). Its AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/
+   * AWS_SESSION_TOKEN are used when set; otherwise the SDK's default chain (process env, shared files,
+   * profiles, SSO, instance roles) supplies credentials.
+   */
+  env?: NodeJS.ProcessEnv;
 }
 
 const MIB = 1024 * 1024;
@@ -165,8 +171,20 @@ export function joinKey(...parts: string[]): string {
 export function createStorage(config: StorageConfig, opts: StorageOptions = {}): Storage {
   // Credentials: not given here on purpose, so the SDK's default chain (env, shared file, profile,
   // SSO, instance role) supplies them and we never hold or print them.
+  const id = opts.env?.['AWS_ACCESS_KEY_ID'];
+  const secret = opts.env?.['AWS_SECRET_ACCESS_KEY'];
+  const token = opts.env?.['AWS_SESSION_TOKEN'];
   const client = new S3Client({
     region: config.region,
+    ...(id && secret
+      ? {
+          credentials: {
+            accessKeyId: id,
+            secretAccessKey: secret,
+            ...(token ? { sessionToken: token } : {}),
+          },
+        }
+      : {}),
     ...(config.endpoint !== undefined ? { endpoint: config.endpoint, forcePathStyle: true } : {}),
     // Third-party S3 servers (R2, MinIO, s3rver, B2) reject or ignore the CRC checksums the SDK adds by
     // default since 3.729; send and check them only when an operation requires it. We verify SHA-256 ourselves.

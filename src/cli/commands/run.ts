@@ -1,7 +1,8 @@
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
 import type { TaskOrder } from '../../manifest/types.js';
+import { LocalInputError } from '../../media/local-input.js';
 import { CALLBACK_PATH, callbackBaseProblem, parseListen } from '../../run/callbacks.js';
 import {
   closeCompleteRun,
@@ -12,6 +13,7 @@ import {
   type RunOutcome,
   writeRunReport,
 } from '../../run/lifecycle.js';
+import { NoStorageError, runInputLinks } from '../../run/runner/uploads.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession, RunError, type RunSession } from '../../run/session.js';
 import { scaledRunPolicy } from '../../run/settings.js';
@@ -19,6 +21,7 @@ import { refusalOf } from '../../run/unattended.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { SANDBOX_DEFAULTS } from '../../sandbox/options.js';
 import { startSandbox } from '../../sandbox/server.js';
+import { createStorage, StorageError } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import { registerSecret } from '../../util/secrets.js';
@@ -247,6 +250,36 @@ interface DriveArgs {
   callbacks: { host: string; port: number; publicBase?: string } | undefined;
 }
 
+/**
+ * Local `file:` inputs of the unfinished tasks, uploaded once before the first POST (nothing is sent
+ * when this fails); the function that links them at each POST, or undefined without local inputs.
+ */
+async function uploadLocalInputsFor(a: DriveArgs, out: (line?: string) => void) {
+  const storage = a.ctx.config.storage
+    ? createStorage(a.ctx.config.storage, { env: a.ctx.io.env })
+    : undefined;
+  try {
+    return await runInputLinks(
+      a.session.store,
+      a.session.runId,
+      dirname(resolve(a.ctx.io.cwd, a.file)),
+      storage,
+      {
+        ...(a.flags.allowOutsideData ? { allowOutside: true } : {}),
+        onProgress: (done, total, input, result) =>
+          out(
+            `  Upload ${done}/${total}: ${input.path} ${result.uploaded ? 'uploaded' : 'already in the bucket'}`,
+          ),
+      },
+    );
+  } catch (error) {
+    if (error instanceof NoStorageError) throw new ExitError(EXIT.invalid, error.message);
+    if (error instanceof StorageError) throw new ExitError(error.exitCode, error.message);
+    if (error instanceof LocalInputError) throw new ExitError(EXIT.invalid, error.message);
+    throw error;
+  }
+}
+
 /** Prints what the session found, the preflight, asks, then executes and prints the outcome. */
 async function driveRun(a: DriveArgs): Promise<number> {
   const { io, config } = a.ctx;
@@ -343,6 +376,7 @@ async function executeAndReport(
   // The handlers stay until the command ends: a second Ctrl-C while the closing balance is fetched or
   // the report is written must still quit at once, not fall back to the default (a kill by SIGINT).
   try {
+    const inputLinks = await uploadLocalInputsFor(a, out);
     let outcome: RunOutcome;
     try {
       outcome = await executeRun(session, {
@@ -361,6 +395,7 @@ async function executeAndReport(
         // Without a receiver, the manifest's callback_url goes to the service as it is (a receiver of the user's).
         ...(!a.callbacks && plan.settings.callbackUrl ? { plainCallbackUrl: plan.settings.callbackUrl } : {}),
         taskIds: plan.taskIds,
+        ...(inputLinks ? { inputLinks } : {}),
         stop: interrupts.stop,
         halt: interrupts.halt,
         onProgress: (p) => view.update(p),

@@ -5,9 +5,12 @@
 // make a resumed task look "changed" (the callback URL precedent: added when sending, never stored).
 import { createReadStream } from 'node:fs';
 import pLimit from 'p-limit';
+import { findEntry } from '../../catalog/index.js';
+import type { CatalogEntry } from '../../catalog/types.js';
 import { checkLocalInput, type LocalInput, localRef, sha256File } from '../../media/local-input.js';
 import type { MediaKind } from '../../media/types.js';
 import { type Storage, StorageError } from '../../storage/index.js';
+import type { Store } from '../../store/index.js';
 import type { RunnerOptions } from './types.js';
 
 export interface UploadedInput {
@@ -150,4 +153,35 @@ export async function prepareLocalInputs(
   await storage.check();
   const uploaded = await uploadLocalInputs(storage, inputs, opts);
   return (body) => withInputLinks(body, uploaded, storage);
+}
+
+/** The media kind of a request field: the catalog's, else what its name says (image_url, video_url…). */
+function kindOf(entry: CatalogEntry | undefined, field: string): MediaKind {
+  const known = entry?.mediaFields.find((f) => f.field === field)?.kind;
+  if (known) return known;
+  if (/video/i.test(field)) return 'video';
+  if (/audio|voice|song|music/i.test(field)) return 'audio';
+  return 'image';
+}
+
+/**
+ * For `run`: the local inputs of the run's unfinished tasks, uploaded, and the link function for the
+ * runner; undefined when the run has no local inputs. `dir` is the manifest's folder.
+ */
+export async function runInputLinks(
+  store: Store,
+  runId: string,
+  dir: string,
+  storage: Storage | undefined,
+  opts: UploadOptions & { allowOutside?: boolean } = {},
+): Promise<RunnerOptions['inputLinks']> {
+  const requests: Array<{ body: Record<string, unknown>; mediaKinds: Map<string, MediaKind> }> = [];
+  for (const task of store.tasksOfRun(runId)) {
+    if (task.state !== 'pending') continue;
+    if (!task.wireBody.includes('file:') && !task.wireBody.includes('"file"')) continue;
+    const body = JSON.parse(task.wireBody) as Record<string, unknown>;
+    const entry = findEntry(task.model);
+    requests.push({ body, mediaKinds: new Map(Object.keys(body).map((f) => [f, kindOf(entry, f)])) });
+  }
+  return prepareLocalInputs(storage, dir, localInputsOf(requests), opts);
 }

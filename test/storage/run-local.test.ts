@@ -1,0 +1,80 @@
+// `run --sandbox` with local inputs over real HTTP: refused without storage before any POST; with
+// s3rver, each file uploaded once, the sandbox fetches the presigned links, and a second run uploads nothing.
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeWav } from '../../src/media/synth.js';
+import { cli } from '../helpers/cli.js';
+import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
+
+let s3: TestS3;
+let dir: string;
+beforeAll(async () => {
+  s3 = await startS3();
+  dir = await mkdtemp(join(tmpdir(), 'mb-run-local-'));
+  await writeFile(join(dir, 'song.wav'), makeWav(6));
+  await writeFile(join(dir, 'voice.wav'), makeWav(3));
+  for (const name of ['a', 'b', 'c', 'd']) {
+    await writeFile(
+      join(dir, `${name}.yaml`),
+      `version: 1\nname: local-${name}\ntasks:\n  - id: cover\n    model: voice-cover\n    input: { audio_url: "file:song.wav", reference_audio_url: "file:voice.wav" }\n`,
+    );
+  }
+});
+afterAll(async () => {
+  await s3.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('run with local inputs', () => {
+  it('without storage: one line saying how to configure it, exit 1, nothing sent', async () => {
+    const run = await cli(['run', 'a.yaml', '--sandbox', '--yes', '--state', 'a.db'], { cwd: dir });
+    expect(run.stderr).toContain(
+      'this manifest has local file: inputs and run must upload them: add storage: { url: s3://bucket/prefix } to mediabatch.config.yaml',
+    );
+    expect(run.code).toBe(1);
+    expect(run.stdout).not.toContain('Charged');
+  });
+
+  it('wrong credentials: one line, exit 5, nothing charged, the secret nowhere', async () => {
+    const sentinel = 'SENTINEL-run-secret-93ab';
+    const env = {
+      MEDIABATCH_STORAGE_URL: `s3://${s3.bucket}/mb`,
+      MEDIABATCH_STORAGE_ENDPOINT: s3.endpoint,
+      AWS_ACCESS_KEY_ID: 'WRONGKEY',
+      AWS_SECRET_ACCESS_KEY: sentinel,
+    };
+    const run = await cli(['run', 'd.yaml', '--sandbox', '--yes', '--state', 'w.db'], { cwd: dir, env });
+    expect(run.stderr).toMatch(
+      /storage credentials refused by http:\/\/127\.0\.0\.1:\d+ for bucket mediabatch-test \(HTTP 403\)/,
+    );
+    expect(run.code).toBe(5);
+    expect(run.stdout).not.toContain('Charged');
+    expect(run.stdout + run.stderr).not.toContain(sentinel);
+    expect(readFileSync(join(dir, 'w.db')).includes(sentinel)).toBe(false);
+  });
+
+  it('with storage: uploads each file once, the sandbox gets working links; a second run uploads nothing', async () => {
+    const env = {
+      MEDIABATCH_STORAGE_URL: `s3://${s3.bucket}/mb`,
+      MEDIABATCH_STORAGE_ENDPOINT: s3.endpoint,
+      AWS_ACCESS_KEY_ID: S3_KEY_ID,
+      AWS_SECRET_ACCESS_KEY: S3_SECRET,
+    };
+    const first = await cli(
+      ['run', 'b.yaml', '--sandbox', '--sandbox-speed', '0', '--yes', '--state', 'b.db'],
+      { cwd: dir, env },
+    );
+    expect(first.stdout + first.stderr).toMatch(/Upload 2\/2: .* uploaded/);
+    expect(first.code, first.stdout + first.stderr).toBe(0);
+    const second = await cli(
+      ['run', 'c.yaml', '--sandbox', '--sandbox-speed', '0', '--yes', '--state', 'c.db'],
+      { cwd: dir, env },
+    );
+    expect(second.stdout).not.toMatch(/ uploaded$/m);
+    expect(second.stdout).toContain('already in the bucket');
+    expect(second.code, second.stderr).toBe(0);
+  });
+});
