@@ -11,6 +11,8 @@ import { FAST_POLLS } from '../helpers/run-env.js';
 const MANIFESTS = resolve('manifests');
 const EXAMPLES = readdirSync(MANIFESTS)
   .filter((name) => name.endsWith('.yaml'))
+  // Local inputs need a bucket: test/storage/local-inputs-manifest.test.ts runs it with an S3 server.
+  .filter((name) => name !== 'local-inputs.yaml')
   .sort();
 
 interface ReportTask {
