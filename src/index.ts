@@ -11,6 +11,7 @@ import type { RunEvent } from './run/events.js';
 import type { RunProgress } from './run/runner.js';
 import { scaledRunPolicy } from './run/settings.js';
 import { runUnattended, type UnattendedOutcome } from './run/unattended.js';
+import type { StorageConfig } from './storage/index.js';
 import { keyFingerprint, openStore } from './store/index.js';
 import { createLogger, type Logger } from './util/log.js';
 import { registerSecret } from './util/secrets.js';
@@ -69,6 +70,11 @@ export interface RunManifestOptions extends PlanManifestOptions {
   /** Multiplies every wait (polls, retries); 1 is real timing. */
   timeScale?: number;
   logger?: Logger;
+  /**
+   * The bucket for local `file:` inputs (S3, R2, MinIO…); credentials come from the AWS chain (environment,
+   * shared files, profiles), never from here. Without it a manifest with local inputs is refused.
+   */
+  storage?: StorageConfig;
 }
 
 /**
@@ -102,6 +108,8 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
       logger,
       ...(o.concurrency !== undefined ? { concurrency: o.concurrency } : {}),
       ...(o.retries !== undefined ? { retries: o.retries } : {}),
+      // Loaded only when a bucket is configured: the AWS SDK is not needed otherwise.
+      ...(o.storage ? { storage: (await import('./storage/index.js')).createStorage(o.storage) } : {}),
       allowPartial: o.allowPartial ?? false,
       policy: scaledRunPolicy(o.timeScale ?? 1),
       ...(o.signal ? { signal: o.signal } : {}),

@@ -1,9 +1,11 @@
 // A whole run with nobody at a terminal: open, preflight, refuse or execute, close, report. The scheduler
 // fires runs through this, and a script that imports mediabatch does the same (see src/index.ts).
 
+import { dirname } from 'node:path';
 import type { ApiClient } from '../api/client.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
+import type { Storage } from '../storage/index.js';
 import type { Store, TaskState } from '../store/index.js';
 import type { Logger } from '../util/log.js';
 import type { RunEvent } from './events.js';
@@ -16,6 +18,7 @@ import {
   type RunOutcome,
   writeRunReport,
 } from './lifecycle.js';
+import { unattendedInputLinks } from './runner/uploads.js';
 import type { RunProgress } from './runner.js';
 import { openRunSession, type PlannedRun } from './session.js';
 import { DEFAULT_RUN_POLICY, type RunPolicy } from './settings.js';
@@ -33,6 +36,8 @@ export interface UnattendedRunOptions {
   configQuota?: number;
   /** The account's prices (chained tasks are priced exactly with them when filled in). */
   prices?: PriceTable;
+  /** The account's bucket: local `file:` inputs are uploaded there before the first POST. */
+  storage?: Storage;
   runId?: string;
   /** A cap on top of the manifest's budget (the scheduler passes what is left of budget_per_period). */
   budgetCap?: number;
@@ -96,7 +101,15 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       session.refuse(EXIT.refused);
       return { kind: 'refused', runId, exitCode: EXIT.refused, message: refusal, preflight };
     }
+    // Local inputs are uploaded before anything is sent; a problem stops the run with nothing charged.
+    const inputLinks = await unattendedInputLinks(o.store, runId, dirname(o.manifestPath), o.storage).catch(
+      (error: unknown) => {
+        session.refuse(EXIT.invalid);
+        throw error;
+      },
+    );
     const outcome = await executeRun(session, {
+      ...(inputLinks ? { inputLinks } : {}),
       client: o.client,
       keyFingerprint: o.keyFingerprint,
       logger: o.logger,

@@ -15,6 +15,7 @@ import { SpendStore } from './spend.js';
 import { SubmissionStore } from './submissions.js';
 import { TaskStore } from './tasks.js';
 import type { Clock } from './types.js';
+import { UploadStore } from './uploads.js';
 
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
 export { StoreError } from './db.js';
@@ -45,6 +46,7 @@ export type { SubmitRecorded } from './submissions.js';
 export { periodOf } from './time.js';
 export * from './transitions.js';
 export * from './types.js';
+export type { UploadRecord } from './uploads.js';
 
 /** The outcome of one write of a `batch`. */
 export type BatchResult = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -94,6 +96,11 @@ export class Store {
   readonly markDone: TaskStore['markDone'];
   readonly moveTask: TaskStore['moveTask'];
   readonly setTaskError: TaskStore['setTaskError'];
+
+  // Local inputs in a bucket (issue 18)
+  readonly hasUpload: UploadStore['hasUpload'];
+  readonly recordUpload: UploadStore['recordUpload'];
+  readonly pendingRequestsWith: UploadStore['pendingRequestsWith'];
 
   // Chains (issue 17)
   readonly hasChains: ChainStore['hasChains'];
@@ -173,6 +180,11 @@ export class Store {
     this.setRunBalance = runs.setRunBalance.bind(runs);
     this.updateRunSettings = runs.updateRunSettings.bind(runs);
     this.setCallbackToken = runs.setCallbackToken.bind(runs);
+
+    const uploads = new UploadStore(db, now);
+    this.hasUpload = uploads.hasUpload.bind(uploads);
+    this.recordUpload = uploads.recordUpload.bind(uploads);
+    this.pendingRequestsWith = uploads.pendingRequestsWith.bind(uploads);
 
     const chains = new ChainStore(db, now);
     this.hasChains = chains.hasChains.bind(chains);

@@ -279,4 +279,21 @@ ALTER TABLE tasks ADD COLUMN planned_body TEXT;
 ALTER TABLE tasks ADD COLUMN planned_estimate TEXT CHECK (planned_estimate IS NULL OR json_valid(planned_estimate));
 `,
   },
+  {
+    id: 8,
+    name: 'uploads: local input files already in a bucket, by content',
+    sql: `
+-- A local input uploaded once (issue 18): its object is named by its SHA-256, so a rerun or another
+-- manifest that uses the same bytes finds it here and uploads nothing. \`storage\` names the bucket
+-- (endpoint and bucket), never a credential.
+CREATE TABLE uploads (
+  storage     TEXT NOT NULL,
+  key         TEXT NOT NULL,
+  sha256      TEXT NOT NULL CHECK (length(sha256) = 64),
+  bytes       INTEGER NOT NULL CHECK (bytes >= 0),
+  uploaded_at TEXT NOT NULL,
+  PRIMARY KEY (storage, key)
+) STRICT, WITHOUT ROWID;
+`,
+  },
 ];

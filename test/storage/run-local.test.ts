@@ -1,9 +1,11 @@
 // `run --sandbox` with local inputs over real HTTP: refused without storage before any POST; with
 // s3rver, each file uploaded once, the sandbox fetches the presigned links, and a second run uploads nothing.
+
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeWav } from '../../src/media/synth.js';
 import { cli } from '../helpers/cli.js';
@@ -16,7 +18,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mb-run-local-'));
   await writeFile(join(dir, 'song.wav'), makeWav(6));
   await writeFile(join(dir, 'voice.wav'), makeWav(3));
-  for (const name of ['a', 'b', 'c', 'd']) {
+  for (const name of ['a', 'b', 'c', 'd', 'e']) {
     await writeFile(
       join(dir, `${name}.yaml`),
       `version: 1\nname: local-${name}\ntasks:\n  - id: cover\n    model: voice-cover\n    input: { audio_url: "file:song.wav", reference_audio_url: "file:voice.wav" }\n`,
@@ -76,5 +78,17 @@ describe('run with local inputs', () => {
     expect(second.stdout).not.toMatch(/ uploaded$/m);
     expect(second.stdout).toContain('already in the bucket');
     expect(second.code, second.stderr).toBe(0);
+    // With the first run's state file, another manifest's run does not even ask the bucket: it is recorded.
+    const third = await cli(
+      ['run', 'e.yaml', '--sandbox', '--sandbox-speed', '0', '--yes', '--state', 'b.db'],
+      { cwd: dir, env },
+    );
+    expect(third.code, third.stderr).toBe(0);
+    expect(third.stdout).toMatch(/Upload 2\/2: .* already in the bucket \(uploaded by an earlier run\)/);
+    const uploads = new Database(join(dir, 'b.db'), { readonly: true })
+      .prepare('SELECT key, bytes FROM uploads')
+      .all() as Array<{ key: string; bytes: number }>;
+    expect(uploads).toHaveLength(2);
+    for (const row of uploads) expect(row.key).toMatch(/^mb\/inputs\/[0-9a-f]{64}\.\w+$/);
   });
 });

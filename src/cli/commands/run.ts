@@ -268,7 +268,7 @@ async function uploadLocalInputsFor(a: DriveArgs, out: (line?: string) => void) 
         ...(a.flags.allowOutsideData ? { allowOutside: true } : {}),
         onProgress: (done, total, input, result) =>
           out(
-            `  Upload ${done}/${total}: ${input.path} ${result.uploaded ? 'uploaded' : 'already in the bucket'}`,
+            `  Upload ${done}/${total}: ${input.path} ${result.uploaded ? 'uploaded' : result.recorded ? 'already in the bucket (uploaded by an earlier run)' : 'already in the bucket'}`,
           ),
       },
     );

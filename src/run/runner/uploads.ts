@@ -7,10 +7,18 @@ import { createReadStream } from 'node:fs';
 import pLimit from 'p-limit';
 import { findEntry } from '../../catalog/index.js';
 import type { CatalogEntry } from '../../catalog/types.js';
-import { checkLocalInput, type LocalInput, localRef, sha256File } from '../../media/local-input.js';
+import { EXIT } from '../../exit-codes.js';
+import {
+  checkLocalInput,
+  type LocalInput,
+  LocalInputError,
+  localRef,
+  sha256File,
+} from '../../media/local-input.js';
 import type { MediaKind } from '../../media/types.js';
 import { type Storage, StorageError } from '../../storage/index.js';
 import type { Store } from '../../store/index.js';
+import { RunError } from '../session.js';
 import type { RunnerOptions } from './types.js';
 
 export interface UploadedInput {
@@ -18,6 +26,8 @@ export interface UploadedInput {
   sha256: string;
   /** False when the bucket already had it. */
   uploaded: boolean;
+  /** The state database says it was uploaded before: the bucket was not even asked. */
+  recorded?: boolean;
 }
 
 export interface UploadOptions {
@@ -26,6 +36,11 @@ export interface UploadOptions {
   attempts?: number;
   sleep?: (ms: number) => Promise<void>;
   onProgress?: (done: number, total: number, input: LocalInput, result: UploadedInput) => void;
+  /** Objects uploaded before (the state database): found there, a file is not sent to the bucket again. */
+  known?: {
+    has(key: string, sha256: string, bytes: number): boolean;
+    record(key: string, sha256: string, bytes: number): void;
+  };
 }
 
 /**
@@ -65,9 +80,11 @@ export async function uploadLocalInputs(
   const one = async (input: LocalInput): Promise<UploadedInput> => {
     const sha256 = await sha256File(input.real);
     const key = storage.inputKey(sha256, input.ext);
+    if (opts.known?.has(key, sha256, input.bytes)) return { key, sha256, uploaded: false, recorded: true };
     const first = !puts.has(key);
     if (first) puts.set(key, put(key, input));
     const uploaded = await (puts.get(key) as Promise<boolean>);
+    if (first) opts.known?.record(key, sha256, input.bytes);
     return { key, sha256, uploaded: first && uploaded };
   };
   for (const input of distinct) {
@@ -176,12 +193,40 @@ export async function runInputLinks(
   opts: UploadOptions & { allowOutside?: boolean } = {},
 ): Promise<RunnerOptions['inputLinks']> {
   const requests: Array<{ body: Record<string, unknown>; mediaKinds: Map<string, MediaKind> }> = [];
-  for (const task of store.tasksOfRun(runId)) {
-    if (task.state !== 'pending') continue;
-    if (!task.wireBody.includes('file:') && !task.wireBody.includes('"file"')) continue;
-    const body = JSON.parse(task.wireBody) as Record<string, unknown>;
+  // Only the pending requests that mention a file are read: a run of a million tasks is not loaded.
+  for (const task of store.pendingRequestsWith(runId, 'file')) {
+    if (!task.body.includes('file:') && !task.body.includes('"file"')) continue;
+    const body = JSON.parse(task.body) as Record<string, unknown>;
     const entry = findEntry(task.model);
     requests.push({ body, mediaKinds: new Map(Object.keys(body).map((f) => [f, kindOf(entry, f)])) });
   }
-  return prepareLocalInputs(storage, dir, localInputsOf(requests), opts);
+  const where = `${storage?.config.endpoint ?? 'aws'} ${storage?.config.bucket ?? ''}`;
+  const known: UploadOptions['known'] = {
+    has: (key, sha256, bytes) => store.hasUpload(where, key, sha256, bytes),
+    record: (key, sha256, bytes) => store.recordUpload({ storage: where, key, sha256, bytes }),
+  };
+  return prepareLocalInputs(storage, dir, localInputsOf(requests), { known, ...opts });
+}
+
+/**
+ * For runs without a terminal (the scheduler, `run()` in the library): the local inputs uploaded and the
+ * link function, or the problem as a RunError (exit 1, or 5 for refused storage credentials).
+ */
+export async function unattendedInputLinks(
+  store: Store,
+  runId: string,
+  dir: string,
+  storage: Storage | undefined,
+): Promise<RunnerOptions['inputLinks']> {
+  try {
+    return await runInputLinks(store, runId, dir, storage);
+  } catch (error) {
+    if (error instanceof NoStorageError || error instanceof LocalInputError) {
+      throw new RunError('invalid', error.message);
+    }
+    if (error instanceof StorageError) {
+      throw new RunError(error.exitCode === EXIT.unauthorized ? 'unauthorized' : 'invalid', error.message);
+    }
+    throw error;
+  }
 }
