@@ -19,6 +19,8 @@ export interface ExpandContext {
   shownDir: string;
   maxTasks: number;
   readFile: (path: string) => Promise<Buffer>;
+  /** The files a `foreach` glob matches, relative to the manifest's folder, sorted; or why none can be. */
+  listFiles: (pattern: string) => Promise<{ ok: true; paths: string[] } | { ok: false; message: string }>;
   /** The manifest's `file_name`, for tasks without their own. */
   fileName?: unknown;
 }

@@ -1,15 +1,16 @@
 // Task declarations → task specs: matrix combinations × foreach rows × repeat copies, with templates
 // rendered per task. The count is computed and checked against the limit before anything is expanded.
 
-import { isAbsolute, join, resolve } from 'node:path';
+import { basename, extname, isAbsolute, join, resolve } from 'node:path';
 import { parseReference, placeholdersOfAfter, SINGLE } from './after.js';
 import type { Declaration, ExpandContext } from './declaration.js';
 import { Expander } from './expander.js';
+import { isGlob } from './files.js';
 import { type RowsResult, readRows } from './foreach.js';
 import { combos, countCombos, type MatrixPlan, matrixPlan, productSize } from './matrix.js';
 import { BUILTIN_NAMES, lookupIn, type Scope } from './scope.js';
 import { type CompiledValue, type CompileError, compileValue, renderValue } from './template.js';
-import type { LocatedReference, ManifestProblem, TaskSpec } from './types.js';
+import type { LocatedReference, ManifestProblem, SourcePos, TaskSpec } from './types.js';
 import { describeValue, formatCount, isPlainObject, type PlainObject } from './values.js';
 
 export type { ExpandContext } from './declaration.js';
@@ -215,7 +216,9 @@ async function prepareRows(
     let pending = rowCache.get(absolute);
     if (!pending) {
       const shown = isAbsolute(path) ? path : join(ctx.shownDir, path);
-      pending = readRows({ path: absolute, shown, field, pos }, ctx.readFile);
+      pending = isGlob(path)
+        ? globRows(path, shown, field, pos, ctx)
+        : readRows({ path: absolute, shown, field, pos }, ctx.readFile);
       rowCache.set(absolute, pending);
     }
     const result = await pending;
@@ -236,6 +239,32 @@ async function prepareRows(
   declaration.rows = () => rows;
   declaration.factors.push(`${formatCount(rows.length)} rows`);
   return comboCount * rows.length * declaration.repeat;
+}
+
+/** One row per file a glob matches: `{{row.path}}` (relative to the manifest), `{{row.name}}`, `{{row.stem}}`. */
+async function globRows(
+  pattern: string,
+  shown: string,
+  field: string,
+  pos: SourcePos,
+  ctx: ExpandContext,
+): Promise<RowsResult> {
+  const listed = await ctx.listFiles(pattern);
+  if (!listed.ok) return { ok: false, problems: [{ pos, path: field, message: listed.message }] };
+  if (listed.paths.length === 0) {
+    return {
+      ok: false,
+      problems: [
+        { pos, path: field, message: `${shown} matches no file; one task is made per matching file` },
+      ],
+    };
+  }
+  const rows = listed.paths.map((path) => {
+    const name = basename(path);
+    const ext = extname(name);
+    return { path, name, stem: ext === '' ? name : name.slice(0, -ext.length) };
+  });
+  return { ok: true, rows };
 }
 
 function formatProblemKey(problem: ManifestProblem): string {

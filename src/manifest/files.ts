@@ -3,7 +3,7 @@
 // /proc/self/environ linked in by a hostile data set must be refused at once, never read or quoted.
 
 import { constants, type Stats } from 'node:fs';
-import { open, realpath } from 'node:fs/promises';
+import { open, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve } from 'node:path';
 import { scrub } from '../util/secrets.js';
 
@@ -135,4 +135,48 @@ export function excerpt(text: string, max = Number.POSITIVE_INFINITY): string {
   // Control characters first: an environment dump separates its entries with NUL, shown as `?`.
   const cleaned = visible(scrub(text)).replace(ASSIGNMENT, '$1=[redacted]');
   return cleaned.length > max ? `${cleaned.slice(0, max - 1)}…` : cleaned;
+}
+
+/** Whether a `foreach` path is a glob of files (`faces/*.jpg`) rather than one data file. */
+export function isGlob(path: string): boolean {
+  return /[*?[{]/.test(path);
+}
+
+/**
+ * Lists the regular files a glob matches under the manifest's folder, sorted (one task per file, in an
+ * order that does not depend on the file system). Like data files, they must stay inside the folder:
+ * a pattern with an absolute path or `..`, and links that lead out, are refused unless allowed.
+ */
+export function dataFileLister(opts: {
+  dir: string;
+  allowOutside: boolean;
+}): (pattern: string) => Promise<{ ok: true; paths: string[] } | { ok: false; message: string }> {
+  return async (pattern) => {
+    const outside = isAbsolute(pattern) || pattern.split(/[\\/]/).includes('..');
+    if (outside && !opts.allowOutside) {
+      return {
+        ok: false,
+        message: `"${pattern}" leads outside the manifest's folder; foreach files must be inside it (or use --allow-outside-data)`,
+      };
+    }
+    const { glob } = await import('tinyglobby');
+    const found = await glob(pattern, {
+      cwd: opts.dir,
+      onlyFiles: true,
+      dot: false,
+      expandDirectories: false,
+      followSymbolicLinks: false,
+    });
+    const realDir = await realpath(opts.dir).catch(() => resolve(opts.dir));
+    const paths: string[] = [];
+    for (const path of found) {
+      const absolute = resolve(opts.dir, path);
+      const real = await realpath(absolute).catch(() => undefined);
+      if (real === undefined) continue;
+      if (!opts.allowOutside && !inside(realDir, real)) continue;
+      const info = await stat(real).catch(() => undefined);
+      if (info?.isFile()) paths.push(path.split('\\').join('/'));
+    }
+    return { ok: true, paths: paths.sort() };
+  };
 }

@@ -8,7 +8,7 @@ import {
   expandDeclarations,
   prepareDeclarations,
 } from './expand.js';
-import { dataFileReader, excerpt, FileRefused, readRegularFile } from './files.js';
+import { dataFileLister, dataFileReader, excerpt, FileRefused, readRegularFile } from './files.js';
 import { DEFAULT_MAX_TASKS, MAX_DATA_BYTES, MAX_MANIFEST_BYTES } from './limits.js';
 import { Problems } from './problems.js';
 import { manifestSchema } from './schema.js';
@@ -28,6 +28,8 @@ export interface LoadOptions {
    * only regular files are read, within the size limits.
    */
   readFile?: (path: string) => Promise<Buffer>;
+  /** Lists the files of a `foreach` glob (tests give an in-memory folder); the manifest's folder by default. */
+  listFiles?: ExpandContext['listFiles'];
   /** Let `foreach` read data files outside the manifest's folder (CLI: --allow-outside-data). */
   allowOutside?: boolean;
   /** Refuse manifests that expand to more tasks (default 1,000,000). */
@@ -125,6 +127,8 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
     shownDir: dirname(file),
     maxTasks: opts.maxTasks ?? DEFAULT_MAX_TASKS,
     ...(typeof doc.file_name === 'string' ? { fileName: doc.file_name } : {}),
+    listFiles:
+      opts.listFiles ?? dataFileLister({ dir: dirname(absolute), allowOutside: opts.allowOutside ?? false }),
     readFile: dataFileReader({
       dir: dirname(absolute),
       allowOutside: opts.allowOutside ?? false,

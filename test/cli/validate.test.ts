@@ -71,10 +71,13 @@ describe('validate', () => {
     expect(r.code).toBe(0);
   });
 
-  it('accepts every example at once, one line each', async () => {
+  it('accepts every example at once, one line each (and a note for local files)', async () => {
     const r = await cli(['validate', ...examples]);
     expect(r.code).toBe(0);
-    expect(lines(r.stdout)).toHaveLength(examples.length);
+    expect(lines(r.stdout).filter((line) => !line.startsWith('  '))).toHaveLength(examples.length);
+    expect(r.stdout).toContain(
+      'manifests/local-inputs.yaml: valid, 4 tasks (2 video-face-swap, 1 ai_dance_move, 1 voice-cover)\n  4 local files (file:): `run` uploads them to the bucket of storage: in mediabatch.config.yaml (or MEDIABATCH_STORAGE_URL) and refuses without one\n',
+    );
     expect(r.stdout).toContain(
       'manifests/demo.yaml: valid, 12 tasks (5 flat-image, 3 speech-v3, 1 oc-maker, 2 anime-waifu, 1 flow22_spicy)\n',
     );

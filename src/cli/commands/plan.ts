@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Config } from '../../config.js';
 import type { ManifestSettings } from '../../manifest/types.js';
+import { localRef } from '../../media/local-input.js';
 import type { ProbeResult } from '../../media/types.js';
 import {
   type PlanOptions,
@@ -28,6 +29,7 @@ import { EXIT, ExitError } from '../errors.js';
 import { fmtRange, fmtTokens, fmtUsdRange, table, tableLines } from '../format.js';
 import type { CliIO } from '../io.js';
 import { planning, plural } from '../load.js';
+import { LOCAL_FILES_NOTE } from './validate.js';
 
 export interface PlanDeps {
   io: CliIO;
@@ -334,7 +336,14 @@ function* planText(
   );
 
   const noted: { id: string; notes: string[] }[] = [];
-  for (const t of tasks) if (t.mediaNotes.length > 0) noted.push({ id: t.spec.id, notes: t.mediaNotes });
+  const local = new Set<string>();
+  for (const t of tasks) {
+    if (t.mediaNotes.length > 0) noted.push({ id: t.spec.id, notes: t.mediaNotes });
+    for (const value of Object.values(t.body)) {
+      const path = localRef(value);
+      if (path !== undefined) local.add(path);
+    }
+  }
   const lines: string[] = [];
   // Only worth listing when measuring was attempted: with --no-probe nothing is measured on purpose.
   if (deps.measure && noted.length > 0) {
@@ -371,6 +380,7 @@ function* planText(
   );
   lines.push('');
   lines.push(...moneyLines(plan, balance, verdict));
+  if (local.size > 0) lines.push(`${LOCAL_FILES_NOTE(local.size)}.`);
   lines.push('Nothing was submitted.');
   yield* lines;
 }

@@ -1,4 +1,5 @@
 import type { ManifestProblem } from '../../manifest/types.js';
+import { localRef } from '../../media/local-input.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import { loadChecked, ProblemsError, plural } from '../load.js';
@@ -20,6 +21,8 @@ export interface ManifestVerdict {
   /** Task count after expansion, when the manifest is valid. */
   tasks?: number;
   byModel?: Record<string, number>;
+  /** Distinct local `file:` inputs, which `run` uploads to the bucket. */
+  localFiles?: number;
   problems: ProblemJson[];
 }
 
@@ -35,12 +38,30 @@ function problemJson(p: ManifestProblem, text: string): ProblemJson {
   };
 }
 
+/** Local inputs need no bucket to be checked and priced; `run` uploads them and needs one. */
+export const LOCAL_FILES_NOTE = (n: number): string =>
+  `${plural(n, 'local file')} (file:): \`run\` uploads ${n === 1 ? 'it' : 'them'} to the bucket of storage: in mediabatch.config.yaml (or MEDIABATCH_STORAGE_URL) and refuses without one`;
+
 async function verdict(file: string, io: CliIO, allowOutside: boolean): Promise<ManifestVerdict> {
   try {
     const { tasks } = await loadChecked(file, io, { allowOutside });
     const byModel: Record<string, number> = {};
-    for (const t of tasks) byModel[t.entry.model] = (byModel[t.entry.model] ?? 0) + 1;
-    return { file, ok: true, tasks: tasks.length, byModel, problems: [] };
+    const local = new Set<string>();
+    for (const t of tasks) {
+      byModel[t.entry.model] = (byModel[t.entry.model] ?? 0) + 1;
+      for (const value of Object.values(t.body)) {
+        const path = localRef(value);
+        if (path !== undefined) local.add(path);
+      }
+    }
+    return {
+      file,
+      ok: true,
+      tasks: tasks.length,
+      byModel,
+      problems: [],
+      ...(local.size > 0 ? { localFiles: local.size } : {}),
+    };
   } catch (error) {
     if (error instanceof ProblemsError) {
       return {
@@ -83,6 +104,7 @@ export async function validateCommand(
       if (v.ok) {
         const models = v.byModel && v.tasks ? ` (${describeModels(v.byModel)})` : '';
         io.stdout.write(`${v.file}: valid, ${plural(v.tasks ?? 0, 'task')}${models}\n`);
+        if (v.localFiles) io.stdout.write(`  ${LOCAL_FILES_NOTE(v.localFiles)}\n`);
       } else {
         for (const p of v.problems) io.stderr.write(`${p.text}\n`);
       }
