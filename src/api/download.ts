@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { type FileHandle, readdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
-import { Writable } from 'node:stream';
+import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { type Dispatcher, getGlobalDispatcher, request } from 'undici';
 import { detectMediaType, SNIFF_BYTES, type TypedBy } from '../media/kind.js';
@@ -333,6 +333,54 @@ function positive(options: DownloadOptions, name: keyof DownloadOptions, require
  * for) through a random temporary file beside it. The folder is created if missing and must be a real
  * folder. Never throws for network, server or disk trouble, and never leaves a temporary file behind.
  */
+/** The response of a result link, answered 2xx and within the size limit; every other answer is a failure. */
+async function openResult(
+  start: URL,
+  options: DownloadOptions,
+): Promise<{ final: URL; response: Dispatcher.ResponseData; declared: number | undefined }> {
+  const { url: final, response } = await openResponse(start, options);
+  const { statusCode: status } = response;
+  if (REFUSED.has(status)) {
+    await response.body.dump();
+    const expiry = expiryOf(options.linkExpiresAt);
+    if (expiry !== undefined && (options.now ?? Date.now)() >= expiry) {
+      return fail(
+        'expired',
+        `result link expired at ${new Date(expiry).toISOString()} (HTTP ${status}) for ${shown(final)}: it can no longer be downloaded`,
+        false,
+        status,
+      );
+    }
+    return fail(
+      'link-refused',
+      `result link refused (HTTP ${status}) for ${shown(final)}: fetch the job again for a fresh link`,
+      false,
+      status,
+    );
+  }
+  if (status < 200 || status >= 300) {
+    await response.body.dump();
+    return fail(
+      'http-error',
+      `download of ${shown(final)} answered HTTP ${status}`,
+      RETRYABLE_STATUS(status),
+      status,
+    );
+  }
+  const length = header(response.headers, 'content-length');
+  const declared = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
+  if (declared !== undefined && declared > options.maxBytes) {
+    discard(response.body);
+    return fail(
+      'too-large',
+      `result file is ${declared} bytes, over the limit of ${options.maxBytes}`,
+      false,
+    );
+  }
+
+  return { final, response, declared };
+}
+
 // One function on purpose: the temporary file's whole life (open, stream, check, fsync, rename or remove)
 // is kept in one try/finally, so that no path out of it can leave a partial file behind.
 export async function downloadResult(
@@ -351,45 +399,9 @@ export async function downloadResult(
   let declared: number | undefined;
   try {
     start = checkUrl(url);
-    const { url: final, response } = await openResponse(start, options);
-    const { statusCode: status } = response;
-    if (REFUSED.has(status)) {
-      await response.body.dump();
-      const expiry = expiryOf(options.linkExpiresAt);
-      if (expiry !== undefined && (options.now ?? Date.now)() >= expiry) {
-        return fail(
-          'expired',
-          `result link expired at ${new Date(expiry).toISOString()} (HTTP ${status}) for ${shown(final)}: it can no longer be downloaded`,
-          false,
-          status,
-        );
-      }
-      return fail(
-        'link-refused',
-        `result link refused (HTTP ${status}) for ${shown(final)}: fetch the job again for a fresh link`,
-        false,
-        status,
-      );
-    }
-    if (status < 200 || status >= 300) {
-      await response.body.dump();
-      return fail(
-        'http-error',
-        `download of ${shown(final)} answered HTTP ${status}`,
-        RETRYABLE_STATUS(status),
-        status,
-      );
-    }
-    const length = header(response.headers, 'content-length');
-    declared = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
-    if (declared !== undefined && declared > options.maxBytes) {
-      discard(response.body);
-      return fail(
-        'too-large',
-        `result file is ${declared} bytes, over the limit of ${options.maxBytes}`,
-        false,
-      );
-    }
+    const opened = await openResult(start, options);
+    const { final, response } = opened;
+    declared = opened.declared;
 
     const folder = options.folderReady
       ? dirname(destPath)
@@ -466,6 +478,152 @@ export async function downloadResult(
     if (temp !== undefined) await rm(temp, { force: true }).catch(() => {});
     if (error instanceof DownloadFailure) return error.failure;
     if (error instanceof DiskError) return diskFailure(error, destPath);
+    const where = start ? shown(start) : url;
+    const of = declared !== undefined ? ` of ${declared}` : '';
+    return {
+      ok: false,
+      type: 'truncated',
+      message: `download of ${where} broke off after ${progress.bytes}${of} bytes: ${describeNetworkError(error)}`,
+      retrySafe: true,
+    };
+  }
+}
+
+/** A place that takes a result as a stream (a bucket): resolves once the object is complete and checked. */
+export type ObjectPut = (
+  name: string,
+  body: Readable,
+  info: { expectedBytes?: number; contentType?: string; signal?: AbortSignal },
+) => Promise<{ location: string }>;
+
+/**
+ * Thrown by an ObjectPut for trouble on our side of the transfer (the bucket refuses, is unreachable):
+ * reported like a disk problem, never as a problem of the result link.
+ */
+export class ObjectPutError extends Error {
+  override name = 'ObjectPutError';
+  constructor(
+    message: string,
+    readonly transient: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Like downloadResult, into an object store instead of a file: the body streams straight through (no
+ * local copy), the name gets the extension its first bytes show, and the result is whole only when `put`
+ * resolves (a bucket's multipart upload is complete or absent, never half).
+ */
+export async function downloadResultToObject(
+  url: string,
+  name: string,
+  put: ObjectPut,
+  options: DownloadOptions,
+): Promise<DownloadResult> {
+  positive(options, 'maxBytes', true);
+  positive(options, 'timeoutMs', true);
+  let start: URL | undefined;
+  let deadline: NodeJS.Timeout | undefined;
+  const progress = { bytes: 0 };
+  let declared: number | undefined;
+  try {
+    start = checkUrl(url);
+    const opened = await openResult(start, options);
+    const { final, response } = opened;
+    declared = opened.declared;
+    const expected = declared ?? options.maxBytes;
+    const rate = options.minBytesPerSecond ?? DEFAULT_MIN_BYTES_PER_SECOND;
+    const allowedMs = Math.max(options.minDeadlineMs ?? DEFAULT_MIN_DEADLINE_MS, (expected / rate) * 1000);
+    deadline = setTimeout(() => {
+      response.body.destroy(
+        new DownloadFailure({
+          ok: false,
+          type: 'network',
+          message: `download of ${shown(final)} was too slow: ${progress.bytes} bytes in ${seconds(allowedMs)}; abandoned`,
+          retrySafe: true,
+        }),
+      );
+    }, allowedMs);
+    // The first bytes name the file's type, so the object gets its final name before a byte is stored.
+    const chunks = response.body[Symbol.asyncIterator]();
+    const first: Buffer[] = [];
+    let headBytes = 0;
+    while (headBytes < SNIFF_BYTES) {
+      const next = await chunks.next();
+      if (next.done) break;
+      const chunk = Buffer.from(next.value as Uint8Array);
+      first.push(chunk);
+      headBytes += chunk.length;
+    }
+    const head = Buffer.concat(first);
+    const contentType = header(response.headers, 'content-type');
+    const type = detectMediaType(head.subarray(0, SNIFF_BYTES), contentType, name);
+    const finalName =
+      options.detectType && type && type.typedBy !== 'name' ? withExtension(name, type.ext) : name;
+    const hash = createHash('sha256');
+    const counted = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        progress.bytes += chunk.length;
+        if (progress.bytes > options.maxBytes) {
+          done(
+            new DownloadFailure({
+              ok: false,
+              type: 'too-large',
+              message: `result file exceeded the limit of ${options.maxBytes} bytes; download stopped`,
+              retrySafe: false,
+            }),
+          );
+          return;
+        }
+        hash.update(chunk);
+        done(null, chunk);
+      },
+    });
+    const body = Readable.from(
+      (async function* () {
+        if (head.length > 0) yield head;
+        for (;;) {
+          const next = await chunks.next();
+          if (next.done) return;
+          yield Buffer.from(next.value as Uint8Array);
+        }
+      })(),
+    );
+    let broken: unknown;
+    const remember = (error: unknown) => {
+      broken ??= error;
+    };
+    body.on('error', remember);
+    counted.on('error', remember);
+    const stored = await put(finalName, body.pipe(counted), {
+      ...(declared !== undefined ? { expectedBytes: declared } : {}),
+      ...(contentType !== undefined ? { contentType } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    }).catch((error: unknown) => {
+      // A broken transfer (or one past the limit) shows up as the put's failure: name the real cause.
+      throw broken ?? error;
+    });
+    clearTimeout(deadline);
+    if (declared !== undefined && progress.bytes !== declared) {
+      fail('truncated', `download of ${shown(final)} got ${progress.bytes} of ${declared} bytes`, true);
+    }
+    return {
+      ok: true,
+      bytes: progress.bytes,
+      sha256: hash.digest('hex'),
+      path: stored.location,
+      kind: type?.kind ?? 'unknown',
+      ext: type?.ext ?? extname(finalName).slice(1),
+      ...(contentType !== undefined && { contentType }),
+      ...(type && { typedBy: type.typedBy }),
+    };
+  } catch (error) {
+    clearTimeout(deadline);
+    if (error instanceof DownloadFailure) return error.failure;
+    if (error instanceof ObjectPutError) {
+      return { ok: false, type: 'disk', message: error.message, retrySafe: error.transient, local: true };
+    }
     const where = start ? shown(start) : url;
     const of = declared !== undefined ? ` of ${declared}` : '';
     return {

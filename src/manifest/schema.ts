@@ -144,7 +144,16 @@ export const manifestSchema = z
       .string()
       .min(1)
       .default('out')
-      .describe('Results go to <output>/<run>/; relative to the working folder.'),
+      .refine(
+        (value) => !/^s3:/i.test(value) || /^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/.test(value),
+        {
+          error:
+            'must be a folder, s3://bucket/prefix or storage (the bucket of storage: in mediabatch.config.yaml)',
+        },
+      )
+      .describe(
+        'Results go to <output>/<run>/: a folder (relative to the working folder), s3://bucket/prefix, or storage (the bucket of storage: in mediabatch.config.yaml).',
+      ),
     callback_url: z
       .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
       .optional()

@@ -41,7 +41,7 @@ export function readSettings(doc: PlainObject, ctx: SettingsContext): SettingsRe
     concurrency:
       typeof concurrency === 'number' && Number.isInteger(concurrency) && concurrency >= 1 ? concurrency : 4,
     order: doc.order === 'manifest' ? 'manifest' : 'longest',
-    output: resolve(ctx.cwd, text('output') ?? 'out'),
+    output: outputOf(text('output'), ctx.cwd),
     retries:
       typeof doc.retries === 'number' && Number.isInteger(doc.retries) && doc.retries >= 0 ? doc.retries : 0,
   };
@@ -106,4 +106,15 @@ function renderRunId(
     return scope.name;
   }
   return value;
+}
+
+/**
+ * Where results go: a local folder (absolute, a relative one resolved against the working folder), a
+ * bucket as `s3://bucket/prefix` (kept as written, without a trailing slash), or `storage`: the bucket
+ * of the account's `storage:` settings, resolved when the run starts.
+ */
+export function outputOf(written: string | undefined, cwd: string): string {
+  if (written === 'storage') return written;
+  if (written !== undefined && /^s3:\/\//i.test(written)) return written.replace(/\/+$/, '');
+  return resolve(cwd, written ?? 'out');
 }

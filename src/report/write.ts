@@ -50,16 +50,24 @@ export async function writeReport(
   store: Store,
   runId: string,
   runDir: string,
-  opts: Omit<ReportOptions, 'runDir'>,
+  opts: Omit<ReportOptions, 'runDir'> & {
+    /**
+     * Where the files are written when the run's folder is not on this disk (a bucket): a local folder the
+     * caller uploads from. Paths in the report stay relative to `runDir`.
+     */
+    writeTo?: string;
+  },
 ): Promise<WrittenReport> {
-  const head = collectReportHead(store, runId, { ...opts, runDir });
+  const { writeTo, ...reportOpts } = opts;
+  const head = collectReportHead(store, runId, { ...reportOpts, runDir });
+  const folder = writeTo ?? runDir;
   // The run's folder sits in the user's output folder, which may be a link they made; the run's folder
   // itself must be a real folder, or the report could be written wherever a planted link points.
-  await ensureFolderUnder(dirname(runDir), basename(runDir));
+  await ensureFolderUnder(dirname(folder), basename(folder));
   // A report written by a process that was killed leaves its temporary files; ones older than this
   // process cannot belong to a writer still at work beside us.
-  await removeLeftoverTemps(runDir, Date.now() - process.uptime() * 1000);
-  const files = reportFiles(runDir);
+  await removeLeftoverTemps(folder, Date.now() - process.uptime() * 1000);
+  const files = reportFiles(folder);
   const pages = (o: ReportPagesOptions = {}) => store.reportTaskPages(runId, o);
   const tasks = (o: ReportPagesOptions = {}) => reportTasks(pages(o), runDir);
   const inDoubt = (limit?: number) =>

@@ -2,7 +2,10 @@
 // (the Runner with its lease, its callback receiver and its policy), and the close (the balance after,
 // the final state, the report). The CLI and the scheduler call these and only word the outcome.
 
-import { existsSync } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import type { ApiClient } from '../api/client.js';
 import { type DownloadOptions, type DownloadResult, downloadResult } from '../api/download.js';
 import { UNAUTHORIZED_MESSAGE } from '../api/errors.js';
@@ -11,6 +14,7 @@ import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
 import { reportFiles, writeReport } from '../report/index.js';
+import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
 import type { Logger } from '../util/log.js';
 import {
@@ -22,8 +26,10 @@ import {
 } from './callbacks.js';
 import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
 import type { RunEvent } from './events.js';
+import { isBucketLocation } from './output.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
 import { quotaStanding } from './quota.js';
+import { abortUnfinishedUploads, type BucketOutput, objectUrl } from './runner/bucket.js';
 import type { RunnerOptions } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { RunError, type RunSession } from './session.js';
@@ -132,7 +138,11 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     ...(o.budget !== undefined ? { budget: o.budget } : {}),
     allowPartial: o.allowPartial,
   });
-  const disk = pendingCount > 0 ? await checkDisk(session, pending, o.shown) : undefined;
+  // A bucket has no disk to fill: its own check comes when the run starts (credentials, the bucket itself).
+  const disk =
+    pendingCount > 0 && !isBucketLocation(session.runDir)
+      ? await checkDisk(session, pending, o.shown)
+      : undefined;
   return {
     ...base,
     complete: false,
@@ -203,6 +213,8 @@ export interface ExecuteOptions {
   download?: (url: string, dest: string, opts: DownloadOptions) => Promise<DownloadResult>;
   /** Local inputs, uploaded already: turns `file:` values into fresh links at each POST (runner/uploads.ts). */
   inputLinks?: RunnerOptions['inputLinks'];
+  /** Results go to this bucket (`output: s3://…` or `storage`), not to the local disk. */
+  bucket?: BucketOutput;
 }
 
 export interface RunOutcome {
@@ -219,6 +231,7 @@ export interface RunOutcome {
 /** Marks the run running, drives it to its end, and closes it. The lease is renewed meanwhile. */
 export async function executeRun(session: RunSession, o: ExecuteOptions): Promise<RunOutcome> {
   const { store, runId } = session;
+  if (o.bucket) await readyBucket(o.bucket, o.logger);
   if (session.existing) store.markRunState(runId, 'running');
   let runner: Runner | undefined;
   const receiver =
@@ -262,6 +275,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
       ...(o.limit !== undefined ? { limit: o.limit } : {}),
       ...(o.order !== undefined ? { order: o.order } : {}),
       ...(o.prices !== undefined ? { prices: o.prices } : {}),
+      ...(o.bucket ? { bucket: o.bucket } : {}),
       watch: o.policy.watch,
       stop: o.stop,
       ...(o.halt ? { halt: o.halt } : {}),
@@ -348,12 +362,30 @@ export function exitCodeFor(
 }
 
 /**
+ * Before anything is submitted into a bucket run: the bucket answers with these credentials (one line,
+ * exit 5 or 1, nothing charged), and the multipart uploads a killed run left are aborted (their results
+ * are fetched again, whole).
+ */
+async function readyBucket(bucket: BucketOutput, logger: Logger): Promise<void> {
+  try {
+    await bucket.storage.check();
+    const aborted = await abortUnfinishedUploads(bucket);
+    if (aborted > 0) logger.info({ aborted }, 'aborted the unfinished uploads of a process that stopped');
+  } catch (error) {
+    if (error instanceof StorageError) {
+      throw new RunError(error.exitCode === EXIT.unauthorized ? 'unauthorized' : 'invalid', error.message);
+    }
+    throw error;
+  }
+}
+
+/**
  * Writes report.json/csv/md and the gallery; resolves to their paths, or to the error (a report that
  * cannot be written is a warning: the money and the files are recorded, `mediabatch report` writes it again).
  */
 export async function writeRunReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
-  o: { now: Date; quota?: number; unlessCurrent?: boolean },
+  o: { now: Date; quota?: number; unlessCurrent?: boolean; bucket?: BucketOutput },
 ): Promise<{ ok: true; markdown: string; gallery: string; current?: true } | { ok: false; error: Error }> {
   const { store, runId, runDir } = session;
   try {
@@ -365,10 +397,12 @@ export async function writeRunReport(
         return { ok: true, markdown: files.markdown, gallery: files.gallery, current: true };
       }
     }
-    const written = await writeReport(store, runId, runDir, {
-      now: o.now,
-      ...(o.quota !== undefined ? { quota: o.quota } : {}),
-    });
+    const written = o.bucket
+      ? await writeBucketReport(session, o.bucket, o)
+      : await writeReport(store, runId, runDir, {
+          now: o.now,
+          ...(o.quota !== undefined ? { quota: o.quota } : {}),
+        });
     try {
       store.rememberReportBasis(runId, basis);
     } catch {
@@ -377,5 +411,37 @@ export async function writeRunReport(
     return { ok: true, markdown: written.files.markdown, gallery: written.files.gallery };
   } catch (error) {
     return { ok: false, error: error instanceof Error ? error : new Error(String(error)) };
+  }
+}
+
+/** The report written in a local temporary folder, then put beside the results in the bucket. */
+async function writeBucketReport(
+  session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
+  bucket: BucketOutput,
+  o: { now: Date; quota?: number },
+): Promise<{ files: { markdown: string; gallery: string } }> {
+  const temp = await mkdtemp(join(tmpdir(), 'mediabatch-report-'));
+  try {
+    const written = await writeReport(session.store, session.runId, session.runDir, {
+      now: o.now,
+      ...(o.quota !== undefined ? { quota: o.quota } : {}),
+      writeTo: join(temp, session.runId),
+    });
+    const types: Record<string, string> = {
+      json: 'application/json',
+      csv: 'text/csv; charset=utf-8',
+      markdown: 'text/markdown; charset=utf-8',
+      gallery: 'text/html; charset=utf-8',
+    };
+    for (const [kind, path] of Object.entries(written.files)) {
+      // Streamed: the report of a large run is not held in memory.
+      await bucket.storage.putStream(`${bucket.runKey}/${basename(path)}`, createReadStream(path), {
+        contentType: types[kind] ?? 'application/octet-stream',
+      });
+    }
+    const url = (path: string) => objectUrl(bucket, `${bucket.runKey}/${basename(path)}`);
+    return { files: { markdown: url(written.files.markdown), gallery: url(written.files.gallery) } };
+  } finally {
+    await rm(temp, { recursive: true, force: true });
   }
 }

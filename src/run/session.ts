@@ -4,7 +4,6 @@
 
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
 import { EXIT } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
 import {
@@ -18,6 +17,7 @@ import {
 import { newCallbackToken } from './callbacks.js';
 import { holderIsDead, runLeaseName } from './lease.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
+import { isBucketLocation, runLocation } from './output.js';
 import { chooseRun, type RunChoice } from './resume.js';
 import { DEFAULT_RUN_POLICY } from './settings.js';
 
@@ -108,7 +108,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     ...(o.newRun ? { newRun: true } : {}),
   });
   const runId = choice.runId;
-  const runDir = join(plan.settings.output, runId);
+  const runDir = runLocation(plan.settings.output, runId);
   const ttl = o.leaseTtlMs ?? DEFAULT_RUN_POLICY.leaseTtlMs;
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = runLeaseName(runId);
@@ -120,7 +120,8 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     };
     bindOrCreate(store, runId, existing, o);
     try {
-      await claimRunFolder(runDir, o.stateFile, runId, shown);
+      // A bucket has no folder to claim: its run prefix is named after the run, and the state file keeps it.
+      if (!isBucketLocation(runDir)) await claimRunFolder(runDir, o.stateFile, runId, shown);
     } catch (error) {
       if (error instanceof RunFolderTakenError) {
         refuse(EXIT.invalid);

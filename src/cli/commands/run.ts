@@ -13,6 +13,8 @@ import {
   type RunOutcome,
   writeRunReport,
 } from '../../run/lifecycle.js';
+import { OutputError, resolveOutput } from '../../run/output.js';
+import type { BucketOutput } from '../../run/runner/bucket.js';
 import { NoStorageError, runInputLinks } from '../../run/runner/uploads.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession, RunError, type RunSession } from '../../run/session.js';
@@ -21,7 +23,7 @@ import { refusalOf } from '../../run/unattended.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { SANDBOX_DEFAULTS } from '../../sandbox/options.js';
 import { startSandbox } from '../../sandbox/server.js';
-import { createStorage, StorageError } from '../../storage/index.js';
+import { createStorage, joinKey, StorageError } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import { registerSecret } from '../../util/secrets.js';
@@ -135,6 +137,9 @@ async function runWithClient(
     allowOutside: flags.allowOutsideData ?? false,
     ...(onSandbox ? { vars: sandboxVars(client.baseUrl) } : {}),
   });
+  // `output: storage` is the account's bucket; a bucket output streams the results there.
+  const output = resolveOutputOrExit(plan.settings.output, config.storage, io.env);
+  plan.settings.output = output.output;
   const settings = plan.settings;
   let only: string[] | undefined;
   if (flags.only !== undefined) {
@@ -180,12 +185,31 @@ async function runWithClient(
         onSandbox,
         only,
         callbacks,
+        bucket: output.bucket
+          ? {
+              storage: createStorage(output.bucket, { env: io.env }),
+              runKey: joinKey(output.bucket.prefix, session.runId),
+            }
+          : undefined,
       });
     } finally {
       session.close();
     }
   } finally {
     store.close();
+  }
+}
+
+function resolveOutputOrExit(
+  output: string,
+  storage: Config['storage'],
+  env: NodeJS.ProcessEnv,
+): ReturnType<typeof resolveOutput> {
+  try {
+    return resolveOutput(output, storage, env);
+  } catch (error) {
+    if (error instanceof OutputError) throw new ExitError(EXIT.invalid, error.message);
+    throw error;
   }
 }
 
@@ -248,6 +272,8 @@ interface DriveArgs {
   /** `--only`, resolved to task ids. */
   only: string[] | undefined;
   callbacks: { host: string; port: number; publicBase?: string } | undefined;
+  /** Results go to this bucket (`output: s3://…` or `storage`). */
+  bucket: BucketOutput | undefined;
 }
 
 /**
@@ -380,6 +406,7 @@ async function executeAndReport(
     let outcome: RunOutcome;
     try {
       outcome = await executeRun(session, {
+        ...(a.bucket ? { bucket: a.bucket } : {}),
         client: a.client,
         keyFingerprint: a.fingerprint,
         logger: a.ctx.logger,
@@ -496,6 +523,7 @@ async function printReport(
   const { io, config } = a.ctx;
   const written = await writeRunReport(a.session, {
     ...opts,
+    ...(a.bucket ? { bucket: a.bucket } : {}),
     now: io.now(),
     ...(config.quota !== undefined ? { quota: config.quota } : {}),
   });

@@ -2,9 +2,10 @@
 // Read only: a missing state file means "no runs yet", and no database is created for it.
 
 import { existsSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { relative, resolve } from 'node:path';
 import { plural } from '../../report/format.js';
 import { shownRunState } from '../../run/lease.js';
+import { isBucketLocation, runLocation } from '../../run/output.js';
 import { scheduledManifests } from '../../schedule/status.js';
 import {
   emptyTaskCounts,
@@ -75,10 +76,11 @@ export function unknownRunError(runId: string, store: Store | undefined, statePa
 export function runFolder(run: RunRecord, cwd: string): string {
   const settings = run.settings as { output?: unknown } | null;
   const output = typeof settings?.output === 'string' ? settings.output : resolve(cwd, 'out');
-  return join(output, run.id);
+  return runLocation(output, run.id);
 }
 
 export function displayPath(cwd: string, path: string): string {
+  if (isBucketLocation(path)) return path;
   const rel = relative(cwd, path);
   return rel === '' ? '.' : rel.startsWith('..') ? path : rel;
 }

@@ -4,7 +4,7 @@
 // `lost`. A task is `done` exactly when all its files and job.json are on disk and recorded.
 
 import { basename, dirname, extname, join } from 'node:path';
-import { type DownloadResult, diskAdvice } from '../../api/download.js';
+import { type DownloadResult, diskAdvice, downloadResultToObject } from '../../api/download.js';
 import type { JobRecord } from '../../api/schemas.js';
 import type { RequestBody, ResultItemKind } from '../../catalog/types.js';
 import type { NewFile, TaskRecord } from '../../store/index.js';
@@ -20,6 +20,7 @@ import {
 } from '../../util/fsatomic.js';
 import { taskFolderName } from '../names.js';
 import { type FileToFetch, planResults, type ResultPlan } from '../results.js';
+import { bucketPut, putText } from './bucket.js';
 import { messageOf, type RunCore } from './core.js';
 import type { Watched } from './types.js';
 
@@ -109,22 +110,7 @@ export class Fetcher {
     const done = await this.#fetchAll(job);
     if (done === undefined) return;
     const jobFile = jobFileOf(task, job.plan, done.names, job.record);
-    try {
-      const ready = { folderReady: true };
-      if (job.plan.sheet !== undefined) {
-        await writeFileAtomic(
-          join(job.folder, 'sheet.json'),
-          `${JSON.stringify(job.plan.sheet, null, 2)}\n`,
-          ready,
-        );
-      }
-      await writeFileAtomic(join(job.folder, 'job.json'), `${JSON.stringify(jobFile, null, 2)}\n`, ready);
-      // One fsync of the task's folder makes every rename into it durable: its files' and job.json's.
-      await syncFolder(job.folder);
-    } catch (error) {
-      await this.unfetched(watched, localProblem(error, join(job.folder, 'job.json')), true);
-      return;
-    }
+    if (!(await this.#writeJobFiles(job, jobFile))) return;
     // The files and the task's end in one commit: a task is done exactly when all its files are recorded.
     await core.writes.write(() => {
       for (const file of done.files) store.recordFile(runId, task.taskId, file);
@@ -138,6 +124,34 @@ export class Fetcher {
       files: done.files.map((f) => ({ path: f.path, kind: f.kind, bytes: f.bytes, sha256: f.sha256 })),
     });
     core.log.info({ task: task.taskId, files: job.plan.files.length }, 'done');
+  }
+
+  /** sheet.json and job.json beside the files, made durable; false when the task became unfetched. */
+  async #writeJobFiles(job: JobFetch, jobFile: object): Promise<boolean> {
+    const bucket = this.#core.opts.bucket;
+    const sheet = job.plan.sheet === undefined ? undefined : `${JSON.stringify(job.plan.sheet, null, 2)}\n`;
+    const text = `${JSON.stringify(jobFile, null, 2)}\n`;
+    if (bucket) {
+      try {
+        if (sheet !== undefined) await putText(bucket, `${job.folder}/sheet.json`, sheet, 'application/json');
+        await putText(bucket, `${job.folder}/job.json`, text, 'application/json');
+        return true;
+      } catch (error) {
+        await this.unfetched(job.watched, `${messageOf(error)}; ${PAID_NOTE}`, true);
+        return false;
+      }
+    }
+    try {
+      const ready = { folderReady: true };
+      if (sheet !== undefined) await writeFileAtomic(join(job.folder, 'sheet.json'), sheet, ready);
+      await writeFileAtomic(join(job.folder, 'job.json'), text, ready);
+      // One fsync of the task's folder makes every rename into it durable: its files' and job.json's.
+      await syncFolder(job.folder);
+      return true;
+    } catch (error) {
+      await this.unfetched(job.watched, localProblem(error, join(job.folder, 'job.json')), true);
+      return false;
+    }
   }
 
   /**
@@ -163,9 +177,19 @@ export class Fetcher {
     watched: Watched,
     plan: ResultPlan,
   ): Promise<{ folder: string; place: (file: FileToFetch) => string } | undefined> {
-    const { runDir } = this.#core.opts;
+    const { runDir, bucket } = this.#core.opts;
     const task = watched.task;
     const folderName = taskFolderName(task.taskId);
+    if (bucket) {
+      // In a bucket: keys, no folders to make or clear (an object is whole or absent).
+      const prefix = `${bucket.runKey}/${folderName}`;
+      const named = task.fileName;
+      return {
+        folder: prefix,
+        place: (file) =>
+          named === null ? `${prefix}/${file.fileName}` : `${bucket.runKey}/${namedFile(named, file)}`,
+      };
+    }
     let folder: string;
     try {
       const made = await this.#taskFolder(folderName);
@@ -289,7 +313,22 @@ export class Fetcher {
   ): Promise<DownloadResult> {
     const core = this.#core;
     let result: DownloadResult = { ok: false, type: 'network', message: 'not tried', retrySafe: true };
+    const bucket = core.opts.bucket;
     for (let attempt = 0; attempt < 4; attempt++) {
+      if (bucket) {
+        result = await downloadResultToObject(url, dest, bucketPut(bucket), {
+          maxBytes: Math.min(core.opts.maxDownloadBytes, maxBytes),
+          timeoutMs: core.opts.downloadTimeoutMs,
+          signal: core.halt.signal,
+          detectType: true,
+          now: core.now,
+          ...(linkExpiresAt !== undefined ? { linkExpiresAt } : {}),
+        });
+        if (result.ok || !result.retrySafe || core.halt.signal.aborted) return result;
+        core.log.warn({ task: taskId, reason: result.message }, 'download failed; retrying');
+        await core.sleep(core.backoff(attempt), core.halt.signal);
+        continue;
+      }
       result = await core.deps.download(url, dest, {
         maxBytes: Math.min(core.opts.maxDownloadBytes, maxBytes),
         timeoutMs: core.opts.downloadTimeoutMs,

@@ -9,6 +9,7 @@ import type { Store, TaskRecord, TaskState } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import type { RunEvent } from '../events.js';
 import type { ExpectedMs, PollProfiles } from '../polling.js';
+import type { BucketOutput } from './bucket.js';
 
 export type StopReason =
   | 'interrupted'
@@ -79,8 +80,10 @@ export const DEFAULT_WATCH_POLICY: WatchPolicy = {
 
 export interface RunnerOptions {
   runId: string;
-  /** `<output>/<run>`. */
+  /** `<output>/<run>`; `s3://bucket/<prefix>/<run>` when results go to a bucket. */
   runDir: string;
+  /** Results go to this bucket instead of the local disk (issue 18). */
+  bucket?: BucketOutput;
   concurrency: number;
   budget?: number;
   pollProfiles: PollProfiles;

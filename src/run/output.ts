@@ -1,0 +1,51 @@
+// Where a run's results go: a local folder, or a bucket (`output: s3://bucket/prefix`, or `output: storage`
+// for the bucket of the account's `storage:` settings). Pure: names and configuration, no I/O.
+
+import { join } from 'node:path';
+import { parseS3Url, type StorageConfig } from '../storage/config.js';
+
+/** A run folder in a bucket is named `s3://bucket/prefix/run`. */
+export function isBucketLocation(location: string): boolean {
+  return /^s3:\/\//i.test(location);
+}
+
+/** `<output>/<run>`: a path on disk, or `s3://bucket/prefix/run`. */
+export function runLocation(output: string, runId: string): string {
+  return isBucketLocation(output) ? `${output.replace(/\/+$/, '')}/${runId}` : join(output, runId);
+}
+
+export class OutputError extends Error {
+  override name = 'OutputError';
+}
+
+/**
+ * The manifest's output with `storage` made the account's bucket (`s3://bucket/prefix`), and the bucket's
+ * settings for a bucket output: its endpoint, region and links from `storage:` when set, the bucket and
+ * prefix from the output. Undefined settings for a local folder.
+ */
+export function resolveOutput(
+  output: string,
+  storage: StorageConfig | undefined,
+  env: NodeJS.ProcessEnv,
+): { output: string; bucket?: StorageConfig } {
+  if (output === 'storage') {
+    if (!storage) {
+      throw new OutputError(
+        'output: storage puts the results in the bucket of storage: in mediabatch.config.yaml, and none is set: add storage: { url: s3://bucket/prefix } (or set MEDIABATCH_STORAGE_URL), or give output a folder',
+      );
+    }
+    const url = `s3://${storage.bucket}${storage.prefix === '' ? '' : `/${storage.prefix}`}`;
+    return { output: url, bucket: storage };
+  }
+  if (!isBucketLocation(output)) return { output };
+  const parsed = parseS3Url(output);
+  if (!parsed)
+    throw new OutputError(`output must be s3://bucket or s3://bucket/prefix, got ${JSON.stringify(output)}`);
+  const base: StorageConfig = storage ?? {
+    bucket: parsed.bucket,
+    prefix: parsed.prefix,
+    region: env['AWS_REGION'] ?? 'us-east-1',
+    linkTtlSeconds: 24 * 3600,
+  };
+  return { output, bucket: { ...base, bucket: parsed.bucket, prefix: parsed.prefix } };
+}

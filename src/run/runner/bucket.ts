@@ -1,0 +1,50 @@
+// Results straight into a bucket (issue 18): `output: s3://bucket/prefix` or `output: storage` puts each
+// result file, job.json, sheet.json and the reports under `<prefix>/<run>/<task>/` exactly as on disk,
+// streamed (multipart for large files, size and SHA-256 checked), with no local copy. A result is done
+// only when its object is complete; a multipart upload cut off by a crash is aborted by the next run.
+
+import { Readable } from 'node:stream';
+import { type ObjectPut, ObjectPutError } from '../../api/download.js';
+import { type Storage, StorageError } from '../../storage/index.js';
+
+export interface BucketOutput {
+  storage: Storage;
+  /** The run's folder in the bucket: `<prefix>/<run>`. */
+  runKey: string;
+}
+
+/** `s3://bucket/key`: how a result in the bucket is named in the state file and the reports. */
+export function objectUrl(output: BucketOutput, key: string): string {
+  return `s3://${output.storage.config.bucket}/${key}`;
+}
+
+/** The put a download streams into: the bucket's trouble is reported as ours, not the link's. */
+export function bucketPut(output: BucketOutput): ObjectPut {
+  return async (key, body, info) => {
+    try {
+      await output.storage.putStream(key, body, info);
+      return { location: objectUrl(output, key) };
+    } catch (error) {
+      if (error instanceof StorageError) throw new ObjectPutError(error.message, error.transient);
+      throw error;
+    }
+  };
+}
+
+/** A small text object (job.json, sheet.json, a report file), whole or not at all. */
+export async function putText(
+  output: BucketOutput,
+  key: string,
+  text: string,
+  contentType: string,
+): Promise<void> {
+  const bytes = Buffer.from(text, 'utf8');
+  await output.storage.putStream(key, Readable.from([bytes]), { expectedBytes: bytes.length, contentType });
+}
+
+/** Multipart uploads of this run that a killed process left unfinished: aborted, their results fetched again. */
+export async function abortUnfinishedUploads(output: BucketOutput): Promise<number> {
+  const unfinished = await output.storage.listIncomplete(`${output.runKey}/`);
+  for (const upload of unfinished) await output.storage.abort(upload);
+  return unfinished.length;
+}
