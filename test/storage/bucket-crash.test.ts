@@ -1,0 +1,109 @@
+// Issue 18: kill -9 while results stream into a bucket, then the same command again, until the run ends:
+// no task charged twice, and every done task's objects complete in the bucket (sizes as recorded); a
+// cut-off upload never counts as a result. The runner is a child process; the sandbox and s3rver outlive it.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { createStorage } from '../../src/storage/index.js';
+import { type ChargeProxy, startChargeProxy } from '../helpers/charge-proxy.js';
+import { type Child, seeded, spawnCli, spawnSandbox } from '../helpers/child.js';
+import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
+
+const TASKS = 16;
+const MAX_KILLS = 5;
+
+let dir: string;
+let sandbox: Child;
+let proxy: ChargeProxy;
+let s3: TestS3;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'mb-bucket-crash-'));
+  const started = await spawnSandbox(['--speed', '0', '--seed', '3', '--latency', '20']);
+  sandbox = started.child;
+  proxy = await startChargeProxy(started.baseUrl);
+  s3 = await startS3();
+});
+
+afterAll(async () => {
+  await proxy?.close();
+  sandbox?.proc.kill('SIGTERM');
+  await sandbox?.exited;
+  await s3?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('results in a bucket: kill -9 at random moments', () => {
+  it('never charges twice; every done task has whole objects in the bucket', async () => {
+    const tasks = [
+      {
+        id: 'shot-{{index}}',
+        model: 'flat-image',
+        repeat: TASKS,
+        input: { prompt: 'bucket crash shot {{index}}' },
+      },
+    ];
+    await writeFile(
+      join(dir, 'crash.yaml'),
+      stringify({ version: 1, name: 'crash', concurrency: 4, output: `s3://${s3.bucket}/out`, tasks }),
+    );
+    const env = {
+      MEDIABATCH_API_KEY: 'sandbox-key',
+      MEDIABATCH_BASE_URL: proxy.baseUrl,
+      MEDIABATCH_POLL_SCALE: '0.01',
+      MEDIABATCH_STORAGE_URL: `s3://${s3.bucket}/mb`,
+      MEDIABATCH_STORAGE_ENDPOINT: s3.endpoint,
+      AWS_ACCESS_KEY_ID: S3_KEY_ID,
+      AWS_SECRET_ACCESS_KEY: S3_SECRET,
+    };
+    const random = seeded(18);
+    const codes: (number | string)[] = [];
+    for (let round = 0; ; round++) {
+      const child = spawnCli(['--state', 'state.db', 'run', 'crash.yaml', '--yes'], { cwd: dir, env });
+      if (round < MAX_KILLS && (await child.waitFor('  To submit:'))) {
+        await new Promise((r) => setTimeout(r, Math.floor(random() * 600)));
+        child.proc.kill('SIGKILL');
+      }
+      const code = await child.exited;
+      codes.push(code);
+      if (code === 0 || code === 2) break;
+      if (code !== 'SIGKILL') throw new Error(`run exited ${code}: ${child.stderr()}`);
+      expect(round).toBeLessThan(MAX_KILLS + 1);
+    }
+    expect(codes.filter((c) => c === 'SIGKILL').length).toBeGreaterThanOrEqual(2);
+
+    const db = new Database(join(dir, 'state.db'), { readonly: true, fileMustExist: true });
+    const rows = db.prepare("SELECT task_id, state, body FROM tasks WHERE run_id = 'crash'").all() as Array<{
+      task_id: string;
+      state: string;
+      body: string;
+    }>;
+    const files = db.prepare("SELECT task_id, path, bytes FROM files WHERE run_id = 'crash'").all() as Array<{
+      task_id: string;
+      path: string;
+      bytes: number;
+    }>;
+    db.close();
+    const byKey = proxy.jobsByKey();
+    const storage = createStorage(s3.config('out'), { env });
+    try {
+      for (const task of rows) {
+        const prompt = (JSON.parse(task.body) as { prompt: string }).prompt;
+        expect((byKey.get(prompt) ?? []).length, task.task_id).toBeLessThanOrEqual(1);
+        expect(['done', 'in_doubt'], task.task_id).toContain(task.state);
+        if (task.state !== 'done') continue;
+        const own = files.filter((f) => f.task_id === task.task_id);
+        expect(own.length, task.task_id).toBe(1);
+        for (const f of own) {
+          expect(await storage.size(f.path.slice(`s3://${s3.bucket}/`.length))).toBe(f.bytes);
+        }
+        expect(await storage.size(`out/crash/${task.task_id}/job.json`)).toBeGreaterThan(0);
+      }
+    } finally {
+      storage.destroy();
+    }
+  }, 90_000);
+});

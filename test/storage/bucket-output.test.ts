@@ -1,0 +1,70 @@
+// Issue 18: the pieces of a bucket output that a loopback S3 server cannot show. s3rver does not list
+// multipart uploads, so the abort of a killed run's unfinished uploads is shown with a scripted bucket.
+import { Readable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { ObjectPutError } from '../../src/api/download.js';
+import { EXIT } from '../../src/exit-codes.js';
+import { resolveOutput, runLocation } from '../../src/run/output.js';
+import { abortUnfinishedUploads, bucketPut, objectUrl } from '../../src/run/runner/bucket.js';
+import { type Storage, StorageError } from '../../src/storage/index.js';
+
+function scripted(over: Partial<Storage>): Storage {
+  return { config: { bucket: 'b', prefix: 'p', region: 'auto', linkTtlSeconds: 60 }, ...over } as Storage;
+}
+
+describe('a bucket output', () => {
+  it('aborts every unfinished multipart upload under the run, and only there', async () => {
+    const aborted: string[] = [];
+    let listed = '';
+    const storage = scripted({
+      listIncomplete: async (prefix) => {
+        listed = prefix;
+        return [
+          { key: 'p/run/a/1.mp4', uploadId: 'u1' },
+          { key: 'p/run/b/1.mp4', uploadId: 'u2' },
+        ];
+      },
+      abort: async (u) => {
+        aborted.push(u.uploadId);
+      },
+    });
+    expect(await abortUnfinishedUploads({ storage, runKey: 'p/run' })).toBe(2);
+    expect(listed).toBe('p/run/');
+    expect(aborted).toEqual(['u1', 'u2']);
+  });
+
+  it('reports the bucket’s trouble as ours, not the result link’s', async () => {
+    const storage = scripted({
+      putStream: async () => {
+        throw new StorageError('storage refused the credentials', EXIT.unauthorized);
+      },
+    });
+    const put = bucketPut({ storage, runKey: 'p/run' });
+    await expect(put('p/run/a/1.png', Readable.from([Buffer.from('x')]), {})).rejects.toBeInstanceOf(
+      ObjectPutError,
+    );
+    expect(objectUrl({ storage, runKey: 'p/run' }, 'p/run/a/1.png')).toBe('s3://b/p/run/a/1.png');
+  });
+
+  it('names the run’s folder in a bucket, and makes output: storage the account’s bucket', () => {
+    expect(runLocation('s3://b/out/', 'nightly')).toBe('s3://b/out/nightly');
+    expect(runLocation('/srv/out', 'nightly')).toBe('/srv/out/nightly');
+    const account = {
+      bucket: 'acct',
+      prefix: 'mb',
+      region: 'auto',
+      linkTtlSeconds: 60,
+      endpoint: 'https://r2.example',
+    };
+    expect(resolveOutput('storage', account, {})).toEqual({ output: 's3://acct/mb', bucket: account });
+    expect(resolveOutput('s3://other/res', account, {}).bucket).toEqual({
+      ...account,
+      bucket: 'other',
+      prefix: 'res',
+    });
+    expect(resolveOutput('/srv/out', account, {})).toEqual({ output: '/srv/out' });
+    expect(() => resolveOutput('storage', undefined, {})).toThrow(
+      /output: storage puts the results in the bucket of storage:/,
+    );
+  });
+});
