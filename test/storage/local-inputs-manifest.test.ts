@@ -1,9 +1,11 @@
 // manifests/local-inputs.yaml end to end: validates, runs against the embedded sandbox and s3rver
 // (each local file uploaded once, the API given working links), and a second run uploads nothing.
+import { existsSync } from 'node:fs';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStorage } from '../../src/storage/index.js';
 import { cli } from '../helpers/cli.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
 
@@ -38,8 +40,24 @@ describe('manifests/local-inputs.yaml', () => {
     expect(first.code, first.stdout + first.stderr).toBe(0);
     expect(first.stdout.match(/^ {2}Upload \d\/4: .* uploaded$/gm)).toHaveLength(4);
     expect(first.stdout).toMatch(/4 done/);
-    await rm(join(dir, 'out'), { recursive: true, force: true });
-    const second = await cli([...args, '--state', 'b.db'], { cwd: dir, env });
+    // The results and the reports are in the bucket, under <prefix>/<run>/; nothing in a local folder.
+    expect(existsSync(join(dir, 'out'))).toBe(false);
+    const storage = createStorage(s3.config('mb'), { env });
+    try {
+      for (const key of [
+        'swap-ana/1.mp4',
+        'swap-ben/1.mp4',
+        'mascot-dance/1.mp4',
+        'jingle-narrator/1.wav',
+        'report.md',
+        'index.html',
+      ]) {
+        expect(await storage.size(`mb/local-inputs/${key}`), key).toBeGreaterThan(0);
+      }
+    } finally {
+      storage.destroy();
+    }
+    const second = await cli([...args, '--state', 'b.db', '--run-id', 'again'], { cwd: dir, env });
     expect(second.code, second.stdout + second.stderr).toBe(0);
     expect(second.stdout.match(/already in the bucket$/gm)).toHaveLength(4);
   });
