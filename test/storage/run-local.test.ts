@@ -91,4 +91,34 @@ describe('run with local inputs', () => {
     expect(uploads).toHaveLength(2);
     for (const row of uploads) expect(row.key).toMatch(/^mb\/inputs\/[0-9a-f]{64}\.\w+$/);
   });
+
+  it('a resumed run signs its links anew: links that expired between runs are never sent', async () => {
+    await writeFile(
+      join(dir, 'two.yaml'),
+      `version: 1\nname: two\ntasks:\n  - id: "cover-{{index}}"\n    model: voice-cover\n    repeat: 2\n    input: { audio_url: "file:song.wav", reference_audio_url: "file:voice.wav", pitch_shift: "{{index}}" }\n`,
+    );
+    // Links live 2 s; the sandbox fetches them at submission (s3rver refuses an expired one with 403).
+    const env = {
+      MEDIABATCH_STORAGE_URL: `s3://${s3.bucket}/mb`,
+      MEDIABATCH_STORAGE_ENDPOINT: s3.endpoint,
+      MEDIABATCH_LINK_TTL: '2s',
+      AWS_ACCESS_KEY_ID: S3_KEY_ID,
+      AWS_SECRET_ACCESS_KEY: S3_SECRET,
+    };
+    const args = ['run', 'two.yaml', '--sandbox', '--sandbox-speed', '0', '--yes', '--state', 'two.db'];
+    const first = await cli([...args, '--only', 'cover-1'], { cwd: dir, env });
+    expect(first.code, first.stderr).toBe(4);
+    await new Promise((r) => setTimeout(r, 2_500));
+    const second = await cli(args, { cwd: dir, env });
+    expect(second.code, second.stderr).toBe(0);
+    const rows = new Database(join(dir, 'two.db'), { readonly: true })
+      .prepare("SELECT task_id, state, body FROM tasks WHERE run_id = 'two' ORDER BY seq")
+      .all() as Array<{ task_id: string; state: string; body: string }>;
+    expect(rows.map((r) => [r.task_id, r.state])).toEqual([
+      ['cover-1', 'done'],
+      ['cover-2', 'done'],
+    ]);
+    // What is stored is the file, never a link that would expire.
+    for (const row of rows) expect(JSON.parse(row.body).audio_url).toBe('file:song.wav');
+  });
 });
