@@ -170,3 +170,12 @@ CREATE TABLE task_upstreams (
 ) STRICT, WITHOUT ROWID;
 
 CREATE INDEX task_upstreams_by_upstream ON task_upstreams (run_id, upstream_id);
+
+CREATE TABLE uploads (
+  storage     TEXT NOT NULL,
+  key         TEXT NOT NULL,
+  sha256      TEXT NOT NULL CHECK (length(sha256) = 64),
+  bytes       INTEGER NOT NULL CHECK (bytes >= 0),
+  uploaded_at TEXT NOT NULL,
+  PRIMARY KEY (storage, key)
+) STRICT, WITHOUT ROWID;
