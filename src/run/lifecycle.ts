@@ -13,6 +13,7 @@ import { findEntry, roundTokens } from '../catalog/index.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
+import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
 import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
@@ -415,10 +416,12 @@ export async function writeRunReport(
 }
 
 /** The report written in a local temporary folder, then put beside the results in the bucket. */
-async function writeBucketReport(
+export async function writeBucketReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
   bucket: BucketOutput,
   o: { now: Date; quota?: number },
+  /** Called with the local copies before they are removed (`mediabatch report` prints one). */
+  beforeRemoving?: (files: WrittenReport['files']) => Promise<void>,
 ): Promise<{ files: { markdown: string; gallery: string } }> {
   const temp = await mkdtemp(join(tmpdir(), 'mediabatch-report-'));
   try {
@@ -439,6 +442,7 @@ async function writeBucketReport(
         contentType: types[kind] ?? 'application/octet-stream',
       });
     }
+    await beforeRemoving?.(written.files);
     const url = (path: string) => objectUrl(bucket, `${bucket.runKey}/${basename(path)}`);
     return { files: { markdown: url(written.files.markdown), gallery: url(written.files.gallery) } };
   } finally {

@@ -113,6 +113,13 @@ describe('run with results in a bucket', () => {
     );
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('is already complete');
+
+    // `mediabatch report` writes the report into the bucket again, and prints it; no local folder.
+    const report = await cli(['report', 'to-bucket', '--state', 'b.db'], { cwd: dir, env: env() });
+    expect(report.code, report.stderr).toBe(0);
+    expect(report.stdout).toContain('# Cost report: run `to-bucket`');
+    expect(report.stderr).toContain(`in s3://${s3.bucket}/results/to-bucket`);
+    expect(existsSync(join(dir, 's3:'))).toBe(false);
   });
 
   it('output: storage is the bucket of storage:, and refused without one, before anything is sent', async () => {

@@ -4,12 +4,16 @@
 import { resolve } from 'node:path';
 import type { Config } from '../../config.js';
 import { copyReportFile, UnknownRunError, writeReport } from '../../report/index.js';
+import { writeBucketReport } from '../../run/lifecycle.js';
 import { checkRunFolder, RunFolderTakenError } from '../../run/marker.js';
+import { isBucketLocation, OutputError, resolveOutput } from '../../run/output.js';
+import { createStorage, joinKey, StorageError } from '../../storage/index.js';
+import type { RunRecord, Store } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath, openExistingStore, type ReadContext, runFolder, unknownRunError } from './status.js';
 
 export interface ReportContext extends ReadContext {
-  config: Pick<Config, 'quota'>;
+  config: Pick<Config, 'quota' | 'storage'>;
 }
 
 export async function reportCommand(
@@ -30,6 +34,7 @@ export async function reportCommand(
     const run = store?.getRun(id);
     if (store === undefined || run === undefined) throw unknownRunError(id, store, ctx.statePath);
     const folder = runFolder(run, io.cwd);
+    if (isBucketLocation(folder)) return await bucketReport(store, run, folder, opts, ctx);
     let written: Awaited<ReturnType<typeof writeReport>>;
     try {
       await checkRunFolder(folder, resolve(io.cwd, ctx.statePath), id, (p) => displayPath(io.cwd, p));
@@ -59,4 +64,38 @@ export async function reportCommand(
   } finally {
     store?.close();
   }
+}
+
+/** A run whose results are in a bucket: its report is written there again, and printed. */
+async function bucketReport(
+  store: Store,
+  run: RunRecord,
+  folder: string,
+  opts: { json?: boolean },
+  ctx: ReportContext,
+): Promise<number> {
+  const { io } = ctx;
+  const output = folder.slice(0, folder.length - run.id.length - 1);
+  let resolved: ReturnType<typeof resolveOutput>;
+  try {
+    resolved = resolveOutput(output, ctx.config.storage, io.env);
+  } catch (error) {
+    if (error instanceof OutputError) throw new ExitError(EXIT.invalid, error.message);
+    throw error;
+  }
+  if (!resolved.bucket) throw new Error(`internal: ${folder} is not in a bucket`);
+  const storage = createStorage(resolved.bucket, { env: io.env });
+  try {
+    await writeBucketReport(
+      { store, runId: run.id, runDir: folder },
+      { storage, runKey: joinKey(resolved.bucket.prefix, run.id) },
+      { now: io.now(), ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}) },
+      (files) => copyReportFile(opts.json ? files.json : files.markdown, io.stdout),
+    );
+  } catch (error) {
+    if (error instanceof StorageError) throw new ExitError(error.exitCode, error.message);
+    throw error;
+  }
+  io.stderr.write(`Wrote report.json, report.csv, report.md and index.html in ${folder}\n`);
+  return EXIT.ok;
 }
