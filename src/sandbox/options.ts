@@ -19,6 +19,8 @@ export interface SandboxSettings {
   latencyMs: number;
   /** Lifetime of result links, in seconds from the end of the job. */
   linkTtlSeconds: number;
+  /** Bytes added to every video result (an MP4 `free` box): large results, for tests of multipart uploads. */
+  videoPaddingBytes: number;
   /** Account discount from 0 to 1: `cost` is the list price times (1 - discount). */
   discount: number;
   /** Tokens available to spend; may be fractional. */
@@ -70,6 +72,7 @@ export const SANDBOX_DEFAULTS = {
   chargeThenErrorRate: 0,
   latencyMs: 0,
   linkTtlSeconds: 12 * 60 * 60,
+  videoPaddingBytes: 0,
   discount: 0,
   balance: 1000,
   quota: null as number | null,
@@ -150,6 +153,12 @@ export const SANDBOX_FLAGS = [
     description: 'lifetime of result links in seconds',
   },
   {
+    flag: '--video-padding <bytes>',
+    attr: 'videoPadding',
+    option: 'videoPaddingBytes',
+    description: 'bytes added to every video result (an MP4 free box), for large results',
+  },
+  {
     flag: '--discount <0..1>',
     attr: 'discount',
     option: 'discount',
@@ -176,7 +185,7 @@ export type SettingsCheck =
   | { ok: false; issues: string[] };
 
 const RATE_KEYS = ['failRate', 'errorRate', 'chargeThenErrorRate', 'discount'] as const;
-const NON_NEGATIVE_KEYS = ['speed', 'latencyMs', 'linkTtlSeconds', 'balance'] as const;
+const NON_NEGATIVE_KEYS = ['speed', 'latencyMs', 'linkTtlSeconds', 'balance', 'videoPaddingBytes'] as const;
 
 /** Checks a partial settings object from JSON or flags; every problem is reported, not only the first. */
 export function checkSettings(input: unknown): SettingsCheck {

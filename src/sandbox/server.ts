@@ -105,6 +105,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     chargeThenErrorRate: SANDBOX_DEFAULTS.chargeThenErrorRate,
     latencyMs: SANDBOX_DEFAULTS.latencyMs,
     linkTtlSeconds: SANDBOX_DEFAULTS.linkTtlSeconds,
+    videoPaddingBytes: SANDBOX_DEFAULTS.videoPaddingBytes,
     discount: SANDBOX_DEFAULTS.discount,
     balance: SANDBOX_DEFAULTS.balance,
     quota: SANDBOX_DEFAULTS.quota,
@@ -280,7 +281,11 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       const [status, text] = FILE_REFUSALS[found.reason];
       return reply.code(status).type('text/plain').send(text);
     }
-    const bytes = await renderFile(found.file.recipe);
+    const rendered = await renderFile(found.file.recipe);
+    const bytes =
+      found.file.recipe.format === 'mp4' && settings.videoPaddingBytes > 0
+        ? withFreeBox(rendered, settings.videoPaddingBytes)
+        : rendered;
     return reply.type(CONTENT_TYPES[found.file.recipe.format]).send(bytes);
   };
   app.get('/files/:token', download);
@@ -327,6 +332,7 @@ function pickSettings(opts: SandboxOptions): Partial<SandboxSettings> {
     'chargeThenErrorRate',
     'latencyMs',
     'linkTtlSeconds',
+    'videoPaddingBytes',
     'discount',
     'balance',
     'quota',
@@ -352,6 +358,15 @@ const FILE_REFUSALS = {
 } as const;
 
 /** The callback carries what jobs/detail would answer at the moment of the change, quirks included. */
+/** An MP4 made larger by a `free` box at its end: still a valid file, as long as asked for. */
+function withFreeBox(mp4: Buffer, bytes: number): Buffer {
+  const size = Math.max(8, Math.floor(bytes));
+  const box = Buffer.alloc(size);
+  box.writeUInt32BE(size, 0);
+  box.write('free', 4, 'ascii');
+  return Buffer.concat([mp4, box]);
+}
+
 function withoutKey(value: unknown, apiKey: string): unknown {
   if (apiKey === '') return value;
   if (typeof value === 'string') return value.split(apiKey).join('[key]');

@@ -1,4 +1,4 @@
-// Issue 18: kill -9 while results stream into a bucket, then the same command again, until the run ends:
+// Issue 18: kill -9 while results stream into a bucket (12 MB videos in multipart uploads among small images), then the same command again, until the run ends:
 // no task charged twice, and every done task's objects complete in the bucket (sizes as recorded); a
 // cut-off upload never counts as a result. The runner is a child process; the sandbox and s3rver outlive it.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -12,7 +12,8 @@ import { type ChargeProxy, startChargeProxy } from '../helpers/charge-proxy.js';
 import { type Child, seeded, spawnCli, spawnSandbox } from '../helpers/child.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
 
-const TASKS = 16;
+const TASKS = 10;
+const CLIPS = 6;
 const MAX_KILLS = 5;
 
 let dir: string;
@@ -22,7 +23,17 @@ let s3: TestS3;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mb-bucket-crash-'));
-  const started = await spawnSandbox(['--speed', '0', '--seed', '3', '--latency', '20']);
+  // Each video result is 12 MB: above the 8 MiB part size, so it goes up to the bucket in parts.
+  const started = await spawnSandbox([
+    '--speed',
+    '0',
+    '--seed',
+    '3',
+    '--latency',
+    '20',
+    '--video-padding',
+    '12000000',
+  ]);
   sandbox = started.child;
   proxy = await startChargeProxy(started.baseUrl);
   s3 = await startS3();
@@ -99,6 +110,7 @@ describe('results in a bucket: kill -9 at random moments', () => {
         expect(own.length, task.task_id).toBe(1);
         for (const f of own) {
           expect(await storage.size(f.path.slice(`s3://${s3.bucket}/`.length))).toBe(f.bytes);
+          if (task.task_id.startsWith('clip-')) expect(f.bytes).toBeGreaterThan(12_000_000);
         }
         expect(await storage.size(`out/crash/${task.task_id}/job.json`)).toBeGreaterThan(0);
       }
