@@ -333,6 +333,30 @@ function positive(options: DownloadOptions, name: keyof DownloadOptions, require
  * for) through a random temporary file beside it. The folder is created if missing and must be a real
  * folder. Never throws for network, server or disk trouble, and never leaves a temporary file behind.
  */
+/** Every wait has an end: bodyTimeout bounds each pause, this bounds the whole body (at a minimum rate). */
+function bodyDeadline(
+  response: Dispatcher.ResponseData,
+  final: URL,
+  declared: number | undefined,
+  progress: { bytes: number },
+  options: DownloadOptions,
+): NodeJS.Timeout {
+  const expected = declared ?? options.maxBytes;
+  const rate = options.minBytesPerSecond ?? DEFAULT_MIN_BYTES_PER_SECOND;
+  const allowedMs = Math.max(options.minDeadlineMs ?? DEFAULT_MIN_DEADLINE_MS, (expected / rate) * 1000);
+  return setTimeout(() => {
+    const of = declared !== undefined ? ` of ${declared}` : '';
+    response.body.destroy(
+      new DownloadFailure({
+        ok: false,
+        type: 'network',
+        message: `download of ${shown(final)} was too slow: ${progress.bytes}${of} bytes in ${seconds(allowedMs)}, under ${rate} bytes/s; abandoned`,
+        retrySafe: true,
+      }),
+    );
+  }, allowedMs);
+}
+
 /** The response of a result link, answered 2xx and within the size limit; every other answer is a failure. */
 async function openResult(
   start: URL,
@@ -412,21 +436,7 @@ export async function downloadResult(
     if (!options.folderReady) await removeStaleTemps(folder, basename(destPath));
     temp = tempPathFor(join(folder, basename(destPath)), options.random ?? randomHex);
 
-    // Every wait has an end: bodyTimeout bounds each pause, this bounds the whole body.
-    const expected = declared ?? options.maxBytes;
-    const rate = options.minBytesPerSecond ?? DEFAULT_MIN_BYTES_PER_SECOND;
-    const allowedMs = Math.max(options.minDeadlineMs ?? DEFAULT_MIN_DEADLINE_MS, (expected / rate) * 1000);
-    deadline = setTimeout(() => {
-      const of = declared !== undefined ? ` of ${declared}` : '';
-      response.body.destroy(
-        new DownloadFailure({
-          ok: false,
-          type: 'network',
-          message: `download of ${shown(final)} was too slow: ${progress.bytes}${of} bytes in ${seconds(allowedMs)}, under ${rate} bytes/s; abandoned`,
-          retrySafe: true,
-        }),
-      );
-    }, allowedMs);
+    deadline = bodyDeadline(response, final, declared, progress, options);
 
     const result = await streamToFile(response.body, temp, options.maxBytes, progress).catch(
       (error: unknown) => {
@@ -532,19 +542,7 @@ export async function downloadResultToObject(
     const opened = await openResult(start, options);
     const { final, response } = opened;
     declared = opened.declared;
-    const expected = declared ?? options.maxBytes;
-    const rate = options.minBytesPerSecond ?? DEFAULT_MIN_BYTES_PER_SECOND;
-    const allowedMs = Math.max(options.minDeadlineMs ?? DEFAULT_MIN_DEADLINE_MS, (expected / rate) * 1000);
-    deadline = setTimeout(() => {
-      response.body.destroy(
-        new DownloadFailure({
-          ok: false,
-          type: 'network',
-          message: `download of ${shown(final)} was too slow: ${progress.bytes} bytes in ${seconds(allowedMs)}; abandoned`,
-          retrySafe: true,
-        }),
-      );
-    }, allowedMs);
+    deadline = bodyDeadline(response, final, declared, progress, options);
     // The first bytes name the file's type, so the object gets its final name before a byte is stored.
     const chunks = response.body[Symbol.asyncIterator]();
     const first: Buffer[] = [];

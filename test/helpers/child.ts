@@ -84,3 +84,31 @@ export function seeded(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/**
+ * `mediabatch <args>` run again and again, each run killed with SIGKILL at a random moment after its
+ * preflight (the first `maxKills` runs), until one ends by itself with 0 or 2. Resolves to every run's
+ * exit code or signal, in order; any other ending throws with the run's stderr.
+ */
+export async function runWithKills(o: {
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+  random: () => number;
+  maxKills: number;
+  maxDelayMs: number;
+}): Promise<(number | string)[]> {
+  const codes: (number | string)[] = [];
+  for (let round = 0; ; round++) {
+    const child = spawnCli(o.args, { cwd: o.cwd, env: o.env });
+    if (round < o.maxKills && (await child.waitFor('  To submit:'))) {
+      await new Promise((r) => setTimeout(r, Math.floor(o.random() * o.maxDelayMs)));
+      child.proc.kill('SIGKILL');
+    }
+    const code = await child.exited;
+    codes.push(code);
+    if (code === 0 || code === 2) return codes;
+    if (code !== 'SIGKILL') throw new Error(`run exited ${code}: ${child.stderr()}`);
+    if (round > o.maxKills) throw new Error(`run did not end after ${round + 1} runs`);
+  }
+}

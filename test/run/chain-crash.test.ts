@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { SandboxState } from '../../src/sandbox/server.js';
 import { type ChargeProxy, startChargeProxy } from '../helpers/charge-proxy.js';
-import { type Child, seeded, spawnCli, spawnSandbox } from '../helpers/child.js';
+import { type Child, runWithKills, seeded, spawnSandbox } from '../helpers/child.js';
 import type { TaskRow } from '../helpers/run-env.js';
 
 const PAIRS = 10;
@@ -96,19 +96,14 @@ describe('chains: kill -9 at random moments', () => {
       MEDIABATCH_POLL_SCALE: '0.01',
     };
     const random = seeded(20261125);
-    const codes: (number | string)[] = [];
-    for (let round = 0; ; round++) {
-      const child = spawnCli(['--state', 'state.db', 'run', 'chain.yaml', '--yes'], { cwd: dir, env });
-      if (round < MAX_KILLS && (await child.waitFor('  To submit:'))) {
-        await new Promise((r) => setTimeout(r, Math.floor(random() * 700)));
-        child.proc.kill('SIGKILL');
-      }
-      const code = await child.exited;
-      codes.push(code);
-      if (code === 0 || code === 2) break;
-      if (code !== 'SIGKILL') throw new Error(`run exited ${code}: ${child.stderr()}`);
-      expect(round).toBeLessThan(MAX_KILLS + 1);
-    }
+    const codes = await runWithKills({
+      args: ['--state', 'state.db', 'run', 'chain.yaml', '--yes'],
+      cwd: dir,
+      env,
+      random,
+      maxKills: MAX_KILLS,
+      maxDelayMs: 700,
+    });
     expect(codes.filter((c) => c === 'SIGKILL').length).toBeGreaterThanOrEqual(3);
 
     const db = new Database(join(dir, 'state.db'), { readonly: true, fileMustExist: true });

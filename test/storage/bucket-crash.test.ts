@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { createStorage } from '../../src/storage/index.js';
 import { type ChargeProxy, startChargeProxy } from '../helpers/charge-proxy.js';
-import { type Child, seeded, spawnCli, spawnSandbox } from '../helpers/child.js';
+import { type Child, runWithKills, seeded, spawnSandbox } from '../helpers/child.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
 
 const TASKS = 10;
@@ -56,6 +56,12 @@ describe('results in a bucket: kill -9 at random moments', () => {
         repeat: TASKS,
         input: { prompt: 'bucket crash shot {{index}}' },
       },
+      {
+        id: 'clip-{{index}}',
+        model: 'studio-2-6',
+        repeat: CLIPS,
+        input: { prompt: 'bucket crash clip {{index}}', duration: 5, resolution: '720p' },
+      },
     ];
     await writeFile(
       join(dir, 'crash.yaml'),
@@ -71,19 +77,14 @@ describe('results in a bucket: kill -9 at random moments', () => {
       AWS_SECRET_ACCESS_KEY: S3_SECRET,
     };
     const random = seeded(18);
-    const codes: (number | string)[] = [];
-    for (let round = 0; ; round++) {
-      const child = spawnCli(['--state', 'state.db', 'run', 'crash.yaml', '--yes'], { cwd: dir, env });
-      if (round < MAX_KILLS && (await child.waitFor('  To submit:'))) {
-        await new Promise((r) => setTimeout(r, Math.floor(random() * 600)));
-        child.proc.kill('SIGKILL');
-      }
-      const code = await child.exited;
-      codes.push(code);
-      if (code === 0 || code === 2) break;
-      if (code !== 'SIGKILL') throw new Error(`run exited ${code}: ${child.stderr()}`);
-      expect(round).toBeLessThan(MAX_KILLS + 1);
-    }
+    const codes = await runWithKills({
+      args: ['--state', 'state.db', 'run', 'crash.yaml', '--yes'],
+      cwd: dir,
+      env,
+      random,
+      maxKills: MAX_KILLS,
+      maxDelayMs: 600,
+    });
     expect(codes.filter((c) => c === 'SIGKILL').length).toBeGreaterThanOrEqual(2);
 
     const db = new Database(join(dir, 'state.db'), { readonly: true, fileMustExist: true });
@@ -99,6 +100,7 @@ describe('results in a bucket: kill -9 at random moments', () => {
     }>;
     db.close();
     const byKey = proxy.jobsByKey();
+    const done = new Set<string>();
     const storage = createStorage(s3.config('out'), { env });
     try {
       for (const task of rows) {
@@ -106,6 +108,7 @@ describe('results in a bucket: kill -9 at random moments', () => {
         expect((byKey.get(prompt) ?? []).length, task.task_id).toBeLessThanOrEqual(1);
         expect(['done', 'in_doubt'], task.task_id).toContain(task.state);
         if (task.state !== 'done') continue;
+        done.add(task.task_id);
         const own = files.filter((f) => f.task_id === task.task_id);
         expect(own.length, task.task_id).toBe(1);
         for (const f of own) {
@@ -117,5 +120,6 @@ describe('results in a bucket: kill -9 at random moments', () => {
     } finally {
       storage.destroy();
     }
+    expect([...done].filter((id) => id.startsWith('clip-')).length).toBeGreaterThan(0);
   }, 90_000);
 });
