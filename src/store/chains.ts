@@ -19,6 +19,15 @@ export const BLOCKING_STATES: readonly TaskState[] = [
   'blocked',
   'unfetched',
 ];
+/** Upstream states of a job on its way: a downstream waits for them in this run. */
+const ACTIVE_STATES: readonly TaskState[] = [
+  'submitting',
+  'submitted',
+  'running',
+  'stalled',
+  'downloading',
+  'unfetched',
+];
 /** Of those, the ones a new run cannot mend by itself (an unfetched result is fetched again at its start). */
 const STILL_BLOCKING: readonly TaskState[] = ['failed', 'rejected', 'in_doubt', 'lost', 'blocked'];
 
@@ -39,7 +48,8 @@ export class ChainStore {
   readonly #upstreamsOf;
   readonly #upstreamsOfRun;
   readonly #downstreamsOf;
-  readonly #waiting;
+  readonly #waitingOnBlocking;
+  readonly #waitingOnActive;
   readonly #blockedWithUpstreams;
   readonly #markBlocked;
   readonly #unblock;
@@ -70,14 +80,19 @@ export class ChainStore {
         'SELECT task_id FROM task_upstreams WHERE run_id = ? AND upstream_id = ?',
       )
       .pluck();
-    this.#waiting = db.prepare<[string], WaitingOn>(
-      `SELECT t.task_id AS taskId, u.upstream_id AS upstreamId, up.state AS upstreamState, up.error AS upstreamError
-       FROM tasks t
-       JOIN task_upstreams u ON u.run_id = t.run_id AND u.task_id = t.task_id
-       LEFT JOIN tasks up ON up.run_id = u.run_id AND up.task_id = u.upstream_id
-       WHERE t.run_id = ? AND t.state = 'pending' AND up.state IS NOT 'done'
-       ORDER BY t.seq, u.name`,
-    );
+    // From the upstreams' side, through the state index: the few upstreams in a given state with a
+    // pending downstream, however many downstreams wait.
+    const fromUpstreams = (states: readonly string[]) =>
+      db.prepare<[string], WaitingOn>(
+        `SELECT t.task_id AS taskId, up.task_id AS upstreamId, up.state AS upstreamState, up.error AS upstreamError
+         FROM tasks up
+         JOIN task_upstreams u ON u.run_id = up.run_id AND u.upstream_id = up.task_id
+         JOIN tasks t ON t.run_id = u.run_id AND t.task_id = u.task_id
+         WHERE up.run_id = ? AND up.state IN (${states.map((x) => `'${x}'`).join(', ')}) AND t.state = 'pending'
+         ORDER BY t.seq`,
+      );
+    this.#waitingOnBlocking = fromUpstreams(BLOCKING_STATES);
+    this.#waitingOnActive = fromUpstreams(ACTIVE_STATES);
     this.#blockedWithUpstreams = db.prepare<[string], { taskId: string; upstreamState: TaskState | null }>(
       `SELECT t.task_id AS taskId, up.state AS upstreamState
        FROM tasks t
@@ -171,9 +186,9 @@ export class ChainStore {
     return [...found];
   }
 
-  /** Pending tasks with an upstream that is not done, one row per such upstream. */
-  waitingOn(runId: string): WaitingOn[] {
-    return this.#waiting.all(runId);
+  /** Pending tasks whose upstream is being produced or fetched (sent, not done yet), one row per such upstream. */
+  waitingOnActive(runId: string): WaitingOn[] {
+    return this.#waitingOnActive.all(runId);
   }
 
   /**
@@ -189,9 +204,8 @@ export class ChainStore {
     const now = toIso(this.#now());
     for (;;) {
       let changed = false;
-      for (const w of this.#waiting.all(runId)) {
-        if (w.upstreamState === null || !BLOCKING_STATES.includes(w.upstreamState) || spare(w.upstreamId))
-          continue;
+      for (const w of this.#waitingOnBlocking.all(runId)) {
+        if (spare(w.upstreamId)) continue;
         const reason = scrub(blockReason(w));
         if (this.#markBlocked.run({ runId, taskId: w.taskId, reason, now }).changes === 1) {
           blocked.push({ taskId: w.taskId, reason });

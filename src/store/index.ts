@@ -106,7 +106,7 @@ export class Store {
   readonly hasChains: ChainStore['hasChains'];
   readonly upstreamsOf: ChainStore['upstreamsOf'];
   readonly upstreamsOfRun: ChainStore['upstreamsOfRun'];
-  readonly waitingOn: ChainStore['waitingOn'];
+  readonly waitingOnActive: ChainStore['waitingOnActive'];
   readonly blockDownstreams: ChainStore['blockDownstreams'];
   readonly unblockDownstreams: ChainStore['unblockDownstreams'];
   readonly fillIn: ChainStore['fillIn'];
@@ -190,7 +190,7 @@ export class Store {
     this.hasChains = chains.hasChains.bind(chains);
     this.upstreamsOf = chains.upstreamsOf.bind(chains);
     this.upstreamsOfRun = chains.upstreamsOfRun.bind(chains);
-    this.waitingOn = chains.waitingOn.bind(chains);
+    this.waitingOnActive = chains.waitingOnActive.bind(chains);
     this.blockDownstreams = chains.blockDownstreams.bind(chains);
     this.unblockDownstreams = chains.unblockDownstreams.bind(chains);
     this.fillIn = chains.fillIn.bind(chains);

@@ -296,4 +296,40 @@ CREATE TABLE uploads (
 ) STRICT, WITHOUT ROWID;
 `,
   },
+  {
+    id: 9,
+    name: 'chains: how many upstreams each task still waits for, kept by triggers',
+    sql: `
+-- The upstreams of a task not done yet. The next task to submit is a pending one with none, found through
+-- an index: a run of 50,000 avatars waiting for their speech never scans them to find a ready one.
+ALTER TABLE tasks ADD COLUMN waits INTEGER NOT NULL DEFAULT 0 CHECK (waits >= 0);
+UPDATE tasks SET waits = (
+  SELECT count(*) FROM task_upstreams u
+  WHERE u.run_id = tasks.run_id AND u.task_id = tasks.task_id
+    AND (SELECT up.state FROM tasks up WHERE up.run_id = u.run_id AND up.task_id = u.upstream_id) IS NOT 'done')
+WHERE EXISTS (SELECT 1 FROM task_upstreams u WHERE u.run_id = tasks.run_id AND u.task_id = tasks.task_id);
+CREATE INDEX tasks_ready_longest ON tasks (run_id, state, waits, expected_ms DESC, seq);
+CREATE INDEX tasks_ready_in_order ON tasks (run_id, state, waits, seq);
+
+-- An upstream missing from the run counts as not done, like one that is.
+CREATE TRIGGER task_upstreams_add AFTER INSERT ON task_upstreams BEGIN
+  UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id
+    AND (SELECT state FROM tasks WHERE run_id = NEW.run_id AND task_id = NEW.upstream_id) IS NOT 'done';
+END;
+CREATE TRIGGER task_upstreams_remove AFTER DELETE ON task_upstreams BEGIN
+  UPDATE tasks SET waits = waits - 1 WHERE run_id = OLD.run_id AND task_id = OLD.task_id
+    AND (SELECT state FROM tasks WHERE run_id = OLD.run_id AND task_id = OLD.upstream_id) IS NOT 'done';
+END;
+CREATE TRIGGER task_upstream_done AFTER UPDATE OF state ON tasks
+  WHEN NEW.state = 'done' AND OLD.state IS NOT 'done' BEGIN
+  UPDATE tasks SET waits = waits - 1 WHERE run_id = NEW.run_id
+    AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
+END;
+CREATE TRIGGER task_upstream_undone AFTER UPDATE OF state ON tasks
+  WHEN OLD.state = 'done' AND NEW.state IS NOT 'done' BEGIN
+  UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id
+    AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
+END;
+`,
+  },
 ];

@@ -164,24 +164,23 @@ export class TaskStore {
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY expected_ms DESC, seq LIMIT ?`,
       ),
     };
-    // A chained task goes only when every task it waits for is done (a missing one counts as not done).
-    const ready = `NOT EXISTS (SELECT 1 FROM task_upstreams u WHERE u.run_id = tasks.run_id AND u.task_id = tasks.task_id
-        AND (SELECT up.state FROM tasks up WHERE up.run_id = u.run_id AND up.task_id = u.upstream_id) IS NOT 'done')`;
+    // A chained task goes only when every task it waits for is done: `waits` (migration 9) counts the
+    // others, kept by triggers, so the ready ones are an index range however many wait.
     this.#selectReady = {
       manifest: db.prepare<[string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND ${ready} ORDER BY seq LIMIT ?`,
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY seq LIMIT ?`,
       ),
       longest: db.prepare<[string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND ${ready} ORDER BY expected_ms DESC, seq LIMIT ?`,
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY expected_ms DESC, seq LIMIT ?`,
       ),
     };
     this.#selectReadyOf = {
       manifest: db.prepare<[string, string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND ${ready}
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
            AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
       ),
       longest: db.prepare<[string, string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND ${ready}
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
            AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
       ),
     };
@@ -289,6 +288,7 @@ export class TaskStore {
     if (this.#runExists.get(runId) === undefined) throw unknownRun(runId);
     // A new run has no tasks to compare with: no look-up per task.
     const resumed = this.#anyTask.get(runId) !== undefined;
+    const hadChains = resumed && this.#chains.hasChains(runId);
     const seen = new Set<string>();
     const now = toIso(this.#now());
     let nextSeq = (this.#selectMaxSeq.get(runId) ?? -1) + 1;
@@ -307,9 +307,13 @@ export class TaskStore {
       seen.add(spec.taskId);
       const values = taskValues(runId, spec, now);
       const old = resumed ? this.#selectExisting.get(runId, spec.taskId) : undefined;
-      if (spec.upstreams !== undefined || old !== undefined) {
-        const upstreams = (spec.upstreams ?? []).map(({ name, taskId }) => ({ name, upstreamId: taskId }));
-        if (upstreams.length > 0 || old !== undefined) links.push([spec.taskId, upstreams]);
+      // Links are written for chained tasks, and rewritten on resume only in a run that has chains: a
+      // task may have lost its `after`. A run without any costs nothing here, at any size.
+      if (spec.upstreams !== undefined || (old !== undefined && hadChains)) {
+        links.push([
+          spec.taskId,
+          (spec.upstreams ?? []).map(({ name, taskId }) => ({ name, upstreamId: taskId })),
+        ]);
       }
       // A filled-in chained task is compared with the request it was planned with, not the one it sent.
       const plannedHash = old?.planned_body == null ? old?.body_hash : bodyHash(old.planned_body);

@@ -126,7 +126,7 @@ export class Submitter {
       core.claimed.has(taskId) && core.watched.get(taskId)?.stalled !== true;
     const blocked = store.blockDownstreams(runId, (id) => core.claimed.has(id));
     core.blocked(blocked);
-    return store.waitingOn(runId).some((w) => working(w.upstreamId));
+    return store.waitingOnActive(runId).some((w) => working(w.upstreamId));
   }
 
   /** --limit, then whether the task's worst case fits what is left of the budget even with nothing in flight. */

@@ -131,7 +131,7 @@ CREATE TABLE "tasks" (
   updated_at     TEXT NOT NULL,
   retries        INTEGER NOT NULL DEFAULT 0 CHECK (retries >= 0),
   cost_assumed   INTEGER NOT NULL DEFAULT 0 CHECK (cost_assumed IN (0, 1)),
-  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)), file_name TEXT, expected_ms INTEGER NOT NULL DEFAULT 0 CHECK (expected_ms >= 0), planned_body TEXT, planned_estimate TEXT CHECK (planned_estimate IS NULL OR json_valid(planned_estimate)),
+  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)), file_name TEXT, expected_ms INTEGER NOT NULL DEFAULT 0 CHECK (expected_ms >= 0), planned_body TEXT, planned_estimate TEXT CHECK (planned_estimate IS NULL OR json_valid(planned_estimate)), waits INTEGER NOT NULL DEFAULT 0 CHECK (waits >= 0),
   PRIMARY KEY (run_id, task_id)
 ) STRICT;
 
@@ -179,3 +179,29 @@ CREATE TABLE uploads (
   uploaded_at TEXT NOT NULL,
   PRIMARY KEY (storage, key)
 ) STRICT, WITHOUT ROWID;
+
+CREATE INDEX tasks_ready_longest ON tasks (run_id, state, waits, expected_ms DESC, seq);
+
+CREATE INDEX tasks_ready_in_order ON tasks (run_id, state, waits, seq);
+
+CREATE TRIGGER task_upstreams_add AFTER INSERT ON task_upstreams BEGIN
+  UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id
+    AND (SELECT state FROM tasks WHERE run_id = NEW.run_id AND task_id = NEW.upstream_id) IS NOT 'done';
+END;
+
+CREATE TRIGGER task_upstreams_remove AFTER DELETE ON task_upstreams BEGIN
+  UPDATE tasks SET waits = waits - 1 WHERE run_id = OLD.run_id AND task_id = OLD.task_id
+    AND (SELECT state FROM tasks WHERE run_id = OLD.run_id AND task_id = OLD.upstream_id) IS NOT 'done';
+END;
+
+CREATE TRIGGER task_upstream_done AFTER UPDATE OF state ON tasks
+  WHEN NEW.state = 'done' AND OLD.state IS NOT 'done' BEGIN
+  UPDATE tasks SET waits = waits - 1 WHERE run_id = NEW.run_id
+    AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
+END;
+
+CREATE TRIGGER task_upstream_undone AFTER UPDATE OF state ON tasks
+  WHEN OLD.state = 'done' AND NEW.state IS NOT 'done' BEGIN
+  UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id
+    AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
+END;

@@ -1,0 +1,109 @@
+// Issue 17: the store's side of chains. `waits` (migration 9) must equal the real number of upstreams not
+// done after any sequence of changes by any writer, so that the ready tasks are an index range; blocked
+// and unblocked downstreams follow their upstreams.
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { TASK_STATES } from '../../src/store/types.js';
+import { task, useStoreWithRun } from './helpers.js';
+
+const ctx = useStoreWithRun();
+
+function realWaits(file: string): Record<string, number> {
+  const db = new Database(file, { readonly: true });
+  const rows = db
+    .prepare(
+      `SELECT t.task_id AS id, t.waits AS stored,
+         (SELECT count(*) FROM task_upstreams u WHERE u.run_id = t.run_id AND u.task_id = t.task_id
+            AND (SELECT up.state FROM tasks up WHERE up.run_id = u.run_id AND up.task_id = u.upstream_id) IS NOT 'done') AS real
+       FROM tasks t WHERE t.run_id = 'r1'`,
+    )
+    .all() as Array<{ id: string; stored: number; real: number }>;
+  db.close();
+  const wrong: Record<string, number> = {};
+  for (const r of rows) if (r.stored !== r.real) wrong[r.id] = r.stored - r.real;
+  return wrong;
+}
+
+const chained = (id: string, ...ups: string[]) => ({
+  ...task(id),
+  upstreams: ups.map((u, i) => ({ name: ups.length === 1 ? '' : `n${i}`, taskId: u })),
+});
+
+describe('chains in the store', () => {
+  it('keep waits exact through inserts (a downstream before its upstream), moves by any writer, and resumes', () => {
+    const store = ctx.store();
+    // clip-i waits for still-i; poster-i waits for clip-i and still-i; written downstream first.
+    const specs = [];
+    for (let i = 0; i < 40; i++) specs.push(chained(`poster-${i}`, `clip-${i}`, `still-${i}`));
+    for (let i = 0; i < 40; i++) specs.push(chained(`clip-${i}`, `still-${i}`));
+    for (let i = 0; i < 40; i++) specs.push(task(`still-${i}`));
+    store.upsertTasks('r1', specs);
+    expect(realWaits(ctx.file())).toEqual({});
+    expect(store.nextPending('r1', 1_000, undefined, 'manifest').map((t) => t.taskId)).toEqual(
+      Array.from({ length: 40 }, (_, i) => `still-${i}`),
+    );
+
+    const raw = new Database(ctx.file());
+    const update = raw.prepare("UPDATE tasks SET state = ? WHERE run_id = 'r1' AND task_id = ?");
+    let x = 11;
+    const random = () => {
+      x = (x * 1103515245 + 12345) % 2 ** 31;
+      return x / 2 ** 31;
+    };
+    const ids = specs.map((s) => s.taskId);
+    for (let i = 0; i < 1_500; i++) {
+      const state =
+        random() < 0.4 ? 'done' : (TASK_STATES[Math.floor(random() * TASK_STATES.length)] ?? 'pending');
+      update.run(state, ids[Math.floor(random() * ids.length)]);
+    }
+    raw.close();
+    expect(realWaits(ctx.file())).toEqual({});
+    // A resume of the same manifest rewrites the links: still exact.
+    store.upsertTasks('r1', specs);
+    expect(realWaits(ctx.file())).toEqual({});
+    // The ready ones are exactly the pending tasks whose upstreams are all done.
+    const db = new Database(ctx.file(), { readonly: true });
+    const state = new Map(
+      (
+        db.prepare("SELECT task_id, state FROM tasks WHERE run_id = 'r1'").all() as Array<{
+          task_id: string;
+          state: string;
+        }>
+      ).map((r) => [r.task_id, r.state]),
+    );
+    db.close();
+    const ready = specs
+      .filter(
+        (s) =>
+          state.get(s.taskId) === 'pending' &&
+          (s.upstreams ?? []).every((u) => state.get(u.taskId) === 'done'),
+      )
+      .map((s) => s.taskId)
+      .sort();
+    expect(
+      store
+        .nextPending('r1', 1_000)
+        .map((t) => t.taskId)
+        .sort(),
+    ).toEqual(ready);
+  });
+
+  it('block the downstreams of a failed upstream, down the chain, and unblock them when it is requeued', () => {
+    const store = ctx.store();
+    store.upsertTasks('r1', [task('a'), chained('b', 'a'), chained('c', 'b'), task('z')]);
+    const raw = new Database(ctx.file());
+    raw
+      .prepare("UPDATE tasks SET state = 'failed', error = 'the service failed it' WHERE task_id = 'a'")
+      .run();
+    raw.close();
+    const blocked = store.blockDownstreams('r1');
+    expect(blocked.map((b) => b.taskId)).toEqual(['b', 'c']);
+    expect(blocked[0]?.reason).toBe(
+      'waits for a, which failed (the service failed it): never submitted, nothing charged; run again with --retry-failed to submit a again, and this task follows',
+    );
+    expect(blocked[1]?.reason).toBe('waits for b, which is blocked: never submitted, nothing charged');
+    expect(store.requeueTasks('r1', ['a'], ['failed'])).toEqual(['a']);
+    expect(store.unblockDownstreams('r1').sort()).toEqual(['b', 'c']);
+    expect(store.countTasksByState('r1').pending).toBe(4);
+  });
+});
