@@ -2,7 +2,7 @@
 // s3rver, each file uploaded once, the sandbox fetches the presigned links, and a second run uploads nothing.
 
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -120,5 +120,35 @@ describe('run with local inputs', () => {
     ]);
     // What is stored is the file, never a link that would expire.
     for (const row of rows) expect(JSON.parse(row.body).audio_url).toBe('file:song.wav');
+  });
+
+  it('a chained task with a local input is priced exactly: the file is measured through its link', async () => {
+    await cp(join('test', 'fixtures', 'media', 'av-10s.mp4'), join(dir, 'presenter.mp4'));
+    await writeFile(
+      join(dir, 'chain.yaml'),
+      `version: 1\nname: chain-local\ntasks:\n  - id: voice\n    model: speech-v3\n    input: { text: "Hello from Acme, where every mug is made by hand, slowly, in our workshop." }\n  - id: avatar\n    model: ai-talking-avatar-video\n    after: voice\n    input: { video_url: "file:presenter.mp4", audio_url: "{{after.audio}}", resolution: 540p }\n`,
+    );
+    const env = {
+      MEDIABATCH_STORAGE_URL: `s3://${s3.bucket}/mb`,
+      MEDIABATCH_STORAGE_ENDPOINT: s3.endpoint,
+      AWS_ACCESS_KEY_ID: S3_KEY_ID,
+      AWS_SECRET_ACCESS_KEY: S3_SECRET,
+    };
+    const run = await cli(
+      ['run', 'chain.yaml', '--sandbox', '--sandbox-speed', '0', '--yes', '--state', 'chain.db'],
+      {
+        cwd: dir,
+        env,
+      },
+    );
+    expect(run.code, run.stderr).toBe(0);
+    const [avatar] = new Database(join(dir, 'chain.db'), { readonly: true })
+      .prepare("SELECT est_min, est_max, est_basis, cost, body FROM tasks WHERE task_id = 'avatar'")
+      .all() as Array<{ est_min: number; est_max: number; est_basis: string; cost: number; body: string }>;
+    // Normal mode bills the shorter of the local 10 s video and the speech: both measured, so exact.
+    expect(avatar?.est_min).toBe(avatar?.est_max);
+    expect(avatar?.est_basis).toMatch(/measured/);
+    expect(avatar?.cost).toBe(avatar?.est_max);
+    expect(JSON.parse(avatar?.body ?? '{}').video_url).toBe('file:presenter.mp4');
   });
 });

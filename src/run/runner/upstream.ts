@@ -204,9 +204,11 @@ async function measure(
 ): Promise<{ durations: MediaDurations; notes: string[] }> {
   const durations: MediaDurations = {};
   const notes: string[] = [];
+  // Local `file:` inputs are measured through the links the service will get (uploaded before the run).
+  const linked = core.opts.inputLinks ? await core.opts.inputLinks(body) : body;
   const needs = entry.mediaFields
-    .filter((f) => f.needsDuration && typeof body[f.field] === 'string')
-    .map((f) => ({ field: f.field, location: body[f.field] as string, kind: f.kind }));
+    .filter((f) => f.needsDuration && typeof linked[f.field] === 'string')
+    .map((f) => ({ field: f.field, location: linked[f.field] as string, kind: f.kind }));
   if (needs.length > 0) {
     const measured = await core.measure(needs.map(({ location, kind }) => ({ location, kind })));
     for (const need of needs) {
