@@ -51,9 +51,13 @@ export async function readGalleryExtras(
 }
 
 /** The extras of some tasks (a page of them, or all), each with the prompt of its request. */
+/** Reads a task's JSON file (sheet.json, job.json) by its folder and name; undefined when it cannot. */
+export type ExtraReader = (folder: string, name: string) => Promise<unknown>;
+
 export async function extrasOf(
   tasks: readonly { task: ReportTask; prompt: string | undefined }[],
   runDir: string,
+  read: ExtraReader = (folder, name) => readJson(join(runDir, folder, name)),
 ): Promise<Map<string, GalleryExtra>> {
   const extras = new Map<string, GalleryExtra>();
   const limit = pLimit(READ_CONCURRENCY);
@@ -61,7 +65,7 @@ export async function extrasOf(
     tasks.map(({ task, prompt }) =>
       limit(async () => {
         const extra: GalleryExtra = prompt === undefined ? {} : { prompt };
-        if (task.status === 'done') await readFolderExtras(task, runDir, extra);
+        if (task.status === 'done') await readFolderExtras(task, read, extra);
         extras.set(task.id, extra);
       }),
     ),
@@ -69,13 +73,13 @@ export async function extrasOf(
   return extras;
 }
 
-async function readFolderExtras(t: ReportTask, runDir: string, extra: GalleryExtra): Promise<void> {
+async function readFolderExtras(t: ReportTask, read: ExtraReader, extra: GalleryExtra): Promise<void> {
   if (t.model === 'oc-maker') {
-    const sheet = await readJson(join(runDir, t.folder, 'sheet.json'));
+    const sheet = await read(t.folder, 'sheet.json');
     if (sheet !== undefined) extra.sheet = sheet;
   }
   if (t.files.some((f) => f.kind === 'audio')) {
-    const job = await readJson(join(runDir, t.folder, 'job.json'));
+    const job = await read(t.folder, 'job.json');
     const songs = (job as { songs?: unknown } | undefined)?.songs;
     if (Array.isArray(songs)) {
       extra.songs = songs.filter((s): s is Record<string, unknown> => s !== null && typeof s === 'object');

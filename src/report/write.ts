@@ -15,7 +15,7 @@ import {
 } from '../util/fsatomic.js';
 import { inDoubtEntry, type ReportHead, type ReportOptions, reportTask } from './build.js';
 import { csvChunks } from './csv.js';
-import { extrasOf, promptOfText } from './extras.js';
+import { type ExtraReader, extrasOf, promptOfText } from './extras.js';
 import { GALLERY_BOTTOM, GALLERY_IN_DOUBT_LIMIT, galleryCard, galleryTop } from './gallery.js';
 import { collectReportHead } from './head.js';
 import { reportJsonChunks } from './json.js';
@@ -56,9 +56,11 @@ export async function writeReport(
      * caller uploads from. Paths in the report stay relative to `runDir`.
      */
     writeTo?: string;
+    /** Reads a task's sheet.json or job.json where the run's folder is not on this disk (a bucket). */
+    readExtra?: ExtraReader;
   },
 ): Promise<WrittenReport> {
-  const { writeTo, ...reportOpts } = opts;
+  const { writeTo, readExtra, ...reportOpts } = opts;
   const head = collectReportHead(store, runId, { ...reportOpts, runDir });
   const folder = writeTo ?? runDir;
   // The run's folder sits in the user's output folder, which may be a link they made; the run's folder
@@ -94,7 +96,7 @@ export async function writeReport(
         task: reportTask(row, row.spend, row.files, runDir, row.attempts),
         prompt: promptOfText(row.requestText),
       }));
-      const extras = await extrasOf(cards, runDir);
+      const extras = await extrasOf(cards, runDir, readExtra);
       for (const { task } of cards) {
         await sink.write((first ? '' : ',') + galleryCard(task, extras.get(task.id)));
         first = false;

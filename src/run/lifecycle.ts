@@ -429,6 +429,16 @@ export async function writeBucketReport(
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
       writeTo: join(temp, session.runId),
+      // The cards' character sheets and songs, from the task folders in the bucket.
+      readExtra: async (folder, name) => {
+        try {
+          return JSON.parse(
+            (await bucket.storage.getBytes(`${bucket.runKey}/${folder}/${name}`)).toString('utf8'),
+          );
+        } catch {
+          return undefined;
+        }
+      },
     });
     const types: Record<string, string> = {
       json: 'application/json',

@@ -100,6 +100,11 @@ describe('run with results in a bucket', () => {
       expect(report.tasks.every((t) => t.status === 'done')).toBe(true);
       const gallery = (await storage.getBytes('results/to-bucket/index.html')).toString('utf8');
       expect(gallery).toContain('"p":"still-1/1.png"');
+      // The oc-maker card shows its character sheet, read from the task's folder in the bucket.
+      const sheet = JSON.parse(
+        (await storage.getBytes('results/to-bucket/hero/sheet.json')).toString('utf8'),
+      ) as { name: string };
+      expect(gallery).toContain(`"sh":{"name":${JSON.stringify(sheet.name)}`);
     } finally {
       storage.destroy();
     }
