@@ -71,8 +71,9 @@ export interface RunManifestOptions extends PlanManifestOptions {
   timeScale?: number;
   logger?: Logger;
   /**
-   * The bucket for local `file:` inputs (S3, R2, MinIO…); credentials come from the AWS chain (environment,
-   * shared files, profiles), never from here. Without it a manifest with local inputs is refused.
+   * The bucket (S3, R2, MinIO…) for local `file:` inputs and for `output: storage`; credentials come from
+   * the AWS chain (environment, shared files, profiles), never from here. Without it a manifest with local
+   * inputs is refused.
    */
   storage?: StorageConfig;
 }
@@ -108,8 +109,7 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
       logger,
       ...(o.concurrency !== undefined ? { concurrency: o.concurrency } : {}),
       ...(o.retries !== undefined ? { retries: o.retries } : {}),
-      // Loaded only when a bucket is configured: the AWS SDK is not needed otherwise.
-      ...(o.storage ? { storage: (await import('./storage/index.js')).createStorage(o.storage) } : {}),
+      ...(o.storage ? { storage: o.storage } : {}),
       allowPartial: o.allowPartial ?? false,
       policy: scaledRunPolicy(o.timeScale ?? 1),
       ...(o.signal ? { signal: o.signal } : {}),

@@ -5,7 +5,7 @@ import { dirname } from 'node:path';
 import type { ApiClient } from '../api/client.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
-import type { Storage } from '../storage/index.js';
+import type { StorageConfig } from '../storage/config.js';
 import type { Store, TaskState } from '../store/index.js';
 import type { Logger } from '../util/log.js';
 import type { RunEvent } from './events.js';
@@ -18,9 +18,10 @@ import {
   type RunOutcome,
   writeRunReport,
 } from './lifecycle.js';
+import { OutputError, resolveOutput } from './output.js';
 import { unattendedInputLinks } from './runner/uploads.js';
 import type { RunProgress } from './runner.js';
-import { openRunSession, type PlannedRun } from './session.js';
+import { openRunSession, type PlannedRun, RunError } from './session.js';
 import { DEFAULT_RUN_POLICY, type RunPolicy } from './settings.js';
 
 export interface UnattendedRunOptions {
@@ -36,8 +37,13 @@ export interface UnattendedRunOptions {
   configQuota?: number;
   /** The account's prices (chained tasks are priced exactly with them when filled in). */
   prices?: PriceTable;
-  /** The account's bucket: local `file:` inputs are uploaded there before the first POST. */
-  storage?: Storage;
+  /**
+   * The account's bucket (`storage:`): local `file:` inputs are uploaded there before the first POST, and
+   * `output: storage` puts the results there. Credentials come from the AWS chain in `env`.
+   */
+  storage?: StorageConfig;
+  /** Where AWS credentials are read from; the process's environment by default. */
+  env?: NodeJS.ProcessEnv;
   runId?: string;
   /** A cap on top of the manifest's budget (the scheduler passes what is left of budget_per_period). */
   budgetCap?: number;
@@ -63,11 +69,21 @@ export type UnattendedOutcome =
 export async function runUnattended(o: UnattendedRunOptions): Promise<UnattendedOutcome> {
   const now = o.now ?? (() => new Date());
   const policy = o.policy ?? DEFAULT_RUN_POLICY;
-  const settings = o.plan.settings;
+  const env = o.env ?? process.env;
+  // `output: storage` is the account's bucket; results in a bucket never touch a local folder.
+  let output: ReturnType<typeof resolveOutput>;
+  try {
+    output = resolveOutput(o.plan.settings.output, o.storage, env);
+  } catch (error) {
+    if (error instanceof OutputError) throw new RunError('invalid', error.message);
+    throw error;
+  }
+  const plan = { ...o.plan, settings: { ...o.plan.settings, output: output.output } };
+  const settings = plan.settings;
   const budget = effectiveBudget(settings.budget, o.budgetCap);
   const session = await openRunSession({
     store: o.store,
-    plan: o.plan,
+    plan,
     manifestPath: o.manifestPath,
     stateFile: o.stateFile,
     api: { baseUrl: o.apiBaseUrl ?? o.client.baseUrl, keyFingerprint: o.keyFingerprint },
@@ -77,6 +93,16 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   });
   try {
     const runId = session.runId;
+    // Loaded only with a bucket: the AWS SDK is not needed otherwise.
+    const s3 = o.storage || output.bucket ? await import('../storage/index.js') : undefined;
+    const bucket =
+      s3 && output.bucket
+        ? {
+            storage: s3.createStorage(output.bucket, { env }),
+            runKey: s3.joinKey(output.bucket.prefix, runId),
+          }
+        : undefined;
+    const inputs = s3 && o.storage ? s3.createStorage(o.storage, { env }) : undefined;
     const preflight = await preflightRun(session, {
       client: o.client,
       keyFingerprint: o.keyFingerprint,
@@ -88,6 +114,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
     });
     const report = () =>
       writeRunReport(session, {
+        ...(bucket ? { bucket } : {}),
         now: now(),
         ...(o.configQuota !== undefined ? { quota: o.configQuota } : {}),
       });
@@ -102,7 +129,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       return { kind: 'refused', runId, exitCode: EXIT.refused, message: refusal, preflight };
     }
     // Local inputs are uploaded before anything is sent; a problem stops the run with nothing charged.
-    const inputLinks = await unattendedInputLinks(o.store, runId, dirname(o.manifestPath), o.storage).catch(
+    const inputLinks = await unattendedInputLinks(o.store, runId, dirname(o.manifestPath), inputs).catch(
       (error: unknown) => {
         session.refuse(EXIT.invalid);
         throw error;
@@ -110,6 +137,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
     );
     const outcome = await executeRun(session, {
       ...(inputLinks ? { inputLinks } : {}),
+      ...(bucket ? { bucket } : {}),
       client: o.client,
       keyFingerprint: o.keyFingerprint,
       logger: o.logger,
@@ -119,7 +147,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       ...(o.prices !== undefined ? { prices: o.prices } : {}),
       ...(budget !== undefined ? { budget } : {}),
       ...(o.retries !== undefined ? { retries: o.retries } : {}),
-      taskIds: o.plan.taskIds,
+      taskIds: plan.taskIds,
       stop: o.signal ?? new AbortController().signal,
       ...(o.halt ? { halt: o.halt } : {}),
       ...(o.onEvent ? { onEvent: o.onEvent } : {}),

@@ -18,7 +18,6 @@ import {
   Scheduler,
   type Timers,
 } from '../../schedule/index.js';
-import { createStorage } from '../../storage/index.js';
 import { keyFingerprint, leaseHolder, openStore, periodOf, type Store } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import { scrub } from '../../util/secrets.js';
@@ -225,7 +224,8 @@ async function runFiring(
       logger: ctx.logger,
       ...(config.quota !== undefined ? { configQuota: config.quota } : {}),
       prices: config.prices,
-      ...(config.storage ? { storage: createStorage(config.storage, { env: ctx.io.env }) } : {}),
+      ...(config.storage ? { storage: config.storage } : {}),
+      env: ctx.io.env,
       runId: o.runId,
       ...(o.budgetCap !== undefined ? { budgetCap: o.budgetCap } : {}),
       allowPartial: flags.allowPartial ?? false,
