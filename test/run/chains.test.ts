@@ -246,6 +246,13 @@ describe('chains', () => {
     expect(env.state().jobs).toHaveLength(2);
     expect(env.state().balance).toBe(balance - 0.2);
     expect(result.stdout).toContain('1 blocked');
+    // status lists the chained task with what it waits for, and --json gives the same.
+    const status = await env.run(['status', 'batch']);
+    expect(status.stdout).toMatch(/^clip +blocked +still \(failed\)$/m);
+    const json = JSON.parse((await env.run(['status', 'batch', '--json'])).stdout) as { chains: unknown };
+    expect(json.chains).toEqual([
+      { task: 'clip', state: 'blocked', after: [{ name: '', task: 'still', state: 'failed' }] },
+    ]);
 
     // The still's prompt is fixed; --accept-changes sends it again, and the clip follows.
     await env.manifest({
