@@ -11,10 +11,26 @@ import { describeValue, formatCount, isPlainObject, type PlainObject, setOwn } f
 
 const NO_ROWS: undefined[] = [undefined];
 
+/** One combination of one declaration: its tasks follow one another from `start`, rows × copies. */
+interface Span {
+  start: number;
+  n: number;
+  combo: PlainObject;
+  rows: boolean;
+  repeat: number;
+}
+
 /** Expands prepared declarations; holds what must be shared between tasks (locators, compiled defaults). */
 export class Expander {
   #ctx: ExpandContext;
-  #origins = new Map<string, Origin>();
+  /**
+   * Each id's first task, as its place in the expansion: a number, not an Origin, so that a million ids
+   * cost a map of small integers (issue 16); the Origin is worked out again from `#spans` for a duplicate.
+   */
+  #firsts = new Map<string, number>();
+  /** Where each combination of each declaration starts in the expansion, in order. */
+  #spans: Span[] = [];
+  #seq = 0;
   #duplicates = new Map<string, { problem: ManifestProblem; more: number }>();
   #defaults = new Map<string, CompiledValue | undefined>();
   #locators = new Map<string, (fieldPath: string) => SourcePos>();
@@ -33,17 +49,21 @@ export class Expander {
   *expand(declaration: Declaration): Generator<TaskSpec> {
     const comboList = declaration.comboList ?? combos(declaration.plan);
     for (const [c, combo] of comboList.entries()) {
-      const rows = declaration.rows(c) ?? NO_ROWS;
+      const listed = declaration.rows(c);
+      const rows = listed ?? NO_ROWS;
+      if (!this.#proven) {
+        this.#spans.push({
+          start: this.#seq,
+          n: declaration.n,
+          combo,
+          rows: listed !== undefined,
+          repeat: declaration.repeat,
+        });
+      }
       for (const [r, row] of rows.entries()) {
         for (let copy = 1; copy <= declaration.repeat; copy++) {
           const index = declaration.repeat > 1 ? copy : row ? r + 1 : 1;
-          const origin: Origin = {
-            n: declaration.n,
-            combo,
-            row: row ? r + 1 : undefined,
-            copy: declaration.repeat > 1 ? copy : undefined,
-          };
-          const task = this.#one(declaration, combo, row, index, origin);
+          const task = this.#one(declaration, combo, row, index, this.#seq++);
           if (task) yield task;
         }
       }
@@ -57,7 +77,7 @@ export class Expander {
     combo: PlainObject,
     row: PlainObject | undefined,
     index: number,
-    origin: Origin,
+    seq: number,
   ): TaskSpec | undefined {
     const ctx = this.#ctx;
     const builtins: Scope['builtins'] = { ...ctx.builtins, index };
@@ -169,7 +189,7 @@ export class Expander {
       if (!this.#proven) this.#fileNames.set(key, taskId);
       task.fileName = String(name);
     }
-    if (this.#isDuplicate(taskId, origin, declaration)) return undefined;
+    if (this.#isDuplicate(taskId, seq, declaration)) return undefined;
     return task;
   }
 
@@ -248,13 +268,15 @@ export class Expander {
     return locate;
   }
 
-  #isDuplicate(id: string, origin: Origin, declaration: Declaration): boolean {
+  #isDuplicate(id: string, seq: number, declaration: Declaration): boolean {
     if (this.#proven) return false;
-    const first = this.#origins.get(id);
-    if (!first) {
-      this.#origins.set(id, origin);
+    const firstSeq = this.#firsts.get(id);
+    if (firstSeq === undefined) {
+      this.#firsts.set(id, seq);
       return false;
     }
+    const first = this.#originAt(firstSeq);
+    const origin = this.#originAt(seq);
     const pair = `${first.n}\0${origin.n}`;
     const seen = this.#duplicates.get(pair);
     if (seen) {
@@ -276,6 +298,25 @@ export class Expander {
       more: 0,
     });
     return true;
+  }
+
+  /** The combination, row and copy of the task at `seq` in the expansion. */
+  #originAt(seq: number): Origin {
+    let lo = 0;
+    let hi = this.#spans.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if ((this.#spans[mid] as Span).start <= seq) lo = mid;
+      else hi = mid - 1;
+    }
+    const span = this.#spans[lo] as Span;
+    const offset = seq - span.start;
+    return {
+      n: span.n,
+      combo: span.combo,
+      row: span.rows ? Math.floor(offset / span.repeat) + 1 : undefined,
+      copy: span.repeat > 1 ? (offset % span.repeat) + 1 : undefined,
+    };
   }
 
   finish(): void {

@@ -289,7 +289,9 @@ export class TaskStore {
     // A new run has no tasks to compare with: no look-up per task.
     const resumed = this.#anyTask.get(runId) !== undefined;
     const hadChains = resumed && this.#chains.hasChains(runId);
-    const seen = new Set<string>();
+    // A resumed run needs every id to find the tasks the manifest no longer lists; a new run does not, and
+    // its primary key refuses a duplicate: no set of a million ids (issue 16).
+    const seen = resumed ? new Set<string>() : undefined;
     const now = toIso(this.#now());
     let nextSeq = (this.#selectMaxSeq.get(runId) ?? -1) + 1;
     const result: UpsertResult = { inserted: 0, unchanged: 0, updated: [], changed: [], missing: [] };
@@ -301,10 +303,8 @@ export class TaskStore {
     const resetIds: string[] = [];
 
     for (const spec of specs) {
-      if (seen.has(spec.taskId)) {
-        throw new StoreError(`run ${runId}: task ${spec.taskId}: listed twice: task ids must be unique`);
-      }
-      seen.add(spec.taskId);
+      if (seen?.has(spec.taskId)) throw listedTwice(runId, spec.taskId);
+      seen?.add(spec.taskId);
       const values = taskValues(runId, spec, now);
       const old = resumed ? this.#selectExisting.get(runId, spec.taskId) : undefined;
       // Links are written for chained tasks, and rewritten on resume only in a run that has chains: a
@@ -319,7 +319,8 @@ export class TaskStore {
       const plannedHash = old?.planned_body == null ? old?.body_hash : bodyHash(old.planned_body);
       if (old === undefined) {
         pushInsertParams(batch, values, nextSeq++);
-        if (batch.length === INSERT_BATCH * INSERT_COLUMNS) this.#insertTaskBatch.run(batch.splice(0));
+        if (batch.length === INSERT_BATCH * INSERT_COLUMNS)
+          this.#insertRows(runId, this.#insertTaskBatch, batch.splice(0));
         result.inserted++;
       } else if (plannedHash === values.bodyHash) {
         result.unchanged++;
@@ -348,7 +349,7 @@ export class TaskStore {
       }
     }
     for (let i = 0; i < batch.length; i += INSERT_COLUMNS) {
-      this.#insertTask.run(batch.slice(i, i + INSERT_COLUMNS));
+      this.#insertRows(runId, this.#insertTask, batch.slice(i, i + INSERT_COLUMNS));
     }
     for (const [taskId, upstreams] of links) this.#chains.setUpstreams(runId, taskId, upstreams);
     if (resetIds.length > 0) this.#resetDownstreams(runId, resetIds, result, now);
@@ -356,11 +357,29 @@ export class TaskStore {
     if (result.inserted > 0) this.#countInserted.run(runId, result.inserted);
     // A task added or re-estimated is news the report on disk does not have.
     if (touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
-    if (resumed) {
+    if (seen) {
       for (const taskId of this.#selectTaskIds.iterate(runId))
         if (!seen.has(taskId)) result.missing.push(taskId);
     }
     return result;
+  }
+
+  /** New tasks' rows; an id already taken (stored, or earlier in these rows) is named, as a set would have. */
+  #insertRows(runId: string, insert: { run(params: unknown[]): unknown }, params: unknown[]): void {
+    try {
+      insert.run(params);
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
+      const earlier = new Set<string>();
+      for (let i = 1; i < params.length; i += INSERT_COLUMNS) {
+        const taskId = params[i] as string;
+        if (earlier.has(taskId) || this.#selectExisting.get(runId, taskId) !== undefined) {
+          throw listedTwice(runId, taskId);
+        }
+        earlier.add(taskId);
+      }
+      throw error;
+    }
   }
 
   /**
@@ -566,6 +585,10 @@ const RESET_COLUMNS = `state = 'pending', img_uuid = NULL, cost = NULL, cost_ass
   refunded = NULL, error = NULL,
   submitted_at = NULL, finished_at = NULL, job_status = NULL, job_duration = NULL, last_polled_at = NULL,
   next_poll_at = NULL, poll_count = 0, source = NULL`;
+
+function listedTwice(runId: string, taskId: string): StoreError {
+  return new StoreError(`run ${runId}: task ${taskId}: listed twice: task ids must be unique`);
+}
 
 /** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
 const INSERT_BATCH = 100;

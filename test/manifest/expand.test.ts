@@ -125,6 +125,23 @@ describe('duplicate task ids', () => {
     ]);
   });
 
+  it('names the first task by its combination, row and copy when it is deep in a declaration', async () => {
+    const problems = await problemsOf(
+      manifest(`  - id: "x-{{size}}-{{row.name}}-{{index}}"
+    model: flat-image
+    matrix: { size: [s, m] }
+    foreach: rows.csv
+    repeat: 2
+  - id: x-m-b-2
+    model: flat-image
+`),
+      { 'rows.csv': 'name\na\nb\n' },
+    );
+    expect(problems).toEqual([
+      'm.yaml:9:5  task x-m-b-2  id: duplicate task id, made by tasks.0 at m.yaml:4:5 (size=m, row 2, copy 2) and by tasks.1 at m.yaml:9:5; make ids unique, e.g. with a matrix name, {{row.<field>}} or {{index}}',
+    ]);
+  });
+
   it('reports one problem per pair of tasks with the count of further duplicates', async () => {
     const problems = await problemsOf(
       manifest('  - id: same\n    model: flat-image\n    repeat: 4\n  - id: other\n    model: flat-image\n'),

@@ -34,6 +34,20 @@ describe('upsertTasks', () => {
     expect(store.tasksOfRun('r1')).toEqual([]);
   });
 
+  it.each([
+    ['in an earlier batch of rows', 150],
+    ['earlier in the same batch', 30],
+  ])('names a duplicate id of a new run %s, and keeps no task', (_, at) => {
+    const store = ctx.store();
+    const specs = Array.from({ length: 250 }, (_, i) => task(`t-${i}`));
+    specs.splice(at, 0, task('t-7'));
+    expect(() => store.upsertTasks('r1', specs)).toThrow(
+      new StoreError('run r1: task t-7: listed twice: task ids must be unique'),
+    );
+    expect(store.tasksOfRun('r1')).toEqual([]);
+    expect(store.countTasksByState('r1').pending).toBe(0);
+  });
+
   it('refuses tasks for a run that does not exist', () => {
     expect(() => ctx.store().upsertTasks('nope', [task('a')])).toThrow(/run nope: not found/);
   });
