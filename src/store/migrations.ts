@@ -308,8 +308,13 @@ UPDATE tasks SET waits = (
   WHERE u.run_id = tasks.run_id AND u.task_id = tasks.task_id
     AND (SELECT up.state FROM tasks up WHERE up.run_id = u.run_id AND up.task_id = u.upstream_id) IS NOT 'done')
 WHERE EXISTS (SELECT 1 FROM task_upstreams u WHERE u.run_id = tasks.run_id AND u.task_id = tasks.task_id);
+-- The longest-first index gains waits before the order (every task of a run without chains has 0), and
+-- the index by state carries it after seq, so the manifest's order skips waiting tasks inside the index.
+-- Replaced, not added: a million inserts keep the cost of the indexes they had.
+DROP INDEX tasks_pending_longest;
 CREATE INDEX tasks_ready_longest ON tasks (run_id, state, waits, expected_ms DESC, seq);
-CREATE INDEX tasks_ready_in_order ON tasks (run_id, state, waits, seq);
+DROP INDEX tasks_by_state;
+CREATE INDEX tasks_by_state ON tasks (run_id, state, seq, waits);
 
 -- An upstream missing from the run counts as not done, like one that is.
 CREATE TRIGGER task_upstreams_add AFTER INSERT ON task_upstreams BEGIN

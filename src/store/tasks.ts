@@ -160,12 +160,14 @@ export class TaskStore {
       manifest: db.prepare<[string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY seq LIMIT ?`,
       ),
+      // `waits = 0` holds for every task of a run without chains; it lets the index give the order.
       longest: db.prepare<[string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY expected_ms DESC, seq LIMIT ?`,
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY expected_ms DESC, seq LIMIT ?`,
       ),
     };
     // A chained task goes only when every task it waits for is done: `waits` (migration 9) counts the
-    // others, kept by triggers, so the ready ones are an index range however many wait.
+    // others, kept by triggers, so the ready ones are an index range however many wait (longest first), or
+    // found inside the state index (manifest order).
     this.#selectReady = {
       manifest: db.prepare<[string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY seq LIMIT ?`,
@@ -190,7 +192,7 @@ export class TaskStore {
            AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
       ),
       longest: db.prepare<[string, string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
+        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
            AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
       ),
     };

@@ -137,11 +137,7 @@ CREATE TABLE "tasks" (
 
 CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT NULL;
 
-CREATE INDEX tasks_by_state ON tasks (run_id, state, seq);
-
 CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running', 'stalled');
-
-CREATE INDEX tasks_pending_longest ON tasks (run_id, state, expected_ms DESC, seq);
 
 CREATE TABLE task_counts (
   run_id TEXT NOT NULL,
@@ -182,7 +178,7 @@ CREATE TABLE uploads (
 
 CREATE INDEX tasks_ready_longest ON tasks (run_id, state, waits, expected_ms DESC, seq);
 
-CREATE INDEX tasks_ready_in_order ON tasks (run_id, state, waits, seq);
+CREATE INDEX tasks_by_state ON tasks (run_id, state, seq, waits);
 
 CREATE TRIGGER task_upstreams_add AFTER INSERT ON task_upstreams BEGIN
   UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id
