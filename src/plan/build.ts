@@ -15,6 +15,7 @@ import type {
   TaskSource,
   TaskSpec,
 } from '../manifest/types.js';
+import { localRef } from '../media/local-input.js';
 import type { ProbeResult, Prober } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
 import { ChainPlan } from './chains.js';
@@ -98,6 +99,16 @@ export interface RunPlan {
   rows(opts?: { withoutCallback?: boolean }): Generator<NewTask>;
   /** Lets the manifest's tasks go once they are in the store. */
   release(): void;
+  /**
+   * The longest expected job (ms) among the rows from this position on (0 past the end): a run that
+   * starts while its later rows are still being stored submits a stored task only when none longer is
+   * still to come, so the order stays longest first.
+   */
+  longestFrom(position: number): number;
+  /** Some task takes a result of another (`after`). */
+  chained: boolean;
+  /** Some request names a local file (`file:`): uploads need every task's request before the first POST. */
+  localInputs: boolean;
 }
 
 /** A missing manifest is a usage mistake, not a problem inside a manifest: say so plainly. */
@@ -220,6 +231,9 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
       }
     },
     release: () => plan.release(),
+    longestFrom: plan.longestFrom,
+    chained: plan.chained,
+    localInputs: plan.localInputs,
   };
 }
 
@@ -233,6 +247,10 @@ export interface StreamedPlan {
   tasks: Iterable<PlannedTask>;
   /** Lets the manifest go; `tasks` cannot be iterated after. */
   release(): void;
+  /** See RunPlan.longestFrom. */
+  longestFrom(position: number): number;
+  chained: boolean;
+  localInputs: boolean;
 }
 
 /** planManifest's result, streamed (see StreamedPlan): every problem is found before this returns. */
@@ -260,6 +278,9 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   let priced = priceAll(undefined);
   // A chain's downstream may come before its upstream: chained tasks are priced once every task is known.
   const chains = result.manifest.chained ? new ChainPlan() : undefined;
+  // Each expected duration and the last position holding it: a handful of entries, however many tasks.
+  const lastAt = new Map<number, number>();
+  let localInputs = false;
   const first = source.expand();
   for (const spec of first.tasks) {
     const one = checkTask(spec);
@@ -268,6 +289,8 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
       chains?.note(spec);
       continue;
     }
+    lastAt.set(expectedJobMs(one.task.entry, one.task.body), taskIds.length);
+    localInputs ||= namesLocalFile(one.task.body);
     taskIds.push(spec.id);
     addMediaNeeds(one.task, needs);
     if (chains) chains.add(one.task);
@@ -324,7 +347,23 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     release() {
       source = undefined;
     },
+    longestFrom(position) {
+      let longest = 0;
+      for (const [ms, last] of lastAt) if (last >= position && ms > longest) longest = ms;
+      return longest;
+    },
+    chained: chains !== undefined,
+    localInputs,
   };
+}
+
+/** Whether a request names a local file, in a field or in a list (frame links). */
+function namesLocalFile(body: Readonly<Record<string, unknown>>): boolean {
+  for (const value of Object.values(body)) {
+    if (localRef(value) !== undefined) return true;
+    if (Array.isArray(value) && value.some((v) => localRef(v) !== undefined)) return true;
+  }
+  return false;
 }
 
 /** The tasks of a source that pass their model's rules (the first pass proved they all do). */

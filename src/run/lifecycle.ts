@@ -99,11 +99,17 @@ export interface PreflightOptions {
 export async function preflightRun(session: RunSession, o: PreflightOptions): Promise<PreflightReport> {
   const { store, runId } = session;
   const counts = store.countTasksByState(runId);
-  const pending = store.pendingByModel(runId, {
-    ...(o.only !== undefined ? { only: o.only } : {}),
-    ...(o.limit !== undefined ? { limit: o.limit } : {}),
-    ...(o.order !== undefined ? { order: o.order } : {}),
-  });
+  // A new run still being stored: its plan says what it will submit (every task of it is pending).
+  const storing = session.storing?.ended === false ? session.storing : undefined;
+  if (storing) counts.pending += storing.unstored;
+  const pending =
+    storing && session.plannedPending
+      ? session.plannedPending
+      : store.pendingByModel(runId, {
+          ...(o.only !== undefined ? { only: o.only } : {}),
+          ...(o.limit !== undefined ? { limit: o.limit } : {}),
+          ...(o.order !== undefined ? { order: o.order } : {}),
+        });
   const pendingCount = pending.reduce((n, m) => n + m.tasks, 0);
   const toWatch = UNFINISHED.reduce((n, s) => (s === 'pending' ? n : n + counts[s]), 0);
   const remaining = {
@@ -281,6 +287,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
       stop: o.stop,
       ...(o.halt ? { halt: o.halt } : {}),
       ...(o.inputLinks ? { inputLinks: o.inputLinks } : {}),
+      ...(session.storing ? { incoming: session.storing } : {}),
     },
   );
   const active = runner;

@@ -74,6 +74,13 @@ export class Runner {
     const { runId } = core.opts;
     this.#resume();
     core.progress();
+    // A new run's later tasks are stored while it runs; a stop stores no more (the next run stores them).
+    const { incoming } = core.opts;
+    if (incoming) {
+      if (core.stopSubmitting.signal.aborted) incoming.stop();
+      else core.stopSubmitting.signal.addEventListener('abort', () => incoming.stop(), { once: true });
+    }
+    const storing = incoming ? core.guard(incoming.finished, 'storing the tasks') : undefined;
 
     const watcher = core.guard(this.#watcher.loop(), 'watching jobs');
     await core.guard(this.#submitter.loop(), 'submitting');
@@ -83,6 +90,7 @@ export class Runner {
     // for the next run to watch. Otherwise wait until every watched job has finished or stalled.
     await watcher;
     this.#watcher.closeHints();
+    await storing;
     await core.settle();
     // Downstreams of upstreams that ended badly are said to be blocked, not left pending without a word.
     if (core.chained && !core.halt.signal.aborted) core.blocked(store.blockDownstreams(runId));
@@ -94,7 +102,7 @@ export class Runner {
       ...(core.stopReason ? { stopReason: core.stopReason } : {}),
       ...(core.stopMessage ? { stopMessage: core.stopMessage } : {}),
       ...(core.quota ? { quota: core.quota } : {}),
-      counts: store.countTasksByState(runId),
+      counts: withUnstored(store.countTasksByState(runId), incoming?.unstored ?? 0),
       polls: core.counters.polls,
       arrivals: { ...core.arrivals },
       unreadableAnswers: core.counters.unreadable,
@@ -128,4 +136,10 @@ export class Runner {
       this.#watcher.watch(task, 0, true);
     for (const task of store.tasksByState(runId, ['stalled'])) this.#watcher.watch(task, 0, false);
   }
+}
+
+/** Tasks a stop left unstored are pending too: the next run stores and submits them. */
+function withUnstored(counts: RunResult['counts'], unstored: number): RunResult['counts'] {
+  counts.pending += unstored;
+  return counts;
 }

@@ -20,6 +20,7 @@ import { claimRunFolder, RunFolderTakenError } from './marker.js';
 import { isBucketLocation, runLocation } from './output.js';
 import { chooseRun, type RunChoice } from './resume.js';
 import { DEFAULT_RUN_POLICY } from './settings.js';
+import { BackgroundStoring, STORE_CHUNK } from './storing.js';
 
 /** What went wrong opening or running, for the caller to word and map (the CLI maps it to an exit code). */
 export type RunErrorKind = 'invalid' | 'busy' | 'refused' | 'unauthorized';
@@ -42,6 +43,11 @@ export interface PlannedRun {
   taskIds: readonly string[];
   rows(opts?: { withoutCallback?: boolean }): Iterable<NewTask>;
   release(): void;
+  /** With these, a new run of many tasks may start before every task is stored (RunPlan in plan/build.ts). */
+  totals?: { byModel: Record<string, { tasks: number; tokens: number; min: number; max: number }> };
+  longestFrom?(position: number): number;
+  chained?: boolean;
+  localInputs?: boolean;
 }
 
 export interface OpenRunOptions {
@@ -64,7 +70,15 @@ export interface OpenRunOptions {
   /** Paths as the user knows them, for messages. */
   shown?: (path: string) => string;
   leaseTtlMs?: number;
+  /**
+   * A new run stores at most this many tasks before it opens; the rest are stored while it runs
+   * (default STORE_FIRST). Infinity stores every task first (`--only` and `--limit` need them all).
+   */
+  storeFirst?: number;
 }
+
+/** Tasks a new run stores before it starts; a larger run stores the rest while it runs (issue 16). */
+export const STORE_FIRST = 20_000;
 
 export interface RunSession {
   store: Store;
@@ -79,6 +93,10 @@ export interface RunSession {
   requeued: { failed: string[]; inDoubt: string[] };
   /** Chained tasks blocked by an upstream that no longer blocks them: pending again. */
   unblocked: string[];
+  /** The tasks of a large new run still being stored while it runs; undefined when all are stored. */
+  storing: BackgroundStoring | undefined;
+  /** What a run still being stored will submit, per model, from its plan (the store has only some rows). */
+  plannedPending: PlannedPending[] | undefined;
   callbackToken: string | null;
   leaseName: string;
   holder: string;
@@ -137,11 +155,30 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     }
     // The callback URL is added when sending (see Runner): where answers go is not part of what a task
     // asks for, so changing it (or adding --listen) never makes a sent task look changed.
-    const upsert = store.upsertTasks(runId, plan.rows({ withoutCallback: true }), {
-      acceptChanges: o.acceptChanges ?? false,
-    });
-    // From here on only ids and totals are needed: the priced requests are in the store.
-    plan.release();
+    const rows = plan.rows({ withoutCallback: true })[Symbol.iterator]();
+    const first = existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
+    const upsert = store.upsertTasks(
+      runId,
+      first < plan.taskIds.length ? take(rows, first) : { [Symbol.iterator]: () => rows },
+      {
+        acceptChanges: o.acceptChanges ?? false,
+      },
+    );
+    // From here on only ids and totals are needed: the priced requests are in the store (or going in).
+    const storing =
+      first < plan.taskIds.length && plan.longestFrom
+        ? new BackgroundStoring({
+            store,
+            runId,
+            rows,
+            stored: first,
+            total: plan.taskIds.length,
+            longestFrom: plan.longestFrom.bind(plan),
+            release: () => plan.release(),
+            chunk: Math.min(STORE_CHUNK, first),
+          })
+        : undefined;
+    if (!storing) plan.release();
     if (upsert.changed.length > 0 && !o.acceptChanges) {
       refuse(EXIT.invalid);
       const n = upsert.changed.length;
@@ -177,16 +214,60 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       recovered,
       requeued,
       unblocked,
+      storing,
+      plannedPending: storing ? plannedPending(plan) : undefined,
       callbackToken,
       leaseName,
       holder,
       refuse,
       renew: () => store.renewLease(leaseName, holder, ttl),
-      close: () => store.releaseLease(leaseName, holder),
+      close: () => {
+        storing?.stop();
+        store.releaseLease(leaseName, holder);
+      },
     };
   } catch (error) {
     store.releaseLease(leaseName, holder);
     throw error;
+  }
+}
+
+/** What a run still being stored will submit, per model: every task of a new run is pending. */
+export interface PlannedPending {
+  model: string;
+  tasks: number;
+  tokens: number;
+  min: number;
+  max: number;
+}
+
+/**
+ * How many tasks a new run stores before it starts: all of them unless the plan can say which stored
+ * task may go first (the longest expected) and nothing needs every row first: chains (links to their
+ * upstreams), local files (uploaded before the first POST).
+ */
+function storedFirst(plan: PlannedRun, storeFirst: number | undefined): number {
+  if (!plan.longestFrom || !plan.totals || plan.chained !== false || plan.localInputs !== false) {
+    return Number.POSITIVE_INFINITY;
+  }
+  return storeFirst ?? STORE_FIRST;
+}
+
+function plannedPending(plan: PlannedRun): PlannedPending[] {
+  return Object.entries(plan.totals?.byModel ?? {}).map(([model, m]) => ({
+    model,
+    tasks: m.tasks,
+    tokens: m.tokens,
+    min: m.min,
+    max: m.max,
+  }));
+}
+
+function* take<T>(items: Iterator<T>, n: number): Generator<T> {
+  for (let i = 0; i < n; i++) {
+    const r = items.next();
+    if (r.done) return;
+    yield r.value;
   }
 }
 

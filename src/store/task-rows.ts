@@ -37,6 +37,7 @@ export interface TaskRow {
   cost_assumed: number;
   recovered: number;
   file_name: string | null;
+  expected_ms: number;
   planned_body: string | null;
   planned_estimate: string | null;
 }
@@ -74,6 +75,7 @@ export function toTask(row: TaskRow): TaskRecord {
     costAssumed: row.cost_assumed === 1,
     recovered: row.recovered === 1,
     fileName: row.file_name,
+    expectedMs: row.expected_ms,
     plannedBody: row.planned_body,
     plannedEstimate: row.planned_estimate === null ? null : (JSON.parse(row.planned_estimate) as Estimate),
   };

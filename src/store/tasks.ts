@@ -273,8 +273,9 @@ export class TaskStore {
     this.#setError = db.prepare<Key & { error: string | null; now: string }>(
       'UPDATE tasks SET error = :error, updated_at = :now WHERE run_id = :runId AND task_id = :taskId',
     );
-    this.#upsert = db.transaction((runId: string, specs: Iterable<NewTask>, acceptChanges: boolean) =>
-      this.#upsertInTransaction(runId, specs, acceptChanges),
+    this.#upsert = db.transaction(
+      (runId: string, specs: Iterable<NewTask>, acceptChanges: boolean, allNew: boolean) =>
+        this.#upsertInTransaction(runId, specs, acceptChanges, allNew),
     );
   }
 
@@ -282,14 +283,27 @@ export class TaskStore {
    * Records the manifest's tasks for a run, in one transaction. New tasks are inserted as pending;
    * unchanged ones are left alone (only their estimate is refreshed); see UpsertResult for changed ones.
    */
-  upsertTasks(runId: string, specs: Iterable<NewTask>, opts: { acceptChanges?: boolean } = {}): UpsertResult {
-    return this.#upsert.immediate(runId, specs, opts.acceptChanges ?? false);
+  upsertTasks(
+    runId: string,
+    specs: Iterable<NewTask>,
+    opts: { acceptChanges?: boolean; allNew?: boolean } = {},
+  ): UpsertResult {
+    return this.#upsert.immediate(runId, specs, opts.acceptChanges ?? false, opts.allNew ?? false);
   }
 
-  #upsertInTransaction(runId: string, specs: Iterable<NewTask>, acceptChanges: boolean): UpsertResult {
+  /**
+   * `allNew`: the caller knows none of these tasks is stored (the later rows of a new run stored while it
+   * runs): no look-up per task, as for a new run; the primary key still refuses a duplicate.
+   */
+  #upsertInTransaction(
+    runId: string,
+    specs: Iterable<NewTask>,
+    acceptChanges: boolean,
+    allNew: boolean,
+  ): UpsertResult {
     if (this.#runExists.get(runId) === undefined) throw unknownRun(runId);
     // A new run has no tasks to compare with: no look-up per task.
-    const resumed = this.#anyTask.get(runId) !== undefined;
+    const resumed = !allNew && this.#anyTask.get(runId) !== undefined;
     const hadChains = resumed && this.#chains.hasChains(runId);
     // A resumed run needs every id to find the tasks the manifest no longer lists; a new run does not, and
     // its primary key refuses a duplicate: no set of a million ids (issue 16).

@@ -91,6 +91,8 @@ export interface TaskRecord {
   taskId: string;
   /** Position in the manifest, for reports in the user's order. */
   seq: number;
+  /** How long its job is expected to take (ms): the longest go first. */
+  expectedMs: number;
   model: string;
   endpoint: string;
   wireBody: string;

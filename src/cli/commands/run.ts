@@ -172,6 +172,7 @@ async function runWithClient(
       ...(flags.retryInDoubt ? { retryInDoubt: true } : {}),
       wantsCallbackToken: callbacks !== undefined,
       shown,
+      ...storeFirstOf(flags, only, io.env),
     }).catch(rethrowRunError);
     try {
       return await driveRun({
@@ -569,6 +570,16 @@ function parseListenOrExit(value: string): { host: string; port: number } {
  * MEDIABATCH_POLL_SCALE, for tests only (undocumented for users): multiplies every poll and retry delay
  * so that tests driving the CLI as a child process do not wait real seconds.
  */
+/**
+ * How many tasks a new run stores before it starts (the rest while it runs): every one for `--only` and
+ * `--limit`, whose tasks are known only with all stored; MEDIABATCH_STORE_FIRST is a test-only setting.
+ */
+function storeFirstOf(flags: RunFlags, only: string[] | undefined, env: NodeJS.ProcessEnv) {
+  if (only !== undefined || flags.limit !== undefined) return { storeFirst: Number.POSITIVE_INFINITY };
+  const n = Number(env['MEDIABATCH_STORE_FIRST'] ?? '');
+  return Number.isInteger(n) && n > 0 ? { storeFirst: n } : {};
+}
+
 function pollScaleFromEnv(env: NodeJS.ProcessEnv): number | undefined {
   const n = Number(env['MEDIABATCH_POLL_SCALE'] ?? '');
   return env['MEDIABATCH_POLL_SCALE'] && Number.isFinite(n) && n > 0 ? n : undefined;

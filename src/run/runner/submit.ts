@@ -46,8 +46,9 @@ export class Submitter {
     const { store } = core.deps;
     const { runId, concurrency } = core.opts;
     const submissions = new Set<Promise<unknown>>();
+    const { incoming } = core.opts;
     outer: while (!core.stopSubmitting.signal.aborted) {
-      const batch = store
+      let batch = store
         .nextPending(
           runId,
           concurrency * 2 + core.claimed.size + this.#skipped.size,
@@ -55,7 +56,16 @@ export class Submitter {
           core.opts.order,
         )
         .filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
+      if (incoming && !incoming.ended && core.opts.order !== 'manifest') {
+        // Longest first over every task, not only the stored ones: a longer one still to come goes first.
+        const longestToCome = incoming.longestUnstoredMs();
+        batch = batch.filter((t) => t.expectedMs >= longestToCome);
+      }
       if (batch.length === 0) {
+        if (incoming && !incoming.ended) {
+          await incoming.next();
+          continue;
+        }
         if (submissions.size > 0) {
           // Tasks waiting to retry are still claimed; wait for one to settle before looking again.
           await Promise.race(submissions);

@@ -9,6 +9,7 @@ import type { Store, TaskRecord, TaskState } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import type { RunEvent } from '../events.js';
 import type { ExpectedMs, PollProfiles } from '../polling.js';
+import type { IncomingTasks } from '../storing.js';
 import type { BucketOutput } from './bucket.js';
 
 export type StopReason =
@@ -122,6 +123,8 @@ export interface RunnerOptions {
   /** Prices (the account's overrides): a chained task is priced exactly with them once it is filled in. */
   prices?: PriceTable;
   watch?: Partial<WatchPolicy>;
+  /** A new run's tasks still being stored: submitted as they arrive, the longest first (../storing.ts). */
+  incoming?: IncomingTasks;
 }
 
 export interface RunProgress {
