@@ -165,6 +165,22 @@ export class Submitter {
     return 'stop';
   }
 
+  /** Whether a filled-in task's exact price fits under the budget now (waiting for answers in flight). */
+  async #roomForExact(task: TaskRecord): Promise<boolean> {
+    const core = this.#core;
+    const max = toMicro(task.estimate.max);
+    if (!fitsBudget(core.budgetMicro, core.committedMicro(), 0, max)) {
+      this.#overBudget.push(task);
+      this.#skipped.add(task.taskId);
+      return false;
+    }
+    while (!fitsBudget(core.budgetMicro, core.committedMicro(), core.money.inFlightMax, max)) {
+      await core.waitForWake();
+      if (core.stopSubmitting.signal.aborted) return false;
+    }
+    return true;
+  }
+
   /**
    * One task's submissions until one is answered for good. Long because the money order is one piece:
    * worst case booked, intent committed, POST, answer committed, worst case released, then retry or not.
@@ -175,6 +191,15 @@ export class Submitter {
     const { runId } = core.opts;
     const task = core.chained ? await this.#fillIn(planned, entry) : planned;
     if (task === undefined) return;
+    // The exact price of a filled-in task is admitted like the plan's worst case was: the budget is a
+    // hard cap even when the upstream's result makes the task dearer than the plan thought.
+    if (task !== planned && toMicro(task.estimate.max) > toMicro(planned.estimate.max)) {
+      if (!(await this.#roomForExact(task))) {
+        core.releaseSlot(task.taskId);
+        core.progress();
+        return;
+      }
+    }
     const body = JSON.parse(task.wireBody) as RequestBody;
     // The per-task callback URL carries the run's token; it is added when sending, so the stored request
     // (and its hash) stays the same whatever receiver a resumed run uses.
