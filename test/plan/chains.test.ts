@@ -225,3 +225,32 @@ tasks:
     ]);
   });
 });
+
+describe('chains: manifests/pipeline.yaml', () => {
+  it('plans with the spec’s exact prices, and a range naming the speech for each talking avatar', async () => {
+    const manifests = join(import.meta.dirname, '..', '..', 'manifests');
+    const plan = await planStreamed('pipeline.yaml', { cwd: manifests, now: NOW });
+    const prices = Object.fromEntries(
+      [...plan.tasks].map((t) => [t.spec.id, `${t.estimate.min}–${t.estimate.max}`]),
+    );
+    expect(prices).toEqual({
+      'hero-mug': '0.2–0.2', // flat-image: 0.2 per image
+      'hero-cap': '0.2–0.2',
+      'clip-mug': '10.5–10.5', // studio-2-6: 5 s × 2.1 (720p, no audio)
+      'clip-cap': '10.5–10.5',
+      'voice-1': '2–2', // speech-v3: 59 characters, one unit of 200 × 2
+      'voice-2': '2–2', // 46 characters
+      'avatar-1': '3–60', // loop: as long as the speech, 3 to 60 s × 1 (540p)
+      'avatar-2': '3–60',
+      jingle: '1.63–1.63', // song-replace-section: 1.63 per request
+      'jingle-bridge': '1.63–1.63',
+    });
+    const avatar = [...plan.tasks].find((t) => t.spec.id === 'avatar-2');
+    expect(avatar?.estimate.basis).toContain(
+      'length of {{after.audio}} known once voice-2 (speech-v3) is done, priced exactly then',
+    );
+    expect(plan.totals).toMatchObject({ min: 34.66, max: 148.66 });
+    // The worst case fits the manifest's budget of 150.
+    expect(plan.settings.budget).toBe(150);
+  });
+});
