@@ -201,6 +201,9 @@ describe('chains', () => {
     const run = await env.run(['run', file, '--yes']);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
+    // The progress line's estimate tightened from the plan's 92 to what was charged.
+    expect(run.stdout).toContain('0/2 finished · 0 done · 0 of ~92 tokens');
+    expect(run.stdout).toMatch(/2\/2 finished · 2 done · ([\d.]+) of ~\1 tokens/);
     const [row] = env.query<{
       est_tokens: number;
       est_min: number;

@@ -10,6 +10,7 @@ import type { CatalogEntry, MediaDurations, RequestBody } from '../../catalog/ty
 import { toWireBody } from '../../catalog/wire.js';
 import { fillReferences, type Output, parseReference, referencesIn, SINGLE } from '../../manifest/after.js';
 import type { TaskRecord } from '../../store/index.js';
+import { toMicro } from '../../util/money.js';
 import { planResults } from '../results.js';
 import type { RunCore } from './core.js';
 
@@ -134,6 +135,8 @@ export async function prepareChained(
   const ready = await core.writes.write(() =>
     store.fillIn(runId, task.taskId, JSON.stringify(wire), estimate),
   );
+  // The run's estimate tightens as the plan's range of this task becomes its exact price.
+  core.money.estimateChange += toMicro(ready.estimate.tokens) - toMicro(task.estimate.tokens);
   return { type: 'ready', task: ready };
 }
 
