@@ -584,3 +584,46 @@ describe('chains: every reference kind, and upstreams that come back', () => {
     );
   });
 });
+
+describe('chains: budget', () => {
+  it('preflight weighs the worst case (exit 3, nothing sent); with --allow-partial the downstream goes once its exact price fits', async () => {
+    env = await makeRunEnv();
+    const tasks: TaskDecl[] = [
+      {
+        id: 'voice',
+        model: 'speech-v3',
+        input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
+      },
+      {
+        id: 'avatar',
+        model: 'ai-talking-avatar-video',
+        after: 'voice',
+        input: {
+          video_url: `${env.sandbox.baseUrl}/_sandbox/media/talking-head.mp4`,
+          audio_url: '{{after.audio}}',
+          video_mode: 'loop',
+        },
+      },
+    ];
+    // 2 for the speech, 3 to 60 for the avatar (540p): 62 at worst, over a budget of 20.
+    const file = await env.manifest({ tasks, budget: 20 });
+    const balance = env.state().balance;
+    const refused = await env.run(['run', file, '--yes']);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain(
+      'refused: the run can cost up to 62 tokens but the budget leaves 20 (budget 20, 0 charged already)',
+    );
+    expect(env.state().jobs).toHaveLength(0);
+
+    const partial = await env.run(['run', file, '--yes', '--allow-partial']);
+    expect(partial.stderr).toBe('');
+    expect(partial.code).toBe(0);
+    expect(taskStates(env)).toEqual({ voice: 'done', avatar: 'done' });
+    // The speech is 75 characters, 5 s at 15 characters a second: the avatar costs 5, well under the 18 left.
+    const [avatar] = env.query<{ cost: number; est_max: number }>(
+      "SELECT cost, est_max FROM tasks WHERE task_id = 'avatar'",
+    );
+    expect(avatar).toEqual({ cost: 5, est_max: 5 });
+    expect(env.state().balance).toBe(balance - 2 - 5);
+  });
+});
