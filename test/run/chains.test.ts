@@ -513,6 +513,33 @@ describe('chains: every reference kind, and upstreams that come back', () => {
     );
   });
 
+  it('blocks the downstream of a failed upstream; --retry-failed submits the upstream again and the downstream follows', async () => {
+    env = await makeRunEnv({ failRate: 1 });
+    const tasks: TaskDecl[] = [
+      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+      {
+        id: 'clip',
+        model: 'studio-2-6',
+        after: 'still',
+        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+      },
+    ];
+    const file = await env.manifest({ tasks });
+    const balance = env.state().balance;
+    expect((await env.run(['run', file, '--yes'])).code).toBe(2);
+    expect(taskStates(env)).toEqual({ still: 'failed', clip: 'blocked' });
+    // Charged and refunded: nothing spent, and nothing sent for the clip.
+    expect(env.state().jobs).toHaveLength(1);
+    expect(env.state().balance).toBeCloseTo(balance, 6);
+
+    env.sandbox.configure({ failRate: 0 });
+    const retry = await env.run(['run', file, '--yes', '--retry-failed']);
+    expect(retry.code).toBe(0);
+    expect(taskStates(env)).toEqual({ still: 'done', clip: 'done' });
+    expect(env.state().jobs).toHaveLength(3);
+    expect(env.state().balance).toBeCloseTo(balance - 0.2 - 10.5, 6);
+  });
+
   it('blocks the downstream of an unfetched upstream; the next run fetches the result and the downstream follows', async () => {
     env = await makeRunEnv();
     env.sandbox.configure({ refuseDownloads: true });
