@@ -15,6 +15,7 @@ import {
   referenceText,
   SINGLE,
 } from '../manifest/after.js';
+import type { Unexpanded } from '../manifest/declaration.js';
 import type { ManifestProblem, TaskSpec } from '../manifest/types.js';
 import type { ProbeResult } from '../media/types.js';
 
@@ -230,8 +231,13 @@ export class ChainPlan {
     this.#measured = measured;
   }
 
-  /** Missing upstreams, references to what an upstream does not make, and cycles; located. */
-  problems(): ManifestProblem[] {
+  /**
+   * Missing upstreams, references to what an upstream does not make, and cycles; located. `unexpanded`:
+   * tasks that did not expand (a problem of their own, already said): an upstream among them, or any
+   * when some ids are not known, is not called missing (it is there; it is said if still missing once
+   * they expand).
+   */
+  problems(unexpanded?: Unexpanded): ManifestProblem[] {
     const problems: ManifestProblem[] = [];
     const missing = new Map<string, { problem: ManifestProblem; more: number }>();
     for (const spec of this.#chained) {
@@ -244,7 +250,11 @@ export class ChainPlan {
             path,
             message: 'names the task itself; a task cannot wait for its own result',
           });
-        } else if (!this.#ids.has(up.taskId)) {
+        } else if (
+          !this.#ids.has(up.taskId) &&
+          !unexpanded?.ids.has(up.taskId) &&
+          unexpanded?.unknown !== true
+        ) {
           // One line per place in the manifest: a template wrong for 10,000 rows is one mistake.
           const site = `${up.pos.file}:${up.pos.line}:${up.pos.col}`;
           const seen = missing.get(site);

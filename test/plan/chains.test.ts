@@ -254,3 +254,22 @@ describe('chains: manifests/pipeline.yaml', () => {
     expect(plan.settings.budget).toBe(150);
   });
 });
+
+describe('chains: an upstream with a problem of its own', () => {
+  for (const via of ['validate', 'plan'] as const) {
+    it(`is not also called missing for each downstream; a really missing one still is (${via})`, async () => {
+      await writeFile(join(dir, 'lines.csv'), 'n,text\n1,Hello\n2,Bye\n');
+      const text = `version: 1
+name: m
+tasks:
+  - { id: "voice-{{row.n}}", model: speech-v3, foreach: lines.csv, input: { text: "{{row.words}}" } }
+  - { id: "avatar-{{row.n}}", model: ai-talking-avatar-video, foreach: lines.csv, after: "voice-{{row.n}}", input: { video_url: "https://example.org/a.mp4", audio_url: "{{after.audio}}" } }
+  - { id: clip, model: studio-2-6, after: stil, input: { image_url: "{{after.image}}", duration: 5, resolution: 720p } }
+`;
+      expect(await problems(text, via)).toEqual([
+        'm.yaml:4:84  task voice-1  input.text: "row" has no field "words"; its fields are: n, text (and 1 more task like this)',
+        'm.yaml:6:43  task clip  after: names task "stil", which this manifest does not make (after expansion); check the id template',
+      ]);
+    });
+  }
+});
