@@ -91,6 +91,18 @@ describe('chains: problems', () => {
     });
   }
 
+  it('name a bad upstream name as such, not as a wrong kind of after', async () => {
+    const text = `version: 1
+name: m
+tasks:
+  - { id: a, model: flat-image, input: { prompt: a } }
+  - { id: b, model: flat-image, after: { "the still": a }, input: { prompt: b } }
+`;
+    expect(await problems(text, 'validate')).toEqual([
+      'm.yaml:5:55  tasks.1.after.the still: the name must contain only letters, digits, - and _, got "the still"',
+    ]);
+  });
+
   it('say which part of a result a placeholder may name', async () => {
     const text = `version: 1
 name: m
