@@ -654,3 +654,32 @@ describe('chains: budget', () => {
     expect(env.state().balance).toBe(balance - 2 - 5);
   });
 });
+
+describe('chains: streaming', () => {
+  it('submits a downstream as soon as its own upstream is done, while a slow unrelated job still renders', async () => {
+    // Images take 0.09-0.24 s at this speed, a 5 s clip 0.9-2.7 s.
+    env = await makeRunEnv({ speed: 0.03 });
+    const tasks: TaskDecl[] = [
+      {
+        id: 'slow',
+        model: 'studio-2-6',
+        input: { prompt: 'a long render', duration: 5, resolution: '720p' },
+      },
+      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+      { id: 'poster', model: 'flat-image', after: 'still', input: { prompt: 'a poster of {{after.image}}' } },
+    ];
+    const file = await env.manifest({ tasks, concurrency: 2, order: 'manifest' });
+    const result = await env.run(['run', file, '--yes']);
+    expect(result.code).toBe(0);
+    const jobOf = (taskId: string) => {
+      const [row] =
+        env?.query<{ img_uuid: string }>('SELECT img_uuid FROM tasks WHERE task_id = ?', taskId) ?? [];
+      const job = env?.state().jobs.find((j) => j.img_uuid === row?.img_uuid);
+      if (!job) throw new Error(`no job for ${taskId}`);
+      return job;
+    };
+    // The poster went out after the still ended and before the slow clip did: no waiting for a stage.
+    expect(Date.parse(jobOf('poster').created_at)).toBeGreaterThanOrEqual(Date.parse(jobOf('still').ends_at));
+    expect(Date.parse(jobOf('poster').created_at)).toBeLessThan(Date.parse(jobOf('slow').ends_at));
+  });
+});
