@@ -111,7 +111,9 @@ export async function prepareChained(
     const parsed = parseReference(path.split('.'), names);
     const up = parsed.ok ? upstreams.get(parsed.reference.name) : undefined;
     const found = parsed.ok && up ? resultValue(up, parsed.reference.output) : undefined;
-    if (found === undefined) missing.push(`{{${path}}}${up ? ` (${up.task.taskId}'s result has none)` : ''}`);
+    // A sheet field written as null holds nothing to send: like a field the sheet does not have.
+    if (found === undefined || found === null)
+      missing.push(`{{${path}}}${up ? ` (${up.task.taskId}'s result has none)` : ''}`);
     return found;
   };
   const filled = fillReferences(planned, value) as RequestBody;
