@@ -207,6 +207,13 @@ export interface UpstreamLength {
   note: string;
 }
 
+interface PriceRange {
+  low: Estimate;
+  high: Estimate;
+  /** The fields whose value changes the price. */
+  priced: string[];
+}
+
 /** Every task of a chained manifest, to check the chains and to price what depends on an upstream. */
 export class ChainPlan {
   readonly #known = new Map<string, Known>();
@@ -214,6 +221,8 @@ export class ChainPlan {
   readonly #ids = new Set<string>();
   readonly #chained: TaskSpec[] = [];
   #measured: ReadonlyMap<string, ProbeResult> | undefined;
+  /** Price ranges over references already worked out, by the task's shape (see #rangeOver). */
+  readonly #ranges = new Map<string, PriceRange | null>();
 
   /** A task that exists but did not pass its own checks. */
   note(spec: TaskSpec): void {
@@ -364,6 +373,7 @@ export class ChainPlan {
   priceOverReferences(
     task: { spec: TaskSpec; entry: CatalogEntry; body: RequestBody },
     estimate: (body: RequestBody) => Estimate,
+    cacheKey?: string,
   ): Estimate | undefined {
     const { spec, entry, body } = task;
     if (entry.fieldSamples === undefined) return undefined;
@@ -380,36 +390,11 @@ export class ChainPlan {
           : samples.filter((sample) => fitsKind(lone.output, sample));
       if (options.length > 0) fields.push({ field, options, text: String(value) });
     }
-    // Only the fields that change the price are named: each tried alone, the others at their first value.
-    const priced = fields.filter((f) => {
-      const prices = new Set(
-        f.options.map((value) => {
-          const e = estimate({ ...body, [f.field]: value });
-          return `${e.min}/${e.max}`;
-        }),
-      );
-      return prices.size > 1;
-    });
-    if (priced.length === 0) return undefined;
-    const cap = 256;
-    const count = fields.reduce((n, f) => n * f.options.length, 1);
-    // Too many combinations: the edges of each field still bound the price (prices grow with a length).
-    const choices = fields.map((f) =>
-      count <= cap ? f.options : [...new Set([f.options[0], f.options[f.options.length - 1]])],
-    );
-    let low: Estimate | undefined;
-    let high: Estimate | undefined;
-    for (const combo of combinations(choices, cap)) {
-      const variant = { ...body };
-      combo.forEach((value, n) => {
-        const f = fields[n];
-        if (f !== undefined) variant[f.field] = value;
-      });
-      const priced = estimate(variant);
-      if (low === undefined || priced.min < low.min) low = priced;
-      if (high === undefined || priced.max > high.max) high = priced;
-    }
-    if (low === undefined || high === undefined || low.min === high.max) return undefined;
+    if (fields.length === 0) return undefined;
+    const found = this.#rangeOver(body, fields, estimate, cacheKey);
+    if (found === undefined) return undefined;
+    const { low, high } = found;
+    const priced = fields.filter((f) => found.priced.includes(f.field));
     const upstreams = [...new Set(priced.flatMap((f) => [...referencesIn(f.text)]))]
       .map((path) => this.#upstreamOf(spec, path))
       .filter((what): what is string => what !== undefined);
@@ -424,6 +409,61 @@ export class ChainPlan {
       basis: `up to ${high.basis}; ${which}: known once ${from || 'its upstream'} is done, priced exactly then`,
       assumedPrice: low.assumedPrice || high.assumedPrice,
     };
+  }
+
+  /**
+   * The cheapest and dearest prices over every combination of the fields' values, and the fields that
+   * change it (two combinations that differ in that field alone differ in price); undefined when none
+   * does. Tasks of one declaration share their shape: remembered by `cacheKey` (model, body, lengths),
+   * so a million of them are priced over their values once.
+   */
+  #rangeOver(
+    body: RequestBody,
+    fields: ReadonlyArray<{ field: string; options: readonly unknown[] }>,
+    estimate: (body: RequestBody) => Estimate,
+    cacheKey: string | undefined,
+  ): PriceRange | undefined {
+    const cached = cacheKey === undefined ? undefined : this.#ranges.get(cacheKey);
+    if (cached !== undefined) return cached ?? undefined;
+    const cap = 256;
+    const count = fields.reduce((n, f) => n * f.options.length, 1);
+    // Too many combinations: the edges of each field still bound the price (prices grow with a length).
+    const choices = fields.map((f) =>
+      count <= cap ? f.options : [...new Set([f.options[0], f.options[f.options.length - 1]])],
+    );
+    let low: Estimate | undefined;
+    let high: Estimate | undefined;
+    // For each field: the other fields' values → the prices seen with them.
+    const bySiblings = fields.map(() => new Map<string, Set<string>>());
+    for (const combo of combinations(choices, cap)) {
+      const variant = { ...body };
+      combo.forEach((value, n) => {
+        const f = fields[n];
+        if (f !== undefined) variant[f.field] = value;
+      });
+      const priced = estimate(variant);
+      if (low === undefined || priced.min < low.min) low = priced;
+      if (high === undefined || priced.max > high.max) high = priced;
+      const price = `${priced.min}/${priced.max}`;
+      bySiblings.forEach((siblings, n) => {
+        const key = JSON.stringify(combo.filter((_, i) => i !== n));
+        const seen = siblings.get(key) ?? new Set<string>();
+        seen.add(price);
+        siblings.set(key, seen);
+      });
+    }
+    const priced = fields
+      .filter((_, n) => [...(bySiblings[n]?.values() ?? [])].some((prices) => prices.size > 1))
+      .map((f) => f.field);
+    const range =
+      low === undefined || high === undefined || low.min === high.max || priced.length === 0
+        ? undefined
+        : { low, high, priced };
+    if (cacheKey !== undefined) {
+      if (this.#ranges.size >= 10_000) this.#ranges.clear();
+      this.#ranges.set(cacheKey, range ?? null);
+    }
+    return range;
   }
 
   /** "song (song-replace-section)": the upstream a reference path takes its value from. */
