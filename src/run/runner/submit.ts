@@ -146,7 +146,10 @@ export class Submitter {
     }
     // Fits what fits: a task whose worst case exceeds what is left even with nothing in flight is left
     // pending, and cheaper ones go on.
-    if (!pricedLater && !fitsBudget(core.budgetMicro, core.committedMicro(), 0, toMicro(task.estimate.max))) {
+    // A task priced once filled in is still kept out when even the plan's least price would not fit: its
+    // upstream's record is not fetched, nor its media measured, for nothing.
+    const worst = pricedLater ? task.estimate.min : task.estimate.max;
+    if (!fitsBudget(core.budgetMicro, core.committedMicro(), 0, toMicro(worst))) {
       this.#overBudget.push(task);
       this.#skipped.add(task.taskId);
       return 'skip';
