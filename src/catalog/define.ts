@@ -114,6 +114,15 @@ export function defineEntry(def: ModelDef): CatalogEntry {
     return issues.length === 0 ? { ok: true, body } : { ok: false, issues };
   }
 
+  function fieldSamples(name: string): { field: string; samples: readonly unknown[] } | undefined {
+    const alias = own(aliases, name);
+    // An alias that reshapes its value (a single voice id into a list) has no samples of the canonical field.
+    if (alias !== undefined && alias.map !== undefined) return undefined;
+    const field = alias?.to ?? name;
+    const samples = (alias?.check ?? own(def.fields, field))?.samples;
+    return samples === undefined || samples.length === 0 ? undefined : { field, samples };
+  }
+
   const result = def.result;
   return Object.freeze({
     model: def.model,
@@ -125,6 +134,7 @@ export function defineEntry(def: ModelDef): CatalogEntry {
     result,
     resultFor: def.resultFor ?? (() => result),
     check,
+    fieldSamples,
     checkMedia: def.checkMedia ?? (() => []),
     estimate: def.estimate,
   });

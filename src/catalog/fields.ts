@@ -2,7 +2,27 @@
 // in one message style: ``duration: must be 5 or 10, got 7``.
 import type { RequestIssue } from './types.js';
 
-export type FieldCheck = (value: unknown, path: string) => RequestIssue[];
+export type FieldCheck = ((value: unknown, path: string) => RequestIssue[]) & {
+  /**
+   * Valid values at the edges of what the field takes (every choice of an enum, a number's bounds, the
+   * shortest and longest string): a chained task's field filled in from an upstream's result is checked
+   * with them before the run, and priced over them (src/plan/chains.ts).
+   */
+  readonly samples?: readonly unknown[];
+};
+
+function withSamples(
+  check: (value: unknown, path: string) => RequestIssue[],
+  samples: readonly unknown[],
+): FieldCheck {
+  return Object.assign(check, { samples: Object.freeze([...samples]) });
+}
+
+/** A number field's sample values: its bounds, or 0 when it has none. */
+function bounds(min: number | undefined, max: number | undefined): number[] {
+  const edges = [min, max].filter((n): n is number => n !== undefined);
+  return edges.length === 0 ? [0] : [...new Set(edges)];
+}
 
 const OK: RequestIssue[] = [];
 
@@ -18,6 +38,8 @@ export function show(value: unknown): string {
 
 /** The spec counts "characters": count Unicode code points, so an emoji is one, not two UTF-16 units. */
 export function charCount(s: string): number {
+  // Without surrogates every UTF-16 unit is a code point (a regex scan is much faster than iterating).
+  if (!/[\uD800-\uDFFF]/.test(s)) return s.length;
   let n = 0;
   for (const _ of s) n++;
   return n;
@@ -36,7 +58,11 @@ export function choices(values: readonly (string | number)[]): string {
 
 export function str(opts: { min?: number; max?: number } = {}): FieldCheck {
   const { min = 0, max } = opts;
-  return (value, path) => {
+  const shortest = Math.max(min, 1);
+  const samples = [...new Set([shortest, max ?? shortest])]
+    .filter((n) => max === undefined || n <= max)
+    .map((n) => 'a'.repeat(n));
+  return withSamples((value, path) => {
     if (typeof value !== 'string') return one(path, `must be a string, got ${show(value)}`);
     const n = charCount(value);
     if (n >= min && (max === undefined || n <= max)) return OK;
@@ -44,14 +70,17 @@ export function str(opts: { min?: number; max?: number } = {}): FieldCheck {
       return one(path, min === 1 ? 'must not be empty' : `must be at least ${min} characters`);
     const rule = min > 0 ? `must be ${min} to ${max} characters` : `must be at most ${max} characters`;
     return one(path, `${rule}, got ${n}`);
-  };
+  }, samples);
 }
 
 export function oneOf(values: readonly (string | number)[]): FieldCheck {
-  return (value, path) =>
-    (typeof value === 'string' || typeof value === 'number') && values.includes(value)
-      ? OK
-      : one(path, `must be ${choices(values)}, got ${show(value)}`);
+  return withSamples(
+    (value, path) =>
+      (typeof value === 'string' || typeof value === 'number') && values.includes(value)
+        ? OK
+        : one(path, `must be ${choices(values)}, got ${show(value)}`),
+    values,
+  );
 }
 
 function rangeText(min: number | undefined, max: number | undefined): string {
@@ -61,31 +90,37 @@ function rangeText(min: number | undefined, max: number | undefined): string {
 }
 
 export function int(min?: number, max?: number): FieldCheck {
-  return (value, path) =>
-    typeof value === 'number' &&
-    Number.isSafeInteger(value) &&
-    (min === undefined || value >= min) &&
-    (max === undefined || value <= max)
-      ? OK
-      : one(path, `must be an integer ${rangeText(min, max)}, got ${show(value)}`);
+  return withSamples(
+    (value, path) =>
+      typeof value === 'number' &&
+      Number.isSafeInteger(value) &&
+      (min === undefined || value >= min) &&
+      (max === undefined || value <= max)
+        ? OK
+        : one(path, `must be an integer ${rangeText(min, max)}, got ${show(value)}`),
+    bounds(min, max),
+  );
 }
 
 /** A finite number in [min, max]; `decimals` refuses finer values than the service keeps. */
 export function num(min?: number, max?: number, decimals?: number): FieldCheck {
-  return (value, path) => {
-    if (
-      typeof value !== 'number' ||
-      !Number.isFinite(value) ||
-      (min !== undefined && value < min) ||
-      (max !== undefined && value > max)
-    ) {
-      return one(path, `must be a number ${rangeText(min, max)}, got ${show(value)}`);
-    }
-    if (decimals !== undefined && !hasAtMostDecimals(value, decimals)) {
-      return one(path, `must have at most ${decimals} decimals, got ${value}`);
-    }
-    return OK;
-  };
+  return withSamples(
+    (value, path) => {
+      if (
+        typeof value !== 'number' ||
+        !Number.isFinite(value) ||
+        (min !== undefined && value < min) ||
+        (max !== undefined && value > max)
+      ) {
+        return one(path, `must be a number ${rangeText(min, max)}, got ${show(value)}`);
+      }
+      if (decimals !== undefined && !hasAtMostDecimals(value, decimals)) {
+        return one(path, `must have at most ${decimals} decimals, got ${value}`);
+      }
+      return OK;
+    },
+    bounds(min, max),
+  );
 }
 
 function hasAtMostDecimals(value: number, decimals: number): boolean {
@@ -93,8 +128,10 @@ function hasAtMostDecimals(value: number, decimals: number): boolean {
   return Math.abs(scaled - Math.round(scaled)) < 1e-6;
 }
 
-export const bool: FieldCheck = (value, path) =>
-  typeof value === 'boolean' ? OK : one(path, `must be true or false, got ${show(value)}`);
+export const bool: FieldCheck = withSamples(
+  (value, path) => (typeof value === 'boolean' ? OK : one(path, `must be true or false, got ${show(value)}`)),
+  [false, true],
+);
 
 export function isHttpUrl(value: unknown): value is string {
   if (typeof value !== 'string') return false;
@@ -111,8 +148,11 @@ export function isLocalFile(value: unknown): value is string {
   return typeof value === 'string' && /^file:[^/]/.test(value) && !value.startsWith('file://');
 }
 
-export const httpUrl: FieldCheck = (value, path) =>
-  isHttpUrl(value) || isLocalFile(value) ? OK : one(path, `must be an http(s) URL, got ${show(value)}`);
+export const httpUrl: FieldCheck = withSamples(
+  (value, path) =>
+    isHttpUrl(value) || isLocalFile(value) ? OK : one(path, `must be an http(s) URL, got ${show(value)}`),
+  ['https://after.invalid/sample'],
+);
 
 /** A list of `min` to `max` items, each checked by `item` at `path.i`. */
 export function list(item: FieldCheck, min: number, max: number, noun: string): FieldCheck {

@@ -35,7 +35,7 @@ export const speech = defineEntry({
     const word = units === 1 ? 'unit' : 'units';
     return exact(
       units * p.perUnit,
-      `${chars} characters = ${units} ${word} of ${p.charactersPerUnit} × ${tokens(p.perUnit)}`,
+      `${chars} ${chars === 1 ? 'character' : 'characters'} = ${units} ${word} of ${p.charactersPerUnit} × ${tokens(p.perUnit)}`,
     );
   },
 });

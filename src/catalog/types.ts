@@ -86,6 +86,12 @@ export interface CatalogEntry {
   resultFor?(body: RequestBody): ResultShape;
   /** Normalise aliases to canonical names and check every rule that needs no media measurement. */
   check(input: RequestBody): CheckResult;
+  /**
+   * For a field written in `input` (canonical or a plain alias): its canonical name and valid values at
+   * the edges of what it takes; undefined when it has none (a list, an unknown field). Chains check and
+   * price a field filled in from an upstream's result with them. Optional for hand-made test entries.
+   */
+  fieldSamples?(name: string): { field: string; samples: readonly unknown[] } | undefined;
   /** Rules that depend on measured media lengths; `media` holds only what could be measured. */
   checkMedia(body: RequestBody, media: MediaDurations): RequestIssue[];
   /** List price. `hintSeconds` is the manifest's `media_seconds`, used where a length could not be measured. */

@@ -3,7 +3,7 @@
 import cliProgress from 'cli-progress';
 import type { RunProgress } from '../run/runner.js';
 import type { TaskState } from '../store/index.js';
-import { tokensPlainText as fmt } from '../util/money.js';
+import { tokensPlainText as fmt, roundTokens } from '../util/money.js';
 import type { Out } from './io.js';
 
 export function describeProgress(p: RunProgress, total: number, estimate: number): string {
@@ -15,7 +15,9 @@ export function describeProgress(p: RunProgress, total: number, estimate: number
   if (c.rejected) parts.push(`${c.rejected} rejected`);
   const running = c.submitting + c.submitted + c.running + c.downloading;
   if (running) parts.push(`${running} in flight`);
-  parts.push(`${fmt(p.charged - p.refunded)} of ~${fmt(estimate)} tokens`);
+  parts.push(
+    `${fmt(p.charged - p.refunded)} of ~${fmt(roundTokens(estimate + (p.estimateChange ?? 0)))} tokens`,
+  );
   return parts.join(' · ');
 }
 

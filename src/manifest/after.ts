@@ -107,8 +107,8 @@ export function referencesIn(value: unknown, found = new Set<string>()): Set<str
 
 /**
  * Replaces the references in a request with values: a string that is exactly one reference takes the
- * value with its type (a number stays a number), any other string gets the value as text. `value`
- * returns undefined for a reference it cannot fill (left as written).
+ * value with its type (a number stays a number), any other string gets the value as text (a sheet's
+ * nested object as JSON). `value` returns undefined for a reference it cannot fill (left as written).
  */
 export function fillReferences(body: unknown, value: (path: string) => unknown): unknown {
   if (typeof body === 'string') {
@@ -120,7 +120,8 @@ export function fillReferences(body: unknown, value: (path: string) => unknown):
     }
     return body.replace(IN_TEXT, (text, path: string) => {
       const v = value(path);
-      return v === undefined || v === null || typeof v === 'object' ? text : String(v);
+      if (v === undefined) return text;
+      return v !== null && typeof v === 'object' ? JSON.stringify(v) : String(v);
     });
   }
   if (Array.isArray(body)) return body.map((item) => fillReferences(item, value));

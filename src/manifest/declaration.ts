@@ -23,6 +23,18 @@ export interface ExpandContext {
   listFiles: (pattern: string) => Promise<{ ok: true; paths: string[] } | { ok: false; message: string }>;
   /** The manifest's `file_name`, for tasks without their own. */
   fileName?: unknown;
+  /** Tasks that did not expand because of a problem of their own; see Unexpanded. */
+  unexpanded?: Unexpanded;
+}
+
+/**
+ * Tasks a manifest declares that did not expand (a problem of their own): the ids that rendered, and
+ * whether some task's id is not known at all (a declaration skipped, an id that did not render). A chain
+ * that names one of them is not told its upstream is missing: it is there, with its own problem.
+ */
+export interface Unexpanded {
+  ids: Set<string>;
+  unknown: boolean;
 }
 
 export interface Declaration {

@@ -13,7 +13,7 @@ import { type CompiledValue, type CompileError, compileValue, renderValue } from
 import type { LocatedReference, ManifestProblem, SourcePos, TaskSpec } from './types.js';
 import { describeValue, formatCount, isPlainObject, type PlainObject } from './values.js';
 
-export type { ExpandContext } from './declaration.js';
+export type { ExpandContext, Unexpanded } from './declaration.js';
 
 export async function expandTasks(
   rawTasks: unknown[],

@@ -132,8 +132,10 @@ export class Expander {
       }
     }
 
-    if (failed || taskId === undefined || typeof model !== 'string' || !isPlainObject(input))
+    if (failed || taskId === undefined || typeof model !== 'string' || !isPlainObject(input)) {
+      this.#unexpanded(taskId);
       return undefined;
+    }
     const upstreams: Upstream[] = [];
     for (const { name, value, source } of declaration.after?.values ?? []) {
       const rendered = renderValue(value, lookup, onError);
@@ -147,7 +149,10 @@ export class Expander {
       }
     }
     const merged = this.#withDefaults(model, input, inputLookup, onError);
-    if (failed) return undefined;
+    if (failed) {
+      this.#unexpanded(taskId);
+      return undefined;
+    }
 
     const task: TaskSpec = {
       id: taskId,
@@ -166,7 +171,10 @@ export class Expander {
       const withId: typeof lookup = (path) =>
         path.length === 1 && path[0] === 'id' ? { ok: true, value: taskId } : lookup(path);
       const name = renderValue(declaration.fileName.value, withId, onError);
-      if (failed) return undefined;
+      if (failed) {
+        this.#unexpanded(taskId);
+        return undefined;
+      }
       const { source } = declaration.fileName;
       const problem =
         typeof name === 'string' || typeof name === 'number'
@@ -174,6 +182,7 @@ export class Expander {
           : 'must render to text';
       if (problem) {
         this.#fileNameProblem(source, taskId, `${problem}, got ${describeValue(name)}`);
+        this.#unexpanded(taskId);
         return undefined;
       }
       const key = String(name).toLowerCase();
@@ -184,6 +193,7 @@ export class Expander {
           taskId,
           `renders to ${JSON.stringify(String(name))}, which task ${holder} has too: file names must differ (letter case aside)`,
         );
+        this.#unexpanded(taskId);
         return undefined;
       }
       if (!this.#proven) this.#fileNames.set(key, taskId);
@@ -191,6 +201,13 @@ export class Expander {
     }
     if (this.#isDuplicate(taskId, seq, declaration)) return undefined;
     return task;
+  }
+
+  #unexpanded(taskId: string | undefined): void {
+    const unexpanded = this.#ctx.unexpanded;
+    if (unexpanded === undefined) return;
+    if (taskId === undefined) unexpanded.unknown = true;
+    else unexpanded.ids.add(taskId);
   }
 
   #fileNameProblem(source: string, taskId: string, message: string): void {

@@ -7,6 +7,7 @@ import {
   type ExpandContext,
   expandDeclarations,
   prepareDeclarations,
+  type Unexpanded,
 } from './expand.js';
 import { dataFileLister, dataFileReader, excerpt, FileRefused, readRegularFile } from './files.js';
 import { DEFAULT_MAX_TASKS, MAX_DATA_BYTES, MAX_MANIFEST_BYTES } from './limits.js';
@@ -142,17 +143,25 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
     const source: TaskSource = {
       expand(proven = false) {
         const found = new Problems();
+        const unexpanded: Unexpanded = { ids: new Set(), unknown: false };
         return {
-          tasks: expandDeclarations(declarations, { ...ctx, problems: found }, proven),
+          tasks: expandDeclarations(declarations, { ...ctx, problems: found, unexpanded }, proven),
           problems: () => found.list(),
+          unexpanded: () => unexpanded,
         };
       },
     };
     return { ok: true, manifest: { file, settings, tasks: [], source, ...(chained && { chained }) } };
   }
-  const tasks = [...expandDeclarations(declarations, ctx)];
+  // A declaration left out (its own schema problem, a data file that cannot be read) has tasks whose ids
+  // are not known.
+  const unexpanded: Unexpanded = {
+    ids: new Set(),
+    unknown: blocked || declarations.length < rawTasks.length,
+  };
+  const tasks = [...expandDeclarations(declarations, { ...ctx, unexpanded })];
   // The tasks that did expand go back with the problems, so that a caller can check them too and report
   // every problem at once rather than the manifest's first, then the catalog's.
-  if (problems.size > 0) return { ok: false, problems: problems.list(), tasks };
+  if (problems.size > 0) return { ok: false, problems: problems.list(), tasks, unexpanded };
   return { ok: true, manifest: { file, settings, tasks, ...(chained && { chained }) } };
 }

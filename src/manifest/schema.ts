@@ -83,11 +83,26 @@ export const taskSchema = z
         [
           z.string().min(1),
           z
-            .record(z.string().regex(NAME_PATTERN, { error: NAME_RULE }), z.string().min(1))
+            // The pattern is for editors (JSON Schema); the check with its message is the superRefine below.
+            .record(z.string().meta({ pattern: NAME_PATTERN.source }), z.string().min(1))
             .refine((names) => Object.keys(names).length > 0, { error: 'must name at least one task' }),
         ],
         { error: AFTER_RULE },
       )
+      // The names are checked once the union chose the mapping: inside it, a bad name would be reported
+      // as "must be a task id or a mapping", which it is.
+      .superRefine((after, ctx) => {
+        if (typeof after === 'string') return;
+        for (const name of Object.keys(after)) {
+          if (!NAME_PATTERN.test(name))
+            ctx.addIssue({
+              code: 'custom',
+              path: [name],
+              input: name,
+              message: `the name ${NAME_RULE}`,
+            });
+        }
+      })
       .optional()
       .describe(
         'The task whose result this one takes, as a task-id template ("voice-{{row.n}}"; {{after.audio}} in input), or a mapping of names to task-id templates ({{after.<name>.image}}). Submitted once they are done.',

@@ -1,6 +1,7 @@
 // What the manifest loader produces: located task specs, or every problem at once.
 
 import type { Reference } from './after.js';
+import type { Unexpanded } from './declaration.js';
 
 export interface SourcePos {
   file: string;
@@ -99,7 +100,12 @@ export interface TaskSource {
    * `proven`: an earlier expansion found none, so ids and file names are not tracked for duplicates
    * again (a million of them are a map of their own).
    */
-  expand(proven?: boolean): { tasks: Generator<TaskSpec>; problems(): ManifestProblem[] };
+  expand(proven?: boolean): {
+    tasks: Generator<TaskSpec>;
+    problems(): ManifestProblem[];
+    /** Once every task has been taken: those that did not expand (see Unexpanded). */
+    unexpanded(): Unexpanded;
+  };
 }
 
 export type ManifestResult =
@@ -109,4 +115,6 @@ export type ManifestResult =
       problems: ManifestProblem[];
       /** The tasks that expanded without a problem of their own, when expansion ran at all. */
       tasks?: TaskSpec[];
+      /** The tasks that did not (see Unexpanded). */
+      unexpanded?: Unexpanded;
     };

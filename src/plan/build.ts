@@ -148,7 +148,7 @@ export async function loadChecked(
     throw new ManifestProblemsError(file, [
       ...result.problems,
       ...checked.problems,
-      ...collapseRepeats(chains?.problems() ?? []),
+      ...collapseRepeats(chains?.problems(result.unexpanded) ?? []),
     ]);
   }
   const checked = checkTasks(result.manifest.tasks);
@@ -297,7 +297,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     else priced.add(one.task);
   }
   const expansionProblems = first.problems();
-  const chainProblems = chains?.problems() ?? [];
+  const chainProblems = chains?.problems(first.unexpanded()) ?? [];
   if (expansionProblems.length > 0 || catalogProblems.length > 0 || chainProblems.length > 0) {
     throw new ManifestProblemsError(file, [
       ...expansionProblems,
@@ -382,6 +382,7 @@ function listedSource(tasks: readonly TaskSpec[]): TaskSource {
         yield* tasks;
       })(),
       problems: () => [],
+      unexpanded: () => ({ ids: new Set(), unknown: false }),
     }),
   };
 }

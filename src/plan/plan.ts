@@ -181,7 +181,17 @@ export function* pricedTasks(
       };
       continue;
     }
-    const estimate = task.entry.estimate(task.body, media, prices, task.spec.mediaSeconds);
+    const priceOf = (body: RequestBody) => task.entry.estimate(body, media, prices, task.spec.mediaSeconds);
+    // A priced field filled in from an upstream (a speech's text from a song's lyrics) is priced over
+    // every value it may take, not from the placeholder's own characters.
+    const estimate =
+      (task.spec.after === undefined
+        ? undefined
+        : chains?.priceOverReferences(
+            task,
+            priceOf,
+            JSON.stringify([task.entry.model, task.body, media, task.spec.mediaSeconds ?? null]),
+          )) ?? priceOf(task.body);
     if (upstreamNotes.length > 0) estimate.basis = `${estimate.basis}; ${upstreamNotes.join('; ')}`;
     yield {
       ok: true,

@@ -201,6 +201,9 @@ describe('chains', () => {
     const run = await env.run(['run', file, '--yes']);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
+    // The progress line's estimate tightened from the plan's 92 to what was charged.
+    expect(run.stdout).toContain('0/2 finished · 0 done · 0 of ~92 tokens');
+    expect(run.stdout).toMatch(/2\/2 finished · 2 done · ([\d.]+) of ~\1 tokens/);
     const [row] = env.query<{
       est_tokens: number;
       est_min: number;
@@ -370,5 +373,313 @@ describe('chains', () => {
     const newStill = itemsOf(env, 'still')[0]?.value;
     expect(withoutQuery(requestOf(env, 'clip').image_url)).toBe(withoutQuery(newStill));
     expect(withoutQuery(requestOf(env, 'clip').image_url)).not.toBe(withoutQuery(firstClip));
+  });
+});
+
+describe('chains: every reference kind, and upstreams that come back', () => {
+  it('hands on a video, the N-th file, a song length as a number, lyrics, and two named upstreams at once', async () => {
+    env = await makeRunEnv();
+    const sandbox = env.sandbox.baseUrl;
+    const tasks: TaskDecl[] = [
+      { id: 'first', model: 'flat-image', input: { prompt: 'first frame' } },
+      { id: 'last', model: 'flat-image', input: { prompt: 'last frame' } },
+      {
+        id: 'clip',
+        model: 'stream-2-0-fast',
+        after: { a: 'first', b: 'last' },
+        input: {
+          prompt: 'morph',
+          image_urls: ['{{after.a.image}}', '{{after.b.files.1}}'],
+          duration: 4,
+          quality: '480p',
+        },
+      },
+      {
+        id: 'dance',
+        model: 'ai_dance_move',
+        after: 'clip',
+        input: {
+          image_url: `${sandbox}/_sandbox/media/full-body.png`,
+          video_url: '{{after.video}}',
+          resolution: '480p',
+        },
+      },
+      {
+        id: 'song',
+        model: 'song-replace-section',
+        input: {
+          audio_url: `${sandbox}/_sandbox/media/song.mp3`,
+          infill_start_s: 12,
+          infill_end_s: 24,
+          lyrics: '[Chorus] la',
+          full_lyrics: '[Verse] mornings [Chorus] la la',
+          style: 'pop',
+          title: 'Mornings',
+        },
+      },
+      {
+        id: 'outro',
+        model: 'song-replace-section',
+        after: 'song',
+        input: {
+          task_id: '{{after.img_uuid}}',
+          audio_id: '{{after.songs.1.audio_id}}',
+          infill_start_s: 20,
+          infill_end_s: '{{after.songs.1.audio_duration}}',
+          lyrics: '[Outro] bye',
+          full_lyrics: '{{after.songs.1.lyrics}} [Outro] bye',
+          style: 'pop',
+          title: 'Mornings (outro)',
+        },
+      },
+      {
+        id: 'cover',
+        model: 'voice-cover',
+        after: 'song',
+        input: {
+          audio_url: '{{after.files.2}}',
+          reference_audio_url: `${sandbox}/_sandbox/media/voice.wav`,
+        },
+      },
+    ];
+    const file = await env.manifest({ tasks, concurrency: 4 });
+    const plan = await env.run(['plan', file]);
+    expect(plan.code).toBe(0);
+    // stream-2-0-fast of duration 4 makes a 4 s video: the dance is priced exactly from the plan on.
+    expect(plan.stdout).toMatch(/dance +ai_dance_move +8 /);
+    expect(plan.stdout).toContain('{{after.video}}: 4 s, as clip (stream-2-0-fast) is asked to make');
+    const result = await env.run(['run', file, '--yes']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(new Set(Object.values(taskStates(env)))).toEqual(new Set(['done']));
+
+    const clip = requestOf(env, 'clip');
+    expect((clip.image_urls as string[]).map(withoutQuery)).toEqual([
+      withoutQuery(itemsOf(env, 'first')[0]?.value),
+      withoutQuery(itemsOf(env, 'last')[0]?.value),
+    ]);
+    expect(withoutQuery(requestOf(env, 'dance').video_url)).toBe(
+      withoutQuery(itemsOf(env, 'clip')[0]?.value),
+    );
+    const songs = itemsOf(env, 'song');
+    const outro = requestOf(env, 'outro');
+    // A lone reference keeps its type: the song's length is a number on the wire.
+    expect(outro.infill_end_s).toBe(songs[0]?.audio_duration);
+    expect(typeof outro.infill_end_s).toBe('number');
+    expect(outro.full_lyrics).toBe(`${String(songs[0]?.lyrics)} [Outro] bye`);
+    expect(withoutQuery(requestOf(env, 'cover').audio_url)).toBe(withoutQuery(songs[1]?.value));
+    // The voice cover is billed by the song it was given (its second version), exactly.
+    const [cover] = env.query<{ cost: number; est_tokens: number }>(
+      "SELECT cost, est_tokens FROM tasks WHERE task_id = 'cover'",
+    );
+    expect(cover?.cost).toBe(Math.ceil(Number(songs[1]?.audio_duration)) * 0.02);
+    expect(cover?.cost).toBe(cover?.est_tokens);
+  });
+
+  it('blocks the downstream of an upstream in doubt, nothing charged for it; --retry-in-doubt settles the upstream and the downstream follows', async () => {
+    env = await makeRunEnv({ chargeThenErrorRate: 1 });
+    const tasks: TaskDecl[] = [
+      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+      {
+        id: 'clip',
+        model: 'studio-2-6',
+        after: 'still',
+        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+      },
+    ];
+    const file = await env.manifest({ tasks });
+    const balance = env.state().balance;
+    const first = await env.run(['run', file, '--yes']);
+    expect(first.code).toBe(2);
+    expect(taskStates(env)).toEqual({ still: 'in_doubt', clip: 'blocked' });
+    const [clip] = env.query<{ error: string }>("SELECT error FROM tasks WHERE task_id = 'clip'");
+    expect(clip?.error).toBe(
+      'waits for still, which is in doubt (its charge is unknown): never submitted, nothing charged; run again with --retry-in-doubt to settle it, and this task follows',
+    );
+    // The still was charged (its answer lost); the clip never reached the service.
+    expect(env.state().jobs).toHaveLength(1);
+    expect(env.state().balance).toBe(balance - 0.2);
+
+    env.sandbox.configure({ chargeThenErrorRate: 0 });
+    const retry = await env.run(['run', file, '--yes', '--retry-in-doubt']);
+    expect(retry.stderr).toBe('');
+    expect(retry.code).toBe(0);
+    expect(taskStates(env)).toEqual({ still: 'done', clip: 'done' });
+    // The still twice (the lost answer's charge stays: it was in doubt), the clip once, with the new still.
+    expect(env.state().jobs).toHaveLength(3);
+    expect(env.state().balance).toBeCloseTo(balance - 0.2 - 0.2 - 10.5, 6);
+    expect(withoutQuery(requestOf(env, 'clip').image_url)).toBe(
+      withoutQuery(itemsOf(env, 'still')[0]?.value),
+    );
+  });
+
+  it('blocks the downstream of a failed upstream; --retry-failed submits the upstream again and the downstream follows', async () => {
+    env = await makeRunEnv({ failRate: 1 });
+    const tasks: TaskDecl[] = [
+      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+      {
+        id: 'clip',
+        model: 'studio-2-6',
+        after: 'still',
+        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+      },
+    ];
+    const file = await env.manifest({ tasks });
+    const balance = env.state().balance;
+    expect((await env.run(['run', file, '--yes'])).code).toBe(2);
+    expect(taskStates(env)).toEqual({ still: 'failed', clip: 'blocked' });
+    // Charged and refunded: nothing spent, and nothing sent for the clip.
+    expect(env.state().jobs).toHaveLength(1);
+    expect(env.state().balance).toBeCloseTo(balance, 6);
+
+    env.sandbox.configure({ failRate: 0 });
+    const retry = await env.run(['run', file, '--yes', '--retry-failed']);
+    expect(retry.code).toBe(0);
+    expect(taskStates(env)).toEqual({ still: 'done', clip: 'done' });
+    expect(env.state().jobs).toHaveLength(3);
+    expect(env.state().balance).toBeCloseTo(balance - 0.2 - 10.5, 6);
+  });
+
+  it('blocks the downstream of an unfetched upstream; the next run fetches the result and the downstream follows', async () => {
+    env = await makeRunEnv();
+    env.sandbox.configure({ refuseDownloads: true });
+    const tasks: TaskDecl[] = [
+      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+      {
+        id: 'clip',
+        model: 'studio-2-6',
+        after: 'still',
+        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+      },
+    ];
+    const file = await env.manifest({ tasks });
+    const balance = env.state().balance;
+    const first = await env.run(['run', file, '--yes']);
+    expect(first.code).toBe(4);
+    expect(taskStates(env)).toEqual({ still: 'unfetched', clip: 'blocked' });
+    expect(env.state().jobs).toHaveLength(1);
+    expect(env.state().balance).toBe(balance - 0.2);
+
+    env.sandbox.configure({ refuseDownloads: false });
+    const second = await env.run(['run', file, '--yes']);
+    expect(second.code).toBe(0);
+    expect(taskStates(env)).toEqual({ still: 'done', clip: 'done' });
+    // The still was not submitted again: one job each.
+    expect(env.state().jobs).toHaveLength(2);
+    expect(env.state().balance).toBeCloseTo(balance - 0.2 - 10.5, 6);
+    expect(await env.files('out/batch')).toEqual(expect.arrayContaining(['still/1.png', 'clip/1.mp4']));
+  });
+
+  it('keeps the budget a hard cap when the upstream result makes the downstream dearer than the plan said: not sent', async () => {
+    env = await makeRunEnv();
+    const sandbox = env.sandbox.baseUrl;
+    const tasks: TaskDecl[] = [
+      {
+        id: 'avatar',
+        model: 'ai-talking-avatar-video',
+        input: {
+          video_url: `${sandbox}/_sandbox/media/talking-head.mp4`,
+          audio_url: `${sandbox}/_sandbox/media/speech.mp3`,
+          duration: 3,
+          resolution: '540p',
+        },
+      },
+      {
+        id: 'dance',
+        model: 'ai_dance_move',
+        after: 'avatar',
+        input: {
+          image_url: `${sandbox}/_sandbox/media/full-body.png`,
+          video_url: '{{after.video}}',
+          resolution: '480p',
+        },
+      },
+    ];
+    // The plan: avatar 3 s × 1 = 3, the dance 3 s (what the avatar is asked to make) × 2 = 6; 9 in all.
+    const file = await env.manifest({ tasks, budget: 9.5 });
+    const plan = await env.run(['plan', file]);
+    expect(plan.stdout).toMatch(/dance +ai_dance_move +6 /);
+    const balance = env.state().balance;
+    const result = await env.run(['run', file, '--yes']);
+    // The avatar came back 4 s long (the sandbox's clips are): the dance would cost 8, over the 6.5 left.
+    expect(taskStates(env)).toEqual({ avatar: 'done', dance: 'pending' });
+    expect(env.state().jobs).toHaveLength(1);
+    expect(env.state().balance).toBe(balance - 3);
+    expect(result.code).toBe(4);
+    expect(result.stderr).toContain(
+      '1 task(s) did not fit under the budget of 9.5 tokens (6.5 left; they need up to 8)',
+    );
+  });
+});
+
+describe('chains: budget', () => {
+  it('preflight weighs the worst case (exit 3, nothing sent); with --allow-partial the downstream goes once its exact price fits', async () => {
+    env = await makeRunEnv();
+    const tasks: TaskDecl[] = [
+      {
+        id: 'voice',
+        model: 'speech-v3',
+        input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
+      },
+      {
+        id: 'avatar',
+        model: 'ai-talking-avatar-video',
+        after: 'voice',
+        input: {
+          video_url: `${env.sandbox.baseUrl}/_sandbox/media/talking-head.mp4`,
+          audio_url: '{{after.audio}}',
+          video_mode: 'loop',
+        },
+      },
+    ];
+    // 2 for the speech, 3 to 60 for the avatar (540p): 62 at worst, over a budget of 20.
+    const file = await env.manifest({ tasks, budget: 20 });
+    const balance = env.state().balance;
+    const refused = await env.run(['run', file, '--yes']);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain(
+      'refused: the run can cost up to 62 tokens but the budget leaves 20 (budget 20, 0 charged already)',
+    );
+    expect(env.state().jobs).toHaveLength(0);
+
+    const partial = await env.run(['run', file, '--yes', '--allow-partial']);
+    expect(partial.stderr).toBe('');
+    expect(partial.code).toBe(0);
+    expect(taskStates(env)).toEqual({ voice: 'done', avatar: 'done' });
+    // The speech is 75 characters, 5 s at 15 characters a second: the avatar costs 5, well under the 18 left.
+    const [avatar] = env.query<{ cost: number; est_max: number }>(
+      "SELECT cost, est_max FROM tasks WHERE task_id = 'avatar'",
+    );
+    expect(avatar).toEqual({ cost: 5, est_max: 5 });
+    expect(env.state().balance).toBe(balance - 2 - 5);
+  });
+});
+
+describe('chains: streaming', () => {
+  it('submits a downstream as soon as its own upstream is done, while a slow unrelated job still renders', async () => {
+    // Images take 0.09-0.24 s at this speed, a 5 s clip 0.9-2.7 s.
+    env = await makeRunEnv({ speed: 0.03 });
+    const tasks: TaskDecl[] = [
+      {
+        id: 'slow',
+        model: 'studio-2-6',
+        input: { prompt: 'a long render', duration: 5, resolution: '720p' },
+      },
+      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+      { id: 'poster', model: 'flat-image', after: 'still', input: { prompt: 'a poster of {{after.image}}' } },
+    ];
+    const file = await env.manifest({ tasks, concurrency: 2, order: 'manifest' });
+    const result = await env.run(['run', file, '--yes']);
+    expect(result.code).toBe(0);
+    const jobOf = (taskId: string) => {
+      const [row] =
+        env?.query<{ img_uuid: string }>('SELECT img_uuid FROM tasks WHERE task_id = ?', taskId) ?? [];
+      const job = env?.state().jobs.find((j) => j.img_uuid === row?.img_uuid);
+      if (!job) throw new Error(`no job for ${taskId}`);
+      return job;
+    };
+    // The poster went out after the still ended and before the slow clip did: no waiting for a stage.
+    expect(Date.parse(jobOf('poster').created_at)).toBeGreaterThanOrEqual(Date.parse(jobOf('still').ends_at));
+    expect(Date.parse(jobOf('poster').created_at)).toBeLessThan(Date.parse(jobOf('slow').ends_at));
   });
 });

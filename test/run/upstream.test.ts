@@ -76,6 +76,15 @@ describe('references', () => {
     });
   });
 
+  it('put a sheet field that is an object into text as JSON, and into a lone place as the object itself', () => {
+    const looks = { hair: 'red', eyes: 2 };
+    const body = { prompt: 'A portrait: {{after.sheet.looks}}', extra: '{{after.sheet.looks}}' };
+    expect(fillReferences(body, () => looks)).toEqual({
+      prompt: 'A portrait: {"hair":"red","eyes":2}',
+      extra: looks,
+    });
+  });
+
   it('parse by the form of after: a lone upstream, or names', () => {
     expect(parseReference(['after', 'files', '2'], undefined)).toEqual({
       ok: true,

@@ -40,6 +40,8 @@ export interface Money {
   inDoubtMax: number;
   charged: number;
   refunded: number;
+  /** How chained tasks priced exactly in this process moved the plan's estimate (exact − planned). */
+  estimateChange: number;
 }
 
 export class RunCore {
@@ -75,7 +77,7 @@ export class RunCore {
   readonly watched = new Map<string, Watched>();
   /** Tasks holding a concurrency slot: submitting, or a job the service is producing. */
   inFlight = 0;
-  readonly money: Money = { inFlightMax: 0, inDoubtMax: 0, charged: 0, refunded: 0 };
+  readonly money: Money = { inFlightMax: 0, inDoubtMax: 0, charged: 0, refunded: 0, estimateChange: 0 };
   readonly budgetMicro: number | undefined;
   readonly counters = { polls: 0, unreadable: 0, recovered: 0, retried: 0 };
   /** How the successes of this process became known: a confirmed callback, or a poll of our own. */
@@ -177,6 +179,7 @@ export class RunCore {
       charged: fromMicro(this.money.charged),
       refunded: fromMicro(this.money.refunded),
       inFlight: this.inFlight,
+      estimateChange: fromMicro(this.money.estimateChange),
     });
   }
 

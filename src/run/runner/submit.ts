@@ -84,10 +84,14 @@ export class Submitter {
       for (const task of batch) {
         while (core.inFlight >= concurrency && !core.stopSubmitting.signal.aborted) await core.waitForWake();
         if (core.stopSubmitting.signal.aborted) break outer;
-        const admission = this.#admit(task);
+        // A chained task still to be filled in meets the budget with its exact price, once its upstream's
+        // result is measured (#roomForExact): the plan's range up to a model's maximum would keep out an
+        // avatar of a 5 s speech whenever 60 s would not fit.
+        const pricedLater = core.chained && task.wireBody.includes('{{after');
+        const admission = this.#admit(task, pricedLater);
         if (admission === 'stop') break outer;
         if (admission === 'skip') continue;
-        for (let room = this.#room(task); room !== 'go'; room = this.#room(task)) {
+        for (let room = pricedLater ? 'go' : this.#room(task); room !== 'go'; room = this.#room(task)) {
           if (room === 'stop') break outer;
           // Answers in flight will turn worst cases into real costs; look again after one arrives.
           await core.waitForWake();
@@ -140,7 +144,7 @@ export class Submitter {
   }
 
   /** --limit, then whether the task's worst case fits what is left of the budget even with nothing in flight. */
-  #admit(task: TaskRecord): 'go' | 'skip' | 'stop' {
+  #admit(task: TaskRecord, pricedLater: boolean): 'go' | 'skip' | 'stop' {
     const core = this.#core;
     const started = this.#startedIds.size;
     if (core.opts.limit !== undefined && started >= core.opts.limit) {
@@ -152,7 +156,10 @@ export class Submitter {
     }
     // Fits what fits: a task whose worst case exceeds what is left even with nothing in flight is left
     // pending, and cheaper ones go on.
-    if (!fitsBudget(core.budgetMicro, core.committedMicro(), 0, toMicro(task.estimate.max))) {
+    // A task priced once filled in is still kept out when even the plan's least price would not fit: its
+    // upstream's record is not fetched, nor its media measured, for nothing.
+    const worst = pricedLater ? task.estimate.min : task.estimate.max;
+    if (!fitsBudget(core.budgetMicro, core.committedMicro(), 0, toMicro(worst))) {
       this.#overBudget.push(task);
       this.#skipped.add(task.taskId);
       return 'skip';
@@ -175,6 +182,22 @@ export class Submitter {
     return 'stop';
   }
 
+  /** Whether a filled-in task's exact price fits under the budget now (waiting for answers in flight). */
+  async #roomForExact(task: TaskRecord): Promise<boolean> {
+    const core = this.#core;
+    const max = toMicro(task.estimate.max);
+    if (!fitsBudget(core.budgetMicro, core.committedMicro(), 0, max)) {
+      this.#overBudget.push(task);
+      this.#skipped.add(task.taskId);
+      return false;
+    }
+    while (!fitsBudget(core.budgetMicro, core.committedMicro(), core.money.inFlightMax, max)) {
+      await core.waitForWake();
+      if (core.stopSubmitting.signal.aborted) return false;
+    }
+    return true;
+  }
+
   /**
    * One task's submissions until one is answered for good. Long because the money order is one piece:
    * worst case booked, intent committed, POST, answer committed, worst case released, then retry or not.
@@ -185,6 +208,15 @@ export class Submitter {
     const { runId } = core.opts;
     const task = core.chained ? await this.#fillIn(planned, entry) : planned;
     if (task === undefined) return;
+    // A filled-in task is admitted with its exact price: the budget is a hard cap even when the
+    // upstream's result makes the task dearer than the plan thought.
+    if (task !== planned) {
+      if (!(await this.#roomForExact(task))) {
+        core.releaseSlot(task.taskId);
+        core.progress();
+        return;
+      }
+    }
     const body = JSON.parse(task.wireBody) as RequestBody;
     // The per-task callback URL carries the run's token; it is added when sending, so the stored request
     // (and its hash) stays the same whatever receiver a resumed run uses.

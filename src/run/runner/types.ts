@@ -132,6 +132,8 @@ export interface RunProgress {
   charged: number;
   refunded: number;
   inFlight: number;
+  /** Tokens by which chained tasks priced exactly in this process moved the run's estimate (negative: tightened). */
+  estimateChange?: number;
 }
 
 export interface RunResult {

@@ -10,6 +10,7 @@ import type { CatalogEntry, MediaDurations, RequestBody } from '../../catalog/ty
 import { toWireBody } from '../../catalog/wire.js';
 import { fillReferences, type Output, parseReference, referencesIn, SINGLE } from '../../manifest/after.js';
 import type { TaskRecord } from '../../store/index.js';
+import { toMicro } from '../../util/money.js';
 import { planResults } from '../results.js';
 import type { RunCore } from './core.js';
 
@@ -110,7 +111,9 @@ export async function prepareChained(
     const parsed = parseReference(path.split('.'), names);
     const up = parsed.ok ? upstreams.get(parsed.reference.name) : undefined;
     const found = parsed.ok && up ? resultValue(up, parsed.reference.output) : undefined;
-    if (found === undefined) missing.push(`{{${path}}}${up ? ` (${up.task.taskId}'s result has none)` : ''}`);
+    // A sheet field written as null holds nothing to send: like a field the sheet does not have.
+    if (found === undefined || found === null)
+      missing.push(`{{${path}}}${up ? ` (${up.task.taskId}'s result has none)` : ''}`);
     return found;
   };
   const filled = fillReferences(planned, value) as RequestBody;
@@ -134,6 +137,8 @@ export async function prepareChained(
   const ready = await core.writes.write(() =>
     store.fillIn(runId, task.taskId, JSON.stringify(wire), estimate),
   );
+  // The run's estimate tightens as the plan's range of this task becomes its exact price.
+  core.money.estimateChange += toMicro(ready.estimate.tokens) - toMicro(task.estimate.tokens);
   return { type: 'ready', task: ready };
 }
 
