@@ -106,4 +106,22 @@ describe('chains in the store', () => {
     expect(store.unblockDownstreams('r1').sort()).toEqual(['b', 'c']);
     expect(store.countTasksByState('r1').pending).toBe(4);
   });
+
+  it.each([
+    ['rejected', /^waits for a, which was rejected \(the API refused it\): never submitted, nothing charged/],
+    [
+      'lost',
+      /^waits for a, whose paid result is lost \(the API refused it\): never submitted, nothing charged/,
+    ],
+  ])('block the downstreams of an upstream that ended %s', (state, reason) => {
+    const store = ctx.store();
+    store.upsertTasks('r1', [task('a'), chained('b', 'a'), task('z')]);
+    const raw = new Database(ctx.file());
+    raw.prepare("UPDATE tasks SET state = ?, error = 'the API refused it' WHERE task_id = 'a'").run(state);
+    raw.close();
+    const blocked = store.blockDownstreams('r1');
+    expect(blocked.map((b) => b.taskId)).toEqual(['b']);
+    expect(blocked[0]?.reason).toMatch(reason);
+    expect(store.nextPending('r1', 10).map((t) => t.taskId)).toEqual(['z']);
+  });
 });
