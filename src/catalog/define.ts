@@ -1,7 +1,7 @@
 // Turns a model's declarative rules into a CatalogEntry: refuses fields the manifest sets, unknown fields
 // and alias conflicts, folds aliases into canonical fields, checks each field, then the cross-field rules.
 // Every issue is collected; none stops the others from being found.
-import { type FieldCheck, isPlainObject, show } from './fields.js';
+import { type FieldCheck, foldFileObject, isPlainObject, show } from './fields.js';
 import type {
   CatalogEntry,
   CheckResult,
@@ -80,7 +80,8 @@ export function defineEntry(def: ModelDef): CatalogEntry {
       };
     }
     const issues: RequestIssue[] = [];
-    const source = def.normalise ? def.normalise({ ...input }, issues) : input;
+    const given = Object.fromEntries(Object.entries(input).map(([k, v]) => [k, foldFileObject(v)]));
+    const source = def.normalise ? def.normalise(given, issues) : given;
     const body: RequestBody = {};
     for (const [key, value] of Object.entries(source)) {
       // Own keys only: `constructor` or `__proto__` in a manifest must not find Object.prototype's.

@@ -111,6 +111,19 @@ export function isLocalFile(value: unknown): value is string {
   return typeof value === 'string' && /^file:[^/]/.test(value) && !value.startsWith('file://');
 }
 
+/**
+ * `{ file: path }`, the manifest's other way to write a local input, as `file:path` (items of a list too),
+ * so that everything after the check (pricing, uploads, the stored request) knows one form. Anything
+ * else is returned as it is.
+ */
+export function foldFileObject(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(foldFileObject);
+  if (!isPlainObject(value)) return value;
+  const keys = Object.keys(value);
+  const file = value['file'];
+  return keys.length === 1 && typeof file === 'string' && file !== '' ? `file:${file}` : value;
+}
+
 export const httpUrl: FieldCheck = (value, path) =>
   isHttpUrl(value) || isLocalFile(value) ? OK : one(path, `must be an http(s) URL, got ${show(value)}`);
 

@@ -18,7 +18,7 @@ import type {
 import type { ProbeResult, Prober } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
 import { ChainPlan } from './chains.js';
-import { measuringLocalFiles } from './local-inputs.js';
+import { LocalInputChecks, measuringLocalFiles } from './local-inputs.js';
 import {
   addMediaNeeds,
   type CheckedTask,
@@ -138,14 +138,34 @@ export async function loadChecked(
       ...result.problems,
       ...checked.problems,
       ...collapseRepeats(chains?.problems() ?? []),
+      ...(await localProblems(file, o, checked.tasks)),
     ]);
   }
   const checked = checkTasks(result.manifest.tasks);
   // Chains are checked too when some task has problems of its own: every problem at once.
   const chains = chainsOf(result.manifest, checked.tasks, result.manifest.tasks);
-  const problems = [...checked.problems, ...collapseRepeats(chains?.problems() ?? [])];
+  const problems = [
+    ...checked.problems,
+    ...collapseRepeats(chains?.problems() ?? []),
+    ...(await localProblems(file, o, checked.tasks)),
+  ];
   if (problems.length > 0) throw new ManifestProblemsError(file, problems);
   return { manifest: result.manifest, tasks: checked.tasks };
+}
+
+/** The local `file:` inputs of these tasks checked on the disk (no network), as located problems. */
+function localProblems(
+  file: string,
+  o: Pick<PlanOptions, 'cwd' | 'allowOutside'>,
+  tasks: Iterable<CheckedTask>,
+): Promise<ManifestProblem[]> {
+  const checks = localChecks(file, o);
+  for (const task of tasks) checks.add(task);
+  return checks.problems();
+}
+
+function localChecks(file: string, o: Pick<PlanOptions, 'cwd' | 'allowOutside'>): LocalInputChecks {
+  return new LocalInputChecks(dirname(resolve(o.cwd, file)), o.allowOutside ?? false);
 }
 
 /** The measure, with `file:` inputs checked and measured locally even when nothing remote is measured. */
@@ -260,6 +280,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   let priced = priceAll(undefined);
   // A chain's downstream may come before its upstream: chained tasks are priced once every task is known.
   const chains = result.manifest.chained ? new ChainPlan() : undefined;
+  const local = localChecks(file, o);
   const first = source.expand();
   for (const spec of first.tasks) {
     const one = checkTask(spec);
@@ -268,6 +289,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
       chains?.note(spec);
       continue;
     }
+    local.add(one.task);
     taskIds.push(spec.id);
     addMediaNeeds(one.task, needs);
     if (chains) chains.add(one.task);
@@ -275,11 +297,18 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   }
   const expansionProblems = first.problems();
   const chainProblems = chains?.problems() ?? [];
-  if (expansionProblems.length > 0 || catalogProblems.length > 0 || chainProblems.length > 0) {
+  const localInputProblems = await local.problems();
+  if (
+    expansionProblems.length > 0 ||
+    catalogProblems.length > 0 ||
+    chainProblems.length > 0 ||
+    localInputProblems.length > 0
+  ) {
     throw new ManifestProblemsError(file, [
       ...expansionProblems,
       ...collapseRepeats(catalogProblems),
       ...collapseRepeats(chainProblems),
+      ...localInputProblems,
     ]);
   }
   const measure = localAware(file, o);

@@ -6,16 +6,17 @@
 import { createReadStream } from 'node:fs';
 import pLimit from 'p-limit';
 import { findEntry } from '../../catalog/index.js';
-import type { CatalogEntry } from '../../catalog/types.js';
 import { EXIT } from '../../exit-codes.js';
 import {
   checkLocalInput,
   type LocalInput,
   LocalInputError,
-  localRef,
+  localRefsIn,
+  replaceLocalRefs,
   sha256File,
 } from '../../media/local-input.js';
 import type { MediaKind } from '../../media/types.js';
+import { localInputKind } from '../../plan/local-inputs.js';
 import { type Storage, StorageError } from '../../storage/index.js';
 import type { Store } from '../../store/index.js';
 import { RunError } from '../session.js';
@@ -113,15 +114,11 @@ export async function withInputLinks(
   uploaded: ReadonlyMap<string, UploadedInput>,
   storage: Storage,
 ): Promise<Record<string, unknown>> {
-  const out: Record<string, unknown> = { ...body };
-  for (const [field, value] of Object.entries(body)) {
-    const path = localRef(value);
-    if (path === undefined) continue;
+  return replaceLocalRefs(body, ({ field, path }) => {
     const input = uploaded.get(path);
     if (!input) throw new Error(`internal: ${field}: file:${path} was not uploaded before sending`);
-    out[field] = await storage.link(input.key);
-  }
-  return out;
+    return storage.link(input.key);
+  });
 }
 
 /** `run` with local inputs and no bucket: refused before the first POST, saying how to configure one. */
@@ -138,9 +135,8 @@ export function localInputsOf(
 ): Array<{ path: string; kind: MediaKind }> {
   const seen = new Map<string, MediaKind>();
   for (const { body, mediaKinds } of requests) {
-    for (const [field, value] of Object.entries(body)) {
-      const path = localRef(value);
-      if (path !== undefined && !seen.has(path)) seen.set(path, mediaKinds.get(field) ?? 'image');
+    for (const { field, path } of localRefsIn(body)) {
+      if (!seen.has(path)) seen.set(path, mediaKinds.get(field) ?? 'image');
     }
   }
   return [...seen].map(([path, kind]) => ({ path, kind }));
@@ -172,15 +168,6 @@ export async function prepareLocalInputs(
   return (body) => withInputLinks(body, uploaded, storage);
 }
 
-/** The media kind of a request field: the catalog's, else what its name says (image_url, video_url…). */
-function kindOf(entry: CatalogEntry | undefined, field: string): MediaKind {
-  const known = entry?.mediaFields.find((f) => f.field === field)?.kind;
-  if (known) return known;
-  if (/video/i.test(field)) return 'video';
-  if (/audio|voice|song|music/i.test(field)) return 'audio';
-  return 'image';
-}
-
 /**
  * For `run`: the local inputs of the run's unfinished tasks, uploaded, and the link function for the
  * runner; undefined when the run has no local inputs. `dir` is the manifest's folder.
@@ -198,7 +185,7 @@ export async function runInputLinks(
     if (!task.body.includes('file:') && !task.body.includes('"file"')) continue;
     const body = JSON.parse(task.body) as Record<string, unknown>;
     const entry = findEntry(task.model);
-    requests.push({ body, mediaKinds: new Map(Object.keys(body).map((f) => [f, kindOf(entry, f)])) });
+    requests.push({ body, mediaKinds: new Map(Object.keys(body).map((f) => [f, localInputKind(entry, f)])) });
   }
   const where = `${storage?.config.endpoint ?? 'aws'} ${storage?.config.bucket ?? ''}`;
   const known: UploadOptions['known'] = {
