@@ -160,6 +160,14 @@ export interface StorageOptions {
 
 const MIB = 1024 * 1024;
 
+const SILENT_LOGGER = {
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
+
 /** Joins key parts with '/', skipping empty ones. */
 export function joinKey(...parts: string[]): string {
   return parts
@@ -191,6 +199,11 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
     maxAttempts: 3,
+    // Silent, as the SDK's default logger is, but without its one exception: a failed request with a
+    // stream body (an input file's PUT) is not retried by the SDK, which then console.warn()s "An error
+    // was encountered in a non-retryable streaming request." into the middle of the run's display. Our
+    // own retry (src/run/runner/uploads.ts) retries it and says what failed, in one line, if it must.
+    logger: SILENT_LOGGER,
   });
   const bucket = config.bucket;
   const partSize = Math.max(5 * MIB, opts.partSize ?? 8 * MIB);

@@ -56,7 +56,7 @@ export async function uploadLocalInputs(
   const limit = pLimit(opts.concurrency ?? 4);
   const attempts = opts.attempts ?? 4;
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const byReal = new Map<string, Promise<UploadedInput>>();
+  const byReal = new Map<string, Promise<UploadedInput | undefined>>();
   const byPath = new Map<string, UploadedInput>();
   let done = 0;
   const distinct = [...new Map(inputs.map((i) => [i.real, i])).values()];
@@ -81,26 +81,39 @@ export async function uploadLocalInputs(
   const one = async (input: LocalInput): Promise<UploadedInput> => {
     const sha256 = await sha256File(input.real);
     const key = storage.inputKey(sha256, input.ext);
-    if (opts.known?.has(key, sha256, input.bytes)) return { key, sha256, uploaded: false, recorded: true };
+    // The state database says an earlier run put it there; the bucket is still asked (one HEAD, no
+    // body): a lifecycle rule or a person may have deleted it since, and a link to a missing object
+    // would have the task refused at every run.
+    const recorded = opts.known?.has(key, sha256, input.bytes) ?? false;
     const first = !puts.has(key);
     if (first) puts.set(key, put(key, input));
-    const uploaded = await (puts.get(key) as Promise<boolean>);
-    if (first) opts.known?.record(key, sha256, input.bytes);
-    return { key, sha256, uploaded: first && uploaded };
+    const uploaded = first && (await (puts.get(key) as Promise<boolean>));
+    if (!first) await puts.get(key);
+    if (first && !recorded) opts.known?.record(key, sha256, input.bytes);
+    return { key, sha256, uploaded, ...(recorded && !uploaded ? { recorded: true } : {}) };
   };
+  // After the first failure the files not yet started fail at once; those under way are waited for, so that nothing
+  // is left running (or rejecting unobserved) when the run stops before its first POST.
+  let failure: { error: unknown } | undefined;
   for (const input of distinct) {
     byReal.set(
       input.real,
       limit(async () => {
+        if (failure) throw failure.error;
         const result = await one(input);
         done += 1;
         opts.onProgress?.(done, distinct.length, input, result);
         return result;
+      }).catch((error: unknown) => {
+        failure ??= { error };
+        return undefined;
       }),
     );
   }
+  await Promise.all(byReal.values());
+  if (failure) throw failure.error;
   for (const input of inputs) {
-    byPath.set(input.path, await (byReal.get(input.real) as Promise<UploadedInput>));
+    byPath.set(input.path, (await byReal.get(input.real)) as UploadedInput);
   }
   return byPath;
 }
