@@ -114,30 +114,48 @@ describe('run with local inputs: what the API receives and what it charges', () 
     expect(JSON.parse(rows[1]?.body ?? '{}').image_urls).toEqual(['file:first.png', 'file:last.png']);
   });
 
-  it.each<{ what: string; extra: Record<string, string>; code: number; line: RegExp }>([
+  const CREDENTIALS_REFUSED =
+    /^mediabatch: storage credentials refused by http:\/\/127\.0\.0\.1:\d+ for bucket (mediabatch-test|results-bucket-gone) \(HTTP 403\); set AWS_ACCESS_KEY_ID\/AWS_SECRET_ACCESS_KEY or AWS_PROFILE$/;
+  const WRONG = { AWS_ACCESS_KEY_ID: 'WRONGKEYID', AWS_SECRET_ACCESS_KEY: 'wrong-secret-value' };
+  it.each<{ what: string; output?: string; extra: Record<string, string>; code: number; line: RegExp }>([
     {
-      what: 'wrong credentials',
-      extra: { AWS_ACCESS_KEY_ID: 'WRONGKEYID', AWS_SECRET_ACCESS_KEY: 'wrong-secret-value' },
-      code: 5,
-      line: /^mediabatch: storage credentials refused by http:\/\/127\.0\.0\.1:\d+ for bucket mediabatch-test \(HTTP 403\); set AWS_ACCESS_KEY_ID\/AWS_SECRET_ACCESS_KEY or AWS_PROFILE$/,
+      what: 'local inputs, no storage configured',
+      extra: { MEDIABATCH_STORAGE_URL: '' },
+      code: 1,
+      line: /^mediabatch: this manifest has local file: inputs and run must upload them: add storage: \{ url: s3:\/\/bucket\/prefix \} to mediabatch\.config\.yaml \(or set MEDIABATCH_STORAGE_URL\) with AWS credentials in the environment$/,
     },
+    { what: 'local inputs, wrong credentials', extra: WRONG, code: 5, line: CREDENTIALS_REFUSED },
     {
-      what: 'a bucket that does not exist',
+      what: 'local inputs, a bucket that does not exist',
       extra: { MEDIABATCH_STORAGE_URL: 's3://no-such-bucket/mb' },
       code: 1,
       line: /^mediabatch: bucket no-such-bucket does not exist at http:\/\/127\.0\.0\.1:\d+; create it or fix storage\.url$/,
     },
+    {
+      what: 'results to a bucket, wrong credentials',
+      output: 's3://mediabatch-test/results',
+      extra: WRONG,
+      code: 5,
+      line: CREDENTIALS_REFUSED,
+    },
+    {
+      what: 'results to a bucket that does not exist',
+      output: 's3://results-bucket-gone/results',
+      extra: {},
+      code: 1,
+      line: /^mediabatch: bucket results-bucket-gone does not exist at http:\/\/127\.0\.0\.1:\d+; create it or fix storage\.url$/,
+    },
   ])(
     '$what: one line, exit $code, not one submission, the balance untouched',
-    async ({ extra, code, line }) => {
+    async ({ output, extra, code, line }) => {
       await freshSandbox();
-      // A manifest (so a run and an output folder) of its own for each case.
-      const manifest = `refused-${code}.yaml`;
-      await writeFile(
-        join(dir, manifest),
-        readFileSync(join(dir, 'local.yaml'), 'utf8').replace('name: local', `name: refused-${code}`),
-      );
-      const run = await cli(['run', manifest, '--yes', '--state', `refused-${code}.db`], {
+      // A manifest (so a run and an output folder) of its own for each case; a bucket output has no local input.
+      const name = `refused-${Math.random().toString(36).slice(2, 8)}`;
+      const text = output
+        ? `version: 1\nname: ${name}\noutput: ${output}\ntasks:\n  - id: still\n    model: flat-image\n    input: { prompt: "a mug" }\n`
+        : readFileSync(join(dir, 'local.yaml'), 'utf8').replace('name: local', `name: ${name}`);
+      await writeFile(join(dir, `${name}.yaml`), text);
+      const run = await cli(['run', `${name}.yaml`, '--yes', '--state', `${name}.db`], {
         cwd: dir,
         env: env(extra),
       });
