@@ -83,6 +83,13 @@ export function describeStorageError(error: unknown, config: StorageConfig): Sto
       EXIT.invalid,
     );
   }
+  if (name === 'CredentialsProviderError') {
+    // Nothing was refused: the SDK's chain found no credentials anywhere, so no request was sent.
+    return new StorageError(
+      `no storage credentials for bucket ${config.bucket} at ${where}: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE (or ~/.aws/credentials)`,
+      EXIT.unauthorized,
+    );
+  }
   if (CREDENTIAL_CODES.has(name) || status === 403 || /credential/i.test(name)) {
     return new StorageError(
       `storage credentials refused by ${where} for bucket ${config.bucket} (${name && name !== 'Unknown' ? name : `HTTP ${status}`}); set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE`,

@@ -1,3 +1,6 @@
+// The CLI as a user runs it: a child process with only the environment it is given (no AWS variables
+// leak in from the test's process, HOME is an empty folder, so no ~/.aws either).
+//
 // The AWS SDK's NodeVersionSupportWarning (nine lines on stderr on Node < 22) is not shown by our CLI: it
 // sets the SDK's own switch, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED, before any S3 client is
 // built. Only that warning: another one still reaches stderr, and a user who sets the switch to `false`
@@ -31,7 +34,7 @@ afterAll(async () => {
 
 /** `mediabatch run w.yaml` in a child process, `preload` imported first; resolves with its exit code and stderr. */
 function runChild(
-  extraEnv: Record<string, string>,
+  extraEnv: Record<string, string | undefined>,
   preload?: string,
 ): Promise<{ code: number | null; stderr: string }> {
   const [node, ...args] = cliArgv(['run', 'w.yaml', '--sandbox', '--yes', '--state', 'w.db']);
@@ -47,7 +50,7 @@ function runChild(
         AWS_ACCESS_KEY_ID: 'WRONGKEY',
         AWS_SECRET_ACCESS_KEY: 'wrong-secret-for-the-warning-test',
         ...extraEnv,
-      },
+      } as Record<string, string>,
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
@@ -90,4 +93,16 @@ describe("the AWS SDK's Node version warning", () => {
     },
     20_000,
   );
+});
+
+describe('storage credentials nowhere to be found', () => {
+  it('one line saying where to put them, exit 5, before anything is sent', async () => {
+    const run = await runChild({ AWS_ACCESS_KEY_ID: undefined, AWS_SECRET_ACCESS_KEY: undefined });
+    expect(run.code).toBe(5);
+    expect(run.stderr.trimEnd().split('\n')).toEqual([
+      expect.stringMatching(
+        /^mediabatch: no storage credentials for bucket mediabatch-test at http:\/\/127\.0\.0\.1:\d+: set AWS_ACCESS_KEY_ID\/AWS_SECRET_ACCESS_KEY or AWS_PROFILE \(or ~\/\.aws\/credentials\)$/,
+      ),
+    ]);
+  }, 20_000);
 });
