@@ -144,7 +144,12 @@ export interface Storage {
   ): Promise<ResultUpload>;
   /** Multipart uploads under a prefix that a killed run left unfinished ([] where the server cannot list them). */
   listIncomplete(prefix: string): Promise<IncompleteUpload[]>;
-  abort(upload: IncompleteUpload): Promise<void>;
+  /**
+   * Aborts a multipart upload: true when it is gone (aborted now, or already completed or aborted),
+   * false when the server cannot abort one (s3rver, some gateways): its parts stay until the bucket's
+   * lifecycle rule, and it is still no object, so no result reads it.
+   */
+  abort(upload: IncompleteUpload): Promise<boolean>;
   /** Size of an object, or undefined when absent. */
   size(key: string): Promise<number | undefined>;
   getBytes(key: string): Promise<Buffer>;
@@ -373,9 +378,22 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
       }),
     abort: (u) =>
       wrap(async () => {
-        await client.send(
-          new AbortMultipartUploadCommand({ Bucket: bucket, Key: u.key, UploadId: u.uploadId }),
-        );
+        try {
+          await client.send(
+            new AbortMultipartUploadCommand({ Bucket: bucket, Key: u.key, UploadId: u.uploadId }),
+          );
+          return true;
+        } catch (error) {
+          const e = error as SdkLikeError;
+          const status = e.$metadata?.httpStatusCode;
+          // Gone since it was listed (completed, aborted, expired): what we wanted.
+          if (e.name === 'NoSuchUpload' || (status === 404 && e.name !== 'NoSuchBucket')) return true;
+          // A resume must not be blocked by a server that cannot abort (a killed run's upload would
+          // otherwise stop every later run of it).
+          if (e.name === 'NotImplemented' || e.name === 'MethodNotAllowed' || status === 501 || status === 405)
+            return false;
+          throw error;
+        }
       }),
     size,
     getBytes: (key) =>

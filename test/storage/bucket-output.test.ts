@@ -28,9 +28,11 @@ describe('a bucket output', () => {
       },
       abort: async (u) => {
         aborted.push(u.uploadId);
+        // The server could not abort the second one: counted apart, not an error.
+        return u.uploadId !== 'u2';
       },
     });
-    expect(await abortUnfinishedUploads({ storage, runKey: 'p/run' })).toBe(2);
+    expect(await abortUnfinishedUploads({ storage, runKey: 'p/run' })).toEqual({ aborted: 1, left: 1 });
     expect(listed).toBe('p/run/');
     expect(aborted).toEqual(['u1', 'u2']);
   });
