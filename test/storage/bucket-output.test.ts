@@ -70,6 +70,24 @@ describe('a bucket output', () => {
     expect(() => resolveOutput('storage', undefined, {})).toThrow(
       /output: storage puts the results in the bucket of storage:/,
     );
+    // No storage: url, but the endpoint and region in the environment (MinIO, R2): used, not AWS.
+    const minio = { MEDIABATCH_STORAGE_ENDPOINT: 'http://minio.local:9000', MEDIABATCH_STORAGE_REGION: 'eu' };
+    expect(resolveOutput('s3://res/x', undefined, minio).bucket).toEqual({
+      bucket: 'res',
+      prefix: 'x',
+      region: 'eu',
+      endpoint: 'http://minio.local:9000',
+      linkTtlSeconds: 86400,
+    });
+    expect(resolveOutput('s3://res/x', undefined, { AWS_REGION: 'us-west-2' }).bucket).toEqual({
+      bucket: 'res',
+      prefix: 'x',
+      region: 'us-west-2',
+      linkTtlSeconds: 86400,
+    });
+    expect(() =>
+      resolveOutput('s3://res/x', undefined, { MEDIABATCH_STORAGE_ENDPOINT: 'minio.local:9000' }),
+    ).toThrow('MEDIABATCH_STORAGE_ENDPOINT must be an http or https URL, got "minio.local:9000"');
   });
 });
 
