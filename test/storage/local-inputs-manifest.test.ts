@@ -75,6 +75,15 @@ describe('manifests/local-inputs.yaml', () => {
       basis: '6 s (measured) × 0.02 tokens',
     });
     expect(existsSync(join(s3.dir, s3.bucket, 'mb'))).toBe(false);
+    // For people: the same plan says what run will need.
+    const text = await cli(['plan', 'local-inputs.yaml'], { cwd: dir });
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain(
+      '4 local files (file:): `run` uploads them to the bucket of storage: in mediabatch.config.yaml (or MEDIABATCH_STORAGE_URL) and refuses without one.\nNothing was submitted.\n',
+    );
+    expect(text.stdout).toMatch(
+      /^jingle-narrator +voice-cover +0\.12 +\$0\.0024 +6 s \(measured\) × 0\.02 tokens$/m,
+    );
   });
 
   it('runs: four files uploaded once, links that work, each charge the planned price, results and reports in the bucket; a second run uploads nothing', async () => {
