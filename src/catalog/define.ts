@@ -58,6 +58,18 @@ export interface ModelDef {
   estimate: (body: RequestBody, media: MediaDurations, prices: PriceTable, hintSeconds?: number) => Estimate;
 }
 
+/** The input with each `{ file: path }` as `file:path`; the input itself when it has none (the common case: no copy). */
+function withFilesFolded(input: RequestBody): RequestBody {
+  let out: RequestBody | undefined;
+  for (const [key, value] of Object.entries(input)) {
+    const folded = foldFileObject(value);
+    if (folded === value) continue;
+    out ??= { ...input };
+    out[key] = folded;
+  }
+  return out ?? input;
+}
+
 function own<T>(record: Readonly<Record<string, T>>, key: string): T | undefined {
   return Object.hasOwn(record, key) ? record[key] : undefined;
 }
@@ -80,8 +92,8 @@ export function defineEntry(def: ModelDef): CatalogEntry {
       };
     }
     const issues: RequestIssue[] = [];
-    const given = Object.fromEntries(Object.entries(input).map(([k, v]) => [k, foldFileObject(v)]));
-    const source = def.normalise ? def.normalise(given, issues) : given;
+    const given = withFilesFolded(input);
+    const source = def.normalise ? def.normalise({ ...given }, issues) : given;
     const body: RequestBody = {};
     for (const [key, value] of Object.entries(source)) {
       // Own keys only: `constructor` or `__proto__` in a manifest must not find Object.prototype's.

@@ -117,7 +117,11 @@ export function isLocalFile(value: unknown): value is string {
  * else is returned as it is.
  */
 export function foldFileObject(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(foldFileObject);
+  if (Array.isArray(value)) {
+    const items = value.map(foldFileObject);
+    // The same list when nothing changed, so callers can tell by identity.
+    return items.every((item, i) => item === value[i]) ? value : items;
+  }
   if (!isPlainObject(value)) return value;
   const keys = Object.keys(value);
   const file = value['file'];
