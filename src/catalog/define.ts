@@ -1,7 +1,7 @@
 // Turns a model's declarative rules into a CatalogEntry: refuses fields the manifest sets, unknown fields
 // and alias conflicts, folds aliases into canonical fields, checks each field, then the cross-field rules.
 // Every issue is collected; none stops the others from being found.
-import { type FieldCheck, isPlainObject, show } from './fields.js';
+import { type FieldCheck, foldFileObject, isPlainObject, show } from './fields.js';
 import type {
   CatalogEntry,
   CheckResult,
@@ -58,6 +58,18 @@ export interface ModelDef {
   estimate: (body: RequestBody, media: MediaDurations, prices: PriceTable, hintSeconds?: number) => Estimate;
 }
 
+/** The input with each `{ file: path }` as `file:path`; the input itself when it has none (the common case: no copy). */
+function withFilesFolded(input: RequestBody): RequestBody {
+  let out: RequestBody | undefined;
+  for (const [key, value] of Object.entries(input)) {
+    const folded = foldFileObject(value);
+    if (folded === value) continue;
+    out ??= { ...input };
+    out[key] = folded;
+  }
+  return out ?? input;
+}
+
 function own<T>(record: Readonly<Record<string, T>>, key: string): T | undefined {
   return Object.hasOwn(record, key) ? record[key] : undefined;
 }
@@ -80,7 +92,8 @@ export function defineEntry(def: ModelDef): CatalogEntry {
       };
     }
     const issues: RequestIssue[] = [];
-    const source = def.normalise ? def.normalise({ ...input }, issues) : input;
+    const given = withFilesFolded(input);
+    const source = def.normalise ? def.normalise({ ...given }, issues) : given;
     const body: RequestBody = {};
     for (const [key, value] of Object.entries(source)) {
       // Own keys only: `constructor` or `__proto__` in a manifest must not find Object.prototype's.

@@ -148,6 +148,23 @@ export function isLocalFile(value: unknown): value is string {
   return typeof value === 'string' && /^file:[^/]/.test(value) && !value.startsWith('file://');
 }
 
+/**
+ * `{ file: path }`, the manifest's other way to write a local input, as `file:path` (items of a list too),
+ * so that everything after the check (pricing, uploads, the stored request) knows one form. Anything
+ * else is returned as it is.
+ */
+export function foldFileObject(value: unknown): unknown {
+  if (Array.isArray(value)) {
+    const items = value.map(foldFileObject);
+    // The same list when nothing changed, so callers can tell by identity.
+    return items.every((item, i) => item === value[i]) ? value : items;
+  }
+  if (!isPlainObject(value)) return value;
+  const keys = Object.keys(value);
+  const file = value['file'];
+  return keys.length === 1 && typeof file === 'string' && file !== '' ? `file:${file}` : value;
+}
+
 export const httpUrl: FieldCheck = withSamples(
   (value, path) =>
     isHttpUrl(value) || isLocalFile(value) ? OK : one(path, `must be an http(s) URL, got ${show(value)}`),

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { setFlagsFromString } from 'node:v8';
+import { quietSdkNodeWarning } from '../storage/sdk-warning.js';
 import { processIO } from './io.js';
 import { runCli } from './program.js';
 
@@ -16,6 +17,9 @@ for (const stream of [process.stdout, process.stderr]) {
     throw error;
   });
 }
+
+// Before any S3 client exists: the AWS SDK's warning about Node 20 is read from the environment then.
+quietSdkNodeWarning();
 
 const code = await runCli(process.argv.slice(2), processIO());
 process.exitCode = code;

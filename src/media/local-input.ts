@@ -22,6 +22,53 @@ export function localRef(value: unknown): string | undefined {
   return undefined;
 }
 
+/** Where a local input sits in a request: a field, or one item of a field's list (the frames of stream-2-0-fast). */
+export interface LocalRefAt {
+  field: string;
+  /** The item's position when the field holds a list. */
+  index?: number;
+  path: string;
+}
+
+/**
+ * Every local input of a request body: top-level values and the items of top-level lists (a frame list
+ * holds URLs as items; nothing deeper holds media in any model's request).
+ */
+export function localRefsIn(body: Readonly<Record<string, unknown>>): LocalRefAt[] {
+  const out: LocalRefAt[] = [];
+  for (const [field, value] of Object.entries(body)) {
+    if (Array.isArray(value)) {
+      value.forEach((item: unknown, index) => {
+        const path = localRef(item);
+        if (path !== undefined) out.push({ field, index, path });
+      });
+      continue;
+    }
+    const path = localRef(value);
+    if (path !== undefined) out.push({ field, path });
+  }
+  return out;
+}
+
+/** The body with each local input replaced by `link(path)` (a copy; lists copied too). */
+export async function replaceLocalRefs(
+  body: Readonly<Record<string, unknown>>,
+  link: (at: LocalRefAt) => Promise<string>,
+): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = { ...body };
+  for (const at of localRefsIn(body)) {
+    const url = await link(at);
+    if (at.index === undefined) {
+      out[at.field] = url;
+      continue;
+    }
+    // The list is copied once, so the stored body keeps its `file:` items.
+    if (out[at.field] === body[at.field]) out[at.field] = [...(body[at.field] as unknown[])];
+    (out[at.field] as unknown[])[at.index] = url;
+  }
+  return out;
+}
+
 export interface LocalInput {
   /** As the user wrote it, for messages. */
   path: string;
@@ -106,7 +153,7 @@ export async function checkLocalInput(
     if (!info.isFile()) throw new LocalInputError(`file:${path} is not a regular file`);
     if (info.size > opts.maxBytes) {
       throw new LocalInputError(
-        `file:${path} is ${mb(info.size)}; this field takes at most ${mb(opts.maxBytes)}`,
+        `file:${path} is ${over(info.size, opts.maxBytes)}; this field takes at most ${mb(opts.maxBytes)}`,
       );
     }
     const head = Buffer.alloc(Math.min(512, info.size));
@@ -123,8 +170,14 @@ export async function checkLocalInput(
   }
 }
 
+/** Decimal MB, as the spec's limits are written ("Up to 10 MB" is 10,000,000 bytes); bytes below one MB. */
 function mb(bytes: number): string {
-  return bytes < 1024 * 1024 ? `${Math.ceil(bytes / 1024)} KB` : `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+  return bytes >= 1e6 ? `${Math.round(bytes / 1e5) / 10} MB` : `${bytes.toLocaleString('en-US')} bytes`;
+}
+
+/** The file's size in MB, or in bytes when that would read the same as the limit ("10 MB; at most 10 MB"). */
+function over(bytes: number, limit: number): string {
+  return mb(bytes) === mb(limit) ? `${bytes.toLocaleString('en-US')} bytes` : mb(bytes);
 }
 
 /** The SHA-256 of a file, streamed. */

@@ -19,7 +19,7 @@ import { localRef } from '../media/local-input.js';
 import type { ProbeResult, Prober } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
 import { ChainPlan } from './chains.js';
-import { measuringLocalFiles } from './local-inputs.js';
+import { LocalInputChecks, measuringLocalFiles } from './local-inputs.js';
 import {
   addMediaNeeds,
   type CheckedTask,
@@ -149,14 +149,34 @@ export async function loadChecked(
       ...result.problems,
       ...checked.problems,
       ...collapseRepeats(chains?.problems(result.unexpanded) ?? []),
+      ...(await localProblems(file, o, checked.tasks)),
     ]);
   }
   const checked = checkTasks(result.manifest.tasks);
   // Chains are checked too when some task has problems of its own: every problem at once.
   const chains = chainsOf(result.manifest, checked.tasks, result.manifest.tasks);
-  const problems = [...checked.problems, ...collapseRepeats(chains?.problems() ?? [])];
+  const problems = [
+    ...checked.problems,
+    ...collapseRepeats(chains?.problems() ?? []),
+    ...(await localProblems(file, o, checked.tasks)),
+  ];
   if (problems.length > 0) throw new ManifestProblemsError(file, problems);
   return { manifest: result.manifest, tasks: checked.tasks };
+}
+
+/** The local `file:` inputs of these tasks checked on the disk (no network), as located problems. */
+function localProblems(
+  file: string,
+  o: Pick<PlanOptions, 'cwd' | 'allowOutside'>,
+  tasks: Iterable<CheckedTask>,
+): Promise<ManifestProblem[]> {
+  const checks = localChecks(file, o);
+  for (const task of tasks) checks.add(task);
+  return checks.problems();
+}
+
+function localChecks(file: string, o: Pick<PlanOptions, 'cwd' | 'allowOutside'>): LocalInputChecks {
+  return new LocalInputChecks(dirname(resolve(o.cwd, file)), o.allowOutside ?? false);
 }
 
 /** The measure, with `file:` inputs checked and measured locally even when nothing remote is measured. */
@@ -281,6 +301,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   // Each expected duration and the last position holding it: a handful of entries, however many tasks.
   const lastAt = new Map<number, number>();
   let localInputs = false;
+  const local = localChecks(file, o);
   const first = source.expand();
   for (const spec of first.tasks) {
     const one = checkTask(spec);
@@ -291,6 +312,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     }
     lastAt.set(expectedJobMs(one.task.entry, one.task.body), taskIds.length);
     localInputs ||= namesLocalFile(one.task.body);
+    local.add(one.task);
     taskIds.push(spec.id);
     addMediaNeeds(one.task, needs);
     if (chains) chains.add(one.task);
@@ -298,11 +320,18 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   }
   const expansionProblems = first.problems();
   const chainProblems = chains?.problems(first.unexpanded()) ?? [];
-  if (expansionProblems.length > 0 || catalogProblems.length > 0 || chainProblems.length > 0) {
+  const localInputProblems = await local.problems();
+  if (
+    expansionProblems.length > 0 ||
+    catalogProblems.length > 0 ||
+    chainProblems.length > 0 ||
+    localInputProblems.length > 0
+  ) {
     throw new ManifestProblemsError(file, [
       ...expansionProblems,
       ...collapseRepeats(catalogProblems),
       ...collapseRepeats(chainProblems),
+      ...localInputProblems,
     ]);
   }
   const measure = localAware(file, o);

@@ -1,8 +1,12 @@
 // `file:` inputs at plan time: measured on the local disk (no upload, no network) after the same checks
 // `run` relies on (inside the manifest's folder, a regular file, the field's media kind by its bytes).
-import { checkLocalInput, localRef } from '../media/local-input.js';
-import type { ProbeResult } from '../media/types.js';
-import type { MediaNeed } from './plan.js';
+import pLimit from 'p-limit';
+import type { CatalogEntry } from '../catalog/types.js';
+import type { ManifestProblem } from '../manifest/types.js';
+import { checkLocalInput, LocalInputError, localRef, localRefsIn } from '../media/local-input.js';
+import type { MediaKind, ProbeResult } from '../media/types.js';
+import { type CheckedTask, type MediaNeed, problemFromIssue } from './plan.js';
+import { SHOWN_PER_SITE } from './repeats.js';
 
 type Measure = (needs: MediaNeed[]) => Promise<Map<string, ProbeResult>>;
 
@@ -40,4 +44,85 @@ export function measuringLocalFiles(
     for (const [location, result] of await measure(remote)) out.set(local.get(location) ?? location, result);
     return out;
   };
+}
+
+/** The media kind of a request field: the catalog's, else what its name says (image_url, video_url…). */
+export function localInputKind(entry: CatalogEntry | undefined, field: string): MediaKind {
+  const known = entry?.mediaFields.find((f) => f.field === field)?.kind;
+  if (known) return known;
+  if (/video/i.test(field)) return 'video';
+  if (/audio|voice|song|music/i.test(field)) return 'audio';
+  return 'image';
+}
+
+interface Checked {
+  path: string;
+  kind: MediaKind;
+  maxBytes: number;
+  /** The first tasks that use the file in this field (their problems are shown), then only a count. */
+  sites: Array<{ task: CheckedTask; fieldPath: string }>;
+  more: number;
+}
+
+/**
+ * `validate` (and `plan`, `run`) check every local input on the disk, with no network: it exists, is a
+ * regular file inside the manifest's folder, within its field's size, of its field's media kind by its
+ * bytes. Each distinct file is checked once however many tasks use it (a glob of 100,000 photos is
+ * 100,000 checks, not one per task), and only a few tasks per file are kept to be named in problems.
+ */
+export class LocalInputChecks {
+  readonly #dir: string;
+  readonly #allowOutside: boolean;
+  readonly #files = new Map<string, Checked>();
+
+  constructor(dir: string, allowOutside: boolean) {
+    this.#dir = dir;
+    this.#allowOutside = allowOutside;
+  }
+
+  /** Notes the local inputs of one checked task. */
+  add(task: CheckedTask): void {
+    for (const { field, index, path } of localRefsIn(task.body)) {
+      const kind = localInputKind(task.entry, field);
+      const maxBytes =
+        task.entry.mediaFields.find((f) => f.field === field)?.maxBytes ?? Number.POSITIVE_INFINITY;
+      const key = `${kind}\0${maxBytes}\0${path}`;
+      let file = this.#files.get(key);
+      if (!file) {
+        file = { path, kind, maxBytes, sites: [], more: 0 };
+        this.#files.set(key, file);
+      }
+      const fieldPath = index === undefined ? field : `${field}.${index}`;
+      if (file.sites.length < SHOWN_PER_SITE) file.sites.push({ task, fieldPath });
+      else file.more++;
+    }
+  }
+
+  /** Every problem, located at the tasks that use the file (the rest counted), once the files are checked. */
+  async problems(): Promise<ManifestProblem[]> {
+    const limit = pLimit(8);
+    const checked = await Promise.all(
+      [...this.#files.values()].map((file) =>
+        limit(async () => {
+          try {
+            await checkLocalInput(this.#dir, file.path, file.kind, {
+              maxBytes: file.maxBytes,
+              allowOutside: this.#allowOutside,
+            });
+            return [];
+          } catch (error) {
+            if (!(error instanceof LocalInputError)) throw error;
+            return file.sites.map(({ task, fieldPath }, i) => {
+              const more =
+                i === file.sites.length - 1 && file.more > 0
+                  ? ` (and ${file.more.toLocaleString('en-US')} more ${file.more === 1 ? 'task' : 'tasks'} like this)`
+                  : '';
+              return problemFromIssue(task.spec, fieldPath, `${error.message}${more}`);
+            });
+          }
+        }),
+      ),
+    );
+    return checked.flat();
+  }
 }

@@ -48,7 +48,8 @@ export interface PlanTotals extends ModelTotals {
   assumedPrice: boolean;
 }
 
-function problemFromIssue(spec: TaskSpec, path: string, message: string): ManifestProblem {
+/** A catalog issue at `path` of a task's input, located in the manifest. */
+export function problemFromIssue(spec: TaskSpec, path: string, message: string): ManifestProblem {
   if (path === 'model') return { pos: spec.pos, taskId: spec.id, path: 'model', message };
   return {
     pos: spec.locate(path),

@@ -377,8 +377,14 @@ export function exitCodeFor(
 async function readyBucket(bucket: BucketOutput, logger: Logger): Promise<void> {
   try {
     await bucket.storage.check();
-    const aborted = await abortUnfinishedUploads(bucket);
+    const { aborted, left } = await abortUnfinishedUploads(bucket);
     if (aborted > 0) logger.info({ aborted }, 'aborted the unfinished uploads of a process that stopped');
+    if (left > 0) {
+      logger.warn(
+        { left },
+        'the storage server cannot abort the unfinished multipart uploads of a process that stopped; they are no objects, and their parts stay until the bucket lifecycle rule removes them',
+      );
+    }
   } catch (error) {
     if (error instanceof StorageError) {
       throw new RunError(error.exitCode === EXIT.unauthorized ? 'unauthorized' : 'invalid', error.message);

@@ -41,11 +41,20 @@ export function resolveOutput(
   const parsed = parseS3Url(output);
   if (!parsed)
     throw new OutputError(`output must be s3://bucket or s3://bucket/prefix, got ${JSON.stringify(output)}`);
+  // Without storage: (no url), the endpoint and region may still be in the environment: a MinIO or R2
+  // user who only wants results in a bucket sets those two, and must not be sent to AWS instead.
+  const endpoint = env['MEDIABATCH_STORAGE_ENDPOINT'] || undefined;
+  if (!storage && endpoint !== undefined && !/^https?:\/\//.test(endpoint)) {
+    throw new OutputError(
+      `MEDIABATCH_STORAGE_ENDPOINT must be an http or https URL, got ${JSON.stringify(endpoint)}`,
+    );
+  }
   const base: StorageConfig = storage ?? {
     bucket: parsed.bucket,
     prefix: parsed.prefix,
-    region: env['AWS_REGION'] ?? 'us-east-1',
+    region: env['MEDIABATCH_STORAGE_REGION'] || env['AWS_REGION'] || 'us-east-1',
     linkTtlSeconds: 24 * 3600,
+    ...(endpoint !== undefined ? { endpoint } : {}),
   };
   return { output, bucket: { ...base, bucket: parsed.bucket, prefix: parsed.prefix } };
 }

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Submission } from '../api/schemas.js';
 import { expectedJobSeconds } from '../catalog/durations.js';
+import { isLocalFile } from '../catalog/fields.js';
 import { fromWireBody } from '../catalog/index.js';
 import type {
   CatalogEntry,
@@ -55,6 +56,8 @@ export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unkno
   const checked = entry.check(parsed.input);
   if (!checked.ok) return rejected(checked.issues);
   const body = checked.body;
+  const localPaths = localPathIssues(body);
+  if (localPaths.length > 0) return rejected(localPaths);
 
   const measured = await measureMedia(entry, body, ctx.prober);
   if (measured.issues.length > 0) return rejected(measured.issues);
@@ -100,6 +103,25 @@ export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unkno
     };
   }
   return answer(200, success({ img_uuid: job.id, cost } satisfies Submission));
+}
+
+/**
+ * The catalog lets a manifest write `file:path` where a URL goes (the client uploads it and sends a link);
+ * the service takes only links, so a `file:` value that reached the wire is refused like any non-URL,
+ * before anything is charged: a client that forgot to replace one fails its tests here.
+ */
+function localPathIssues(body: RequestBody): RequestIssue[] {
+  const issues: RequestIssue[] = [];
+  for (const [field, value] of Object.entries(body)) {
+    const items: Array<[string, unknown]> = Array.isArray(value)
+      ? value.map((item: unknown, i): [string, unknown] => [`${field}.${i}`, item])
+      : [[field, value]];
+    for (const [path, item] of items) {
+      if (isLocalFile(item))
+        issues.push({ path, message: `must be an http(s) URL, got ${JSON.stringify(item)}` });
+    }
+  }
+  return issues;
 }
 
 interface Accepted {

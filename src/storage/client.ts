@@ -83,6 +83,13 @@ export function describeStorageError(error: unknown, config: StorageConfig): Sto
       EXIT.invalid,
     );
   }
+  if (name === 'CredentialsProviderError') {
+    // Nothing was refused: the SDK's chain found no credentials anywhere, so no request was sent.
+    return new StorageError(
+      `no storage credentials for bucket ${config.bucket} at ${where}: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE (or ~/.aws/credentials)`,
+      EXIT.unauthorized,
+    );
+  }
   if (CREDENTIAL_CODES.has(name) || status === 403 || /credential/i.test(name)) {
     return new StorageError(
       `storage credentials refused by ${where} for bucket ${config.bucket} (${name && name !== 'Unknown' ? name : `HTTP ${status}`}); set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE`,
@@ -137,7 +144,12 @@ export interface Storage {
   ): Promise<ResultUpload>;
   /** Multipart uploads under a prefix that a killed run left unfinished ([] where the server cannot list them). */
   listIncomplete(prefix: string): Promise<IncompleteUpload[]>;
-  abort(upload: IncompleteUpload): Promise<void>;
+  /**
+   * Aborts a multipart upload: true when it is gone (aborted now, or already completed or aborted),
+   * false when the server cannot abort one (s3rver, some gateways): its parts stay until the bucket's
+   * lifecycle rule, and it is still no object, so no result reads it.
+   */
+  abort(upload: IncompleteUpload): Promise<boolean>;
   /** Size of an object, or undefined when absent. */
   size(key: string): Promise<number | undefined>;
   getBytes(key: string): Promise<Buffer>;
@@ -159,6 +171,14 @@ export interface StorageOptions {
 }
 
 const MIB = 1024 * 1024;
+
+const SILENT_LOGGER = {
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
 
 /** Joins key parts with '/', skipping empty ones. */
 export function joinKey(...parts: string[]): string {
@@ -191,6 +211,11 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
     maxAttempts: 3,
+    // Silent, as the SDK's default logger is, but without its one exception: a failed request with a
+    // stream body (an input file's PUT) is not retried by the SDK, which then console.warn()s "An error
+    // was encountered in a non-retryable streaming request." into the middle of the run's display. Our
+    // own retry (src/run/runner/uploads.ts) retries it and says what failed, in one line, if it must.
+    logger: SILENT_LOGGER,
   });
   const bucket = config.bucket;
   const partSize = Math.max(5 * MIB, opts.partSize ?? 8 * MIB);
@@ -353,9 +378,22 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
       }),
     abort: (u) =>
       wrap(async () => {
-        await client.send(
-          new AbortMultipartUploadCommand({ Bucket: bucket, Key: u.key, UploadId: u.uploadId }),
-        );
+        try {
+          await client.send(
+            new AbortMultipartUploadCommand({ Bucket: bucket, Key: u.key, UploadId: u.uploadId }),
+          );
+          return true;
+        } catch (error) {
+          const e = error as SdkLikeError;
+          const status = e.$metadata?.httpStatusCode;
+          // Gone since it was listed (completed, aborted, expired): what we wanted.
+          if (e.name === 'NoSuchUpload' || (status === 404 && e.name !== 'NoSuchBucket')) return true;
+          // A resume must not be blocked by a server that cannot abort (a killed run's upload would
+          // otherwise stop every later run of it).
+          if (e.name === 'NotImplemented' || e.name === 'MethodNotAllowed' || status === 501 || status === 405)
+            return false;
+          throw error;
+        }
       }),
     size,
     getBytes: (key) =>

@@ -2,6 +2,7 @@
 // credentials s3rver accepts (S3RVER/S3RVER) put into the standard AWS environment variables, which is
 // where the storage module's default credential chain reads them.
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +19,11 @@ export interface TestS3 {
   dir: string;
   /** A storage config for this server, with the given prefix. */
   config(prefix?: string, extra?: Partial<StorageConfig>): StorageConfig;
+  /**
+   * Makes s3rver accept another key pair (besides S3RVER/S3RVER), so a test can run with a sentinel
+   * secret and look for it everywhere afterwards. s3rver keeps its accounts in one process-wide registry.
+   */
+  addCredentials(id: string, secret: string): void;
   /** Sets AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for the default chain; returns a restore function. */
   useCredentials(id?: string, secret?: string): () => void;
   close(): Promise<void>;
@@ -47,6 +53,11 @@ export async function startS3(bucket = 'mediabatch-test'): Promise<TestS3> {
       linkTtlSeconds: 3600,
       ...extra,
     }),
+    addCredentials(id, secret) {
+      // biome-ignore lint/suspicious/noExplicitAny: s3rver's account model is untyped JavaScript
+      const account: any = createRequire(import.meta.url)('s3rver/lib/models/account.js');
+      account.DUMMY_ACCOUNT.createKeyPair(id, secret);
+    },
     useCredentials(id = S3_KEY_ID, secret = S3_SECRET) {
       const saved = {
         AWS_ACCESS_KEY_ID: process.env['AWS_ACCESS_KEY_ID'],

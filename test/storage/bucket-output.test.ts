@@ -3,6 +3,8 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ObjectPutError } from '../../src/api/download.js';
+import { displayPath as runLinesDisplayPath } from '../../src/cli/commands/run-lines.js';
+import { displayPath as statusDisplayPath } from '../../src/cli/commands/status.js';
 import { EXIT } from '../../src/exit-codes.js';
 import { resolveOutput, runLocation } from '../../src/run/output.js';
 import { abortUnfinishedUploads, bucketPut, objectUrl } from '../../src/run/runner/bucket.js';
@@ -26,9 +28,11 @@ describe('a bucket output', () => {
       },
       abort: async (u) => {
         aborted.push(u.uploadId);
+        // The server could not abort the second one: counted apart, not an error.
+        return u.uploadId !== 'u2';
       },
     });
-    expect(await abortUnfinishedUploads({ storage, runKey: 'p/run' })).toBe(2);
+    expect(await abortUnfinishedUploads({ storage, runKey: 'p/run' })).toEqual({ aborted: 1, left: 1 });
     expect(listed).toBe('p/run/');
     expect(aborted).toEqual(['u1', 'u2']);
   });
@@ -66,5 +70,36 @@ describe('a bucket output', () => {
     expect(() => resolveOutput('storage', undefined, {})).toThrow(
       /output: storage puts the results in the bucket of storage:/,
     );
+    // No storage: url, but the endpoint and region in the environment (MinIO, R2): used, not AWS.
+    const minio = { MEDIABATCH_STORAGE_ENDPOINT: 'http://minio.local:9000', MEDIABATCH_STORAGE_REGION: 'eu' };
+    expect(resolveOutput('s3://res/x', undefined, minio).bucket).toEqual({
+      bucket: 'res',
+      prefix: 'x',
+      region: 'eu',
+      endpoint: 'http://minio.local:9000',
+      linkTtlSeconds: 86400,
+    });
+    expect(resolveOutput('s3://res/x', undefined, { AWS_REGION: 'us-west-2' }).bucket).toEqual({
+      bucket: 'res',
+      prefix: 'x',
+      region: 'us-west-2',
+      linkTtlSeconds: 86400,
+    });
+    expect(() =>
+      resolveOutput('s3://res/x', undefined, { MEDIABATCH_STORAGE_ENDPOINT: 'minio.local:9000' }),
+    ).toThrow('MEDIABATCH_STORAGE_ENDPOINT must be an http or https URL, got "minio.local:9000"');
+  });
+});
+
+describe('where a bucket run is shown', () => {
+  // In a real terminal the working folder is the process's: relative() would make `s3://b/p` into
+  // `s3:/b/p`. In-process CLI tests run elsewhere than the process's folder and never saw it.
+  it.each([
+    ['run', runLinesDisplayPath],
+    ['status', statusDisplayPath],
+  ])('%s prints s3://bucket/prefix/run as it is, from the process folder too', (_name, displayPath) => {
+    expect(displayPath(process.cwd(), 's3://b/p/run-1')).toBe('s3://b/p/run-1');
+    expect(displayPath(process.cwd(), 's3://b/p/run-1/report.md')).toBe('s3://b/p/run-1/report.md');
+    expect(displayPath(process.cwd(), `${process.cwd()}/out/run-1`)).toBe('out/run-1');
   });
 });

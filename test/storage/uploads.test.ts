@@ -83,7 +83,11 @@ describe('local input references', () => {
     );
     expect(await check('faces/a.jpg', 'audio')).toBe('file:faces/a.jpg is not audio (a JPEG image)');
     expect(await check('voice.wav', 'audio', 1000)).toBe(
-      'file:voice.wav is 16 KB; this field takes at most 1 KB',
+      'file:voice.wav is 16,044 bytes; this field takes at most 1,000 bytes',
+    );
+    // The spec's limits are decimal: 10 MB is 10,000,000 bytes, and a file just over it says so exactly.
+    expect(await check('voice.wav', 'audio', 16_000)).toBe(
+      'file:voice.wav is 16,044 bytes; this field takes at most 16,000 bytes',
     );
   });
 });

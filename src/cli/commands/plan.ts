@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Config } from '../../config.js';
 import type { ManifestSettings } from '../../manifest/types.js';
-import { localRef } from '../../media/local-input.js';
+import { localRefsIn } from '../../media/local-input.js';
 import type { ProbeResult } from '../../media/types.js';
 import {
   type PlanOptions,
@@ -339,10 +339,7 @@ function* planText(
   const local = new Set<string>();
   for (const t of tasks) {
     if (t.mediaNotes.length > 0) noted.push({ id: t.spec.id, notes: t.mediaNotes });
-    for (const value of Object.values(t.body)) {
-      const path = localRef(value);
-      if (path !== undefined) local.add(path);
-    }
+    for (const { path } of localRefsIn(t.body)) local.add(path);
   }
   const lines: string[] = [];
   // Only worth listing when measuring was attempted: with --no-probe nothing is measured on purpose.

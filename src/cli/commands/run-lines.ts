@@ -4,6 +4,7 @@ import { relative } from 'node:path';
 import { roundTokens } from '../../catalog/index.js';
 import { type RunEvent, stamp } from '../../run/events.js';
 import type { PreflightReport, RunOutcome } from '../../run/lifecycle.js';
+import { isBucketLocation } from '../../run/output.js';
 import { ageOf } from '../../run/resume.js';
 import type { RunResult } from '../../run/runner.js';
 import type { RunSession } from '../../run/session.js';
@@ -217,6 +218,8 @@ export function describeCounts(c: Record<TaskState, number>): string {
 }
 
 export function displayPath(cwd: string, path: string): string {
+  // Not a path: relative() would resolve `s3://b/p` under the working folder and print `s3:/b/p`.
+  if (isBucketLocation(path)) return path;
   const rel = relative(cwd, path);
   return rel.startsWith('..') ? path : rel || '.';
 }

@@ -1,5 +1,5 @@
 import type { ManifestProblem } from '../../manifest/types.js';
-import { localRef } from '../../media/local-input.js';
+import { localRefsIn } from '../../media/local-input.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import { loadChecked, ProblemsError, plural } from '../load.js';
@@ -49,10 +49,7 @@ async function verdict(file: string, io: CliIO, allowOutside: boolean): Promise<
     const local = new Set<string>();
     for (const t of tasks) {
       byModel[t.entry.model] = (byModel[t.entry.model] ?? 0) + 1;
-      for (const value of Object.values(t.body)) {
-        const path = localRef(value);
-        if (path !== undefined) local.add(path);
-      }
+      for (const { path } of localRefsIn(t.body)) local.add(path);
     }
     return {
       file,

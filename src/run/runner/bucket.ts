@@ -42,9 +42,14 @@ export async function putText(
   await output.storage.putStream(key, Readable.from([bytes]), { expectedBytes: bytes.length, contentType });
 }
 
-/** Multipart uploads of this run that a killed process left unfinished: aborted, their results fetched again. */
-export async function abortUnfinishedUploads(output: BucketOutput): Promise<number> {
+/**
+ * Multipart uploads of this run that a killed process left unfinished: aborted, their results fetched
+ * again. `left`: those the server could not abort (never objects either; their parts await the bucket's
+ * lifecycle rule).
+ */
+export async function abortUnfinishedUploads(output: BucketOutput): Promise<{ aborted: number; left: number }> {
   const unfinished = await output.storage.listIncomplete(`${output.runKey}/`);
-  for (const upload of unfinished) await output.storage.abort(upload);
-  return unfinished.length;
+  let aborted = 0;
+  for (const upload of unfinished) if (await output.storage.abort(upload)) aborted++;
+  return { aborted, left: unfinished.length - aborted };
 }

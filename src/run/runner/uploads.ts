@@ -6,16 +6,17 @@
 import { createReadStream } from 'node:fs';
 import pLimit from 'p-limit';
 import { findEntry } from '../../catalog/index.js';
-import type { CatalogEntry } from '../../catalog/types.js';
 import { EXIT } from '../../exit-codes.js';
 import {
   checkLocalInput,
   type LocalInput,
   LocalInputError,
-  localRef,
+  localRefsIn,
+  replaceLocalRefs,
   sha256File,
 } from '../../media/local-input.js';
 import type { MediaKind } from '../../media/types.js';
+import { localInputKind } from '../../plan/local-inputs.js';
 import { type Storage, StorageError } from '../../storage/index.js';
 import type { Store } from '../../store/index.js';
 import { RunError } from '../session.js';
@@ -55,7 +56,7 @@ export async function uploadLocalInputs(
   const limit = pLimit(opts.concurrency ?? 4);
   const attempts = opts.attempts ?? 4;
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const byReal = new Map<string, Promise<UploadedInput>>();
+  const byReal = new Map<string, Promise<UploadedInput | undefined>>();
   const byPath = new Map<string, UploadedInput>();
   let done = 0;
   const distinct = [...new Map(inputs.map((i) => [i.real, i])).values()];
@@ -80,26 +81,39 @@ export async function uploadLocalInputs(
   const one = async (input: LocalInput): Promise<UploadedInput> => {
     const sha256 = await sha256File(input.real);
     const key = storage.inputKey(sha256, input.ext);
-    if (opts.known?.has(key, sha256, input.bytes)) return { key, sha256, uploaded: false, recorded: true };
+    // The state database says an earlier run put it there; the bucket is still asked (one HEAD, no
+    // body): a lifecycle rule or a person may have deleted it since, and a link to a missing object
+    // would have the task refused at every run.
+    const recorded = opts.known?.has(key, sha256, input.bytes) ?? false;
     const first = !puts.has(key);
     if (first) puts.set(key, put(key, input));
-    const uploaded = await (puts.get(key) as Promise<boolean>);
-    if (first) opts.known?.record(key, sha256, input.bytes);
-    return { key, sha256, uploaded: first && uploaded };
+    const uploaded = first && (await (puts.get(key) as Promise<boolean>));
+    if (!first) await puts.get(key);
+    if (first && !recorded) opts.known?.record(key, sha256, input.bytes);
+    return { key, sha256, uploaded, ...(recorded && !uploaded ? { recorded: true } : {}) };
   };
+  // After the first failure the files not yet started fail at once; those under way are waited for, so that nothing
+  // is left running (or rejecting unobserved) when the run stops before its first POST.
+  let failure: { error: unknown } | undefined;
   for (const input of distinct) {
     byReal.set(
       input.real,
       limit(async () => {
+        if (failure) throw failure.error;
         const result = await one(input);
         done += 1;
         opts.onProgress?.(done, distinct.length, input, result);
         return result;
+      }).catch((error: unknown) => {
+        failure ??= { error };
+        return undefined;
       }),
     );
   }
+  await Promise.all(byReal.values());
+  if (failure) throw failure.error;
   for (const input of inputs) {
-    byPath.set(input.path, await (byReal.get(input.real) as Promise<UploadedInput>));
+    byPath.set(input.path, (await byReal.get(input.real)) as UploadedInput);
   }
   return byPath;
 }
@@ -113,15 +127,11 @@ export async function withInputLinks(
   uploaded: ReadonlyMap<string, UploadedInput>,
   storage: Storage,
 ): Promise<Record<string, unknown>> {
-  const out: Record<string, unknown> = { ...body };
-  for (const [field, value] of Object.entries(body)) {
-    const path = localRef(value);
-    if (path === undefined) continue;
+  return replaceLocalRefs(body, ({ field, path }) => {
     const input = uploaded.get(path);
     if (!input) throw new Error(`internal: ${field}: file:${path} was not uploaded before sending`);
-    out[field] = await storage.link(input.key);
-  }
-  return out;
+    return storage.link(input.key);
+  });
 }
 
 /** `run` with local inputs and no bucket: refused before the first POST, saying how to configure one. */
@@ -138,9 +148,8 @@ export function localInputsOf(
 ): Array<{ path: string; kind: MediaKind }> {
   const seen = new Map<string, MediaKind>();
   for (const { body, mediaKinds } of requests) {
-    for (const [field, value] of Object.entries(body)) {
-      const path = localRef(value);
-      if (path !== undefined && !seen.has(path)) seen.set(path, mediaKinds.get(field) ?? 'image');
+    for (const { field, path } of localRefsIn(body)) {
+      if (!seen.has(path)) seen.set(path, mediaKinds.get(field) ?? 'image');
     }
   }
   return [...seen].map(([path, kind]) => ({ path, kind }));
@@ -172,15 +181,6 @@ export async function prepareLocalInputs(
   return (body) => withInputLinks(body, uploaded, storage);
 }
 
-/** The media kind of a request field: the catalog's, else what its name says (image_url, video_url…). */
-function kindOf(entry: CatalogEntry | undefined, field: string): MediaKind {
-  const known = entry?.mediaFields.find((f) => f.field === field)?.kind;
-  if (known) return known;
-  if (/video/i.test(field)) return 'video';
-  if (/audio|voice|song|music/i.test(field)) return 'audio';
-  return 'image';
-}
-
 /**
  * For `run`: the local inputs of the run's unfinished tasks, uploaded, and the link function for the
  * runner; undefined when the run has no local inputs. `dir` is the manifest's folder.
@@ -198,7 +198,7 @@ export async function runInputLinks(
     if (!task.body.includes('file:') && !task.body.includes('"file"')) continue;
     const body = JSON.parse(task.body) as Record<string, unknown>;
     const entry = findEntry(task.model);
-    requests.push({ body, mediaKinds: new Map(Object.keys(body).map((f) => [f, kindOf(entry, f)])) });
+    requests.push({ body, mediaKinds: new Map(Object.keys(body).map((f) => [f, localInputKind(entry, f)])) });
   }
   const where = `${storage?.config.endpoint ?? 'aws'} ${storage?.config.bucket ?? ''}`;
   const known: UploadOptions['known'] = {
