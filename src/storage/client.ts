@@ -390,7 +390,12 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
           if (e.name === 'NoSuchUpload' || (status === 404 && e.name !== 'NoSuchBucket')) return true;
           // A resume must not be blocked by a server that cannot abort (a killed run's upload would
           // otherwise stop every later run of it).
-          if (e.name === 'NotImplemented' || e.name === 'MethodNotAllowed' || status === 501 || status === 405)
+          if (
+            e.name === 'NotImplemented' ||
+            e.name === 'MethodNotAllowed' ||
+            status === 501 ||
+            status === 405
+          )
             return false;
           throw error;
         }

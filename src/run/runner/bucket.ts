@@ -47,7 +47,9 @@ export async function putText(
  * again. `left`: those the server could not abort (never objects either; their parts await the bucket's
  * lifecycle rule).
  */
-export async function abortUnfinishedUploads(output: BucketOutput): Promise<{ aborted: number; left: number }> {
+export async function abortUnfinishedUploads(
+  output: BucketOutput,
+): Promise<{ aborted: number; left: number }> {
   const unfinished = await output.storage.listIncomplete(`${output.runKey}/`);
   let aborted = 0;
   for (const upload of unfinished) if (await output.storage.abort(upload)) aborted++;
