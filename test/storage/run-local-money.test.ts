@@ -97,7 +97,7 @@ describe('run with local inputs: what the API receives and what it charges', () 
     const coverRequest = cover?.request as Record<string, unknown>;
     expect(isLink(coverRequest['audio_url'])).toBe(true);
     expect(isLink(coverRequest['reference_audio_url'])).toBe(true);
-    const frameLinks = (frames?.request as Record<string, unknown>)['image_urls'] as unknown[];
+    const frameLinks = (frames?.request as Record<string, unknown> | undefined)?.['image_urls'] as unknown[];
     expect(frameLinks).toHaveLength(2);
     expect(frameLinks.every(isLink)).toBe(true);
     // The sandbox measured the song through its link: the same 12 s, so the same price as the plan.
