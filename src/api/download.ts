@@ -196,13 +196,23 @@ function header(headers: Record<string, string | string[] | undefined>, name: st
   return Array.isArray(value) ? value[0] : value;
 }
 
-async function writeAll(file: FileHandle, chunk: Buffer): Promise<void> {
+/** Writes all of `bytes` at `position`: an explicit position keeps the file in order when two writes overlap. */
+async function writeAllAt(file: FileHandle, bytes: Buffer, position: number): Promise<void> {
   let offset = 0;
-  while (offset < chunk.length) {
-    const { bytesWritten } = await file.write(chunk, offset, chunk.length - offset);
+  while (offset < bytes.length) {
+    const { bytesWritten } = await file.write(bytes, offset, bytes.length - offset, position + offset);
     offset += bytesWritten;
   }
 }
+
+/**
+ * Bytes gathered from the network (about 64 KB a chunk) before one write: a write per chunk costs a
+ * system call and a thread-pool round trip each. Not more: on the bench machine (a VM, Linux 6.18,
+ * ext4) larger writes fill the page cache with larger folios and got slower, not faster: 4 MB writes ran
+ * at 0.3-0.9 GB/s against 1.4-3.4 GB/s for 1 MB ones, and within a download 1 MB blocks cost twice the
+ * kernel time of 256 KB ones (600 against 250 ms for 200 MB).
+ */
+export const WRITE_BLOCK_BYTES = 256 * 1024;
 
 /** fsync of the folder makes the rename itself durable. */
 async function syncFolder(folder: string): Promise<void> {
@@ -281,15 +291,93 @@ async function openResponse(
   }
 }
 
+/**
+ * Streams a body to a new temporary file through two blocks: one fills from the network while the other
+ * is being written, so reading never waits for the disk unless the disk is a whole block behind. Each
+ * block is hashed just before its write, so the digest is of exactly the bytes written. Memory is the
+ * two blocks, whatever the size; a body under one block gets one block of its own size (a chunked body
+ * gets full-size blocks).
+ */
 async function streamToFile(
   body: Dispatcher.ResponseData['body'],
   temp: string,
   maxBytes: number,
+  declared: number | undefined,
   progress: { bytes: number },
 ): Promise<{ bytes: number; sha256: string; head: Buffer }> {
   const hash = createHash('sha256');
   const handle = await openExclusive(temp).catch(toDisk);
+  const blockSize = Math.max(1, Math.min(WRITE_BLOCK_BYTES, declared ?? WRITE_BLOCK_BYTES));
+  // Allocated when first needed: a small image never holds a second block, an empty body none.
+  const blocks: [Buffer | undefined, Buffer | undefined] = [undefined, undefined];
+  // Never rejected: a write's error is kept in `failed` and reported at the next step or at the end.
+  const writing: [Promise<void> | undefined, Promise<void> | undefined] = [undefined, undefined];
+  let failed: DiskError | undefined;
+  let current: 0 | 1 = 0;
+  let filled = 0;
+  let position = 0;
   let head = Buffer.alloc(0);
+
+  const startWrite = (): void => {
+    const block = blocks[current];
+    if (block === undefined || filled === 0) return;
+    const bytes = block.subarray(0, filled);
+    hash.update(bytes);
+    const index = current;
+    const at = position;
+    // After the other block's write, never beside it: two writes to one file only contend for its lock.
+    const previous = writing[index === 0 ? 1 : 0];
+    const write = previous
+      ? previous.then(() => (failed ? undefined : writeAllAt(handle, bytes, at)))
+      : writeAllAt(handle, bytes, at);
+    writing[index] = write.then(
+      () => {
+        writing[index] = undefined;
+      },
+      (error: unknown) => {
+        writing[index] = undefined;
+        failed ??= new DiskError(error);
+      },
+    );
+    position += filled;
+    filled = 0;
+    current = current === 0 ? 1 : 0;
+  };
+
+  let stopped = false;
+  const settle = async (): Promise<void> => {
+    while (writing[0] !== undefined || writing[1] !== undefined) await Promise.all(writing);
+  };
+
+  /** Copies `chunk` from `from` on into the blocks, waiting for a block's write only when both are full. */
+  const take = (chunk: Buffer, from: number, done: (error?: Error | null) => void): void => {
+    let offset = from;
+    while (offset < chunk.length) {
+      // The body broke off while this chunk waited for a block: nothing more is written.
+      if (stopped) return;
+      if (failed) {
+        done(failed);
+        return;
+      }
+      const pending = writing[current];
+      if (pending !== undefined) {
+        void pending.then(() => take(chunk, offset, done));
+        return;
+      }
+      let block = blocks[current];
+      if (block === undefined) {
+        // Unfilled bytes are never written (only subarray(0, filled) is), so no old memory can leak out.
+        block = Buffer.allocUnsafeSlow(blockSize);
+        blocks[current] = block;
+      }
+      const copied = chunk.copy(block, filled, offset, Math.min(chunk.length, offset + blockSize - filled));
+      filled += copied;
+      offset += copied;
+      if (filled === blockSize) startWrite();
+    }
+    done();
+  };
+
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       progress.bytes += chunk.length;
@@ -299,22 +387,32 @@ async function streamToFile(
       }
       if (head.length < SNIFF_BYTES)
         head = Buffer.concat([head, chunk.subarray(0, SNIFF_BYTES - head.length)]);
-      hash.update(chunk);
-      writeAll(handle, chunk).then(
-        () => done(),
-        (error: unknown) => done(new DiskError(error)),
-      );
+      take(chunk, 0, done);
     },
     final(done) {
-      handle.sync().then(
-        () => done(),
-        (error: unknown) => done(new DiskError(error)),
-      );
+      startWrite();
+      settle()
+        .then(() => {
+          if (failed) throw failed;
+          return handle.sync().catch((error: unknown) => {
+            throw new DiskError(error);
+          });
+        })
+        .then(
+          () => done(),
+          (error: unknown) => done(error as Error),
+        );
+    },
+    destroy(error, callback) {
+      stopped = true;
+      callback(error);
     },
   });
   try {
     await pipeline(body, sink);
   } finally {
+    // A write still under way when the body broke off finishes before the file is closed and removed.
+    await settle();
     await handle.close().catch(() => {});
   }
   return { bytes: progress.bytes, sha256: hash.digest('hex'), head };
@@ -438,7 +536,7 @@ export async function downloadResult(
 
     deadline = bodyDeadline(response, final, declared, progress, options);
 
-    const result = await streamToFile(response.body, temp, options.maxBytes, progress).catch(
+    const result = await streamToFile(response.body, temp, options.maxBytes, declared, progress).catch(
       (error: unknown) => {
         if (error instanceof DownloadFailure && error.failure.type === 'too-large') {
           fail(
