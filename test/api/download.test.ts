@@ -337,7 +337,7 @@ describe('downloadResult: network chunks gathered into write blocks', () => {
   it('a body cut off after several blocks is truncated and leaves nothing', async () => {
     const s = await server((_req, res) => {
       res.writeHead(200, { 'content-length': data.length });
-      res.write(data.subarray(0, WRITE_BLOCK_BYTES + 300_000));
+      res.write(data.subarray(0, WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 4));
       setTimeout(() => res.socket?.destroy(), 20);
     });
     const result = await downloadResult(s.url, join(dir, 'cut.mp4'), options({ maxBytes: 10 * 1024 * 1024 }));
