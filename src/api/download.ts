@@ -214,6 +214,12 @@ async function writeAllAt(file: FileHandle, bytes: Buffer, position: number): Pr
  */
 export const WRITE_BLOCK_BYTES = 128 * 1024;
 
+/**
+ * Blocks in the ring. With two, one written at a time, a 500 MB download waited for the disk at almost
+ * every block; four, up to three written at once, measured 0.71 of curl against 0.64 (8 runs each).
+ */
+const WRITE_BLOCKS = 4;
+
 /** fsync of the folder makes the rename itself durable. */
 async function syncFolder(folder: string): Promise<void> {
   await syncFolderOf(folder).catch((error: unknown) => {
@@ -292,11 +298,10 @@ async function openResponse(
 }
 
 /**
- * Streams a body to a new temporary file through two blocks: one fills from the network while the other
- * is being written, so reading never waits for the disk unless the disk is a whole block behind. Each
- * block is hashed just before its write, so the digest is of exactly the bytes written. Memory is the
- * two blocks, whatever the size; a body under one block gets one block of its own size (a chunked body
- * gets full-size blocks).
+ * Streams a body to a new temporary file through a ring of blocks: one fills from the network while the
+ * others are being written, so reading waits for the disk only when it is all the other blocks behind.
+ * Each block is hashed just before its write, so the digest is of exactly the bytes written. Memory is
+ * the ring (512 KB), whatever the size; a body under one block gets one block of its own size.
  */
 async function streamToFile(
   body: Dispatcher.ResponseData['body'],
@@ -309,11 +314,11 @@ async function streamToFile(
   const handle = await openExclusive(temp).catch(toDisk);
   const blockSize = Math.max(1, Math.min(WRITE_BLOCK_BYTES, declared ?? WRITE_BLOCK_BYTES));
   // Allocated when first needed: a small image never holds a second block, an empty body none.
-  const blocks: [Buffer | undefined, Buffer | undefined] = [undefined, undefined];
+  const blocks: (Buffer | undefined)[] = new Array(WRITE_BLOCKS).fill(undefined);
   // Never rejected: a write's error is kept in `failed` and reported at the next step or at the end.
-  const writing: [Promise<void> | undefined, Promise<void> | undefined] = [undefined, undefined];
+  const writing: (Promise<void> | undefined)[] = new Array(WRITE_BLOCKS).fill(undefined);
   let failed: DiskError | undefined;
-  let current: 0 | 1 = 0;
+  let current = 0;
   let filled = 0;
   let position = 0;
   let head = Buffer.alloc(0);
@@ -324,13 +329,9 @@ async function streamToFile(
     const bytes = block.subarray(0, filled);
     hash.update(bytes);
     const index = current;
-    const at = position;
-    // After the other block's write, never beside it: two writes to one file only contend for its lock.
-    const previous = writing[index === 0 ? 1 : 0];
-    const write = previous
-      ? previous.then(() => (failed ? undefined : writeAllAt(handle, bytes, at)))
-      : writeAllAt(handle, bytes, at);
-    writing[index] = write.then(
+    // Writes may overlap (one thread-pool round trip between two writes left the disk idle): each goes
+    // to its own position, so the file is in order whichever finishes first.
+    writing[index] = writeAllAt(handle, bytes, position).then(
       () => {
         writing[index] = undefined;
       },
@@ -341,15 +342,15 @@ async function streamToFile(
     );
     position += filled;
     filled = 0;
-    current = current === 0 ? 1 : 0;
+    current = (current + 1) % WRITE_BLOCKS;
   };
 
   let stopped = false;
   const settle = async (): Promise<void> => {
-    while (writing[0] !== undefined || writing[1] !== undefined) await Promise.all(writing);
+    while (writing.some((write) => write !== undefined)) await Promise.all(writing);
   };
 
-  /** Copies `chunk` from `from` on into the blocks, waiting for a block's write only when both are full. */
+  /** Copies `chunk` from `from` on into the blocks, waiting only for a block whose write is not done. */
   const take = (chunk: Buffer, from: number, done: (error?: Error | null) => void): void => {
     let offset = from;
     while (offset < chunk.length) {

@@ -1,6 +1,18 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import {
+  type FileHandle,
+  lstat,
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +20,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { gzipSync } from 'node:zlib';
 import { Agent } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { type DownloadOptions, downloadResult, WRITE_BLOCK_BYTES } from '../../src/api/download.js';
 import { fixtures } from '../media/serve.js';
 import { cannotMount, mountTmpfs, remountReadOnly } from '../util/mount.js';
@@ -304,8 +316,9 @@ async function sendInPieces(res: ServerResponse, data: Buffer, size: number): Pr
 }
 
 describe('downloadResult: network chunks gathered into write blocks', () => {
-  // Two and a half blocks and a few bytes: full blocks, a partial last one, pieces straddling each boundary.
-  const data = randomBytes(2 * WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 2 + 12_345);
+  // Six and a half blocks and a few bytes: more than the ring holds, so blocks are filled again after
+  // their write; full blocks, a partial last one, pieces straddling each boundary.
+  const data = randomBytes(6 * WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 2 + 12_345);
 
   it.each([
     ['with Content-Length', true],
@@ -322,13 +335,38 @@ describe('downloadResult: network chunks gathered into write blocks', () => {
     expect(await filesIn(dir)).toEqual(['clip.mp4']);
   });
 
+  it('a block is filled again only once its write is done, however slow the disk', async () => {
+    const probe = await open(join(dir, 'probe'), 'w');
+    const prototype = Object.getPrototypeOf(probe) as FileHandle;
+    await probe.close();
+    await rm(join(dir, 'probe'));
+    const write = prototype.write;
+    // Every write starts 20 ms late: the network fills the whole ring long before the first is done.
+    const slow = vi.spyOn(prototype, 'write').mockImplementation(async function (
+      this: FileHandle,
+      ...args: Parameters<FileHandle['write']>
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return (write as (...a: unknown[]) => ReturnType<FileHandle['write']>).apply(this, args);
+    });
+    try {
+      const s = await server(serveBytes(data, { 'content-type': 'video/mp4' }));
+      const dest = join(dir, 'slow.mp4');
+      const result = await downloadResult(s.url, dest, options({ maxBytes: 10 * 1024 * 1024 }));
+      expect(result).toMatchObject({ ok: true, bytes: data.length, sha256: sha256(data) });
+      expect((await readFile(dest)).equals(data)).toBe(true);
+    } finally {
+      slow.mockRestore();
+    }
+  });
+
   it('a body passing the cap in the middle of a block, after a block was written, leaves nothing', async () => {
     const s = await server(async (_req, res) => {
       res.writeHead(200, { 'content-type': 'video/mp4' });
       res.on('error', () => {});
       await sendInPieces(res, data, 7919).catch(() => {});
     });
-    const maxBytes = WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 2;
+    const maxBytes = 5 * WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 2;
     const result = await downloadResult(s.url, join(dir, 'big.mp4'), options({ maxBytes }));
     expect(result).toMatchObject({ ok: false, type: 'too-large', retrySafe: false });
     expect(await filesIn(dir)).toEqual([]);
@@ -337,7 +375,7 @@ describe('downloadResult: network chunks gathered into write blocks', () => {
   it('a body cut off after several blocks is truncated and leaves nothing', async () => {
     const s = await server((_req, res) => {
       res.writeHead(200, { 'content-length': data.length });
-      res.write(data.subarray(0, WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 4));
+      res.write(data.subarray(0, 5 * WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 4));
       setTimeout(() => res.socket?.destroy(), 20);
     });
     const result = await downloadResult(s.url, join(dir, 'cut.mp4'), options({ maxBytes: 10 * 1024 * 1024 }));
