@@ -153,7 +153,7 @@ const rows: [string, string, string][] = [
   ],
   ['5 resume, 99% of 101,000 done: to first submission', `${f.scale.resume.toFirstSubmitSeconds} s`, ''],
   [
-    '6 500 MB download, ours / curl',
+    `6 500 MB download, ours / curl (median of ${f.download.repetitions})`,
     `${f.download.oursMbPerSecond} / ${f.download.curlMbPerSecond ?? '-'} MB/s = ${f.download.ratio ?? '-'}`,
     f.download.note ?? '',
   ],

@@ -196,13 +196,29 @@ function header(headers: Record<string, string | string[] | undefined>, name: st
   return Array.isArray(value) ? value[0] : value;
 }
 
-async function writeAll(file: FileHandle, chunk: Buffer): Promise<void> {
+/** Writes all of `bytes` at `position`: an explicit position keeps the file in order when two writes overlap. */
+async function writeAllAt(file: FileHandle, bytes: Buffer, position: number): Promise<void> {
   let offset = 0;
-  while (offset < chunk.length) {
-    const { bytesWritten } = await file.write(chunk, offset, chunk.length - offset);
+  while (offset < bytes.length) {
+    const { bytesWritten } = await file.write(bytes, offset, bytes.length - offset, position + offset);
     offset += bytesWritten;
   }
 }
+
+/**
+ * Bytes gathered from the network (about 64 KB a chunk) before one write: a write per chunk costs a
+ * system call and a thread-pool round trip each. Not more: on the bench machine (a VM, Linux 6.18, ext4)
+ * larger writes fill the page cache with larger folios, whose fresh memory is slower to fill. Kernel
+ * time measured for a 200 MB download: 1 MB blocks 600 ms, 256 KB 250 ms; for 500 MB: 256 KB 1.0 s,
+ * 128 KB 0.6 s (ratio to curl 0.45 against 0.57; at 200 MB 128 and 256 KB were even).
+ */
+export const WRITE_BLOCK_BYTES = 128 * 1024;
+
+/**
+ * Blocks in the ring. With two, one written at a time, a 500 MB download waited for the disk at almost
+ * every block; four, up to three written at once, measured 0.71 of curl against 0.64 (8 runs each).
+ */
+const WRITE_BLOCKS = 4;
 
 /** fsync of the folder makes the rename itself durable. */
 async function syncFolder(folder: string): Promise<void> {
@@ -281,15 +297,88 @@ async function openResponse(
   }
 }
 
+/**
+ * Streams a body to a new temporary file through a ring of blocks: one fills from the network while the
+ * others are being written, so reading waits for the disk only when it is all the other blocks behind.
+ * Each block is hashed just before its write, so the digest is of exactly the bytes written. Memory is
+ * the ring (512 KB), whatever the size; a body under one block gets one block of its own size.
+ */
 async function streamToFile(
   body: Dispatcher.ResponseData['body'],
   temp: string,
   maxBytes: number,
+  declared: number | undefined,
   progress: { bytes: number },
 ): Promise<{ bytes: number; sha256: string; head: Buffer }> {
   const hash = createHash('sha256');
   const handle = await openExclusive(temp).catch(toDisk);
+  const blockSize = Math.max(1, Math.min(WRITE_BLOCK_BYTES, declared ?? WRITE_BLOCK_BYTES));
+  // Allocated when first needed: a small image never holds a second block, an empty body none.
+  const blocks: (Buffer | undefined)[] = new Array(WRITE_BLOCKS).fill(undefined);
+  // Never rejected: a write's error is kept in `failed` and reported at the next step or at the end.
+  const writing: (Promise<void> | undefined)[] = new Array(WRITE_BLOCKS).fill(undefined);
+  let failed: DiskError | undefined;
+  let current = 0;
+  let filled = 0;
+  let position = 0;
   let head = Buffer.alloc(0);
+
+  const startWrite = (): void => {
+    const block = blocks[current];
+    if (block === undefined || filled === 0) return;
+    const bytes = block.subarray(0, filled);
+    hash.update(bytes);
+    const index = current;
+    // Writes may overlap (one thread-pool round trip between two writes left the disk idle): each goes
+    // to its own position, so the file is in order whichever finishes first.
+    writing[index] = writeAllAt(handle, bytes, position).then(
+      () => {
+        writing[index] = undefined;
+      },
+      (error: unknown) => {
+        writing[index] = undefined;
+        failed ??= new DiskError(error);
+      },
+    );
+    position += filled;
+    filled = 0;
+    current = (current + 1) % WRITE_BLOCKS;
+  };
+
+  let stopped = false;
+  const settle = async (): Promise<void> => {
+    while (writing.some((write) => write !== undefined)) await Promise.all(writing);
+  };
+
+  /** Copies `chunk` from `from` on into the blocks, waiting only for a block whose write is not done. */
+  const take = (chunk: Buffer, from: number, done: (error?: Error | null) => void): void => {
+    let offset = from;
+    while (offset < chunk.length) {
+      // The body broke off while this chunk waited for a block: nothing more is written.
+      if (stopped) return;
+      if (failed) {
+        done(failed);
+        return;
+      }
+      const pending = writing[current];
+      if (pending !== undefined) {
+        void pending.then(() => take(chunk, offset, done));
+        return;
+      }
+      let block = blocks[current];
+      if (block === undefined) {
+        // Unfilled bytes are never written (only subarray(0, filled) is), so no old memory can leak out.
+        block = Buffer.allocUnsafeSlow(blockSize);
+        blocks[current] = block;
+      }
+      const copied = chunk.copy(block, filled, offset, Math.min(chunk.length, offset + blockSize - filled));
+      filled += copied;
+      offset += copied;
+      if (filled === blockSize) startWrite();
+    }
+    done();
+  };
+
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       progress.bytes += chunk.length;
@@ -299,22 +388,32 @@ async function streamToFile(
       }
       if (head.length < SNIFF_BYTES)
         head = Buffer.concat([head, chunk.subarray(0, SNIFF_BYTES - head.length)]);
-      hash.update(chunk);
-      writeAll(handle, chunk).then(
-        () => done(),
-        (error: unknown) => done(new DiskError(error)),
-      );
+      take(chunk, 0, done);
     },
     final(done) {
-      handle.sync().then(
-        () => done(),
-        (error: unknown) => done(new DiskError(error)),
-      );
+      startWrite();
+      settle()
+        .then(() => {
+          if (failed) throw failed;
+          return handle.sync().catch((error: unknown) => {
+            throw new DiskError(error);
+          });
+        })
+        .then(
+          () => done(),
+          (error: unknown) => done(error as Error),
+        );
+    },
+    destroy(error, callback) {
+      stopped = true;
+      callback(error);
     },
   });
   try {
     await pipeline(body, sink);
   } finally {
+    // A write still under way when the body broke off finishes before the file is closed and removed.
+    await settle();
     await handle.close().catch(() => {});
   }
   return { bytes: progress.bytes, sha256: hash.digest('hex'), head };
@@ -438,7 +537,7 @@ export async function downloadResult(
 
     deadline = bodyDeadline(response, final, declared, progress, options);
 
-    const result = await streamToFile(response.body, temp, options.maxBytes, progress).catch(
+    const result = await streamToFile(response.body, temp, options.maxBytes, declared, progress).catch(
       (error: unknown) => {
         if (error instanceof DownloadFailure && error.failure.type === 'too-large') {
           fail(

@@ -1,6 +1,18 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import {
+  type FileHandle,
+  lstat,
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,8 +20,8 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { gzipSync } from 'node:zlib';
 import { Agent } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type DownloadOptions, downloadResult } from '../../src/api/download.js';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { type DownloadOptions, downloadResult, WRITE_BLOCK_BYTES } from '../../src/api/download.js';
 import { fixtures } from '../media/serve.js';
 import { cannotMount, mountTmpfs, remountReadOnly } from '../util/mount.js';
 import { closedPort, type Handler, startServer, type TestServer } from './servers.js';
@@ -292,6 +304,83 @@ describe('downloadResult', () => {
     // Buffering the file would hold all 64 MB; streaming holds a few chunks at a time, plus whatever
     // the in-process server has queued on a loaded machine (23 MB seen on CI), so the bar is half.
     expect(peak).toBeLessThan(total / 2);
+  });
+});
+
+/** Sends `data` in pieces of `size` bytes with backpressure; a size that is no divisor of a write block. */
+async function sendInPieces(res: ServerResponse, data: Buffer, size: number): Promise<void> {
+  for (let at = 0; at < data.length; at += size) {
+    if (!res.write(data.subarray(at, at + size))) await once(res, 'drain');
+  }
+  res.end();
+}
+
+describe('downloadResult: network chunks gathered into write blocks', () => {
+  // Six and a half blocks and a few bytes: more than the ring holds, so blocks are filled again after
+  // their write; full blocks, a partial last one, pieces straddling each boundary.
+  const data = randomBytes(6 * WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 2 + 12_345);
+
+  it.each([
+    ['with Content-Length', true],
+    ['chunked', false],
+  ])('a body over several blocks is written byte for byte, hashed as written (%s)', async (_name, sized) => {
+    const s = await server(async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4', ...(sized && { 'content-length': data.length }) });
+      await sendInPieces(res, data, 7919);
+    });
+    const dest = join(dir, 'clip.mp4');
+    const result = await downloadResult(s.url, dest, options({ maxBytes: 10 * 1024 * 1024 }));
+    expect(result).toMatchObject({ ok: true, bytes: data.length, sha256: sha256(data), path: dest });
+    expect((await readFile(dest)).equals(data)).toBe(true);
+    expect(await filesIn(dir)).toEqual(['clip.mp4']);
+  });
+
+  it('a block is filled again only once its write is done, however slow the disk', async () => {
+    const probe = await open(join(dir, 'probe'), 'w');
+    const prototype = Object.getPrototypeOf(probe) as FileHandle;
+    await probe.close();
+    await rm(join(dir, 'probe'));
+    const write = prototype.write;
+    // Every write starts 20 ms late: the network fills the whole ring long before the first is done.
+    const slow = vi.spyOn(prototype, 'write').mockImplementation(async function (
+      this: FileHandle,
+      ...args: Parameters<FileHandle['write']>
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return (write as (...a: unknown[]) => ReturnType<FileHandle['write']>).apply(this, args);
+    });
+    try {
+      const s = await server(serveBytes(data, { 'content-type': 'video/mp4' }));
+      const dest = join(dir, 'slow.mp4');
+      const result = await downloadResult(s.url, dest, options({ maxBytes: 10 * 1024 * 1024 }));
+      expect(result).toMatchObject({ ok: true, bytes: data.length, sha256: sha256(data) });
+      expect((await readFile(dest)).equals(data)).toBe(true);
+    } finally {
+      slow.mockRestore();
+    }
+  });
+
+  it('a body passing the cap in the middle of a block, after a block was written, leaves nothing', async () => {
+    const s = await server(async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4' });
+      res.on('error', () => {});
+      await sendInPieces(res, data, 7919).catch(() => {});
+    });
+    const maxBytes = 5 * WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 2;
+    const result = await downloadResult(s.url, join(dir, 'big.mp4'), options({ maxBytes }));
+    expect(result).toMatchObject({ ok: false, type: 'too-large', retrySafe: false });
+    expect(await filesIn(dir)).toEqual([]);
+  });
+
+  it('a body cut off after several blocks is truncated and leaves nothing', async () => {
+    const s = await server((_req, res) => {
+      res.writeHead(200, { 'content-length': data.length });
+      res.write(data.subarray(0, 5 * WRITE_BLOCK_BYTES + WRITE_BLOCK_BYTES / 4));
+      setTimeout(() => res.socket?.destroy(), 20);
+    });
+    const result = await downloadResult(s.url, join(dir, 'cut.mp4'), options({ maxBytes: 10 * 1024 * 1024 }));
+    expect(result).toMatchObject({ ok: false, type: 'truncated', retrySafe: true });
+    expect(await filesIn(dir)).toEqual([]);
   });
 });
 
@@ -600,6 +689,19 @@ describe.skipIf(cannotMount !== undefined)('downloadResult: a full or read-only 
       message: `no space left on device writing ${dest}: free space, then run again`,
     });
     expect(await filesIn(mountPoint)).toEqual(['demo', 'demo/hero']);
+  });
+
+  it('a disk that fills up while a large body is still arriving says so and leaves no partial file', async () => {
+    const big = randomBytes(3 * WRITE_BLOCK_BYTES);
+    const s = await server(async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': big.length });
+      res.on('error', () => {});
+      await sendInPieces(res, big, 65_536).catch(() => {});
+    });
+    const dest = join(mountPoint, 'demo', 'clip.mp4');
+    const result = await downloadResult(s.url, dest, options({ maxBytes: 10 * 1024 * 1024 }));
+    expect(result).toMatchObject({ ok: false, type: 'disk', localCode: 'ENOSPC', local: true });
+    expect(await filesIn(mountPoint)).toEqual(['demo']);
   });
 
   it('a read-only disk (EROFS) says to choose a writable folder', async () => {
