@@ -28,6 +28,17 @@ function itemsOf(e: RunEnv, taskId: string): Array<Record<string, unknown>> {
 
 const withoutQuery = (url: unknown) => String(url).split('?')[0];
 
+/** A still, and a clip that animates it: the smallest chain. */
+const STILL_TO_CLIP: TaskDecl[] = [
+  { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
+  {
+    id: 'clip',
+    model: 'studio-2-6',
+    after: 'still',
+    input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+  },
+];
+
 describe('chains', () => {
   it.each([
     ['', []],
@@ -272,15 +283,7 @@ describe('chains', () => {
 
   it('passes on a link only while it lives: an upstream whose links expired is not sent on, nothing charged, said why', async () => {
     env = await makeRunEnv({ linkTtlSeconds: 1 });
-    const tasks: TaskDecl[] = [
-      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
-      {
-        id: 'clip',
-        model: 'studio-2-6',
-        after: 'still',
-        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
-      },
-    ];
+    const tasks = STILL_TO_CLIP;
     const file = await env.manifest({ tasks });
     const first = await env.run(['run', file, '--yes', '--only', 'still']);
     expect(first.code).toBe(4);
@@ -478,15 +481,7 @@ describe('chains: every reference kind, and upstreams that come back', () => {
 
   it('blocks the downstream of an upstream in doubt, nothing charged for it; --retry-in-doubt settles the upstream and the downstream follows', async () => {
     env = await makeRunEnv({ chargeThenErrorRate: 1 });
-    const tasks: TaskDecl[] = [
-      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
-      {
-        id: 'clip',
-        model: 'studio-2-6',
-        after: 'still',
-        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
-      },
-    ];
+    const tasks = STILL_TO_CLIP;
     const file = await env.manifest({ tasks });
     const balance = env.state().balance;
     const first = await env.run(['run', file, '--yes']);
@@ -515,15 +510,7 @@ describe('chains: every reference kind, and upstreams that come back', () => {
 
   it('blocks the downstream of a failed upstream; --retry-failed submits the upstream again and the downstream follows', async () => {
     env = await makeRunEnv({ failRate: 1 });
-    const tasks: TaskDecl[] = [
-      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
-      {
-        id: 'clip',
-        model: 'studio-2-6',
-        after: 'still',
-        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
-      },
-    ];
+    const tasks = STILL_TO_CLIP;
     const file = await env.manifest({ tasks });
     const balance = env.state().balance;
     expect((await env.run(['run', file, '--yes'])).code).toBe(2);
@@ -543,15 +530,7 @@ describe('chains: every reference kind, and upstreams that come back', () => {
   it('blocks the downstream of an unfetched upstream; the next run fetches the result and the downstream follows', async () => {
     env = await makeRunEnv();
     env.sandbox.configure({ refuseDownloads: true });
-    const tasks: TaskDecl[] = [
-      { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
-      {
-        id: 'clip',
-        model: 'studio-2-6',
-        after: 'still',
-        input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
-      },
-    ];
+    const tasks = STILL_TO_CLIP;
     const file = await env.manifest({ tasks });
     const balance = env.state().balance;
     const first = await env.run(['run', file, '--yes']);
