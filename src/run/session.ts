@@ -16,6 +16,7 @@ import {
 } from '../store/index.js';
 import { newCallbackToken } from './callbacks.js';
 import { holderIsDead, runLeaseName } from './lease.js';
+import type { PendingModel } from './lifecycle.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
 import { isBucketLocation, runLocation } from './output.js';
 import { chooseRun, type RunChoice } from './resume.js';
@@ -96,7 +97,7 @@ export interface RunSession {
   /** The tasks of a large new run still being stored while it runs; undefined when all are stored. */
   storing: BackgroundStoring | undefined;
   /** What a run still being stored will submit, per model, from its plan (the store has only some rows). */
-  plannedPending: PlannedPending[] | undefined;
+  plannedPending: PendingModel[] | undefined;
   callbackToken: string | null;
   leaseName: string;
   holder: string;
@@ -131,6 +132,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = runLeaseName(runId);
   takeLease(store, runId, leaseName, holder, ttl);
+  let storing: BackgroundStoring | undefined;
   try {
     const existing = store.getRun(runId);
     const refuse = (code: number) => {
@@ -165,7 +167,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       },
     );
     // From here on only ids and totals are needed: the priced requests are in the store (or going in).
-    const storing =
+    storing =
       first < plan.taskIds.length && plan.longestFrom
         ? new BackgroundStoring({
             store,
@@ -227,18 +229,10 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       },
     };
   } catch (error) {
+    storing?.stop();
     store.releaseLease(leaseName, holder);
     throw error;
   }
-}
-
-/** What a run still being stored will submit, per model: every task of a new run is pending. */
-export interface PlannedPending {
-  model: string;
-  tasks: number;
-  tokens: number;
-  min: number;
-  max: number;
 }
 
 /**
@@ -253,7 +247,7 @@ function storedFirst(plan: PlannedRun, storeFirst: number | undefined): number {
   return storeFirst ?? STORE_FIRST;
 }
 
-function plannedPending(plan: PlannedRun): PlannedPending[] {
+function plannedPending(plan: PlannedRun): PendingModel[] {
   return Object.entries(plan.totals?.byModel ?? {}).map(([model, m]) => ({
     model,
     tasks: m.tasks,
