@@ -28,6 +28,27 @@ function itemsOf(e: RunEnv, taskId: string): Array<Record<string, unknown>> {
 
 const withoutQuery = (url: unknown) => String(url).split('?')[0];
 
+/** A speech, and a talking avatar of the sandbox's presenter that speaks it (priced by the speech's length). */
+function voiceToAvatar(e: RunEnv): TaskDecl[] {
+  return [
+    {
+      id: 'voice',
+      model: 'speech-v3',
+      input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
+    },
+    {
+      id: 'avatar',
+      model: 'ai-talking-avatar-video',
+      after: 'voice',
+      input: {
+        video_url: `${e.sandbox.baseUrl}/_sandbox/media/talking-head.mp4`,
+        audio_url: '{{after.audio}}',
+        video_mode: 'loop',
+      },
+    },
+  ];
+}
+
 /** A still, and a clip that animates it: the smallest chain. */
 const STILL_TO_CLIP: TaskDecl[] = [
   { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
@@ -308,23 +329,7 @@ describe('chains', () => {
   it('fetches the upstream record again when its links are near their end, and sends the downstream with a link that works', async () => {
     // Links live 10 minutes: less than the 30 minutes a downstream's link must still have ahead of it.
     env = await makeRunEnv({ linkTtlSeconds: 600, quirks: ['link-403'] });
-    const tasks: TaskDecl[] = [
-      {
-        id: 'voice',
-        model: 'speech-v3',
-        input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
-      },
-      {
-        id: 'avatar',
-        model: 'ai-talking-avatar-video',
-        after: 'voice',
-        input: {
-          video_url: `${env.sandbox.baseUrl}/_sandbox/media/talking-head.mp4`,
-          audio_url: '{{after.audio}}',
-          video_mode: 'loop',
-        },
-      },
-    ];
+    const tasks = voiceToAvatar(env);
     const file = await env.manifest({ tasks });
     const result = await env.run(['run', file, '--yes']);
     expect(result.stderr).toBe('');
@@ -594,23 +599,7 @@ describe('chains: every reference kind, and upstreams that come back', () => {
 describe('chains: budget', () => {
   it('preflight weighs the worst case (exit 3, nothing sent); with --allow-partial the downstream goes once its exact price fits', async () => {
     env = await makeRunEnv();
-    const tasks: TaskDecl[] = [
-      {
-        id: 'voice',
-        model: 'speech-v3',
-        input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
-      },
-      {
-        id: 'avatar',
-        model: 'ai-talking-avatar-video',
-        after: 'voice',
-        input: {
-          video_url: `${env.sandbox.baseUrl}/_sandbox/media/talking-head.mp4`,
-          audio_url: '{{after.audio}}',
-          video_mode: 'loop',
-        },
-      },
-    ];
+    const tasks = voiceToAvatar(env);
     // 2 for the speech, 3 to 60 for the avatar (540p): 62 at worst, over a budget of 20.
     const file = await env.manifest({ tasks, budget: 20 });
     const balance = env.state().balance;
