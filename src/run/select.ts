@@ -1,6 +1,8 @@
 // `run --only id,glob,…`: which tasks a run may submit. Globs know `*` (any run of characters) and `?`
 // (one character); everything else is literal, so task ids with dots or brackets need no escaping.
 
+import type { Store, TaskState } from '../store/index.js';
+
 export type Selection = { ok: true; taskIds: string[] } | { ok: false; message: string };
 
 function globToRegExp(glob: string): RegExp {
@@ -39,4 +41,34 @@ export function selectTasks(patterns: string, taskIds: readonly string[]): Selec
     };
   }
   return { ok: true, taskIds: chosen };
+}
+
+/** A selected task that waits for a task the selection leaves out, which is not done yet. */
+export interface LeftOutUpstream {
+  taskId: string;
+  upstreamId: string;
+  /** The upstream's state; undefined when it is not in the run. */
+  state: TaskState | undefined;
+}
+
+/**
+ * The selected tasks that cannot go in this run: an upstream they wait for is left out and not done
+ * (it will not be produced, so they stay pending). Looks only at chained tasks.
+ */
+export function leftOutUpstreams(
+  store: Store,
+  runId: string,
+  selected: readonly string[],
+): LeftOutUpstream[] {
+  const chosen = new Set(selected);
+  const found: LeftOutUpstream[] = [];
+  for (const [taskId, links] of store.upstreamsOfRun(runId)) {
+    if (!chosen.has(taskId)) continue;
+    for (const { upstreamId } of links) {
+      if (chosen.has(upstreamId)) continue;
+      const state = store.getTask(runId, upstreamId)?.state;
+      if (state !== 'done') found.push({ taskId, upstreamId, state });
+    }
+  }
+  return found;
 }

@@ -596,6 +596,23 @@ describe('chains: every reference kind, and upstreams that come back', () => {
   });
 });
 
+describe('chains: --only', () => {
+  it('says when --only leaves out an upstream a selected task waits for; nothing is sent, and selecting both runs the chain', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: STILL_TO_CLIP });
+    const alone = await env.run(['run', file, '--yes', '--only', 'clip']);
+    expect(alone.code).toBe(4);
+    expect(alone.stdout).toContain(
+      '--only leaves out tasks that selected ones wait for, so those stay pending: clip waits for still (pending); add the upstreams to --only',
+    );
+    expect(env.state().jobs).toHaveLength(0);
+    const both = await env.run(['run', file, '--yes', '--only', 'still,clip']);
+    expect(both.code).toBe(0);
+    expect(both.stdout).not.toContain('--only leaves out');
+    expect(taskStates(env)).toEqual({ still: 'done', clip: 'done' });
+  });
+});
+
 describe('chains: budget', () => {
   it('preflight weighs the worst case (exit 3, nothing sent); with --allow-partial the downstream goes once its exact price fits', async () => {
     env = await makeRunEnv();

@@ -7,6 +7,7 @@ import type { PreflightReport, RunOutcome } from '../../run/lifecycle.js';
 import { isBucketLocation } from '../../run/output.js';
 import { ageOf } from '../../run/resume.js';
 import type { RunResult } from '../../run/runner.js';
+import { leftOutUpstreams } from '../../run/select.js';
 import type { RunSession } from '../../run/session.js';
 import type { TaskState } from '../../store/index.js';
 import { UNFINISHED } from '../../store/index.js';
@@ -23,6 +24,8 @@ export interface PrinterArgs {
   ctx: { io: CliIO };
   session: RunSession;
   plan: RunPlan;
+  /** `--only`, resolved to task ids. */
+  only?: readonly string[] | undefined;
 }
 
 /**
@@ -73,6 +76,19 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
         out(
           `--retry-in-doubt: ${requeued.inDoubt.length} task(s) will be submitted again (they may be charged twice).`,
         );
+      const leftOut = a.only ? leftOutUpstreams(session.store, runId, a.only) : [];
+      if (leftOut.length > 0) {
+        const shown = leftOut
+          .slice(0, 5)
+          .map(
+            (l) =>
+              `${l.taskId} waits for ${l.upstreamId} (${(l.state ?? 'not in the run').replace('_', ' ')})`,
+          );
+        if (leftOut.length > 5) shown.push(`${leftOut.length - 5} more`);
+        out(
+          `--only leaves out tasks that selected ones wait for, so those stay pending: ${shown.join(', ')}; add the upstreams to --only`,
+        );
+      }
     },
     preflight(r: PreflightReport) {
       out(
