@@ -2,7 +2,10 @@
 // sheet fields), is priced exactly before it is sent, and is blocked with nothing charged when its
 // upstream fails. Over real HTTP against the sandbox, with real SQLite files.
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeRunEnv, type RunEnv, type TaskDecl, taskStates } from '../helpers/run-env.js';
 
@@ -340,6 +343,50 @@ describe('chains', () => {
       "SELECT cost, est_tokens FROM tasks WHERE task_id = 'avatar'",
     );
     expect(avatar?.cost).toBe(avatar?.est_tokens);
+  });
+
+  it('retries a passing fault while fetching the upstream record again: the downstream is sent, not left pending', async () => {
+    env = await makeRunEnv({ linkTtlSeconds: 600 });
+    // In front of the sandbox: the first look at a job after it was seen done is answered 500, once.
+    const seenDone = new Set<string>();
+    const failedOnce = new Set<string>();
+    const sandboxUrl = env.sandbox.baseUrl;
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', async () => {
+        const uuid = new URL(req.url ?? '/', 'http://x').searchParams.get('img_uuid');
+        if (uuid && seenDone.has(uuid) && !failedOnce.has(uuid)) {
+          failedOnce.add(uuid);
+          res.writeHead(500, { 'content-type': 'application/json' }).end('{"code":500,"msg":""}');
+          return;
+        }
+        const answer = await request(`${sandboxUrl}${req.url ?? '/'}`, {
+          method: (req.method ?? 'GET') as 'GET',
+          headers: { authorization: req.headers.authorization ?? '', 'content-type': 'application/json' },
+          ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
+        });
+        const body = Buffer.from(await answer.body.arrayBuffer());
+        if (uuid && body.includes('"success"')) seenDone.add(uuid);
+        res.writeHead(answer.statusCode, { 'content-type': 'application/json' }).end(body);
+      });
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = proxy.address() as AddressInfo;
+      const file = await env.manifest({ tasks: voiceToAvatar(env) });
+      const result = await env.run(['run', file, '--yes'], {
+        env: { MEDIABATCH_BASE_URL: `http://127.0.0.1:${port}` },
+      });
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      expect(taskStates(env)).toEqual({ voice: 'done', avatar: 'done' });
+      // The voice's record was fetched again (links near their end), refused once, then given.
+      expect(failedOnce.size).toBeGreaterThanOrEqual(1);
+      expect(env.state().jobs).toHaveLength(2);
+    } finally {
+      await new Promise((r) => proxy.close(r));
+    }
   });
 
   it('submits the downstream anew when its upstream is submitted anew with --accept-changes: it needs the new result', async () => {
