@@ -1,17 +1,13 @@
 // `status [run]`: the list of runs, or one run's tasks by state with the failing ones and their errors.
 // Read only: a missing state file means "no runs yet", and no database is created for it.
 
-import { existsSync } from 'node:fs';
-import { relative, resolve } from 'node:path';
 import { plural } from '../../report/format.js';
 import { shownRunState } from '../../run/lease.js';
-import { isBucketLocation, runLocation } from '../../run/output.js';
 import { scheduledManifests } from '../../schedule/status.js';
 import {
   emptyTaskCounts,
   isNotOnDisk,
   NOT_ON_DISK,
-  openStore,
   type ProblemTaskRow,
   type RunRecord,
   type Store,
@@ -20,15 +16,9 @@ import {
   UNFINISHED,
 } from '../../store/index.js';
 import { roundTokens, tokensToUsd } from '../../util/money.js';
-import { EXIT, ExitError } from '../errors.js';
-import { fmtTokens, fmtTokensAsUsd, table } from '../format.js';
-import type { CliIO } from '../io.js';
-
-export interface ReadContext {
-  io: CliIO;
-  /** `--state`, as the user gave it (resolved against io.cwd). */
-  statePath: string;
-}
+import { EXIT } from '../errors.js';
+import { displayPath, fmtTokens, fmtTokensAsUsd, table } from '../format.js';
+import { openExistingStore, type ReadContext, runFolder, unknownRunError } from '../read.js';
 
 /** The tasks `status <run>` lists with their errors, most urgent first: paid without a result comes first. */
 const PROBLEM_STATES: readonly TaskState[] = [
@@ -55,35 +45,6 @@ const LABEL: Record<TaskState, string> = {
   blocked: 'blocked',
   lost: 'lost (paid, result gone)',
 };
-
-/** Opens the state database if it exists; undefined when there is none yet (nothing is created). */
-export function openExistingStore(ctx: ReadContext): Store | undefined {
-  const file = resolve(ctx.io.cwd, ctx.statePath);
-  return existsSync(file) ? openStore(file) : undefined;
-}
-
-/** Exit 1 for a run id the state database does not know, naming the known ones. */
-export function unknownRunError(runId: string, store: Store | undefined, statePath: string): ExitError {
-  const known = store?.listRuns().map((r) => r.id) ?? [];
-  const hint =
-    known.length === 0
-      ? 'there are no runs yet: start one with `mediabatch run <manifest>`'
-      : `known runs, newest first: ${known.slice(0, 5).join(', ')}${known.length > 5 ? ', …' : ''}`;
-  return new ExitError(EXIT.invalid, `run ${runId}: not found in ${statePath}; ${hint}`);
-}
-
-/** `<output>/<run>`, from the settings the run was started with. */
-export function runFolder(run: RunRecord, cwd: string): string {
-  const settings = run.settings as { output?: unknown } | null;
-  const output = typeof settings?.output === 'string' ? settings.output : resolve(cwd, 'out');
-  return runLocation(output, run.id);
-}
-
-export function displayPath(cwd: string, path: string): string {
-  if (isBucketLocation(path)) return path;
-  const rel = relative(cwd, path);
-  return rel === '' ? '.' : rel.startsWith('..') ? path : rel;
-}
 
 /** `status <run>` lists at most this many tasks that need the user; the counts above it are complete. */
 export const STATUS_PROBLEM_LIMIT = 50;
