@@ -18,11 +18,13 @@ export interface GlobalOptions {
   config?: string;
 }
 
-/** Builds the commander program; each action resolves to an exit code stored in `result`. */
 /** Where `run --sandbox` keeps its runs, apart from real ones. */
 export const SANDBOX_STATE_FILE = 'state/sandbox.db';
 
-// Long on purpose: the declarative table of every command and option; each action only calls its command.
+/**
+ * Long on purpose: the declarative table of every command and option; each action only calls its command.
+ * Builds the commander program; each action resolves to an exit code stored in `result`.
+ */
 function buildProgram(io: CliIO, result: { code: number }): Command {
   const program = new Command('mediabatch')
     .description(

@@ -32,10 +32,10 @@ export function reportMarkdown(report: Report): string {
 }
 
 /**
- * report.md, a line at a time. The lists are read lazily, so they may come from the store a page at a
+ * Long on purpose: report.md is one document written top to bottom, its sections side by side sharing the
+ * head. report.md, a line at a time. The lists are read lazily, so they may come from the store a page at a
  * time; each should hold at most MARKDOWN_LIST_LIMIT entries (the first ones, in the report's order).
  */
-// One generator on purpose: report.md is one document written top to bottom; its sections share the head.
 export function* markdownChunks(
   head: ReportHead,
   lists: {

@@ -240,6 +240,12 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   const callbackBase = receiver ? (o.receiver?.publicBase ?? receiver.localUrl) : undefined;
   if (receiver && callbackBase) o.onReceiver?.(receiver, callbackBase);
   const token = session.callbackToken;
+  const callbackUrl =
+    receiver && callbackBase && token
+      ? (taskId: string) => callbackUrlFor(callbackBase, token, taskId)
+      : o.plainCallbackUrl
+        ? () => o.plainCallbackUrl as string
+        : undefined;
   runner = new Runner(
     {
       store,
@@ -250,39 +256,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
       ...(o.onProgress ? { onProgress: o.onProgress } : {}),
       ...(o.onEvent ? { onEvent: o.onEvent } : {}),
     },
-    {
-      runId,
-      runDir: session.runDir,
-      concurrency: o.concurrency,
-      ...(o.budget !== undefined ? { budget: o.budget } : {}),
-      // Callbacks can be dropped after three failed attempts: polling stays on, slowly, as the safety net.
-      pollProfiles: receiver ? withCallbacks(o.policy) : o.policy.pollProfiles,
-      jobTimeScale: o.policy.jobTimeScale,
-      ...(receiver && callbackBase && token
-        ? { callbackUrlFor: (taskId: string) => callbackUrlFor(callbackBase, token, taskId) }
-        : o.plainCallbackUrl
-          ? { callbackUrlFor: () => o.plainCallbackUrl as string }
-          : {}),
-      pollConcurrency: o.policy.pollConcurrency,
-      downloadConcurrency: downloadConcurrencyFor(o.concurrency),
-      maxDownloadBytes: o.policy.maxDownloadBytes,
-      downloadTimeoutMs: o.policy.downloadTimeoutMs,
-      submitRetries: o.policy.submitRetries,
-      retryBaseMs: o.policy.retryBaseMs,
-      retryCapMs: o.policy.retryCapMs,
-      giveUpAfterTasks: o.policy.giveUpAfterTasks,
-      ...(o.retries !== undefined ? { retries: o.retries } : {}),
-      ...(o.only !== undefined ? { only: o.only } : {}),
-      ...(o.limit !== undefined ? { limit: o.limit } : {}),
-      ...(o.order !== undefined ? { order: o.order } : {}),
-      ...(o.prices !== undefined ? { prices: o.prices } : {}),
-      ...(o.bucket ? { bucket: o.bucket } : {}),
-      watch: o.policy.watch,
-      stop: o.stop,
-      ...(o.halt ? { halt: o.halt } : {}),
-      ...(o.inputLinks ? { inputLinks: o.inputLinks } : {}),
-      ...(session.storing ? { incoming: session.storing } : {}),
-    },
+    runnerOptions(session, o, { callbackUrl, receiving: receiver !== undefined }),
   );
   const active = runner;
   const renew = setInterval(() => {
@@ -313,6 +287,45 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
     ...(receiver
       ? { receiverStats: { received: receiver.stats.received, ignored: receiver.stats.ignored } }
       : {}),
+  };
+}
+
+/** The Runner's options: the run's policy, the caller's options, and where callbacks go (if anywhere). */
+function runnerOptions(
+  session: RunSession,
+  o: ExecuteOptions,
+  callbacks: { callbackUrl: ((taskId: string) => string) | undefined; receiving: boolean },
+): RunnerOptions {
+  const { runId } = session;
+  const { callbackUrl } = callbacks;
+  return {
+    runId,
+    runDir: session.runDir,
+    concurrency: o.concurrency,
+    ...(o.budget !== undefined ? { budget: o.budget } : {}),
+    // Callbacks can be dropped after three failed attempts: polling stays on, slowly, as the safety net.
+    pollProfiles: callbacks.receiving ? withCallbacks(o.policy) : o.policy.pollProfiles,
+    jobTimeScale: o.policy.jobTimeScale,
+    ...(callbackUrl ? { callbackUrlFor: callbackUrl } : {}),
+    pollConcurrency: o.policy.pollConcurrency,
+    downloadConcurrency: downloadConcurrencyFor(o.concurrency),
+    maxDownloadBytes: o.policy.maxDownloadBytes,
+    downloadTimeoutMs: o.policy.downloadTimeoutMs,
+    submitRetries: o.policy.submitRetries,
+    retryBaseMs: o.policy.retryBaseMs,
+    retryCapMs: o.policy.retryCapMs,
+    giveUpAfterTasks: o.policy.giveUpAfterTasks,
+    ...(o.retries !== undefined ? { retries: o.retries } : {}),
+    ...(o.only !== undefined ? { only: o.only } : {}),
+    ...(o.limit !== undefined ? { limit: o.limit } : {}),
+    ...(o.order !== undefined ? { order: o.order } : {}),
+    ...(o.prices !== undefined ? { prices: o.prices } : {}),
+    ...(o.bucket ? { bucket: o.bucket } : {}),
+    watch: o.policy.watch,
+    stop: o.stop,
+    ...(o.halt ? { halt: o.halt } : {}),
+    ...(o.inputLinks ? { inputLinks: o.inputLinks } : {}),
+    ...(session.storing ? { incoming: session.storing } : {}),
   };
 }
 

@@ -58,6 +58,7 @@ export class ChainStore {
   readonly #selectTask;
   readonly #restorePlanned;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock) {
     this.#now = now;
     this.#insertUpstream = db.prepare<[string, string, string, string]>(

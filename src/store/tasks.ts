@@ -94,9 +94,9 @@ export class TaskStore {
   readonly #pendingByModel;
   readonly #pendingByModelOf;
 
-  // Long on purpose: every statement is prepared once, here, and named for what it does.
   readonly #chains: ChainStore;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock, chains: ChainStore) {
     this.#now = now;
     this.#chains = chains;
@@ -364,20 +364,37 @@ export class TaskStore {
         }
       }
     }
+    this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen });
+    return result;
+  }
+
+  /** After the rows are read: the last batch, the chains' links, resets downstream, counts, and the ids no longer listed. */
+  #finishUpsert(
+    runId: string,
+    o: {
+      batch: unknown[];
+      links: Array<[string, UpstreamLink[]]>;
+      resetIds: string[];
+      result: UpsertResult;
+      now: string;
+      touched: boolean;
+      seen: Set<string> | undefined;
+    },
+  ): void {
+    const { batch, result } = o;
     for (let i = 0; i < batch.length; i += INSERT_COLUMNS) {
       this.#insertRows(runId, this.#insertTask, batch.slice(i, i + INSERT_COLUMNS));
     }
-    for (const [taskId, upstreams] of links) this.#chains.setUpstreams(runId, taskId, upstreams);
-    if (resetIds.length > 0) this.#resetDownstreams(runId, resetIds, result, now);
+    for (const [taskId, upstreams] of o.links) this.#chains.setUpstreams(runId, taskId, upstreams);
+    if (o.resetIds.length > 0) this.#resetDownstreams(runId, o.resetIds, result, o.now);
     // Counted here rather than by a trigger per row (migration 5): every task is inserted pending.
     if (result.inserted > 0) this.#countInserted.run(runId, result.inserted);
     // A task added or re-estimated is news the report on disk does not have.
-    if (touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
-    if (seen) {
+    if (o.touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
+    if (o.seen) {
       for (const taskId of this.#selectTaskIds.iterate(runId))
-        if (!seen.has(taskId)) result.missing.push(taskId);
+        if (!o.seen.has(taskId)) result.missing.push(taskId);
     }
-    return result;
   }
 
   /** New tasks' rows; an id already taken (stored, or earlier in these rows) is named, as a set would have. */

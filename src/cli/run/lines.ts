@@ -27,8 +27,8 @@ export interface PrinterArgs {
 }
 
 /**
- * Every line `run` prints for people, and the --json events on stdout. Long on purpose: it is the
- * one place that words a run, a list of short printers side by side, each read on its own.
+ * Long on purpose: it is the one place that words a run, a table of short printers side by side, each
+ * read on its own. Every line `run` prints for people, and the --json events on stdout.
  */
 export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
   const { io } = a.ctx;

@@ -48,19 +48,7 @@ export class Submitter {
     const submissions = new Set<Promise<unknown>>();
     const { incoming } = core.opts;
     outer: while (!core.stopSubmitting.signal.aborted) {
-      let batch = store
-        .nextPending(
-          runId,
-          concurrency * 2 + core.claimed.size + this.#skipped.size,
-          core.opts.only,
-          core.opts.order,
-        )
-        .filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
-      if (incoming && !incoming.ended && core.opts.order !== 'manifest') {
-        // Longest first over every task, not only the stored ones: a longer one still to come goes first.
-        const longestToCome = incoming.longestUnstoredMs();
-        batch = batch.filter((t) => t.expectedMs >= longestToCome);
-      }
+      const batch = this.#nextBatch();
       if (batch.length === 0) {
         if (incoming && !incoming.ended) {
           await incoming.next();
@@ -116,14 +104,39 @@ export class Submitter {
     }
     // Every submission in flight gets its answer recorded, whatever stopped the loop.
     await Promise.allSettled([...submissions]);
-    if (this.#overBudget.length > 0) {
-      const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
-      const left = (core.budgetMicro ?? 0) - core.committedMicro();
-      core.requestStop(
-        'budget',
-        `${this.#overBudget.length} task(s) did not fit under the budget of ${core.opts.budget} tokens (${fromMicro(Math.max(0, left))} left; they need up to ${fromMicro(need)}): raise budget and run again to continue`,
-      );
+    this.#stopIfOverBudget();
+  }
+
+  /** The next pending tasks to look at, neither claimed nor skipped; longest first over tasks still to come. */
+  #nextBatch() {
+    const core = this.#core;
+    const { incoming } = core.opts;
+    const batch = core.deps.store
+      .nextPending(
+        core.opts.runId,
+        core.opts.concurrency * 2 + core.claimed.size + this.#skipped.size,
+        core.opts.only,
+        core.opts.order,
+      )
+      .filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
+    if (incoming && !incoming.ended && core.opts.order !== 'manifest') {
+      // Longest first over every task, not only the stored ones: a longer one still to come goes first.
+      const longestToCome = incoming.longestUnstoredMs();
+      return batch.filter((t) => t.expectedMs >= longestToCome);
     }
+    return batch;
+  }
+
+  /** Tasks left out for the budget stop the run with one line saying what they need. */
+  #stopIfOverBudget(): void {
+    const core = this.#core;
+    if (this.#overBudget.length === 0) return;
+    const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
+    const left = (core.budgetMicro ?? 0) - core.committedMicro();
+    core.requestStop(
+      'budget',
+      `${this.#overBudget.length} task(s) did not fit under the budget of ${core.opts.budget} tokens (${fromMicro(Math.max(0, left))} left; they need up to ${fromMicro(need)}): raise budget and run again to continue`,
+    );
   }
 
   /**
