@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { type Config, loadConfig } from '../config.js';
+import type { Config } from '../config.js';
 import type { SandboxCommandOptions } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
 import type { Logger } from '../util/log.js';
@@ -9,6 +9,7 @@ import type { RunFlags } from './commands/run.js';
 import type { ScheduleFlags } from './commands/schedule.js';
 import { EXIT, ExitError, expectedExit } from './errors.js';
 import type { CliIO } from './io.js';
+import { mapStack } from './stack.js';
 
 export interface GlobalOptions {
   state: string;
@@ -56,6 +57,8 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
   };
   const config = async () => {
     const g = globals();
+    // Loaded by the commands that read it: zod, YAML and the catalog are not needed for --help.
+    const { loadConfig } = await import('../config.js');
     const cfg = await loadConfig({ cwd: io.cwd, env: io.env, ...(g.config ? { configFile: g.config } : {}) });
     if (g.baseUrl) cfg.baseUrl = g.baseUrl;
     return cfg;
@@ -353,7 +356,8 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       io.stderr.write(`mediabatch: ${scrub(expected.message)}\n`);
       return expected.exitCode;
     }
-    const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    const message =
+      error instanceof Error ? (error.stack ? mapStack(error.stack) : error.message) : String(error);
     io.stderr.write(`${scrub(message)}\n`);
     io.stderr.write('mediabatch: internal error; please report it with the lines above\n');
     return 70;
