@@ -33,7 +33,7 @@ import {
   RETRY_AFTER_SHARE,
 } from './quirks.js';
 import { createRandom } from './random.js';
-import { renderFile } from './render.js';
+import { labelOfFile, renderFile } from './render.js';
 import { type SubmitContext, submit } from './submit.js';
 import { presentEnvelope, presentRecord, type WireContext } from './wire.js';
 
@@ -281,7 +281,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       const [status, text] = FILE_REFUSALS[found.reason];
       return reply.code(status).type('text/plain').send(text);
     }
-    const rendered = await renderFile(found.file.recipe);
+    const rendered = await renderFile(found.file.recipe, labelOfFile(jobs, found.file));
     const bytes =
       found.file.recipe.format === 'mp4' && settings.videoPaddingBytes > 0
         ? withFreeBox(rendered, settings.videoPaddingBytes)
