@@ -13,7 +13,7 @@ import {
   type RunOutcome,
   writeRunReport,
 } from '../../run/lifecycle.js';
-import { OutputError, resolveOutput } from '../../run/output.js';
+import { OutputError, resolveOutput, sandboxOutput } from '../../run/output.js';
 import type { BucketOutput } from '../../run/runner/bucket.js';
 import { NoStorageError, runInputLinks } from '../../run/runner/uploads.js';
 import { selectTasks } from '../../run/select.js';
@@ -23,6 +23,7 @@ import { refusalOf } from '../../run/unattended.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { SANDBOX_DEFAULTS } from '../../sandbox/options.js';
 import { startSandbox } from '../../sandbox/server.js';
+import { embeddedInputStorage } from '../../sandbox/uploads.js';
 import { createStorage, joinKey, StorageError } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
@@ -138,7 +139,9 @@ async function runWithClient(
     ...(onSandbox ? { vars: sandboxVars(client.baseUrl) } : {}),
   });
   // `output: storage` is the account's bucket; a bucket output streams the results there.
-  const output = resolveOutputOrExit(plan.settings.output, config.storage, io.env);
+  const tried = onSandbox ? sandboxOutput(plan.settings.output, config.storage, io.cwd) : undefined;
+  if (tried?.line) humanOut(io, flags).write(`${tried.line}\n`);
+  const output = resolveOutputOrExit(tried?.output ?? plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
   const settings = plan.settings;
   let only: string[] | undefined;
@@ -284,7 +287,9 @@ interface DriveArgs {
 async function uploadLocalInputsFor(a: DriveArgs, out: (line?: string) => void) {
   const storage = a.ctx.config.storage
     ? createStorage(a.ctx.config.storage, { env: a.ctx.io.env })
-    : undefined;
+    : a.onSandbox
+      ? embeddedInputStorage(a.client.baseUrl, out)
+      : undefined;
   try {
     return await runInputLinks(
       a.session.store,
