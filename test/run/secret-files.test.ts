@@ -133,6 +133,14 @@ describe('the API key in files a run writes', () => {
       ]),
     );
     await expectNoKey(files, key);
+    // And the state database beside it (the record the server echoed is kept there too); not the
+    // manifest, where the user wrote the key.
+    const beside = await everyFile(env?.dir ?? '');
+    expect(beside.some((f) => f.endsWith('state.db'))).toBe(true);
+    await expectNoKey(
+      beside.filter((f) => !f.endsWith('leaky.yaml')),
+      key,
+    );
     // The echo did reach job.json (so the check above looked at a leak), with the key cut out.
     const job = JSON.parse(await readFile(join(runDir, 'still/job.json'), 'utf8')) as {
       job: { debug_echo?: { authorization?: string } };
