@@ -6,6 +6,7 @@ import type { ApiClient } from '../api/client.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { StorageConfig } from '../storage/config.js';
+import type { Storage } from '../storage/index.js';
 import type { Store, TaskState } from '../store/index.js';
 import type { Logger } from '../util/log.js';
 import type { RunEvent } from './events.js';
@@ -42,6 +43,8 @@ export interface UnattendedRunOptions {
    * `output: storage` puts the results there. Credentials come from the AWS chain in `env`.
    */
   storage?: StorageConfig;
+  /** Where local `file:` inputs go without `storage`: the embedded sandbox of a sandbox run keeps them itself. */
+  inputStorage?: Storage;
   /** Where AWS credentials are read from; the process's environment by default. */
   env?: NodeJS.ProcessEnv;
   runId?: string;
@@ -86,7 +89,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   });
   try {
     const runId = session.runId;
-    const { bucket, inputs } = await bucketsOf(output.bucket, o.storage, env, runId);
+    const { bucket, inputs } = await bucketsOf(output.bucket, o.storage, env, runId, o.inputStorage);
     const preflight = await preflightRun(session, {
       client: o.client,
       keyFingerprint: o.keyFingerprint,
@@ -158,12 +161,13 @@ function outputOf(
   }
 }
 
-/** The results' bucket (with the run's key) and the inputs' bucket, each only when configured. */
+/** The results' bucket (with the run's key) and where local inputs go: the account's bucket, else `inputStorage`. */
 async function bucketsOf(
   results: StorageConfig | undefined,
   storage: StorageConfig | undefined,
   env: NodeJS.ProcessEnv,
   runId: string,
+  inputStorage: UnattendedRunOptions['inputStorage'],
 ) {
   // Loaded only with a bucket: the AWS SDK is not needed otherwise.
   const s3 = storage || results ? await import('../storage/index.js') : undefined;
@@ -171,7 +175,7 @@ async function bucketsOf(
     s3 && results
       ? { storage: s3.createStorage(results, { env }), runKey: s3.joinKey(results.prefix, runId) }
       : undefined;
-  const inputs = s3 && storage ? s3.createStorage(storage, { env }) : undefined;
+  const inputs = s3 && storage ? s3.createStorage(storage, { env }) : inputStorage;
   return { bucket, inputs };
 }
 
