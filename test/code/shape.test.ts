@@ -20,11 +20,6 @@ const NOT_YET_SPLIT = new Set([
   'src/api/download.ts streamToFile',
   'src/api/download.ts downloadResultToObject',
   'src/api/download.ts downloadResult',
-  'src/manifest/expander.ts #one',
-  'src/manifest/load.ts loadManifest',
-  'src/plan/build.ts planStreamed',
-  'src/run/session.ts openRunSession',
-  'src/run/unattended.ts runUnattended',
 ]);
 
 describe('the code of mediabatch', () => {
