@@ -47,7 +47,7 @@ function median(values: number[]): number {
 
 /** Medians of `repetitions` rounds; each round runs every command once, in turn (one warm-up round first). */
 export function measureStartup(repetitions = 5): StartupFigures {
-  if (!existsSync(join(REPO, 'dist/cli/main.js')))
+  if (!existsSync(join(REPO, 'dist/bin/main.js')))
     throw new Error('run `npm run prepare` first: dist/ is missing');
   const names = Object.keys(COMMANDS) as (keyof typeof COMMANDS)[];
   const times = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<
