@@ -1,0 +1,78 @@
+// The reference pages name everything they claim to cover: every field of the manifest's JSON Schema and
+// every request field of every model in docs/manifest.md, every export of the library in docs/library.md,
+// every exit code in docs/troubleshooting.md. A new field, export or code without its line fails here.
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import manifestSchema from '../../schemas/manifest.schema.json' with { type: 'json' };
+import { CATALOG } from '../../src/catalog/index.js';
+import { EXIT } from '../../src/exit-codes.js';
+import { ROOT } from './markdown.js';
+
+const page = (name: string) => readFileSync(resolve(ROOT, 'docs', name), 'utf8');
+
+/** Every property name anywhere in a JSON Schema. */
+function propertyNames(schema: unknown, into = new Set<string>()): Set<string> {
+  if (typeof schema !== 'object' || schema === null) return into;
+  const properties = (schema as { properties?: Record<string, unknown> }).properties;
+  for (const name of Object.keys(properties ?? {})) into.add(name);
+  for (const value of Object.values(schema)) propertyNames(value, into);
+  return into;
+}
+
+/** The names src/index.ts exports, types included (read from its text: types do not exist at run time). */
+function libraryExports(): string[] {
+  const source = readFileSync(resolve(ROOT, 'src/index.ts'), 'utf8');
+  const names = new Set<string>();
+  for (const [, list = ''] of source.matchAll(/^export (?:type )?\{([^}]*)\}/gm)) {
+    for (const item of list.split(',')) {
+      const name = item
+        .replace(/^\s*type\s+/, '')
+        .trim()
+        .split(/\s+as\s+/)
+        .pop();
+      if (name) names.add(name);
+    }
+  }
+  for (const [, name = ''] of source.matchAll(
+    /^export (?:async )?(?:function|interface|const|class|type) (\w+)/gm,
+  ))
+    names.add(name);
+  return [...names].sort();
+}
+
+describe('docs/manifest.md', () => {
+  const text = page('manifest.md');
+
+  it('names every field of schemas/manifest.schema.json', () => {
+    const names = [...propertyNames(manifestSchema)];
+    expect(names.length).toBeGreaterThan(20);
+    expect(names.filter((name) => !text.includes(`\`${name}\``))).toEqual([]);
+  });
+
+  it.each(Object.values(CATALOG).map((entry) => [entry.model, entry.knownFields] as const))(
+    'has a row for %s with every input field it takes',
+    (model, fields) => {
+      const row = text.split('\n').find((line) => line.startsWith(`| \`${model}\` |`));
+      expect(row, `no row for ${model} in the models table`).toBeDefined();
+      expect(fields.filter((field) => !row?.includes(`\`${field}\``))).toEqual([]);
+    },
+  );
+});
+
+describe('docs/library.md', () => {
+  it('names every export of src/index.ts', () => {
+    const names = libraryExports();
+    expect(names).toEqual(expect.arrayContaining(['run', 'plan', 'readReport', 'startSandbox', 'RunEvent']));
+    const text = page('library.md');
+    expect(names.filter((name) => !new RegExp(`\`${name}[\`(]`).test(text))).toEqual([]);
+  });
+});
+
+describe('docs/troubleshooting.md', () => {
+  it('has a row for every exit code, and for 70 (a bug)', () => {
+    const text = page('troubleshooting.md');
+    const codes = [...new Set(Object.values(EXIT)), 70];
+    expect(codes.filter((code) => !text.includes(`\n| ${code} |`))).toEqual([]);
+  });
+});
