@@ -117,3 +117,12 @@ export function anchors(file: string): Set<string> {
   }
   return found;
 }
+
+/** The text of every inline code span of a page (tables and lists included). */
+export function codeSpans(file: string): string[] {
+  const spans: string[] = [];
+  for (const t of walk(new Lexer({ gfm: true }).lex(readFileSync(file, 'utf8')))) {
+    if (t.type === 'codespan') spans.push((t as Tokens.Codespan).text);
+  }
+  return spans;
+}

@@ -3,11 +3,12 @@
 // every exit code in docs/troubleshooting.md. A new field, export or code without its line fails here.
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { globSync } from 'tinyglobby';
 import { describe, expect, it } from 'vitest';
 import manifestSchema from '../../schemas/manifest.schema.json' with { type: 'json' };
 import { CATALOG } from '../../src/catalog/index.js';
 import { EXIT } from '../../src/exit-codes.js';
-import { ROOT } from './markdown.js';
+import { codeSpans, ROOT } from './markdown.js';
 
 const page = (name: string) => readFileSync(resolve(ROOT, 'docs', name), 'utf8');
 
@@ -74,5 +75,52 @@ describe('docs/troubleshooting.md', () => {
     const text = page('troubleshooting.md');
     const codes = [...new Set(Object.values(EXIT)), 70];
     expect(codes.filter((code) => !text.includes(`\n| ${code} |`))).toEqual([]);
+  });
+});
+
+/** Every TypeScript file under src/, as one text: where the lines the CLI prints are written. */
+function sourceText(): string {
+  return globSync('src/**/*.ts', { cwd: ROOT, absolute: true })
+    .map((file) => readFileSync(file, 'utf8'))
+    .join('\n');
+}
+
+/** In the source as written, or as two literals joined (`${cond ? 'what is left of the run' : …} does not fit`). */
+function inSource(piece: string, source: string): boolean {
+  if (source.includes(piece)) return true;
+  for (let cut = 8; cut <= piece.length - 8; cut++) {
+    const head = piece.slice(0, cut).trim();
+    const tail = piece.slice(cut).trim();
+    if (head.length >= 8 && tail.length >= 8 && source.includes(head) && source.includes(tail)) return true;
+  }
+  return false;
+}
+
+describe('the error lines docs/troubleshooting.md quotes', () => {
+  it('are lines mediabatch prints: each literal piece between placeholders is in src/', () => {
+    // Template literals escape their backticks; the printed line has none of those backslashes.
+    const source = sourceText().replaceAll('\\`', '`');
+    const quoted = codeSpans(resolve(ROOT, 'docs/troubleshooting.md'))
+      .filter((span) => /^(mediabatch: |state file )/.test(span))
+      .map((span) => span.replace(/^mediabatch: /, ''));
+    expect(quoted.length).toBeGreaterThan(8);
+    // Placeholders: an ellipsis, <id>, N or M for a number; and a line is written in pieces around them,
+    // so it is cut at parentheses, colons and semicolons too.
+    const missing = quoted.flatMap((line) =>
+      line
+        .split(/…|<[^>]+>|\b[NM]\b|[():;]/)
+        .map((piece) => piece.replace(/^[\s,.]+|[\s,.]+$/g, ''))
+        .filter((piece) => piece.length >= 12 && !inSource(piece, source))
+        .map((piece) => `${line}: "${piece}"`),
+    );
+    expect(missing).toEqual([]);
+  });
+});
+
+describe('README.md', () => {
+  it('stays a front door: under 300 lines, with the two commands and the test command', () => {
+    const text = readFileSync(resolve(ROOT, 'README.md'), 'utf8');
+    expect(text.split('\n').length).toBeLessThan(300);
+    for (const phrase of ['npm install', 'npm run demo', 'npm test']) expect(text).toContain(phrase);
   });
 });
