@@ -70,6 +70,25 @@ describe('docs/library.md', () => {
   });
 });
 
+/** The fields of the library's option interfaces (`export interface XOptions { … }` in src/index.ts). */
+function optionFields(): string[] {
+  const source = readFileSync(resolve(ROOT, 'src/index.ts'), 'utf8');
+  const fields: string[] = [];
+  for (const [, body = ''] of source.matchAll(/^export interface \w+Options\b[^{]*\{([\s\S]*?)^\}/gm)) {
+    for (const [, name = ''] of body.matchAll(/^ {2}(\w+)\??:/gm)) fields.push(name);
+  }
+  return fields;
+}
+
+describe('docs/library.md options', () => {
+  it('names every option of plan() and run()', () => {
+    const fields = optionFields();
+    expect(fields).toEqual(expect.arrayContaining(['cwd', 'baseUrl', 'signal', 'storage']));
+    const text = page('library.md');
+    expect(fields.filter((name) => !text.includes(`\`${name}\``))).toEqual([]);
+  });
+});
+
 describe('docs/troubleshooting.md', () => {
   it('has a row for every exit code, and for 70 (a bug)', () => {
     const text = page('troubleshooting.md');
