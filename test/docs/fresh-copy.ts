@@ -11,7 +11,9 @@ const run = promisify(execFile);
 /**
  * The files a clone would have (tracked, plus new files not ignored: what is about to be committed), copied
  * into `to`; node_modules hard-linked (a symlink is not enough: `npm install` replaces a symlinked
- * node_modules with a full install, 2.5 minutes here), or copied where hard links cannot reach.
+ * node_modules with a full install, 2.5 minutes here), or copied where hard links cannot reach. With
+ * node_modules installed from the same package-lock.json (as `npm ci` leaves it), `npm install` in the copy
+ * finds it up to date and writes nothing into it but `prepare`'s dist/, which is the copy's own.
  */
 export async function freshCopy(from: string, to: string): Promise<void> {
   const { stdout } = await run('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
