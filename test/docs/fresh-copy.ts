@@ -1,7 +1,7 @@
 // A fresh copy of the repository, as a newcomer's clone would be, and a terminal to type README commands in.
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir } from 'node:fs/promises';
+import { copyFile, mkdir, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { Lexer, type Tokens } from 'marked';
@@ -13,7 +13,8 @@ const run = promisify(execFile);
  * into `to`; node_modules hard-linked (a symlink is not enough: `npm install` replaces a symlinked
  * node_modules with a full install, 2.5 minutes here), or copied where hard links cannot reach. With
  * node_modules installed from the same package-lock.json (as `npm ci` leaves it), `npm install` in the copy
- * finds it up to date and writes nothing into it but `prepare`'s dist/, which is the copy's own.
+ * finds it up to date: it runs `prepare` (dist/ is the copy's own) and rewrites only its record of the tree,
+ * node_modules/.package-lock.json, which the copy gets as a file of its own.
  */
 export async function freshCopy(from: string, to: string): Promise<void> {
   const { stdout } = await run('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
@@ -27,7 +28,12 @@ export async function freshCopy(from: string, to: string): Promise<void> {
   }
   try {
     await run('cp', ['-al', join(from, 'node_modules'), join(to, 'node_modules')]);
+    // npm rewrites its record of the tree in place even when nothing changed: the copy gets its own.
+    const record = join('node_modules', '.package-lock.json');
+    await rm(join(to, record), { force: true });
+    if (existsSync(join(from, record))) await copyFile(join(from, record), join(to, record));
   } catch {
+    await rm(join(to, 'node_modules'), { recursive: true, force: true });
     await run('cp', ['-a', join(from, 'node_modules'), join(to, 'node_modules')]);
   }
 }
