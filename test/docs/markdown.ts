@@ -126,3 +126,16 @@ export function codeSpans(file: string): string[] {
   }
   return spans;
 }
+
+/** The first cell of every table row of a page, as written (backticks kept). */
+export function tableFirstCells(file: string): string[] {
+  const cells: string[] = [];
+  for (const t of walk(new Lexer({ gfm: true }).lex(readFileSync(file, 'utf8')))) {
+    if (t.type !== 'table') continue;
+    for (const row of (t as Tokens.Table).rows) {
+      const first = row[0];
+      if (first) cells.push(first.text.trim());
+    }
+  }
+  return cells;
+}
