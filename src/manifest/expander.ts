@@ -167,6 +167,7 @@ export class Expander {
       task.references = declaration.after.references;
     }
     if (declaration.retries !== undefined) task.retries = declaration.retries;
+    if (declaration.review !== undefined) task.review = declaration.review;
     if (declaration.fileName !== undefined) {
       const withId: typeof lookup = (path) =>
         path.length === 1 && path[0] === 'id' ? { ok: true, value: taskId } : lookup(path);

@@ -54,6 +54,7 @@ const LABEL: Record<TaskState, string> = {
   rejected: 'rejected',
   blocked: 'blocked',
   lost: 'lost (paid, result gone)',
+  skipped: 'skipped (upstream rejected)',
 };
 
 /** Opens the state database if it exists; undefined when there is none yet (nothing is created). */
@@ -98,6 +99,7 @@ export function describeCounts(c: Record<TaskState, number>): string {
     'in_doubt',
     'rejected',
     'blocked',
+    'skipped',
   ] as const) {
     if (c[state] > 0) parts.push(`${c[state]} ${LABEL[state]}`);
   }
