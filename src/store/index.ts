@@ -125,6 +125,7 @@ export class Store {
   readonly awaitingReview: ReviewStore['awaiting'];
   readonly countAwaitingReview: ReviewStore['countAwaiting'];
   readonly reviewedTasks: ReviewStore['reviewedTasks'];
+  readonly hasReviewed: ReviewStore['hasReviewed'];
   readonly decisionMark: ReviewStore['decisionMark'];
   readonly decisionsOf: ReviewStore['decisionsOf'];
   readonly queuedRerollMax: ReviewStore['queuedRerollMax'];
@@ -219,6 +220,7 @@ export class Store {
     this.awaitingReview = reviews.awaiting.bind(reviews);
     this.countAwaitingReview = reviews.countAwaiting.bind(reviews);
     this.reviewedTasks = reviews.reviewedTasks.bind(reviews);
+    this.hasReviewed = reviews.hasReviewed.bind(reviews);
     this.decisionMark = reviews.decisionMark.bind(reviews);
     this.decisionsOf = reviews.decisionsOf.bind(reviews);
     this.queuedRerollMax = reviews.queuedRerollMax.bind(reviews);

@@ -84,6 +84,7 @@ export class ReviewStore {
   readonly #selectAwaiting;
   readonly #countAwaiting;
   readonly #selectReviewed;
+  readonly #anyReviewed;
   readonly #lastDecisionId;
   readonly #insertDecision;
   readonly #decisionsOfTask;
@@ -114,6 +115,9 @@ export class ReviewStore {
     this.#selectReviewed = db.prepare<[string], TaskRow>(
       'SELECT * FROM tasks WHERE run_id = ? AND review = 1 ORDER BY seq',
     );
+    this.#anyReviewed = db
+      .prepare<[string], number>('SELECT 1 FROM tasks WHERE run_id = ? AND review = 1 LIMIT 1')
+      .pluck();
     // The rowid's largest value: one look at the end of the table, however many decisions there are.
     this.#lastDecisionId = db.prepare<[], number | null>('SELECT max(id) FROM decisions').pluck();
     this.#insertDecision = db.prepare<
@@ -162,7 +166,7 @@ export class ReviewStore {
     this.#queuedRerollMax = db
       .prepare<[string], number>(
         `SELECT coalesce(sum(est_max), 0) FROM tasks
-         WHERE run_id = ? AND attempt > 1 AND state IN ('pending', 'submitting')`,
+         WHERE run_id = ? AND attempt > 1 AND state = 'pending'`,
       )
       .pluck();
     this.#decide = db.transaction((runId: string, taskId: string, req: DecideRequest) =>
@@ -184,6 +188,10 @@ export class ReviewStore {
     return this.#selectReviewed.all(runId).map(toTask);
   }
 
+  hasReviewed(runId: string): boolean {
+    return this.#anyReviewed.get(runId) !== undefined;
+  }
+
   /** A number that moves whenever anyone takes a decision: what a running run looks at each tick. */
   decisionMark(): number {
     return this.#lastDecisionId.get() ?? 0;
@@ -195,7 +203,7 @@ export class ReviewStore {
     return rows.map(toDecision);
   }
 
-  /** The worst cases of re-rolls asked for and not yet answered. */
+  /** The worst cases of re-rolls asked for and not sent yet (once sent, they are submitting or charged). */
   queuedRerollMax(runId: string): number {
     return this.#queuedRerollMax.get(runId) ?? 0;
   }

@@ -239,3 +239,19 @@ export function displayPath(cwd: string, path: string): string {
   const rel = relative(cwd, path);
   return rel.startsWith('..') ? path : rel || '.';
 }
+
+/** The one line for exit 4 when only people are left to act: how many results wait, and the command that decides. */
+export function reviewLine(
+  runId: string,
+  outcome: { result: { awaitingReview: number }; unfinished: number },
+  statePath: string,
+): string {
+  const state =
+    statePath === 'state/mediabatch.db'
+      ? ''
+      : statePath === 'state/sandbox.db'
+        ? ' --sandbox'
+        : ` --state ${statePath}`;
+  const waiting = outcome.unfinished > 0 ? ` (${outcome.unfinished} task(s) wait for them)` : '';
+  return `${outcome.result.awaitingReview} result(s) await review${waiting}: decide with \`mediabatch review ${runId}${state}\` (--approve, --reject or --reroll <ids>), then run the same command again, or add --wait-for-review`;
+}

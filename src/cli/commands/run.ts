@@ -33,11 +33,12 @@ import type { CliIO } from '../io.js';
 import { ProgressView } from '../progress.js';
 import { makeMeasure } from '../wiring.js';
 import { buildRunPlan, type RunPlan } from './plan.js';
-import { describeCounts, displayPath, failureLine, runPrinter } from './run-lines.js';
+import { describeCounts, displayPath, failureLine, reviewLine, runPrinter } from './run-lines.js';
 
 export interface RunFlags {
   yes?: boolean;
   allowPartial?: boolean;
+  waitForReview?: boolean;
   retryInDoubt?: boolean;
   acceptChanges?: boolean;
   concurrency?: number;
@@ -424,6 +425,7 @@ async function executeAndReport(
         ...(!a.callbacks && plan.settings.callbackUrl ? { plainCallbackUrl: plan.settings.callbackUrl } : {}),
         taskIds: plan.taskIds,
         ...(inputLinks ? { inputLinks } : {}),
+        ...(flags.waitForReview ? { waitForReview: true } : {}),
         stop: interrupts.stop,
         halt: interrupts.halt,
         onProgress: (p) => view.update(p),
@@ -448,7 +450,7 @@ async function executeAndReport(
       await printReport(a, out);
     }
     printer.closing(outcome);
-    return endWith(runId, outcome);
+    return endWith(runId, outcome, a.ctx.statePath);
   } finally {
     interrupts.dispose();
   }
@@ -462,7 +464,7 @@ async function executeAndReport(
 const REPORT_UNFINISHED_MAX_TASKS = 20_000;
 
 /** The exit of a run that went: the stop's own line, unfinished tasks, failures, or 0. */
-function endWith(runId: string, outcome: RunOutcome): number {
+function endWith(runId: string, outcome: RunOutcome, statePath: string): number {
   const { result, exitCode: code } = outcome;
   if (result.stopReason) {
     throw new ExitError(
@@ -470,6 +472,8 @@ function endWith(runId: string, outcome: RunOutcome): number {
       result.stopMessage ?? `stopped (${result.stopReason}); run the same command again to continue`,
     );
   }
+  if (code === EXIT.interrupted && result.awaitingReview > 0)
+    throw new ExitError(EXIT.interrupted, reviewLine(runId, outcome, statePath));
   if (code === EXIT.interrupted) {
     throw new ExitError(
       EXIT.interrupted,

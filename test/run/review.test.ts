@@ -1,0 +1,220 @@
+// Issue 25: choosing results. A reviewed upstream's downstream is never submitted (nor charged) before the
+// result is approved; a rejected one skips it; a re-roll is one more charge per ask, keeps the earlier
+// result, and is refused over the budget before anything is sent. Real HTTP to the sandbox, money from its
+// /_sandbox/state, a real SQLite file, the CLI in-process.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { decide, listAwaiting } from '../../src/review/index.js';
+import { openStore } from '../../src/store/index.js';
+import { makeRunEnv, type RunEnv, type TaskDecl, taskStates } from '../helpers/run-env.js';
+
+let env: RunEnv | undefined;
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+/** Balance and jobs as the sandbox serves them over HTTP. */
+async function sandboxState(
+  e: RunEnv,
+): Promise<{ balance: number; jobs: Array<{ model: string; img_uuid: string }> }> {
+  const answer = await request(`${e.sandbox.baseUrl}/_sandbox/state`);
+  return (await answer.body.json()) as { balance: number; jobs: Array<{ model: string; img_uuid: string }> };
+}
+
+/** Four variants of a still, each reviewed, and a clip of each variant. */
+const VARIANTS: TaskDecl[] = [
+  {
+    id: 'still-{{product}}-{{index}}',
+    model: 'flat-image',
+    matrix: { product: ['mug'] },
+    repeat: 4,
+    review: true,
+    input: { prompt: 'A {{product}}, variant {{index}}' },
+  },
+  {
+    id: 'clip-{{product}}-{{index}}',
+    model: 'studio-2-6',
+    matrix: { product: ['mug'] },
+    repeat: 4,
+    after: 'still-{{product}}-{{index}}',
+    input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+  },
+];
+
+const lastLine = (stderr: string) => stderr.trim().split('\n').at(-1) ?? '';
+
+describe('review', () => {
+  it('sends on only the approved variant, skips the rejected one, and charges nothing downstream before approval', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: VARIANTS, concurrency: 8 });
+    const start = (await sandboxState(env)).balance;
+
+    const first = await env.run(['run', file, '--yes']);
+    expect(first.code).toBe(4);
+    expect(lastLine(first.stderr)).toBe(
+      `mediabatch: 4 result(s) await review (4 task(s) wait for them): decide with \`mediabatch review batch --state ${env.db}\` (--approve, --reject or --reroll <ids>), then run the same command again, or add --wait-for-review`,
+    );
+    const afterStills = await sandboxState(env);
+    expect(afterStills.jobs.map((j) => j.model)).toEqual(Array(4).fill('flat-image'));
+    const stillPrice = (start - afterStills.balance) / 4;
+    expect(stillPrice).toBeGreaterThan(0);
+    expect(Object.values(taskStates(env)).filter((s) => s === 'pending')).toHaveLength(4);
+
+    const listed = await env.run(['review', 'batch', '--json']);
+    expect(listed.code).toBe(0);
+    const awaiting = JSON.parse(listed.stdout) as { run: string; awaiting: Array<Record<string, unknown>> };
+    expect(awaiting.run).toBe('batch');
+    expect(awaiting.awaiting.map((a) => [a.taskId, a.attempt, a.downstreams])).toEqual([
+      ['still-mug-1', 1, ['clip-mug-1']],
+      ['still-mug-2', 1, ['clip-mug-2']],
+      ['still-mug-3', 1, ['clip-mug-3']],
+      ['still-mug-4', 1, ['clip-mug-4']],
+    ]);
+    const seen = awaiting.awaiting.find((a) => a.taskId === 'still-mug-2')?.version as number;
+
+    // Running again before any decision sends nothing.
+    const idle = await env.run(['run', file, '--yes']);
+    expect(idle.code).toBe(4);
+    expect((await sandboxState(env)).jobs).toHaveLength(4);
+
+    const decided = await env.run([
+      'review',
+      'batch',
+      '--approve',
+      'still-mug-2',
+      '--reject',
+      'still-mug-3',
+      '--note',
+      'blurry handle',
+      '--json',
+    ]);
+    expect(decided.stderr).toBe('');
+    expect(decided.code).toBe(0);
+    const outcomes = (JSON.parse(decided.stdout) as { outcomes: Array<Record<string, unknown>> }).outcomes;
+    expect(outcomes.map((o) => [o.taskId, o.ok, o.verdict])).toEqual([
+      ['still-mug-2', true, 'approve'],
+      ['still-mug-3', true, 'reject'],
+    ]);
+
+    const second = await env.run(['run', file, '--yes']);
+    expect(second.code).toBe(4);
+    expect(lastLine(second.stderr)).toMatch(
+      /^mediabatch: 2 result\(s\) await review \(2 task\(s\) wait for them\)/,
+    );
+    const afterClip = await sandboxState(env);
+    expect(afterClip.jobs.map((j) => j.model)).toEqual([...Array(4).fill('flat-image'), 'studio-2-6']);
+    const [clipRow] = env.query<{ img_uuid: string }>(
+      "SELECT img_uuid FROM tasks WHERE task_id = 'clip-mug-2'",
+    );
+    expect(afterClip.jobs[4]?.img_uuid).toBe(clipRow?.img_uuid);
+    expect(taskStates(env)).toMatchObject({
+      'clip-mug-1': 'pending',
+      'clip-mug-2': 'done',
+      'clip-mug-3': 'skipped',
+      'clip-mug-4': 'pending',
+    });
+    const [skipped] = env.query<{ error: string }>("SELECT error FROM tasks WHERE task_id = 'clip-mug-3'");
+    expect(skipped?.error).toMatch(
+      /^waits for still-mug-3, whose result was rejected by .+ \("blurry handle"\): never submitted, nothing charged/,
+    );
+
+    // A decision taken on what a person saw before the approval is refused, with what changed.
+    const store = openStore(env.db);
+    try {
+      const [stale] = await decide(store, 'batch', ['still-mug-2'], 'reject', { expectedVersion: seen });
+      expect(stale?.ok).toBe(false);
+      expect(stale?.ok === false && stale.reason).toMatch(
+        new RegExp(
+          `^still-mug-2 changed since you looked \\(version ${seen}, now ${seen + 1}\\): approved by .+ at .+; its result \\(attempt 1\\) is approved; look again and decide anew$`,
+        ),
+      );
+      expect(listAwaiting(store, 'batch').map((a) => a.taskId)).toEqual(['still-mug-1', 'still-mug-4']);
+    } finally {
+      store.close();
+    }
+
+    await env.run(['review', 'batch', '--reject', 'still-mug-1,still-mug-4']);
+    const last = await env.run(['run', file, '--yes']);
+    expect(last.code).toBe(0);
+    expect((await sandboxState(env)).jobs).toHaveLength(5);
+  });
+
+  it('re-rolls once per ask, keeps the earlier result, and refuses a re-roll over the budget before sending', async () => {
+    env = await makeRunEnv();
+    const tasks: TaskDecl[] = [
+      { id: 'still', model: 'flat-image', review: true, input: { prompt: 'a mug' } },
+    ];
+    const start = (await sandboxState(env)).balance;
+    const file = await env.manifest({ tasks, budget: 100 });
+    expect((await env.run(['run', file, '--yes'])).code).toBe(4);
+    const price = Math.round((start - (await sandboxState(env)).balance) * 1e6) / 1e6;
+    const runDir = join(env.dir, 'out', 'batch');
+    const firstFiles = await env.files('out/batch/still');
+
+    const asked = await env.run(['review', 'batch', '--reroll', 'still', '--yes', '--note', 'too dark']);
+    expect(asked.stderr).toBe('');
+    expect(asked.stdout).toBe('re-rolled still\n');
+    // Recorded, not sent: the next run sends it.
+    expect((await sandboxState(env)).jobs).toHaveLength(1);
+    expect(await env.files('out/batch/still')).toEqual(firstFiles.map((f) => `attempt-1/${f}`));
+
+    expect((await env.run(['run', file, '--yes'])).code).toBe(4);
+    const after = await sandboxState(env);
+    expect(after.jobs).toHaveLength(2);
+    expect(start - after.balance).toBeCloseTo(2 * price, 9);
+    expect(existsSync(join(runDir, 'still', 'attempt-1', '1.png'))).toBe(true);
+    expect(existsSync(join(runDir, 'still', '1.png'))).toBe(true);
+    expect(env.query('SELECT kind, reroll FROM ledger ORDER BY id')).toEqual([
+      { kind: 'charge', reroll: 0 },
+      { kind: 'charge', reroll: 1 },
+    ]);
+    // Running again charges nothing more: one charge per ask.
+    expect((await env.run(['run', file, '--yes'])).code).toBe(4);
+    expect((await sandboxState(env)).jobs).toHaveLength(2);
+
+    // Nobody at a terminal, no --yes: not asked, nothing re-rolled.
+    const unasked = await env.run(['review', 'batch', '--reroll', 'still']);
+    expect(unasked.code).toBe(3);
+    // Over the budget: refused before anything is recorded or sent.
+    const tight = await env.manifest({ tasks, budget: 2 * price + price / 2 });
+    expect(tight).toBe(file);
+    const store = openStore(env.db);
+    store.updateRunSettings('batch', {
+      ...(store.getRun('batch')?.settings as object),
+      budget: 2 * price + price / 2,
+    });
+    store.close();
+    const over = await env.run(['review', 'batch', '--reroll', 'still', '--yes']);
+    expect(over.code).toBe(3);
+    expect(lastLine(over.stderr)).toBe(
+      `mediabatch: re-rolling 1 task(s) may cost up to ${price} tokens and the budget leaves ${price / 2} of ${2 * price + price / 2}: nothing was sent; raise budget in the manifest to re-roll`,
+    );
+    expect(env.query('SELECT verdict FROM decisions ORDER BY id')).toEqual([{ verdict: 'reroll' }]);
+    expect((await sandboxState(env)).jobs).toHaveLength(2);
+  });
+
+  it('a running run --wait-for-review picks up approvals without restarting', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: VARIANTS, concurrency: 8 });
+    const running = env.run(['run', file, '--yes', '--wait-for-review']);
+    for (let i = 0; i < 400; i++) {
+      const rows = env.query<{ n: number }>(
+        "SELECT count(*) AS n FROM tasks WHERE review = 1 AND state = 'done' AND verdict IS NULL",
+      );
+      if (rows[0]?.n === 4) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect((await sandboxState(env)).jobs).toHaveLength(4);
+    expect((await env.run(['review', 'batch', '--approve', 'still-mug-1'])).code).toBe(0);
+    expect((await env.run(['review', 'batch', '--reject', 'still-mug-[234]'])).code).toBe(0);
+    const done = await running;
+    expect(done.stderr).toBe('');
+    expect(done.code).toBe(0);
+    const jobs = (await sandboxState(env)).jobs;
+    expect(jobs.map((j) => j.model)).toEqual([...Array(4).fill('flat-image'), 'studio-2-6']);
+    expect(taskStates(env)['clip-mug-1']).toBe('done');
+  });
+});
