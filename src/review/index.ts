@@ -6,7 +6,7 @@ import { userInfo } from 'node:os';
 import picomatch from 'picomatch';
 import { isBucketLocation, runLocation } from '../run/output.js';
 import type { DecideOutcome, RunRecord, Store, TaskRecord, Verdict } from '../store/index.js';
-import { fromMicro, toMicro } from '../util/money.js';
+import { fromMicro, roundTokens, toMicro } from '../util/money.js';
 import { keepEarlierResult, putBack } from './files.js';
 
 export type { DecideOutcome, Verdict } from '../store/index.js';
@@ -210,4 +210,66 @@ function localUser(): string {
     // A user without a passwd entry (some containers): the id is still someone.
     return `uid ${process.getuid?.() ?? 'unknown'}`;
   }
+}
+
+export interface ReviewSummary {
+  reviewed: number;
+  awaiting: number;
+  approved: number;
+  rejected: number;
+  /** Re-rolls asked for (decisions), and what their jobs cost: a re-roll is a second ask, shown apart. */
+  rerolls: { asked: number; jobs: number; charged: number; refunded: number; net: number };
+}
+
+/** Undefined for a run without `review: true` tasks. */
+export function reviewSummary(store: Store, runId: string): ReviewSummary | undefined {
+  if (!store.hasReviewed(runId)) return undefined;
+  const counts = store.reviewCounts(runId);
+  const spend = store.rerollSpend(runId);
+  const asked = store.decisionsOf(runId).filter((d) => d.verdict === 'reroll').length;
+  const net = fromMicro(toMicro(spend.charged) - toMicro(spend.refunded));
+  return { ...counts, rerolls: { asked, ...spend, net } };
+}
+
+export interface TaskReviewFacts {
+  status: 'waiting' | 'awaiting' | 'approved' | 'rejected';
+  attempt: number;
+  version: number;
+  decisions: Array<{ verdict: Verdict; attempt: number; note: string | null; by: string; at: string }>;
+}
+
+/** Per reviewed task, where its result stands and every decision on it (reports and gallery). */
+export function reviewFacts(store: Store, runId: string): Map<string, TaskReviewFacts> {
+  const facts = new Map<string, TaskReviewFacts>();
+  if (!store.hasReviewed(runId)) return facts;
+  for (const t of store.reviewedTasks(runId)) {
+    const status = t.verdict ?? (t.state === 'done' ? ('awaiting' as const) : ('waiting' as const));
+    facts.set(t.taskId, { status, attempt: t.attempt, version: t.version, decisions: [] });
+  }
+  for (const d of store.decisionsOf(runId)) {
+    facts.get(d.taskId)?.decisions.push({
+      verdict: d.verdict,
+      attempt: d.attempt,
+      note: d.note,
+      by: d.decidedBy,
+      at: d.decidedAt.toISOString(),
+    });
+  }
+  return facts;
+}
+
+/** The run's review figures as report.json's `review` (undefined without reviewed tasks). */
+export function reportReview(store: Store, runId: string): ReviewSummary | undefined {
+  const summary = reviewSummary(store, runId);
+  if (summary === undefined) return undefined;
+  const r = summary.rerolls;
+  return {
+    ...summary,
+    rerolls: {
+      ...r,
+      charged: roundTokens(r.charged),
+      refunded: roundTokens(r.refunded),
+      net: roundTokens(r.net),
+    },
+  };
 }

@@ -46,6 +46,7 @@ export {
   type DecideOutcome,
   type DecideRequest,
   type DecisionRecord,
+  type ReviewCounts,
   VERDICTS,
   type Verdict,
 } from './reviews.js';
@@ -130,6 +131,8 @@ export class Store {
   readonly decisionsOf: ReviewStore['decisionsOf'];
   readonly queuedRerollMax: ReviewStore['queuedRerollMax'];
   readonly decide: ReviewStore['decide'];
+  readonly reviewCounts: ReviewStore['reviewCounts'];
+  readonly rerollSpend: ReviewStore['rerollSpend'];
 
   // Submissions
   readonly recordSubmitIntent: SubmissionStore['recordSubmitIntent'];
@@ -225,6 +228,8 @@ export class Store {
     this.decisionsOf = reviews.decisionsOf.bind(reviews);
     this.queuedRerollMax = reviews.queuedRerollMax.bind(reviews);
     this.decide = reviews.decide.bind(reviews);
+    this.reviewCounts = reviews.reviewCounts.bind(reviews);
+    this.rerollSpend = reviews.rerollSpend.bind(reviews);
 
     const tasks = new TaskStore(db, now, chains);
     this.upsertTasks = tasks.upsertTasks.bind(tasks);

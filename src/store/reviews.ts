@@ -77,6 +77,14 @@ interface FileRow {
 
 type Key = { runId: string; taskId: string };
 
+export interface ReviewCounts {
+  reviewed: number;
+  /** Done, nothing decided on the current result yet. */
+  awaiting: number;
+  approved: number;
+  rejected: number;
+}
+
 export class ReviewStore {
   readonly #now: Clock;
   readonly #chains: ChainStore;
@@ -96,6 +104,8 @@ export class ReviewStore {
   readonly #deleteFiles;
   readonly #unskip;
   readonly #queuedRerollMax;
+  readonly #reviewCounts;
+  readonly #rerollSpend;
   readonly #decide;
 
   constructor(db: Db, now: Clock, chains: ChainStore) {
@@ -169,6 +179,20 @@ export class ReviewStore {
          WHERE run_id = ? AND attempt > 1 AND state = 'pending'`,
       )
       .pluck();
+    this.#reviewCounts = db.prepare<[string], ReviewCounts>(
+      `SELECT count(*) AS reviewed,
+         coalesce(sum(state = 'done' AND verdict IS NULL), 0) AS awaiting,
+         coalesce(sum(verdict = 'approved'), 0) AS approved,
+         coalesce(sum(verdict = 'rejected'), 0) AS rejected
+       FROM tasks WHERE run_id = ? AND review = 1`,
+    );
+    // A re-roll's job is charged once and may be refunded (it failed): both sides, by its img_uuid.
+    this.#rerollSpend = db.prepare<[string], { charged: number; refunded: number; jobs: number }>(
+      `SELECT coalesce(sum(c.tokens), 0) AS charged, count(*) AS jobs,
+         coalesce((SELECT sum(r.tokens) FROM ledger r WHERE r.kind = 'refund'
+           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = c.run_id AND kind = 'charge' AND reroll = 1)), 0) AS refunded
+       FROM ledger c WHERE c.run_id = ? AND c.kind = 'charge' AND c.reroll = 1`,
+    );
     this.#decide = db.transaction((runId: string, taskId: string, req: DecideRequest) =>
       this.#decideInTransaction(runId, taskId, req),
     );
@@ -206,6 +230,16 @@ export class ReviewStore {
   /** The worst cases of re-rolls asked for and not sent yet (once sent, they are submitting or charged). */
   queuedRerollMax(runId: string): number {
     return this.#queuedRerollMax.get(runId) ?? 0;
+  }
+
+  /** Reviewed tasks of the run by their review status. */
+  reviewCounts(runId: string): ReviewCounts {
+    return this.#reviewCounts.get(runId) ?? { reviewed: 0, awaiting: 0, approved: 0, rejected: 0 };
+  }
+
+  /** What re-rolls cost: their jobs' charges and refunds (a re-roll is a second ask, shown apart). */
+  rerollSpend(runId: string): { charged: number; refunded: number; jobs: number } {
+    return this.#rerollSpend.get(runId) ?? { charged: 0, refunded: 0, jobs: 0 };
   }
 
   /** One decision on one task, in one transaction; refused (with why) rather than thrown. */

@@ -4,6 +4,7 @@
 import { existsSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
 import { plural } from '../../report/format.js';
+import { type ReviewSummary, reviewSummary } from '../../review/index.js';
 import { shownRunState } from '../../run/lease.js';
 import { isBucketLocation, runLocation } from '../../run/output.js';
 import { scheduledManifests } from '../../schedule/status.js';
@@ -56,6 +57,16 @@ const LABEL: Record<TaskState, string> = {
   lost: 'lost (paid, result gone)',
   skipped: 'skipped (upstream rejected)',
 };
+
+/** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart. */
+function reviewStatusLine(runId: string, r: ReviewSummary): string {
+  const rerolls =
+    r.rerolls.asked > 0
+      ? `; ${r.rerolls.asked} re-roll(s) asked, ${fmtTokens(roundTokens(r.rerolls.net))} tokens net`
+      : '';
+  const next = r.awaiting > 0 ? `; \`mediabatch review ${runId}\` lists them` : '';
+  return `Review: ${r.reviewed} reviewed: ${r.awaiting} awaiting a decision, ${r.approved} approved, ${r.rejected} rejected${rerolls}${next}`;
+}
 
 /** Opens the state database if it exists; undefined when there is none yet (nothing is created). */
 export function openExistingStore(ctx: ReadContext): Store | undefined {
@@ -199,6 +210,7 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
   const paidTokens = NOT_ON_DISK.reduce((n, s) => n + paid[s].tokens, 0);
   const folder = runFolder(run, io.cwd);
   const chains = chainsOf(store, run.id);
+  const review = reviewSummary(store, run.id);
   if (opts.json) {
     io.stdout.write(
       `${JSON.stringify(
@@ -223,6 +235,7 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
           })),
           chains: chains.list,
           ...(chains.more > 0 ? { chains_not_listed: chains.more } : {}),
+          ...(review ? { review } : {}),
         },
         null,
         2,
@@ -241,6 +254,7 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
     `  Tokens: estimated ${fmtTokens(roundTokens(estimated))}, charged ${fmtTokens(roundTokens(spent.charged))}, refunded ${fmtTokens(roundTokens(spent.refunded))}, net ${fmtTokens(roundTokens(spent.net))} (${fmtTokensAsUsd(spent.net)})`,
   );
   out(`  Files: ${displayPath(io.cwd, folder)}`);
+  if (review) out(`  ${reviewStatusLine(run.id, review)}`);
   const manifest = displayPath(io.cwd, run.manifestPath);
   if (paidTasks > 0) {
     out();
