@@ -2,7 +2,7 @@
 // result is approved; a rejected one skips it; a re-roll is one more charge per ask, keeps the earlier
 // result, and is refused over the budget before anything is sent. Real HTTP to the sandbox, money from its
 // /_sandbox/state, a real SQLite file, the CLI in-process.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -140,6 +140,40 @@ describe('review', () => {
     const last = await env.run(['run', file, '--yes']);
     expect(last.code).toBe(0);
     expect((await sandboxState(env)).jobs).toHaveLength(5);
+
+    // The report, the CSV, the gallery and status carry the decisions.
+    const runDir = join(env.dir, 'out', 'batch');
+    const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+      review: Record<string, unknown>;
+      tasks: Array<{
+        id: string;
+        status: string;
+        review?: { status: string; decisions: Array<Record<string, unknown>> };
+      }>;
+    };
+    expect(report.review).toMatchObject({ reviewed: 4, awaiting: 0, approved: 1, rejected: 3 });
+    const byId = new Map(report.tasks.map((t) => [t.id, t]));
+    expect(byId.get('still-mug-2')?.review?.status).toBe('approved');
+    expect(byId.get('still-mug-3')?.review?.decisions).toEqual([
+      expect.objectContaining({ verdict: 'reject', attempt: 1, note: 'blurry handle' }),
+    ]);
+    expect(byId.get('clip-mug-3')?.status).toBe('skipped');
+    expect(byId.get('clip-mug-3')?.review).toBeUndefined();
+    const csv = readFileSync(join(runDir, 'report.csv'), 'utf8').split('\r\n');
+    expect(csv[0]).toMatch(/,review,attempt$/);
+    expect(csv.find((l) => l.startsWith('still-mug-2,'))).toMatch(/,approved,1$/);
+    expect(csv.find((l) => l.startsWith('clip-mug-2,'))).toMatch(/,,$/);
+    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain(
+      '- 4 reviewed task(s): 0 awaiting a decision, 1 approved, 3 rejected.',
+    );
+    const gallery = readFileSync(join(runDir, 'index.html'), 'utf8');
+    expect(gallery).toContain('"rv":{"s":"approved","a":1');
+    expect(gallery).toContain('"note":"blurry handle"');
+    const status = await env.run(['status', 'batch', '--json']);
+    expect(JSON.parse(status.stdout).review).toMatchObject({ reviewed: 4, approved: 1, rejected: 3 });
+    expect((await env.run(['status', 'batch'])).stdout).toContain(
+      'Review: 4 reviewed: 0 awaiting a decision, 1 approved, 3 rejected',
+    );
   });
 
   it('re-rolls once per ask, keeps the earlier result, and refuses a re-roll over the budget before sending', async () => {
@@ -171,6 +205,12 @@ describe('review', () => {
       { kind: 'charge', reroll: 0 },
       { kind: 'charge', reroll: 1 },
     ]);
+    const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+      review: { rerolls: Record<string, number> };
+      totals: { charged: { tokens: number } };
+    };
+    expect(report.review.rerolls).toEqual({ asked: 1, jobs: 1, charged: price, refunded: 0, net: price });
+    expect(report.totals.charged.tokens).toBeCloseTo(2 * price, 9);
     // Running again charges nothing more: one charge per ask.
     expect((await env.run(['run', file, '--yes'])).code).toBe(4);
     expect((await sandboxState(env)).jobs).toHaveLength(2);
