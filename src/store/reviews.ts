@@ -108,6 +108,7 @@ export class ReviewStore {
   readonly #rerollSpend;
   readonly #decide;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock, chains: ChainStore) {
     this.#now = now;
     this.#chains = chains;

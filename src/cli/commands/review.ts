@@ -12,7 +12,8 @@ import {
 } from '../../review/index.js';
 import type { Store } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
-import { displayPath, openExistingStore, type ReadContext, unknownRunError } from './status.js';
+import { displayPath } from '../format.js';
+import { openExistingStore, type ReadContext, unknownRunError } from '../read.js';
 
 export interface ReviewFlags {
   approve?: string;
