@@ -52,6 +52,22 @@ describe('review', () => {
     const file = await env.manifest({ tasks: VARIANTS, concurrency: 8 });
     const start = (await sandboxState(env)).balance;
 
+    // The plan prices every clip as if its still were approved, and says so.
+    const plan = await env.run(['plan', file]);
+    expect(plan.code).toBe(0);
+    expect(plan.stdout).toMatch(
+      /^Review: 4 results must be approved with `mediabatch review` before anything downstream is submitted\. 4 tasks wait for a reviewed result: priced as if every one is approved \(the worst case, up to [\d.,]+ tokens\); a rejected result's downstreams are skipped and cost nothing\.$/m,
+    );
+    const planned = JSON.parse((await env.run(['plan', file, '--json'])).stdout) as {
+      tasks: Array<{ id: string; review?: boolean }>;
+    };
+    expect(planned.tasks.filter((t) => t.review).map((t) => t.id)).toEqual([
+      'still-mug-1',
+      'still-mug-2',
+      'still-mug-3',
+      'still-mug-4',
+    ]);
+
     const first = await env.run(['run', file, '--yes']);
     expect(first.code).toBe(4);
     expect(lastLine(first.stderr)).toBe(
