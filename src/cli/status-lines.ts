@@ -152,7 +152,7 @@ function chainTable({ run, chains }: RunStatus): string[][] {
         c.after
           .map(
             (u) =>
-              `${u.name === '' ? '' : `${u.name}: `}${u.task} (${u.state === null ? 'not in the run' : LABEL[u.state]})`,
+              `${u.name === '' ? '' : `${u.name}: `}${u.task} (${u.state === null ? 'not in the run' : LABEL[u.state]}${u.review ? `, ${u.review}` : ''})`,
           )
           .join(', '),
       ]),

@@ -47,6 +47,8 @@ export interface QuotaFigures {
 
 export interface PreflightReport {
   counts: Record<TaskState, number>;
+  /** Of the tasks to submit, those that wait for a reviewed result: priced as if it were approved (issue 25). */
+  waitingOnReview: number;
   /** Nothing is pending or being watched: the run has nothing left to do. */
   complete: boolean;
   /** What this session would submit (narrowed by `only` and `limit`), per model. */
@@ -112,7 +114,17 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     max: roundTokens(pending.reduce((n, m) => n + m.max, 0)),
   };
   const chargedSoFar = store.runSpent(runId).net;
-  const base = { counts, pending, pendingCount, toWatch, remaining, budget: o.budget, chargedSoFar };
+  const waitingOnReview = store.waitingOnReview(runId);
+  const base = {
+    counts,
+    waitingOnReview,
+    pending,
+    pendingCount,
+    toWatch,
+    remaining,
+    budget: o.budget,
+    chargedSoFar,
+  };
   // A result awaiting review keeps the run open: a re-roll or an approval may still send something.
   if (counts.pending === 0 && toWatch === 0 && store.countAwaitingReview(runId) === 0) {
     const decision = decidePreflight({

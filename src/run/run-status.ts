@@ -28,7 +28,7 @@ export const STATUS_PROBLEM_LIMIT = 50;
 export interface ChainLine {
   task: string;
   state: TaskState;
-  after: Array<{ name: string; task: string; state: TaskState | null }>;
+  after: Array<{ name: string; task: string; state: TaskState | null; review?: string }>;
 }
 
 /** The run's chained tasks with their upstreams and states, the first STATUS_PROBLEM_LIMIT of them. */
@@ -42,14 +42,23 @@ function chainsOf(store: Store, runId: string): { list: ChainLine[]; more: numbe
     list.push({
       task: taskId,
       state: task.state,
-      after: ups.map((u) => ({
-        name: u.name,
-        task: u.upstreamId,
-        state: store.getTask(runId, u.upstreamId)?.state ?? null,
-      })),
+      after: ups.map((u) => upstreamLine(store, runId, u.name, u.upstreamId)),
     });
   }
   return { list, more: Math.max(0, links.size - list.length) };
+}
+
+/** An upstream as the chain table shows it: its state, and for a reviewed one where its result stands. */
+function upstreamLine(
+  store: Store,
+  runId: string,
+  name: string,
+  upstreamId: string,
+): ChainLine['after'][number] {
+  const up = store.getTask(runId, upstreamId);
+  const line = { name, task: upstreamId, state: up?.state ?? null };
+  if (up === undefined || !up.review) return line;
+  return { ...line, review: up.verdict ?? (up.state === 'done' ? 'awaiting review' : 'review pending') };
 }
 
 export interface RunStatus {

@@ -132,6 +132,7 @@ export class Store {
   readonly queuedRerollMax: ReviewStore['queuedRerollMax'];
   readonly decide: ReviewStore['decide'];
   readonly reviewCounts: ReviewStore['reviewCounts'];
+  readonly waitingOnReview: ReviewStore['waitingOnReview'];
   readonly rerollSpend: ReviewStore['rerollSpend'];
 
   // Submissions
@@ -229,6 +230,7 @@ export class Store {
     this.queuedRerollMax = reviews.queuedRerollMax.bind(reviews);
     this.decide = reviews.decide.bind(reviews);
     this.reviewCounts = reviews.reviewCounts.bind(reviews);
+    this.waitingOnReview = reviews.waitingOnReview.bind(reviews);
     this.rerollSpend = reviews.rerollSpend.bind(reviews);
 
     const tasks = new TaskStore(db, now, chains);

@@ -105,6 +105,7 @@ export class ReviewStore {
   readonly #unskip;
   readonly #queuedRerollMax;
   readonly #reviewCounts;
+  readonly #waitingOnReview;
   readonly #rerollSpend;
   readonly #decide;
 
@@ -180,6 +181,14 @@ export class ReviewStore {
          WHERE run_id = ? AND attempt > 1 AND state = 'pending'`,
       )
       .pluck();
+    this.#waitingOnReview = db
+      .prepare<[string], number>(
+        `SELECT count(DISTINCT t.task_id) FROM tasks up
+         JOIN task_upstreams u ON u.run_id = up.run_id AND u.upstream_id = up.task_id
+         JOIN tasks t ON t.run_id = u.run_id AND t.task_id = u.task_id
+         WHERE up.run_id = ? AND up.review = 1 AND up.verdict IS NOT 'approved' AND t.state = 'pending'`,
+      )
+      .pluck();
     this.#reviewCounts = db.prepare<[string], ReviewCounts>(
       `SELECT count(*) AS reviewed,
          coalesce(sum(state = 'done' AND verdict IS NULL), 0) AS awaiting,
@@ -236,6 +245,11 @@ export class ReviewStore {
   /** Reviewed tasks of the run by their review status. */
   reviewCounts(runId: string): ReviewCounts {
     return this.#reviewCounts.get(runId) ?? { reviewed: 0, awaiting: 0, approved: 0, rejected: 0 };
+  }
+
+  /** Pending tasks that wait for a reviewed result nobody approved yet (submitted only once it is). */
+  waitingOnReview(runId: string): number {
+    return this.#waitingOnReview.get(runId) ?? 0;
   }
 
   /** What re-rolls cost: their jobs' charges and refunds (a re-roll is a second ask, shown apart). */

@@ -111,6 +111,10 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       out(
         `  To submit: ${r.pendingCount} task(s), ${fmtRange(tokens, min, max)} tokens (up to ${fmtTokensAsUsd(max)})`,
       );
+      if (r.waitingOnReview > 0)
+        out(
+          `  Of these, ${r.waitingOnReview} wait for a reviewed result: priced as if approved (the worst case); a rejected one's are skipped, nothing charged`,
+        );
       if (r.toWatch > 0) out(`  Already submitted and still watched: ${r.toWatch}`);
       const left = r.decision.leftAfter;
       out(
