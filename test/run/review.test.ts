@@ -234,6 +234,19 @@ describe('review', () => {
     // Nobody at a terminal, no --yes: not asked, nothing re-rolled.
     const unasked = await env.run(['review', 'batch', '--reroll', 'still']);
     expect(unasked.code).toBe(3);
+    // At a terminal: asked with the price and what the budget leaves; no is no.
+    let question = '';
+    const declined = await env.run(['review', 'batch', '--reroll', 'still'], {
+      ask: async (q) => {
+        question = q;
+        return false;
+      },
+    });
+    expect(declined.code).toBe(3);
+    expect(question).toBe(
+      `Re-roll 1 task(s) for up to ${price} tokens (the budget leaves ${100 - 2 * price} of 100)? [y/N] `,
+    );
+    expect(lastLine(declined.stderr)).toBe('mediabatch: not confirmed; nothing was re-rolled');
     // Over the budget: refused before anything is recorded or sent.
     const tight = await env.manifest({ tasks, budget: 2 * price + price / 2 });
     expect(tight).toBe(file);
