@@ -223,7 +223,9 @@ export class ChainStore {
     runId: string,
     spare: (upstreamId: string) => boolean = () => false,
   ): Array<{ taskId: string; reason: string }> {
-    const blocked: Array<{ taskId: string; reason: string }> = this.skipDownstreams(runId);
+    // Downstreams of rejected results are skipped first (the user's own decision: not news to report).
+    this.skipDownstreams(runId);
+    const blocked: Array<{ taskId: string; reason: string }> = [];
     const now = toIso(this.#now());
     for (;;) {
       let changed = false;
