@@ -3,11 +3,16 @@
 // result, and is refused over the budget before anything is sent. Real HTTP to the sandbox, money from its
 // /_sandbox/state, a real SQLite file, the CLI in-process.
 import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium } from 'playwright-core';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decide, listAwaiting } from '../../src/review/index.js';
 import { openStore } from '../../src/store/index.js';
+import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
 import { makeRunEnv, type RunEnv, type TaskDecl, taskStates } from '../helpers/run-env.js';
 
 let env: RunEnv | undefined;
@@ -285,5 +290,42 @@ describe('review', () => {
     const jobs = (await sandboxState(env)).jobs;
     expect(jobs.map((j) => j.model)).toEqual([...Array(4).fill('flat-image'), 'studio-2-6']);
     expect(taskStates(env)['clip-mug-1']).toBe('done');
+  });
+});
+
+requireBrowser();
+
+describe.skipIf(SKIP_BROWSER)(`the gallery's review badges and filter in ${CHROMIUM}`, () => {
+  it('badges each reviewed card with its decision and filters the ones awaiting review', async () => {
+    env = await makeRunEnv();
+    const file = await env.manifest({ tasks: VARIANTS, concurrency: 8 });
+    expect((await env.run(['run', file, '--yes'])).code).toBe(4);
+    await env.run(['review', 'batch', '--approve', 'still-mug-2']);
+    await env.run(['review', 'batch', '--reject', 'still-mug-3', '--note', 'blurry handle']);
+    expect((await env.run(['report', 'batch'])).code).toBe(0);
+    const profile = await mkdtemp(join(tmpdir(), 'mediabatch-chromium-'));
+    const browser = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    });
+    try {
+      const page = await browser.newPage();
+      await page.goto(pathToFileURL(join(env.dir, 'out', 'batch', 'index.html')).href);
+      await page.waitForSelector('#grid .card');
+      const badge = (id: string) => page.locator(`.card[data-id="${id}"] .badge.rv`);
+      expect(await badge('still-mug-1').innerText()).toBe('awaiting review');
+      expect(await badge('still-mug-2').innerText()).toBe('approved');
+      expect(await badge('still-mug-3').innerText()).toBe('rejected');
+      expect(await badge('still-mug-3').getAttribute('title')).toMatch(/^by .+: blurry handle$/);
+      expect(await badge('clip-mug-1').count()).toBe(0);
+      await page.locator('#f-status .chip[data-status="rv:awaiting"]').click();
+      const shown = await page
+        .locator('#grid .card')
+        .evaluateAll((cards) => cards.map((c) => c.getAttribute('data-id')));
+      expect(shown).toEqual(['still-mug-1', 'still-mug-4']);
+    } finally {
+      await browser.close();
+      await rm(profile, { recursive: true, force: true });
+    }
   });
 });
