@@ -270,25 +270,52 @@ describe('review', () => {
     expect((await sandboxState(env)).jobs).toHaveLength(2);
   });
 
-  it('a running run --wait-for-review picks up approvals without restarting', async () => {
+  it('a running run --wait-for-review picks up a re-roll and approvals without restarting', async () => {
     env = await makeRunEnv();
+    const e = env;
     const file = await env.manifest({ tasks: VARIANTS, concurrency: 8 });
     const running = env.run(['run', file, '--yes', '--wait-for-review']);
-    for (let i = 0; i < 400; i++) {
-      const rows = env.query<{ n: number }>(
-        "SELECT count(*) AS n FROM tasks WHERE review = 1 AND state = 'done' AND verdict IS NULL",
-      );
-      if (rows[0]?.n === 4) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const awaitingIs = async (n: number, attempt: number) => {
+      for (let i = 0; i < 400; i++) {
+        const rows = e.query<{ n: number }>(
+          "SELECT count(*) AS n FROM tasks WHERE review = 1 AND state = 'done' AND verdict IS NULL AND attempt <= ?",
+          attempt,
+        );
+        const more = e.query<{ n: number }>(
+          "SELECT count(*) AS n FROM tasks WHERE attempt = ? AND state = 'done'",
+          attempt,
+        );
+        if (rows[0]?.n === n && (more[0]?.n ?? 0) >= (attempt > 1 ? 1 : 0)) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`never ${n} awaiting review`);
+    };
+    await awaitingIs(4, 1);
     expect((await sandboxState(env)).jobs).toHaveLength(4);
+    // A re-roll asked while the run waits is sent by that run, once; its new result awaits review.
+    expect((await env.run(['review', 'batch', '--reroll', 'still-mug-1', '--yes'])).code).toBe(0);
+    await awaitingIs(4, 2);
+    const rerolled = await sandboxState(env);
+    expect(rerolled.jobs.map((j) => j.model)).toEqual(Array(5).fill('flat-image'));
     expect((await env.run(['review', 'batch', '--approve', 'still-mug-1'])).code).toBe(0);
     expect((await env.run(['review', 'batch', '--reject', 'still-mug-[234]'])).code).toBe(0);
     const done = await running;
     expect(done.stderr).toBe('');
     expect(done.code).toBe(0);
     const jobs = (await sandboxState(env)).jobs;
-    expect(jobs.map((j) => j.model)).toEqual([...Array(4).fill('flat-image'), 'studio-2-6']);
+    expect(jobs.map((j) => j.model)).toEqual([...Array(5).fill('flat-image'), 'studio-2-6']);
+    // The clip took the re-rolled still (attempt 2), not the first one.
+    const [still] = env.query<{ img_uuid: string }>(
+      "SELECT img_uuid FROM tasks WHERE task_id = 'still-mug-1'",
+    );
+    expect(still?.img_uuid).toBe(jobs[4]?.img_uuid);
+    const [clip] = env.query<{ body: string }>("SELECT body FROM tasks WHERE task_id = 'clip-mug-1'");
+    const sheet = JSON.parse(
+      readFileSync(join(env.dir, 'out', 'batch', 'still-mug-1', 'job.json'), 'utf8'),
+    ) as { job: { json: Array<{ value: string }> } };
+    const link = (url: unknown) => String(url).split('?')[0];
+    expect(link(JSON.parse(clip?.body ?? '{}').image_url)).toBe(link(sheet.job.json[0]?.value));
+    expect(existsSync(join(env.dir, 'out', 'batch', 'still-mug-1', 'attempt-1', 'job.json'))).toBe(true);
     expect(taskStates(env)['clip-mug-1']).toBe('done');
   });
 });
