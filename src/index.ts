@@ -9,10 +9,11 @@ import { type PlanInputs, planForRun, planOptionsOf } from './plan/for-run.js';
 import { REPORT_FILES } from './report/index.js';
 import type { Report } from './report/schema.js';
 import type { RunEvent } from './run/events.js';
+import { sandboxOutput } from './run/output.js';
 import type { RunProgress } from './run/runner.js';
 import { scaledRunPolicy } from './run/settings.js';
 import { runUnattended, type UnattendedOutcome } from './run/unattended.js';
-import type { StorageConfig } from './storage/index.js';
+import type { Storage, StorageConfig } from './storage/index.js';
 import { keyFingerprint, openStore } from './store/index.js';
 import { createLogger, type Logger } from './util/log.js';
 import { registerSecret } from './util/secrets.js';
@@ -103,8 +104,11 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
   const { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } = await import('./sandbox/embedded.js');
   const { sandboxVars } = await import('./sandbox/media.js');
   const { EMBEDDED_SANDBOX } = await import('./run/session.js');
+  const { embeddedInputStorage } = await import('./sandbox/uploads.js');
   const speed = typeof o.sandbox === 'object' ? (o.sandbox.speed ?? 0.1) : 0.1;
   const sandbox = await startEmbeddedSandbox(speed);
+  // Without a bucket the sandbox keeps local inputs itself, as with `run --sandbox`.
+  const inputs = o.storage ? undefined : embeddedInputStorage(sandbox.baseUrl);
   try {
     return await runAgainst(
       manifest,
@@ -114,22 +118,31 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
         timeScale: o.timeScale ?? 0.1,
         vars: { ...o.vars, ...sandboxVars(sandbox.baseUrl) },
       },
-      { baseUrl: sandbox.baseUrl, apiKey: EMBEDDED_SANDBOX_KEY, boundTo: EMBEDDED_SANDBOX },
+      {
+        baseUrl: sandbox.baseUrl,
+        apiKey: EMBEDDED_SANDBOX_KEY,
+        boundTo: EMBEDDED_SANDBOX,
+        ...(inputs ? { inputs } : {}),
+      },
     );
   } finally {
     await sandbox.close();
   }
 }
 
-/** The run against one API; `boundTo` names the API the run belongs to when it is not the base URL. */
+/**
+ * The run against one API; `boundTo` names the API the run belongs to when it is not the base URL. `inputs`:
+ * the embedded sandbox keeps the local inputs (no bucket), and `output: storage` goes to out/ (sandboxOutput).
+ */
 async function runAgainst(
   manifest: string,
   o: RunManifestOptions,
-  api: { baseUrl: string; apiKey: string; boundTo?: string },
+  api: { baseUrl: string; apiKey: string; boundTo?: string; inputs?: Storage },
 ): Promise<UnattendedOutcome> {
   const cwd = o.cwd ?? process.cwd();
   registerSecret(api.apiKey);
   const planned = await planForRun(manifest, planInputs({ ...o, cwd }));
+  if (api.inputs) planned.settings.output = sandboxOutput(planned.settings.output, o.storage, cwd).output;
   const stateFile = resolve(cwd, o.stateFile ?? 'state/mediabatch.db');
   const store = openStore(stateFile);
   const client = createApiClient({ baseUrl: api.baseUrl, apiKey: api.apiKey });
@@ -150,6 +163,7 @@ async function runAgainst(
       ...(o.concurrency !== undefined ? { concurrency: o.concurrency } : {}),
       ...(o.retries !== undefined ? { retries: o.retries } : {}),
       ...(o.storage ? { storage: o.storage } : {}),
+      ...(api.inputs ? { inputStorage: api.inputs } : {}),
       allowPartial: o.allowPartial ?? false,
       policy: scaledRunPolicy(o.timeScale ?? 1),
       ...(o.signal ? { signal: o.signal } : {}),

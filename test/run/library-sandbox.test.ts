@@ -59,4 +59,23 @@ describe('run() with sandbox', () => {
       if (saved.key !== undefined) process.env['MEDIABATCH_API_KEY'] = saved.key;
     }
   });
+
+  it('runs local file: inputs with no bucket: the sandbox keeps them, and output: storage goes to out/', async () => {
+    const local = await mkdtemp(join(tmpdir(), 'mb-lib-local-'));
+    try {
+      await cp('manifests/local-inputs.yaml', join(local, 'local-inputs.yaml'));
+      await cp('manifests/local', join(local, 'local'), { recursive: true });
+      const outcome = await run('local-inputs.yaml', { cwd: local, sandbox: { speed: 0 }, timeScale: 0.01 });
+      expect({ kind: outcome.kind, exitCode: outcome.exitCode }).toEqual({ kind: 'ran', exitCode: 0 });
+      const report = await readReport(join(local, 'out', 'local-inputs'));
+      expect(report.tasks.map((t) => [t.id, t.status]).sort()).toEqual([
+        ['jingle-narrator', 'done'],
+        ['mascot-dance', 'done'],
+        ['swap-ana', 'done'],
+        ['swap-ben', 'done'],
+      ]);
+    } finally {
+      await rm(local, { recursive: true, force: true });
+    }
+  });
 });

@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
 import { planForRun } from '../../plan/for-run.js';
-import { OutputError, resolveOutput } from '../../run/output.js';
+import { OutputError, resolveOutput, sandboxOutput } from '../../run/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession } from '../../run/session.js';
@@ -79,7 +79,9 @@ async function runWithClient(
     }),
   );
   // `output: storage` is the account's bucket; a bucket output streams the results there.
-  const output = resolveOutputOrExit(plan.settings.output, config.storage, io.env);
+  const tried = onSandbox ? sandboxOutput(plan.settings.output, config.storage, io.cwd) : undefined;
+  if (tried?.line) humanOut(io, flags).write(`${tried.line}\n`);
+  const output = resolveOutputOrExit(tried?.output ?? plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
   const settings = plan.settings;
   let only: string[] | undefined;

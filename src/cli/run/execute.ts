@@ -7,6 +7,7 @@ import { CALLBACK_PATH } from '../../run/callbacks.js';
 import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
 import { NoStorageError, runInputLinks } from '../../run/runner/uploads.js';
 import { pollScaleFromEnv, scaledRunPolicy } from '../../run/settings.js';
+import { embeddedInputStorage } from '../../sandbox/uploads.js';
 import { createStorage, StorageError } from '../../storage/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
@@ -20,9 +21,12 @@ import { failureLine, reviewLine, type runPrinter } from './lines.js';
  * when this fails); the function that links them at each POST, or undefined without local inputs.
  */
 async function uploadLocalInputsFor(a: DriveArgs, out: (line?: string) => void) {
+  // Without a bucket, the embedded sandbox of --sandbox keeps the files itself (and says so).
   const storage = a.ctx.config.storage
     ? createStorage(a.ctx.config.storage, { env: a.ctx.io.env })
-    : undefined;
+    : a.onSandbox
+      ? embeddedInputStorage(a.client.baseUrl, out)
+      : undefined;
   try {
     return await runInputLinks(
       a.session.store,
