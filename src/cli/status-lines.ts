@@ -111,7 +111,8 @@ function reviewStatusLine(runId: string, r: ReviewSummary): string {
       ? `; ${r.rerolls.asked} re-roll(s) asked, ${fmtTokens(roundTokens(r.rerolls.net))} tokens net`
       : '';
   const next = r.awaiting > 0 ? `; \`mediabatch review ${runId}\` lists them` : '';
-  return `Review: ${r.reviewed} reviewed: ${r.awaiting} awaiting a decision, ${r.approved} approved, ${r.rejected} rejected${rerolls}${next}`;
+  const waiting = r.waiting > 0 ? ` (${r.waiting} task(s) wait for them)` : '';
+  return `Review: ${r.reviewed} reviewed: ${r.awaiting} awaiting a decision${waiting}, ${r.approved} approved, ${r.rejected} rejected${rerolls}${next}`;
 }
 
 /** Paid tasks not on disk, tasks in doubt, unfinished tasks: each with the command that deals with it. */

@@ -214,7 +214,7 @@ export function assembleHead(input: HeadInput): ReportHead {
       finished_at: isoOrNull(run.finishedAt),
       active_s: Math.round(run.activeMs / 1000),
     },
-    advice: adviceFor(totals, input.inDoubt, run.manifestPath),
+    advice: [...adviceFor(totals, input.inDoubt, run.manifestPath), ...reviewAdvice(input.review, run)],
     totals,
     by_model: input.byModel,
     balance: {
@@ -455,6 +455,14 @@ function paidWithoutResult(f: NotOnDiskFigures): ReportSummary['paid_without_res
     stalled: of('stalled'),
     lost: of('lost'),
   };
+}
+
+/** Issue 25: results waiting for a person, and the command that decides. */
+function reviewAdvice(review: Report['review'], run: RunRecord): string[] {
+  if (review === undefined || review.awaiting === 0) return [];
+  return [
+    `${plural(review.awaiting, 'result')} await review: \`mediabatch review ${run.id}\` lists ${review.awaiting === 1 ? 'it' : 'them'}; approve, reject or re-roll, then \`mediabatch run ${run.manifestPath}\` sends on what was approved.`,
+  ];
 }
 
 function adviceFor(

@@ -260,6 +260,11 @@ export const reportSchema = z
       .object({
         reviewed: z.number().int().nonnegative(),
         awaiting: z.number().int().nonnegative(),
+        waiting: z
+          .number()
+          .int()
+          .nonnegative()
+          .describe('Tasks not sent yet that wait for a reviewed result nobody approved.'),
         approved: z.number().int().nonnegative(),
         rejected: z.number().int().nonnegative(),
         rerolls: z

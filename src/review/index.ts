@@ -215,6 +215,8 @@ function localUser(): string {
 export interface ReviewSummary {
   reviewed: number;
   awaiting: number;
+  /** Tasks to submit that wait for a reviewed result nobody approved yet. */
+  waiting: number;
   approved: number;
   rejected: number;
   /** Re-rolls asked for (decisions), and what their jobs cost: a re-roll is a second ask, shown apart. */
@@ -228,7 +230,7 @@ export function reviewSummary(store: Store, runId: string): ReviewSummary | unde
   const spend = store.rerollSpend(runId);
   const asked = store.decisionsOf(runId).filter((d) => d.verdict === 'reroll').length;
   const net = fromMicro(toMicro(spend.charged) - toMicro(spend.refunded));
-  return { ...counts, rerolls: { asked, ...spend, net } };
+  return { ...counts, waiting: store.waitingOnReview(runId), rerolls: { asked, ...spend, net } };
 }
 
 export interface TaskReviewFacts {
