@@ -412,8 +412,8 @@ CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT 
 CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running', 'stalled');
 CREATE INDEX tasks_ready_longest ON tasks (run_id, state, waits, expected_ms DESC, seq);
 CREATE INDEX tasks_by_state ON tasks (run_id, state, seq, waits);
--- The results a person still has to decide on: a few rows, found without a scan.
-CREATE INDEX tasks_awaiting_review ON tasks (run_id, seq) WHERE review = 1 AND state = 'done' AND verdict IS NULL;
+-- The reviewed tasks of a run (those a person decides on): found without a scan of a large run's others.
+CREATE INDEX tasks_reviewed ON tasks (run_id, state, seq) WHERE review = 1;
 
 CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks WHEN OLD.state IS NOT NEW.state BEGIN
   UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;

@@ -117,18 +117,20 @@ export class ReviewStore {
       'SELECT * FROM tasks WHERE run_id = ? AND task_id = ?',
     );
     this.#selectAwaiting = db.prepare<[string], TaskRow>(
-      `SELECT * FROM tasks WHERE run_id = ? AND review = 1 AND state = 'done' AND verdict IS NULL ORDER BY seq`,
+      `SELECT * FROM tasks INDEXED BY tasks_reviewed WHERE run_id = ? AND review = 1 AND state = 'done' AND verdict IS NULL ORDER BY seq`,
     );
     this.#countAwaiting = db
       .prepare<[string], number>(
-        `SELECT count(*) FROM tasks WHERE run_id = ? AND review = 1 AND state = 'done' AND verdict IS NULL`,
+        `SELECT count(*) FROM tasks INDEXED BY tasks_reviewed WHERE run_id = ? AND review = 1 AND state = 'done' AND verdict IS NULL`,
       )
       .pluck();
     this.#selectReviewed = db.prepare<[string], TaskRow>(
-      'SELECT * FROM tasks WHERE run_id = ? AND review = 1 ORDER BY seq',
+      'SELECT * FROM tasks INDEXED BY tasks_reviewed WHERE run_id = ? AND review = 1 ORDER BY seq',
     );
     this.#anyReviewed = db
-      .prepare<[string], number>('SELECT 1 FROM tasks WHERE run_id = ? AND review = 1 LIMIT 1')
+      .prepare<[string], number>(
+        'SELECT 1 FROM tasks INDEXED BY tasks_reviewed WHERE run_id = ? AND review = 1 LIMIT 1',
+      )
       .pluck();
     // The rowid's largest value: one look at the end of the table, however many decisions there are.
     this.#lastDecisionId = db.prepare<[], number | null>('SELECT max(id) FROM decisions').pluck();
@@ -177,13 +179,13 @@ export class ReviewStore {
     // Re-rolls asked for and not answered yet: their worst cases are spoken for in the budget.
     this.#queuedRerollMax = db
       .prepare<[string], number>(
-        `SELECT coalesce(sum(est_max), 0) FROM tasks
-         WHERE run_id = ? AND attempt > 1 AND state = 'pending'`,
+        `SELECT coalesce(sum(est_max), 0) FROM tasks INDEXED BY tasks_reviewed
+         WHERE run_id = ? AND review = 1 AND attempt > 1 AND state = 'pending'`,
       )
       .pluck();
     this.#waitingOnReview = db
       .prepare<[string], number>(
-        `SELECT count(DISTINCT t.task_id) FROM tasks up
+        `SELECT count(DISTINCT t.task_id) FROM tasks up INDEXED BY tasks_reviewed
          JOIN task_upstreams u ON u.run_id = up.run_id AND u.upstream_id = up.task_id
          JOIN tasks t ON t.run_id = u.run_id AND t.task_id = u.task_id
          WHERE up.run_id = ? AND up.review = 1 AND up.verdict IS NOT 'approved' AND t.state = 'pending'`,
@@ -194,7 +196,7 @@ export class ReviewStore {
          coalesce(sum(state = 'done' AND verdict IS NULL), 0) AS awaiting,
          coalesce(sum(verdict = 'approved'), 0) AS approved,
          coalesce(sum(verdict = 'rejected'), 0) AS rejected
-       FROM tasks WHERE run_id = ? AND review = 1`,
+       FROM tasks INDEXED BY tasks_reviewed WHERE run_id = ? AND review = 1`,
     );
     // A re-roll's job is charged once and may be refunded (it failed): both sides, by its img_uuid.
     this.#rerollSpend = db.prepare<[string], { charged: number; refunded: number; jobs: number }>(

@@ -179,7 +179,7 @@ CREATE INDEX tasks_ready_longest ON tasks (run_id, state, waits, expected_ms DES
 
 CREATE INDEX tasks_by_state ON tasks (run_id, state, seq, waits);
 
-CREATE INDEX tasks_awaiting_review ON tasks (run_id, seq) WHERE review = 1 AND state = 'done' AND verdict IS NULL;
+CREATE INDEX tasks_reviewed ON tasks (run_id, state, seq) WHERE review = 1;
 
 CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks WHEN OLD.state IS NOT NEW.state BEGIN
   UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
