@@ -179,6 +179,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       '--callback-url <url>',
       'the public URL that reaches --listen (with --sandbox it defaults to the receiver itself)',
     )
+    .option(
+      '--wait-for-review',
+      'keep going until every reviewed result (review: true) is decided with `mediabatch review`',
+    )
     .option('--sandbox', 'start an embedded sandbox of the API and run against it (no account, no money)')
     .option(
       '--sandbox-speed <factor>',
@@ -230,6 +234,30 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
       const { statusCommand } = await import('./commands/status.js');
       result.code = await statusCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
+    });
+
+  program
+    .command('review')
+    .description(
+      'list the results awaiting a decision (review: true), or approve, reject or re-roll them (a re-roll is charged)',
+    )
+    .argument('<run>', 'run id')
+    .option(
+      '--approve <ids>',
+      'approve these results: ids or globs, comma-separated; their downstreams go on',
+    )
+    .option('--reject <ids>', 'reject these results: their downstreams are skipped, nothing charged')
+    .option(
+      '--reroll <ids>',
+      'generate these again (a new charge each, inside the budget); the earlier result is kept',
+    )
+    .option('--note <text>', 'a note kept with the decision')
+    .option('-y, --yes', 'do not ask before a re-roll')
+    .option('--json', 'print as JSON')
+    .option('--sandbox', `a run of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
+    .action(async (run: string, opts: import('./commands/review.js').ReviewFlags & { sandbox?: boolean }) => {
+      const { reviewCommand } = await import('./commands/review.js');
+      result.code = await reviewCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
     });
 
   program

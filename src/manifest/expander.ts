@@ -143,6 +143,7 @@ export class Expander {
       task.references = declaration.after.references;
     }
     if (declaration.retries !== undefined) task.retries = declaration.retries;
+    if (declaration.review !== undefined) task.review = declaration.review;
     if (declaration.fileName !== undefined) {
       const name = this.#fileName(declaration.fileName, taskId, lookup, onError, () => report.failed);
       if (name === undefined) {

@@ -243,6 +243,7 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
           estimate: task.estimate,
           expectedMs: expectedJobMs(task.entry, task.body),
           retries: task.spec.retries ?? settings.retries,
+          review: task.spec.review ?? settings.review,
           ...(task.spec.after !== undefined && {
             upstreams: task.spec.after.map(({ name, taskId }) => ({ name, taskId })),
           }),
