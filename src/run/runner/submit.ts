@@ -49,7 +49,6 @@ export class Submitter {
     const { store } = core.deps;
     const { runId, concurrency } = core.opts;
     const submissions = new Set<Promise<unknown>>();
-    const { incoming } = core.opts;
     const stopWatchingDecisions = this.#watchDecisions();
     outer: while (!core.stopSubmitting.signal.aborted) {
       const batch = this.#nextBatch();
