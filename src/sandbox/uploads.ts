@@ -113,6 +113,7 @@ export function sandboxInputStorage(baseUrl: string, uploads: SandboxUploads): S
     size: async (key) => uploads.get(key)?.bytes.length,
     getBytes: async (key) => uploads.get(key)?.bytes ?? onlyInputs(`a missing object ${key}`),
     putStream: () => onlyInputs('results'),
+    copy: () => onlyInputs('copies of results'),
     listIncomplete: async () => [],
     abort: async () => true,
     destroy: () => {},

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
+  CopyObjectCommand,
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
@@ -152,6 +153,11 @@ export interface Storage {
   abort(upload: IncompleteUpload): Promise<boolean>;
   /** Size of an object, or undefined when absent. */
   size(key: string): Promise<number | undefined>;
+  /**
+   * Copies an object inside the bucket, server-side (no bytes through this process; one request, so up to
+   * the 5 GB a single CopyObject takes). False when `from` is absent (already moved, or never there).
+   */
+  copy(from: string, to: string): Promise<boolean>;
   getBytes(key: string): Promise<Buffer>;
   destroy(): void;
 }
@@ -410,6 +416,14 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
         }
       }),
     size,
+    copy: (from, to) =>
+      wrap(async () => {
+        if ((await size(from)) === undefined) return false;
+        // CopySource is `<bucket>/<key>`, URL-encoded per segment (a key may hold spaces, #, +, …).
+        const source = [bucket, ...from.split('/')].map(encodeURIComponent).join('/');
+        await client.send(new CopyObjectCommand({ Bucket: bucket, Key: to, CopySource: source }));
+        return true;
+      }),
     getBytes: (key) =>
       wrap(async () => {
         const res = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));

@@ -134,6 +134,7 @@ export class Store {
   readonly reviewCounts: ReviewStore['reviewCounts'];
   readonly waitingOnReview: ReviewStore['waitingOnReview'];
   readonly rerollSpend: ReviewStore['rerollSpend'];
+  readonly dropEarlierFiles: ReviewStore['dropEarlierFiles'];
 
   // Submissions
   readonly recordSubmitIntent: SubmissionStore['recordSubmitIntent'];
@@ -232,6 +233,7 @@ export class Store {
     this.reviewCounts = reviews.reviewCounts.bind(reviews);
     this.waitingOnReview = reviews.waitingOnReview.bind(reviews);
     this.rerollSpend = reviews.rerollSpend.bind(reviews);
+    this.dropEarlierFiles = reviews.dropEarlierFiles.bind(reviews);
 
     const tasks = new TaskStore(db, now, chains);
     this.upsertTasks = tasks.upsertTasks.bind(tasks);

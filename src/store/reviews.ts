@@ -46,7 +46,10 @@ export type DecideOutcome =
       attempt: number;
       /** False when the task already had this verdict (nothing recorded). */
       changed: boolean;
-      /** A re-roll: the files of the earlier result, whose rows were dropped (the caller keeps them on disk). */
+      /**
+       * A re-roll: the files of the earlier result. Their rows stay until the caller has moved them to
+       * `attempt-<n>/` and calls dropEarlierFiles: a crash in between leaves the rows to finish the move with.
+       */
       earlierFiles: FileRecord[];
     }
   | { taskId: string; ok: false; reason: string; version?: number };
@@ -101,7 +104,7 @@ export class ReviewStore {
   readonly #setVerdict;
   readonly #reroll;
   readonly #filesOfTask;
-  readonly #deleteFiles;
+  readonly #dropEarlierFiles;
   readonly #unskip;
   readonly #queuedRerollMax;
   readonly #reviewCounts;
@@ -171,7 +174,11 @@ export class ReviewStore {
     this.#filesOfTask = db.prepare<[string, string], FileRow>(
       'SELECT * FROM files WHERE run_id = ? AND task_id = ? ORDER BY idx',
     );
-    this.#deleteFiles = db.prepare<[string, string]>('DELETE FROM files WHERE run_id = ? AND task_id = ?');
+    // Only a re-rolled task not sent yet has rows of an earlier result: a pending attempt 2, 3, …
+    this.#dropEarlierFiles = db.prepare<Key>(
+      `DELETE FROM files WHERE run_id = :runId AND task_id = :taskId AND EXISTS (SELECT 1 FROM tasks
+         WHERE run_id = :runId AND task_id = :taskId AND review = 1 AND attempt > 1 AND state = 'pending')`,
+    );
     this.#unskip = db.prepare<Key & { now: string }>(
       `UPDATE tasks SET state = 'pending', error = NULL, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state = 'skipped'`,
@@ -259,6 +266,14 @@ export class ReviewStore {
     return this.#rerollSpend.get(runId) ?? { charged: 0, refunded: 0, jobs: 0 };
   }
 
+  /**
+   * The rows of a re-rolled task's earlier result, once its files are kept at `attempt-<n>/` (or in the
+   * bucket). Does nothing unless the task is a re-roll not sent yet.
+   */
+  dropEarlierFiles(runId: string, taskId: string): void {
+    this.#dropEarlierFiles.run({ runId, taskId });
+  }
+
   /** One decision on one task, in one transaction; refused (with why) rather than thrown. */
   decide(runId: string, taskId: string, req: DecideRequest): DecideOutcome {
     return this.#decide.immediate(runId, taskId, req);
@@ -307,8 +322,8 @@ export class ReviewStore {
     if (target !== undefined) {
       this.#setVerdict.run({ ...key, verdict: target });
     } else {
+      // The rows stay: the caller moves the files first, then drops them (dropEarlierFiles).
       earlierFiles = this.#filesOfTask.all(runId, taskId).map(toFile);
-      this.#deleteFiles.run(runId, taskId);
       this.#reroll.run(key);
     }
     // Approved or re-rolled: downstreams skipped for an earlier rejection wait for it again; filled-in
