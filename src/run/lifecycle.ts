@@ -107,7 +107,11 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
           ...(o.order !== undefined ? { order: o.order } : {}),
         });
   const pendingCount = pending.reduce((n, m) => n + m.tasks, 0);
-  const toWatch = UNFINISHED.reduce((n, s) => (s === 'pending' ? n : n + counts[s]), 0);
+  // Pending and awaiting review (a pending task shown apart) are not sent yet: nothing to watch.
+  const toWatch = UNFINISHED.reduce(
+    (n, s) => (s === 'pending' || s === 'awaiting_review' ? n : n + counts[s]),
+    0,
+  );
   const remaining = {
     tokens: roundTokens(pending.reduce((n, m) => n + m.tokens, 0)),
     min: roundTokens(pending.reduce((n, m) => n + m.min, 0)),
@@ -126,7 +130,12 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     chargedSoFar,
   };
   // A result awaiting review keeps the run open: a re-roll or an approval may still send something.
-  if (counts.pending === 0 && toWatch === 0 && store.countAwaitingReview(runId) === 0) {
+  if (
+    counts.pending === 0 &&
+    counts.awaiting_review === 0 &&
+    toWatch === 0 &&
+    store.countAwaitingReview(runId) === 0
+  ) {
     const decision = decidePreflight({
       remainingMax: 0,
       remainingTokens: 0,

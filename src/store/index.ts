@@ -135,6 +135,8 @@ export class Store {
   readonly waitingOnReview: ReviewStore['waitingOnReview'];
   readonly rerollSpend: ReviewStore['rerollSpend'];
   readonly dropEarlierFiles: ReviewStore['dropEarlierFiles'];
+  readonly tasksAwaitingReview: ReviewStore['tasksAwaitingReview'];
+  readonly shownStateOf: ReviewStore['shownStateOf'];
 
   // Submissions
   readonly recordSubmitIntent: SubmissionStore['recordSubmitIntent'];
@@ -234,6 +236,8 @@ export class Store {
     this.waitingOnReview = reviews.waitingOnReview.bind(reviews);
     this.rerollSpend = reviews.rerollSpend.bind(reviews);
     this.dropEarlierFiles = reviews.dropEarlierFiles.bind(reviews);
+    this.tasksAwaitingReview = reviews.tasksAwaitingReview.bind(reviews);
+    this.shownStateOf = reviews.shownStateOf.bind(reviews);
 
     const tasks = new TaskStore(db, now, chains);
     this.upsertTasks = tasks.upsertTasks.bind(tasks);
