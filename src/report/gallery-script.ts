@@ -21,7 +21,7 @@ export const GALLERY_JS = `
   var LABEL = { done: 'done', failed: 'failed', in_doubt: 'in doubt', rejected: 'rejected', blocked: 'blocked', pending: 'pending',
     submitting: 'submitting', submitted: 'submitted', running: 'running', downloading: 'downloading',
     unfetched: 'not on disk', stalled: 'stalled', lost: 'lost', skipped: 'skipped',
-    awaiting_review: 'awaiting review' };
+    awaiting_review: 'waits for review' };
   // Issue 25: a reviewed task's decision, as a badge and as filters ("awaiting review").
   var REVIEW = ['awaiting', 'approved', 'rejected', 'waiting'];
   var REVIEW_LABEL = { awaiting: 'awaiting review', approved: 'approved', rejected: 'rejected', waiting: 'review pending' };
