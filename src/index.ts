@@ -129,7 +129,10 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
   const { EMBEDDED_SANDBOX } = await import('./run/session.js');
   const { embeddedInputStorage } = await import('./sandbox/uploads.js');
   const speed = typeof o.sandbox === 'object' ? (o.sandbox.speed ?? 0.1) : 0.1;
-  const sandbox = await startEmbeddedSandbox(speed);
+  const sandbox = await startEmbeddedSandbox(
+    speed,
+    resolve(o.cwd ?? process.cwd(), o.stateFile ?? 'state/sandbox.db'),
+  );
   // Without a bucket the sandbox keeps local inputs itself, as with `run --sandbox`.
   const inputs = o.storage ? undefined : embeddedInputStorage(sandbox.baseUrl);
   try {

@@ -28,7 +28,9 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   const { io, config } = ctx;
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
-  const sandbox = flags.sandbox ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1) : undefined;
+  const sandbox = flags.sandbox
+    ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1, resolve(io.cwd, ctx.statePath))
+    : undefined;
   try {
     if (sandbox) {
       baseUrl = sandbox.baseUrl;
