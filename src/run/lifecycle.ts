@@ -91,6 +91,11 @@ export interface PreflightOptions {
   shown?: (path: string) => string;
 }
 
+/** Unfinished tasks already sent: pending and awaiting review (a pending task shown apart) are not. */
+function sentAndUnfinished(counts: Record<TaskState, number>): number {
+  return UNFINISHED.reduce((n, s) => (s === 'pending' || s === 'awaiting_review' ? n : n + counts[s]), 0);
+}
+
 /** Gathers every figure the preflight shows and decides. Throws RunError('unauthorized') on a 401. */
 export async function preflightRun(session: RunSession, o: PreflightOptions): Promise<PreflightReport> {
   const { store, runId } = session;
@@ -107,11 +112,7 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
           ...(o.order !== undefined ? { order: o.order } : {}),
         });
   const pendingCount = pending.reduce((n, m) => n + m.tasks, 0);
-  // Pending and awaiting review (a pending task shown apart) are not sent yet: nothing to watch.
-  const toWatch = UNFINISHED.reduce(
-    (n, s) => (s === 'pending' || s === 'awaiting_review' ? n : n + counts[s]),
-    0,
-  );
+  const toWatch = sentAndUnfinished(counts);
   const remaining = {
     tokens: roundTokens(pending.reduce((n, m) => n + m.tokens, 0)),
     min: roundTokens(pending.reduce((n, m) => n + m.min, 0)),
@@ -130,12 +131,8 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     chargedSoFar,
   };
   // A result awaiting review keeps the run open: a re-roll or an approval may still send something.
-  if (
-    counts.pending === 0 &&
-    counts.awaiting_review === 0 &&
-    toWatch === 0 &&
-    store.countAwaitingReview(runId) === 0
-  ) {
+  const unsent = counts.pending + counts.awaiting_review;
+  if (unsent === 0 && toWatch === 0 && store.countAwaitingReview(runId) === 0) {
     const decision = decidePreflight({
       remainingMax: 0,
       remainingTokens: 0,
