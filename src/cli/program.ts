@@ -183,6 +183,14 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     )
     .addOption(noProbeOption())
     .addOption(allowOutsideOption())
+    .option(
+      '--budget <tokens>',
+      "a budget for this run in tokens, instead of the manifest's (a shard's instead of its share)",
+      nonNegative('--budget'),
+    )
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
     .action(async (file: string, opts: RunFlags) => {
       // Trying things never touches real runs: sandbox runs keep their own state file unless --state says.
       const statePath = opts.sandbox ? stateFor(true) : globals().state;
@@ -279,6 +287,27 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
   });
 
   return program;
+}
+
+// --shard is checked by the command, not by commander: a bad value is the product's one line, exit 1.
+function shardOption(): Option {
+  return new Option(
+    '--shard <i/n>',
+    'only shard i of n (counted from 1): a run of its own over a stable share of the tasks',
+  );
+}
+
+function shardFromEnvOption(): Option {
+  return new Option(
+    '--shard-from-env',
+    'the shard from the engine: MEDIABATCH_SHARD_INDEX (from 1), JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX or SLURM_ARRAY_TASK_ID (from 0); the count from MEDIABATCH_SHARD_COUNT (or SLURM_ARRAY_TASK_COUNT) or --shard-count',
+  );
+}
+
+function shardCountOption(): Option {
+  return new Option('--shard-count <n>', 'the shard count for --shard-from-env').argParser(
+    positiveInt('--shard-count'),
+  );
 }
 
 function noProbeOption(): Option {

@@ -35,6 +35,7 @@ import {
   TotalsSum,
 } from './plan.js';
 import { collapseRepeats } from './repeats.js';
+import { type Shard, shardFilterOf } from './shard.js';
 
 const PROBE_CONCURRENCY = 8;
 
@@ -78,12 +79,16 @@ export interface PlanOptions {
   allowOutside?: boolean;
   /** Replace the manifest's vars of these names (`run --sandbox` gives the sandbox's address). */
   vars?: Readonly<Record<string, unknown>>;
+  /** Only this shard's tasks (src/plan/shard.ts); every task is still checked and priced for the whole. */
+  shard?: Shard;
 }
 
 export interface PlanResult {
   manifest: LoadedManifest;
   tasks: PlannedTask[];
   totals: PlanTotals;
+  /** With a shard: the whole manifest's totals (its budget share is taken from the worst cases). */
+  wholeTotals?: PlanTotals;
 }
 
 /** What a run needs of a plan: settings, totals, and the store rows, produced one at a time. */
@@ -91,6 +96,9 @@ export interface RunPlan {
   file: string;
   settings: ManifestSettings;
   totals: PlanTotals;
+  /** With a shard: the whole manifest's totals. */
+  wholeTotals?: PlanTotals;
+  shard?: Shard;
   taskIds: string[];
   /**
    * The tasks as store rows, priced again one by one (pure, cheap), so they are never all in memory.
@@ -216,7 +224,10 @@ export async function planManifest(file: string, o: PlanOptions): Promise<PlanRe
     chains,
   );
   if (priced.problems.length > 0) throw new ManifestProblemsError(file, priced.problems);
-  return { manifest, tasks: priced.tasks, totals: planTotals(priced.tasks) };
+  if (!o.shard) return { manifest, tasks: priced.tasks, totals: planTotals(priced.tasks) };
+  const inShard = shardFilterOf(o.shard, manifest.chained === true, () => manifest.tasks);
+  const mine = priced.tasks.filter((t) => inShard(t.spec.id));
+  return { manifest, tasks: mine, totals: planTotals(mine), wholeTotals: planTotals(priced.tasks) };
 }
 
 /**
@@ -231,6 +242,8 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
     file,
     settings,
     totals: plan.totals,
+    ...(plan.wholeTotals ? { wholeTotals: plan.wholeTotals } : {}),
+    ...(o.shard ? { shard: o.shard } : {}),
     taskIds: plan.taskIds,
     *rows(opts = {}) {
       for (const task of plan.tasks) {
@@ -262,6 +275,8 @@ export interface StreamedPlan {
   file: string;
   settings: ManifestSettings;
   totals: PlanTotals;
+  /** With a shard: the whole manifest's totals (`totals` and `tasks` are the shard's). */
+  wholeTotals?: PlanTotals;
   taskIds: string[];
   /** Every task priced, in manifest order; each iteration expands the manifest again. */
   tasks: Iterable<PlannedTask>;
@@ -290,6 +305,11 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   const { settings } = result.manifest;
   let source: TaskSource | undefined = result.manifest.source ?? listedSource(result.manifest.tasks);
   const prices = o.prices ?? DEFAULT_PRICES;
+  const shardSource = source;
+  // A chained manifest's groups are read in a pass of their own: a downstream may precede its upstream.
+  const inShard = o.shard
+    ? shardFilterOf(o.shard, result.manifest.chained === true, () => shardSource.expand().tasks)
+    : undefined;
 
   // First pass: every problem, the ids, the media to measure, and the totals as if nothing needed measuring.
   const taskIds: string[] = [];
@@ -310,10 +330,12 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
       chains?.note(spec);
       continue;
     }
-    lastAt.set(expectedJobMs(one.task.entry, one.task.body), taskIds.length);
-    localInputs ||= namesLocalFile(one.task.body);
     local.add(one.task);
-    taskIds.push(spec.id);
+    if (!inShard || inShard(spec.id)) {
+      lastAt.set(expectedJobMs(one.task.entry, one.task.body), taskIds.length);
+      localInputs ||= namesLocalFile(one.task.body);
+      taskIds.push(spec.id);
+    }
     addMediaNeeds(one.task, needs);
     if (chains) chains.add(one.task);
     else priced.add(one.task);
@@ -347,14 +369,20 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
 
   function priceAll(lengths: ReadonlyMap<string, ProbeResult> | undefined) {
     const sum = new TotalsSum();
+    // Every task, for a shard's share of the budget; the same sum as `sum` without a shard.
+    const whole = inShard ? new TotalsSum() : sum;
     const problems: ManifestProblem[] = [];
     return {
       totals: sum,
+      whole,
       problems,
       add(task: CheckedTask) {
         for (const one of pricedTasks([task], lengths, prices, settings.callbackUrl, chains)) {
-          if (one.ok) sum.add(one.task);
-          else problems.push(...one.problems);
+          if (!one.ok) problems.push(...one.problems);
+          else {
+            if (whole !== sum) whole.add(one.task);
+            if (!inShard || inShard(one.task.spec.id)) sum.add(one.task);
+          }
         }
       },
     };
@@ -364,11 +392,13 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     file,
     settings,
     totals,
+    ...(inShard ? { wholeTotals: priced.whole.result() } : {}),
     taskIds,
     tasks: {
       *[Symbol.iterator]() {
         if (!source) throw new Error('internal: the plan was released before its tasks were read');
-        for (const one of pricedTasks(checkedTasks(source), measured, prices, settings.callbackUrl, chains)) {
+        const mine = checkedTasks(source, inShard);
+        for (const one of pricedTasks(mine, measured, prices, settings.callbackUrl, chains)) {
           if (one.ok) yield one.task;
         }
       },
@@ -396,8 +426,9 @@ function namesLocalFile(body: Readonly<Record<string, unknown>>): boolean {
 }
 
 /** The tasks of a source that pass their model's rules (the first pass proved they all do). */
-function* checkedTasks(source: TaskSource): Generator<CheckedTask> {
+function* checkedTasks(source: TaskSource, only?: (id: string) => boolean): Generator<CheckedTask> {
   for (const spec of source.expand(true).tasks) {
+    if (only && !only(spec.id)) continue;
     const one = checkTask(spec);
     if (one.ok) yield one.task;
   }

@@ -13,6 +13,7 @@ import { findEntry, roundTokens } from '../catalog/index.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
+import { resultsRunId } from '../plan/shard.js';
 import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
 import { StorageError } from '../storage/index.js';
@@ -406,7 +407,7 @@ export async function writeRunReport(
     // Read before writing: a change while the report is written makes the next look see it as stale.
     const basis = store.currentReportBasis(runId, { quota: o.quota ?? null, runDir });
     if (o.unlessCurrent && store.storedReportBasis(runId) === basis) {
-      const files = reportFiles(runDir);
+      const files = reportFiles(runDir, runId);
       if (existsSync(files.json) && existsSync(files.markdown) && existsSync(files.gallery)) {
         return { ok: true, markdown: files.markdown, gallery: files.gallery, current: true };
       }
@@ -441,7 +442,7 @@ export async function writeBucketReport(
     const written = await writeReport(session.store, session.runId, session.runDir, {
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
-      writeTo: join(temp, session.runId),
+      writeTo: join(temp, resultsRunId(session.runId)),
       // The cards' character sheets and songs, from the task folders in the bucket.
       readExtra: async (folder, name) => {
         try {

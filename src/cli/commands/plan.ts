@@ -13,6 +13,7 @@ import {
   type RunPlan,
 } from '../../plan/build.js';
 import type { MediaNeed, PlannedTask, PlanTotals } from '../../plan/plan.js';
+import type { Shard } from '../../plan/shard.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { learnedDay, quotaStanding } from '../../run/quota.js';
 import { chooseRun } from '../../run/resume.js';
@@ -44,6 +45,8 @@ export interface PlanDeps {
   statePath?: string;
   /** Replace the manifest's vars of these names (`run --sandbox` gives `sandboxVars(baseUrl)`). */
   vars?: Readonly<Record<string, unknown>>;
+  /** Only this shard's tasks (`--shard i/n`). */
+  shard?: Shard;
 }
 
 export type { PlanResult, RunPlan };
@@ -56,6 +59,7 @@ function planOptions(deps: PlanDeps): PlanOptions {
     ...(deps.measure ? { measure: deps.measure } : {}),
     allowOutside: deps.allowOutside ?? false,
     ...(deps.vars ? { vars: deps.vars } : {}),
+    ...(deps.shard ? { shard: deps.shard } : {}),
   };
 }
 

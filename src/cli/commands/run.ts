@@ -3,6 +3,7 @@ import { type ApiClient, createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
 import type { TaskOrder } from '../../manifest/types.js';
 import { LocalInputError } from '../../media/local-input.js';
+import { resultsRunId } from '../../plan/shard.js';
 import { CALLBACK_PATH, callbackBaseProblem, parseListen } from '../../run/callbacks.js';
 import {
   closeCompleteRun,
@@ -31,11 +32,14 @@ import { EXIT, ExitError } from '../errors.js';
 import { fmtTokens } from '../format.js';
 import type { CliIO } from '../io.js';
 import { ProgressView } from '../progress.js';
+import { type ShardFlags, shardBudget, shardOfFlags } from '../shard.js';
 import { makeMeasure } from '../wiring.js';
 import { buildRunPlan, type RunPlan } from './plan.js';
 import { describeCounts, displayPath, failureLine, runPrinter } from './run-lines.js';
 
-export interface RunFlags {
+export interface RunFlags extends ShardFlags {
+  /** A budget in tokens for this run (a shard's instead of its share of the manifest's). */
+  budget?: number;
   yes?: boolean;
   allowPartial?: boolean;
   retryInDoubt?: boolean;
@@ -88,6 +92,8 @@ const SANDBOX_KEY = 'sandbox-key';
 /** preflight, then submit, watch, download; resumes the run when it exists and is unfinished. */
 export async function runCommand(file: string, flags: RunFlags, ctx: RunContext): Promise<number> {
   const { io, config } = ctx;
+  // A bad --shard is said before anything starts (the embedded sandbox included).
+  shardOfFlags(flags, io.env);
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
   const sandbox = flags.sandbox ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1) : undefined;
@@ -130,9 +136,11 @@ async function runWithClient(
   onSandbox: boolean,
 ): Promise<number> {
   const { io, config } = ctx;
+  const shard = shardOfFlags(flags, io.env);
   const plan = await buildRunPlan(file, {
     io,
     config,
+    ...(shard ? { shard } : {}),
     ...(flags.probe === false ? {} : { measure: makeMeasure() }),
     allowOutside: flags.allowOutsideData ?? false,
     ...(onSandbox ? { vars: sandboxVars(client.baseUrl) } : {}),
@@ -140,6 +148,11 @@ async function runWithClient(
   // `output: storage` is the account's bucket; a bucket output streams the results there.
   const output = resolveOutputOrExit(plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
+  // A shard works under its share of the manifest's budget (or --budget); its preflight says so.
+  const shardLine = shard ? shardBudget(shard, plan, flags.budget) : undefined;
+  const budget = shardLine ? shardLine.budget : (flags.budget ?? plan.settings.budget);
+  if (budget === undefined) delete plan.settings.budget;
+  else plan.settings.budget = budget;
   const settings = plan.settings;
   let only: string[] | undefined;
   if (flags.only !== undefined) {
@@ -172,6 +185,7 @@ async function runWithClient(
       ...(flags.retryInDoubt ? { retryInDoubt: true } : {}),
       wantsCallbackToken: callbacks !== undefined,
       shown,
+      ...(shard ? { shard } : {}),
       ...storeFirstOf(flags, only, io.env),
     }).catch(rethrowRunError);
     try {
@@ -186,10 +200,11 @@ async function runWithClient(
         onSandbox,
         only,
         callbacks,
+        ...(shardLine ? { shardLine: shardLine.line } : {}),
         bucket: output.bucket
           ? {
               storage: createStorage(output.bucket, { env: io.env }),
-              runKey: joinKey(output.bucket.prefix, session.runId),
+              runKey: joinKey(output.bucket.prefix, resultsRunId(session.runId)),
             }
           : undefined,
       });
@@ -275,6 +290,8 @@ interface DriveArgs {
   callbacks: { host: string; port: number; publicBase?: string } | undefined;
   /** Results go to this bucket (`output: s3://…` or `storage`). */
   bucket: BucketOutput | undefined;
+  /** A shard's line for the preflight: its tasks, its budget, the shared balance. */
+  shardLine?: string;
 }
 
 /**
@@ -316,6 +333,7 @@ async function driveRun(a: DriveArgs): Promise<number> {
   const out = (line = '') => humanOut(io, flags).write(`${line}\n`);
   const printer = runPrinter(a, out);
   printer.opened();
+  if (a.shardLine) out(`  ${a.shardLine}`);
   const budget = effectiveBudget(settings.budget, flags.budgetCap);
   const report = await preflightRun(session, {
     client: a.client,
