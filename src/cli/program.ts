@@ -9,6 +9,14 @@ import type { RunFlags } from './commands/run.js';
 import type { ScheduleFlags } from './commands/schedule.js';
 import { EXIT, ExitError, expectedExit } from './errors.js';
 import type { CliIO } from './io.js';
+import type { ShardFlags } from './shard.js';
+
+interface ReportFlags extends ShardFlags {
+  json?: boolean;
+  sandbox?: boolean;
+  merge?: string[];
+  out?: string;
+}
 
 export interface GlobalOptions {
   state: string;
@@ -230,7 +238,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .argument('[run]', 'run id (default: list every run)')
     .option('--json', 'print as JSON')
     .option('--sandbox', `the runs of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
-    .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
+    .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean } & ShardFlags) => {
       const { statusCommand } = await import('./commands/status.js');
       result.code = await statusCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
     });
@@ -243,8 +254,24 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .argument('[run]', 'run id (default: the newest run)')
     .option('--json', 'print report.json instead of report.md')
     .option('--sandbox', `a run of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
-    .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
+    .option(
+      '--merge <inputs...>',
+      'one report and gallery for a run split into shards, from their report.shard-i-of-n.json files: the files, their folder, or an s3:// prefix',
+    )
+    .option(
+      '--out <folder>',
+      'with --merge: where to write (default: the folder or prefix of the first input)',
+    )
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
+    .action(async (run: string | undefined, opts: ReportFlags) => {
       const cfg = await config();
+      if (opts.merge) {
+        const { reportMergeCommand } = await import('./commands/report-merge.js');
+        result.code = await reportMergeCommand(opts.merge, opts, { io, config: cfg });
+        return;
+      }
       const { reportCommand } = await import('./commands/report.js');
       result.code = await reportCommand(run, opts, { io, statePath: stateFor(opts.sandbox), config: cfg });
     });

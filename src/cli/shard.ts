@@ -2,7 +2,14 @@
 // lines a shard's preflight adds. The rules (which tasks, the budget share) are in src/plan/shard.ts.
 
 import type { PlanTotals } from '../plan/plan.js';
-import { budgetShare, parseShard, type Shard, shardFromEnv } from '../plan/shard.js';
+import {
+  budgetShare,
+  parseShard,
+  parseShardRunId,
+  type Shard,
+  shardFromEnv,
+  shardRunId,
+} from '../plan/shard.js';
 import { EXIT, ExitError } from './errors.js';
 import { fmtTokens } from './format.js';
 
@@ -66,4 +73,20 @@ export function shardBudget(
     budget: share,
     line: `${head}; budget share ${fmtTokens(share)} of ${fmtTokens(manifestBudget)} tokens (budget × this shard's worst case ÷ the whole run's)${others}.`,
   };
+}
+
+/**
+ * The run a read-only command (status, report) shows with --shard: `<run>.shard-i-of-n` of the run
+ * named, or the newest shard run of that index and count in the state file (a shard's machine holds one).
+ */
+export function shardRunOf(
+  runId: string | undefined,
+  shard: Shard,
+  runs: () => readonly { id: string }[],
+): string | undefined {
+  if (runId !== undefined) return parseShardRunId(runId) ? runId : shardRunId(runId, shard);
+  return runs().find((r) => {
+    const s = parseShardRunId(r.id)?.shard;
+    return s?.index === shard.index && s.count === shard.count;
+  })?.id;
 }

@@ -1,8 +1,9 @@
 // `report [run]`: (re)writes report.json, report.csv, report.md and index.html into the run's folder and
 // prints report.md (or report.json with --json). The newest run when none is named.
 
-import { resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import type { Config } from '../../config.js';
+import { resultsRunId } from '../../plan/shard.js';
 import { copyReportFile, UnknownRunError, writeReport } from '../../report/index.js';
 import { writeBucketReport } from '../../run/lifecycle.js';
 import { checkRunFolder, RunFolderTakenError } from '../../run/marker.js';
@@ -10,7 +11,15 @@ import { isBucketLocation, OutputError, resolveOutput } from '../../run/output.j
 import { createStorage, joinKey, StorageError } from '../../storage/index.js';
 import type { RunRecord, Store } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
-import { displayPath, openExistingStore, type ReadContext, runFolder, unknownRunError } from './status.js';
+import { type ShardFlags, shardOfFlags, shardRunOf } from '../shard.js';
+import {
+  displayPath,
+  noShardRun,
+  openExistingStore,
+  type ReadContext,
+  runFolder,
+  unknownRunError,
+} from './status.js';
 
 export interface ReportContext extends ReadContext {
   config: Pick<Config, 'quota' | 'storage'>;
@@ -18,13 +27,16 @@ export interface ReportContext extends ReadContext {
 
 export async function reportCommand(
   runId: string | undefined,
-  opts: { json?: boolean },
+  opts: { json?: boolean } & ShardFlags,
   ctx: ReportContext,
 ): Promise<number> {
   const { io } = ctx;
+  const shard = shardOfFlags(opts, io.env);
   const store = openExistingStore(ctx);
   try {
-    const id = runId ?? store?.listRuns()[0]?.id;
+    const id = shard
+      ? (shardRunOf(runId, shard, () => store?.listRuns() ?? []) ?? noShardRun(shard, ctx))
+      : (runId ?? store?.listRuns()[0]?.id);
     if (id === undefined) {
       throw new ExitError(
         EXIT.invalid,
@@ -58,7 +70,9 @@ export async function reportCommand(
     await copyReportFile(opts.json ? written.files.json : written.files.markdown, io.stdout);
     // On stderr, so that stdout is exactly the report (`mediabatch report > costs.md`).
     io.stderr.write(
-      `Wrote report.json, report.csv, report.md and index.html in ${displayPath(io.cwd, folder)}\n`,
+      `Wrote ${Object.values(written.files)
+        .map((f) => basename(f))
+        .join(', ')} in ${displayPath(io.cwd, folder)}\n`,
     );
     return EXIT.ok;
   } finally {
@@ -75,7 +89,7 @@ async function bucketReport(
   ctx: ReportContext,
 ): Promise<number> {
   const { io } = ctx;
-  const output = folder.slice(0, folder.length - run.id.length - 1);
+  const output = folder.slice(0, folder.length - resultsRunId(run.id).length - 1);
   let resolved: ReturnType<typeof resolveOutput>;
   try {
     resolved = resolveOutput(output, ctx.config.storage, io.env);
@@ -88,7 +102,7 @@ async function bucketReport(
   try {
     await writeBucketReport(
       { store, runId: run.id, runDir: folder },
-      { storage, runKey: joinKey(resolved.bucket.prefix, run.id) },
+      { storage, runKey: joinKey(resolved.bucket.prefix, resultsRunId(run.id)) },
       { now: io.now(), ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}) },
       (files) => copyReportFile(opts.json ? files.json : files.markdown, io.stdout),
     );

@@ -3,6 +3,7 @@
 
 import { existsSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
+import type { Shard } from '../../plan/shard.js';
 import { plural } from '../../report/format.js';
 import { shownRunState } from '../../run/lease.js';
 import { isBucketLocation, runLocation } from '../../run/output.js';
@@ -23,6 +24,7 @@ import { roundTokens, tokensToUsd } from '../../util/money.js';
 import { EXIT, ExitError } from '../errors.js';
 import { fmtTokens, fmtTokensAsUsd, table } from '../format.js';
 import type { CliIO } from '../io.js';
+import { type ShardFlags, shardOfFlags, shardRunOf } from '../shard.js';
 
 export interface ReadContext {
   io: CliIO;
@@ -73,6 +75,14 @@ export function unknownRunError(runId: string, store: Store | undefined, statePa
 }
 
 /** `<output>/<run>`, from the settings the run was started with. */
+/** --shard i/n without a run, in a state file that holds no run of that shard. */
+export function noShardRun(shard: Shard, ctx: ReadContext): never {
+  throw new ExitError(
+    EXIT.invalid,
+    `no run of shard ${shard.index} of ${shard.count} in ${ctx.statePath}: name the run (\`<run> --shard ${shard.index}/${shard.count}\`), or use the shard's own --state`,
+  );
+}
+
 export function runFolder(run: RunRecord, cwd: string): string {
   const settings = run.settings as { output?: unknown } | null;
   const output = typeof settings?.output === 'string' ? settings.output : resolve(cwd, 'out');
@@ -108,12 +118,16 @@ export function describeCounts(c: Record<TaskState, number>): string {
 }
 
 export async function statusCommand(
-  runId: string | undefined,
-  opts: { json?: boolean },
+  asked: string | undefined,
+  opts: { json?: boolean } & ShardFlags,
   ctx: ReadContext,
 ): Promise<number> {
+  const shard = shardOfFlags(opts, ctx.io.env);
   const store = openExistingStore(ctx);
   try {
+    const runId = shard
+      ? (shardRunOf(asked, shard, () => store?.listRuns() ?? []) ?? noShardRun(shard, ctx))
+      : asked;
     if (runId === undefined) return listRuns(store, opts, ctx);
     const run = store?.getRun(runId);
     if (store === undefined || run === undefined) throw unknownRunError(runId, store, ctx.statePath);
