@@ -91,7 +91,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .argument('<manifest...>', 'manifest files')
     .option('--json', 'print the result as JSON')
     .addOption(allowOutsideOption())
-    .action(async (files: string[], opts: { json?: boolean; allowOutsideData?: boolean }) => {
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
+    .action(async (files: string[], opts: { json?: boolean; allowOutsideData?: boolean } & ShardFlags) => {
       const { validateCommand } = await import('./commands/validate.js');
       result.code = await validateCommand(files, opts, io);
     });
@@ -105,20 +108,31 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .option('--json', 'print the plan as JSON (the exact request bodies included)')
     .addOption(noProbeOption())
     .addOption(allowOutsideOption())
-    .action(async (file: string, opts: { json?: boolean; probe: boolean; allowOutsideData?: boolean }) => {
-      const cfg = await config();
-      const { planCommand } = await import('./commands/plan.js');
-      const { makeBalanceSource, makeMeasure } = await import('./wiring.js');
-      const balance = makeBalanceSource(cfg);
-      result.code = await planCommand(file, opts, {
-        io,
-        config: cfg,
-        allowOutside: opts.allowOutsideData ?? false,
-        statePath: globals().state,
-        ...(opts.probe ? { measure: makeMeasure() } : {}),
-        ...(balance ? { balance } : {}),
-      });
-    });
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
+    .action(
+      async (
+        file: string,
+        opts: { json?: boolean; probe: boolean; allowOutsideData?: boolean } & ShardFlags,
+      ) => {
+        const { shardOfFlags } = await import('./shard.js');
+        const shard = shardOfFlags(opts, io.env);
+        const cfg = await config();
+        const { planCommand } = await import('./commands/plan.js');
+        const { makeBalanceSource, makeMeasure } = await import('./wiring.js');
+        const balance = makeBalanceSource(cfg);
+        result.code = await planCommand(file, opts, {
+          io,
+          config: cfg,
+          ...(shard ? { shard } : {}),
+          allowOutside: opts.allowOutsideData ?? false,
+          statePath: globals().state,
+          ...(opts.probe ? { measure: makeMeasure() } : {}),
+          ...(balance ? { balance } : {}),
+        });
+      },
+    );
 
   program
     .command('run')

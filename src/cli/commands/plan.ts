@@ -16,7 +16,7 @@ import type { MediaNeed, PlannedTask, PlanTotals } from '../../plan/plan.js';
 import type { Shard } from '../../plan/shard.js';
 import { decidePreflight } from '../../run/preflight.js';
 import { learnedDay, quotaStanding } from '../../run/quota.js';
-import { chooseRun } from '../../run/resume.js';
+import { chooseRun, chooseShardRun, ShardRunError } from '../../run/resume.js';
 import {
   keyFingerprint,
   openStore,
@@ -30,6 +30,7 @@ import { EXIT, ExitError } from '../errors.js';
 import { fmtRange, fmtTokens, fmtUsdRange, table, tableLines } from '../format.js';
 import type { CliIO } from '../io.js';
 import { planning, plural } from '../load.js';
+import { shardBudget } from '../shard.js';
 import { LOCAL_FILES_NOTE } from './validate.js';
 
 export interface PlanDeps {
@@ -71,13 +72,20 @@ export async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResul
 /** The library's planStreamed, with the CLI's errors: `plan` of a million tasks never holds them all. */
 async function buildStreamedPlan(file: string, deps: PlanDeps): Promise<PlanLike> {
   const plan = await planning(planStreamed(file, planOptions(deps)));
-  return { manifest: { settings: plan.settings }, totals: plan.totals, tasks: plan.tasks };
+  return {
+    manifest: { settings: plan.settings },
+    totals: plan.totals,
+    ...(plan.wholeTotals ? { wholeTotals: plan.wholeTotals } : {}),
+    tasks: plan.tasks,
+  };
 }
 
 /** What the plan command reads of a plan; its tasks may be an array or produced again at each pass. */
 interface PlanLike {
   manifest: { settings: ManifestSettings };
   totals: PlanTotals;
+  /** With --shard: the whole manifest's. */
+  wholeTotals?: PlanTotals;
   tasks: Iterable<PlannedTask>;
 }
 
@@ -163,6 +171,15 @@ export async function planCommand(
   deps: PlanDeps,
 ): Promise<number> {
   const plan: PlanLike = opts.json ? await buildPlan(file, deps) : await buildStreamedPlan(file, deps);
+  // A shard is weighed against its share of the budget, as `run --shard` is.
+  const share = deps.shard
+    ? shardBudget(deps.shard, { ...plan, settings: plan.manifest.settings }, undefined)
+    : undefined;
+  if (share) {
+    if (share.budget === undefined) delete plan.manifest.settings.budget;
+    else plan.manifest.settings.budget = share.budget;
+    if (!opts.json) deps.io.stdout.write(`${share.line}\n`);
+  }
   const balance = await checkBalance(deps);
   const verdict = judge(file, plan, balance, deps);
   if (opts.json) deps.io.stdout.write(`${planJson(plan as PlanResult, balance, verdict)}\n`);
@@ -229,11 +246,18 @@ function judge(file: string, plan: PlanLike, balance: BalanceCheck, deps: PlanDe
 /** The run `run` would resume or continue (the same choice as `run`), if the state file has it. */
 function existingRun(store: Store, file: string, plan: PlanLike, deps: PlanDeps): ExistingRun | undefined {
   const settings = plan.manifest.settings;
-  const { runId } = chooseRun(store, {
+  const input = {
     manifestPath: resolve(deps.io.cwd, file),
     manifestName: settings.name,
     templateRunId: settings.runId,
-  });
+  };
+  let runId: string;
+  try {
+    runId = deps.shard ? chooseShardRun(store, input, deps.shard).runId : chooseRun(store, input).runId;
+  } catch (error) {
+    if (error instanceof ShardRunError) throw new ExitError(EXIT.invalid, error.message);
+    throw error;
+  }
   const run = store.getRun(runId);
   if (!run) return undefined;
   const handledStates = TASK_STATES.filter((s) => s !== 'pending');
