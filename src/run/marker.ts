@@ -28,6 +28,14 @@ function sameClaim(a: Marker, b: Marker): boolean {
   return a.state_file === b.state_file && a.run === b.run;
 }
 
+/** This run, as the refusal names it: a shard of its run, or a run of its state file. */
+function describeMine(stateFile: string, runId: string, shown: (path: string) => string): string {
+  const shard = parseShardRunId(runId);
+  return shard
+    ? `shard ${shard.shard.index} of ${shard.shard.count} of run ${shard.base}`
+    : `run ${runId} of ${shown(resolve(stateFile))}`;
+}
+
 function describeClaim(m: Marker, shown: (path: string) => string): string {
   return 'shards' in m
     ? `run ${m.run} split into ${m.shards} shards`
@@ -54,7 +62,7 @@ export async function claimRunFolder(
   if (found !== undefined) {
     if (sameClaim(found, marker)) return;
     throw new RunFolderTakenError(
-      `${shown(runDir)} belongs to ${describeClaim(found, shown)}, and this is ${describeClaim(marker, shown)}: ${takenAdvice(found, marker)}`,
+      `${shown(runDir)} belongs to ${describeClaim(found, shown)}, and this is ${describeMine(stateFile, runId, shown)}: ${takenAdvice(found, marker)}`,
     );
   }
   const root = resolve(runDir, '..');
@@ -74,7 +82,7 @@ export async function checkRunFolder(
   const marker = claimOf(stateFile, runId);
   if (!sameClaim(found, marker)) {
     throw new RunFolderTakenError(
-      `${shown(runDir)} belongs to ${describeClaim(found, shown)}, not to ${describeClaim(marker, shown)}: nothing was written there`,
+      `${shown(runDir)} belongs to ${describeClaim(found, shown)}, not to ${describeMine(stateFile, runId, shown)}: nothing was written there`,
     );
   }
 }
