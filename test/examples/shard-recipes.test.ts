@@ -80,7 +80,10 @@ function githubActions(): { count: number; shards: Rendered[] } {
   const step = job.steps.find((s: { name?: string }) => s.name === 'Run the shard');
   const runId = workflow.on.workflow_dispatch.inputs.run_id.default as string;
   const render = (v: string, shard: number) =>
-    String(v).replace('${{ matrix.shard }}', String(shard)).replace('${{ inputs.run_id }}', runId);
+    // GitHub's expressions, not JavaScript's: `$` + `{{ … }}`.
+    String(v)
+      .replace(/\$\{\{ matrix\.shard \}\}/g, String(shard))
+      .replace(/\$\{\{ inputs\.run_id \}\}/g, runId);
   const shards = matrix.map((shard) => {
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries({ ...workflow.env, ...job.env })) {
