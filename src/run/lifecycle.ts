@@ -28,10 +28,11 @@ import {
 } from './callbacks.js';
 import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
 import type { RunEvent } from './events.js';
+import { claimBucketPrefix, MARKER_FILE, RunFolderTakenError } from './marker.js';
 import { isBucketLocation } from './output.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
 import { quotaStanding } from './quota.js';
-import { abortUnfinishedUploads, type BucketOutput, objectUrl } from './runner/bucket.js';
+import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from './runner/bucket.js';
 import type { RunnerOptions } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { RunError, type RunSession } from './session.js';
@@ -239,7 +240,10 @@ export interface RunOutcome {
 /** Marks the run running, drives it to its end, and closes it. The lease is renewed meanwhile. */
 export async function executeRun(session: RunSession, o: ExecuteOptions): Promise<RunOutcome> {
   const { store, runId } = session;
-  if (o.bucket) await readyBucket(o.bucket, o.logger);
+  if (o.bucket) {
+    await readyBucket(o.bucket, o.logger);
+    await claimPrefix(o.bucket, session);
+  }
   if (session.existing) store.markRunState(runId, 'running');
   let runner: Runner | undefined;
   const receiver =
@@ -368,6 +372,33 @@ export function exitCodeFor(
   if (UNFINISHED.some((s) => counts[s] > 0)) return EXIT.interrupted;
   const bad = counts.failed + counts.rejected + counts.in_doubt + counts.blocked + counts.lost;
   return bad > 0 ? EXIT.someFailed : EXIT.ok;
+}
+
+/** The run's prefix in the bucket, claimed by its shards (src/run/marker.ts); refusals are one line, exit 1. */
+async function claimPrefix(bucket: BucketOutput, session: RunSession): Promise<void> {
+  const key = `${bucket.runKey}/${MARKER_FILE}`;
+  try {
+    await claimBucketPrefix(
+      objectUrl(bucket, bucket.runKey),
+      {
+        read: async () =>
+          (await bucket.storage.size(key)) === undefined
+            ? undefined
+            : (await bucket.storage.getBytes(key)).toString('utf8'),
+        write: (text) => putText(bucket, key, text, 'application/json'),
+      },
+      session.runId,
+    );
+  } catch (error) {
+    if (error instanceof RunFolderTakenError) {
+      session.refuse(EXIT.invalid);
+      throw new RunError('invalid', error.message);
+    }
+    if (error instanceof StorageError) {
+      throw new RunError(error.exitCode === EXIT.unauthorized ? 'unauthorized' : 'invalid', error.message);
+    }
+    throw error;
+  }
 }
 
 /**

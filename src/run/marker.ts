@@ -103,6 +103,10 @@ async function readMarker(path: string): Promise<Marker | undefined> {
   } catch {
     return undefined;
   }
+  return parseMarker(text);
+}
+
+function parseMarker(text: string): Marker | undefined {
   try {
     const value = JSON.parse(text) as { state_file?: unknown; run?: unknown; shards?: unknown };
     if (typeof value.run === 'string' && typeof value.shards === 'number') {
@@ -115,4 +119,37 @@ async function readMarker(path: string): Promise<Marker | undefined> {
     // A damaged mark is no claim: it is written anew.
   }
   return undefined;
+}
+
+/** What a bucket's run prefix needs to be claimed by a run: where its mark goes, and how to read it. */
+export interface MarkStore {
+  /** The mark's text; undefined when there is none. */
+  read(): Promise<string | undefined>;
+  write(text: string): Promise<void>;
+}
+
+/**
+ * The mark of a run's prefix in a bucket. Only shards write one (`{run, shards}`): the prefix they share
+ * then refuses a run that is not a shard and shards of another count, on any machine. A run that is not a
+ * shard writes none (its state file keeps its prefix, as before).
+ */
+export async function claimBucketPrefix(where: string, marks: MarkStore, runId: string): Promise<void> {
+  const text = await marks.read();
+  const found = text === undefined ? undefined : parseMarker(text);
+  const shard = parseShardRunId(runId);
+  if (found && 'shards' in found) {
+    const mine: Marker = shard
+      ? { run: shard.base, shards: shard.shard.count }
+      : { state_file: '', run: runId };
+    if (sameClaim(found, mine)) return;
+    const me = shard
+      ? `shard ${shard.shard.index} of ${shard.shard.count} of run ${shard.base}`
+      : `run ${runId}`;
+    throw new RunFolderTakenError(
+      `${where} belongs to ${describeClaim(found, (p) => p)}, and this is ${me}: ${takenAdvice(found, mine)}`,
+    );
+  }
+  if (shard && !found) {
+    await marks.write(`${JSON.stringify({ run: shard.base, shards: shard.shard.count }, null, 2)}\n`);
+  }
 }

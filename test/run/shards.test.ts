@@ -268,7 +268,17 @@ describe('three shards of one run on one sandbox and one bucket', () => {
     expect(changed.stderr.trim()).toBe(
       'mediabatch: run wide is split into 3 shards (this state file holds wide.shard-1-of-3), and this is --shard 1/4: another count moves tasks to other shards, which would charge them again; resume it with --shard 1/3, or start another run (--run-id)',
     );
-    // On a new machine (no state file) the bucket cannot be marked: the local folder mark stops it instead (below).
+    // On a new machine (a new state file) the bucket's mark refuses another count, and a run that is not a shard.
+    const fresh = await cli(['--state', 'new-machine.db', 'run', 'wide.yaml', '--yes', '--shard', '1/4']);
+    expect(fresh.code).toBe(1);
+    expect(fresh.stderr.trim().split('\n').at(-1)).toBe(
+      `mediabatch: s3://${s3.bucket}/out/wide belongs to run wide split into 3 shards, and this is shard 1 of 4 of run wide: a run keeps the shard count it started with (--shard i/3), or give it another output or name`,
+    );
+    const whole = await cli(['--state', 'whole-run.db', 'run', 'wide.yaml', '--yes']);
+    expect(whole.code).toBe(1);
+    expect(whole.stderr.trim().split('\n').at(-1)).toBe(
+      `mediabatch: s3://${s3.bucket}/out/wide belongs to run wide split into 3 shards, and this is run wide: run it with --shard i/3, or give this manifest another output or name`,
+    );
     expect((await sandboxState()).requests.submit).toBe(submits);
   }, 180_000);
 });
