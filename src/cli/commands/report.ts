@@ -70,9 +70,7 @@ export async function reportCommand(
     await copyReportFile(opts.json ? written.files.json : written.files.markdown, io.stdout);
     // On stderr, so that stdout is exactly the report (`mediabatch report > costs.md`).
     io.stderr.write(
-      `Wrote ${Object.values(written.files)
-        .map((f) => basename(f))
-        .join(', ')} in ${displayPath(io.cwd, folder)}\n`,
+      `Wrote ${fileList(Object.values(written.files).map((f) => basename(f)))} in ${displayPath(io.cwd, folder)}\n`,
     );
     return EXIT.ok;
   } finally {
@@ -112,4 +110,9 @@ async function bucketReport(
   }
   io.stderr.write(`Wrote report.json, report.csv, report.md and index.html in ${folder}\n`);
   return EXIT.ok;
+}
+
+/** `a, b, c and d`. */
+function fileList(names: readonly string[]): string {
+  return names.length < 2 ? names.join('') : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`;
 }
