@@ -90,3 +90,24 @@ export function shardRunOf(
     return s?.index === shard.index && s.count === shard.count;
   })?.id;
 }
+
+/**
+ * The run `status` and `report` show: with --shard, the shard's run (one line, exit 1, when the state
+ * file has none); without it, the run asked for (undefined: the command's own default).
+ */
+export function askedRun(
+  asked: string | undefined,
+  flags: ShardFlags,
+  env: NodeJS.ProcessEnv,
+  runs: () => readonly { id: string }[],
+  statePath: string,
+): string | undefined {
+  const shard = shardOfFlags(flags, env);
+  if (!shard) return asked;
+  const id = shardRunOf(asked, shard, runs);
+  if (id !== undefined) return id;
+  throw new ExitError(
+    EXIT.invalid,
+    `no run of shard ${shard.index} of ${shard.count} in ${statePath}: name the run (\`<run> --shard ${shard.index}/${shard.count}\`), or use the shard's own --state`,
+  );
+}

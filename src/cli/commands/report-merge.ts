@@ -8,9 +8,8 @@ import { mergeRunReports } from '../../run/merge.js';
 import { OutputError } from '../../run/output.js';
 import { StorageError } from '../../storage/index.js';
 import { EXIT, ExitError } from '../errors.js';
-import { fmtTokens } from '../format.js';
+import { displayPath, fmtTokens } from '../format.js';
 import type { CliIO } from '../io.js';
-import { displayPath } from './status.js';
 
 export async function reportMergeCommand(
   inputs: readonly string[],

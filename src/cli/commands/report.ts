@@ -11,32 +11,24 @@ import { isBucketLocation, OutputError, resolveOutput } from '../../run/output.j
 import { createStorage, joinKey, StorageError } from '../../storage/index.js';
 import type { RunRecord, Store } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
-import { type ShardFlags, shardOfFlags, shardRunOf } from '../shard.js';
-import {
-  displayPath,
-  noShardRun,
-  openExistingStore,
-  type ReadContext,
-  runFolder,
-  unknownRunError,
-} from './status.js';
+import { displayPath } from '../format.js';
+import { openExistingStore, type ReadContext, runFolder, unknownRunError } from '../read.js';
+import { askedRun, type ShardFlags } from '../shard.js';
 
 export interface ReportContext extends ReadContext {
   config: Pick<Config, 'quota' | 'storage'>;
 }
 
 export async function reportCommand(
-  runId: string | undefined,
+  asked: string | undefined,
   opts: { json?: boolean } & ShardFlags,
   ctx: ReportContext,
 ): Promise<number> {
   const { io } = ctx;
-  const shard = shardOfFlags(opts, io.env);
   const store = openExistingStore(ctx);
   try {
-    const id = shard
-      ? (shardRunOf(runId, shard, () => store?.listRuns() ?? []) ?? noShardRun(shard, ctx))
-      : (runId ?? store?.listRuns()[0]?.id);
+    const runs = () => store?.listRuns() ?? [];
+    const id = askedRun(asked, opts, io.env, runs, ctx.statePath) ?? runs()[0]?.id;
     if (id === undefined) {
       throw new ExitError(
         EXIT.invalid,

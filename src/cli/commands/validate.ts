@@ -3,7 +3,7 @@ import { localRefsIn } from '../../media/local-input.js';
 import { type Shard, shardFilterOf } from '../../plan/shard.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
-import { loadChecked, ProblemsError, plural } from '../load.js';
+import { LOCAL_FILES_NOTE, loadChecked, ProblemsError, plural } from '../load.js';
 import { type ShardFlags, shardOfFlags } from '../shard.js';
 
 /** One problem in --json output: located when it is inside a file, with the line people read. */
@@ -41,10 +41,6 @@ function problemJson(p: ManifestProblem, text: string): ProblemJson {
     text,
   };
 }
-
-/** Local inputs need no bucket to be checked and priced; `run` uploads them and needs one. */
-export const LOCAL_FILES_NOTE = (n: number): string =>
-  `${plural(n, 'local file')} (file:): \`run\` uploads ${n === 1 ? 'it' : 'them'} to the bucket of storage: in mediabatch.config.yaml (or MEDIABATCH_STORAGE_URL) and refuses without one`;
 
 async function verdict(
   file: string,
