@@ -5,13 +5,16 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import Database from 'better-sqlite3';
+import { chromium } from 'playwright-core';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { Report } from '../../src/report/schema.js';
 import type { SandboxState } from '../../src/sandbox/server.js';
+import { CHROMIUM } from '../helpers/browser.js';
 import { type Child, spawnCli, spawnSandbox } from '../helpers/child.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
 
@@ -142,6 +145,26 @@ async function bucketText(key: string): Promise<string> {
   return (await res.Body?.transformToString('utf8')) ?? '';
 }
 
+/** The ids of the cards the gallery shows in Debian's chromium (32 cards fit in its first page of 48). */
+async function galleryCardIds(html: string): Promise<string[]> {
+  const file = join(dir, 'merged-gallery.html');
+  await writeFile(file, html);
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.goto(pathToFileURL(file).href);
+    await page.waitForSelector('#grid .card');
+    const ids = await page.$$eval('#grid .card', (els) => els.map((el) => el.getAttribute('data-id') ?? ''));
+    return ids.sort();
+  } finally {
+    await browser.close();
+  }
+}
+
 async function cli(args: string[]): Promise<{ code: number | string; stdout: string; stderr: string }> {
   const child = spawnCli(args, { cwd: dir, env });
   const code = await child.exited;
@@ -235,6 +258,8 @@ describe('three shards of one run on one sandbox and one bucket', () => {
     // The page's inline data: one card per task (`i` is its id), each once.
     const cards = [...gallery.matchAll(/\{"i":"([^"]+)"/g)].map((m) => m[1]);
     expect(cards.sort()).toEqual([...all].sort());
+    // Opened in chromium, the run's gallery shows a card for every task of every shard.
+    expect(await galleryCardIds(gallery)).toEqual([...all].sort());
     // One gallery for the whole run, beside each shard's own.
     expect((await bucketKeys('out/wide/')).filter((k) => k.endsWith('.html'))).toEqual([
       'out/wide/index.html',
