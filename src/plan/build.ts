@@ -256,6 +256,7 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
           estimate: task.estimate,
           expectedMs: expectedJobMs(task.entry, task.body),
           retries: task.spec.retries ?? settings.retries,
+          review: task.spec.review ?? settings.review,
           ...(task.spec.after !== undefined && {
             upstreams: task.spec.after.map(({ name, taskId }) => ({ name, taskId })),
           }),
@@ -288,8 +289,8 @@ export interface StreamedPlan {
   localInputs: boolean;
 }
 
-/** planManifest's result, streamed (see StreamedPlan): every problem is found before this returns. */
-export async function planStreamed(file: string, o: PlanOptions): Promise<StreamedPlan> {
+/** The manifest loaded for a streamed plan; its problems, with the catalog's for the tasks that expanded, thrown. */
+async function loadStreaming(file: string, o: PlanOptions) {
   await requireFile(file, o.cwd);
   const result = await loadManifest(file, {
     now: o.now,
@@ -302,22 +303,62 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     const checked = checkTasks(result.tasks ?? []);
     throw new ManifestProblemsError(file, [...result.problems, ...checked.problems]);
   }
-  const { settings } = result.manifest;
-  let source: TaskSource | undefined = result.manifest.source ?? listedSource(result.manifest.tasks);
+  return result.manifest;
+}
+
+/** Every problem at once, in order: expansion, the catalog's, chains', local files'. */
+function throwIfProblems(file: string, problems: ManifestProblem[]): void {
+  if (problems.length > 0) throw new ManifestProblemsError(file, problems);
+}
+
+/**
+ * The totals of tasks priced with the lengths measured (none yet: as written), and their problems. With a
+ * shard (`inShard`), `totals` are the shard's and `whole` every task's (its budget share needs both).
+ */
+function pricing(
+  lengths: ReadonlyMap<string, ProbeResult> | undefined,
+  prices: PriceTable,
+  callbackUrl: string | undefined,
+  chains: ChainPlan | undefined,
+  inShard?: (id: string) => boolean,
+) {
+  const sum = new TotalsSum();
+  const whole = inShard ? new TotalsSum() : sum;
+  const problems: ManifestProblem[] = [];
+  return {
+    totals: sum,
+    whole,
+    problems,
+    add(task: CheckedTask) {
+      for (const one of pricedTasks([task], lengths, prices, callbackUrl, chains)) {
+        if (!one.ok) {
+          problems.push(...one.problems);
+          continue;
+        }
+        if (whole !== sum) whole.add(one.task);
+        if (!inShard || inShard(one.task.spec.id)) sum.add(one.task);
+      }
+    },
+  };
+}
+
+/** planManifest's result, streamed (see StreamedPlan): every problem is found before this returns. */
+export async function planStreamed(file: string, o: PlanOptions): Promise<StreamedPlan> {
+  const manifest = await loadStreaming(file, o);
+  const { settings } = manifest;
+  let source: TaskSource | undefined = manifest.source ?? listedSource(manifest.tasks);
   const prices = o.prices ?? DEFAULT_PRICES;
-  const shardSource = source;
-  // A chained manifest's groups are read in a pass of their own: a downstream may precede its upstream.
-  const inShard = o.shard
-    ? shardFilterOf(o.shard, result.manifest.chained === true, () => shardSource.expand().tasks)
-    : undefined;
+  const inShard = shardOnly(o.shard, manifest.chained === true, source);
 
   // First pass: every problem, the ids, the media to measure, and the totals as if nothing needed measuring.
   const taskIds: string[] = [];
   const needs = new Map<string, MediaNeed>();
   const catalogProblems: ManifestProblem[] = [];
-  let priced = priceAll(undefined);
   // A chain's downstream may come before its upstream: chained tasks are priced once every task is known.
-  const chains = result.manifest.chained ? new ChainPlan() : undefined;
+  const chains = manifest.chained ? new ChainPlan() : undefined;
+  const priceAll = (lengths: ReadonlyMap<string, ProbeResult> | undefined) =>
+    pricing(lengths, prices, settings.callbackUrl, chains, inShard);
+  let priced = priceAll(undefined);
   // Each expected duration and the last position holding it: a handful of entries, however many tasks.
   const lastAt = new Map<number, number>();
   let localInputs = false;
@@ -340,22 +381,12 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     if (chains) chains.add(one.task);
     else priced.add(one.task);
   }
-  const expansionProblems = first.problems();
-  const chainProblems = chains?.problems(first.unexpanded()) ?? [];
-  const localInputProblems = await local.problems();
-  if (
-    expansionProblems.length > 0 ||
-    catalogProblems.length > 0 ||
-    chainProblems.length > 0 ||
-    localInputProblems.length > 0
-  ) {
-    throw new ManifestProblemsError(file, [
-      ...expansionProblems,
-      ...collapseRepeats(catalogProblems),
-      ...collapseRepeats(chainProblems),
-      ...localInputProblems,
-    ]);
-  }
+  throwIfProblems(file, [
+    ...first.problems(),
+    ...collapseRepeats(catalogProblems),
+    ...collapseRepeats(chains?.problems(first.unexpanded()) ?? []),
+    ...(await local.problems()),
+  ]);
   const measure = localAware(file, o);
   const measured = measure && needs.size > 0 ? await measure([...needs.values()]) : undefined;
   chains?.measured(measured);
@@ -366,27 +397,6 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   }
   if (priced.problems.length > 0) throw new ManifestProblemsError(file, collapseRepeats(priced.problems));
   const totals = priced.totals.result();
-
-  function priceAll(lengths: ReadonlyMap<string, ProbeResult> | undefined) {
-    const sum = new TotalsSum();
-    // Every task, for a shard's share of the budget; the same sum as `sum` without a shard.
-    const whole = inShard ? new TotalsSum() : sum;
-    const problems: ManifestProblem[] = [];
-    return {
-      totals: sum,
-      whole,
-      problems,
-      add(task: CheckedTask) {
-        for (const one of pricedTasks([task], lengths, prices, settings.callbackUrl, chains)) {
-          if (!one.ok) problems.push(...one.problems);
-          else {
-            if (whole !== sum) whole.add(one.task);
-            if (!inShard || inShard(one.task.spec.id)) sum.add(one.task);
-          }
-        }
-      },
-    };
-  }
 
   return {
     file,
@@ -406,14 +416,26 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     release() {
       source = undefined;
     },
-    longestFrom(position) {
-      let longest = 0;
-      for (const [ms, last] of lastAt) if (last >= position && ms > longest) longest = ms;
-      return longest;
-    },
+    longestFrom: (position) => longestFrom(lastAt, position),
     chained: chains !== undefined,
     localInputs,
   };
+}
+
+/** The longest expected job among the tasks from a position on (each duration with its last position). */
+function longestFrom(lastAt: ReadonlyMap<number, number>, position: number): number {
+  let longest = 0;
+  for (const [ms, last] of lastAt) if (last >= position && ms > longest) longest = ms;
+  return longest;
+}
+
+/** A shard's filter; a chained manifest's groups are read in a pass of their own (a downstream may come first). */
+function shardOnly(
+  shard: Shard | undefined,
+  chained: boolean,
+  source: TaskSource,
+): ((id: string) => boolean) | undefined {
+  return shard ? shardFilterOf(shard, chained, () => source.expand().tasks) : undefined;
 }
 
 /** Whether a request names a local file, in a field or in a list (frame links). */

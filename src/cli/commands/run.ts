@@ -4,8 +4,9 @@
 import { resolve } from 'node:path';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
+import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
-import { resultsRunId } from '../../plan/shard.js';
+import { resultsRunId, type Shard } from '../../plan/shard.js';
 import { OutputError, resolveOutput, sandboxOutput } from '../../run/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
@@ -89,24 +90,9 @@ async function runWithClient(
   if (tried?.line) humanOut(io, flags).write(`${tried.line}\n`);
   const output = resolveOutputOrExit(tried?.output ?? plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
-  // A shard works under its share of the manifest's budget (or --budget); its preflight says so.
-  const shardLine = shard ? shardBudget(shard, plan, flags.budget) : undefined;
-  const budget = shardLine ? shardLine.budget : (flags.budget ?? plan.settings.budget);
-  if (budget === undefined) delete plan.settings.budget;
-  else plan.settings.budget = budget;
+  const shardLine = applyBudget(plan, shard, flags.budget);
   const settings = plan.settings;
-  let only: string[] | undefined;
-  if (flags.only !== undefined) {
-    const selection = selectTasks(flags.only, plan.taskIds);
-    if (!selection.ok) throw new ExitError(EXIT.invalid, selection.message);
-    only = selection.taskIds;
-  }
-  if (flags.runId !== undefined && !/^[A-Za-z0-9_-]+$/.test(flags.runId)) {
-    throw new ExitError(
-      EXIT.invalid,
-      `--run-id: must be letters, digits, - and _, got ${JSON.stringify(flags.runId)}`,
-    );
-  }
+  const only = onlyOf(flags, plan.taskIds);
   const receiver = receiverOf(flags, settings, onSandbox);
   if (!receiver.ok) throw new ExitError(EXIT.invalid, receiver.message);
   const callbacks = receiver.receiver;
@@ -159,6 +145,18 @@ async function runWithClient(
   }
 }
 
+/**
+ * The budget the run works under, set in its plan's settings: --budget, or a shard's share of the
+ * manifest's (its preflight line says so), or the manifest's.
+ */
+function applyBudget(plan: RunPlan, shard: Shard | undefined, budgetFlag: number | undefined) {
+  const shardLine = shard ? shardBudget(shard, plan, budgetFlag) : undefined;
+  const budget = shardLine ? shardLine.budget : (budgetFlag ?? plan.settings.budget);
+  if (budget === undefined) delete plan.settings.budget;
+  else plan.settings.budget = budget;
+  return shardLine;
+}
+
 function resolveOutputOrExit(
   output: string,
   storage: Config['storage'],
@@ -170,6 +168,19 @@ function resolveOutputOrExit(
     if (error instanceof OutputError) throw new ExitError(EXIT.invalid, error.message);
     throw error;
   }
+}
+
+/** `--only`, resolved to task ids (undefined without it); `--run-id` checked on the way. */
+function onlyOf(flags: RunFlags, taskIds: readonly string[]): string[] | undefined {
+  const selection = flags.only === undefined ? undefined : selectTasks(flags.only, taskIds);
+  if (selection && !selection.ok) throw new ExitError(EXIT.invalid, selection.message);
+  if (flags.runId !== undefined && !/^[A-Za-z0-9_-]+$/.test(flags.runId)) {
+    throw new ExitError(
+      EXIT.invalid,
+      `--run-id: must be letters, digits, - and _, got ${JSON.stringify(flags.runId)}`,
+    );
+  }
+  return selection?.taskIds;
 }
 
 /**

@@ -17,6 +17,8 @@ export interface RunFlags extends ShardFlags {
   budget?: number;
   yes?: boolean;
   allowPartial?: boolean;
+  /** Keep going until every reviewed result is decided (issue 25). */
+  waitForReview?: boolean;
   retryInDoubt?: boolean;
   acceptChanges?: boolean;
   concurrency?: number;
