@@ -201,3 +201,5 @@ CREATE TRIGGER task_upstream_undone AFTER UPDATE OF state ON tasks
   UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id
     AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
 END;
+
+CREATE INDEX tasks_by_finished ON tasks (run_id, finished_at, task_id) WHERE finished_at IS NOT NULL;

@@ -1,0 +1,216 @@
+// What the view's JSON API answers, built from the read-only store. Cheap figures (counts, runs) are
+// read on every request; the costly ones at a million tasks (per-model table, finished series) are
+// cached and recomputed when the database moved, at most every few times their own cost, so that a
+// large run is never read over and over while it changes.
+
+import { shownRunState } from '../run/lease.js';
+import { runLocation } from '../run/output.js';
+import {
+  NOT_ON_DISK,
+  type ReportModelFigures,
+  type RunRecord,
+  type Store,
+  TASK_STATES,
+  type TaskState,
+  UNFINISHED,
+} from '../store/index.js';
+import { roundTokens } from '../util/money.js';
+import { inDoubtAdvice, unfinishedAdvice } from './advice.js';
+import { type FinishedSeries, finishedSeries, SpendSeries } from './series.js';
+
+/** The version of every JSON answer (`v`); it moves when a field changes meaning or goes away. */
+export const VIEW_API_VERSION = 1;
+
+const LEDGER_CHUNK = 50_000;
+
+/** A value recomputed only when the database moved, and no sooner than 4× its last cost (≥ 150 ms). */
+class Cached<T> {
+  #value: T | undefined;
+  #version = -1;
+  #at = 0;
+  #took = 0;
+  constructor(readonly compute: () => T) {}
+  get(version: number): T {
+    const now = performance.now();
+    if (
+      this.#value === undefined ||
+      (version !== this.#version && now - this.#at >= Math.max(150, 4 * this.#took))
+    ) {
+      const start = performance.now();
+      this.#value = this.compute();
+      this.#took = performance.now() - start;
+      this.#at = performance.now();
+      this.#version = version;
+    }
+    return this.#value;
+  }
+}
+
+interface RunCache {
+  spend: SpendSeries;
+  models: Cached<ReportModelFigures[]>;
+  finished: Cached<FinishedSeries>;
+  plan: Cached<{ max: number; estimated: number }>;
+}
+
+export class ViewData {
+  readonly #store: Store;
+  readonly #cwd: string;
+  readonly #now: () => Date;
+  readonly #runs = new Map<string, RunCache>();
+  /** Moves with every commit of another connection (PRAGMA data_version). */
+  #version = 0;
+
+  constructor(store: Store, opts: { cwd: string; now?: () => Date }) {
+    this.#store = store;
+    this.#cwd = opts.cwd;
+    this.#now = opts.now ?? (() => new Date());
+  }
+
+  get store(): Store {
+    return this.#store;
+  }
+
+  /** Called by the change poller with the latest data version. */
+  setVersion(version: number): void {
+    this.#version = version;
+  }
+
+  /** `<output>/<run>` on disk, or `s3://…/<run>`. */
+  runFolder(run: RunRecord): string {
+    const settings = run.settings as { output?: unknown } | null;
+    const output = typeof settings?.output === 'string' ? settings.output : `${this.#cwd}/out`;
+    return runLocation(output, run.id);
+  }
+
+  runs(): unknown[] {
+    return this.#store.listRuns().map((run) => this.runHead(run));
+  }
+
+  /** One line of the runs list (and the head of a run's page). */
+  runHead(recorded: RunRecord): Record<string, unknown> {
+    const now = this.#now();
+    const state = shownRunState(this.#store, recorded, now);
+    const counts = this.#store.countTasksByState(recorded.id);
+    const spent = this.#spend(recorded.id);
+    const last = spent.points().at(-1);
+    const plan = this.#cache(recorded.id).plan.get(this.#version);
+    const running = state === 'running' && recorded.startedAt !== null;
+    const settings = recorded.settings as { budget?: unknown } | null;
+    const total = TASK_STATES.reduce((n, s) => n + counts[s], 0);
+    const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
+    return {
+      id: recorded.id,
+      name: recorded.manifestName,
+      manifest: recorded.manifestPath,
+      state,
+      exit_code: recorded.exitCode,
+      created_at: recorded.createdAt.toISOString(),
+      started_at: (recorded.firstStartedAt ?? recorded.startedAt)?.toISOString() ?? null,
+      last_started_at: recorded.startedAt?.toISOString() ?? null,
+      finished_at: recorded.finishedAt?.toISOString() ?? null,
+      active_ms: recorded.activeMs + (running ? now.getTime() - (recorded.startedAt?.getTime() ?? 0) : 0),
+      tasks: total,
+      finished: total - unfinished,
+      by_state: counts,
+      estimated: roundTokens(plan.estimated),
+      worst_case: roundTokens(plan.max),
+      budget: typeof settings?.budget === 'number' ? settings.budget : null,
+      charged: last?.[1] ?? 0,
+      refunded: last?.[2] ?? 0,
+      net: last?.[3] ?? 0,
+      folder: this.runFolder(recorded),
+    };
+  }
+
+  /** Everything the run page shows. */
+  runDetail(run: RunRecord): Record<string, unknown> {
+    const head = this.runHead(run);
+    const counts = head['by_state'] as Record<TaskState, number>;
+    const cache = this.#cache(run.id);
+    const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
+    const finished = cache.finished.get(this.#version);
+    const doubt = this.#store.viewReads.inDoubtFigures(run.id);
+    const paid = this.#store.notOnDiskByState(run.id);
+    const manifest = run.manifestPath;
+    return {
+      v: VIEW_API_VERSION,
+      run: head,
+      models: cache.models.get(this.#version).map(modelJson),
+      failures: this.#store.viewReads.failuresByReason(run.id),
+      in_doubt: {
+        tasks: doubt.tasks,
+        advice: doubt.tasks > 0 ? inDoubtAdvice(doubt.tasks, manifest) : null,
+        retry_estimate: roundTokens(doubt.tokens),
+        retry_max: roundTokens(doubt.max),
+      },
+      unfinished: {
+        tasks: unfinished,
+        advice: unfinished > 0 && head['state'] !== 'running' ? unfinishedAdvice(unfinished, manifest) : null,
+      },
+      paid_not_on_disk: Object.fromEntries(
+        NOT_ON_DISK.map((s) => [s, { tasks: paid[s].tasks, tokens: roundTokens(paid[s].tokens) }]),
+      ),
+      chains: this.#store.viewReads.blockedChains(run.id, 50),
+      spend_series: {
+        columns: ['time_ms', 'charged', 'refunded', 'net'],
+        points: this.#spend(run.id).points(),
+        budget: head['budget'],
+        worst_case: head['worst_case'],
+      },
+      finished_series: {
+        columns: ['time_ms', 'finished'],
+        points: finished.points,
+        rate_per_minute: finished.ratePerMinute,
+        estimated_end: finished.estimatedEnd,
+        unfinished,
+      },
+    };
+  }
+
+  #cache(runId: string): RunCache {
+    let cache = this.#runs.get(runId);
+    if (cache === undefined) {
+      const reads = this.#store.viewReads;
+      cache = {
+        spend: new SpendSeries(),
+        models: new Cached(() => this.#store.reportModelFigures(runId)),
+        finished: new Cached(() => {
+          const counts = this.#store.countTasksByState(runId);
+          const left = UNFINISHED.reduce((n, s) => n + counts[s], 0);
+          return finishedSeries(reads.finishedTimes(runId), left, this.#now());
+        }),
+        plan: new Cached(() => reads.planFigures(runId)),
+      };
+      this.#runs.set(runId, cache);
+    }
+    return cache;
+  }
+
+  /** The spend series, brought up to date with the ledger rows written since the last look. */
+  #spend(runId: string): SpendSeries {
+    const series = this.#cache(runId).spend;
+    for (;;) {
+      const rows = this.#store.viewReads.ledgerAfter(runId, series.lastId, LEDGER_CHUNK);
+      series.add(rows);
+      if (rows.length < LEDGER_CHUNK) return series;
+    }
+  }
+}
+
+function modelJson(m: ReportModelFigures): Record<string, unknown> {
+  const tasks = TASK_STATES.reduce((n, s) => n + m.byState[s], 0);
+  return {
+    model: m.model,
+    tasks,
+    done: m.byState.done,
+    by_state: m.byState,
+    estimated: roundTokens(m.estimated),
+    estimated_max: roundTokens(m.estimatedMax),
+    charged: roundTokens(m.charged),
+    refunded: roundTokens(m.refunded),
+    net: roundTokens(m.charged - m.refunded),
+    jobs: m.jobs,
+    in_doubt_max: roundTokens(m.inDoubtMax),
+  };
+}
