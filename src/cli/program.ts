@@ -183,6 +183,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     )
     .addOption(noProbeOption())
     .addOption(allowOutsideOption())
+    .option('--view', 'serve the live page of the run while it goes and print its address (see `view`)')
     .action(async (file: string, opts: RunFlags) => {
       // Trying things never touches real runs: sandbox runs keep their own state file unless --state says.
       const statePath = opts.sandbox ? stateFor(true) : globals().state;

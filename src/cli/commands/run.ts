@@ -34,6 +34,7 @@ import { ProgressView } from '../progress.js';
 import { makeMeasure } from '../wiring.js';
 import { buildRunPlan, type RunPlan } from './plan.js';
 import { describeCounts, displayPath, failureLine, runPrinter } from './run-lines.js';
+import { viewDuringRun } from './view.js';
 
 export interface RunFlags {
   yes?: boolean;
@@ -72,6 +73,8 @@ export interface RunFlags {
   callbackUrl?: string;
   /** `foreach` may read data files outside the manifest's folder. */
   allowOutsideData?: boolean;
+  /** Serve `mediabatch view` of this run while it goes (./view.ts). */
+  view?: boolean;
 }
 
 export interface RunContext {
@@ -174,6 +177,7 @@ async function runWithClient(
       shown,
       ...storeFirstOf(flags, only, io.env),
     }).catch(rethrowRunError);
+    const view = flags.view ? await viewDuringRun(ctx, session.runId, humanOut(io, flags)) : undefined;
     try {
       return await driveRun({
         file,
@@ -194,6 +198,7 @@ async function runWithClient(
           : undefined,
       });
     } finally {
+      await view?.end();
       session.close();
     }
   } finally {

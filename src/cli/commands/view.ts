@@ -80,6 +80,30 @@ export function untilInterrupted(io: CliIO): Promise<void> {
   });
 }
 
+/**
+ * `run --view`: the view of the run while it goes. At its end the view stays until Ctrl-C when a person
+ * is at the terminal (to look at the results), and closes with the run otherwise (scripts, tests).
+ */
+export async function viewDuringRun(
+  ctx: ViewContext,
+  runId: string,
+  out: CliIO['stdout'],
+): Promise<{ end(): Promise<void> }> {
+  const view = await openView(ctx, {}, runId, out);
+  return {
+    async end() {
+      try {
+        if (ctx.io.interactive) {
+          ctx.io.stderr.write('The run ended; the view stays open until Ctrl-C.\n');
+          await untilInterrupted(ctx.io);
+        }
+      } finally {
+        await view.close();
+      }
+    },
+  };
+}
+
 export async function viewCommand(
   run: string | undefined,
   flags: ViewFlags,
