@@ -249,12 +249,12 @@ describe('mediabatch view (the command)', () => {
     const first = await raw(port, `/?token=${token}`);
     expect(first.headers['location']).toBe('/#/run/batch');
     const bearer = { authorization: `Bearer ${token}` };
-    const seen = [
+    const looked = [
       await raw(port, '/api/runs/batch', bearer),
       await raw(port, '/api/runs/batch/tasks/img-4', bearer),
     ];
-    expect(seen.map((a) => a.status)).toEqual([200, 200]);
-    const all = [stdout, stderr, ...seen.map((a) => a.text + JSON.stringify(a.headers))].join('\n');
+    expect(looked.map((a) => a.status)).toEqual([200, 200]);
+    const all = [stdout, stderr, ...looked.map((a) => a.text + JSON.stringify(a.headers))].join('\n');
     expect(all).toContain('img-4');
     expect(all).not.toContain(API_KEY);
     expect(all).not.toContain(STORAGE_SECRET);
