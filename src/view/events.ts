@@ -27,6 +27,8 @@ export class ChangeFeed {
   #timer: NodeJS.Timeout | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #seq = 0;
+  /** After the first look: a run that appears later is new, and all of it is news. */
+  #primed = false;
 
   constructor(data: ViewData) {
     this.#data = data;
@@ -66,6 +68,7 @@ export class ChangeFeed {
     this.#lastSignals = key;
     this.#data.setVersion(signals.dataVersion);
     const events = this.#changes();
+    this.#primed = true;
     for (const e of events) {
       this.#seq++;
       this.#send(
@@ -87,7 +90,7 @@ export class ChangeFeed {
     for (const run of runs) {
       const counts = store.countTasksByState(run.id);
       const countsKey = JSON.stringify(counts);
-      const finishedAfter = this.#lastFinished.get(run.id);
+      const finishedAfter = this.#lastFinished.get(run.id) ?? (this.#primed ? '' : undefined);
       // A run seen for the first time: its tasks finished so far are what the page read already.
       const finished =
         finishedAfter === undefined ? [] : store.viewReads.finishedSince(run.id, finishedAfter, TASK_IDS + 1);
@@ -98,7 +101,7 @@ export class ChangeFeed {
       if (countsKey === this.#lastCounts.get(run.id) && finished.length === 0) continue;
       const first = !this.#lastCounts.has(run.id);
       this.#lastCounts.set(run.id, countsKey);
-      if (first) continue;
+      if (first && !this.#primed) continue;
       const head = this.#data.runHead(run);
       events.push({
         event: 'run',
