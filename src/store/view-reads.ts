@@ -135,15 +135,21 @@ const FILTERS = `(:states IS NULL OR state IN (SELECT value FROM json_each(:stat
   AND (:q IS NULL OR instr(lower(task_id), :q) > 0 OR instr(lower(body), :q) > 0
        OR instr(lower(coalesce(error, '')), :q) > 0)`;
 
+/**
+ * The keyset bounds are always given (a NULL-or-bound test would stop SQLite from seeking the index):
+ * the first page starts after task id '' and before finish time END_OF_TIME.
+ */
 interface ListParams {
   runId: string;
   states: string | null;
   model: string | null;
   q: string | null;
-  finishedAt: string | null;
-  taskId: string | null;
+  finishedAt: string;
+  taskId: string;
   limit: number;
 }
+
+const END_OF_TIME = '9999';
 
 export class ViewReadStore {
   readonly #db: Db;
@@ -176,7 +182,7 @@ export class ViewReadStore {
     this.#finished = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks INDEXED BY tasks_by_finished
        WHERE run_id = :runId AND finished_at IS NOT NULL
-         AND (:finishedAt IS NULL OR (finished_at, task_id) < (:finishedAt, :taskId))
+         AND (finished_at, task_id) < (:finishedAt, :taskId)
          AND ${FILTERS}
        ORDER BY finished_at DESC, task_id DESC LIMIT :limit`,
     );
@@ -184,25 +190,25 @@ export class ViewReadStore {
     this.#finishedSmall = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks INDEXED BY tasks_by_state
        WHERE run_id = :runId AND state IN (SELECT value FROM json_each(:states)) AND finished_at IS NOT NULL
-         AND (:finishedAt IS NULL OR (finished_at, task_id) < (:finishedAt, :taskId))
+         AND (finished_at, task_id) < (:finishedAt, :taskId)
          AND ${FILTERS}
        ORDER BY finished_at DESC, task_id DESC LIMIT :limit`,
     );
     this.#unfinished = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks
-       WHERE run_id = :runId AND finished_at IS NULL AND (:taskId IS NULL OR task_id > :taskId)
+       WHERE run_id = :runId AND finished_at IS NULL AND task_id > :taskId
          AND ${FILTERS}
        ORDER BY task_id LIMIT :limit`,
     );
     this.#byId = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks
-       WHERE run_id = :runId AND (:taskId IS NULL OR task_id > :taskId) AND ${FILTERS}
+       WHERE run_id = :runId AND task_id > :taskId AND ${FILTERS}
        ORDER BY task_id LIMIT :limit`,
     );
     this.#byIdSmall = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks INDEXED BY tasks_by_state
        WHERE run_id = :runId AND state IN (SELECT value FROM json_each(:states))
-         AND (:taskId IS NULL OR task_id > :taskId) AND ${FILTERS}
+         AND task_id > :taskId AND ${FILTERS}
        ORDER BY task_id LIMIT :limit`,
     );
     this.#countsOf = db.prepare<{ runId: string; states: string }, number>(
@@ -315,9 +321,9 @@ export class ViewReadStore {
     let next: ViewCursor | null = null;
     const after = query.after;
     if (query.order === 'id') {
-      const taskId = after?.phase === 'id' ? after.taskId : null;
+      const taskId = after?.phase === 'id' ? after.taskId : '';
       const stmt = small ? this.#byIdSmall : this.#byId;
-      rows = stmt.all({ ...base, finishedAt: null, taskId, limit: limit + 1 });
+      rows = stmt.all({ ...base, finishedAt: END_OF_TIME, taskId, limit: limit + 1 });
       if (rows.length > limit) {
         rows = rows.slice(0, limit);
         next = { phase: 'id', taskId: rows[rows.length - 1]?.task_id ?? '' };
@@ -328,8 +334,8 @@ export class ViewReadStore {
         const stmt = small ? this.#finishedSmall : this.#finished;
         rows = stmt.all({
           ...base,
-          finishedAt: after?.phase === 'finished' ? after.finishedAt : null,
-          taskId: after?.phase === 'finished' ? after.taskId : null,
+          finishedAt: after?.phase === 'finished' ? after.finishedAt : END_OF_TIME,
+          taskId: after?.phase === 'finished' ? after.taskId : '',
           limit: limit + 1,
         });
         if (rows.length > limit) {
@@ -339,10 +345,10 @@ export class ViewReadStore {
         }
       }
       if (next === null && rows.length < limit + 1) {
-        const taskId = after?.phase === 'unfinished' ? after.taskId : null;
+        const taskId = after?.phase === 'unfinished' ? after.taskId : '';
         const more = this.#unfinished.all({
           ...base,
-          finishedAt: null,
+          finishedAt: END_OF_TIME,
           taskId,
           limit: limit - rows.length + 1,
         });
