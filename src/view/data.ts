@@ -23,19 +23,22 @@ export const VIEW_API_VERSION = 1;
 
 const LEDGER_CHUNK = 50_000;
 
-/** A value recomputed only when the database moved, and no sooner than 4× its last cost (≥ 150 ms). */
+/**
+ * A value recomputed when the database moved: at once when it is cheap (< CHEAP_MS), otherwise no
+ * sooner than 4× its last cost. A throttled value is stale until asked again: the change feed nudges
+ * the pages (staleRuns) so that the last change of a run always reaches them.
+ */
 class Cached<T> {
   #value: T | undefined;
   #version = -1;
   #at = 0;
   #took = 0;
   constructor(readonly compute: () => T) {}
+  #ready(): boolean {
+    return this.#took < CHEAP_MS || performance.now() - this.#at >= Math.max(150, 4 * this.#took);
+  }
   get(version: number): T {
-    const now = performance.now();
-    if (
-      this.#value === undefined ||
-      (version !== this.#version && now - this.#at >= Math.max(150, 4 * this.#took))
-    ) {
+    if (this.#value === undefined || (version !== this.#version && this.#ready())) {
       const start = performance.now();
       this.#value = this.compute();
       this.#took = performance.now() - start;
@@ -44,7 +47,13 @@ class Cached<T> {
     }
     return this.#value;
   }
+  /** Computed before, behind `version`, and allowed to be computed again now. */
+  staleAndReady(version: number): boolean {
+    return this.#value !== undefined && version !== this.#version && this.#ready();
+  }
 }
+
+const CHEAP_MS = 20;
 
 interface RunCache {
   spend: SpendSeries;
@@ -74,6 +83,15 @@ export class ViewData {
   /** Called by the change poller with the latest data version. */
   setVersion(version: number): void {
     this.#version = version;
+  }
+
+  /** Runs whose cached figures are behind the database and may be recomputed now. */
+  staleRuns(): string[] {
+    const stale: string[] = [];
+    for (const [id, c] of this.#runs) {
+      if ([c.models, c.finished, c.plan].some((x) => x.staleAndReady(this.#version))) stale.push(id);
+    }
+    return stale;
   }
 
   /** `<output>/<run>` on disk, or `s3://…/<run>`. */

@@ -4,7 +4,7 @@
 // runner in another process is never held up.
 
 import type { ServerResponse } from 'node:http';
-import { TASK_STATES } from '../store/index.js';
+import type { RunRecord, TaskState } from '../store/index.js';
 import { VIEW_API_VERSION, type ViewData } from './data.js';
 
 export const POLL_MS = 250;
@@ -29,6 +29,7 @@ export class ChangeFeed {
   #seq = 0;
   /** After the first look: a run that appears later is new, and all of it is news. */
   #primed = false;
+  readonly #nudged = new Set<string>();
 
   constructor(data: ViewData) {
     this.#data = data;
@@ -64,18 +65,54 @@ export class ChangeFeed {
   tick(): ViewEvent[] {
     const signals = this.#data.store.viewReads.changeSignals();
     const key = JSON.stringify(signals);
-    if (key === this.#lastSignals) return [];
+    if (key === this.#lastSignals) return this.#nudge();
     this.#lastSignals = key;
     this.#data.setVersion(signals.dataVersion);
     const events = this.#changes();
     this.#primed = true;
+    this.#emit(events);
+    return events;
+  }
+
+  /**
+   * Nothing moved, but figures computed while the run went (throttled at a large run) are behind: one
+   * `run` event per run and data version makes the pages ask again, so the last change shows too.
+   */
+  #nudge(): ViewEvent[] {
+    const events: ViewEvent[] = [];
+    for (const runId of this.#data.staleRuns()) {
+      const key = `${runId}@${this.#lastSignals}`;
+      if (this.#nudged.has(key)) continue;
+      this.#nudged.add(key);
+      const run = this.#data.store.getRun(runId);
+      if (run !== undefined) events.push({ event: 'run', data: this.#runEvent(run) });
+    }
+    this.#emit(events);
+    return events;
+  }
+
+  #emit(events: readonly ViewEvent[]): void {
     for (const e of events) {
       this.#seq++;
       this.#send(
         `id: ${this.#seq}\nevent: ${e.event}\ndata: ${JSON.stringify({ v: VIEW_API_VERSION, ...e.data })}\n\n`,
       );
     }
-    return events;
+  }
+
+  #runEvent(run: RunRecord): Record<string, unknown> {
+    const head = this.#data.runHead(run);
+    const counts = head['by_state'] as Record<TaskState, number>;
+    return {
+      run: run.id,
+      state: head['state'],
+      by_state: counts,
+      tasks: head['tasks'],
+      finished: head['finished'],
+      charged: head['charged'],
+      refunded: head['refunded'],
+      net: head['net'],
+    };
   }
 
   #changes(): ViewEvent[] {
@@ -102,20 +139,7 @@ export class ChangeFeed {
       const first = !this.#lastCounts.has(run.id);
       this.#lastCounts.set(run.id, countsKey);
       if (first && !this.#primed) continue;
-      const head = this.#data.runHead(run);
-      events.push({
-        event: 'run',
-        data: {
-          run: run.id,
-          state: head['state'],
-          by_state: counts,
-          tasks: TASK_STATES.reduce((n, s) => n + counts[s], 0),
-          finished: head['finished'],
-          charged: head['charged'],
-          refunded: head['refunded'],
-          net: head['net'],
-        },
-      });
+      events.push({ event: 'run', data: this.#runEvent(run) });
       if (finished.length > 0) {
         events.push({
           event: 'tasks',
