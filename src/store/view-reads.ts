@@ -64,12 +64,24 @@ export interface LedgerLine {
   assumed: boolean;
 }
 
-/** Ledger rows of a run after an id, for the spend series (read incrementally). */
-export interface LedgerPoint {
-  id: number;
-  at: string;
+/** A run's ledger after an id, summed per second, model and kind (the spend series, read incrementally). */
+export interface SpendBucket {
+  /** ISO time to the second, without the zone: `2026-01-05T09:00:00`. */
+  second: string;
+  model: string;
   kind: 'charge' | 'refund';
   tokens: number;
+  rows: number;
+  lastId: number;
+}
+
+/** A run's tasks per model and state, with their estimates (one pass over the run's rows). */
+export interface ModelStateRow {
+  model: string;
+  state: TaskState;
+  tasks: number;
+  estimated: number;
+  estimatedMax: number;
 }
 
 export interface FailureGroup {
@@ -162,8 +174,9 @@ export class ViewReadStore {
   readonly #filesOf;
   readonly #spendOf;
   readonly #ledgerOfTask;
-  readonly #ledgerAfter;
-  readonly #finishedTimes;
+  readonly #spendAfter;
+  readonly #modelStates;
+  readonly #finishedBuckets;
   readonly #failures;
   readonly #blocked;
   readonly #upstreamsOf;
@@ -171,7 +184,6 @@ export class ViewReadStore {
   readonly #stateOf;
   readonly #signals;
   readonly #inDoubt;
-  readonly #worstCase;
   readonly #finishedSince;
   readonly #latestFinish;
 
@@ -234,16 +246,26 @@ export class ViewReadStore {
     >(
       'SELECT id, kind, tokens, at, img_uuid, assumed FROM ledger WHERE run_id = ? AND task_id = ? ORDER BY id',
     );
-    this.#ledgerAfter = db.prepare<[string, number, number], LedgerPoint>(
-      `SELECT id, at, kind, tokens FROM ledger INDEXED BY ledger_by_run
-       WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?`,
+    // By row id from `afterId` (the ledger only grows), the run's rows filtered by +run_id: one range
+    // read, then each row's model from the task's primary key.
+    this.#spendAfter = db.prepare<[number, string], SpendBucket>(
+      `SELECT substr(l.at, 1, 19) AS second, t.model, l.kind, total(l.tokens) AS tokens, count(*) AS rows,
+         max(l.id) AS lastId
+       FROM ledger AS l JOIN tasks AS t ON t.run_id = l.run_id AND t.task_id = l.task_id
+       WHERE l.id > ? AND +l.run_id = ? GROUP BY second, t.model, l.kind ORDER BY second`,
     );
-    this.#finishedTimes = db
-      .prepare<[string], string>(
-        `SELECT finished_at FROM tasks INDEXED BY tasks_by_finished
-         WHERE run_id = ? AND finished_at IS NOT NULL ORDER BY finished_at`,
-      )
-      .pluck();
+    // The run's rows as one range of the table (see runTotals in report-reads.ts): a million in ~1 s.
+    this.#modelStates = db.prepare<{ runId: string }, ModelStateRow>(
+      `SELECT model, state, count(*) AS tasks, total(est_tokens) AS estimated, total(est_max) AS estimatedMax
+       FROM tasks
+       WHERE rowid BETWEEN (SELECT min(rowid) FROM tasks WHERE run_id = :runId)
+         AND (SELECT max(rowid) FROM tasks WHERE run_id = :runId) AND +run_id = :runId
+       GROUP BY model, state`,
+    );
+    this.#finishedBuckets = db.prepare<[string], { second: string; n: number }>(
+      `SELECT substr(finished_at, 1, 19) AS second, count(*) AS n FROM tasks INDEXED BY tasks_by_finished
+       WHERE run_id = ? AND finished_at IS NOT NULL GROUP BY second ORDER BY second`,
+    );
     this.#finishedSince = db.prepare<
       [string, string, number],
       { task_id: string; finished_at: string; state: TaskState }
@@ -299,9 +321,6 @@ export class ViewReadStore {
     this.#inDoubt = db.prepare<[string], { tasks: number; tokens: number; max: number }>(
       `SELECT count(*) AS tasks, total(est_tokens) AS tokens, total(est_max) AS max
        FROM tasks WHERE run_id = ? AND state = 'in_doubt'`,
-    );
-    this.#worstCase = db.prepare<[string], { max: number; estimated: number }>(
-      'SELECT total(est_max) AS max, total(est_tokens) AS estimated FROM tasks WHERE run_id = ?',
     );
   }
 
@@ -402,14 +421,19 @@ export class ViewReadStore {
     }));
   }
 
-  /** A run's ledger rows after `afterId`, at most `limit` (the spend series is built from them). */
-  ledgerAfter(runId: string, afterId: number, limit: number): LedgerPoint[] {
-    return this.#ledgerAfter.all(runId, afterId, limit);
+  /** A run's ledger after row `afterId`, summed per second, model and kind. */
+  spendAfter(runId: string, afterId: number): SpendBucket[] {
+    return this.#spendAfter.all(afterId, runId);
   }
 
-  /** When each finished task of the run finished, oldest first. */
-  *finishedTimes(runId: string): Generator<string> {
-    yield* this.#finishedTimes.iterate(runId);
+  /** A run's tasks per model and state with their estimates. */
+  modelStates(runId: string): ModelStateRow[] {
+    return this.#modelStates.all({ runId });
+  }
+
+  /** How many of the run's tasks finished in each second, oldest first. */
+  finishedBuckets(runId: string): Array<{ second: string; n: number }> {
+    return this.#finishedBuckets.all(runId);
   }
 
   /** Tasks that finished after `since` (ISO time), oldest first, at most `limit`. */
@@ -479,11 +503,6 @@ export class ViewReadStore {
   /** The in-doubt tasks: how many, their estimates, and the most a `--retry-in-doubt` would charge. */
   inDoubtFigures(runId: string): { tasks: number; tokens: number; max: number } {
     return this.#inDoubt.get(runId) ?? { tasks: 0, tokens: 0, max: 0 };
-  }
-
-  /** The plan's worst case (every estimate's max) and its estimate, summed over the run. */
-  planFigures(runId: string): { max: number; estimated: number } {
-    return this.#worstCase.get(runId) ?? { max: 0, estimated: 0 };
   }
 
   /** Cheap signals that the database changed: the data version and the newest row ids. */

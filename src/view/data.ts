@@ -6,8 +6,9 @@
 import { shownRunState } from '../run/lease.js';
 import { runLocation } from '../run/output.js';
 import {
+  emptyTaskCounts,
+  type ModelStateRow,
   NOT_ON_DISK,
-  type ReportModelFigures,
   type RunRecord,
   type Store,
   TASK_STATES,
@@ -16,16 +17,14 @@ import {
 } from '../store/index.js';
 import { roundTokens } from '../util/money.js';
 import { inDoubtAdvice, unfinishedAdvice } from './advice.js';
-import { type FinishedSeries, finishedSeries, SpendSeries } from './series.js';
+import { type FinishedSeries, finishedSeries, type ModelSpend, SpendSeries } from './series.js';
 
 /** The version of every JSON answer (`v`); it moves when a field changes meaning or goes away. */
 export const VIEW_API_VERSION = 1;
 
-const LEDGER_CHUNK = 50_000;
-
 /**
  * A value recomputed when the database moved: at once when it is cheap (< CHEAP_MS), otherwise no
- * sooner than 4× its last cost. A throttled value is stale until asked again: the change feed nudges
+ * sooner than 8× its last cost. A throttled value is stale until asked again: the change feed nudges
  * the pages (staleRuns) so that the last change of a run always reaches them.
  */
 class Cached<T> {
@@ -35,7 +34,7 @@ class Cached<T> {
   #took = 0;
   constructor(readonly compute: () => T) {}
   #ready(): boolean {
-    return this.#took < CHEAP_MS || performance.now() - this.#at >= Math.max(150, 4 * this.#took);
+    return this.#took < CHEAP_MS || performance.now() - this.#at >= Math.max(150, 8 * this.#took);
   }
   get(version: number): T {
     if (this.#value === undefined || (version !== this.#version && this.#ready())) {
@@ -57,9 +56,8 @@ const CHEAP_MS = 20;
 
 interface RunCache {
   spend: SpendSeries;
-  models: Cached<ReportModelFigures[]>;
+  models: Cached<ModelStateRow[]>;
   finished: Cached<FinishedSeries>;
-  plan: Cached<{ max: number; estimated: number }>;
 }
 
 export class ViewData {
@@ -89,7 +87,7 @@ export class ViewData {
   staleRuns(): string[] {
     const stale: string[] = [];
     for (const [id, c] of this.#runs) {
-      if ([c.models, c.finished, c.plan].some((x) => x.staleAndReady(this.#version))) stale.push(id);
+      if ([c.models, c.finished].some((x) => x.staleAndReady(this.#version))) stale.push(id);
     }
     return stale;
   }
@@ -112,7 +110,7 @@ export class ViewData {
     const counts = this.#store.countTasksByState(recorded.id);
     const spent = this.#spend(recorded.id);
     const last = spent.points().at(-1);
-    const plan = this.#cache(recorded.id).plan.get(this.#version);
+    const plan = planOf(this.#cache(recorded.id).models.get(this.#version));
     const running = state === 'running' && recorded.startedAt !== null;
     const settings = recorded.settings as { budget?: unknown } | null;
     const total = TASK_STATES.reduce((n, s) => n + counts[s], 0);
@@ -154,7 +152,7 @@ export class ViewData {
     return {
       v: VIEW_API_VERSION,
       run: head,
-      models: cache.models.get(this.#version).map(modelJson),
+      models: modelsJson(cache.models.get(this.#version), this.#spend(run.id).byModel),
       failures: this.#store.viewReads.failuresByReason(run.id),
       in_doubt: {
         tasks: doubt.tasks,
@@ -192,13 +190,12 @@ export class ViewData {
       const reads = this.#store.viewReads;
       cache = {
         spend: new SpendSeries(),
-        models: new Cached(() => this.#store.reportModelFigures(runId)),
+        models: new Cached(() => reads.modelStates(runId)),
         finished: new Cached(() => {
           const counts = this.#store.countTasksByState(runId);
           const left = UNFINISHED.reduce((n, s) => n + counts[s], 0);
-          return finishedSeries(reads.finishedTimes(runId), left, this.#now());
+          return finishedSeries(reads.finishedBuckets(runId), left, this.#now());
         }),
-        plan: new Cached(() => reads.planFigures(runId)),
       };
       this.#runs.set(runId, cache);
     }
@@ -208,27 +205,44 @@ export class ViewData {
   /** The spend series, brought up to date with the ledger rows written since the last look. */
   #spend(runId: string): SpendSeries {
     const series = this.#cache(runId).spend;
-    for (;;) {
-      const rows = this.#store.viewReads.ledgerAfter(runId, series.lastId, LEDGER_CHUNK);
-      series.add(rows);
-      if (rows.length < LEDGER_CHUNK) return series;
-    }
+    series.add(this.#store.viewReads.spendAfter(runId, series.lastId));
+    return series;
   }
 }
 
-function modelJson(m: ReportModelFigures): Record<string, unknown> {
-  const tasks = TASK_STATES.reduce((n, s) => n + m.byState[s], 0);
-  return {
-    model: m.model,
-    tasks,
-    done: m.byState.done,
-    by_state: m.byState,
-    estimated: roundTokens(m.estimated),
-    estimated_max: roundTokens(m.estimatedMax),
-    charged: roundTokens(m.charged),
-    refunded: roundTokens(m.refunded),
-    net: roundTokens(m.charged - m.refunded),
-    jobs: m.jobs,
-    in_doubt_max: roundTokens(m.inDoubtMax),
-  };
+/** The plan's estimate and worst case (every estimate's max), from the per-model rows. */
+function planOf(rows: readonly ModelStateRow[]): { estimated: number; max: number } {
+  return rows.reduce(
+    (sum, r) => ({ estimated: sum.estimated + r.estimated, max: sum.max + r.estimatedMax }),
+    { estimated: 0, max: 0 },
+  );
+}
+
+/** The cost table: per model, its tasks by state and estimates, and what the ledger says it cost. */
+function modelsJson(rows: readonly ModelStateRow[], spend: ReadonlyMap<string, ModelSpend>): unknown[] {
+  const byModel = new Map<string, { byState: Record<TaskState, number>; estimated: number; max: number }>();
+  for (const r of rows) {
+    const m = byModel.get(r.model) ?? { byState: emptyTaskCounts(), estimated: 0, max: 0 };
+    m.byState[r.state] += r.tasks;
+    m.estimated += r.estimated;
+    m.max += r.estimatedMax;
+    byModel.set(r.model, m);
+  }
+  return [...byModel.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([model, m]) => {
+      const s = spend.get(model) ?? { charged: 0, refunded: 0, jobs: 0 };
+      return {
+        model,
+        tasks: TASK_STATES.reduce((n, st) => n + m.byState[st], 0),
+        done: m.byState.done,
+        by_state: m.byState,
+        estimated: roundTokens(m.estimated),
+        estimated_max: roundTokens(m.max),
+        charged: roundTokens(s.charged),
+        refunded: roundTokens(s.refunded),
+        net: roundTokens(s.charged - s.refunded),
+        jobs: s.jobs,
+      };
+    });
 }

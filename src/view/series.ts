@@ -1,39 +1,59 @@
-// The two charts of a run page as data: spend over time (charged, refunded, net, from the ledger, which
-// only grows, so it is read incrementally) and tasks finished over time with the recent rate and an
-// estimated end. Both are kept per second and thinned to at most MAX_POINTS for the page.
+// The two charts of a run page as data: spend over time (charged, refunded, net) and tasks finished over
+// time with the recent rate and an estimated end. The spend is kept from the ledger's per-second sums,
+// read incrementally (the ledger only grows), with each model's charges beside it for the cost table.
 
-import type { LedgerPoint } from '../store/index.js';
+import type { SpendBucket } from '../store/index.js';
 
 export const MAX_POINTS = 400;
 /** The rate is measured over this window before the newest finish (or the whole run when shorter). */
 export const RATE_WINDOW_MS = 5 * 60_000;
 
-/** Cumulative money per second of the ledger. */
+export interface ModelSpend {
+  charged: number;
+  refunded: number;
+  jobs: number;
+}
+
+/** Seconds of the store (`2026-01-05T09:00:00`, UTC) to milliseconds. */
+function secondMs(second: string): number {
+  return Date.parse(`${second}Z`);
+}
+
+/** Cumulative money per second of the ledger, and per model. */
 export class SpendSeries {
   #lastId = 0;
   #charged = 0;
   #refunded = 0;
-  /** second → cumulative [charged, refunded] at its end. */
+  /** second (ms) → cumulative [charged, refunded] at its end; seconds arrive in order within a read. */
   readonly #bySecond = new Map<number, [number, number]>();
+  readonly byModel = new Map<string, ModelSpend>();
 
   get lastId(): number {
     return this.#lastId;
   }
 
-  add(points: readonly LedgerPoint[]): void {
-    for (const p of points) {
-      if (p.kind === 'charge') this.#charged += p.tokens;
-      else this.#refunded += p.tokens;
-      this.#bySecond.set(Math.floor(Date.parse(p.at) / 1000), [this.#charged, this.#refunded]);
-      this.#lastId = p.id;
+  add(buckets: readonly SpendBucket[]): void {
+    for (const b of buckets) {
+      const model = this.byModel.get(b.model) ?? { charged: 0, refunded: 0, jobs: 0 };
+      if (b.kind === 'charge') {
+        this.#charged += b.tokens;
+        model.charged += b.tokens;
+        model.jobs += b.rows;
+      } else {
+        this.#refunded += b.tokens;
+        model.refunded += b.tokens;
+      }
+      this.byModel.set(b.model, model);
+      this.#bySecond.set(secondMs(b.second), [this.#charged, this.#refunded]);
+      this.#lastId = Math.max(this.#lastId, b.lastId);
     }
   }
 
   /** [time ms, charged, refunded, net] rows, oldest first, at most MAX_POINTS (the last one kept). */
   points(): Array<[number, number, number, number]> {
-    const rows = [...this.#bySecond.entries()].map(
-      ([s, [c, r]]) => [s * 1000, round(c), round(r), round(c - r)] as [number, number, number, number],
-    );
+    const rows = [...this.#bySecond.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([t, [c, r]]) => [t, round(c), round(r), round(c - r)] as [number, number, number, number]);
     return thin(rows);
   }
 }
@@ -48,38 +68,36 @@ export interface FinishedSeries {
   estimatedEnd: string | null;
 }
 
-/** From the finish times (ISO, oldest first) and how many tasks are still to finish. */
-export function finishedSeries(times: Iterable<string>, unfinished: number, now: Date): FinishedSeries {
-  const bySecond = new Map<number, number>();
-  const recent: number[] = [];
+/** From the finishes per second (oldest first) and how many tasks are still to finish. */
+export function finishedSeries(
+  buckets: readonly { second: string; n: number }[],
+  unfinished: number,
+  now: Date,
+): FinishedSeries {
   let finished = 0;
-  let first: number | undefined;
-  let last = 0;
-  for (const iso of times) {
-    const t = Date.parse(iso);
+  const all: Array<[number, number]> = [];
+  for (const b of buckets) {
+    const t = secondMs(b.second);
     if (Number.isNaN(t)) continue;
-    finished++;
-    first ??= t;
-    last = Math.max(last, t);
-    bySecond.set(Math.floor(t / 1000), finished);
-    recent.push(t);
-    if (recent.length > 4096) recent.splice(0, 2048);
+    finished += b.n;
+    all.push([t, finished]);
   }
-  const from = Math.max(first ?? 0, last - RATE_WINDOW_MS);
-  const inWindow = recent.filter((t) => t >= from).length;
-  const span = last - from;
-  const ratePerMinute = finished >= 2 && span > 0 ? (inWindow / span) * 60_000 : null;
+  const first = all[0];
+  const last = all.at(-1);
+  let ratePerMinute: number | null = null;
+  if (first !== undefined && last !== undefined && finished >= 2) {
+    const from = Math.max(first[0], last[0] - RATE_WINDOW_MS);
+    // Finished by the start of the window: the last point before it (0 when the window is the whole run).
+    let before = 0;
+    for (const [t, n] of all) if (t < from) before = n;
+    const span = last[0] - from;
+    ratePerMinute = span > 0 ? round(((finished - before) / span) * 60_000) : null;
+  }
   const estimatedEnd =
     ratePerMinute !== null && ratePerMinute > 0 && unfinished > 0
       ? new Date(now.getTime() + (unfinished / ratePerMinute) * 60_000).toISOString()
       : null;
-  const points = thin([...bySecond.entries()].map(([s, n]) => [s * 1000, n] as [number, number]));
-  return {
-    points,
-    finished,
-    ratePerMinute: ratePerMinute === null ? null : round(ratePerMinute),
-    estimatedEnd,
-  };
+  return { points: thin(all), finished, ratePerMinute, estimatedEnd };
 }
 
 /** Every k-th row so that at most MAX_POINTS remain, always keeping the newest. */

@@ -100,6 +100,10 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   };
   guard(ctx);
   routes(ctx);
+  // The costly figures (a pass over a large run's rows) of the run the address opens, or the newest, are
+  // read before the address is printed: the first page then draws at once.
+  const first = o.run === undefined ? store.listRuns()[0] : store.getRun(o.run);
+  if (first !== undefined) data.runDetail(first);
   try {
     await app.listen({ host, port: o.port ?? 0 });
   } catch (error) {
