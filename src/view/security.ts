@@ -38,6 +38,17 @@ export function cookieValue(header: string | undefined, name: string): string | 
   return undefined;
 }
 
+/**
+ * Whether a Host header names this server: a loopback name (any port: an SSH tunnel forwards another
+ * local port to it) or the bound address with its port. A DNS-rebinding page sends its own name.
+ */
+export function hostAllowed(host: string | undefined, hosts: ReadonlySet<string>): boolean {
+  if (host === undefined) return false;
+  const h = host.toLowerCase();
+  if (hosts.has(h)) return true;
+  return /^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$/.test(h);
+}
+
 /** The Host values a browser sends for this server: the bound address, loopback names, with the port. */
 export function allowedHosts(boundHost: string, port: number): Set<string> {
   const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
@@ -63,7 +74,7 @@ export function readAccess(
   headers: RequestHeaders,
   o: { hosts: ReadonlySet<string>; token: string; port: number },
 ): Access {
-  if (headers.host === undefined || !o.hosts.has(headers.host.toLowerCase())) return 'bad-host';
+  if (!hostAllowed(headers.host, o.hosts)) return 'bad-host';
   const bearer = /^Bearer\s+(\S+)$/i.exec(headers.authorization ?? '')?.[1];
   if (sameSecret(bearer, o.token)) return 'ok';
   if (sameSecret(cookieValue(headers.cookie, cookieName(o.port)), o.token)) return 'ok';
@@ -93,7 +104,10 @@ export function writeRefusal(
     } catch {
       host = '';
     }
-    if (!o.hosts.has(host.toLowerCase())) return `requests from ${origin} may not change a run`;
+    // Same origin: the page that sends it was served by this very address.
+    if (host === '' || host.toLowerCase() !== headers.host?.toLowerCase()) {
+      return `requests from ${origin} may not change a run`;
+    }
   }
   return undefined;
 }

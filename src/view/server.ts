@@ -14,6 +14,7 @@ import { ChangeFeed } from './events.js';
 import { byteRange, openRecordedFile } from './files.js';
 import {
   allowedHosts,
+  hostAllowed,
   newToken,
   type RequestHeaders,
   readAccess,
@@ -149,7 +150,7 @@ function guard(ctx: RouteContext): void {
     const headers = request.headers as RequestHeaders;
     const url = new URL(request.url, 'http://view.invalid');
     const given = url.searchParams.get('token');
-    if (headers.host === undefined || !ctx.hosts.has(headers.host.toLowerCase())) {
+    if (!hostAllowed(headers.host, ctx.hosts)) {
       return reply.code(403).type('text/plain; charset=utf-8').send(forbiddenHost(ctx.port));
     }
     if (given !== null) {
@@ -181,7 +182,7 @@ function guard(ctx: RouteContext): void {
 }
 
 function forbiddenHost(port: number): string {
-  return `This view answers only at http://127.0.0.1:${port}/ or http://localhost:${port}/ (the Host header named another address).\n`;
+  return `This view answers only at http://127.0.0.1:${port}/ or http://localhost:${port}/ (or a tunnel to it on localhost): the Host header named another address.\n`;
 }
 
 function unauthorized(reply: FastifyReply): FastifyReply {

@@ -83,17 +83,19 @@ describe('the token', () => {
 });
 
 describe('the Host header', () => {
-  it('must name the bound address or localhost: 403 otherwise (DNS rebinding), even with the token', async () => {
+  it('must name a loopback address or the bound one: 403 otherwise (DNS rebinding), even with the token', async () => {
     for (const host of [
       `evil.example:${view.port}`,
       `localhost.evil.example:${view.port}`,
-      '127.0.0.1:1',
-      'localhost',
+      `127.0.0.1.nip.io:${view.port}`,
+      `10.0.0.5:${view.port}`,
     ]) {
       const answer = await get('/api/runs', { ...auth(), host });
       expect(answer.status, host).toBe(403);
     }
     expect((await get('/api/runs', { ...auth(), host: `localhost:${view.port}` })).status).toBe(200);
+    // An SSH tunnel from another local port (ssh -L 8080:127.0.0.1:<port>): still loopback, still served.
+    expect((await get('/api/runs', { ...auth(), host: 'localhost:8080' })).status).toBe(200);
   });
 });
 
@@ -192,6 +194,10 @@ describe('writes (the next issue) need the token header and the same origin', ()
     [
       { 'x-mediabatch-token': token, 'sec-fetch-site': 'cross-site' },
       'a cross-site request may not change a run',
+    ],
+    [
+      { 'x-mediabatch-token': token, origin: 'http://localhost:4000' },
+      'requests from http://localhost:4000 may not change a run',
     ],
     [
       { 'x-mediabatch-token': token, origin: 'http://127.0.0.1:4000', 'sec-fetch-site': 'same-origin' },
