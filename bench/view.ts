@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { chromium, type Page } from 'playwright-core';
 import { openStore } from '../src/store/index.js';
+import { startView } from '../src/view/server.js';
 import { CHROMIUM } from '../test/helpers/browser.js';
 import { spawnSandbox } from '../test/helpers/child.js';
 import { writeImagesManifest } from './lib/manifests.js';
@@ -37,6 +38,8 @@ export interface ViewFigures {
   changes: number;
   runnerWithoutView: number[];
   runnerWithView: number[];
+  /** CPU ms per second of run spent by the view server (and the page's driver) in this process. */
+  viewCpuMsPerSecond: number[];
   throughputRatio: number;
 }
 
@@ -123,20 +126,30 @@ async function sseLatencies(page: Page, stateFile: string, changes: number): Pro
   return latencies;
 }
 
-/** One run of `tasks` images against the sandbox; tasks per second of the whole command. */
+export interface RunnerRate {
+  tasksPerSecond: number;
+  /** CPU time of this process (the view server, and playwright's client) per second of the run. */
+  viewCpuMsPerSecond: number | null;
+}
+
+/**
+ * One run of `tasks` images against the sandbox, in a process of its own; with `watch`, a view of its
+ * state file is served from this process (its CPU is measured) and the page follows the run.
+ */
 async function runnerRate(
   dir: string,
   name: string,
   baseUrl: string,
   tasks: number,
   watch?: Page,
-): Promise<number> {
+): Promise<RunnerRate> {
   const file = await writeImagesManifest(dir, { name, count: tasks, concurrency: 32 });
   const state = join(dir, `${name}.db`);
   openStore(state).close();
-  const view = watch ? await serveView(state, dir) : undefined;
+  const view = watch ? await startView({ stateFile: state, cwd: dir }) : undefined;
   try {
     if (watch && view) await watch.goto(view.url);
+    const cpu = process.cpuUsage();
     const measured = cliMeasured(['--state', state, 'run', file, '--yes', '--no-probe'], {
       cwd: dir,
       env: { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: baseUrl, MEDIABATCH_POLL_SCALE: '0.01' },
@@ -147,11 +160,14 @@ async function runnerRate(
       await watch.click(`#runs a[href="#/run/${name}"]`);
     }
     const m = await measured;
+    const used = process.cpuUsage(cpu);
     if (m.code !== 0) throw new Error(`run exited ${m.code}: ${m.stderr.slice(-1000)}`);
-    return round(tasks / (m.ms / 1000), 1);
+    return {
+      tasksPerSecond: round(tasks / (m.ms / 1000), 1),
+      viewCpuMsPerSecond: watch ? round((used.user + used.system) / 1000 / (m.ms / 1000), 1) : null,
+    };
   } finally {
-    view?.stop();
-    await view?.done;
+    await view?.close();
   }
 }
 
@@ -182,11 +198,17 @@ export async function measureView(
     log(`view: change to page p95 ${quantile(latencies, 0.95)} ms; view peak RSS ${served.peakRssMb} MB`);
     const without: number[] = [];
     const withView: number[] = [];
+    const viewCpu: number[] = [];
     const watcher = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+    // Alternated, so that the machine's other load falls on both alike.
     for (let i = 0; i < 3; i++) {
-      without.push(await runnerRate(dir, `plain${i}`, sandbox.baseUrl, 2000));
-      withView.push(await runnerRate(dir, `viewed${i}`, sandbox.baseUrl, 2000, watcher));
-      log(`view: runner ${without.at(-1)} tasks/s without a view, ${withView.at(-1)} with one`);
+      without.push((await runnerRate(dir, `plain${i}`, sandbox.baseUrl, 2000)).tasksPerSecond);
+      const viewed = await runnerRate(dir, `viewed${i}`, sandbox.baseUrl, 2000, watcher);
+      withView.push(viewed.tasksPerSecond);
+      viewCpu.push(viewed.viewCpuMsPerSecond ?? 0);
+      log(
+        `view: runner ${without.at(-1)} tasks/s without a view, ${withView.at(-1)} with one (view CPU ${viewCpu.at(-1)} ms/s)`,
+      );
     }
     const median = (xs: number[]) => quantile(xs, 0.5);
     return {
@@ -201,6 +223,7 @@ export async function measureView(
       changes: latencies.length,
       runnerWithoutView: without,
       runnerWithView: withView,
+      viewCpuMsPerSecond: viewCpu,
       throughputRatio: round(median(withView) / median(without), 3),
     };
   } finally {
