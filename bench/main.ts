@@ -60,7 +60,7 @@ try {
   const polling = await measureRequests('polling');
   const callbacks = await measureRequests('callbacks');
   log(`polls per task ${polling.pollsPerTask} (polling), ${callbacks.pollsPerTask} (callbacks)`);
-  log('4/9 and 5/8 scale and resume (10,000 and 100,000 tasks)');
+  log('4/9 and 5/9 scale and resume (10,000 and 100,000 tasks)');
   const scale = await measureScale(baseUrl, log);
   log('6/9 a 500 MB download against curl');
   const download = await measureDownload(500);
