@@ -3,6 +3,7 @@
 // cached and recomputed when the database moved, at most every few times their own cost, so that a
 // large run is never read over and over while it changes.
 
+import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import { shownRunState } from '../run/lease.js';
 import { runLocation } from '../run/output.js';
 import {
@@ -16,7 +17,6 @@ import {
   UNFINISHED,
 } from '../store/index.js';
 import { roundTokens } from '../util/money.js';
-import { inDoubtAdvice, unfinishedAdvice } from './advice.js';
 import { type FinishedSeries, finishedSeries, type ModelSpend, SpendSeries } from './series.js';
 
 /** The version of every JSON answer (`v`); it moves when a field changes meaning or goes away. */

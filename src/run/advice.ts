@@ -1,4 +1,4 @@
-// The advice `status` gives about a run, as text: the view shows the same words.
+// The advice about a run that needs the user, as text: `status` prints it and the view shows it.
 
 /** Tasks in doubt: what it means, and the command that submits them again (and what that risks). */
 export function inDoubtAdvice(count: number, manifest: string): string {
