@@ -11,6 +11,7 @@ import { type MakespanFigures, measureMakespan } from './makespan.js';
 import { type MillionFigures, measureMillion } from './million.js';
 import { measureRequests, TIME_SCALE } from './requests.js';
 import { measureScale, RSS_TARGET_MB } from './scale.js';
+import { measureStartup, type StartupFigures, startupRows } from './startup.js';
 import { measureThroughput } from './throughput.js';
 import {
   FIRST_RENDER_TARGET_MS,
@@ -46,32 +47,32 @@ const started = performance.now();
 const host = machine(REPO);
 log(`${host.cpus} cpus, ${host.memoryGb} GB, node ${host.node}, commit ${host.commit}`);
 
-log('1/9 sandbox submissions per second');
+log('1/8 sandbox submissions per second');
 const load = sandboxLoad();
 
 // One sandbox process for the throughput and scale figures: it outlives the runs, like the service.
 const { child: sandbox, baseUrl } = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
 let figures: Record<string, unknown>;
 try {
-  log('2/9 runner throughput, 5,000 tasks, concurrency 64');
+  log('2/8 runner throughput, 5,000 tasks, concurrency 64');
   const throughput = await measureThroughput(baseUrl, 5000, 64);
   log(`runner ${throughput.runnerTasksPerSecond} tasks/s, bare ${throughput.bareTasksPerSecond} tasks/s`);
-  log(`3/9 requests per task and notice delay (speed ${TIME_SCALE}, poll scale ${TIME_SCALE})`);
+  log(`3/8 requests per task and notice delay (speed ${TIME_SCALE}, poll scale ${TIME_SCALE})`);
   const polling = await measureRequests('polling');
   const callbacks = await measureRequests('callbacks');
   log(`polls per task ${polling.pollsPerTask} (polling), ${callbacks.pollsPerTask} (callbacks)`);
-  log('4/9 and 5/9 scale and resume (10,000 and 100,000 tasks)');
+  log('4/8 and 5/8 scale and resume (10,000 and 100,000 tasks)');
   const scale = await measureScale(baseUrl, log);
-  log('6/9 a 500 MB download against curl');
+  log('6/8 a 500 MB download against curl');
   const download = await measureDownload(500);
-  log(`7/9 makespan of a mixed batch against the ideal and a 5 s script (speed ${MAKESPAN_SPEED})`);
+  log(`7/8 makespan of a mixed batch against the ideal and a 5 s script (speed ${MAKESPAN_SPEED})`);
   const makespan = [
     await measureMakespan({ tasks: 64, concurrency: 8, speed: MAKESPAN_SPEED }),
     await measureMakespan({ tasks: 256, concurrency: 32, speed: MAKESPAN_SPEED }),
   ];
-  log('8/9 a million tasks against 100,000: plan, first submission, rate, Ctrl-C, status; validate start');
+  log('8/8 a million tasks against 100,000: plan, first submission, rate, Ctrl-C, status; validate start');
   const million = await measureMillion(baseUrl, { big: 1_000_000, small: 100_000, rateSeconds: 15 }, log);
-  log('9/9 the view of a 1,000,000-task run: first render, memory, change to page, runner with a view');
+  log('10 the view of a 1,000,000-task run: first render, memory, change to page, runner with a view');
   const view = await measureView(1_000_000, log);
   figures = {
     sandboxLoad: load,
@@ -88,6 +89,11 @@ try {
   await sandbox.exited;
 }
 
+// Start-up as a user meets it: the built package (dist/, with the CLI's bundle), against bare node.
+log('9 start-up: npm run prepare, then node bin/mediabatch.js --version, --help, validate (median of 5)');
+execFileSync('npm', ['run', 'prepare', '--silent'], { cwd: REPO, stdio: 'ignore' });
+figures['startup'] = measureStartup(5);
+
 const f = figures as {
   sandboxLoad: SandboxLoad;
   throughput: Awaited<ReturnType<typeof measureThroughput>>;
@@ -99,6 +105,7 @@ const f = figures as {
   download: Awaited<ReturnType<typeof measureDownload>>;
   makespan: MakespanFigures[];
   million: MillionFigures;
+  startup: StartupFigures;
   view: ViewFigures;
 };
 const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
@@ -225,22 +232,22 @@ const rows: [string, string, string][] = [
     `<= 500 MB ${mark(f.million.status.peakRssMb <= 500)}`,
   ],
   [
-    '9 view, 1,000,000 tasks: first render of counters, charts, results (again)',
+    '10 view, 1,000,000 tasks: first render of counters, charts, results (again)',
     `${f.view.firstRenderMs} ms (${f.view.secondRenderMs} ms); view starts in ${f.view.viewStartMs} ms`,
     `<= ${FIRST_RENDER_TARGET_MS} ms ${mark(f.view.firstRenderMs <= FIRST_RENDER_TARGET_MS)}`,
   ],
   [
-    '9 view server peak RSS',
+    '10 view server peak RSS',
     `${f.view.viewPeakRssMb} MB`,
     `< ${VIEW_RSS_TARGET_MB} MB ${mark(f.view.viewPeakRssMb < VIEW_RSS_TARGET_MB)}`,
   ],
   [
-    '9 task change to open page (p95, median)',
+    '10 task change to open page (p95, median)',
     `${f.view.sseP95Ms} ms, ${f.view.sseMedianMs} ms (${f.view.changes} changes)`,
     `<= ${SSE_P95_TARGET_MS} ms ${mark(f.view.sseP95Ms <= SSE_P95_TARGET_MS)}`,
   ],
   [
-    '9 runner with a view open / without (2,000 images, median of 3)',
+    '10 runner with a view open / without (2,000 images, median of 3)',
     `${f.view.throughputRatio} (${f.view.runnerWithView.join(', ')} / ${f.view.runnerWithoutView.join(', ')} tasks/s; view CPU ${f.view.viewCpuMsPerSecond.join(', ')} ms/s)`,
     `>= ${THROUGHPUT_RATIO_TARGET} ${mark(f.view.throughputRatio >= THROUGHPUT_RATIO_TARGET)}`,
   ],
@@ -249,6 +256,7 @@ const rows: [string, string, string][] = [
     `${m.longestFirstGain}`,
     `<= 0.85 ${mark(m.longestFirstGain <= 0.85)}`,
   ]),
+  ...startupRows(f.startup),
 ];
 const width = Math.max(...rows.map((r) => r[0].length));
 const valueWidth = Math.max(...rows.map((r) => r[1].length));

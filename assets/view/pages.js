@@ -20,6 +20,7 @@ const STATES = [
   'rejected',
   'blocked',
   'lost',
+  'skipped',
 ];
 
 function table(headers, rows, attrs = {}) {

@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** src/view/ and dist/view/ are both two levels below the package root. */
+/** src/view/, dist/view/ and the CLI bundle's dist/bin/ are all two levels below the package root. */
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const OWN = join(ROOT, 'assets', 'view');
 

@@ -20,23 +20,6 @@ const NOT_YET_SPLIT = new Set([
   'src/api/download.ts streamToFile',
   'src/api/download.ts downloadResultToObject',
   'src/api/download.ts downloadResult',
-  'src/api/exchange.ts exchange',
-  'src/cli/commands/balance.ts balanceCommand',
-  'src/cli/commands/run.ts runWithClient',
-  'src/cli/run/lines.ts runPrinter',
-  'src/manifest/expander.ts #one',
-  'src/manifest/load.ts loadManifest',
-  'src/plan/build.ts planStreamed',
-  'src/report/markdown.ts markdownChunks',
-  'src/run/callbacks.ts startCallbackReceiver',
-  'src/run/lifecycle.ts executeRun',
-  'src/run/runner/submit.ts loop',
-  'src/run/session.ts openRunSession',
-  'src/run/unattended.ts runUnattended',
-  'src/storage/client.ts createStorage',
-  'src/store/chains.ts constructor',
-  'src/store/tasks.ts constructor',
-  'src/store/tasks.ts #upsertInTransaction',
 ]);
 
 describe('the code of mediabatch', () => {
