@@ -209,3 +209,20 @@ describe('GET /api/events', () => {
     expect(runEvents.at(-1)).toContain('"done":1');
   });
 });
+
+describe('run --view', () => {
+  it('prints the address of the view of the run while it goes, and closes it with the run (no terminal)', async () => {
+    const file = await env.manifest(
+      { name: 'viewed', tasks: [{ id: 'one', model: 'flat-image', input: { prompt: 'one' } }] },
+      'viewed.yaml',
+    );
+    const result = await env.run(['run', file, '--yes', '--view']);
+    expect(result.code).toBe(0);
+    const lines = result.stdout.split('\n').filter((l) => l.startsWith('View: '));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^View: http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43}$/);
+    // Closed with the run: nothing listens there any more.
+    const port = Number(/:(\d+)\//.exec(lines[0] ?? '')?.[1]);
+    await expect(raw(port, '/api/runs')).rejects.toThrow(/ECONNREFUSED/);
+  });
+});
