@@ -23,6 +23,7 @@ import { planning } from '../load.js';
 import { humanOut, type RunContext, type RunFlags, rethrowRunError } from '../run/context.js';
 import { driveRun } from '../run/drive.js';
 import { shardBudget, shardOfFlags } from '../shard.js';
+import { viewDuringRun } from '../view.js';
 
 export type { RunContext, RunFlags };
 
@@ -117,6 +118,7 @@ async function runWithClient(
       ...(shard ? { shard } : {}),
       ...storeFirstOf(flags, only, io.env),
     }).catch(rethrowRunError);
+    const view = flags.view ? await viewDuringRun(ctx, session.runId, humanOut(io, flags)) : undefined;
     try {
       return await driveRun({
         file,
@@ -130,19 +132,24 @@ async function runWithClient(
         only,
         callbacks,
         ...(shardLine ? { shardLine: shardLine.line } : {}),
-        bucket: output.bucket
-          ? {
-              storage: createStorage(output.bucket, { env: io.env }),
-              runKey: joinKey(output.bucket.prefix, resultsRunId(session.runId)),
-            }
-          : undefined,
+        bucket: bucketOf(output, session.runId, io.env),
       });
     } finally {
+      await view?.end();
       session.close();
     }
   } finally {
     store.close();
   }
+}
+
+/** The run's folder in the bucket, when its results go to one: shards share their run's prefix. */
+function bucketOf(output: ReturnType<typeof resolveOutput>, runId: string, env: NodeJS.ProcessEnv) {
+  if (!output.bucket) return undefined;
+  return {
+    storage: createStorage(output.bucket, { env }),
+    runKey: joinKey(output.bucket.prefix, resultsRunId(runId)),
+  };
 }
 
 /**
