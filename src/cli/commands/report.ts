@@ -4,7 +4,7 @@
 import { basename, resolve } from 'node:path';
 import type { Config } from '../../config.js';
 import { resultsRunId } from '../../plan/shard.js';
-import { copyReportFile, UnknownRunError, writeReport } from '../../report/index.js';
+import { copyReportFile, reportFiles, UnknownRunError, writeReport } from '../../report/index.js';
 import { writeBucketReport } from '../../run/lifecycle.js';
 import { checkRunFolder, RunFolderTakenError } from '../../run/marker.js';
 import { isBucketLocation, OutputError, resolveOutput } from '../../run/output.js';
@@ -100,7 +100,8 @@ async function bucketReport(
     if (error instanceof StorageError) throw new ExitError(error.exitCode, error.message);
     throw error;
   }
-  io.stderr.write(`Wrote report.json, report.csv, report.md and index.html in ${folder}\n`);
+  const names = Object.values(reportFiles('', run.id)).map((f) => basename(f));
+  io.stderr.write(`Wrote ${fileList(names)} in ${folder}\n`);
   return EXIT.ok;
 }
 
