@@ -21,6 +21,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { REPO } from '../test/helpers/child.js';
 import { round, spawnMeasured } from './lib/measure.js';
+import { writeResultsPart } from './lib/results.js';
 
 /** The target of issue 28: ours at least this share of curl + sync. */
 export const DOWNLOAD_TARGET = 0.8;
@@ -216,13 +217,15 @@ export function downloadRow(f: DownloadFigures): [string, string, string] {
   ];
 }
 
-// Figure 6 alone: npx tsx bench/download.ts [--megabytes 200,500] [--repetitions 5]
+// Figure 6 alone: npx tsx bench/download.ts [--megabytes 200,500] [--repetitions 5] [--json] [--write]
+// (--write: into bench/results.json, stamped as measured again)
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values } = parseArgs({
     options: {
       megabytes: { type: 'string', default: '200,500' },
       repetitions: { type: 'string', default: '5' },
       json: { type: 'boolean', default: false },
+      write: { type: 'boolean', default: false },
     },
   });
   const sizes = (values.megabytes ?? '').split(',').map(Number);
@@ -235,4 +238,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const figures = await measureDownloads(sizes, repetitions);
   if (values.json) console.log(JSON.stringify(figures));
   else for (const row of figures.map(downloadRow)) console.log(row.join('  '));
+  if (values.write) await writeResultsPart('download', () => figures);
 }

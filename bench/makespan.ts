@@ -5,7 +5,7 @@
 //
 // Job times and polling are scaled alike (`speed`, 0.25 by default: a quarter of real time), so every
 // ratio holds at speed 1; delays are also given divided by the speed (what they are at speed 1).
-//   npx tsx bench/makespan.ts [--tasks 64] [--concurrency 8] [--speed 0.25] [--repetitions 1] [--json]
+//   npx tsx bench/makespan.ts [--tasks 64] [--concurrency 8] [--speed 0.25] [--repetitions 1] [--json] [--write]
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import { type Sandbox, startSandbox } from '../src/sandbox/server.js';
 import { spawnCli } from '../test/helpers/child.js';
 import { quantile, round } from './lib/measure.js';
 import { naiveLoop } from './lib/naive.js';
+import { writeResultsPart } from './lib/results.js';
 import { freePort } from './lib/tap.js';
 
 const KEY = 'sandbox-key';
@@ -324,6 +325,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       speed: { type: 'string', default: '0.25' },
       repetitions: { type: 'string', default: '1' },
       json: { type: 'boolean', default: false },
+      write: { type: 'boolean', default: false },
     },
   });
   const figures = await measureMakespan({
@@ -334,4 +336,13 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   });
   if (values.json) process.stdout.write(`${JSON.stringify(figures)}\n`);
   else for (const line of makespanLines(figures)) process.stdout.write(`${line}\n`);
+  if (values.write) {
+    // The configuration measured replaces its entry in the list (or joins it).
+    const same = (m: MakespanFigures) =>
+      m.tasks === figures.tasks && m.concurrency === figures.concurrency && m.speed === figures.speed;
+    await writeResultsPart('makespan', (current) => {
+      const list = Array.isArray(current) ? (current as MakespanFigures[]) : [];
+      return list.some(same) ? list.map((m) => (same(m) ? figures : m)) : [...list, figures];
+    });
+  }
 }
