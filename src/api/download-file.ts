@@ -1,6 +1,7 @@
 // The file sink of a download: a ring of blocks between the network and the disk, written to a new
 // exclusive temporary file (never through a link), hashed as written, fsynced before the caller renames it.
 import type { FileHandle } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { openExclusive } from '../util/fsatomic.js';
 import { DiskError, type Sink, toDisk } from './download-core.js';
 import { type BlockWriter, InlineWriter, sharedBlock, ThreadWriter } from './download-writer.js';
@@ -43,10 +44,17 @@ interface Ring {
   syncAhead: boolean;
 }
 
+/**
+ * Writing threads at once, at most: one per core. A run downloads up to 32 results at a time; more threads
+ * than cores only take turns, each with its own start-up and memory, so the others write on the main thread.
+ */
+const MAX_THREADS = Math.max(1, availableParallelism());
+let threads = 0;
+
 /** Opens the exclusive temporary file and the sink that fills it. `declared`: the Content-Length, if any. */
 export async function openFileSink(temp: string, declared: number | undefined): Promise<Sink> {
   const handle = await openExclusive(temp).catch(toDisk);
-  const threaded = declared !== undefined && declared >= THREAD_MIN_BYTES;
+  const threaded = declared !== undefined && declared >= THREAD_MIN_BYTES && threads < MAX_THREADS;
   try {
     if (threaded) {
       const ring = {
@@ -55,7 +63,9 @@ export async function openFileSink(temp: string, declared: number | undefined): 
         alloc: sharedBlock,
         syncAhead: true,
       };
-      return new FileSink(handle, new ThreadWriter(handle.fd), ring);
+      const writer = new ThreadWriter(handle.fd);
+      threads++;
+      return new FileSink(handle, writer, ring, () => threads--);
     }
     // A body under one block gets one block of its own size.
     const blockSize = Math.max(1, Math.min(WRITE_BLOCK_BYTES, declared ?? WRITE_BLOCK_BYTES));
@@ -83,10 +93,14 @@ class FileSink implements Sink {
   #syncing: Promise<void> | undefined;
   #syncedTo = 0;
 
+  #closed = false;
+
   constructor(
     readonly handle: FileHandle,
     readonly writer: BlockWriter,
     readonly ring: Ring,
+    /** Called once when the sink is closed (a writing thread is counted while it lives). */
+    readonly onClose: () => void = () => {},
   ) {
     this.#blocks = new Array(ring.count).fill(undefined);
     this.#busy = new Array(ring.count).fill(undefined);
@@ -177,6 +191,10 @@ class FileSink implements Sink {
 
   /** The writer first: a thread must never write to a descriptor after it is closed (and maybe reused). */
   async #close(): Promise<void> {
+    if (!this.#closed) {
+      this.#closed = true;
+      this.onClose();
+    }
     await this.writer.close().catch(() => {});
     // A write still under way when the body broke off finishes before the file is closed and removed.
     await this.#settle();

@@ -6,7 +6,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Worker } from 'node:worker_threads';
@@ -113,6 +113,24 @@ describe('downloadResult: a large result on the writing thread', () => {
     const result = await downloadResult(s.url, join(dir, 'one.png'), options());
     expect(result).toMatchObject({ ok: true, sha256: sha256(small) });
     expect(threads.ended).toHaveLength(0);
+  });
+
+  it('never runs more writing threads than cores: the downloads beyond write on the main thread', async () => {
+    let alive = 0;
+    let most = 0;
+    writerThreads.started = (worker) => {
+      alive++;
+      most = Math.max(most, alive);
+      worker.once('exit', () => alive--);
+    };
+    const s = await server(serve());
+    const count = availableParallelism() + 2;
+    const results = await Promise.all(
+      Array.from({ length: count }, (_, i) => downloadResult(s.url, join(dir, `${i}.mp4`), options())),
+    );
+    expect(results.map((r) => r.ok && r.sha256)).toEqual(Array(count).fill(sha256(data)));
+    expect(most).toBe(availableParallelism());
+    expect(await filesIn(dir)).toHaveLength(count);
   });
 
   it('a thread that dies in the middle fails the download cleanly and leaves no temporary file', async () => {
