@@ -4,14 +4,16 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { createApiClient } from './api/client.js';
-import { mediaMeasure, type PlanOptions, type PlanResult, planManifest, planRun } from './plan/build.js';
+import { type PlanResult, planManifest } from './plan/build.js';
+import { type PlanInputs, planForRun, planOptionsOf } from './plan/for-run.js';
 import { REPORT_FILES } from './report/index.js';
 import type { Report } from './report/schema.js';
 import type { RunEvent } from './run/events.js';
+import { sandboxOutput } from './run/output.js';
 import type { RunProgress } from './run/runner.js';
 import { scaledRunPolicy } from './run/settings.js';
 import { runUnattended, type UnattendedOutcome } from './run/unattended.js';
-import type { StorageConfig } from './storage/index.js';
+import type { Storage, StorageConfig } from './storage/index.js';
 import { keyFingerprint, openStore } from './store/index.js';
 import { createLogger, type Logger } from './util/log.js';
 import { registerSecret } from './util/secrets.js';
@@ -37,11 +39,11 @@ export interface PlanManifestOptions {
   vars?: Readonly<Record<string, unknown>>;
 }
 
-function planOptions(o: PlanManifestOptions): PlanOptions {
+function planInputs(o: PlanManifestOptions): PlanInputs {
   return {
     cwd: o.cwd ?? process.cwd(),
     now: o.now ?? new Date(),
-    ...(o.probe === false ? {} : { measure: mediaMeasure() }),
+    ...(o.probe === false ? { probe: false } : {}),
     allowOutside: o.allowOutsideData ?? false,
     ...(o.vars ? { vars: o.vars } : {}),
   };
@@ -49,7 +51,7 @@ function planOptions(o: PlanManifestOptions): PlanOptions {
 
 /** Every task of a manifest with its price, and the totals. Throws ManifestProblemsError (every problem). */
 export function plan(manifest: string, o: PlanManifestOptions = {}): Promise<PlanResult> {
-  return planManifest(manifest, planOptions(o));
+  return planManifest(manifest, planOptionsOf(planInputs(o)));
 }
 
 export interface RunManifestOptions extends PlanManifestOptions {
@@ -76,6 +78,13 @@ export interface RunManifestOptions extends PlanManifestOptions {
    * inputs is refused.
    */
   storage?: StorageConfig;
+  /**
+   * Run against a sandbox of the API started for this run and closed after it (no account, no money), as
+   * `mediabatch run --sandbox` does: its job timing (`speed`, 0.1 by default; 0 is instant). `baseUrl` and
+   * `apiKey` are then not used; its runs are kept in `state/sandbox.db` unless `stateFile` says, apart from
+   * real ones, and waits are a tenth of real timing unless `timeScale` says.
+   */
+  sandbox?: boolean | { speed?: number };
 }
 
 /**
@@ -84,16 +93,59 @@ export interface RunManifestOptions extends PlanManifestOptions {
  * caller must fix (another process drives the run, a refused key, …).
  */
 export async function run(manifest: string, o: RunManifestOptions = {}): Promise<UnattendedOutcome> {
+  if (!o.sandbox) {
+    const baseUrl = o.baseUrl ?? process.env['MEDIABATCH_BASE_URL'];
+    const apiKey = o.apiKey ?? process.env['MEDIABATCH_API_KEY'];
+    if (!baseUrl || !apiKey)
+      throw new Error('run: give baseUrl and apiKey (or set MEDIABATCH_BASE_URL and MEDIABATCH_API_KEY)');
+    return runAgainst(manifest, o, { baseUrl, apiKey });
+  }
+  // Loaded only for a sandbox run: the sandbox's server is not needed otherwise.
+  const { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } = await import('./sandbox/embedded.js');
+  const { sandboxVars } = await import('./sandbox/media.js');
+  const { EMBEDDED_SANDBOX } = await import('./run/session.js');
+  const { embeddedInputStorage } = await import('./sandbox/uploads.js');
+  const speed = typeof o.sandbox === 'object' ? (o.sandbox.speed ?? 0.1) : 0.1;
+  const sandbox = await startEmbeddedSandbox(speed);
+  // Without a bucket the sandbox keeps local inputs itself, as with `run --sandbox`.
+  const inputs = o.storage ? undefined : embeddedInputStorage(sandbox.baseUrl);
+  try {
+    return await runAgainst(
+      manifest,
+      {
+        ...o,
+        stateFile: o.stateFile ?? 'state/sandbox.db',
+        timeScale: o.timeScale ?? 0.1,
+        vars: { ...o.vars, ...sandboxVars(sandbox.baseUrl) },
+      },
+      {
+        baseUrl: sandbox.baseUrl,
+        apiKey: EMBEDDED_SANDBOX_KEY,
+        boundTo: EMBEDDED_SANDBOX,
+        ...(inputs ? { inputs } : {}),
+      },
+    );
+  } finally {
+    await sandbox.close();
+  }
+}
+
+/**
+ * The run against one API; `boundTo` names the API the run belongs to when it is not the base URL. `inputs`:
+ * the embedded sandbox keeps the local inputs (no bucket), and `output: storage` goes to out/ (sandboxOutput).
+ */
+async function runAgainst(
+  manifest: string,
+  o: RunManifestOptions,
+  api: { baseUrl: string; apiKey: string; boundTo?: string; inputs?: Storage },
+): Promise<UnattendedOutcome> {
   const cwd = o.cwd ?? process.cwd();
-  const baseUrl = o.baseUrl ?? process.env['MEDIABATCH_BASE_URL'];
-  const apiKey = o.apiKey ?? process.env['MEDIABATCH_API_KEY'];
-  if (!baseUrl || !apiKey)
-    throw new Error('run: give baseUrl and apiKey (or set MEDIABATCH_BASE_URL and MEDIABATCH_API_KEY)');
-  registerSecret(apiKey);
-  const planned = await planRun(manifest, planOptions({ ...o, cwd }));
+  registerSecret(api.apiKey);
+  const planned = await planForRun(manifest, planInputs({ ...o, cwd }));
+  if (api.inputs) planned.settings.output = sandboxOutput(planned.settings.output, o.storage, cwd).output;
   const stateFile = resolve(cwd, o.stateFile ?? 'state/mediabatch.db');
   const store = openStore(stateFile);
-  const client = createApiClient({ baseUrl, apiKey });
+  const client = createApiClient({ baseUrl: api.baseUrl, apiKey: api.apiKey });
   const logger = o.logger ?? createLogger({ level: 'silent' });
   try {
     return await runUnattended({
@@ -105,11 +157,13 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
       manifestPath: resolve(cwd, manifest),
       stateFile,
       client,
-      keyFingerprint: keyFingerprint(apiKey),
+      ...(api.boundTo ? { apiBaseUrl: api.boundTo } : {}),
+      keyFingerprint: keyFingerprint(api.apiKey),
       logger,
       ...(o.concurrency !== undefined ? { concurrency: o.concurrency } : {}),
       ...(o.retries !== undefined ? { retries: o.retries } : {}),
       ...(o.storage ? { storage: o.storage } : {}),
+      ...(api.inputs ? { inputStorage: api.inputs } : {}),
       allowPartial: o.allowPartial ?? false,
       policy: scaledRunPolicy(o.timeScale ?? 1),
       ...(o.signal ? { signal: o.signal } : {}),

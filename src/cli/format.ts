@@ -1,4 +1,14 @@
+import { relative } from 'node:path';
+import { isBucketLocation } from '../run/output.js';
 import { tokensText, tokensToUsd, usdText } from '../util/money.js';
+
+/** A path as the user sees it: relative to the working folder when inside it; a bucket location as it is. */
+export function displayPath(cwd: string, path: string): string {
+  // Not a path: relative() would resolve `s3://b/p` under the working folder and print `s3:/b/p`.
+  if (isBucketLocation(path)) return path;
+  const rel = relative(cwd, path);
+  return rel.startsWith('..') ? path : rel || '.';
+}
 
 /** Tokens as the terminal shows them (grouped); the rule is in src/util/money.ts. */
 export const fmtTokens = tokensText;

@@ -25,6 +25,10 @@ export function plural(n: number, word: string): string {
   return `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
 }
 
+/** Local inputs need no bucket to be checked and priced; `run` uploads them and needs one. */
+export const LOCAL_FILES_NOTE = (n: number): string =>
+  `${plural(n, 'local file')} (file:): \`run\` uploads ${n === 1 ? 'it' : 'them'} to the bucket of storage: in mediabatch.config.yaml (or MEDIABATCH_STORAGE_URL) and refuses without one`;
+
 /** Every problem of one manifest: detail lines for people, `problems` for --json. */
 export class ProblemsError extends ExitError {
   readonly file: string;

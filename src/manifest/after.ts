@@ -33,7 +33,7 @@ export interface Reference {
 const POSITIVE = /^[1-9]\d{0,3}$/;
 
 export const OUTPUTS_HELP =
-  'image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>';
+  'image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)';
 
 /**
  * Reads a placeholder path that starts with `after`. `names`: the names of a mapping `after`, or
@@ -58,11 +58,16 @@ export function parseReference(
     rest = rest.slice(1);
   }
   const prefix = name === SINGLE ? 'after' : `after.${name}`;
+  const [what, second, third, ...more] = rest;
+  // files.0 and songs.0 are what a reader used to lists from 0 writes first: say so before the list.
+  const fromZero =
+    (what === 'files' || what === 'songs') && second === '0'
+      ? ` (${what}.0: N counts from 1, so the first is ${[prefix, what, '1', ...rest.slice(2)].join('.')})`
+      : '';
   const wrong = (): { ok: false; message: string } => ({
     ok: false,
-    message: `"${written}" names no part of a result; after ${prefix} comes ${OUTPUTS_HELP}`,
+    message: `"${written}" names no part of a result${fromZero}; after ${prefix} comes ${OUTPUTS_HELP}`,
   });
-  const [what, second, third, ...more] = rest;
   let output: Output | undefined;
   if ((what === 'image' || what === 'video' || what === 'audio') && second === undefined) {
     output = { kind: what };

@@ -4,7 +4,10 @@ import type { MatrixPlan } from './matrix.js';
 import type { Problems } from './problems.js';
 import type { SourceIndex } from './source-index.js';
 import type { CompiledValue } from './template.js';
-import type { LocatedReference, SourcePos } from './types.js';
+import type { LocatedReference, SourcePos, Unexpanded } from './types.js';
+
+export type { Unexpanded };
+
 import type { PlainObject } from './values.js';
 
 export interface ExpandContext {
@@ -25,16 +28,6 @@ export interface ExpandContext {
   fileName?: unknown;
   /** Tasks that did not expand because of a problem of their own; see Unexpanded. */
   unexpanded?: Unexpanded;
-}
-
-/**
- * Tasks a manifest declares that did not expand (a problem of their own): the ids that rendered, and
- * whether some task's id is not known at all (a declaration skipped, an id that did not render). A chain
- * that names one of them is not told its upstream is missing: it is there, with its own problem.
- */
-export interface Unexpanded {
-  ids: Set<string>;
-  unknown: boolean;
 }
 
 export interface Declaration {

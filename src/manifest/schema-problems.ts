@@ -25,7 +25,8 @@ export function schemaProblems(issues: readonly z.core.$ZodIssue[], index: Sourc
     if (issue.code === 'unrecognized_keys') {
       for (const key of issue.keys) {
         const keyPath = joinPath(path, key);
-        problems.push({ pos: index.keyAt(keyPath), path: keyPath, message: unknownKey(path, key) });
+        const value = isRecord(issue.input) ? issue.input[key] : undefined;
+        problems.push({ pos: index.keyAt(keyPath), path: keyPath, message: unknownKey(path, key, value) });
       }
       continue;
     }
@@ -34,9 +35,10 @@ export function schemaProblems(issues: readonly z.core.$ZodIssue[], index: Sourc
   return problems;
 }
 
-function unknownKey(parent: string, key: string): string {
+function unknownKey(parent: string, key: string, value: unknown): string {
   if (parent === 'defaults') {
-    return `unknown model "${key}"; known models are: ${MODEL_IDS.join(', ')}`;
+    // `defaults: { model: flat-image }` reads like a default model; say how the mapping is shaped instead.
+    return `unknown model "${key}": defaults is keyed by model id, with that model's request fields under it, like ${defaultsExample(value)}; known models are: ${MODEL_IDS.join(', ')}`;
   }
   const known = parent === '' ? MANIFEST_KEYS : /^tasks\.\d+$/.test(parent) ? TASK_KEYS : [];
   return `unknown key "${key}"; known keys are: ${known.join(', ')}`;
@@ -61,4 +63,15 @@ function issueMessage(issue: z.core.$ZodIssue): string {
     default:
       return `${issue.message}${got}`;
   }
+}
+
+/** An example of `defaults` for the model the user seems to mean (the value they wrote, if it is one). */
+function defaultsExample(value: unknown): string {
+  const model = (MODEL_IDS as readonly unknown[]).includes(value) ? String(value) : 'flat-image';
+  const fields = model === 'flat-image' ? 'ratio: "16:9"' : '<field>: <value>';
+  return `defaults: { ${model}: { ${fields} } }`;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -1,7 +1,6 @@
 // What the manifest loader produces: located task specs, or every problem at once.
 
 import type { Reference } from './after.js';
-import type { Unexpanded } from './declaration.js';
 
 export interface SourcePos {
   file: string;
@@ -118,3 +117,13 @@ export type ManifestResult =
       /** The tasks that did not (see Unexpanded). */
       unexpanded?: Unexpanded;
     };
+
+/**
+ * Tasks a manifest declares that did not expand (a problem of their own): the ids that rendered, and
+ * whether some task's id is not known at all (a declaration skipped, an id that did not render). A chain
+ * that names one of them is not told its upstream is missing: it is there, with its own problem.
+ */
+export interface Unexpanded {
+  ids: Set<string>;
+  unknown: boolean;
+}

@@ -33,16 +33,10 @@ import { quotaStanding } from './quota.js';
 import { abortUnfinishedUploads, type BucketOutput, objectUrl } from './runner/bucket.js';
 import type { RunnerOptions } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
-import { RunError, type RunSession } from './session.js';
+import { type PendingModel, RunError, type RunSession } from './session.js';
 import { downloadConcurrencyFor, type RunPolicy, withCallbacks } from './settings.js';
 
-export interface PendingModel {
-  model: string;
-  tasks: number;
-  tokens: number;
-  min: number;
-  max: number;
-}
+export type { PendingModel };
 
 export interface QuotaFigures {
   limit: number;

@@ -1,7 +1,7 @@
 // Where a run's results go: a local folder, or a bucket (`output: s3://bucket/prefix`, or `output: storage`
 // for the bucket of the account's `storage:` settings). Pure: names and configuration, no I/O.
 
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseS3Url, type StorageConfig } from '../storage/config.js';
 
 /** A run folder in a bucket is named `s3://bucket/prefix/run`. */
@@ -57,4 +57,22 @@ export function resolveOutput(
     ...(endpoint !== undefined ? { endpoint } : {}),
   };
   return { output, bucket: { ...base, bucket: parsed.bucket, prefix: parsed.prefix } };
+}
+
+/** What `run --sandbox` says when `output: storage` has no bucket and the results go to a folder instead. */
+export const SANDBOX_OUTPUT_LINE =
+  'Output: storage has no bucket set, so with --sandbox the results go to the folder out/ (a run on the real service needs storage: in mediabatch.config.yaml)';
+
+/**
+ * A run against the embedded sandbox with `output: storage` and no bucket: the results go to the folder
+ * `out` (the manifest's default) and the run says so, so that an example written for a bucket can be
+ * tried without one. Any other output, or a bucket that is set, is used as written.
+ */
+export function sandboxOutput(
+  output: string,
+  storage: StorageConfig | undefined,
+  cwd: string,
+): { output: string; line?: string } {
+  if (output !== 'storage' || storage !== undefined) return { output };
+  return { output: resolve(cwd, 'out'), line: SANDBOX_OUTPUT_LINE };
 }

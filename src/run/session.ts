@@ -16,7 +16,6 @@ import {
 } from '../store/index.js';
 import { newCallbackToken } from './callbacks.js';
 import { holderIsDead, runLeaseName } from './lease.js';
-import type { PendingModel } from './lifecycle.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
 import { isBucketLocation, runLocation } from './output.js';
 import { chooseRun, type RunChoice } from './resume.js';
@@ -107,6 +106,15 @@ export interface RunSession {
   renew(): boolean;
   /** Releases the lease. Call it once, whatever happened. */
   close(): void;
+}
+
+/** What the pending tasks of one model come to (the preflight's table). */
+export interface PendingModel {
+  model: string;
+  tasks: number;
+  tokens: number;
+  min: number;
+  max: number;
 }
 
 /** The base URL a run of the embedded sandbox is bound to (its port changes at every start). */

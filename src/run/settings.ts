@@ -80,3 +80,18 @@ export function withCallbacks(policy: RunPolicy): PollProfiles {
 export function downloadConcurrencyFor(concurrency: number): number {
   return Math.max(4, Math.min(concurrency, 32));
 }
+
+/**
+ * MEDIABATCH_POLL_SCALE, for tests only (undocumented for users): multiplies every poll and retry delay
+ * so that tests driving the CLI as a child process do not wait real seconds.
+ */
+export function pollScaleFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const n = Number(env['MEDIABATCH_POLL_SCALE'] ?? '');
+  return env['MEDIABATCH_POLL_SCALE'] && Number.isFinite(n) && n > 0 ? n : undefined;
+}
+
+/** MEDIABATCH_STORE_FIRST, for tests only: how many tasks a new run stores before it starts. */
+export function storeFirstFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const n = Number(env['MEDIABATCH_STORE_FIRST'] ?? '');
+  return Number.isInteger(n) && n > 0 ? n : undefined;
+}

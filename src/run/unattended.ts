@@ -6,6 +6,7 @@ import type { ApiClient } from '../api/client.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { StorageConfig } from '../storage/config.js';
+import type { Storage } from '../storage/index.js';
 import type { Store, TaskState } from '../store/index.js';
 import type { Logger } from '../util/log.js';
 import type { RunEvent } from './events.js';
@@ -42,6 +43,8 @@ export interface UnattendedRunOptions {
    * `output: storage` puts the results there. Credentials come from the AWS chain in `env`.
    */
   storage?: StorageConfig;
+  /** Where local `file:` inputs go without `storage`: the embedded sandbox of a sandbox run keeps them itself. */
+  inputStorage?: Storage;
   /** Where AWS credentials are read from; the process's environment by default. */
   env?: NodeJS.ProcessEnv;
   runId?: string;
@@ -102,7 +105,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
             runKey: s3.joinKey(output.bucket.prefix, runId),
           }
         : undefined;
-    const inputs = s3 && o.storage ? s3.createStorage(o.storage, { env }) : undefined;
+    const inputs = s3 && o.storage ? s3.createStorage(o.storage, { env }) : o.inputStorage;
     const preflight = await preflightRun(session, {
       client: o.client,
       keyFingerprint: o.keyFingerprint,

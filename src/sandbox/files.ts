@@ -13,6 +13,9 @@ export const CONTENT_TYPES: Record<FileRecipe['format'], string> = {
 
 export interface StoredFile {
   recipe: FileRecipe;
+  /** The job and item the file belongs to: what a sandbox image shows is read from its request. */
+  jobId: string;
+  index: number;
   /** Epoch ms after which the link answers 410. */
   expiresAt: number;
   /** The query token of the link jobs/detail hands out now (used under `link-403`). */
@@ -46,6 +49,8 @@ export class FileStore {
     const token = createHash('sha256').update(`${this.#seed}:${jobId}:${index}`).digest('hex').slice(0, 32);
     this.#files.set(token, {
       recipe,
+      jobId,
+      index,
       expiresAt,
       signature: this.#sign(token, 0),
       revoked: new Set(),

@@ -97,8 +97,17 @@ async function sendSample(
     const known = SANDBOX_MEDIA.map((m) => m.name).join(', ');
     return reply.code(404).type('text/plain').send(`no such sample; the samples are: ${known}\n`);
   }
-  const bytes = await bytesOf(sample.name);
-  reply.header('accept-ranges', 'bytes').type(sample.contentType);
+  return sendBytes(request, reply, await bytesOf(sample.name), sample.contentType);
+}
+
+/** Sends `bytes`, or the one range the request asks for (206), as a media host does. */
+export function sendBytes(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  bytes: Buffer,
+  contentType: string,
+): FastifyReply {
+  reply.header('accept-ranges', 'bytes').type(contentType);
   const range = /^bytes=(\d*)-(\d*)$/.exec(String(request.headers.range ?? ''));
   if (!range || (range[1] === '' && range[2] === '')) return reply.send(bytes);
   const size = bytes.length;

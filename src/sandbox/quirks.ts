@@ -1,7 +1,7 @@
 // The real service's habits that the spec does not show, each off unless asked for, so that our
 // client's tests can meet them over real HTTP. Pure: names, checks, windows and wire transforms.
 
-/** Every quirk with the one line the README and `--help` show for it. */
+/** Every quirk with the one line docs/sandbox.md and `--help` show for it. */
 export const QUIRK_DESCRIPTIONS = {
   completed: 'a finished job says status `completed` instead of `success`',
   waiting: 'a job not yet processing says status `WAITING` instead of `pending`',

@@ -1,7 +1,10 @@
-// The bytes behind a result link: committed samples for images and video, audio synthesised to length.
+// The bytes behind a result link: an image drawn for its request (src/sandbox/picture.ts), the committed
+// sample for video, audio synthesised to length.
 import { readFile } from 'node:fs/promises';
 import { makeMp3, makeWav, sandboxAsset } from '../media/synth.js';
-import type { FileRecipe } from './files.js';
+import type { FileRecipe, StoredFile } from './files.js';
+import type { Jobs } from './jobs.js';
+import { type ImageLabel, imageLabel, labelledPng } from './picture.js';
 
 const samples = new Map<string, Promise<Buffer>>();
 
@@ -16,10 +19,11 @@ function sample(name: string): Promise<Buffer> {
   return bytes;
 }
 
-export async function renderFile(recipe: FileRecipe): Promise<Buffer> {
+/** `label`: what an image shows; without one (its job is unknown), the committed sample image. */
+export async function renderFile(recipe: FileRecipe, label?: ImageLabel): Promise<Buffer> {
   switch (recipe.format) {
     case 'png':
-      return sample('result.png');
+      return label === undefined ? sample('result.png') : labelledPng(label);
     case 'mp4':
       return sample('result.mp4');
     case 'mp3':
@@ -27,4 +31,19 @@ export async function renderFile(recipe: FileRecipe): Promise<Buffer> {
     case 'wav':
       return makeWav(recipe.seconds);
   }
+}
+
+/** What the image of a stored file shows: its job's model and request, its place among the job's images. */
+export function labelOfFile(jobs: Pick<Jobs, 'get'>, file: StoredFile): ImageLabel | undefined {
+  if (file.recipe.format !== 'png') return undefined;
+  const job = jobs.get(file.jobId);
+  if (job === undefined) return undefined;
+  const images = (job.items ?? [])
+    .map((item, i) => ({ type: item.type, i }))
+    .filter((x) => x.type === 'image');
+  const place = Math.max(
+    0,
+    images.findIndex((x) => x.i === file.index),
+  );
+  return imageLabel(job.entry.model, job.body, place, Math.max(1, images.length));
 }

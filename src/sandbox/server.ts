@@ -33,8 +33,9 @@ import {
   RETRY_AFTER_SHARE,
 } from './quirks.js';
 import { createRandom } from './random.js';
-import { renderFile } from './render.js';
+import { labelOfFile, renderFile } from './render.js';
 import { type SubmitContext, submit } from './submit.js';
+import { registerEmbedded, routeUploads, SandboxUploads } from './uploads.js';
 import { presentEnvelope, presentRecord, type WireContext } from './wire.js';
 
 export interface JobState {
@@ -83,6 +84,8 @@ export interface Sandbox {
   advance(): void;
   /** Resolves when every callback queued so far is delivered or dropped. */
   callbacksSettled(): Promise<void>;
+  /** Local inputs a run in this process gave the sandbox (`run --sandbox`), served on loopback. */
+  readonly uploads: SandboxUploads;
   close(): Promise<void>;
 }
 
@@ -281,7 +284,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       const [status, text] = FILE_REFUSALS[found.reason];
       return reply.code(status).type('text/plain').send(text);
     }
-    const rendered = await renderFile(found.file.recipe);
+    const rendered = await renderFile(found.file.recipe, labelOfFile(jobs, found.file));
     const bytes =
       found.file.recipe.format === 'mp4' && settings.videoPaddingBytes > 0
         ? withFreeBox(rendered, settings.videoPaddingBytes)
@@ -293,6 +296,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
 
   // Sample inputs are public, as media links are: a job of the real service fetches them without a key.
   routeSampleMedia(app, () => baseUrl);
+  const uploads = new SandboxUploads();
+  routeUploads(app, uploads, isLoopback);
 
   app.get('/_sandbox/state', async (request, reply) => {
     if (!isLoopback(request)) return refuseRemote(reply);
@@ -307,6 +312,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
 
   await app.listen({ port: opts.port ?? 0, host: opts.host ?? SANDBOX_DEFAULTS.host });
   baseUrl = urlOf(app);
+  const unregister = registerEmbedded(baseUrl, uploads);
   const tick = setInterval(() => jobs.advance(now()), opts.tickMs ?? SANDBOX_DEFAULTS.tickMs);
   tick.unref();
 
@@ -316,7 +322,9 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     configure,
     advance: () => jobs.advance(now()),
     callbacksSettled: () => sender.settled(),
+    uploads,
     close: async () => {
+      unregister();
       clearInterval(tick);
       sender.close();
       await app.close();

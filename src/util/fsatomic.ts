@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { type FileHandle, lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { scrub, scrubBytes, secretOverlap } from './secrets.js';
 
 /** A folder on the way to a file is a link or not a folder: writing there could land anywhere. */
 export class UnsafePathError extends Error {
@@ -161,7 +162,10 @@ export async function prepareFolderFor(path: string, root?: string): Promise<str
   return folder;
 }
 
-/** Writes a small file so that its final name only ever holds complete content (temp name, fsync, rename). */
+/**
+ * Writes a small file so that its final name only ever holds complete content (temp name, fsync, rename).
+ * The content leaves the process here, so a registered secret in it is scrubbed (src/util/secrets.ts).
+ */
 export async function writeFileAtomic(
   path: string,
   data: string | Buffer,
@@ -171,7 +175,7 @@ export async function writeFileAtomic(
   const temp = tempPathFor(path, options.random);
   const handle = await openExclusive(temp);
   try {
-    await handle.writeFile(data);
+    await handle.writeFile(typeof data === 'string' ? scrub(data) : scrubBytes(data));
     await handle.sync();
   } catch (error) {
     await handle.close().catch(() => {});
@@ -209,11 +213,16 @@ export async function writeFileAtomicStream(
   const handle = await openExclusive(temp);
   let pending: string[] = [];
   let pendingLength = 0;
-  const flush = async (): Promise<void> => {
+  const flush = async (final = false): Promise<void> => {
     if (pendingLength === 0) return;
-    const bytes = Buffer.from(pending.join(''), 'utf8');
-    pending = [];
-    pendingLength = 0;
+    // Scrubbed as it leaves; the tail of a piece waits for the next, so a secret cut in two is found whole.
+    const text = scrub(pending.join(''));
+    let cut = final ? text.length : Math.max(0, text.length - secretOverlap());
+    // Never between the two halves of a surrogate pair: each half alone would be written as U+FFFD.
+    if (cut > 0 && cut < text.length && /[\uD800-\uDBFF]/.test(text.charAt(cut - 1))) cut--;
+    const bytes = Buffer.from(text.slice(0, cut), 'utf8');
+    pending = cut === text.length ? [] : [text.slice(cut)];
+    pendingLength = text.length - cut;
     for (let offset = 0; offset < bytes.length; ) {
       const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset);
       offset += bytesWritten;
@@ -223,12 +232,12 @@ export async function writeFileAtomicStream(
     async write(text) {
       pending.push(text);
       pendingLength += text.length;
-      if (pendingLength >= STREAM_BUFFER_CHARS) await flush();
+      if (pendingLength >= STREAM_BUFFER_CHARS + secretOverlap()) await flush();
     },
   };
   try {
     await produce(sink);
-    await flush();
+    await flush(true);
     await handle.sync();
   } catch (error) {
     await handle.close().catch(() => {});

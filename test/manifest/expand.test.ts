@@ -103,7 +103,22 @@ tasks:
       manifest('  - id: t\n    model: flat-image\n', 'defaults:\n  flat-imag: {}\n'),
     );
     expect(problems).toEqual([
-      'm.yaml:4:3  defaults.flat-imag: unknown model "flat-imag"; known models are: ai-talking-avatar-video, studio-2-6, ai_dance_move, flow22_spicy, stream-2-0-fast, video-face-swap, flat-image, anime-waifu, pixel-lite, oc-maker, speech-v3, song-replace-section, voice-cover',
+      'm.yaml:4:3  defaults.flat-imag: unknown model "flat-imag": defaults is keyed by model id, with that model\'s request fields under it, like defaults: { flat-image: { ratio: "16:9" } }; known models are: ai-talking-avatar-video, studio-2-6, ai_dance_move, flow22_spicy, stream-2-0-fast, video-face-swap, flat-image, anime-waifu, pixel-lite, oc-maker, speech-v3, song-replace-section, voice-cover',
+    ]);
+  });
+
+  it('says that defaults is keyed by model id when it is written as a default model', async () => {
+    const flat = await problemsOf(
+      manifest('  - id: t\n    model: flat-image\n', 'defaults: { model: flat-image }\n'),
+    );
+    expect(flat).toEqual([
+      'm.yaml:3:13  defaults.model: unknown model "model": defaults is keyed by model id, with that model\'s request fields under it, like defaults: { flat-image: { ratio: "16:9" } }; known models are: ai-talking-avatar-video, studio-2-6, ai_dance_move, flow22_spicy, stream-2-0-fast, video-face-swap, flat-image, anime-waifu, pixel-lite, oc-maker, speech-v3, song-replace-section, voice-cover',
+    ]);
+    const speech = await problemsOf(
+      manifest('  - id: t\n    model: speech-v3\n', 'defaults:\n  model: speech-v3\n'),
+    );
+    expect(speech).toEqual([
+      'm.yaml:4:3  defaults.model: unknown model "model": defaults is keyed by model id, with that model\'s request fields under it, like defaults: { speech-v3: { <field>: <value> } }; known models are: ai-talking-avatar-video, studio-2-6, ai_dance_move, flow22_spicy, stream-2-0-fast, video-face-swap, flat-image, anime-waifu, pixel-lite, oc-maker, speech-v3, song-replace-section, voice-cover',
     ]);
   });
 });

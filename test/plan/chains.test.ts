@@ -111,7 +111,19 @@ tasks:
   - { id: b, model: flat-image, after: a, input: { prompt: "{{after.picture}}" } }
 `;
     expect(await problems(text, 'validate')).toEqual([
-      'm.yaml:5:61  task b  input.prompt: "after.picture" names no part of a result; after after comes image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>',
+      'm.yaml:5:61  task b  input.prompt: "after.picture" names no part of a result; after after comes image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)',
+    ]);
+  });
+
+  it('say that files.N counts from 1 when a placeholder asks for files.0', async () => {
+    const text = `version: 1
+name: m
+tasks:
+  - { id: a, model: flat-image, input: { prompt: a } }
+  - { id: b, model: flat-image, after: { still: a }, input: { prompt: "{{after.still.files.0}}" } }
+`;
+    expect(await problems(text, 'validate')).toEqual([
+      'm.yaml:5:72  task b  input.prompt: "after.still.files.0" names no part of a result (files.0: N counts from 1, so the first is after.still.files.1); after after.still comes image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)',
     ]);
   });
 });

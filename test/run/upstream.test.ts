@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { JobRecord } from '../../src/api/schemas.js';
 import { fillReferences, parseReference, referencesIn } from '../../src/manifest/after.js';
-import { UpstreamRecords } from '../../src/run/runner/upstream.js';
+import { UpstreamRecords } from '../../src/run/runner/upstream-records.js';
 
 const T0 = Date.parse('2026-11-25T00:00:00Z');
 const record = (expires?: string, itemExpires?: string): JobRecord => ({

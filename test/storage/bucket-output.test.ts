@@ -3,8 +3,7 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ObjectPutError } from '../../src/api/download.js';
-import { displayPath as runLinesDisplayPath } from '../../src/cli/commands/run-lines.js';
-import { displayPath as statusDisplayPath } from '../../src/cli/commands/status.js';
+import { displayPath } from '../../src/cli/format.js';
 import { EXIT } from '../../src/exit-codes.js';
 import { resolveOutput, runLocation } from '../../src/run/output.js';
 import { abortUnfinishedUploads, bucketPut, objectUrl } from '../../src/run/runner/bucket.js';
@@ -94,10 +93,8 @@ describe('a bucket output', () => {
 describe('where a bucket run is shown', () => {
   // In a real terminal the working folder is the process's: relative() would make `s3://b/p` into
   // `s3:/b/p`. In-process CLI tests run elsewhere than the process's folder and never saw it.
-  it.each([
-    ['run', runLinesDisplayPath],
-    ['status', statusDisplayPath],
-  ])('%s prints s3://bucket/prefix/run as it is, from the process folder too', (_name, displayPath) => {
+  // run, status and report share this one function (src/cli/format.ts).
+  it('prints s3://bucket/prefix/run as it is, from the process folder too', () => {
     expect(displayPath(process.cwd(), 's3://b/p/run-1')).toBe('s3://b/p/run-1');
     expect(displayPath(process.cwd(), 's3://b/p/run-1/report.md')).toBe('s3://b/p/run-1/report.md');
     expect(displayPath(process.cwd(), `${process.cwd()}/out/run-1`)).toBe('out/run-1');

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox } from '../../src/sandbox/server.js';
 import { createStorage } from '../../src/storage/index.js';
 import { cli } from '../helpers/cli.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
@@ -129,16 +130,21 @@ describe('run with results in a bucket', () => {
 
   it('output: storage is the bucket of storage:, and refused without one, before anything is sent', async () => {
     await writeFile(join(dir, 's.yaml'), manifest('to-storage', 'storage'));
-    const refused = await cli(
-      ['run', 's.yaml', '--sandbox', '--sandbox-speed', '0', '--yes', '--state', 's0.db'],
-      {
+    // Against a service (a sandbox of its own, not --sandbox's, which sends such results to out/ instead).
+    const service = await startSandbox({ port: 0, speed: 0, apiKey: 'service-key-0123' });
+    try {
+      const refused = await cli(['run', 's.yaml', '--yes', '--state', 's0.db'], {
         cwd: dir,
-      },
-    );
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(
-      'output: storage puts the results in the bucket of storage: in mediabatch.config.yaml, and none is set',
-    );
+        env: { MEDIABATCH_API_KEY: 'service-key-0123', MEDIABATCH_BASE_URL: service.baseUrl },
+      });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(
+        'output: storage puts the results in the bucket of storage: in mediabatch.config.yaml, and none is set',
+      );
+      expect(service.state().jobs).toHaveLength(0);
+    } finally {
+      await service.close();
+    }
     const run = await cli(
       ['run', 's.yaml', '--sandbox', '--sandbox-speed', '0', '--yes', '--state', 's.db'],
       {

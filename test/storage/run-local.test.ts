@@ -1,4 +1,5 @@
-// `run --sandbox` with local inputs over real HTTP: refused without storage before any POST; with
+// `run` with local inputs over real HTTP: refused without storage before any POST (the embedded sandbox of
+// `--sandbox` keeps them itself); with
 // s3rver, each file uploaded once, the sandbox fetches the presigned links, and a second run uploads nothing.
 
 import { readFileSync } from 'node:fs';
@@ -8,6 +9,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeWav } from '../../src/media/synth.js';
+import { startSandbox } from '../../src/sandbox/server.js';
 import { cli } from '../helpers/cli.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
 
@@ -18,7 +20,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mb-run-local-'));
   await writeFile(join(dir, 'song.wav'), makeWav(6));
   await writeFile(join(dir, 'voice.wav'), makeWav(3));
-  for (const name of ['a', 'b', 'c', 'd', 'e']) {
+  for (const name of ['a', 'b', 'c', 'd', 'e', 'f']) {
     await writeFile(
       join(dir, `${name}.yaml`),
       `version: 1\nname: local-${name}\ntasks:\n  - id: cover\n    model: voice-cover\n    input: { audio_url: "file:song.wav", reference_audio_url: "file:voice.wav" }\n`,
@@ -31,13 +33,36 @@ afterAll(async () => {
 });
 
 describe('run with local inputs', () => {
-  it('without storage: one line saying how to configure it, exit 1, nothing sent', async () => {
-    const run = await cli(['run', 'a.yaml', '--sandbox', '--yes', '--state', 'a.db'], { cwd: dir });
-    expect(run.stderr).toContain(
-      'this manifest has local file: inputs and run must upload them: add storage: { url: s3://bucket/prefix } to mediabatch.config.yaml',
+  it('without storage, against a service (not the embedded sandbox): one line saying how to configure it, exit 1, nothing sent', async () => {
+    // A sandbox of its own stands for the real service: it cannot be handed files, as --sandbox's can.
+    const service = await startSandbox({ port: 0, speed: 0, apiKey: 'service-key-0123' });
+    try {
+      const env = { MEDIABATCH_API_KEY: 'service-key-0123', MEDIABATCH_BASE_URL: service.baseUrl };
+      const run = await cli(['run', 'a.yaml', '--yes', '--state', 'a.db'], { cwd: dir, env });
+      expect(run.stderr).toContain(
+        'this manifest has local file: inputs and run must upload them: add storage: { url: s3://bucket/prefix } to mediabatch.config.yaml',
+      );
+      expect(run.code).toBe(1);
+      expect(run.stdout).not.toContain('Charged');
+      expect(service.state().jobs).toHaveLength(0);
+    } finally {
+      await service.close();
+    }
+  });
+
+  it('without storage, with --sandbox: the embedded sandbox keeps the files and the run says so', async () => {
+    const run = await cli(
+      ['run', 'f.yaml', '--sandbox', '--sandbox-speed', '0', '--yes', '--state', 'f.db'],
+      {
+        cwd: dir,
+        env: { MEDIABATCH_POLL_SCALE: '0.01' },
+      },
     );
-    expect(run.code).toBe(1);
-    expect(run.stdout).not.toContain('Charged');
+    expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(run.stdout).toContain(
+      'Local inputs: kept by the embedded sandbox and linked from it (a run on the real service uploads them to the bucket of storage: in mediabatch.config.yaml)',
+    );
+    expect(run.stdout).toContain('Charged 0.12 tokens');
   });
 
   it('wrong credentials: one line, exit 5, nothing charged, the secret nowhere', async () => {

@@ -8,7 +8,7 @@ import { keyFingerprint, periodOf } from '../../store/index.js';
 import { roundTokens, tokensToUsd } from '../../util/money.js';
 import { EXIT, ExitError } from '../errors.js';
 import { fmtTokens, fmtTokensAsUsd, table } from '../format.js';
-import { openExistingStore, type ReadContext } from './status.js';
+import { openExistingStore, type ReadContext } from '../read.js';
 
 export interface BalanceContext extends ReadContext {
   config: Pick<Config, 'apiKey' | 'baseUrl' | 'quota'>;

@@ -10,7 +10,8 @@ import { isBucketLocation, OutputError, resolveOutput } from '../../run/output.j
 import { createStorage, joinKey, StorageError } from '../../storage/index.js';
 import type { RunRecord, Store } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
-import { displayPath, openExistingStore, type ReadContext, runFolder, unknownRunError } from './status.js';
+import { displayPath } from '../format.js';
+import { openExistingStore, type ReadContext, runFolder, unknownRunError } from '../read.js';
 
 export interface ReportContext extends ReadContext {
   config: Pick<Config, 'quota' | 'storage'>;

@@ -4,10 +4,13 @@ import { resolve } from 'node:path';
 import { createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
 import { formatProblem, loadManifest } from '../../manifest/index.js';
+import type { RunPlan } from '../../plan/build.js';
+import { planForRun } from '../../plan/for-run.js';
 import { chooseRun } from '../../run/resume.js';
 import { RunError } from '../../run/session.js';
 import { scaledRunPolicy } from '../../run/settings.js';
-import { runUnattended, type UnattendedOutcome } from '../../run/unattended.js';
+import { runUnattended } from '../../run/unattended.js';
+import { firingResult, runErrorOutcome, worstCase } from '../../schedule/firing.js';
 import {
   CronSchedule,
   checkPeriodBudget,
@@ -23,8 +26,7 @@ import type { Logger } from '../../util/log.js';
 import { scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
-import { makeMeasure } from '../wiring.js';
-import { buildRunPlan, type RunPlan } from './plan.js';
+import { planning } from '../load.js';
 
 export interface ScheduleFlags {
   catchUp?: boolean;
@@ -160,11 +162,14 @@ async function fireRun(
   const io: CliIO = { ...ctx.io, now: () => firing.at, interactive: false, signals: firing.signals };
   let runId: string | undefined;
   try {
-    const plan = await buildRunPlan(firing.manifestPath, {
-      io,
-      config: ctx.config,
-      ...(flags.probe === false ? {} : { measure: makeMeasure() }),
-    });
+    const plan = await planning(
+      planForRun(firing.manifestPath, {
+        cwd: io.cwd,
+        now: io.now(),
+        prices: ctx.config.prices,
+        probe: flags.probe !== false,
+      }),
+    );
     const settings = plan.settings;
     const manifestPath = resolve(io.cwd, firing.manifestPath);
     // What a firing left unfinished is finished first: a new dated run must not pay again for it.
@@ -243,53 +248,9 @@ async function runFiring(
   }
 }
 
-/** What the scheduler says of a firing, from what the library says of the run. */
-function firingResult(done: UnattendedOutcome): FiringResult {
-  const { runId } = done;
-  if (done.kind === 'refused') return { outcome: 'refused', runId, message: done.message };
-  if (done.exitCode === EXIT.ok) return { outcome: 'finished', runId, message: 'every task succeeded' };
-  const result = done.kind === 'ran' ? done.outcome.result : undefined;
-  const message =
-    result?.stopMessage ?? `finished with exit code ${done.exitCode}: see \`mediabatch status ${runId}\``;
-  switch (done.exitCode) {
-    case EXIT.interrupted:
-      return { outcome: 'interrupted', runId, message };
-    case EXIT.unauthorized:
-      return { outcome: 'unauthorized', runId, message };
-    default:
-      return { outcome: 'failed', runId, message };
-  }
-}
-
-/** The most a run can still charge: new tasks and tasks never sent, at their maximum estimate. */
-function worstCase(
-  store: Store,
-  runId: string,
-  rows: Iterable<{ taskId: string; estimate: { max: number } }>,
-): number {
-  const known =
-    store.getRun(runId) === undefined
-      ? undefined
-      : new Map(store.tasksOfRun(runId).map((t) => [t.taskId, t.state]));
-  let total = 0;
-  for (const row of rows) {
-    const state = known?.get(row.taskId);
-    if (state === undefined || state === 'pending') total += row.estimate.max;
-  }
-  return total;
-}
-
 function outcomeOf(error: unknown, runId: string | undefined): FiringResult {
   const id = runId === undefined ? {} : { runId };
-  if (error instanceof RunError) {
-    const outcome = {
-      invalid: 'invalid',
-      busy: 'interrupted',
-      refused: 'refused',
-      unauthorized: 'unauthorized',
-    } as const;
-    return { outcome: outcome[error.kind], ...id, message: [...error.details, error.message].join('; ') };
-  }
+  if (error instanceof RunError) return runErrorOutcome(error, runId);
   if (error instanceof ExitError) {
     const message = [...error.details, error.message].join('; ');
     switch (error.exitCode) {

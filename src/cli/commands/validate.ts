@@ -2,7 +2,7 @@ import type { ManifestProblem } from '../../manifest/types.js';
 import { localRefsIn } from '../../media/local-input.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
-import { loadChecked, ProblemsError, plural } from '../load.js';
+import { LOCAL_FILES_NOTE, loadChecked, ProblemsError, plural } from '../load.js';
 
 /** One problem in --json output: located when it is inside a file, with the line people read. */
 export interface ProblemJson {
@@ -37,10 +37,6 @@ function problemJson(p: ManifestProblem, text: string): ProblemJson {
     text,
   };
 }
-
-/** Local inputs need no bucket to be checked and priced; `run` uploads them and needs one. */
-export const LOCAL_FILES_NOTE = (n: number): string =>
-  `${plural(n, 'local file')} (file:): \`run\` uploads ${n === 1 ? 'it' : 'them'} to the bucket of storage: in mediabatch.config.yaml (or MEDIABATCH_STORAGE_URL) and refuses without one`;
 
 async function verdict(file: string, io: CliIO, allowOutside: boolean): Promise<ManifestVerdict> {
   try {

@@ -6,6 +6,7 @@
 import { Readable } from 'node:stream';
 import { type ObjectPut, ObjectPutError } from '../../api/download.js';
 import { type Storage, StorageError } from '../../storage/index.js';
+import { scrub } from '../../util/secrets.js';
 
 export interface BucketOutput {
   storage: Storage;
@@ -32,14 +33,17 @@ export function bucketPut(output: BucketOutput): ObjectPut {
   };
 }
 
-/** A small text object (job.json, sheet.json, a report file), whole or not at all. */
+/**
+ * A small text object (job.json, sheet.json, a report file), whole or not at all. The text leaves the
+ * process here: a registered secret in it is scrubbed, as from a file on disk.
+ */
 export async function putText(
   output: BucketOutput,
   key: string,
   text: string,
   contentType: string,
 ): Promise<void> {
-  const bytes = Buffer.from(text, 'utf8');
+  const bytes = Buffer.from(scrub(text), 'utf8');
   await output.storage.putStream(key, Readable.from([bytes]), { expectedBytes: bytes.length, contentType });
 }
 

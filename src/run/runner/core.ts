@@ -28,7 +28,7 @@ import {
   type Watched,
   type WatchPolicy,
 } from './types.js';
-import { UpstreamRecords } from './upstream.js';
+import { UpstreamRecords } from './upstream-records.js';
 
 export { UNAUTHORIZED_MESSAGE };
 

@@ -1,10 +1,9 @@
 // The lines `run` prints for people, and its --json events: one place that words a run.
 
-import { relative } from 'node:path';
 import { roundTokens } from '../../catalog/index.js';
+import type { RunPlan } from '../../plan/build.js';
 import { type RunEvent, stamp } from '../../run/events.js';
 import type { PreflightReport, RunOutcome } from '../../run/lifecycle.js';
-import { isBucketLocation } from '../../run/output.js';
 import { ageOf } from '../../run/resume.js';
 import type { RunResult } from '../../run/runner.js';
 import { leftOutUpstreams } from '../../run/select.js';
@@ -13,9 +12,8 @@ import type { TaskState } from '../../store/index.js';
 import { UNFINISHED } from '../../store/index.js';
 import { scrub } from '../../util/secrets.js';
 import { EXIT } from '../errors.js';
-import { fmtRange, fmtTokens, fmtTokensAsUsd, table } from '../format.js';
+import { displayPath, fmtRange, fmtTokens, fmtTokensAsUsd, table } from '../format.js';
 import type { CliIO } from '../io.js';
-import type { RunPlan } from './plan.js';
 
 /** What the printer needs to know of the run command. */
 export interface PrinterArgs {
@@ -231,11 +229,4 @@ export function describeCounts(c: Record<TaskState, number>): string {
   const unfinished = UNFINISHED.reduce((n, s) => (s === 'unfetched' || s === 'stalled' ? n : n + c[s]), 0);
   if (unfinished) parts.push(`${unfinished} unfinished`);
   return parts.join(', ');
-}
-
-export function displayPath(cwd: string, path: string): string {
-  // Not a path: relative() would resolve `s3://b/p` under the working folder and print `s3:/b/p`.
-  if (isBucketLocation(path)) return path;
-  const rel = relative(cwd, path);
-  return rel.startsWith('..') ? path : rel || '.';
 }

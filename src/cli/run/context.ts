@@ -1,0 +1,95 @@
+// What the parts of `mediabatch run` share: its flags, its context, and the run being driven.
+
+import type { ApiClient } from '../../api/client.js';
+import type { Config } from '../../config.js';
+import type { TaskOrder } from '../../manifest/types.js';
+import type { RunPlan } from '../../plan/build.js';
+import type { ReceiverAddress } from '../../run/receiver.js';
+import type { BucketOutput } from '../../run/runner/bucket.js';
+import { RunError, type RunSession } from '../../run/session.js';
+import type { Logger } from '../../util/log.js';
+import { EXIT, ExitError } from '../errors.js';
+import type { CliIO } from '../io.js';
+
+export interface RunFlags {
+  yes?: boolean;
+  allowPartial?: boolean;
+  retryInDoubt?: boolean;
+  acceptChanges?: boolean;
+  concurrency?: number;
+  /** Replaces every task's `retries` for this run. */
+  retries?: number;
+  /** Task ids or globs, comma-separated: only these are submitted. */
+  only?: string;
+  /** Submit at most this many pending tasks. */
+  limit?: number;
+  /** Which pending task goes next; the manifest's `order` when absent. */
+  order?: TaskOrder;
+  /** Send failed (refunded) and rejected tasks back to pending first. */
+  retryFailed?: boolean;
+  /** NDJSON events on stdout (./../../run/events.ts); the human display goes to stderr. */
+  json?: boolean;
+  sandbox?: boolean;
+  /** Job timing of the embedded sandbox (and our polling, scaled alike). */
+  sandboxSpeed?: number;
+  probe?: boolean;
+  /** Start the template's run even when an older run of the manifest is unfinished. */
+  newRun?: boolean;
+  /** Drive this run id instead of the one the manifest's `run` template gives now (resume an older run). */
+  runId?: string;
+  /**
+   * An extra cap in tokens for this run, on top of the manifest's `budget` (the scheduler passes what is
+   * left of `budget_per_period`).
+   */
+  budgetCap?: number;
+  /** `host:port` for a callback receiver during the run. */
+  listen?: string;
+  /** The public URL that reaches the receiver (the service must be able to POST to it). */
+  callbackUrl?: string;
+  /** `foreach` may read data files outside the manifest's folder. */
+  allowOutsideData?: boolean;
+}
+
+export interface RunContext {
+  io: CliIO;
+  config: Config;
+  statePath: string;
+  logger: Logger;
+  /** Tests shorten polling; the default is the real schedule (scaled with --sandbox). */
+  pollScale?: number;
+}
+
+export interface DriveArgs {
+  file: string;
+  flags: RunFlags;
+  ctx: RunContext;
+  client: ApiClient;
+  fingerprint: string;
+  session: RunSession;
+  plan: RunPlan;
+  onSandbox: boolean;
+  /** `--only`, resolved to task ids. */
+  only: string[] | undefined;
+  callbacks: ReceiverAddress | undefined;
+  /** Results go to this bucket (`output: s3://…` or `storage`). */
+  bucket: BucketOutput | undefined;
+}
+
+/** The library's RunError, as the CLI's one line and exit code. */
+export function rethrowRunError(error: unknown): never {
+  if (error instanceof RunError) {
+    const code = {
+      invalid: EXIT.invalid,
+      busy: EXIT.interrupted,
+      refused: EXIT.refused,
+      unauthorized: EXIT.unauthorized,
+    }[error.kind];
+    throw new ExitError(code, error.message, error.details);
+  }
+  throw error;
+}
+
+/** Where the lines for people go: stdout, or stderr when stdout carries --json events. */
+export function humanOut(io: CliIO, flags: RunFlags): CliIO['stdout'] {
+  return flags.json ? io.stderr : io.stdout;
+}

@@ -1,0 +1,173 @@
+// `mediabatch run` executing: local inputs uploaded, the library's executeRun with the progress view and
+// the signals, then the outcome as lines, the report, and the exit.
+
+import { dirname, resolve } from 'node:path';
+import { LocalInputError } from '../../media/local-input.js';
+import { CALLBACK_PATH } from '../../run/callbacks.js';
+import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
+import { NoStorageError, runInputLinks } from '../../run/runner/uploads.js';
+import { pollScaleFromEnv, scaledRunPolicy } from '../../run/settings.js';
+import { embeddedInputStorage } from '../../sandbox/uploads.js';
+import { createStorage, StorageError } from '../../storage/index.js';
+import { EXIT, ExitError } from '../errors.js';
+import { displayPath } from '../format.js';
+import { ProgressView } from '../progress.js';
+import { type DriveArgs, humanOut, rethrowRunError } from './context.js';
+import { interruptsFrom } from './interrupts.js';
+import { failureLine, type runPrinter } from './lines.js';
+
+/**
+ * Local `file:` inputs of the unfinished tasks, uploaded once before the first POST (nothing is sent
+ * when this fails); the function that links them at each POST, or undefined without local inputs.
+ */
+async function uploadLocalInputsFor(a: DriveArgs, out: (line?: string) => void) {
+  // Without a bucket, the embedded sandbox of --sandbox keeps the files itself (and says so).
+  const storage = a.ctx.config.storage
+    ? createStorage(a.ctx.config.storage, { env: a.ctx.io.env })
+    : a.onSandbox
+      ? embeddedInputStorage(a.client.baseUrl, out)
+      : undefined;
+  try {
+    return await runInputLinks(
+      a.session.store,
+      a.session.runId,
+      dirname(resolve(a.ctx.io.cwd, a.file)),
+      storage,
+      {
+        ...(a.flags.allowOutsideData ? { allowOutside: true } : {}),
+        onProgress: (done, total, input, result) =>
+          out(
+            `  Upload ${done}/${total}: ${input.path} ${result.uploaded ? 'uploaded' : result.recorded ? 'already in the bucket (uploaded by an earlier run)' : 'already in the bucket'}`,
+          ),
+      },
+    );
+  } catch (error) {
+    if (error instanceof NoStorageError) throw new ExitError(EXIT.invalid, error.message);
+    if (error instanceof StorageError) throw new ExitError(error.exitCode, error.message);
+    if (error instanceof LocalInputError) throw new ExitError(EXIT.invalid, error.message);
+    throw error;
+  }
+}
+
+/** Signals to abort signals, progress to the view, then the library runs it; the outcome as lines. */
+export async function executeAndReport(
+  a: DriveArgs,
+  report: PreflightReport,
+  budget: number | undefined,
+  out: (line?: string) => void,
+  printer: ReturnType<typeof runPrinter>,
+): Promise<number> {
+  const { io } = a.ctx;
+  const { session, plan, flags } = a;
+  const { runId } = session;
+  const interrupts = interruptsFrom(io);
+  const view = new ProgressView({
+    out: humanOut(io, flags),
+    interactive: io.interactive,
+    total: Object.values(report.counts).reduce((n, c) => n + c, 0),
+    estimate: plan.totals.tokens,
+  });
+  const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
+  // The handlers stay until the command ends: a second Ctrl-C while the closing balance is fetched or
+  // the report is written must still quit at once, not fall back to the default (a kill by SIGINT).
+  try {
+    const inputLinks = await uploadLocalInputsFor(a, out);
+    let outcome: RunOutcome;
+    try {
+      outcome = await executeRun(session, {
+        ...(a.bucket ? { bucket: a.bucket } : {}),
+        client: a.client,
+        keyFingerprint: a.fingerprint,
+        logger: a.ctx.logger,
+        policy: scaledRunPolicy(scale),
+        concurrency: flags.concurrency ?? plan.settings.concurrency,
+        ...(budget !== undefined ? { budget } : {}),
+        ...(flags.retries !== undefined ? { retries: flags.retries } : {}),
+        ...(a.only !== undefined ? { only: a.only } : {}),
+        ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+        order: flags.order ?? plan.settings.order,
+        prices: a.ctx.config.prices,
+        ...(a.callbacks ? { receiver: a.callbacks } : {}),
+        // Without a receiver, the manifest's callback_url goes to the service as it is (a receiver of the user's).
+        ...(!a.callbacks && plan.settings.callbackUrl ? { plainCallbackUrl: plan.settings.callbackUrl } : {}),
+        taskIds: plan.taskIds,
+        ...(inputLinks ? { inputLinks } : {}),
+        stop: interrupts.stop,
+        halt: interrupts.halt,
+        onProgress: (p) => view.update(p),
+        onEvent: printer.event,
+        onReceiver: (receiver, base) =>
+          out(`  Callbacks: receiver on ${receiver.localUrl}; the service is told ${base}${CALLBACK_PATH}/…`),
+      }).catch(rethrowRunError);
+    } finally {
+      view.close();
+    }
+    // The outcome first: a report of a large run takes a while to write, and an interrupted user waits.
+    printer.summary(outcome.result.counts, outcome.exitCode);
+    printer.outcome(outcome);
+    const total = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
+    if (outcome.exitCode === EXIT.interrupted && total > REPORT_UNFINISHED_MAX_TASKS) {
+      const why =
+        outcome.result.stopReason === 'interrupted' ? 'on an interrupt' : 'while the run is unfinished';
+      out(
+        `  Report: not written ${why} (${total.toLocaleString('en-US')} tasks take a while); \`mediabatch report ${runId}\` or the next run writes it`,
+      );
+    } else {
+      await printReport(a, out);
+    }
+    printer.closing(outcome);
+    return endWith(runId, outcome);
+  } finally {
+    interrupts.dispose();
+  }
+}
+
+/**
+ * Above this many tasks a run that ends unfinished (Ctrl-C, --limit, money or budget ran out: exit 4)
+ * exits without writing its report, about a second per 20,000 tasks: the next run or `mediabatch report`
+ * writes it. A finished run always writes it.
+ */
+const REPORT_UNFINISHED_MAX_TASKS = 20_000;
+
+/** The exit of a run that went: the stop's own line, unfinished tasks, failures, or 0. */
+function endWith(runId: string, outcome: RunOutcome): number {
+  const { result, exitCode: code } = outcome;
+  if (result.stopReason) {
+    throw new ExitError(
+      code as 4 | 5,
+      result.stopMessage ?? `stopped (${result.stopReason}); run the same command again to continue`,
+    );
+  }
+  if (code === EXIT.interrupted) {
+    throw new ExitError(
+      EXIT.interrupted,
+      `${outcome.unfinished} task(s) are unfinished: run the same command again to continue`,
+    );
+  }
+  if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(runId, result.counts));
+  return code;
+}
+
+/** Writes the report; its line is printed (or returned), and a failure is a warning on stderr. */
+export async function printReport(
+  a: DriveArgs,
+  print: ((line: string) => void) | undefined,
+  opts: { unlessCurrent?: boolean } = {},
+): Promise<string | undefined> {
+  const { io, config } = a.ctx;
+  const written = await writeRunReport(a.session, {
+    ...opts,
+    ...(a.bucket ? { bucket: a.bucket } : {}),
+    now: io.now(),
+    ...(config.quota !== undefined ? { quota: config.quota } : {}),
+  });
+  if (!written.ok) {
+    io.stderr.write(
+      `warning: the report could not be written (${written.error.message}); run \`mediabatch report ${a.session.runId}\`\n`,
+    );
+    return undefined;
+  }
+  const line = `  Report: ${displayPath(io.cwd, written.markdown)} · gallery: ${displayPath(io.cwd, written.gallery)}`;
+  print?.(line);
+  return line;
+}

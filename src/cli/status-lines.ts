@@ -1,0 +1,218 @@
+// The lines and JSON of `mediabatch status`: one run's screen, and what the list of runs shows of each.
+
+import type { ChainLine, RunStatus } from '../run/run-status.js';
+import { PROBLEM_STATES, STATUS_PROBLEM_LIMIT } from '../run/run-status.js';
+import {
+  isNotOnDisk,
+  NOT_ON_DISK,
+  type ProblemTaskRow,
+  type RunRecord,
+  TASK_STATES,
+  type TaskState,
+  UNFINISHED,
+} from '../store/index.js';
+import { roundTokens, tokensToUsd } from '../util/money.js';
+import { displayPath, fmtTokens, fmtTokensAsUsd, table } from './format.js';
+
+export const LABEL: Record<TaskState, string> = {
+  pending: 'pending',
+  submitting: 'submitting',
+  in_doubt: 'in doubt',
+  submitted: 'submitted',
+  running: 'running',
+  stalled: 'stalled',
+  downloading: 'downloading',
+  unfetched: 'unfetched (paid, not on disk)',
+  done: 'done',
+  failed: 'failed',
+  rejected: 'rejected',
+  blocked: 'blocked',
+  lost: 'lost (paid, result gone)',
+};
+
+export function describeCounts(c: Record<TaskState, number>): string {
+  const parts = [`${c.done} done`];
+  for (const state of [
+    'unfetched',
+    'stalled',
+    'lost',
+    'failed',
+    'in_doubt',
+    'rejected',
+    'blocked',
+  ] as const) {
+    if (c[state] > 0) parts.push(`${c[state]} ${LABEL[state]}`);
+  }
+  // Unfetched and stalled tasks are unfinished too, but named above.
+  const unfinished = UNFINISHED.filter((s) => !isNotOnDisk(s)).reduce((n, s) => n + c[s], 0);
+  if (unfinished > 0) parts.push(`${unfinished} unfinished`);
+  return parts.join(', ');
+}
+
+/** `status <run> --json`. */
+export function runStatusJson(s: RunStatus, folder: string, cwd: string): string {
+  const { paid } = s;
+  return JSON.stringify(
+    {
+      ...runJson(s.run, s.counts, s.spent, cwd),
+      estimated: roundTokens(s.spent.estimated),
+      folder,
+      paid_not_on_disk: {
+        tasks: s.paidTasks,
+        tokens: roundTokens(s.paidTokens),
+        ...Object.fromEntries(
+          NOT_ON_DISK.map((st) => [st, { tasks: paid[st].tasks, tokens: roundTokens(paid[st].tokens) }]),
+        ),
+      },
+      problems: s.problems.map((t) => ({
+        id: t.taskId,
+        model: t.model,
+        state: t.state,
+        img_uuid: t.imgUuid,
+        net: roundTokens(t.net),
+        error: t.error,
+      })),
+      chains: s.chains.list,
+      ...(s.chains.more > 0 ? { chains_not_listed: s.chains.more } : {}),
+    },
+    null,
+    2,
+  );
+}
+
+/** `status <run>`: the run, its tasks and money, what to do next, its chains and the tasks that need the user. */
+export function runStatusLines(s: RunStatus, folder: string, cwd: string): string[] {
+  const { run, counts, spent } = s;
+  const lines = [
+    `Run ${run.id} (${displayPath(cwd, run.manifestPath)})`,
+    `  State: ${run.state}${run.exitCode === null ? '' : ` (exit ${run.exitCode})`} · started ${shortTime(run.startedAt ?? run.createdAt)}${run.finishedAt ? ` · ended ${shortTime(run.finishedAt)}` : ''}`,
+    `  Tasks: ${total(counts)} (${
+      TASK_STATES.filter((st) => counts[st] > 0)
+        .map((st) => `${counts[st]} ${LABEL[st]}`)
+        .join(', ') || 'none'
+    })`,
+    `  Tokens: estimated ${fmtTokens(roundTokens(spent.estimated))}, charged ${fmtTokens(roundTokens(spent.charged))}, refunded ${fmtTokens(roundTokens(spent.refunded))}, net ${fmtTokens(roundTokens(spent.net))} (${fmtTokensAsUsd(spent.net)})`,
+    `  Files: ${displayPath(cwd, folder)}`,
+  ];
+  for (const paragraph of [...nextSteps(s, cwd), ...chainTable(s), ...problemTable(s)])
+    lines.push('', ...paragraph);
+  return lines;
+}
+
+/** Paid tasks not on disk, tasks in doubt, unfinished tasks: each with the command that deals with it. */
+function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, cwd: string): string[][] {
+  const out: string[][] = [];
+  const manifest = displayPath(cwd, run.manifestPath);
+  if (paidTasks > 0) {
+    const parts = NOT_ON_DISK.filter((st) => paid[st].tasks > 0).map(
+      (st) => `${paid[st].tasks} ${LABEL[st]}, ${fmtTokens(roundTokens(paid[st].tokens))} tokens`,
+    );
+    out.push([
+      `${paidTasks} paid task(s) not on disk (${fmtTokens(roundTokens(paidTokens))} tokens: ${parts.join('; ')}). ` +
+        (paid.unfetched.tasks + paid.stalled.tasks > 0
+          ? `Run the same command again, \`mediabatch run ${manifest}\`, to fetch the results without paying again.`
+          : 'The service no longer has the lost results: the errors say why.'),
+    ]);
+  }
+  if (counts.in_doubt > 0) {
+    out.push([
+      `${counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. Check the account, then \`mediabatch run ${manifest} --retry-in-doubt\` submits them again (possibly charged twice).`,
+    ]);
+  }
+  const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st)).reduce((n, st) => n + counts[st], 0);
+  if (unfinished > 0 && run.state !== 'running') {
+    out.push([`${unfinished} task(s) unfinished: \`mediabatch run ${manifest}\` continues the run.`]);
+  }
+  return out;
+}
+
+function chainTable({ run, chains }: RunStatus): string[][] {
+  if (chains.list.length === 0) return [];
+  const lines = [
+    table([
+      ['TASK', 'STATE', 'WAITS FOR'],
+      ...chains.list.map((c: ChainLine) => [
+        c.task,
+        LABEL[c.state],
+        c.after
+          .map(
+            (u) =>
+              `${u.name === '' ? '' : `${u.name}: `}${u.task} (${u.state === null ? 'not in the run' : LABEL[u.state]})`,
+          )
+          .join(', '),
+      ]),
+    ]),
+  ];
+  if (chains.more > 0)
+    lines.push(`…and ${chains.more} more chained task(s); \`mediabatch report ${run.id}\` lists every task.`);
+  return [lines];
+}
+
+function problemTable({ run, counts, problems, others }: RunStatus): string[][] {
+  if (problems.length === 0) return [];
+  const lines = [
+    table([
+      ['TASK', 'MODEL', 'STATE', 'TOKENS', 'ERROR'],
+      ...problems.map((t) => [t.taskId, t.model, LABEL[t.state], tokensOf(t), oneLine(t.error ?? '')]),
+    ]),
+  ];
+  const listed = [...PROBLEM_STATES, ...others].reduce((n, st) => n + counts[st], 0);
+  if (problems.length === STATUS_PROBLEM_LIMIT && listed > problems.length) {
+    lines.push(`…the first ${STATUS_PROBLEM_LIMIT} shown; \`mediabatch report ${run.id}\` lists every task.`);
+  }
+  return [lines];
+}
+
+export function runJson(
+  run: RunRecord,
+  counts: Record<TaskState, number>,
+  spent: { charged: number; refunded: number; net: number },
+  cwd: string,
+) {
+  return {
+    id: run.id,
+    manifest: run.manifestPath,
+    manifest_display: displayPath(cwd, run.manifestPath),
+    name: run.manifestName,
+    state: run.state,
+    exit_code: run.exitCode,
+    created_at: run.createdAt.toISOString(),
+    started_at: run.startedAt?.toISOString() ?? null,
+    finished_at: run.finishedAt?.toISOString() ?? null,
+    tasks: total(counts),
+    by_state: counts,
+    paid_not_on_disk: notOnDisk(counts),
+    charged: roundTokens(spent.charged),
+    refunded: roundTokens(spent.refunded),
+    net: roundTokens(spent.net),
+    net_usd: tokensToUsd(spent.net),
+  };
+}
+
+/** What a listed task cost: its net, or for a task in doubt the most it may have cost. */
+function tokensOf(t: ProblemTaskRow): string {
+  if (t.state === 'in_doubt') return `up to ${fmtTokens(roundTokens(t.estimateMax))}`;
+  return fmtTokens(roundTokens(t.net));
+}
+
+/** Charged tasks without a result on disk, from the counts by state. */
+export function notOnDisk(counts: Record<TaskState, number>): number {
+  return NOT_ON_DISK.reduce((n, s) => n + counts[s], 0);
+}
+
+export function total(counts: Record<TaskState, number>): number {
+  return TASK_STATES.reduce((n, s) => n + counts[s], 0);
+}
+
+export function shortTime(date: Date): string {
+  return `${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+}
+
+/** Errors come from the server and the network: one line each, and no terminal control sequences. */
+function oneLine(text: string): string {
+  const flat = text
+    .replace(/\p{Cc}+/gu, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+  return flat.length > 200 ? `${flat.slice(0, 199)}…` : flat;
+}

@@ -1,0 +1,87 @@
+// One run as `mediabatch status <run>` shows it: its counts, its money, the tasks that need the user
+// (most urgent first) and its chains, read from the store.
+
+import {
+  NOT_ON_DISK,
+  type ProblemTaskRow,
+  type RunRecord,
+  type Store,
+  type TaskState,
+  UNFINISHED,
+} from '../store/index.js';
+import { shownRunState } from './lease.js';
+
+/** The tasks `status <run>` lists with their errors, most urgent first: paid without a result comes first. */
+export const PROBLEM_STATES: readonly TaskState[] = [
+  'unfetched',
+  'lost',
+  'in_doubt',
+  'stalled',
+  'failed',
+  'rejected',
+  'blocked',
+];
+/** `status <run>` lists at most this many tasks that need the user; the counts above it are complete. */
+export const STATUS_PROBLEM_LIMIT = 50;
+
+export interface ChainLine {
+  task: string;
+  state: TaskState;
+  after: Array<{ name: string; task: string; state: TaskState | null }>;
+}
+
+/** The run's chained tasks with their upstreams and states, the first STATUS_PROBLEM_LIMIT of them. */
+function chainsOf(store: Store, runId: string): { list: ChainLine[]; more: number } {
+  const links = store.upstreamsOfRun(runId);
+  const list: ChainLine[] = [];
+  for (const [taskId, ups] of links) {
+    if (list.length === STATUS_PROBLEM_LIMIT) break;
+    const task = store.getTask(runId, taskId);
+    if (task === undefined) continue;
+    list.push({
+      task: taskId,
+      state: task.state,
+      after: ups.map((u) => ({
+        name: u.name,
+        task: u.upstreamId,
+        state: store.getTask(runId, u.upstreamId)?.state ?? null,
+      })),
+    });
+  }
+  return { list, more: Math.max(0, links.size - list.length) };
+}
+
+export interface RunStatus {
+  /** The run, its state as shown (a run whose holder died is interrupted). */
+  run: RunRecord;
+  counts: Record<TaskState, number>;
+  spent: ReturnType<Store['runTotals']>;
+  /** The tasks that need the user, the first STATUS_PROBLEM_LIMIT of them. */
+  problems: ProblemTaskRow[];
+  /** Unfinished states listed after the problem states (pending tasks that gave up for now). */
+  others: TaskState[];
+  paid: ReturnType<Store['notOnDiskByState']>;
+  paidTasks: number;
+  paidTokens: number;
+  chains: { list: ChainLine[]; more: number };
+}
+
+/** Everything `status <run>` shows of one run. */
+export function readRunStatus(store: Store, recorded: RunRecord, now: Date): RunStatus {
+  const run = { ...recorded, state: shownRunState(store, recorded, now) };
+  // Pending tasks that gave up for now (retries exhausted) carry their reason too: listed last.
+  const others = UNFINISHED.filter((s) => !PROBLEM_STATES.includes(s));
+  const problems = store.problemTasks(run.id, [...PROBLEM_STATES, ...others], STATUS_PROBLEM_LIMIT, others);
+  const paid = store.notOnDiskByState(run.id);
+  return {
+    run,
+    counts: store.countTasksByState(run.id),
+    spent: store.runTotals(run.id),
+    problems,
+    others,
+    paid,
+    paidTasks: NOT_ON_DISK.reduce((n, s) => n + paid[s].tasks, 0),
+    paidTokens: NOT_ON_DISK.reduce((n, s) => n + paid[s].tokens, 0),
+    chains: chainsOf(store, run.id),
+  };
+}

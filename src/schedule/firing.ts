@@ -1,0 +1,56 @@
+// What a firing of `mediabatch schedule` comes to: the worst case a run can still charge (for the period's
+// budget), and what the scheduler says of a firing from what the library says of the run.
+
+import { EXIT } from '../exit-codes.js';
+import type { RunError } from '../run/session.js';
+import type { UnattendedOutcome } from '../run/unattended.js';
+import type { Store } from '../store/index.js';
+import type { FiringResult } from './scheduler.js';
+
+/** What the scheduler says of a firing, from what the library says of the run. */
+export function firingResult(done: UnattendedOutcome): FiringResult {
+  const { runId } = done;
+  if (done.kind === 'refused') return { outcome: 'refused', runId, message: done.message };
+  if (done.exitCode === EXIT.ok) return { outcome: 'finished', runId, message: 'every task succeeded' };
+  const result = done.kind === 'ran' ? done.outcome.result : undefined;
+  const message =
+    result?.stopMessage ?? `finished with exit code ${done.exitCode}: see \`mediabatch status ${runId}\``;
+  switch (done.exitCode) {
+    case EXIT.interrupted:
+      return { outcome: 'interrupted', runId, message };
+    case EXIT.unauthorized:
+      return { outcome: 'unauthorized', runId, message };
+    default:
+      return { outcome: 'failed', runId, message };
+  }
+}
+
+/** The most a run can still charge: new tasks and tasks never sent, at their maximum estimate. */
+export function worstCase(
+  store: Store,
+  runId: string,
+  rows: Iterable<{ taskId: string; estimate: { max: number } }>,
+): number {
+  const known =
+    store.getRun(runId) === undefined
+      ? undefined
+      : new Map(store.tasksOfRun(runId).map((t) => [t.taskId, t.state]));
+  let total = 0;
+  for (const row of rows) {
+    const state = known?.get(row.taskId);
+    if (state === undefined || state === 'pending') total += row.estimate.max;
+  }
+  return total;
+}
+
+/** A RunError (what the caller must fix) as the firing's outcome. */
+export function runErrorOutcome(error: RunError, runId: string | undefined): FiringResult {
+  const id = runId === undefined ? {} : { runId };
+  const outcome = {
+    invalid: 'invalid',
+    busy: 'interrupted',
+    refused: 'refused',
+    unauthorized: 'unauthorized',
+  } as const;
+  return { outcome: outcome[error.kind], ...id, message: [...error.details, error.message].join('; ') };
+}
