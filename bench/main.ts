@@ -12,6 +12,7 @@ import { type MakespanFigures, measureMakespan, repetitionRow } from './makespan
 import { type MillionFigures, measureMillion } from './million.js';
 import { measureRequests, TIME_SCALE } from './requests.js';
 import { measureScale, RSS_TARGET_MB } from './scale.js';
+import { measureStartup, type StartupFigures, startupRows } from './startup.js';
 import { measureThroughput } from './throughput.js';
 
 /** Job times and polling at a quarter of real time: ratios hold, and the two batches take ~3 minutes. */
@@ -80,6 +81,11 @@ try {
   await sandbox.exited;
 }
 
+// Start-up as a user meets it: the built package (dist/, with the CLI's bundle), against bare node.
+log('9 start-up: npm run prepare, then node bin/mediabatch.js --version, --help, validate (median of 5)');
+execFileSync('npm', ['run', 'prepare', '--silent'], { cwd: REPO, stdio: 'ignore' });
+figures['startup'] = measureStartup(5);
+
 const f = figures as {
   sandboxLoad: SandboxLoad;
   throughput: Awaited<ReturnType<typeof measureThroughput>>;
@@ -91,6 +97,7 @@ const f = figures as {
   download: Awaited<ReturnType<typeof measureDownloads>>;
   makespan: MakespanFigures[];
   million: MillionFigures;
+  startup: StartupFigures;
 };
 const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
 const { polling, callbacks } = f.requests;
@@ -217,6 +224,7 @@ const rows: [string, string, string][] = [
     `${m.longestFirstGain}`,
     `<= 0.85 ${mark(m.longestFirstGain <= 0.85)}`,
   ]),
+  ...startupRows(f.startup),
 ];
 const width = Math.max(...rows.map((r) => r[0].length));
 const valueWidth = Math.max(...rows.map((r) => r[1].length));

@@ -1,3 +1,4 @@
 #!/usr/bin/env node
-// The published entry point runs the compiled CLI; in the repo `npm start` runs the sources with tsx.
-import '../dist/cli/main.js';
+// The published entry point runs the CLI's bundle (dist/bin, built by `npm run prepare`: see
+// scripts/bundle-cli.ts); in the repo `npm start` runs the sources with tsx.
+import '../dist/bin/main.js';

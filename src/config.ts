@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { mergePrices } from './catalog/index.js';
 import type { PriceTable } from './catalog/types.js';
+import { ConfigError } from './config-error.js';
 import { FileRefused, readRegularFile } from './manifest/files.js';
 import { formatProblem } from './manifest/problems.js';
 import { schemaProblems } from './manifest/schema-problems.js';
@@ -12,19 +13,7 @@ import { parseYaml } from './manifest/yaml-tree.js';
 import { resolveStorage, type StorageConfig, storageFileSchema } from './storage/config.js';
 import { registerSecret } from './util/secrets.js';
 
-/**
- * A configuration the user must fix (unreadable file, invalid field, bad environment value). The message
- * is one line saying what to do; `details` holds each located problem. The CLI exits 1 with them.
- */
-export class ConfigError extends Error {
-  readonly details: readonly string[];
-
-  constructor(message: string, details: readonly string[] = []) {
-    super(message);
-    this.name = 'ConfigError';
-    this.details = details;
-  }
-}
+export { ConfigError };
 
 /** Settings that belong to the account rather than to a manifest. */
 export interface Config {

@@ -124,6 +124,30 @@ export interface ExchangeOptions {
   maxDecodedBytes?: number;
 }
 
+/** The answer once its body is all in: decoded and parsed, or why it could not be. Never rejects. */
+function completeAnswer(
+  status: number,
+  headers: ReadHeaders,
+  chunks: Buffer[],
+  maxDecodedBytes: number,
+): Promise<ApiAnswer> {
+  const info = headers.info;
+  const response = (body: unknown, unreadable?: string): ApiAnswer => ({
+    kind: 'response',
+    status,
+    body,
+    ...(Object.keys(info).length > 0 && { headers: info }),
+    ...(unreadable !== undefined && { unreadable }),
+  });
+  return decodeContent(Buffer.concat(chunks), headers.encodings, maxDecodedBytes).then(
+    (bytes) => response(parseBody(bytes)),
+    (error: unknown): ApiAnswer =>
+      error instanceof UnreadableBodyError
+        ? response('', error.message)
+        : { kind: 'network', error, sent: true },
+  );
+}
+
 /**
  * Sends one request and reads the whole answer (at most `maxBodyBytes`), so the connection can be
  * reused. Never rejects: every failure comes back as a `network` answer.
@@ -181,23 +205,7 @@ export function exchange(
         return true;
       },
       onComplete() {
-        const info = headers.info;
-        const response = (body: unknown, unreadable?: string): ApiAnswer => ({
-          kind: 'response',
-          status,
-          body,
-          ...(Object.keys(info).length > 0 && { headers: info }),
-          ...(unreadable !== undefined && { unreadable }),
-        });
-        decodeContent(Buffer.concat(chunks), headers.encodings, maxDecodedBytes).then(
-          (bytes) => settle(response(parseBody(bytes))),
-          (error: unknown) =>
-            settle(
-              error instanceof UnreadableBodyError
-                ? response('', error.message)
-                : { kind: 'network', error, sent: true },
-            ),
-        );
+        void completeAnswer(status, headers, chunks, maxDecodedBytes).then(settle);
       },
       onError(error: Error) {
         settle({ kind: 'network', error, sent });

@@ -2,7 +2,7 @@
 
 import { isAbsolute, relative } from 'node:path';
 import { ApiSettingsError } from '../api/errors.js';
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../config-error.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import { STATE_FILE_KINDS, StoreError } from '../store/errors.js';
 

@@ -70,6 +70,7 @@ export function planJson(
       ...(t.spec.after !== undefined
         ? { after: t.spec.after.map((u) => ({ name: u.name, task: u.taskId })) }
         : {}),
+      ...((t.spec.review ?? manifest.settings.review) ? { review: true } : {}),
       ...(existing ? { toPay: !existing.handled.has(t.spec.id) } : {}),
       estimate: {
         tokens: t.estimate.tokens,
@@ -127,9 +128,11 @@ export function* planText(
 
   const noted: { id: string; notes: string[] }[] = [];
   const local = new Set<string>();
+  const review = reviewTally(manifest.settings.review);
   for (const t of tasks) {
     if (t.mediaNotes.length > 0) noted.push({ id: t.spec.id, notes: t.mediaNotes });
     for (const { path } of localRefsIn(t.body)) local.add(path);
+    review.add(t);
   }
   const lines: string[] = [];
   // Only worth listing when measuring was attempted: with --no-probe nothing is measured on purpose.
@@ -167,9 +170,37 @@ export function* planText(
   );
   lines.push('');
   lines.push(...moneyLines(plan, balance, verdict));
+  lines.push(...review.lines());
   if (local.size > 0) lines.push(`${LOCAL_FILES_NOTE(local.size)}.`);
   lines.push('Nothing was submitted.');
   yield* lines;
+}
+
+/**
+ * Issue 25: downstreams of results marked `review: true` are priced as if every result were approved, the
+ * worst case, and the plan says so; the budget and the balance are compared with that.
+ */
+function reviewTally(reviewAll: boolean) {
+  const reviewed = new Set<string>();
+  const chained: Array<{ upstreams: string[]; max: number }> = [];
+  return {
+    add(t: PlannedTask): void {
+      if (t.spec.review ?? reviewAll) reviewed.add(t.spec.id);
+      if (t.spec.after) chained.push({ upstreams: t.spec.after.map((u) => u.taskId), max: t.estimate.max });
+    },
+    lines(): string[] {
+      if (reviewed.size === 0) return [];
+      const waiting = chained.filter((c) => c.upstreams.some((u) => reviewed.has(u)));
+      const most = waiting.reduce((n, c) => n + c.max, 0);
+      const tail =
+        waiting.length === 0
+          ? ''
+          : ` ${plural(waiting.length, 'task')} wait for a reviewed result: priced as if every one is approved (the worst case, up to ${fmtTokens(most)} tokens); a rejected result's downstreams are skipped and cost nothing.`;
+      return [
+        `Review: ${plural(reviewed.size, 'result')} must be approved with \`mediabatch review\` before anything downstream is submitted.${tail}`,
+      ];
+    },
+  };
 }
 
 function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdict: Verdict): string[] {

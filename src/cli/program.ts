@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { type Config, loadConfig } from '../config.js';
+import type { Config } from '../config.js';
 import type { SandboxCommandOptions } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
 import type { Logger } from '../util/log.js';
@@ -9,6 +9,7 @@ import type { RunFlags } from './commands/run.js';
 import type { ScheduleFlags } from './commands/schedule.js';
 import { EXIT, ExitError, expectedExit } from './errors.js';
 import type { CliIO } from './io.js';
+import { mapStack } from './stack.js';
 
 export interface GlobalOptions {
   state: string;
@@ -18,11 +19,13 @@ export interface GlobalOptions {
   config?: string;
 }
 
-/** Builds the commander program; each action resolves to an exit code stored in `result`. */
 /** Where `run --sandbox` keeps its runs, apart from real ones. */
 export const SANDBOX_STATE_FILE = 'state/sandbox.db';
 
-// Long on purpose: the declarative table of every command and option; each action only calls its command.
+/**
+ * Long on purpose: the declarative table of every command and option; each action only calls its command.
+ * Builds the commander program; each action resolves to an exit code stored in `result`.
+ */
 function buildProgram(io: CliIO, result: { code: number }): Command {
   const program = new Command('mediabatch')
     .description(
@@ -54,6 +57,8 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
   };
   const config = async () => {
     const g = globals();
+    // Loaded by the commands that read it: zod, YAML and the catalog are not needed for --help.
+    const { loadConfig } = await import('../config.js');
     const cfg = await loadConfig({ cwd: io.cwd, env: io.env, ...(g.config ? { configFile: g.config } : {}) });
     if (g.baseUrl) cfg.baseUrl = g.baseUrl;
     return cfg;
@@ -174,6 +179,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       '--callback-url <url>',
       'the public URL that reaches --listen (with --sandbox it defaults to the receiver itself)',
     )
+    .option(
+      '--wait-for-review',
+      'keep going until every reviewed result (review: true) is decided with `mediabatch review`',
+    )
     .option('--sandbox', 'start an embedded sandbox of the API and run against it (no account, no money)')
     .option(
       '--sandbox-speed <factor>',
@@ -225,6 +234,30 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
       const { statusCommand } = await import('./commands/status.js');
       result.code = await statusCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
+    });
+
+  program
+    .command('review')
+    .description(
+      'list the results awaiting a decision (review: true), or approve, reject or re-roll them (a re-roll is charged)',
+    )
+    .argument('<run>', 'run id')
+    .option(
+      '--approve <ids>',
+      'approve these results: ids or globs, comma-separated; their downstreams go on',
+    )
+    .option('--reject <ids>', 'reject these results: their downstreams are skipped, nothing charged')
+    .option(
+      '--reroll <ids>',
+      'generate these again (a new charge each, inside the budget); the earlier result is kept',
+    )
+    .option('--note <text>', 'a note kept with the decision')
+    .option('-y, --yes', 'do not ask before a re-roll')
+    .option('--json', 'print as JSON')
+    .option('--sandbox', `a run of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
+    .action(async (run: string, opts: import('./commands/review.js').ReviewFlags & { sandbox?: boolean }) => {
+      const { reviewCommand } = await import('./commands/review.js');
+      result.code = await reviewCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
     });
 
   program
@@ -351,7 +384,8 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       io.stderr.write(`mediabatch: ${scrub(expected.message)}\n`);
       return expected.exitCode;
     }
-    const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    const message =
+      error instanceof Error ? (error.stack ? mapStack(error.stack) : error.message) : String(error);
     io.stderr.write(`${scrub(message)}\n`);
     io.stderr.write('mediabatch: internal error; please report it with the lines above\n');
     return 70;

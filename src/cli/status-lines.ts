@@ -1,5 +1,6 @@
 // The lines and JSON of `mediabatch status`: one run's screen, and what the list of runs shows of each.
 
+import type { ReviewSummary } from '../review/index.js';
 import type { ChainLine, RunStatus } from '../run/run-status.js';
 import { PROBLEM_STATES, STATUS_PROBLEM_LIMIT } from '../run/run-status.js';
 import {
@@ -28,6 +29,7 @@ export const LABEL: Record<TaskState, string> = {
   rejected: 'rejected',
   blocked: 'blocked',
   lost: 'lost (paid, result gone)',
+  skipped: 'skipped (upstream rejected)',
 };
 
 export function describeCounts(c: Record<TaskState, number>): string {
@@ -40,6 +42,7 @@ export function describeCounts(c: Record<TaskState, number>): string {
     'in_doubt',
     'rejected',
     'blocked',
+    'skipped',
   ] as const) {
     if (c[state] > 0) parts.push(`${c[state]} ${LABEL[state]}`);
   }
@@ -74,6 +77,7 @@ export function runStatusJson(s: RunStatus, folder: string, cwd: string): string
       })),
       chains: s.chains.list,
       ...(s.chains.more > 0 ? { chains_not_listed: s.chains.more } : {}),
+      ...(s.review ? { review: s.review } : {}),
     },
     null,
     2,
@@ -93,10 +97,22 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string): strin
     })`,
     `  Tokens: estimated ${fmtTokens(roundTokens(spent.estimated))}, charged ${fmtTokens(roundTokens(spent.charged))}, refunded ${fmtTokens(roundTokens(spent.refunded))}, net ${fmtTokens(roundTokens(spent.net))} (${fmtTokensAsUsd(spent.net)})`,
     `  Files: ${displayPath(cwd, folder)}`,
+    ...(s.review ? [`  ${reviewStatusLine(run.id, s.review)}`] : []),
   ];
   for (const paragraph of [...nextSteps(s, cwd), ...chainTable(s), ...problemTable(s)])
     lines.push('', ...paragraph);
   return lines;
+}
+
+/** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart (issue 25). */
+function reviewStatusLine(runId: string, r: ReviewSummary): string {
+  const rerolls =
+    r.rerolls.asked > 0
+      ? `; ${r.rerolls.asked} re-roll(s) asked, ${fmtTokens(roundTokens(r.rerolls.net))} tokens net`
+      : '';
+  const next = r.awaiting > 0 ? `; \`mediabatch review ${runId}\` lists them` : '';
+  const waiting = r.waiting > 0 ? ` (${r.waiting} task(s) wait for them)` : '';
+  return `Review: ${r.reviewed} reviewed: ${r.awaiting} awaiting a decision${waiting}, ${r.approved} approved, ${r.rejected} rejected${rerolls}${next}`;
 }
 
 /** Paid tasks not on disk, tasks in doubt, unfinished tasks: each with the command that deals with it. */
@@ -137,7 +153,7 @@ function chainTable({ run, chains }: RunStatus): string[][] {
         c.after
           .map(
             (u) =>
-              `${u.name === '' ? '' : `${u.name}: `}${u.task} (${u.state === null ? 'not in the run' : LABEL[u.state]})`,
+              `${u.name === '' ? '' : `${u.name}: `}${u.task} (${u.state === null ? 'not in the run' : LABEL[u.state]}${u.review ? `, ${u.review}` : ''})`,
           )
           .join(', '),
       ]),

@@ -41,6 +41,8 @@ export interface Declaration {
   mediaSeconds: CompiledValue | undefined;
   /** The task's own `retries` (a plain integer, checked by the schema). */
   retries?: number;
+  /** The task's own `review` (a plain boolean, checked by the schema). */
+  review?: boolean;
   /** The task's `file_name` template, or the manifest's; rendered with the task's names and `id`. */
   fileName?: { value: CompiledValue; source: string };
   /** `after`: task-id templates by name (SINGLE for the lone form), with their source paths. */

@@ -125,6 +125,7 @@ async function prepare(
       fileName: { value: fileName, source: raw.file_name !== undefined ? `${base}.file_name` : 'file_name' },
     }),
     ...(typeof raw.retries === 'number' && { retries: raw.retries }),
+    ...(typeof raw.review === 'boolean' && { review: raw.review }),
     ...(after !== undefined && { after }),
     plan,
     repeat,

@@ -5,7 +5,14 @@ import { parseReference, referenceText } from './after.js';
 import type { Declaration, ExpandContext, Origin } from './declaration.js';
 import { combos, describeCombo } from './matrix.js';
 import { lookupIn, type Scope } from './scope.js';
-import { type CompiledValue, compileValue, type Lookup, type Placeholder, renderValue } from './template.js';
+import {
+  type CompiledValue,
+  compileValue,
+  type Lookup,
+  type Placeholder,
+  type RenderError,
+  renderValue,
+} from './template.js';
 import type { ManifestProblem, SourcePos, TaskSpec, Upstream } from './types.js';
 import { describeValue, formatCount, isPlainObject, type PlainObject, setOwn } from './values.js';
 
@@ -70,8 +77,7 @@ export class Expander {
     }
   }
 
-  // One task from one combination, row and copy: every field rendered in order, each problem located. Long
-  // because each field has its own rule; splitting it would scatter the shared `failed` and `taskId`.
+  // One task from one combination, row and copy: every field rendered in order, each problem located.
   #one(
     declaration: Declaration,
     combo: PlainObject,
@@ -84,37 +90,16 @@ export class Expander {
     if (row) builtins.row = row;
     const lookup = lookupIn({ vars: ctx.vars, builtins, combo });
     let taskId: string | undefined;
-    let failed = false;
-    const onError = (source: string, placeholder: Placeholder, message: string) => {
-      failed = true;
-      const site = `${source}\0${placeholder.raw}\0${placeholder.occurrence}`;
-      const problem: ManifestProblem = {
-        pos: ctx.index.inScalar(source, placeholder.raw, placeholder.occurrence),
-        path: this.#fieldPath(declaration, source, taskId),
-        message,
-      };
-      if (taskId !== undefined) problem.taskId = taskId;
-      ctx.problems.addOnce(site, problem);
-    };
-    const invalid = (field: string, message: string) => {
-      failed = true;
-      const source = `${declaration.base}.${field}`;
-      const problem: ManifestProblem = {
-        pos: ctx.index.at(source),
-        path: taskId === undefined ? source : field,
-        message,
-      };
-      if (taskId !== undefined) problem.taskId = taskId;
-      ctx.problems.addOnce(`${source}\0${message.replace(/, got .*$/, '')}`, problem);
-    };
+    const report = this.#reporter(declaration, () => taskId);
+    const { onError, invalid } = report;
 
     const id = renderValue(declaration.id, lookup, onError);
     if (typeof id === 'number' || (typeof id === 'string' && id !== '')) taskId = String(id);
-    else if (!failed) invalid('id', `must render to text, got ${describeValue(id)}`);
+    else if (!report.failed) invalid('id', `must render to text, got ${describeValue(id)}`);
 
     const model = renderValue(declaration.model, lookup, onError);
     if (typeof model !== 'string' || model === '') {
-      if (!failed) invalid('model', `must render to a model id, got ${describeValue(model)}`);
+      if (!report.failed) invalid('model', `must render to a model id, got ${describeValue(model)}`);
     }
 
     const inputLookup = withReferences(lookup, declaration.after?.names, declaration.after !== undefined);
@@ -132,24 +117,15 @@ export class Expander {
       }
     }
 
-    if (failed || taskId === undefined || typeof model !== 'string' || !isPlainObject(input)) {
+    if (report.failed || taskId === undefined || typeof model !== 'string' || !isPlainObject(input)) {
       this.#unexpanded(taskId);
       return undefined;
     }
-    const upstreams: Upstream[] = [];
-    for (const { name, value, source } of declaration.after?.values ?? []) {
-      const rendered = renderValue(value, lookup, onError);
-      if (typeof rendered === 'number' || (typeof rendered === 'string' && rendered !== '')) {
-        upstreams.push({ name, taskId: String(rendered), pos: ctx.index.at(source) });
-      } else if (!failed) {
-        invalid(
-          source.slice(declaration.base.length + 1),
-          `must render to a task id, got ${describeValue(rendered)}`,
-        );
-      }
-    }
+    const upstreams = this.#upstreams(declaration, lookup, onError, (field, message) => {
+      if (!report.failed) invalid(field, message);
+    });
     const merged = this.#withDefaults(model, input, inputLookup, onError);
-    if (failed) {
+    if (report.failed) {
       this.#unexpanded(taskId);
       return undefined;
     }
@@ -167,40 +143,110 @@ export class Expander {
       task.references = declaration.after.references;
     }
     if (declaration.retries !== undefined) task.retries = declaration.retries;
+    if (declaration.review !== undefined) task.review = declaration.review;
     if (declaration.fileName !== undefined) {
-      const withId: typeof lookup = (path) =>
-        path.length === 1 && path[0] === 'id' ? { ok: true, value: taskId } : lookup(path);
-      const name = renderValue(declaration.fileName.value, withId, onError);
-      if (failed) {
+      const name = this.#fileName(declaration.fileName, taskId, lookup, onError, () => report.failed);
+      if (name === undefined) {
         this.#unexpanded(taskId);
         return undefined;
       }
-      const { source } = declaration.fileName;
-      const problem =
-        typeof name === 'string' || typeof name === 'number'
-          ? fileNameProblem(String(name))
-          : 'must render to text';
-      if (problem) {
-        this.#fileNameProblem(source, taskId, `${problem}, got ${describeValue(name)}`);
-        this.#unexpanded(taskId);
-        return undefined;
-      }
-      const key = String(name).toLowerCase();
-      const holder = this.#proven ? undefined : this.#fileNames.get(key);
-      if (holder !== undefined && holder !== taskId) {
-        this.#fileNameProblem(
-          source,
-          taskId,
-          `renders to ${JSON.stringify(String(name))}, which task ${holder} has too: file names must differ (letter case aside)`,
-        );
-        this.#unexpanded(taskId);
-        return undefined;
-      }
-      if (!this.#proven) this.#fileNames.set(key, taskId);
-      task.fileName = String(name);
+      task.fileName = name;
     }
     if (this.#isDuplicate(taskId, seq, declaration)) return undefined;
     return task;
+  }
+
+  /** Reports the problems of one task, located (by its id once known); `failed` says whether there was one. */
+  #reporter(declaration: Declaration, taskIdNow: () => string | undefined) {
+    const ctx = this.#ctx;
+    const report = {
+      failed: false,
+      onError: (source: string, placeholder: Placeholder, message: string) => {
+        report.failed = true;
+        const taskId = taskIdNow();
+        const site = `${source}\0${placeholder.raw}\0${placeholder.occurrence}`;
+        const problem: ManifestProblem = {
+          pos: ctx.index.inScalar(source, placeholder.raw, placeholder.occurrence),
+          path: this.#fieldPath(declaration, source, taskId),
+          message,
+        };
+        if (taskId !== undefined) problem.taskId = taskId;
+        ctx.problems.addOnce(site, problem);
+      },
+      invalid: (field: string, message: string) => {
+        report.failed = true;
+        const taskId = taskIdNow();
+        const source = `${declaration.base}.${field}`;
+        const problem: ManifestProblem = {
+          pos: ctx.index.at(source),
+          path: taskId === undefined ? source : field,
+          message,
+        };
+        if (taskId !== undefined) problem.taskId = taskId;
+        ctx.problems.addOnce(`${source}\0${message.replace(/, got .*$/, '')}`, problem);
+      },
+    };
+    return report;
+  }
+
+  /** `after`'s task ids rendered; one that does not render to an id is `invalid`. */
+  #upstreams(
+    declaration: Declaration,
+    lookup: Lookup,
+    onError: RenderError,
+    invalid: (field: string, message: string) => void,
+  ): Upstream[] {
+    const upstreams: Upstream[] = [];
+    for (const { name, value, source } of declaration.after?.values ?? []) {
+      const rendered = renderValue(value, lookup, onError);
+      if (typeof rendered === 'number' || (typeof rendered === 'string' && rendered !== '')) {
+        upstreams.push({ name, taskId: String(rendered), pos: this.#ctx.index.at(source) });
+      } else {
+        invalid(
+          source.slice(declaration.base.length + 1),
+          `must render to a task id, got ${describeValue(rendered)}`,
+        );
+      }
+    }
+    return upstreams;
+  }
+
+  /**
+   * The task's `file_name` rendered (with `{{id}}`) and checked: a valid name, different from every other
+   * task's (letter case aside). Undefined when it has a problem, which is reported.
+   */
+  #fileName(
+    fileName: NonNullable<Declaration['fileName']>,
+    taskId: string,
+    lookup: Lookup,
+    onError: RenderError,
+    failed: () => boolean,
+  ): string | undefined {
+    const withId: Lookup = (path) =>
+      path.length === 1 && path[0] === 'id' ? { ok: true, value: taskId } : lookup(path);
+    const name = renderValue(fileName.value, withId, onError);
+    if (failed()) return undefined;
+    const { source } = fileName;
+    const problem =
+      typeof name === 'string' || typeof name === 'number'
+        ? fileNameProblem(String(name))
+        : 'must render to text';
+    if (problem) {
+      this.#fileNameProblem(source, taskId, `${problem}, got ${describeValue(name)}`);
+      return undefined;
+    }
+    const key = String(name).toLowerCase();
+    const holder = this.#proven ? undefined : this.#fileNames.get(key);
+    if (holder !== undefined && holder !== taskId) {
+      this.#fileNameProblem(
+        source,
+        taskId,
+        `renders to ${JSON.stringify(String(name))}, which task ${holder} has too: file names must differ (letter case aside)`,
+      );
+      return undefined;
+    }
+    if (!this.#proven) this.#fileNames.set(key, taskId);
+    return String(name);
   }
 
   #unexpanded(taskId: string | undefined): void {

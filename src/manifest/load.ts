@@ -15,8 +15,9 @@ import { Problems } from './problems.js';
 import { manifestSchema } from './schema.js';
 import { schemaProblems } from './schema-problems.js';
 import { readSettings } from './settings.js';
+import type { SourceIndex } from './source-index.js';
 import type { ManifestResult, TaskSource } from './types.js';
-import { describeValue, formatCount, isPlainObject } from './values.js';
+import { describeValue, formatCount, isPlainObject, type PlainObject } from './values.js';
 import { parseYaml } from './yaml-tree.js';
 
 export interface LoadOptions {
@@ -50,13 +51,15 @@ export interface LoadOptions {
 /** Fields whose problems make expanding the tasks pointless (every task would repeat them). */
 const BLOCKING = new Set(['vars', 'defaults', 'tasks']);
 
-// One pass on purpose: every problem of the manifest is collected in order, then reported at once.
-export async function loadManifest(file: string, opts: LoadOptions): Promise<ManifestResult> {
-  const absolute = resolve(opts.cwd, file);
+/** The manifest read and parsed to a mapping, or the result that refuses it (one located problem each). */
+async function readDocument(
+  file: string,
+  absolute: string,
+  opts: LoadOptions,
+): Promise<{ refused: ManifestResult } | { doc: PlainObject; index: SourceIndex; problems: Problems }> {
   const atStart = { file, line: 1, col: 1 };
-  const refuse = (message: string): ManifestResult => ({
-    ok: false,
-    problems: [{ pos: atStart, path: '', message }],
+  const refuse = (message: string) => ({
+    refused: { ok: false as const, problems: [{ pos: atStart, path: '', message }] },
   });
   const tooBig = (size: number | undefined) =>
     refuse(
@@ -83,17 +86,27 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
   const problems = new Problems();
   problems.addAll(parsed.problems);
   const doc = parsed.value;
-  if (!('value' in parsed)) return { ok: false, problems: problems.list() };
+  if (!('value' in parsed)) return { refused: { ok: false, problems: problems.list() } };
   if (!isPlainObject(doc)) {
     const message =
       doc === null || doc === undefined
         ? 'the manifest is empty; start with "version: 1", a name and a list of tasks'
         : `the manifest must be a mapping (version: 1, name: ..., tasks: ...), got ${excerpt(describeValue(doc))}`;
     problems.add({ pos: atStart, path: '', message });
-    return { ok: false, problems: problems.list() };
+    return { refused: { ok: false, problems: problems.list() } };
   }
+  return { doc, index: parsed.index, problems };
+}
 
-  const index = parsed.index;
+/**
+ * The schema's problems, added; which tasks it found invalid, and whether a problem of `vars`, `defaults`
+ * or `tasks` itself blocks expanding any task.
+ */
+function checkSchema(
+  doc: PlainObject,
+  index: SourceIndex,
+  problems: Problems,
+): { invalidTasks: Set<number>; blocked: boolean } {
   const checked = manifestSchema.safeParse(doc, { reportInput: true });
   const issues = checked.success ? [] : checked.error.issues;
   problems.addAll(schemaProblems(issues, index));
@@ -107,6 +120,16 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
       if (!typo) invalidTasks.add(second);
     } else if (typeof first === 'string' && BLOCKING.has(first)) blocked = true;
   }
+  return { invalidTasks, blocked };
+}
+
+/** Every problem of the manifest is collected in order, then reported at once; the tasks expanded meanwhile. */
+export async function loadManifest(file: string, opts: LoadOptions): Promise<ManifestResult> {
+  const absolute = resolve(opts.cwd, file);
+  const document = await readDocument(file, absolute, opts);
+  if ('refused' in document) return document.refused;
+  const { doc, index, problems } = document;
+  const { invalidTasks, blocked } = checkSchema(doc, index, problems);
 
   const read = readSettings(doc, { cwd: opts.cwd, now: opts.now, index, problems });
   const { settings, stamp } = read;

@@ -71,6 +71,12 @@ export const taskSchema = z
       .max(10)
       .optional()
       .describe('Submit again, up to this many times, when the service fails the job (it refunds it).'),
+    review: z
+      .boolean()
+      .optional()
+      .describe(
+        'Its result must be chosen (approved) before any task that waits for it (`after`) is submitted; see docs/review.md.',
+      ),
     file_name: z
       .string()
       .min(1)
@@ -149,6 +155,12 @@ export const manifestSchema = z
       .default(0)
       .describe(
         'Default for every task: submit again, up to this many times, when the service fails the job.',
+      ),
+    review: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Default for every task: its result must be approved before its downstreams (`after`) are submitted.',
       ),
     budget_per_period: z
       .number()

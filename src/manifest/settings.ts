@@ -44,6 +44,7 @@ export function readSettings(doc: PlainObject, ctx: SettingsContext): SettingsRe
     output: outputOf(text('output'), ctx.cwd),
     retries:
       typeof doc.retries === 'number' && Number.isInteger(doc.retries) && doc.retries >= 0 ? doc.retries : 0,
+    review: doc.review === true,
   };
   const optional: Array<[keyof ManifestSettings, unknown]> = [
     ['run', run],

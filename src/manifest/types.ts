@@ -36,6 +36,8 @@ export interface ManifestSettings {
   budget?: number;
   /** Automatic resubmissions of a failed (refunded) job, for tasks that do not set their own. */
   retries: number;
+  /** Every task's result must be approved before its downstreams go on, for tasks that do not say. */
+  review: boolean;
   /** Absolute path of the output folder (a relative `output` is resolved against the working folder, like the state file). */
   output: string;
   callbackUrl?: string;
@@ -52,6 +54,8 @@ export interface TaskSpec {
   mediaSeconds?: number;
   /** The task's own `retries`, when it sets one (the manifest's applies otherwise). */
   retries?: number;
+  /** The task's own `review`, when it sets one (the manifest's applies otherwise). */
+  review?: boolean;
   /** Result file name without extension (from `file_name`), checked to be one safe, unique file name. */
   fileName?: string;
   /** Where the task was declared (its list item in `tasks`). */

@@ -243,6 +243,7 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
           estimate: task.estimate,
           expectedMs: expectedJobMs(task.entry, task.body),
           retries: task.spec.retries ?? settings.retries,
+          review: task.spec.review ?? settings.review,
           ...(task.spec.after !== undefined && {
             upstreams: task.spec.after.map(({ name, taskId }) => ({ name, taskId })),
           }),
@@ -273,8 +274,8 @@ export interface StreamedPlan {
   localInputs: boolean;
 }
 
-/** planManifest's result, streamed (see StreamedPlan): every problem is found before this returns. */
-export async function planStreamed(file: string, o: PlanOptions): Promise<StreamedPlan> {
+/** The manifest loaded for a streamed plan; its problems, with the catalog's for the tasks that expanded, thrown. */
+async function loadStreaming(file: string, o: PlanOptions) {
   await requireFile(file, o.cwd);
   const result = await loadManifest(file, {
     now: o.now,
@@ -287,17 +288,51 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     const checked = checkTasks(result.tasks ?? []);
     throw new ManifestProblemsError(file, [...result.problems, ...checked.problems]);
   }
-  const { settings } = result.manifest;
-  let source: TaskSource | undefined = result.manifest.source ?? listedSource(result.manifest.tasks);
+  return result.manifest;
+}
+
+/** Every problem at once, in order: expansion, the catalog's, chains', local files'. */
+function throwIfProblems(file: string, problems: ManifestProblem[]): void {
+  if (problems.length > 0) throw new ManifestProblemsError(file, problems);
+}
+
+/** The totals of tasks priced with the lengths measured (none yet: as written), and their problems. */
+function pricing(
+  lengths: ReadonlyMap<string, ProbeResult> | undefined,
+  prices: PriceTable,
+  callbackUrl: string | undefined,
+  chains: ChainPlan | undefined,
+) {
+  const sum = new TotalsSum();
+  const problems: ManifestProblem[] = [];
+  return {
+    totals: sum,
+    problems,
+    add(task: CheckedTask) {
+      for (const one of pricedTasks([task], lengths, prices, callbackUrl, chains)) {
+        if (one.ok) sum.add(one.task);
+        else problems.push(...one.problems);
+      }
+    },
+  };
+}
+
+/** planManifest's result, streamed (see StreamedPlan): every problem is found before this returns. */
+export async function planStreamed(file: string, o: PlanOptions): Promise<StreamedPlan> {
+  const manifest = await loadStreaming(file, o);
+  const { settings } = manifest;
+  let source: TaskSource | undefined = manifest.source ?? listedSource(manifest.tasks);
   const prices = o.prices ?? DEFAULT_PRICES;
 
   // First pass: every problem, the ids, the media to measure, and the totals as if nothing needed measuring.
   const taskIds: string[] = [];
   const needs = new Map<string, MediaNeed>();
   const catalogProblems: ManifestProblem[] = [];
-  let priced = priceAll(undefined);
   // A chain's downstream may come before its upstream: chained tasks are priced once every task is known.
-  const chains = result.manifest.chained ? new ChainPlan() : undefined;
+  const chains = manifest.chained ? new ChainPlan() : undefined;
+  const priceAll = (lengths: ReadonlyMap<string, ProbeResult> | undefined) =>
+    pricing(lengths, prices, settings.callbackUrl, chains);
+  let priced = priceAll(undefined);
   // Each expected duration and the last position holding it: a handful of entries, however many tasks.
   const lastAt = new Map<number, number>();
   let localInputs = false;
@@ -318,22 +353,12 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     if (chains) chains.add(one.task);
     else priced.add(one.task);
   }
-  const expansionProblems = first.problems();
-  const chainProblems = chains?.problems(first.unexpanded()) ?? [];
-  const localInputProblems = await local.problems();
-  if (
-    expansionProblems.length > 0 ||
-    catalogProblems.length > 0 ||
-    chainProblems.length > 0 ||
-    localInputProblems.length > 0
-  ) {
-    throw new ManifestProblemsError(file, [
-      ...expansionProblems,
-      ...collapseRepeats(catalogProblems),
-      ...collapseRepeats(chainProblems),
-      ...localInputProblems,
-    ]);
-  }
+  throwIfProblems(file, [
+    ...first.problems(),
+    ...collapseRepeats(catalogProblems),
+    ...collapseRepeats(chains?.problems(first.unexpanded()) ?? []),
+    ...(await local.problems()),
+  ]);
   const measure = localAware(file, o);
   const measured = measure && needs.size > 0 ? await measure([...needs.values()]) : undefined;
   chains?.measured(measured);
@@ -344,21 +369,6 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   }
   if (priced.problems.length > 0) throw new ManifestProblemsError(file, collapseRepeats(priced.problems));
   const totals = priced.totals.result();
-
-  function priceAll(lengths: ReadonlyMap<string, ProbeResult> | undefined) {
-    const sum = new TotalsSum();
-    const problems: ManifestProblem[] = [];
-    return {
-      totals: sum,
-      problems,
-      add(task: CheckedTask) {
-        for (const one of pricedTasks([task], lengths, prices, settings.callbackUrl, chains)) {
-          if (one.ok) sum.add(one.task);
-          else problems.push(...one.problems);
-        }
-      },
-    };
-  }
 
   return {
     file,

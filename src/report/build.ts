@@ -4,6 +4,7 @@
 
 import { relative, sep } from 'node:path';
 import type { Estimate } from '../catalog/types.js';
+import { reportReview, reviewFacts } from '../review/index.js';
 import { taskFolderName } from '../run/names.js';
 import { type QuotaStore, quotaStanding } from '../run/quota.js';
 import {
@@ -30,7 +31,7 @@ import {
 } from '../store/index.js';
 import { roundTokens, tokensToUsd, USD_PER_TOKEN } from '../util/money.js';
 import { plural } from './format.js';
-import type { Report, ReportSummary, ReportTask } from './schema.js';
+import type { Report, ReportSummary, ReportTask, TaskReview } from './schema.js';
 
 export interface ReportOptions {
   now: Date;
@@ -63,6 +64,9 @@ export interface ReportInput {
   quotaKeys: QuotaKeyInput[];
   now: Date;
   runDir: string;
+  /** Reviewed tasks (issue 25): their review, and the run's review figures. */
+  reviews?: ReadonlyMap<string, TaskReview>;
+  review?: Report['review'];
 }
 
 /** Thrown for a run id the store does not know; the CLI words it. */
@@ -89,6 +93,7 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
     inDoubtSentAt.set(task.taskId, store.attemptsOf(runId, task.taskId).at(-1)?.sentAt ?? null);
   }
   const quotaKeys = store.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota));
+  const review = reportReview(store, runId);
   return {
     run,
     tasks,
@@ -101,6 +106,8 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
     quotaKeys,
     now: opts.now,
     runDir: opts.runDir,
+    reviews: reviewFacts(store, runId),
+    ...(review !== undefined && { review }),
   };
 }
 
@@ -133,6 +140,7 @@ export function assembleReport(input: ReportInput): Report {
       filesOf.get(t.taskId) ?? [],
       input.runDir,
       input.attempts.get(t.taskId) ?? NO_ATTEMPTS,
+      input.reviews?.get(t.taskId),
     ),
   );
 
@@ -164,6 +172,7 @@ export function assembleReport(input: ReportInput): Report {
       files: sum(tasks.map((t) => t.files.length)),
       bytes: sum(tasks.map((t) => t.bytes)),
     },
+    ...(input.review !== undefined && { review: input.review }),
   });
   return reportOf(head, inDoubt, tasks);
 }
@@ -184,6 +193,7 @@ export interface HeadInput {
   byModel: Report['by_model'];
   inDoubt: { count: number; atMost: number };
   files: RunFileTotals;
+  review?: Report['review'];
 }
 
 export function assembleHead(input: HeadInput): ReportHead {
@@ -204,7 +214,7 @@ export function assembleHead(input: HeadInput): ReportHead {
       finished_at: isoOrNull(run.finishedAt),
       active_s: Math.round(run.activeMs / 1000),
     },
-    advice: adviceFor(totals, input.inDoubt, run.manifestPath),
+    advice: [...adviceFor(totals, input.inDoubt, run.manifestPath), ...reviewAdvice(input.review, run)],
     totals,
     by_model: input.byModel,
     balance: {
@@ -229,6 +239,7 @@ export function assembleHead(input: HeadInput): ReportHead {
     },
     inDoubt: input.inDoubt,
     files: input.files,
+    ...(input.review !== undefined && { review: input.review }),
   };
 }
 
@@ -245,6 +256,7 @@ export function reportOf(head: ReportHead, inDoubt: Report['in_doubt'], tasks: R
     by_model: head.by_model,
     balance: head.balance,
     quota: head.quota,
+    ...(head.review !== undefined && { review: head.review }),
     tasks,
   };
 }
@@ -290,6 +302,7 @@ export function reportTask(
   files: readonly FileRecord[],
   runDir: string,
   attempts: AttemptCounts,
+  review?: TaskReview,
 ): ReportTask {
   const net = roundTokens(spend.charged - spend.refunded);
   return {
@@ -342,6 +355,7 @@ export function reportTask(
             max: t.plannedEstimate.max,
             basis: t.plannedEstimate.basis,
           },
+    ...(review !== undefined && { review }),
   };
 }
 
@@ -441,6 +455,14 @@ function paidWithoutResult(f: NotOnDiskFigures): ReportSummary['paid_without_res
     stalled: of('stalled'),
     lost: of('lost'),
   };
+}
+
+/** Issue 25: results waiting for a person, and the command that decides. */
+function reviewAdvice(review: Report['review'], run: RunRecord): string[] {
+  if (review === undefined || review.awaiting === 0) return [];
+  return [
+    `${plural(review.awaiting, 'result')} await review: \`mediabatch review ${run.id}\` lists ${review.awaiting === 1 ? 'it' : 'them'}; approve, reject or re-roll, then \`mediabatch run ${run.manifestPath}\` sends on what was approved.`,
+  ];
 }
 
 function adviceFor(

@@ -17,10 +17,13 @@ export const GALLERY_JS = `
   var search = document.getElementById('f-search');
   var lightbox = document.getElementById('lightbox');
   var PAGE = 48;
-  var ORDER = ['done', 'unfetched', 'lost', 'failed', 'in_doubt', 'stalled', 'rejected', 'blocked', 'pending', 'submitting', 'submitted', 'running', 'downloading'];
+  var ORDER = ['done', 'unfetched', 'lost', 'failed', 'in_doubt', 'stalled', 'rejected', 'blocked', 'skipped', 'pending', 'submitting', 'submitted', 'running', 'downloading'];
   var LABEL = { done: 'done', failed: 'failed', in_doubt: 'in doubt', rejected: 'rejected', blocked: 'blocked', pending: 'pending',
     submitting: 'submitting', submitted: 'submitted', running: 'running', downloading: 'downloading',
-    unfetched: 'not on disk', stalled: 'stalled', lost: 'lost' };
+    unfetched: 'not on disk', stalled: 'stalled', lost: 'lost', skipped: 'skipped' };
+  // Issue 25: a reviewed task's decision, as a badge and as filters ("awaiting review").
+  var REVIEW = ['awaiting', 'approved', 'rejected', 'waiting'];
+  var REVIEW_LABEL = { awaiting: 'awaiting review', approved: 'approved', rejected: 'rejected', waiting: 'review pending' };
   var ICON = { failed: '\\u2715', in_doubt: '?', rejected: '\\u2298', blocked: '\\u23F8', done: '\\u2713',
     unfetched: '\\u2913', stalled: '\\u231B', lost: '\\u2205' };
   // What a paid card without its result says, in place of the picture or player.
@@ -182,7 +185,9 @@ export const GALLERY_JS = `
     var body = h('div', { class: 'body' },
       h('div', { class: 'titlerow' },
         h('span', { class: 'title', title: t.i, text: t.i }),
-        h('span', { class: 'badge b-' + t.s, text: LABEL[t.s] || t.s })),
+        h('span', { class: 'badge b-' + t.s, text: LABEL[t.s] || t.s }),
+        t.rv ? h('span', { class: 'badge rv rv-' + t.rv.s, 'data-review': t.rv.s, title: t.rv.by ? 'by ' + t.rv.by + (t.rv.note ? ': ' + t.rv.note : '') : '',
+          text: REVIEW_LABEL[t.rv.s] + (t.rv.a > 1 ? ' \u00B7 attempt ' + t.rv.a : '') }) : null),
       h('span', { class: 'model', text: t.m }));
     if (t.up) {
       var from = h('div', { class: 'after' }, 'from ');
@@ -230,7 +235,9 @@ export const GALLERY_JS = `
 
   function matches(t, ignoreStatus) {
     if (state.model !== 'all' && t.m !== state.model) return false;
-    if (!ignoreStatus && state.status !== 'all' && t.s !== state.status) return false;
+    if (!ignoreStatus && state.status.indexOf('rv:') === 0) {
+      if (!t.rv || 'rv:' + t.rv.s !== state.status) return false;
+    } else if (!ignoreStatus && state.status !== 'all' && t.s !== state.status) return false;
     if (state.q) {
       var hay = (t.i + '\\n' + (t.pr || '') + '\\n' + (t.e || '')).toLowerCase();
       if (hay.indexOf(state.q) < 0) return false;
@@ -241,7 +248,12 @@ export const GALLERY_JS = `
   function chips() {
     var counts = {};
     var all = 0;
-    tasks.forEach(function (t) { if (matches(t, true)) { counts[t.s] = (counts[t.s] || 0) + 1; all++; } });
+    tasks.forEach(function (t) {
+      if (!matches(t, true)) return;
+      counts[t.s] = (counts[t.s] || 0) + 1;
+      if (t.rv) counts['rv:' + t.rv.s] = (counts['rv:' + t.rv.s] || 0) + 1;
+      all++;
+    });
     chipsEl.replaceChildren();
     var add = function (value, label, n) {
       var b = h('button', { type: 'button', class: 'chip', 'data-status': value, 'aria-pressed': String(state.status === value) },
@@ -251,6 +263,7 @@ export const GALLERY_JS = `
     };
     add('all', 'all', all);
     ORDER.forEach(function (s) { if (counts[s] || state.status === s) add(s, LABEL[s], counts[s] || 0); });
+    REVIEW.forEach(function (r) { var v = 'rv:' + r; if (counts[v] || state.status === v) add(v, REVIEW_LABEL[r], counts[v] || 0); });
   }
 
   function apply() {

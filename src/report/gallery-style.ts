@@ -99,6 +99,8 @@ tr.total td { font-weight: 650; border-top: 2px solid var(--line); border-bottom
 .titlerow { display: flex; align-items: center; gap: 8px; min-width: 0; }
 .title { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-weight: 600; font-size: 13px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; flex: 1; min-width: 0; }
 .badge { font-size: 11.5px; font-weight: 600; border-radius: 999px; padding: 2px 9px; white-space: nowrap; }
+.rv-awaiting { color: #8a5a00; background: #fff4d6; } .rv-approved { color: var(--done); background: var(--done-bg); }
+.rv-rejected { color: var(--failed); background: var(--failed-bg); } .rv-waiting { color: #555; background: #eee; }
 .b-done { color: var(--done); background: var(--done-bg); } .b-failed { color: var(--failed); background: var(--failed-bg); }
 .b-in_doubt, .b-unfetched, .b-stalled { color: var(--doubt); background: var(--doubt-bg); }
 .b-lost { color: var(--failed); background: var(--failed-bg); } .b-rejected { color: var(--rejected); background: var(--rejected-bg); }

@@ -46,6 +46,8 @@ interface CardData {
   so: readonly Record<string, unknown>[] | null;
   /** The tasks it takes results from (chains): name, task id, folder. */
   up: { n: string; t: string; f: string }[] | null;
+  /** Issue 25, a reviewed task: its review status, attempt, and the last decision's author and note. */
+  rv?: { s: string; a: number; by: string | null; note: string | null };
 }
 
 /**
@@ -170,7 +172,13 @@ function cardData(t: ReportTask, extra: GalleryExtra | undefined): CardData {
     so: extra?.songs && extra.songs.length > 0 ? extra.songs : null,
     up:
       t.after.length === 0 ? null : t.after.map((u) => ({ n: u.name, t: u.task, f: taskFolderName(u.task) })),
+    ...(t.review !== undefined && { rv: reviewBadge(t.review) }),
   };
+}
+
+function reviewBadge(r: NonNullable<ReportTask['review']>): NonNullable<CardData['rv']> {
+  const last = r.decisions.at(-1);
+  return { s: r.status, a: r.attempt, by: last?.by ?? null, note: last?.note ?? null };
 }
 
 function tiles(report: ReportHead): string {

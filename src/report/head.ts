@@ -2,6 +2,7 @@
 // tasks of a run of any size are summed without being loaded: the figures are those assembleReport
 // computes from every task in memory, up to the float noise of adding in another order (all rounded).
 
+import { reportReview } from '../review/index.js';
 import type { ReportModelFigures, Store } from '../store/index.js';
 import { emptyNotOnDisk, emptyTaskCounts, NOT_ON_DISK, TASK_STATES } from '../store/index.js';
 import {
@@ -33,7 +34,12 @@ export function collectReportHead(store: Store, runId: string, opts: ReportOptio
       atMost: sum(figures.map((f) => f.inDoubtMax)),
     },
     files: store.runFileTotals(runId),
+    ...withReview(reportReview(store, runId)),
   });
+}
+
+function withReview(review: ReportHead['review']): { review?: NonNullable<ReportHead['review']> } {
+  return review === undefined ? {} : { review };
 }
 
 /** The counts of several models together. */

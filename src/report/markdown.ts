@@ -4,6 +4,7 @@
 import { isNotOnDisk, NOT_ON_DISK } from '../store/report-reads.js';
 import { UNFINISHED } from '../store/transitions.js';
 import type { TaskState } from '../store/types.js';
+import { tokensToUsd } from '../util/money.js';
 import { headOfReport, type ReportHead } from './build.js';
 import { fmtBytes, fmtPercent, fmtSeconds, fmtTime, fmtTokens, fmtUsd, plural } from './format.js';
 import type { Report, ReportSummary, ReportTask } from './schema.js';
@@ -32,10 +33,10 @@ export function reportMarkdown(report: Report): string {
 }
 
 /**
- * report.md, a line at a time. The lists are read lazily, so they may come from the store a page at a
+ * Long on purpose: report.md is one document written top to bottom, its sections side by side sharing the
+ * head. report.md, a line at a time. The lists are read lazily, so they may come from the store a page at a
  * time; each should hold at most MARKDOWN_LIST_LIMIT entries (the first ones, in the report's order).
  */
-// One generator on purpose: report.md is one document written top to bottom; its sections share the head.
 export function* markdownChunks(
   head: ReportHead,
   lists: {
@@ -105,6 +106,8 @@ export function* markdownChunks(
     'Tokens; USD at $' +
       `${head.usd_per_token} per token. "Charged ÷ list" compares what the API charged with the list price of the jobs whose price is known exactly.`,
   ) + line('');
+
+  if (head.review !== undefined) yield* reviewSection(head.review, head.run.id);
 
   yield line('## Tasks by status') + line('');
   yield line(
@@ -314,4 +317,13 @@ export function code(value: string): string {
   const fence = '`'.repeat(longest + 1);
   const pad = inner.startsWith('`') || inner.endsWith('`') ? ' ' : '';
   return `${fence}${pad}${inner}${pad}${fence}`;
+}
+
+/** Issue 25: where the decisions stand, and what re-rolls cost, apart from the first attempts. */
+function* reviewSection(r: NonNullable<ReportHead['review']>, runId: string): Generator<string, void, void> {
+  yield '## Review\n\n';
+  yield `- ${r.reviewed} reviewed task(s): ${r.awaiting} awaiting a decision, ${r.approved} approved, ${r.rejected} rejected.\n`;
+  yield `- Re-rolls: ${r.rerolls.asked} asked, ${r.rerolls.jobs} job(s) charged, net ${fmtTokens(r.rerolls.net)} tokens (${fmtUsd(tokensToUsd(r.rerolls.net))}); each is one more charge the user asked for, included in the totals above.\n`;
+  if (r.awaiting > 0) yield `- Decide with ${code(`mediabatch review ${runId}`)}.\n`;
+  yield '\n';
 }

@@ -96,6 +96,28 @@ const file = z
   })
   .strict();
 
+/** Issue 25: where a reviewed task's result stands, and every decision taken on it. */
+export const taskReviewSchema = z
+  .object({
+    status: z
+      .enum(['waiting', 'awaiting', 'approved', 'rejected'])
+      .describe('`waiting`: no result to decide on yet; `awaiting`: a result awaits a decision.'),
+    attempt: z.number().int().positive().describe('1, then one more after each re-roll.'),
+    version: z.number().int().positive().describe('What a decision names as the state it saw.'),
+    decisions: z.array(
+      z
+        .object({
+          verdict: z.enum(['approve', 'reject', 'reroll']),
+          attempt: z.number().int().positive().describe('The result (attempt) it was taken on.'),
+          note: z.string().nullable(),
+          by: z.string().describe('The local user who took it.'),
+          at: iso,
+        })
+        .strict(),
+    ),
+  })
+  .strict();
+
 export const reportTaskSchema = z
   .object({
     id: z.string().describe('The task id from the manifest.'),
@@ -163,6 +185,9 @@ export const reportTaskSchema = z
       .describe(
         "A chained task priced exactly once its upstream was done: the plan's estimate (`estimate` is then the exact price); null otherwise.",
       ),
+    review: taskReviewSchema
+      .optional()
+      .describe('Only for a task marked `review: true`: its review status and decisions (issue 25).'),
   })
   .strict();
 
@@ -231,6 +256,31 @@ export const reportSchema = z
         keys: z.array(quotaKey).describe('Every API key the run was charged under.'),
       })
       .strict(),
+    review: z
+      .object({
+        reviewed: z.number().int().nonnegative(),
+        awaiting: z.number().int().nonnegative(),
+        waiting: z
+          .number()
+          .int()
+          .nonnegative()
+          .describe('Tasks not sent yet that wait for a reviewed result nobody approved.'),
+        approved: z.number().int().nonnegative(),
+        rejected: z.number().int().nonnegative(),
+        rerolls: z
+          .object({
+            asked: z.number().int().nonnegative().describe('Re-rolls the user asked for.'),
+            jobs: z.number().int().nonnegative().describe('Their jobs the API charged.'),
+            charged: tokens,
+            refunded: tokens,
+            net: tokens,
+          })
+          .strict()
+          .describe('What re-rolls cost, apart: each is a second ask, charged once (included in totals).'),
+      })
+      .strict()
+      .optional()
+      .describe('Only for a run with `review: true` tasks (issue 25).'),
     tasks: z.array(reportTaskSchema).describe('In-doubt tasks first, then in manifest order.'),
   })
   .strict()
@@ -244,6 +294,7 @@ export type Report = z.infer<typeof reportSchema>;
 export type ReportTask = z.infer<typeof reportTaskSchema>;
 export type ReportSummary = z.infer<typeof summary>;
 export type ReportFile = z.infer<typeof file>;
+export type TaskReview = z.infer<typeof taskReviewSchema>;
 
 export function reportJsonSchema(): object {
   return z.toJSONSchema(reportSchema, { target: 'draft-2020-12', io: 'output' });

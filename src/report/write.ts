@@ -6,6 +6,7 @@
 import { once } from 'node:events';
 import { createReadStream } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { reviewFacts } from '../review/index.js';
 import { NOT_ON_DISK, type ReportPagesOptions, type ReportTaskRow, type Store } from '../store/index.js';
 import {
   ensureFolderUnder,
@@ -20,7 +21,7 @@ import { GALLERY_BOTTOM, GALLERY_IN_DOUBT_LIMIT, galleryCard, galleryTop } from 
 import { collectReportHead } from './head.js';
 import { reportJsonChunks } from './json.js';
 import { FAILURE_STATES, MARKDOWN_LIST_LIMIT, markdownChunks } from './markdown.js';
-import type { Report, ReportTask } from './schema.js';
+import type { Report, ReportTask, TaskReview } from './schema.js';
 
 export const REPORT_FILES = {
   json: 'report.json',
@@ -71,7 +72,9 @@ export async function writeReport(
   await removeLeftoverTemps(folder, Date.now() - process.uptime() * 1000);
   const files = reportFiles(folder);
   const pages = (o: ReportPagesOptions = {}) => store.reportTaskPages(runId, o);
-  const tasks = (o: ReportPagesOptions = {}) => reportTasks(pages(o), runDir);
+  // Reviewed tasks are the few a person looks at: their decisions are held, not streamed.
+  const reviews = reviewFacts(store, runId);
+  const tasks = (o: ReportPagesOptions = {}) => reportTasks(pages(o), runDir, reviews);
   const inDoubt = (limit?: number) =>
     inDoubtEntries(pages({ states: ['in_doubt'], ...(limit === undefined ? {} : { limit }) }), runDir);
 
@@ -93,7 +96,7 @@ export async function writeReport(
     let first = true;
     for (const page of pages()) {
       const cards = page.map((row) => ({
-        task: reportTask(row, row.spend, row.files, runDir, row.attempts),
+        task: reportTask(row, row.spend, row.files, runDir, row.attempts, reviews.get(row.taskId)),
         prompt: promptOfText(row.requestText),
       }));
       const extras = await extrasOf(cards, runDir, readExtra);
@@ -122,9 +125,14 @@ function isEmitter(value: object): value is NodeJS.EventEmitter {
 }
 
 /** The report rows of the tasks, one at a time, as the store hands them out a page at a time. */
-function* reportTasks(pages: Iterable<ReportTaskRow[]>, runDir: string): Generator<ReportTask, void, void> {
+function* reportTasks(
+  pages: Iterable<ReportTaskRow[]>,
+  runDir: string,
+  reviews: ReadonlyMap<string, TaskReview>,
+): Generator<ReportTask, void, void> {
   for (const page of pages)
-    for (const row of page) yield reportTask(row, row.spend, row.files, runDir, row.attempts);
+    for (const row of page)
+      yield reportTask(row, row.spend, row.files, runDir, row.attempts, reviews.get(row.taskId));
 }
 
 function* inDoubtEntries(

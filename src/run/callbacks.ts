@@ -124,12 +124,10 @@ function field(body: unknown, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-// One function on purpose: the receiver's routes, limits and timeouts are one fastify configuration.
-export async function startCallbackReceiver(opts: ReceiverOptions): Promise<CallbackReceiver> {
-  const stats: CallbackStats = { received: 0, ignored: 0, hints: 0 };
-  const seen = new Set<string>();
+/** The receiver's server: its limits and timeouts. */
+function receiverApp(opts: ReceiverOptions): FastifyInstance {
   const t = { ...RECEIVER_TIMEOUTS, ...opts.timeouts };
-  const app: FastifyInstance = Fastify({
+  return Fastify({
     bodyLimit: opts.bodyLimit ?? CALLBACK_BODY_LIMIT,
     logger: false,
     connectionTimeout: t.idle,
@@ -142,6 +140,13 @@ export async function startCallbackReceiver(opts: ReceiverOptions): Promise<Call
     // client holds a connection open or trickles a request.
     forceCloseConnections: true,
   });
+}
+
+/** Listens for the service's callbacks: each one with our token is a hint, confirmed by a poll. */
+export async function startCallbackReceiver(opts: ReceiverOptions): Promise<CallbackReceiver> {
+  const stats: CallbackStats = { received: 0, ignored: 0, hints: 0 };
+  const seen = new Set<string>();
+  const app = receiverApp(opts);
 
   app.post<{ Params: { token: string; key: string } }>(
     `${CALLBACK_PATH}/:token/:key`,

@@ -47,6 +47,8 @@ export interface QuotaFigures {
 
 export interface PreflightReport {
   counts: Record<TaskState, number>;
+  /** Of the tasks to submit, those that wait for a reviewed result: priced as if it were approved (issue 25). */
+  waitingOnReview: number;
   /** Nothing is pending or being watched: the run has nothing left to do. */
   complete: boolean;
   /** What this session would submit (narrowed by `only` and `limit`), per model. */
@@ -112,8 +114,19 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     max: roundTokens(pending.reduce((n, m) => n + m.max, 0)),
   };
   const chargedSoFar = store.runSpent(runId).net;
-  const base = { counts, pending, pendingCount, toWatch, remaining, budget: o.budget, chargedSoFar };
-  if (counts.pending === 0 && toWatch === 0) {
+  const waitingOnReview = store.waitingOnReview(runId);
+  const base = {
+    counts,
+    waitingOnReview,
+    pending,
+    pendingCount,
+    toWatch,
+    remaining,
+    budget: o.budget,
+    chargedSoFar,
+  };
+  // A result awaiting review keeps the run open: a re-roll or an approval may still send something.
+  if (counts.pending === 0 && toWatch === 0 && store.countAwaitingReview(runId) === 0) {
     const decision = decidePreflight({
       remainingMax: 0,
       remainingTokens: 0,
@@ -214,6 +227,9 @@ export interface ExecuteOptions {
   download?: (url: string, dest: string, opts: DownloadOptions) => Promise<DownloadResult>;
   /** Local inputs, uploaded already: turns `file:` values into fresh links at each POST (runner/uploads.ts). */
   inputLinks?: RunnerOptions['inputLinks'];
+  /** `run --wait-for-review`: keep submitting until every reviewed result is decided. */
+  waitForReview?: boolean;
+  reviewPollMs?: number;
   /** Results go to this bucket (`output: s3://…` or `storage`), not to the local disk. */
   bucket?: BucketOutput;
 }
@@ -240,6 +256,12 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   const callbackBase = receiver ? (o.receiver?.publicBase ?? receiver.localUrl) : undefined;
   if (receiver && callbackBase) o.onReceiver?.(receiver, callbackBase);
   const token = session.callbackToken;
+  const callbackUrl =
+    receiver && callbackBase && token
+      ? (taskId: string) => callbackUrlFor(callbackBase, token, taskId)
+      : o.plainCallbackUrl
+        ? () => o.plainCallbackUrl as string
+        : undefined;
   runner = new Runner(
     {
       store,
@@ -250,39 +272,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
       ...(o.onProgress ? { onProgress: o.onProgress } : {}),
       ...(o.onEvent ? { onEvent: o.onEvent } : {}),
     },
-    {
-      runId,
-      runDir: session.runDir,
-      concurrency: o.concurrency,
-      ...(o.budget !== undefined ? { budget: o.budget } : {}),
-      // Callbacks can be dropped after three failed attempts: polling stays on, slowly, as the safety net.
-      pollProfiles: receiver ? withCallbacks(o.policy) : o.policy.pollProfiles,
-      jobTimeScale: o.policy.jobTimeScale,
-      ...(receiver && callbackBase && token
-        ? { callbackUrlFor: (taskId: string) => callbackUrlFor(callbackBase, token, taskId) }
-        : o.plainCallbackUrl
-          ? { callbackUrlFor: () => o.plainCallbackUrl as string }
-          : {}),
-      pollConcurrency: o.policy.pollConcurrency,
-      downloadConcurrency: downloadConcurrencyFor(o.concurrency),
-      maxDownloadBytes: o.policy.maxDownloadBytes,
-      downloadTimeoutMs: o.policy.downloadTimeoutMs,
-      submitRetries: o.policy.submitRetries,
-      retryBaseMs: o.policy.retryBaseMs,
-      retryCapMs: o.policy.retryCapMs,
-      giveUpAfterTasks: o.policy.giveUpAfterTasks,
-      ...(o.retries !== undefined ? { retries: o.retries } : {}),
-      ...(o.only !== undefined ? { only: o.only } : {}),
-      ...(o.limit !== undefined ? { limit: o.limit } : {}),
-      ...(o.order !== undefined ? { order: o.order } : {}),
-      ...(o.prices !== undefined ? { prices: o.prices } : {}),
-      ...(o.bucket ? { bucket: o.bucket } : {}),
-      watch: o.policy.watch,
-      stop: o.stop,
-      ...(o.halt ? { halt: o.halt } : {}),
-      ...(o.inputLinks ? { inputLinks: o.inputLinks } : {}),
-      ...(session.storing ? { incoming: session.storing } : {}),
-    },
+    runnerOptions(session, o, { callbackUrl, receiving: receiver !== undefined }),
   );
   const active = runner;
   const renew = setInterval(() => {
@@ -299,9 +289,10 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   const after = await o.client.getBalance();
   const balanceAfter = after.type === 'ok' ? after.value : undefined;
   if (balanceAfter !== undefined) store.setRunBalance(runId, { after: balanceAfter });
-  const exitCode = exitCodeFor(result.stopReason, result.counts);
+  const exitCode = exitCodeFor(result.stopReason, result.counts, result.awaitingReview);
   const unfinished = UNFINISHED.reduce((n, s) => n + result.counts[s], 0);
-  const state = unfinished === 0 && !result.stopReason ? 'finished' : 'interrupted';
+  const state =
+    unfinished === 0 && !result.stopReason && result.awaitingReview === 0 ? 'finished' : 'interrupted';
   store.markRunState(runId, state, exitCode);
   return {
     result,
@@ -313,6 +304,47 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
     ...(receiver
       ? { receiverStats: { received: receiver.stats.received, ignored: receiver.stats.ignored } }
       : {}),
+  };
+}
+
+/** The Runner's options: the run's policy, the caller's options, and where callbacks go (if anywhere). */
+function runnerOptions(
+  session: RunSession,
+  o: ExecuteOptions,
+  callbacks: { callbackUrl: ((taskId: string) => string) | undefined; receiving: boolean },
+): RunnerOptions {
+  const { runId } = session;
+  const { callbackUrl } = callbacks;
+  return {
+    runId,
+    runDir: session.runDir,
+    concurrency: o.concurrency,
+    ...(o.budget !== undefined ? { budget: o.budget } : {}),
+    // Callbacks can be dropped after three failed attempts: polling stays on, slowly, as the safety net.
+    pollProfiles: callbacks.receiving ? withCallbacks(o.policy) : o.policy.pollProfiles,
+    jobTimeScale: o.policy.jobTimeScale,
+    ...(callbackUrl ? { callbackUrlFor: callbackUrl } : {}),
+    pollConcurrency: o.policy.pollConcurrency,
+    downloadConcurrency: downloadConcurrencyFor(o.concurrency),
+    maxDownloadBytes: o.policy.maxDownloadBytes,
+    downloadTimeoutMs: o.policy.downloadTimeoutMs,
+    submitRetries: o.policy.submitRetries,
+    retryBaseMs: o.policy.retryBaseMs,
+    retryCapMs: o.policy.retryCapMs,
+    giveUpAfterTasks: o.policy.giveUpAfterTasks,
+    ...(o.retries !== undefined ? { retries: o.retries } : {}),
+    ...(o.only !== undefined ? { only: o.only } : {}),
+    ...(o.limit !== undefined ? { limit: o.limit } : {}),
+    ...(o.order !== undefined ? { order: o.order } : {}),
+    ...(o.prices !== undefined ? { prices: o.prices } : {}),
+    ...(o.bucket ? { bucket: o.bucket } : {}),
+    watch: o.policy.watch,
+    stop: o.stop,
+    ...(o.halt ? { halt: o.halt } : {}),
+    ...(o.inputLinks ? { inputLinks: o.inputLinks } : {}),
+    ...(session.storing ? { incoming: session.storing } : {}),
+    ...(o.waitForReview ? { waitForReview: true } : {}),
+    ...(o.reviewPollMs !== undefined ? { reviewPollMs: o.reviewPollMs } : {}),
   };
 }
 
@@ -353,9 +385,12 @@ export function closeCompleteRun(session: RunSession, counts: Record<TaskState, 
 export function exitCodeFor(
   stopReason: RunResult['stopReason'],
   counts: Record<TaskState, number>,
+  awaitingReview = 0,
 ): ExitCode {
   if (stopReason === 'unauthorized') return EXIT.unauthorized;
   if (stopReason) return EXIT.interrupted;
+  // Results waiting for a person: resumable once they are decided (issue 25).
+  if (awaitingReview > 0) return EXIT.interrupted;
   // Tasks left unfinished (retries exhausted, a job the API did not know, a download to retry) are
   // picked up by the next run: resumable, like an interruption.
   if (UNFINISHED.some((s) => counts[s] > 0)) return EXIT.interrupted;

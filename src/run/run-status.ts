@@ -1,6 +1,7 @@
 // One run as `mediabatch status <run>` shows it: its counts, its money, the tasks that need the user
 // (most urgent first) and its chains, read from the store.
 
+import { type ReviewSummary, reviewSummary } from '../review/index.js';
 import {
   NOT_ON_DISK,
   type ProblemTaskRow,
@@ -27,7 +28,7 @@ export const STATUS_PROBLEM_LIMIT = 50;
 export interface ChainLine {
   task: string;
   state: TaskState;
-  after: Array<{ name: string; task: string; state: TaskState | null }>;
+  after: Array<{ name: string; task: string; state: TaskState | null; review?: string }>;
 }
 
 /** The run's chained tasks with their upstreams and states, the first STATUS_PROBLEM_LIMIT of them. */
@@ -41,14 +42,23 @@ function chainsOf(store: Store, runId: string): { list: ChainLine[]; more: numbe
     list.push({
       task: taskId,
       state: task.state,
-      after: ups.map((u) => ({
-        name: u.name,
-        task: u.upstreamId,
-        state: store.getTask(runId, u.upstreamId)?.state ?? null,
-      })),
+      after: ups.map((u) => upstreamLine(store, runId, u.name, u.upstreamId)),
     });
   }
   return { list, more: Math.max(0, links.size - list.length) };
+}
+
+/** An upstream as the chain table shows it: its state, and for a reviewed one where its result stands. */
+function upstreamLine(
+  store: Store,
+  runId: string,
+  name: string,
+  upstreamId: string,
+): ChainLine['after'][number] {
+  const up = store.getTask(runId, upstreamId);
+  const line = { name, task: upstreamId, state: up?.state ?? null };
+  if (up === undefined || !up.review) return line;
+  return { ...line, review: up.verdict ?? (up.state === 'done' ? 'awaiting review' : 'review pending') };
 }
 
 export interface RunStatus {
@@ -64,6 +74,8 @@ export interface RunStatus {
   paidTasks: number;
   paidTokens: number;
   chains: { list: ChainLine[]; more: number };
+  /** Reviewed tasks' decisions and re-roll spend (issue 25); undefined without `review: true` tasks. */
+  review?: ReviewSummary;
 }
 
 /** Everything `status <run>` shows of one run. */
@@ -83,5 +95,10 @@ export function readRunStatus(store: Store, recorded: RunRecord, now: Date): Run
     paidTasks: NOT_ON_DISK.reduce((n, s) => n + paid[s].tasks, 0),
     paidTokens: NOT_ON_DISK.reduce((n, s) => n + paid[s].tokens, 0),
     chains: chainsOf(store, run.id),
+    ...withReview(reviewSummary(store, run.id)),
   };
+}
+
+function withReview(review: ReviewSummary | undefined): { review?: ReviewSummary } {
+  return review === undefined ? {} : { review };
 }

@@ -103,6 +103,7 @@ export class Runner {
       ...(core.stopMessage ? { stopMessage: core.stopMessage } : {}),
       ...(core.quota ? { quota: core.quota } : {}),
       counts: withUnstored(store.countTasksByState(runId), incoming?.unstored ?? 0),
+      awaitingReview: store.countAwaitingReview(runId),
       polls: core.counters.polls,
       arrivals: { ...core.arrivals },
       unreadableAnswers: core.counters.unreadable,

@@ -147,16 +147,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       if (!existing) store.markRunState(runId, 'refused', code);
     };
     bindOrCreate(store, runId, existing, o);
-    try {
-      // A bucket has no folder to claim: its run prefix is named after the run, and the state file keeps it.
-      if (!isBucketLocation(runDir)) await claimRunFolder(runDir, o.stateFile, runId, shown);
-    } catch (error) {
-      if (error instanceof RunFolderTakenError) {
-        refuse(EXIT.invalid);
-        throw new RunError('invalid', error.message);
-      }
-      // An unwritable folder is reported by the preflight's own check, before anything is submitted.
-    }
+    await claimFolder(runDir, o.stateFile, runId, shown, refuse);
     // One token per run, kept, so that a restarted run still accepts callbacks for jobs sent before.
     let callbackToken = existing?.callbackToken ?? null;
     if (o.wantsCallbackToken && !callbackToken) {
@@ -175,42 +166,13 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       },
     );
     // From here on only ids and totals are needed: the priced requests are in the store (or going in).
-    storing =
-      first < plan.taskIds.length && plan.longestFrom
-        ? new BackgroundStoring({
-            store,
-            runId,
-            rows,
-            stored: first,
-            total: plan.taskIds.length,
-            longestFrom: plan.longestFrom.bind(plan),
-            release: () => plan.release(),
-            chunk: Math.min(STORE_CHUNK, first),
-          })
-        : undefined;
-    if (!storing) plan.release();
+    storing = storingTheRest(store, runId, plan, rows, first);
     if (upsert.changed.length > 0 && !o.acceptChanges) {
       refuse(EXIT.invalid);
-      const n = upsert.changed.length;
-      throw new RunError(
-        'invalid',
-        `${n} task${n === 1 ? ' was' : 's were'} already sent with a different request; run again with --accept-changes to submit ${n === 1 ? 'it' : 'them'} anew (charged again), or restore the manifest`,
-        upsert.changed.map(
-          (c) =>
-            `  ${c.taskId} (${c.state.replace('_', ' ')}): the request in ${shown(o.manifestPath)} changed since it was sent`,
-        ),
-      );
+      throw changedError(upsert.changed, shown(o.manifestPath));
     }
     const recovered = store.recoverInterruptedSubmissions(runId);
-    const requeued = { failed: [] as string[], inDoubt: [] as string[] };
-    if (o.retryFailed) {
-      const again = store.tasksByState(runId, ['failed', 'rejected']).map((t) => t.taskId);
-      requeued.failed = store.requeueTasks(runId, again, ['failed', 'rejected']);
-    }
-    if (o.retryInDoubt) {
-      const inDoubt = store.tasksByState(runId, ['in_doubt']).map((t) => t.taskId);
-      requeued.inDoubt = store.requeueTasks(runId, inDoubt, ['in_doubt']);
-    }
+    const requeued = requeue(store, runId, o);
     // Chained tasks blocked by an upstream that is now requeued (or whose result this run fetches) get
     // their chance again; the runner blocks them anew if the upstream still gives them nothing.
     const unblocked = store.unblockDownstreams(runId);
@@ -241,6 +203,80 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     store.releaseLease(leaseName, holder);
     throw error;
   }
+}
+
+/** The rows after the first `first`, stored while the run runs; none left: the plan's rows are released. */
+function storingTheRest(
+  store: Store,
+  runId: string,
+  plan: PlannedRun,
+  rows: Iterator<NewTask>,
+  first: number,
+): BackgroundStoring | undefined {
+  if (first >= plan.taskIds.length || !plan.longestFrom) {
+    plan.release();
+    return undefined;
+  }
+  return new BackgroundStoring({
+    store,
+    runId,
+    rows,
+    stored: first,
+    total: plan.taskIds.length,
+    longestFrom: plan.longestFrom.bind(plan),
+    release: () => plan.release(),
+    chunk: Math.min(STORE_CHUNK, first),
+  });
+}
+
+/** A bucket has no folder to claim: its run prefix is named after the run, and the state file keeps it. */
+async function claimFolder(
+  runDir: string,
+  stateFile: string,
+  runId: string,
+  shown: (p: string) => string,
+  refuse: (code: number) => void,
+): Promise<void> {
+  try {
+    if (!isBucketLocation(runDir)) await claimRunFolder(runDir, stateFile, runId, shown);
+  } catch (error) {
+    if (error instanceof RunFolderTakenError) {
+      refuse(EXIT.invalid);
+      throw new RunError('invalid', error.message);
+    }
+    // An unwritable folder is reported by the preflight's own check, before anything is submitted.
+  }
+}
+
+/** Tasks already sent whose request changed: nothing is sent again without --accept-changes. */
+function changedError(changed: UpsertResult['changed'], manifest: string): RunError {
+  const n = changed.length;
+  return new RunError(
+    'invalid',
+    `${n} task${n === 1 ? ' was' : 's were'} already sent with a different request; run again with --accept-changes to submit ${n === 1 ? 'it' : 'them'} anew (charged again), or restore the manifest`,
+    changed.map(
+      (c) =>
+        `  ${c.taskId} (${c.state.replace('_', ' ')}): the request in ${manifest} changed since it was sent`,
+    ),
+  );
+}
+
+/** --retry-failed and --retry-in-doubt: those tasks back to pending. */
+function requeue(
+  store: Store,
+  runId: string,
+  o: { retryFailed?: boolean; retryInDoubt?: boolean },
+): { failed: string[]; inDoubt: string[] } {
+  const requeued = { failed: [] as string[], inDoubt: [] as string[] };
+  if (o.retryFailed) {
+    const again = store.tasksByState(runId, ['failed', 'rejected']).map((t) => t.taskId);
+    requeued.failed = store.requeueTasks(runId, again, ['failed', 'rejected']);
+  }
+  if (o.retryInDoubt) {
+    const inDoubt = store.tasksByState(runId, ['in_doubt']).map((t) => t.taskId);
+    requeued.inDoubt = store.requeueTasks(runId, inDoubt, ['in_doubt']);
+  }
+  return requeued;
 }
 
 /**

@@ -73,14 +73,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   const now = o.now ?? (() => new Date());
   const policy = o.policy ?? DEFAULT_RUN_POLICY;
   const env = o.env ?? process.env;
-  // `output: storage` is the account's bucket; results in a bucket never touch a local folder.
-  let output: ReturnType<typeof resolveOutput>;
-  try {
-    output = resolveOutput(o.plan.settings.output, o.storage, env);
-  } catch (error) {
-    if (error instanceof OutputError) throw new RunError('invalid', error.message);
-    throw error;
-  }
+  const output = outputOf(o.plan.settings.output, o.storage, env);
   const plan = { ...o.plan, settings: { ...o.plan.settings, output: output.output } };
   const settings = plan.settings;
   const budget = effectiveBudget(settings.budget, o.budgetCap);
@@ -96,16 +89,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   });
   try {
     const runId = session.runId;
-    // Loaded only with a bucket: the AWS SDK is not needed otherwise.
-    const s3 = o.storage || output.bucket ? await import('../storage/index.js') : undefined;
-    const bucket =
-      s3 && output.bucket
-        ? {
-            storage: s3.createStorage(output.bucket, { env }),
-            runKey: s3.joinKey(output.bucket.prefix, runId),
-          }
-        : undefined;
-    const inputs = s3 && o.storage ? s3.createStorage(o.storage, { env }) : o.inputStorage;
+    const { bucket, inputs } = await bucketsOf(output.bucket, o.storage, env, runId, o.inputStorage);
     const preflight = await preflightRun(session, {
       client: o.client,
       keyFingerprint: o.keyFingerprint,
@@ -161,6 +145,38 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   } finally {
     session.close();
   }
+}
+
+/** `output: storage` is the account's bucket; results in a bucket never touch a local folder. */
+function outputOf(
+  output: string,
+  storage: StorageConfig | undefined,
+  env: NodeJS.ProcessEnv,
+): ReturnType<typeof resolveOutput> {
+  try {
+    return resolveOutput(output, storage, env);
+  } catch (error) {
+    if (error instanceof OutputError) throw new RunError('invalid', error.message);
+    throw error;
+  }
+}
+
+/** The results' bucket (with the run's key) and where local inputs go: the account's bucket, else `inputStorage`. */
+async function bucketsOf(
+  results: StorageConfig | undefined,
+  storage: StorageConfig | undefined,
+  env: NodeJS.ProcessEnv,
+  runId: string,
+  inputStorage: UnattendedRunOptions['inputStorage'],
+) {
+  // Loaded only with a bucket: the AWS SDK is not needed otherwise.
+  const s3 = storage || results ? await import('../storage/index.js') : undefined;
+  const bucket =
+    s3 && results
+      ? { storage: s3.createStorage(results, { env }), runKey: s3.joinKey(results.prefix, runId) }
+      : undefined;
+  const inputs = s3 && storage ? s3.createStorage(storage, { env }) : inputStorage;
+  return { bucket, inputs };
 }
 
 /** Why the preflight refuses the run, in one line; undefined when it may go. */

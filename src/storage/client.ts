@@ -188,13 +188,14 @@ export function joinKey(...parts: string[]): string {
     .join('/');
 }
 
-export function createStorage(config: StorageConfig, opts: StorageOptions = {}): Storage {
+/** One S3 client for the bucket's settings; credentials from `env` when given there, else the SDK's chain. */
+function s3ClientFor(config: StorageConfig, env: NodeJS.ProcessEnv | undefined): S3Client {
   // Credentials: not given here on purpose, so the SDK's default chain (env, shared file, profile,
   // SSO, instance role) supplies them and we never hold or print them.
-  const id = opts.env?.['AWS_ACCESS_KEY_ID'];
-  const secret = opts.env?.['AWS_SECRET_ACCESS_KEY'];
-  const token = opts.env?.['AWS_SESSION_TOKEN'];
-  const client = new S3Client({
+  const id = env?.['AWS_ACCESS_KEY_ID'];
+  const secret = env?.['AWS_SECRET_ACCESS_KEY'];
+  const token = env?.['AWS_SESSION_TOKEN'];
+  return new S3Client({
     region: config.region,
     ...(id && secret
       ? {
@@ -217,6 +218,14 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
     // own retry (src/run/runner/uploads.ts) retries it and says what failed, in one line, if it must.
     logger: SILENT_LOGGER,
   });
+}
+
+/**
+ * Long on purpose: the Storage interface over one S3 client, its methods side by side as a class's would
+ * be, each short and read on its own (a class would only add `this.`).
+ */
+export function createStorage(config: StorageConfig, opts: StorageOptions = {}): Storage {
+  const client = s3ClientFor(config, opts.env);
   const bucket = config.bucket;
   const partSize = Math.max(5 * MIB, opts.partSize ?? 8 * MIB);
   const queueSize = opts.queueSize ?? 4;

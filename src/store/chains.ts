@@ -57,7 +57,10 @@ export class ChainStore {
   readonly #rejectUnsent;
   readonly #selectTask;
   readonly #restorePlanned;
+  readonly #waitingOnRejected;
+  readonly #markSkipped;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock) {
     this.#now = now;
     this.#insertUpstream = db.prepare<[string, string, string, string]>(
@@ -91,6 +94,27 @@ export class ChainStore {
          WHERE up.run_id = ? AND up.state IN (${states.map((x) => `'${x}'`).join(', ')}) AND t.state = 'pending'
          ORDER BY t.seq`,
       );
+    // Downstreams of a result the user rejected (issue 25), or of a task skipped for that: with the
+    // rejection (who, note) their reason names.
+    this.#waitingOnRejected = db.prepare<
+      [string],
+      { taskId: string; upstreamId: string; upstreamState: TaskState; by: string | null; note: string | null }
+    >(
+      `SELECT t.task_id AS taskId, up.task_id AS upstreamId, up.state AS upstreamState,
+         d.decided_by AS by, d.note AS note
+       FROM tasks up
+       JOIN task_upstreams u ON u.run_id = up.run_id AND u.upstream_id = up.task_id
+       JOIN tasks t ON t.run_id = u.run_id AND t.task_id = u.task_id
+       LEFT JOIN decisions d ON d.id = (SELECT max(id) FROM decisions x
+         WHERE x.run_id = up.run_id AND x.task_id = up.task_id AND x.verdict = 'reject')
+       WHERE up.run_id = ? AND t.state IN ('pending', 'blocked')
+         AND ((up.state = 'done' AND up.review = 1 AND up.verdict = 'rejected') OR up.state = 'skipped')
+       ORDER BY t.seq`,
+    );
+    this.#markSkipped = db.prepare<{ runId: string; taskId: string; reason: string; now: string }>(
+      `UPDATE tasks SET state = 'skipped', error = :reason, finished_at = :now, updated_at = :now
+       WHERE run_id = :runId AND task_id = :taskId AND state IN ('pending', 'blocked')`,
+    );
     this.#waitingOnBlocking = fromUpstreams(BLOCKING_STATES);
     this.#waitingOnActive = fromUpstreams(ACTIVE_STATES);
     this.#blockedWithUpstreams = db.prepare<[string], { taskId: string; upstreamState: TaskState | null }>(
@@ -200,6 +224,8 @@ export class ChainStore {
     runId: string,
     spare: (upstreamId: string) => boolean = () => false,
   ): Array<{ taskId: string; reason: string }> {
+    // Downstreams of rejected results are skipped first (the user's own decision: not news to report).
+    this.skipDownstreams(runId);
     const blocked: Array<{ taskId: string; reason: string }> = [];
     const now = toIso(this.#now());
     for (;;) {
@@ -213,6 +239,32 @@ export class ChainStore {
         }
       }
       if (!changed) return blocked;
+    }
+  }
+
+  /**
+   * Skips the tasks (pending or blocked) whose upstream's result was rejected, or was itself skipped, and
+   * so on down the chains: never submitted, nothing charged. Returns those skipped, with why.
+   */
+  skipDownstreams(runId: string): Array<{ taskId: string; reason: string }> {
+    const skipped: Array<{ taskId: string; reason: string }> = [];
+    const now = toIso(this.#now());
+    for (;;) {
+      let changed = false;
+      for (const w of this.#waitingOnRejected.all(runId)) {
+        const why =
+          w.upstreamState === 'skipped'
+            ? `waits for ${w.upstreamId}, which is skipped`
+            : `waits for ${w.upstreamId}, whose result was rejected${w.by ? ` by ${w.by}` : ''}${w.note ? ` ("${w.note}")` : ''}`;
+        const reason = scrub(
+          `${why}: never submitted, nothing charged; approve or re-roll ${w.upstreamId} to send it on`,
+        );
+        if (this.#markSkipped.run({ runId, taskId: w.taskId, reason, now }).changes === 1) {
+          skipped.push({ taskId: w.taskId, reason });
+          changed = true;
+        }
+      }
+      if (!changed) return skipped;
     }
   }
 

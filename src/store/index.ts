@@ -9,6 +9,7 @@ import { LeaseStore } from './leases.js';
 import { LedgerStore } from './ledger.js';
 import { ReportBasisStore } from './report-basis.js';
 import { ReportReadStore } from './report-reads.js';
+import { ReviewStore } from './reviews.js';
 import { RunStore } from './runs.js';
 import { ScheduleStore } from './schedules.js';
 import { SpendStore } from './spend.js';
@@ -41,6 +42,14 @@ export {
   type RunFileTotals,
   type RunTotals,
 } from './report-reads.js';
+export {
+  type DecideOutcome,
+  type DecideRequest,
+  type DecisionRecord,
+  type ReviewCounts,
+  VERDICTS,
+  type Verdict,
+} from './reviews.js';
 export type { ReportTaskSpend } from './spend.js';
 export type { SubmitRecorded } from './submissions.js';
 export { periodOf } from './time.js';
@@ -111,6 +120,20 @@ export class Store {
   readonly unblockDownstreams: ChainStore['unblockDownstreams'];
   readonly fillIn: ChainStore['fillIn'];
   readonly rejectUnsent: ChainStore['rejectUnsent'];
+  readonly skipDownstreams: ChainStore['skipDownstreams'];
+
+  // Choosing results (issue 25)
+  readonly awaitingReview: ReviewStore['awaiting'];
+  readonly countAwaitingReview: ReviewStore['countAwaiting'];
+  readonly reviewedTasks: ReviewStore['reviewedTasks'];
+  readonly hasReviewed: ReviewStore['hasReviewed'];
+  readonly decisionMark: ReviewStore['decisionMark'];
+  readonly decisionsOf: ReviewStore['decisionsOf'];
+  readonly queuedRerollMax: ReviewStore['queuedRerollMax'];
+  readonly decide: ReviewStore['decide'];
+  readonly reviewCounts: ReviewStore['reviewCounts'];
+  readonly waitingOnReview: ReviewStore['waitingOnReview'];
+  readonly rerollSpend: ReviewStore['rerollSpend'];
 
   // Submissions
   readonly recordSubmitIntent: SubmissionStore['recordSubmitIntent'];
@@ -195,6 +218,20 @@ export class Store {
     this.unblockDownstreams = chains.unblockDownstreams.bind(chains);
     this.fillIn = chains.fillIn.bind(chains);
     this.rejectUnsent = chains.rejectUnsent.bind(chains);
+    this.skipDownstreams = chains.skipDownstreams.bind(chains);
+
+    const reviews = new ReviewStore(db, now, chains);
+    this.awaitingReview = reviews.awaiting.bind(reviews);
+    this.countAwaitingReview = reviews.countAwaiting.bind(reviews);
+    this.reviewedTasks = reviews.reviewedTasks.bind(reviews);
+    this.hasReviewed = reviews.hasReviewed.bind(reviews);
+    this.decisionMark = reviews.decisionMark.bind(reviews);
+    this.decisionsOf = reviews.decisionsOf.bind(reviews);
+    this.queuedRerollMax = reviews.queuedRerollMax.bind(reviews);
+    this.decide = reviews.decide.bind(reviews);
+    this.reviewCounts = reviews.reviewCounts.bind(reviews);
+    this.waitingOnReview = reviews.waitingOnReview.bind(reviews);
+    this.rerollSpend = reviews.rerollSpend.bind(reviews);
 
     const tasks = new TaskStore(db, now, chains);
     this.upsertTasks = tasks.upsertTasks.bind(tasks);

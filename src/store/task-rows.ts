@@ -40,6 +40,10 @@ export interface TaskRow {
   expected_ms: number;
   planned_body: string | null;
   planned_estimate: string | null;
+  review: number;
+  verdict: 'approved' | 'rejected' | null;
+  attempt: number;
+  version: number;
 }
 
 export function toTask(row: TaskRow): TaskRecord {
@@ -78,6 +82,10 @@ export function toTask(row: TaskRow): TaskRecord {
     expectedMs: row.expected_ms,
     plannedBody: row.planned_body,
     plannedEstimate: row.planned_estimate === null ? null : (JSON.parse(row.planned_estimate) as Estimate),
+    review: row.review === 1,
+    verdict: row.verdict,
+    attempt: row.attempt,
+    version: row.version,
   };
 }
 

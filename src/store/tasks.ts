@@ -32,6 +32,7 @@ interface ExistingTask {
   file_name: string | null;
   expected_ms: number;
   planned_body: string | null;
+  review: number;
 }
 
 interface TaskValues {
@@ -49,6 +50,7 @@ interface TaskValues {
   retries: number;
   fileName: string | null;
   expectedMs: number;
+  review: number;
   now: string;
 }
 
@@ -94,9 +96,9 @@ export class TaskStore {
   readonly #pendingByModel;
   readonly #pendingByModelOf;
 
-  // Long on purpose: every statement is prepared once, here, and named for what it does.
   readonly #chains: ChainStore;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock, chains: ChainStore) {
     this.#now = now;
     this.#chains = chains;
@@ -109,7 +111,7 @@ export class TaskStore {
     // One task at a time through the primary key: a resumed run of a million tasks never holds them all.
     this.#selectExisting = db.prepare<[string, string], ExistingTask>(
       `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms,
-         planned_body
+         planned_body, review
        FROM tasks WHERE run_id = ? AND task_id = ?`,
     );
     this.#anyTask = db.prepare<[string], number>('SELECT 1 FROM tasks WHERE run_id = ? LIMIT 1').pluck();
@@ -121,14 +123,14 @@ export class TaskStore {
     this.#insertTaskBatch = db.prepare<unknown[]>(insertTasksSql(INSERT_BATCH));
     this.#updateEstimate = db.prepare<[TaskValues]>(
       `UPDATE tasks SET est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs,
+         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs, review = :review,
          updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId`,
     );
     this.#updateBodyInPlace = db.prepare<[TaskValues & { neverCharged: string }]>(
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs,
+         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs, review = :review,
          planned_body = NULL, planned_estimate = NULL, state = 'pending', error = NULL, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:neverCharged))`,
     );
@@ -136,7 +138,7 @@ export class TaskStore {
     this.#resetTaskWithBody = db.prepare<[TaskValues]>(
       `UPDATE tasks SET model = :model, endpoint = :endpoint, body = :body, body_hash = :bodyHash,
          est_tokens = :estTokens, est_min = :estMin, est_max = :estMax, est_basis = :estBasis,
-         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs,
+         est_assumed = :estAssumed, retries = :retries, file_name = :fileName, expected_ms = :expectedMs, review = :review,
          planned_body = NULL, planned_estimate = NULL, ${RESET_COLUMNS}, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId`,
     );
@@ -364,20 +366,37 @@ export class TaskStore {
         }
       }
     }
+    this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen });
+    return result;
+  }
+
+  /** After the rows are read: the last batch, the chains' links, resets downstream, counts, and the ids no longer listed. */
+  #finishUpsert(
+    runId: string,
+    o: {
+      batch: unknown[];
+      links: Array<[string, UpstreamLink[]]>;
+      resetIds: string[];
+      result: UpsertResult;
+      now: string;
+      touched: boolean;
+      seen: Set<string> | undefined;
+    },
+  ): void {
+    const { batch, result } = o;
     for (let i = 0; i < batch.length; i += INSERT_COLUMNS) {
       this.#insertRows(runId, this.#insertTask, batch.slice(i, i + INSERT_COLUMNS));
     }
-    for (const [taskId, upstreams] of links) this.#chains.setUpstreams(runId, taskId, upstreams);
-    if (resetIds.length > 0) this.#resetDownstreams(runId, resetIds, result, now);
+    for (const [taskId, upstreams] of o.links) this.#chains.setUpstreams(runId, taskId, upstreams);
+    if (o.resetIds.length > 0) this.#resetDownstreams(runId, o.resetIds, result, o.now);
     // Counted here rather than by a trigger per row (migration 5): every task is inserted pending.
     if (result.inserted > 0) this.#countInserted.run(runId, result.inserted);
     // A task added or re-estimated is news the report on disk does not have.
-    if (touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
-    if (seen) {
+    if (o.touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
+    if (o.seen) {
       for (const taskId of this.#selectTaskIds.iterate(runId))
-        if (!seen.has(taskId)) result.missing.push(taskId);
+        if (!o.seen.has(taskId)) result.missing.push(taskId);
     }
-    return result;
   }
 
   /** New tasks' rows; an id already taken (stored, or earlier in these rows) is named, as a set would have. */
@@ -597,7 +616,7 @@ export class TaskStore {
 }
 
 /** What a task forgets when it starts over: its job, its answer, its polling. */
-const RESET_COLUMNS = `state = 'pending', img_uuid = NULL, cost = NULL, cost_assumed = 0, recovered = 0,
+const RESET_COLUMNS = `state = 'pending', verdict = NULL, img_uuid = NULL, cost = NULL, cost_assumed = 0, recovered = 0,
   refunded = NULL, error = NULL,
   submitted_at = NULL, finished_at = NULL, job_status = NULL, job_duration = NULL, last_polled_at = NULL,
   next_poll_at = NULL, poll_count = 0, source = NULL`;
@@ -608,12 +627,12 @@ function listedTwice(runId: string, taskId: string): StoreError {
 
 /** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
 const INSERT_BATCH = 100;
-const INSERT_COLUMNS = 16;
+const INSERT_COLUMNS = 17;
 
 function insertTasksSql(rows: number): string {
-  const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`;
+  const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`;
   return `INSERT INTO tasks (run_id, task_id, seq, model, endpoint, body, body_hash,
-    est_tokens, est_min, est_max, est_basis, est_assumed, state, updated_at, retries, file_name, expected_ms)
+    est_tokens, est_min, est_max, est_basis, est_assumed, state, updated_at, retries, file_name, expected_ms, review)
     VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 
@@ -621,7 +640,7 @@ function insertTasksSql(rows: number): string {
 function pushInsertParams(params: unknown[], v: TaskValues, seq: number): void {
   params.push(v.runId, v.taskId, seq, v.model, v.endpoint, v.body, v.bodyHash);
   params.push(v.estTokens, v.estMin, v.estMax, v.estBasis, v.estAssumed, v.now, v.retries, v.fileName);
-  params.push(v.expectedMs);
+  params.push(v.expectedMs, v.review);
 }
 
 function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
@@ -642,6 +661,7 @@ function taskValues(runId: string, spec: NewTask, now: string): TaskValues {
     retries: spec.retries ?? 0,
     fileName: spec.fileName ?? null,
     expectedMs: Math.max(0, Math.round(spec.expectedMs ?? 0)),
+    review: spec.review === true ? 1 : 0,
     now,
   };
 }
@@ -655,6 +675,7 @@ function estimateDiffers(old: ExistingTask, values: TaskValues): boolean {
     old.est_assumed !== values.estAssumed ||
     old.retries !== values.retries ||
     old.file_name !== values.fileName ||
-    old.expected_ms !== values.expectedMs
+    old.expected_ms !== values.expectedMs ||
+    old.review !== values.review
   );
 }

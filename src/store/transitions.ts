@@ -7,7 +7,8 @@ import type { TaskState } from './types.js';
 /** Which states a task may move to from each state, through the store's ordinary operations. */
 export const TASK_MOVES: Readonly<Record<TaskState, readonly TaskState[]>> = {
   // `rejected` without a POST: a chained task whose filled-in request breaks its model's rules.
-  pending: ['submitting', 'blocked', 'rejected'],
+  // `skipped`: a downstream of a result the user rejected (issue 25); never sent, nothing charged.
+  pending: ['submitting', 'blocked', 'rejected', 'skipped'],
   // The POST may have gone out: only its answer (or the lack of one) decides what comes next.
   submitting: ['submitted', 'rejected', 'pending', 'in_doubt'],
   // A late answer (or a callback naming the job) can resolve the doubt; a retry happens only on request.
@@ -20,12 +21,15 @@ export const TASK_MOVES: Readonly<Record<TaskState, readonly TaskState[]>> = {
   // by every later run; `lost` only when the service itself no longer has the job.
   downloading: ['done', 'unfetched', 'lost'],
   unfetched: ['downloading', 'done', 'lost'],
-  done: [],
+  // Only a re-roll the user asks for (src/store/reviews.ts) sends a done task back: a new attempt, a new charge.
+  done: ['pending'],
   // A failed job was refunded: sending it again (retries, --retry-failed) costs nothing twice.
   failed: ['pending'],
   rejected: ['pending'],
-  blocked: ['pending'],
+  blocked: ['pending', 'skipped'],
   lost: [],
+  // The rejected upstream was approved after all, or re-rolled: the downstream waits for it again.
+  skipped: ['pending'],
 };
 
 export function canMove(from: TaskState, to: TaskState): boolean {
@@ -38,7 +42,7 @@ export function statesBefore(to: TaskState): TaskState[] {
 }
 
 /** States in which nothing was ever charged for the task's current body: safe to edit in place. */
-export const NEVER_CHARGED: readonly TaskState[] = ['pending', 'rejected', 'blocked'];
+export const NEVER_CHARGED: readonly TaskState[] = ['pending', 'rejected', 'blocked', 'skipped'];
 
 /** States a user may send back to pending on request (`--retry-in-doubt`, `--accept-changes`, retrying failures). */
 export const REQUEUEABLE: readonly TaskState[] = ['in_doubt', 'failed', 'rejected', 'blocked'];

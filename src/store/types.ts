@@ -22,6 +22,7 @@ export const TASK_STATES = [
   'rejected',
   'blocked',
   'lost',
+  'skipped',
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
@@ -78,6 +79,8 @@ export interface NewTask {
   estimate: Estimate;
   /** How many more times a job the service failed (and refunded) is submitted again; 0 by default. */
   retries?: number;
+  /** Its result must be approved before its downstreams are submitted (the manifest's `review`). */
+  review?: boolean;
   /** The manifest's `file_name` for the task: its files go to `<run>/<fileName>.<ext>`. */
   fileName?: string;
   /** How long its job is expected to take (ms), for submitting the longest first; 0 when unknown. */
@@ -130,6 +133,14 @@ export interface TaskRecord {
   plannedBody: string | null;
   /** The plan's estimate of a filled-in chained task (its `estimate` is then the exact price). */
   plannedEstimate: Estimate | null;
+  /** Its result must be approved before its downstreams go on (the manifest's `review`). */
+  review: boolean;
+  /** The decision on the current result; null while none was taken (or the task is not reviewed). */
+  verdict: 'approved' | 'rejected' | null;
+  /** 1, then one more after each re-roll the user asked for. */
+  attempt: number;
+  /** Moves whenever a reviewed task's state, verdict or attempt does: what a decision was taken on. */
+  version: number;
 }
 
 /** A chained task's upstream, as the store keeps it. */

@@ -16,6 +16,7 @@ const counts = (over: Partial<Record<TaskState, number>>): Record<TaskState, num
   failed: 0,
   rejected: 0,
   blocked: 0,
+  skipped: 0,
   ...over,
 });
 

@@ -52,7 +52,7 @@ tasks:
 `;
 
 const BROKEN_LINES = [
-  'broken.yaml:3:1  concurency: unknown key "concurency"; known keys are: version, name, run, schedule, timezone, concurrency, order, budget, file_name, retries, budget_per_period, output, callback_url, listen, vars, defaults, tasks',
+  'broken.yaml:3:1  concurency: unknown key "concurency"; known keys are: version, name, run, schedule, timezone, concurrency, order, budget, file_name, retries, review, budget_per_period, output, callback_url, listen, vars, defaults, tasks',
   // speed comes from defaults, so it is located there, not at the task
   'broken.yaml:5:23  task slow  input.speed: must be a number from 0.7 to 1.2, got 1.5',
   'broken.yaml:11:14  task typo  input.ratoi: unknown field; known fields: prompt, ratio',

@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { cli } from '../helpers/cli.js';
 import { codeBlocks, docFiles, shown, tableFirstCells } from './markdown.js';
 
-const COMMANDS = ['validate', 'plan', 'run', 'status', 'report', 'balance', 'schedule', 'sandbox'];
+const COMMANDS = ['validate', 'plan', 'run', 'status', 'report', 'balance', 'schedule', 'review', 'sandbox'];
 
 /** The long flags a help text lists (`--allow-partial`, `--no-probe`). */
 function helpFlags(help: string): Set<string> {

@@ -31,6 +31,9 @@ export interface TaskDecl {
   media_seconds?: number;
   /** The task(s) this one waits for and takes results from (issue 17). */
   after?: string | Record<string, string>;
+  matrix?: Record<string, unknown>;
+  /** Its result must be approved before its downstreams go on (issue 25). */
+  review?: boolean;
 }
 
 export interface ManifestDecl {
@@ -39,6 +42,7 @@ export interface ManifestDecl {
   budget?: number;
   output?: string;
   order?: 'longest' | 'manifest';
+  review?: boolean;
   tasks: TaskDecl[];
 }
 
@@ -89,6 +93,7 @@ export async function makeRunEnv(sandboxOptions: SandboxOptions = {}): Promise<R
         concurrency: decl.concurrency ?? 4,
         ...(decl.budget !== undefined ? { budget: decl.budget } : {}),
         ...(decl.order !== undefined ? { order: decl.order } : {}),
+        ...(decl.review !== undefined ? { review: decl.review } : {}),
         output: decl.output ?? 'out',
         tasks: decl.tasks,
       };

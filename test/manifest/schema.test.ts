@@ -31,6 +31,7 @@ describe('manifest JSON Schema', () => {
       'repeat',
       'media_seconds',
       'retries',
+      'review',
       'file_name',
       'after',
     ]);

@@ -29,6 +29,7 @@ describe('settings', () => {
       order: 'longest',
       output: '/work/out',
       retries: 0,
+      review: false,
     });
   });
 
@@ -58,6 +59,7 @@ listen: "0.0.0.0:8788"
       budget: 250.5,
       budgetPerPeriod: 5000,
       retries: 2,
+      review: false,
       output: '/results',
       callbackUrl: 'https://example.org/hook',
       listen: '0.0.0.0:8788',

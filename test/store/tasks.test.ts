@@ -143,6 +143,7 @@ describe('queries', () => {
       rejected: 0,
       blocked: 0,
       lost: 0,
+      skipped: 0,
     });
     expect(store.tasksByState('r1', ['submitted', 'pending']).map((t) => t.taskId)).toEqual(['a', 'b', 'c']);
   });

@@ -62,7 +62,6 @@ describe('the task life cycle', () => {
     ['submitted', 'pending', false],
     ['submitted', 'submitting', false],
     ['running', 'pending', false],
-    ['done', 'pending', false],
     ['done', 'submitting', false],
     ['failed', 'submitting', false],
     ['in_doubt', 'submitting', false],
@@ -78,6 +77,12 @@ describe('the task life cycle', () => {
     ['unfetched', 'lost', true],
     ['lost', 'pending', false],
     ['failed', 'pending', true],
+    // Choosing results (issue 25): a re-roll the user asks for is a new attempt of a done task; a
+    // downstream of a rejected result is skipped, and waits again when the result is approved or re-rolled.
+    ['done', 'pending', true],
+    ['pending', 'skipped', true],
+    ['skipped', 'pending', true],
+    ['skipped', 'submitting', false],
   ])('%s -> %s allowed: %s', (from, to, allowed) => {
     expect(canMove(from, to)).toBe(allowed);
   });

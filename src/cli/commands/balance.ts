@@ -16,118 +16,144 @@ export interface BalanceContext extends ReadContext {
   balance?: () => Promise<number>;
 }
 
-// One function on purpose: the balance, the ledger per period and the quota are one screen, read top to bottom.
+interface LedgerRow {
+  period: string;
+  key_fingerprint: string;
+  charged: number;
+  refunded: number;
+  net: number;
+}
+
+/** What the screen shows: the balance (or why not), the key, the quota and the ledger. */
+interface BalanceView {
+  balance: number | null;
+  balanceError: string | null;
+  fingerprint: string | null;
+  period: string;
+  quota: QuotaStanding | undefined;
+  ledger: LedgerRow[];
+}
+
 export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceContext): Promise<number> {
   const { io, config } = ctx;
   const now = io.now();
   const fingerprint = config.apiKey ? keyFingerprint(config.apiKey) : null;
-
-  let balance: number | null = null;
-  let balanceError: string | null = null;
-  let failure: ExitError | undefined;
-  if (ctx.balance === undefined) {
-    balanceError = 'no credentials: set MEDIABATCH_API_KEY and MEDIABATCH_BASE_URL to ask the API';
-  } else {
-    try {
-      balance = await ctx.balance();
-    } catch (error) {
-      failure =
-        error instanceof ExitError
-          ? error
-          : error instanceof ApiSettingsError
-            ? new ExitError(EXIT.invalid, error.message)
-            : new ExitError(
-                EXIT.invalid,
-                `cannot read the balance from ${config.baseUrl ?? 'the API'} (${(error as Error).message}): check MEDIABATCH_BASE_URL and the network`,
-              );
-      balanceError = failure.message;
-    }
-  }
-
+  const { balance, failure, balanceError } = await askBalance(ctx);
   const store = openExistingStore(ctx);
-  let ledger: { period: string; key_fingerprint: string; charged: number; refunded: number; net: number }[];
-  let quota: QuotaStanding | undefined;
+  let view: BalanceView;
   try {
-    ledger = (store?.spendByPeriod() ?? []).map((p) => ({
-      period: p.period,
-      key_fingerprint: p.keyFingerprint,
-      charged: roundTokens(p.charged),
-      refunded: roundTokens(p.refunded),
-      net: roundTokens(p.net),
-    }));
-    if (fingerprint !== null) {
-      quota = quotaStanding(store, config.quota, fingerprint, now);
-    }
+    view = {
+      balance,
+      balanceError,
+      fingerprint,
+      period: periodOf(now),
+      ledger: (store?.spendByPeriod() ?? []).map((p) => ({
+        period: p.period,
+        key_fingerprint: p.keyFingerprint,
+        charged: roundTokens(p.charged),
+        refunded: roundTokens(p.refunded),
+        net: roundTokens(p.net),
+      })),
+      quota: fingerprint === null ? undefined : quotaStanding(store, config.quota, fingerprint, now),
+    };
   } finally {
     store?.close();
   }
-
-  if (opts.json) {
-    io.stdout.write(
-      `${JSON.stringify(
-        {
-          balance,
-          balance_usd: balance === null ? null : tokensToUsd(balance),
-          balance_error: balanceError,
-          key_fingerprint: fingerprint,
-          period: periodOf(now),
-          quota:
-            quota === undefined
-              ? null
-              : {
-                  limit: quota.limit,
-                  used: quota.used === null ? null : roundTokens(quota.used),
-                  left:
-                    quota.limit === null || quota.used === null
-                      ? null
-                      : roundTokens(quota.limit - quota.used),
-                  source: quota.source,
-                },
-          ledger: ledger.map((p) => ({
-            ...p,
-            net_usd: tokensToUsd(p.net),
-            this_key: p.key_fingerprint === fingerprint,
-          })),
-        },
-        null,
-        2,
-      )}\n`,
-    );
-  } else {
-    const out = (line = '') => io.stdout.write(`${line}\n`);
-    out(
-      balance === null
-        ? `Balance: unknown (${balanceError})`
-        : `Balance: ${fmtTokens(balance)} tokens (${fmtTokensAsUsd(balance)})${config.baseUrl ? ` at ${config.baseUrl}` : ''}`,
-    );
-    if (fingerprint !== null) out(`API key fingerprint: ${fingerprint}`);
-    if (quota !== undefined) {
-      out(
-        quota.limit === null || quota.used === null
-          ? `Quota: unknown; this key spent ${fmtTokens(roundTokens(quota.spent.net))} tokens in ${periodOf(now)} by the local ledger (set MEDIABATCH_QUOTA to check it)`
-          : `Quota: ${fmtTokens(roundTokens(quota.used))} of ${fmtTokens(quota.limit)} tokens used in ${periodOf(now)}, ${fmtTokens(roundTokens(quota.limit - quota.used))} left (${quota.source})`,
-      );
-    }
-    out();
-    if (ledger.length === 0) {
-      out(`Ledger: no charges recorded in ${ctx.statePath} yet.`);
-    } else {
-      out('Ledger (charges and refunds recorded by mediabatch, per month and API key):');
-      out(
-        table([
-          ['  PERIOD', 'KEY', 'CHARGED', 'REFUNDED', 'NET', 'USD'],
-          ...ledger.map((p) => [
-            `  ${p.period}`,
-            p.key_fingerprint === fingerprint ? `${p.key_fingerprint} (this key)` : p.key_fingerprint,
-            fmtTokens(p.charged),
-            fmtTokens(p.refunded),
-            fmtTokens(p.net),
-            fmtTokensAsUsd(p.net),
-          ]),
-        ]),
-      );
-    }
-  }
+  if (opts.json) io.stdout.write(`${balanceJson(view)}\n`);
+  else io.stdout.write(`${balanceLines(view, config.baseUrl, ctx.statePath).join('\n')}\n`);
   if (failure) throw failure;
   return EXIT.ok;
+}
+
+/** The balance from the API; a failure is shown on the screen first, then ends the command. */
+async function askBalance(
+  ctx: BalanceContext,
+): Promise<{ balance: number | null; balanceError: string | null; failure?: ExitError }> {
+  if (ctx.balance === undefined) {
+    return {
+      balance: null,
+      balanceError: 'no credentials: set MEDIABATCH_API_KEY and MEDIABATCH_BASE_URL to ask the API',
+    };
+  }
+  try {
+    return { balance: await ctx.balance(), balanceError: null };
+  } catch (error) {
+    const failure =
+      error instanceof ExitError
+        ? error
+        : error instanceof ApiSettingsError
+          ? new ExitError(EXIT.invalid, error.message)
+          : new ExitError(
+              EXIT.invalid,
+              `cannot read the balance from ${ctx.config.baseUrl ?? 'the API'} (${(error as Error).message}): check MEDIABATCH_BASE_URL and the network`,
+            );
+    return { balance: null, balanceError: failure.message, failure };
+  }
+}
+
+function balanceJson(v: BalanceView): string {
+  const { quota } = v;
+  return JSON.stringify(
+    {
+      balance: v.balance,
+      balance_usd: v.balance === null ? null : tokensToUsd(v.balance),
+      balance_error: v.balanceError,
+      key_fingerprint: v.fingerprint,
+      period: v.period,
+      quota:
+        quota === undefined
+          ? null
+          : {
+              limit: quota.limit,
+              used: quota.used === null ? null : roundTokens(quota.used),
+              left:
+                quota.limit === null || quota.used === null ? null : roundTokens(quota.limit - quota.used),
+              source: quota.source,
+            },
+      ledger: v.ledger.map((p) => ({
+        ...p,
+        net_usd: tokensToUsd(p.net),
+        this_key: p.key_fingerprint === v.fingerprint,
+      })),
+    },
+    null,
+    2,
+  );
+}
+
+function balanceLines(v: BalanceView, baseUrl: string | undefined, statePath: string): string[] {
+  const { balance, quota, fingerprint } = v;
+  const lines = [
+    balance === null
+      ? `Balance: unknown (${v.balanceError})`
+      : `Balance: ${fmtTokens(balance)} tokens (${fmtTokensAsUsd(balance)})${baseUrl ? ` at ${baseUrl}` : ''}`,
+  ];
+  if (fingerprint !== null) lines.push(`API key fingerprint: ${fingerprint}`);
+  if (quota !== undefined) {
+    lines.push(
+      quota.limit === null || quota.used === null
+        ? `Quota: unknown; this key spent ${fmtTokens(roundTokens(quota.spent.net))} tokens in ${v.period} by the local ledger (set MEDIABATCH_QUOTA to check it)`
+        : `Quota: ${fmtTokens(roundTokens(quota.used))} of ${fmtTokens(quota.limit)} tokens used in ${v.period}, ${fmtTokens(roundTokens(quota.limit - quota.used))} left (${quota.source})`,
+    );
+  }
+  lines.push('');
+  if (v.ledger.length === 0) {
+    lines.push(`Ledger: no charges recorded in ${statePath} yet.`);
+    return lines;
+  }
+  lines.push('Ledger (charges and refunds recorded by mediabatch, per month and API key):');
+  lines.push(
+    table([
+      ['  PERIOD', 'KEY', 'CHARGED', 'REFUNDED', 'NET', 'USD'],
+      ...v.ledger.map((p) => [
+        `  ${p.period}`,
+        p.key_fingerprint === fingerprint ? `${p.key_fingerprint} (this key)` : p.key_fingerprint,
+        fmtTokens(p.charged),
+        fmtTokens(p.refunded),
+        fmtTokens(p.net),
+        fmtTokensAsUsd(p.net),
+      ]),
+    ]),
+  );
+  return lines;
 }

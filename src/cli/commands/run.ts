@@ -84,18 +84,7 @@ async function runWithClient(
   const output = resolveOutputOrExit(tried?.output ?? plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
   const settings = plan.settings;
-  let only: string[] | undefined;
-  if (flags.only !== undefined) {
-    const selection = selectTasks(flags.only, plan.taskIds);
-    if (!selection.ok) throw new ExitError(EXIT.invalid, selection.message);
-    only = selection.taskIds;
-  }
-  if (flags.runId !== undefined && !/^[A-Za-z0-9_-]+$/.test(flags.runId)) {
-    throw new ExitError(
-      EXIT.invalid,
-      `--run-id: must be letters, digits, - and _, got ${JSON.stringify(flags.runId)}`,
-    );
-  }
+  const only = onlyOf(flags, plan.taskIds);
   const receiver = receiverOf(flags, settings, onSandbox);
   if (!receiver.ok) throw new ExitError(EXIT.invalid, receiver.message);
   const callbacks = receiver.receiver;
@@ -157,6 +146,19 @@ function resolveOutputOrExit(
     if (error instanceof OutputError) throw new ExitError(EXIT.invalid, error.message);
     throw error;
   }
+}
+
+/** `--only`, resolved to task ids (undefined without it); `--run-id` checked on the way. */
+function onlyOf(flags: RunFlags, taskIds: readonly string[]): string[] | undefined {
+  const selection = flags.only === undefined ? undefined : selectTasks(flags.only, taskIds);
+  if (selection && !selection.ok) throw new ExitError(EXIT.invalid, selection.message);
+  if (flags.runId !== undefined && !/^[A-Za-z0-9_-]+$/.test(flags.runId)) {
+    throw new ExitError(
+      EXIT.invalid,
+      `--run-id: must be letters, digits, - and _, got ${JSON.stringify(flags.runId)}`,
+    );
+  }
+  return selection?.taskIds;
 }
 
 /**

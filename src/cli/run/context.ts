@@ -14,6 +14,8 @@ import type { CliIO } from '../io.js';
 export interface RunFlags {
   yes?: boolean;
   allowPartial?: boolean;
+  /** Keep going until every reviewed result is decided (issue 25). */
+  waitForReview?: boolean;
   retryInDoubt?: boolean;
   acceptChanges?: boolean;
   concurrency?: number;

@@ -14,7 +14,7 @@ import { displayPath } from '../format.js';
 import { ProgressView } from '../progress.js';
 import { type DriveArgs, humanOut, rethrowRunError } from './context.js';
 import { interruptsFrom } from './interrupts.js';
-import { failureLine, type runPrinter } from './lines.js';
+import { failureLine, reviewLine, type runPrinter } from './lines.js';
 
 /**
  * Local `file:` inputs of the unfinished tasks, uploaded once before the first POST (nothing is sent
@@ -92,6 +92,7 @@ export async function executeAndReport(
         ...(!a.callbacks && plan.settings.callbackUrl ? { plainCallbackUrl: plan.settings.callbackUrl } : {}),
         taskIds: plan.taskIds,
         ...(inputLinks ? { inputLinks } : {}),
+        ...(flags.waitForReview ? { waitForReview: true } : {}),
         stop: interrupts.stop,
         halt: interrupts.halt,
         onProgress: (p) => view.update(p),
@@ -116,7 +117,7 @@ export async function executeAndReport(
       await printReport(a, out);
     }
     printer.closing(outcome);
-    return endWith(runId, outcome);
+    return endWith(runId, outcome, a.ctx.statePath);
   } finally {
     interrupts.dispose();
   }
@@ -130,13 +131,17 @@ export async function executeAndReport(
 const REPORT_UNFINISHED_MAX_TASKS = 20_000;
 
 /** The exit of a run that went: the stop's own line, unfinished tasks, failures, or 0. */
-function endWith(runId: string, outcome: RunOutcome): number {
+function endWith(runId: string, outcome: RunOutcome, statePath: string): number {
   const { result, exitCode: code } = outcome;
   if (result.stopReason) {
     throw new ExitError(
       code as 4 | 5,
       result.stopMessage ?? `stopped (${result.stopReason}); run the same command again to continue`,
     );
+  }
+  // Only people are left to act: how many results wait, and the command that decides (issue 25).
+  if (code === EXIT.interrupted && result.awaitingReview > 0) {
+    throw new ExitError(EXIT.interrupted, reviewLine(runId, outcome, statePath));
   }
   if (code === EXIT.interrupted) {
     throw new ExitError(

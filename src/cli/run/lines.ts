@@ -27,8 +27,8 @@ export interface PrinterArgs {
 }
 
 /**
- * Every line `run` prints for people, and the --json events on stdout. Long on purpose: it is the
- * one place that words a run, a list of short printers side by side, each read on its own.
+ * Long on purpose: it is the one place that words a run, a table of short printers side by side, each
+ * read on its own. Every line `run` prints for people, and the --json events on stdout.
  */
 export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
   const { io } = a.ctx;
@@ -111,6 +111,10 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       out(
         `  To submit: ${r.pendingCount} task(s), ${fmtRange(tokens, min, max)} tokens (up to ${fmtTokensAsUsd(max)})`,
       );
+      if (r.waitingOnReview > 0)
+        out(
+          `  Of these, ${r.waitingOnReview} wait for a reviewed result: priced as if approved (the worst case); a rejected one's are skipped, nothing charged`,
+        );
       if (r.toWatch > 0) out(`  Already submitted and still watched: ${r.toWatch}`);
       const left = r.decision.leftAfter;
       out(
@@ -223,10 +227,27 @@ export function describeCounts(c: Record<TaskState, number>): string {
   if (c.in_doubt) parts.push(`${c.in_doubt} in doubt`);
   if (c.rejected) parts.push(`${c.rejected} rejected`);
   if (c.blocked) parts.push(`${c.blocked} blocked`);
+  if (c.skipped) parts.push(`${c.skipped} skipped`);
   if (c.lost) parts.push(`${c.lost} lost`);
   if (c.unfetched) parts.push(`${c.unfetched} unfetched`);
   if (c.stalled) parts.push(`${c.stalled} stalled`);
   const unfinished = UNFINISHED.reduce((n, s) => (s === 'unfetched' || s === 'stalled' ? n : n + c[s]), 0);
   if (unfinished) parts.push(`${unfinished} unfinished`);
   return parts.join(', ');
+}
+
+/** The one line for exit 4 when only people are left to act: how many results wait, and the command that decides. */
+export function reviewLine(
+  runId: string,
+  outcome: { result: { awaitingReview: number }; unfinished: number },
+  statePath: string,
+): string {
+  const state =
+    statePath === 'state/mediabatch.db'
+      ? ''
+      : statePath === 'state/sandbox.db'
+        ? ' --sandbox'
+        : ` --state ${statePath}`;
+  const waiting = outcome.unfinished > 0 ? ` (${outcome.unfinished} task(s) wait for them)` : '';
+  return `${outcome.result.awaitingReview} result(s) await review${waiting}: decide with \`mediabatch review ${runId}${state}\` (--approve, --reject or --reroll <ids>), then run the same command again, or add --wait-for-review`;
 }

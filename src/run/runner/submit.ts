@@ -13,6 +13,9 @@ import { type OutcomeParts, recordOutcome } from './outcomes.js';
 import { type Prepared, prepareChained } from './upstream.js';
 import type { Watcher } from './watch.js';
 
+/** How often a run waiting for people looks for their decisions. */
+const REVIEW_POLL_MS = 1_000;
+
 export class Submitter {
   readonly #core: RunCore;
   readonly #parts: OutcomeParts;
@@ -46,39 +49,11 @@ export class Submitter {
     const { store } = core.deps;
     const { runId, concurrency } = core.opts;
     const submissions = new Set<Promise<unknown>>();
-    const { incoming } = core.opts;
+    const stopWatchingDecisions = this.#watchDecisions();
     outer: while (!core.stopSubmitting.signal.aborted) {
-      let batch = store
-        .nextPending(
-          runId,
-          concurrency * 2 + core.claimed.size + this.#skipped.size,
-          core.opts.only,
-          core.opts.order,
-        )
-        .filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
-      if (incoming && !incoming.ended && core.opts.order !== 'manifest') {
-        // Longest first over every task, not only the stored ones: a longer one still to come goes first.
-        const longestToCome = incoming.longestUnstoredMs();
-        batch = batch.filter((t) => t.expectedMs >= longestToCome);
-      }
+      const batch = this.#nextBatch();
       if (batch.length === 0) {
-        if (incoming && !incoming.ended) {
-          await incoming.next();
-          continue;
-        }
-        if (submissions.size > 0) {
-          // Tasks waiting to retry are still claimed; wait for one to settle before looking again.
-          await Promise.race(submissions);
-          continue;
-        }
-        if (core.chained && this.#waitForUpstreams()) {
-          await core.waitForWake();
-          continue;
-        }
-        if (this.#mayComeBack() && !core.halt.signal.aborted) {
-          await core.waitForWake();
-          continue;
-        }
+        if (await this.#idle(submissions)) continue;
         break;
       }
       for (const task of batch) {
@@ -114,16 +89,103 @@ export class Submitter {
         void p.finally(() => submissions.delete(p));
       }
     }
+    stopWatchingDecisions();
     // Every submission in flight gets its answer recorded, whatever stopped the loop.
     await Promise.allSettled([...submissions]);
-    if (this.#overBudget.length > 0) {
-      const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
-      const left = (core.budgetMicro ?? 0) - core.committedMicro();
-      core.requestStop(
-        'budget',
-        `${this.#overBudget.length} task(s) did not fit under the budget of ${core.opts.budget} tokens (${fromMicro(Math.max(0, left))} left; they need up to ${fromMicro(need)}): raise budget and run again to continue`,
-      );
+    this.#stopIfOverBudget();
+  }
+
+  /** The next pending tasks to look at, neither claimed nor skipped; longest first over tasks still to come. */
+  #nextBatch() {
+    const core = this.#core;
+    const { incoming } = core.opts;
+    const batch = core.deps.store
+      .nextPending(
+        core.opts.runId,
+        core.opts.concurrency * 2 + core.claimed.size + this.#skipped.size,
+        core.opts.only,
+        core.opts.order,
+      )
+      .filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
+    if (incoming && !incoming.ended && core.opts.order !== 'manifest') {
+      // Longest first over every task, not only the stored ones: a longer one still to come goes first.
+      const longestToCome = incoming.longestUnstoredMs();
+      return batch.filter((t) => t.expectedMs >= longestToCome);
     }
+    return batch;
+  }
+
+  /** Tasks left out for the budget stop the run with one line saying what they need. */
+  #stopIfOverBudget(): void {
+    const core = this.#core;
+    if (this.#overBudget.length === 0) return;
+    const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
+    const left = (core.budgetMicro ?? 0) - core.committedMicro();
+    core.requestStop(
+      'budget',
+      `${this.#overBudget.length} task(s) did not fit under the budget of ${core.opts.budget} tokens (${fromMicro(Math.max(0, left))} left; they need up to ${fromMicro(need)}): raise budget and run again to continue`,
+    );
+  }
+
+  /** Nothing to submit now: waits for what may bring more (true), or says the loop is over (false). */
+  async #idle(submissions: ReadonlySet<Promise<unknown>>): Promise<boolean> {
+    const core = this.#core;
+    const { incoming } = core.opts;
+    if (incoming && !incoming.ended) {
+      await incoming.next();
+      return true;
+    }
+    if (submissions.size > 0) {
+      // Tasks waiting to retry are still claimed; wait for one to settle before looking again.
+      await Promise.race(submissions);
+      return true;
+    }
+    if ((core.chained && this.#waitForUpstreams()) || (this.#mayComeBack() && !core.halt.signal.aborted)) {
+      await core.waitForWake();
+      return true;
+    }
+    // `--wait-for-review`: results still to be decided may send downstreams or re-rolls on.
+    if (this.#awaitsDecision()) {
+      await this.#waitForDecision();
+      return true;
+    }
+    return false;
+  }
+
+  #awaitsDecision(): boolean {
+    const core = this.#core;
+    if (core.opts.waitForReview !== true || core.stopSubmitting.signal.aborted) return false;
+    return core.deps.store.countAwaitingReview(core.opts.runId) > 0;
+  }
+
+  /** Until someone decides anything (the store's decision mark moves), or the run is stopped. */
+  async #waitForDecision(): Promise<void> {
+    const core = this.#core;
+    const { store } = core.deps;
+    const mark = store.decisionMark();
+    while (store.decisionMark() === mark && !core.stopSubmitting.signal.aborted) {
+      await core.sleep(core.opts.reviewPollMs ?? REVIEW_POLL_MS, core.stopSubmitting.signal);
+    }
+  }
+
+  /**
+   * While the loop waits for slots or upstreams, a decision taken elsewhere (`mediabatch review`, the view)
+   * wakes it: an approval makes a downstream ready, a re-roll makes a done task pending. One look at the
+   * decisions table's last id per tick. Returns the function that stops it.
+   */
+  #watchDecisions(): () => void {
+    const core = this.#core;
+    const { store } = core.deps;
+    if (!store.hasReviewed(core.opts.runId)) return () => {};
+    let mark = store.decisionMark();
+    const timer = setInterval(() => {
+      const now = store.isOpen ? store.decisionMark() : mark;
+      if (now === mark) return;
+      mark = now;
+      core.wakeSubmitter();
+    }, core.opts.reviewPollMs ?? REVIEW_POLL_MS);
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   /**

@@ -125,6 +125,10 @@ export interface RunnerOptions {
   watch?: Partial<WatchPolicy>;
   /** A new run's tasks still being stored: submitted as they arrive, the longest first (../storing.ts). */
   incoming?: IncomingTasks;
+  /** `run --wait-for-review`: go on until every reviewed result is decided (issue 25). */
+  waitForReview?: boolean;
+  /** How often the store is looked at for new decisions (approvals, re-rolls) while the run waits; 1000 ms. */
+  reviewPollMs?: number;
 }
 
 export interface RunProgress {
@@ -138,6 +142,8 @@ export interface RunProgress {
 
 export interface RunResult {
   stopReason?: StopReason;
+  /** Reviewed results nobody decided on yet when the run ended (issue 25). */
+  awaitingReview: number;
   /** One line for the user about why the run stopped early. */
   stopMessage?: string;
   counts: Record<TaskState, number>;

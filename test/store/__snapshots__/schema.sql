@@ -68,7 +68,7 @@ CREATE TABLE ledger (
   img_uuid        TEXT NOT NULL,
   kind            TEXT NOT NULL CHECK (kind IN ('charge', 'refund')),
   tokens          REAL NOT NULL CHECK (tokens >= 0),
-  at              TEXT NOT NULL, assumed INTEGER NOT NULL DEFAULT 0 CHECK (assumed IN (0, 1)),
+  at              TEXT NOT NULL, assumed INTEGER NOT NULL DEFAULT 0 CHECK (assumed IN (0, 1)), reroll INTEGER NOT NULL DEFAULT 0 CHECK (reroll IN (0, 1)),
   UNIQUE (img_uuid, kind)
 ) STRICT;
 
@@ -100,61 +100,12 @@ CREATE TABLE schedules (
   updated_at    TEXT NOT NULL
 ) STRICT;
 
-CREATE TABLE "tasks" (
-  run_id         TEXT NOT NULL REFERENCES runs (id),
-  task_id        TEXT NOT NULL,
-  seq            INTEGER NOT NULL,
-  model          TEXT NOT NULL,
-  endpoint       TEXT NOT NULL,
-  body           TEXT NOT NULL,
-  body_hash      TEXT NOT NULL,
-  est_tokens     REAL NOT NULL,
-  est_min        REAL NOT NULL,
-  est_max        REAL NOT NULL,
-  est_basis      TEXT NOT NULL,
-  est_assumed    INTEGER NOT NULL CHECK (est_assumed IN (0, 1)),
-  state          TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'submitting', 'in_doubt',
-                   'submitted', 'running', 'stalled', 'downloading', 'unfetched', 'done', 'failed',
-                   'rejected', 'blocked', 'lost')),
-  img_uuid       TEXT,
-  cost           REAL,
-  refunded       REAL,
-  error          TEXT,
-  submitted_at   TEXT,
-  finished_at    TEXT,
-  job_status     TEXT,
-  job_duration   REAL,
-  last_polled_at TEXT,
-  next_poll_at   TEXT,
-  poll_count     INTEGER NOT NULL DEFAULT 0,
-  source         TEXT CHECK (source IN ('poll', 'callback')),
-  updated_at     TEXT NOT NULL,
-  retries        INTEGER NOT NULL DEFAULT 0 CHECK (retries >= 0),
-  cost_assumed   INTEGER NOT NULL DEFAULT 0 CHECK (cost_assumed IN (0, 1)),
-  recovered      INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)), file_name TEXT, expected_ms INTEGER NOT NULL DEFAULT 0 CHECK (expected_ms >= 0), planned_body TEXT, planned_estimate TEXT CHECK (planned_estimate IS NULL OR json_valid(planned_estimate)), waits INTEGER NOT NULL DEFAULT 0 CHECK (waits >= 0),
-  PRIMARY KEY (run_id, task_id)
-) STRICT;
-
-CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT NULL;
-
-CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running', 'stalled');
-
 CREATE TABLE task_counts (
   run_id TEXT NOT NULL,
   state  TEXT NOT NULL,
   n      INTEGER NOT NULL CHECK (n >= 0),
   PRIMARY KEY (run_id, state)
 ) STRICT, WITHOUT ROWID;
-
-CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks WHEN OLD.state IS NOT NEW.state BEGIN
-  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
-  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
-    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1;
-END;
-
-CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
-  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
-END;
 
 CREATE TABLE task_upstreams (
   run_id      TEXT NOT NULL,
@@ -176,28 +127,112 @@ CREATE TABLE uploads (
   PRIMARY KEY (storage, key)
 ) STRICT, WITHOUT ROWID;
 
+CREATE TABLE "tasks" (
+  run_id           TEXT NOT NULL REFERENCES runs (id),
+  task_id          TEXT NOT NULL,
+  seq              INTEGER NOT NULL,
+  model            TEXT NOT NULL,
+  endpoint         TEXT NOT NULL,
+  body             TEXT NOT NULL,
+  body_hash        TEXT NOT NULL,
+  est_tokens       REAL NOT NULL,
+  est_min          REAL NOT NULL,
+  est_max          REAL NOT NULL,
+  est_basis        TEXT NOT NULL,
+  est_assumed      INTEGER NOT NULL CHECK (est_assumed IN (0, 1)),
+  state            TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'submitting', 'in_doubt',
+                     'submitted', 'running', 'stalled', 'downloading', 'unfetched', 'done', 'failed',
+                     'rejected', 'blocked', 'lost', 'skipped')),
+  img_uuid         TEXT,
+  cost             REAL,
+  refunded         REAL,
+  error            TEXT,
+  submitted_at     TEXT,
+  finished_at      TEXT,
+  job_status       TEXT,
+  job_duration     REAL,
+  last_polled_at   TEXT,
+  next_poll_at     TEXT,
+  poll_count       INTEGER NOT NULL DEFAULT 0,
+  source           TEXT CHECK (source IN ('poll', 'callback')),
+  updated_at       TEXT NOT NULL,
+  retries          INTEGER NOT NULL DEFAULT 0 CHECK (retries >= 0),
+  cost_assumed     INTEGER NOT NULL DEFAULT 0 CHECK (cost_assumed IN (0, 1)),
+  recovered        INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1)),
+  file_name        TEXT,
+  expected_ms      INTEGER NOT NULL DEFAULT 0 CHECK (expected_ms >= 0),
+  planned_body     TEXT,
+  planned_estimate TEXT CHECK (planned_estimate IS NULL OR json_valid(planned_estimate)),
+  waits            INTEGER NOT NULL DEFAULT 0 CHECK (waits >= 0),
+  review           INTEGER NOT NULL DEFAULT 0 CHECK (review IN (0, 1)),
+  verdict          TEXT CHECK (verdict IN ('approved', 'rejected')),
+  attempt          INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
+  version          INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1),
+  PRIMARY KEY (run_id, task_id)
+) STRICT;
+
+CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT NULL;
+
+CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running', 'stalled');
+
 CREATE INDEX tasks_ready_longest ON tasks (run_id, state, waits, expected_ms DESC, seq);
 
 CREATE INDEX tasks_by_state ON tasks (run_id, state, seq, waits);
 
+CREATE INDEX tasks_reviewed ON tasks (run_id, state, seq) WHERE review = 1;
+
+CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks WHEN OLD.state IS NOT NEW.state BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
+  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
+    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
+END;
+
 CREATE TRIGGER task_upstreams_add AFTER INSERT ON task_upstreams BEGIN
   UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id
-    AND (SELECT state FROM tasks WHERE run_id = NEW.run_id AND task_id = NEW.upstream_id) IS NOT 'done';
+    AND NOT coalesce((SELECT state = 'done' AND (review = 0 OR verdict IS 'approved') FROM tasks
+                      WHERE run_id = NEW.run_id AND task_id = NEW.upstream_id), 0);
 END;
 
 CREATE TRIGGER task_upstreams_remove AFTER DELETE ON task_upstreams BEGIN
   UPDATE tasks SET waits = waits - 1 WHERE run_id = OLD.run_id AND task_id = OLD.task_id
-    AND (SELECT state FROM tasks WHERE run_id = OLD.run_id AND task_id = OLD.upstream_id) IS NOT 'done';
+    AND NOT coalesce((SELECT state = 'done' AND (review = 0 OR verdict IS 'approved') FROM tasks
+                      WHERE run_id = OLD.run_id AND task_id = OLD.upstream_id), 0);
 END;
 
-CREATE TRIGGER task_upstream_done AFTER UPDATE OF state ON tasks
-  WHEN NEW.state = 'done' AND OLD.state IS NOT 'done' BEGIN
+CREATE TRIGGER task_upstream_done AFTER UPDATE OF state, review, verdict ON tasks
+  WHEN (NEW.state = 'done' AND (NEW.review = 0 OR NEW.verdict IS 'approved'))
+   AND NOT (OLD.state = 'done' AND (OLD.review = 0 OR OLD.verdict IS 'approved')) BEGIN
   UPDATE tasks SET waits = waits - 1 WHERE run_id = NEW.run_id
     AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
 END;
 
-CREATE TRIGGER task_upstream_undone AFTER UPDATE OF state ON tasks
-  WHEN OLD.state = 'done' AND NEW.state IS NOT 'done' BEGIN
+CREATE TRIGGER task_upstream_undone AFTER UPDATE OF state, review, verdict ON tasks
+  WHEN (OLD.state = 'done' AND (OLD.review = 0 OR OLD.verdict IS 'approved'))
+   AND NOT (NEW.state = 'done' AND (NEW.review = 0 OR NEW.verdict IS 'approved')) BEGIN
   UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id
     AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
 END;
+
+CREATE TRIGGER task_review_version AFTER UPDATE OF state, verdict, attempt ON tasks
+  WHEN NEW.review = 1 AND (OLD.state IS NOT NEW.state OR OLD.verdict IS NOT NEW.verdict OR OLD.attempt IS NOT NEW.attempt) BEGIN
+  UPDATE tasks SET version = version + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id;
+END;
+
+CREATE TABLE decisions (
+  id         INTEGER PRIMARY KEY,
+  run_id     TEXT NOT NULL,
+  task_id    TEXT NOT NULL,
+  attempt    INTEGER NOT NULL CHECK (attempt >= 1),
+  verdict    TEXT NOT NULL CHECK (verdict IN ('approve', 'reject', 'reroll')),
+  note       TEXT,
+  decided_by TEXT NOT NULL,
+  decided_at TEXT NOT NULL,
+  version    INTEGER NOT NULL,
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+) STRICT;
+
+CREATE INDEX decisions_by_task ON decisions (run_id, task_id, id);

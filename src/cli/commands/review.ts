@@ -1,0 +1,140 @@
+// `review <run>`: lists the results awaiting a decision, or approves, rejects or re-rolls them (issue 25).
+// Flags to options and outcomes to lines; the decisions themselves are src/review/.
+
+import {
+  type DecideOutcome,
+  decide,
+  listAwaiting,
+  matchTasks,
+  type RerollPrice,
+  rerollPrice,
+  type Verdict,
+} from '../../review/index.js';
+import type { Store } from '../../store/index.js';
+import { EXIT, ExitError } from '../errors.js';
+import { displayPath } from '../format.js';
+import { openExistingStore, type ReadContext, unknownRunError } from '../read.js';
+
+export interface ReviewFlags {
+  approve?: string;
+  reject?: string;
+  reroll?: string;
+  note?: string;
+  yes?: boolean;
+  json?: boolean;
+}
+
+const PAST: Record<Verdict, string> = { approve: 'approved', reject: 'rejected', reroll: 're-rolled' };
+
+export async function reviewCommand(runId: string, flags: ReviewFlags, ctx: ReadContext): Promise<number> {
+  const store = openExistingStore(ctx);
+  try {
+    if (store?.getRun(runId) === undefined) throw unknownRunError(runId, store, ctx.statePath);
+    const asked = (['approve', 'reject', 'reroll'] as const).filter((v) => flags[v] !== undefined);
+    if (asked.length === 0) return list(store, runId, flags, ctx);
+    const outcomes: DecideOutcome[] = [];
+    let price: RerollPrice | undefined;
+    for (const verdict of asked) {
+      const taskIds = idsOf(store, runId, `--${verdict}`, flags[verdict] as string);
+      if (verdict === 'reroll') {
+        price = rerollPrice(store, runId, taskIds);
+        await confirmReroll(price, flags, ctx);
+      }
+      const note = flags.note !== undefined ? { note: flags.note } : {};
+      outcomes.push(...(await decide(store, runId, taskIds, verdict, note)));
+    }
+    return printOutcomes(runId, outcomes, price, flags, ctx);
+  } finally {
+    store?.close();
+  }
+}
+
+function list(store: Store, runId: string, flags: ReviewFlags, ctx: ReadContext): number {
+  const awaiting = listAwaiting(store, runId);
+  const { io } = ctx;
+  if (flags.json) {
+    io.stdout.write(`${JSON.stringify({ run: runId, awaiting }, null, 2)}\n`);
+    return EXIT.ok;
+  }
+  if (awaiting.length === 0) {
+    io.stdout.write(`Run ${runId}: no result awaits review.\n`);
+    return EXIT.ok;
+  }
+  io.stdout.write(`Run ${runId}: ${awaiting.length} result(s) await review:\n`);
+  for (const a of awaiting) {
+    const files = a.files.map((f) => displayPath(io.cwd, f)).join(', ') || 'no files';
+    const next = a.downstreams.length > 0 ? `; then ${a.downstreams.join(', ')}` : '';
+    io.stdout.write(
+      `  ${a.taskId}  ${a.model}  attempt ${a.attempt}  version ${a.version}  ${files}  (re-roll up to ${a.rerollPrice} tokens${next})\n`,
+    );
+  }
+  io.stdout.write(
+    `Decide with: mediabatch review ${runId} --approve <ids> | --reject <ids> | --reroll <ids> [--note text]\n`,
+  );
+  return EXIT.ok;
+}
+
+/** Ids and globs, comma-separated; one that names no task of the run is a usage error (nothing decided). */
+function idsOf(store: Store, runId: string, flag: string, value: string): string[] {
+  const patterns = value
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
+  const { taskIds, unmatched } = matchTasks(store, runId, patterns);
+  if (unmatched.length > 0 || taskIds.length === 0) {
+    throw new ExitError(
+      EXIT.invalid,
+      `${flag} ${unmatched.join(',') || value}: names no task of run ${runId}; \`mediabatch review ${runId}\` lists what awaits a decision`,
+    );
+  }
+  return taskIds;
+}
+
+/** A re-roll is a new charge: refused over the budget, asked for unless --yes, refused when nobody can answer. */
+async function confirmReroll(price: RerollPrice, flags: ReviewFlags, ctx: ReadContext): Promise<void> {
+  const left =
+    price.left === undefined ? 'no budget set' : `the budget leaves ${price.left} of ${price.budget}`;
+  if (!price.fits) {
+    throw new ExitError(
+      EXIT.refused,
+      `re-rolling ${price.tasks.length} task(s) may cost up to ${price.total} tokens and ${left}: nothing was sent; raise budget in the manifest to re-roll`,
+    );
+  }
+  if (flags.yes) return;
+  const question = `Re-roll ${price.tasks.length} task(s) for up to ${price.total} tokens (${left})? [y/N] `;
+  if (!ctx.io.ask) {
+    throw new ExitError(
+      EXIT.refused,
+      'not confirmed: standard input is not a terminal, so nobody can answer; add --yes to re-roll without asking',
+    );
+  }
+  if ((await ctx.io.ask(question)) !== true)
+    throw new ExitError(EXIT.refused, 'not confirmed; nothing was re-rolled');
+}
+
+function printOutcomes(
+  runId: string,
+  outcomes: readonly DecideOutcome[],
+  price: RerollPrice | undefined,
+  flags: ReviewFlags,
+  ctx: ReadContext,
+): number {
+  const refused = outcomes.filter((o) => !o.ok);
+  if (flags.json) {
+    const shown = outcomes.map((o) => (o.ok ? { ...o, earlierFiles: o.earlierFiles.map((f) => f.path) } : o));
+    ctx.io.stdout.write(
+      `${JSON.stringify({ run: runId, outcomes: shown, ...(price ? { reroll: price } : {}) }, null, 2)}\n`,
+    );
+  } else {
+    for (const o of outcomes) {
+      if (o.ok) ctx.io.stdout.write(`${PAST[o.verdict]} ${o.taskId}${o.changed ? '' : ' (already)'}\n`);
+    }
+  }
+  if (refused.length === 0) return EXIT.ok;
+  const first = refused[0] as { reason: string };
+  throw new ExitError(
+    EXIT.invalid,
+    `${refused.length} decision(s) refused: ${first.reason}`,
+    refused.slice(1).map((o) => (o.ok ? '' : `refused: ${o.reason}`)),
+  );
+}
