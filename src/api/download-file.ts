@@ -19,20 +19,23 @@ const WRITE_BLOCKS = 4;
 
 /**
  * From this declared size on, the hash and the writes run on a thread of their own. Starting one costs
- * about 20-40 ms of CPU; below this a result is done in less than that.
+ * tens of milliseconds of CPU; below this a result is done in about that time anyway.
  */
 export const THREAD_MIN_BYTES = 16 * 1024 * 1024;
 
 /**
- * The writing thread's ring: 8 blocks of 256 KB. Measured for 300 MB against 128 KB x 16 and 1 MB x 8
- * (same run, 2 cores): 426-445 MB/s, 402-431 and 331-333.
+ * The writing thread's ring: 8 blocks of 256 KB. Measured in a prototype for 300 MB against 128 KB x 16 and
+ * 1 MB x 8 (same run, 2 cores, lightly loaded): 426-445 MB/s, 402-431 and 331-333; hashing and writing on
+ * the main thread 360-389, curl + sync 552-623.
  */
 const THREAD_BLOCK_BYTES = 256 * 1024;
 const THREAD_BLOCKS = 8;
 
 /**
  * A large result's written bytes are sent to the disk every this many bytes while the rest still arrives
- * (fdatasync on the thread pool), so the final fsync waits only for the tail instead of the whole file.
+ * (fdatasync on the thread pool), so the final fsync waits only for the tail instead of the whole file
+ * (prototype, 300 MB: the final fsync took 69 ms instead of 150-165; on the loaded bench machine the whole
+ * download's figure could not tell the two apart).
  */
 export const SYNC_EVERY_BYTES = 32 * 1024 * 1024;
 
