@@ -1,7 +1,7 @@
 // `npm run bench`: every figure of issue 8 from one run, printed as a table and written to
 // bench/results.json with the commit and the machine. Each figure is a ratio or a count, so it holds
-// on a noisy machine. Takes about 13 minutes on 2 cores (2 of them the 100,000-task run, stopped then;
-// 4 the three repetitions of the 48-task makespan at half speed).
+// on a noisy machine. Takes about 8 minutes on 2 cores (2 of them the 100,000-task run, stopped then),
+// plus about 4 for the three repetitions of the 48-task makespan at half speed, plus the view's figures.
 import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +14,14 @@ import { measureRequests, TIME_SCALE } from './requests.js';
 import { measureScale, RSS_TARGET_MB } from './scale.js';
 import { measureStartup, type StartupFigures, startupRows } from './startup.js';
 import { measureThroughput } from './throughput.js';
+import {
+  FIRST_RENDER_TARGET_MS,
+  measureView,
+  SSE_P95_TARGET_MS,
+  THROUGHPUT_RATIO_TARGET,
+  VIEW_RSS_TARGET_MB,
+  type ViewFigures,
+} from './view.js';
 
 /** Job times and polling at a quarter of real time: ratios hold, and the two batches take ~3 minutes. */
 const MAKESPAN_SPEED = 0.25;
@@ -67,6 +75,8 @@ try {
   ];
   log('8/8 a million tasks against 100,000: plan, first submission, rate, Ctrl-C, status; validate start');
   const million = await measureMillion(baseUrl, { big: 1_000_000, small: 100_000, rateSeconds: 15 }, log);
+  log('10 the view of a 1,000,000-task run: first render, memory, change to page, runner with a view');
+  const view = await measureView(1_000_000, log);
   figures = {
     sandboxLoad: load,
     throughput,
@@ -75,6 +85,7 @@ try {
     download,
     makespan,
     million,
+    view,
   };
 } finally {
   sandbox.proc.kill('SIGTERM');
@@ -98,6 +109,7 @@ const f = figures as {
   makespan: MakespanFigures[];
   million: MillionFigures;
   startup: StartupFigures;
+  view: ViewFigures;
 };
 const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
 const { polling, callbacks } = f.requests;
@@ -219,6 +231,26 @@ const rows: [string, string, string][] = [
     `<= 500 MB ${mark(f.million.status.peakRssMb <= 500)}`,
   ],
   ...f.makespan.filter((m) => m.repeated.polling.length > 1).map(repetitionRow),
+  [
+    '10 view, 1,000,000 tasks: first render of counters, charts, results (again)',
+    `${f.view.firstRenderMs} ms (${f.view.secondRenderMs} ms); view starts in ${f.view.viewStartMs} ms`,
+    `<= ${FIRST_RENDER_TARGET_MS} ms ${mark(f.view.firstRenderMs <= FIRST_RENDER_TARGET_MS)}`,
+  ],
+  [
+    '10 view server peak RSS',
+    `${f.view.viewPeakRssMb} MB`,
+    `< ${VIEW_RSS_TARGET_MB} MB ${mark(f.view.viewPeakRssMb < VIEW_RSS_TARGET_MB)}`,
+  ],
+  [
+    '10 task change to open page (p95, median)',
+    `${f.view.sseP95Ms} ms, ${f.view.sseMedianMs} ms (${f.view.changes} changes)`,
+    `<= ${SSE_P95_TARGET_MS} ms ${mark(f.view.sseP95Ms <= SSE_P95_TARGET_MS)}`,
+  ],
+  [
+    '10 runner with a view open / without (2,000 images, median of 3)',
+    `${f.view.throughputRatio} (${f.view.runnerWithView.join(', ')} / ${f.view.runnerWithoutView.join(', ')} tasks/s; view CPU ${f.view.viewCpuMsPerSecond.join(', ')} ms/s)`,
+    `>= ${THROUGHPUT_RATIO_TARGET} ${mark(f.view.throughputRatio >= THROUGHPUT_RATIO_TARGET)}`,
+  ],
   ...f.makespan.map((m): [string, string, string] => [
     `7 ${m.tasks} tasks, c${m.concurrency}: longest-first ideal / list-order ideal`,
     `${m.longestFirstGain}`,

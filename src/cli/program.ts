@@ -192,6 +192,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     )
     .addOption(noProbeOption())
     .addOption(allowOutsideOption())
+    .option('--view', 'serve the live page of the run while it goes and print its address (see `view`)')
     .action(async (file: string, opts: RunFlags) => {
       // Trying things never touches real runs: sandbox runs keep their own state file unless --state says.
       const statePath = opts.sandbox ? stateFor(true) : globals().state;
@@ -272,6 +273,23 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       const cfg = await config();
       const { reportCommand } = await import('./commands/report.js');
       result.code = await reportCommand(run, opts, { io, statePath: stateFor(opts.sandbox), config: cfg });
+    });
+
+  program
+    .command('view')
+    .description('serve a live page of the runs (progress, spend, failures, results) until Ctrl-C; read-only')
+    .argument('[run]', 'run id the printed address opens (default: the list of runs)')
+    .option('--sandbox', `the runs of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
+    .option(
+      '--host <address>',
+      'address to listen on; 0.0.0.0 exposes it to the network (warned)',
+      '127.0.0.1',
+    )
+    .option('--port <n>', 'port to listen on (0: any free port)', nonNegativeInt('--port'), 0)
+    .action(async (run: string | undefined, opts: { sandbox?: boolean; host: string; port: number }) => {
+      const cfg = await config();
+      const { viewCommand } = await import('./commands/view.js');
+      result.code = await viewCommand(run, opts, { io, statePath: stateFor(opts.sandbox), config: cfg });
     });
 
   program

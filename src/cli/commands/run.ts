@@ -20,6 +20,7 @@ import { displayPath } from '../format.js';
 import { planning } from '../load.js';
 import { humanOut, type RunContext, type RunFlags, rethrowRunError } from '../run/context.js';
 import { driveRun } from '../run/drive.js';
+import { viewDuringRun } from '../view.js';
 
 export type { RunContext, RunFlags };
 
@@ -108,6 +109,7 @@ async function runWithClient(
       shown,
       ...storeFirstOf(flags, only, io.env),
     }).catch(rethrowRunError);
+    const view = flags.view ? await viewDuringRun(ctx, session.runId, humanOut(io, flags)) : undefined;
     try {
       return await driveRun({
         file,
@@ -128,6 +130,7 @@ async function runWithClient(
           : undefined,
       });
     } finally {
+      await view?.end();
       session.close();
     }
   } finally {

@@ -50,6 +50,8 @@ export interface RunFlags {
   callbackUrl?: string;
   /** `foreach` may read data files outside the manifest's folder. */
   allowOutsideData?: boolean;
+  /** Serve `mediabatch view` of this run while it goes (src/cli/view.ts). */
+  view?: boolean;
 }
 
 export interface RunContext {
