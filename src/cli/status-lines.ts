@@ -1,6 +1,7 @@
 // The lines and JSON of `mediabatch status`: one run's screen, and what the list of runs shows of each.
 
 import type { ReviewSummary } from '../review/index.js';
+import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import type { ChainLine, RunStatus } from '../run/run-status.js';
 import { PROBLEM_STATES, STATUS_PROBLEM_LIMIT } from '../run/run-status.js';
 import {
@@ -136,13 +137,11 @@ function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, cwd:
     ]);
   }
   if (counts.in_doubt > 0) {
-    out.push([
-      `${counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. Check the account, then \`mediabatch run ${manifest} --retry-in-doubt\` submits them again (possibly charged twice).`,
-    ]);
+    out.push([inDoubtAdvice(counts.in_doubt, manifest)]);
   }
   const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st)).reduce((n, st) => n + counts[st], 0);
   if (unfinished > 0 && run.state !== 'running') {
-    out.push([`${unfinished} task(s) unfinished: \`mediabatch run ${manifest}\` continues the run.`]);
+    out.push([unfinishedAdvice(unfinished, manifest)]);
   }
   return out;
 }

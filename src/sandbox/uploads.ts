@@ -116,6 +116,8 @@ export function sandboxInputStorage(baseUrl: string, uploads: SandboxUploads): S
     copy: () => onlyInputs('copies of results'),
     listIncomplete: async () => [],
     abort: async () => true,
+    // Inputs only: no report of shards is ever here to list.
+    listNames: async () => [],
     destroy: () => {},
   };
 }

@@ -12,7 +12,7 @@ export type Db = Database.Database;
 export { STATE_FILE_KINDS, StoreError, type StoreErrorKind };
 
 /** One message per kind, each naming the file and what to do. */
-function fileError(kind: Exclude<StoreErrorKind, 'data'>, file: string, detail = ''): StoreError {
+function fileError(kind: Exclude<StoreErrorKind, 'data' | 'older'>, file: string, detail = ''): StoreError {
   const message = {
     corrupt: `state file ${file} is not a mediabatch database or is damaged: restore a backup or move it away`,
     newer: `state file ${file} was written by a newer mediabatch ${detail}: upgrade mediabatch`,
@@ -108,6 +108,41 @@ export function openDatabase(file: string, now: Clock, migrations: readonly Migr
   try {
     setPragmas(db, file);
     migrate(db, file, now, migrations);
+  } catch (error) {
+    db.close();
+    throw stateFileError(error, file) ?? error;
+  }
+  return db;
+}
+
+/**
+ * Opens an existing state database read-only (`mediabatch view`): WAL lets it read while a run in another
+ * process writes, and it never takes a write lock. Its schema must be the one this version knows: an
+ * older file is migrated by the caller first (through openDatabase), a newer one is refused.
+ */
+export function openDatabaseReadOnly(file: string, migrations: readonly Migration[] = MIGRATIONS): Db {
+  let db: Db;
+  try {
+    db = new Database(file, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
+  } catch (error) {
+    throw stateFileError(error, file) ?? error;
+  }
+  try {
+    const hasTable = db
+      .prepare<[], number>(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'migrations'`)
+      .pluck()
+      .get();
+    if (hasTable !== 1) throw fileError('corrupt', file);
+    const latest = db.prepare<[], number | null>('SELECT max(id) FROM migrations').pluck().get() ?? 0;
+    if (latest > migrations.length) {
+      throw fileError('newer', file, `(schema ${latest}, this one knows ${migrations.length})`);
+    }
+    if (latest < migrations.length) {
+      throw new StoreError(`state file ${file} has schema ${latest}, not ${migrations.length}`, {
+        kind: 'older',
+        file,
+      });
+    }
   } catch (error) {
     db.close();
     throw stateFileError(error, file) ?? error;

@@ -4,7 +4,16 @@
  * What is wrong with the state file, for the CLI's exit code and for callers that want to react:
  * `data` is a problem with what is in it (a run, a task) rather than with the file.
  */
-export type StoreErrorKind = 'corrupt' | 'newer' | 'path' | 'permission' | 'full' | 'busy' | 'data';
+export type StoreErrorKind =
+  | 'corrupt'
+  | 'newer'
+  /** Opened read-only with a schema older than this version's: the caller migrates it first. */
+  | 'older'
+  | 'path'
+  | 'permission'
+  | 'full'
+  | 'busy'
+  | 'data';
 
 /** Every problem with the state database (the file, or a run in it), worded for the user. */
 export class StoreError extends Error {

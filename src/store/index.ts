@@ -2,7 +2,7 @@
 // transaction can never span an `await`, so no other work interleaves with a half-written change.
 
 import { ChainStore } from './chains.js';
-import { type Db, openDatabase } from './db.js';
+import { type Db, openDatabase, openDatabaseReadOnly } from './db.js';
 import { FileStore } from './files.js';
 import { JobStore } from './jobs.js';
 import { LeaseStore } from './leases.js';
@@ -17,6 +17,7 @@ import { SubmissionStore } from './submissions.js';
 import { TaskStore } from './tasks.js';
 import type { Clock } from './types.js';
 import { UploadStore } from './uploads.js';
+import { ViewReadStore } from './view-reads.js';
 
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
 export { StoreError } from './db.js';
@@ -56,6 +57,7 @@ export { periodOf } from './time.js';
 export * from './transitions.js';
 export * from './types.js';
 export type { UploadRecord } from './uploads.js';
+export * from './view-reads.js';
 
 /** The outcome of one write of a `batch`. */
 export type BatchResult = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -70,9 +72,26 @@ export function openStore(file: string, opts: StoreOptions = {}): Store {
   return new Store(file, openDatabase(file, now), now);
 }
 
+/**
+ * Opens an existing state database read-only (`mediabatch view`): no write lock is ever taken, so a run
+ * in another process is never slowed or blocked. Every write method fails (SQLITE_READONLY). A file of
+ * an older schema is refused with kind 'older' (open it once with openStore to migrate it).
+ */
+export function openReadOnlyStore(file: string, opts: StoreOptions = {}): Store {
+  const now = opts.now ?? (() => new Date());
+  return new Store(file, openDatabaseReadOnly(file), now);
+}
+
 export class Store {
   readonly file: string;
   readonly #db: Db;
+  #viewReads: ViewReadStore | undefined;
+
+  /** The reads of `mediabatch view`, prepared on first use (runs never need them). */
+  get viewReads(): ViewReadStore {
+    this.#viewReads ??= new ViewReadStore(this.#db);
+    return this.#viewReads;
+  }
 
   // Runs
   readonly createRun: RunStore['createRun'];

@@ -338,11 +338,14 @@ END;
 `,
   },
   {
-    // PLACEHOLDER (branch h/review): migration 10 belongs to another branch being built at the same time.
-    // This entry only keeps the ids without a gap here; drop it at merge and renumber 11 after theirs.
     id: 10,
-    name: 'placeholder for the migration 10 of another branch',
-    sql: 'SELECT 1;',
+    name: 'view: finished tasks by time, for the newest results first',
+    sql: `
+-- \`mediabatch view\` lists a run's results newest first, a page at a time by keyset (finished_at, task_id):
+-- the first page of a 1,000,000-task run is read from this index without a sort. Partial, so a task is
+-- written into it once, when it finishes (polls and submissions never touch it).
+CREATE INDEX tasks_by_finished ON tasks (run_id, finished_at, task_id) WHERE finished_at IS NOT NULL;
+`,
   },
   {
     id: 11,
@@ -472,6 +475,15 @@ CREATE INDEX decisions_by_task ON decisions (run_id, task_id, id);
 
 -- A charge of a re-roll (a task's attempt after the first) is the user's second ask, shown apart.
 ALTER TABLE ledger ADD COLUMN reroll INTEGER NOT NULL DEFAULT 0 CHECK (reroll IN (0, 1));
+`,
+  },
+  {
+    id: 12,
+    name: "view: the index of finished tasks again, after review's rebuild of tasks",
+    sql: `
+-- Migration 11 rebuilt the tasks table (a new state needs its CHECK rebuilt) and with it dropped the
+-- index of migration 10, which the two branches wrote at the same time.
+CREATE INDEX IF NOT EXISTS tasks_by_finished ON tasks (run_id, finished_at, task_id) WHERE finished_at IS NOT NULL;
 `,
   },
 ];

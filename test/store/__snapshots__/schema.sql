@@ -236,3 +236,5 @@ CREATE TABLE decisions (
 ) STRICT;
 
 CREATE INDEX decisions_by_task ON decisions (run_id, task_id, id);
+
+CREATE INDEX tasks_by_finished ON tasks (run_id, finished_at, task_id) WHERE finished_at IS NOT NULL;

@@ -1,0 +1,242 @@
+// `mediabatch view` at 1,000,000 tasks (issue 24's figures, in `npm run bench`): the state file built
+// through the store (bench/view-fill.ts), the view served by the compiled CLI in a process of its own
+// (its peak RSS), Chromium's first render of the run page (counters, both charts, the first page of
+// results), how long a task's change takes to reach the open page (p95), and the runner's throughput
+// with a view open on its state file against without one.
+//
+//   npx tsx bench/view.ts [--tasks 1000000] [--json]
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { chromium, type Page } from 'playwright-core';
+import { openStore } from '../src/store/index.js';
+import { startView } from '../src/view/server.js';
+import { CHROMIUM } from '../test/helpers/browser.js';
+import { spawnSandbox } from '../test/helpers/child.js';
+import { writeImagesManifest } from './lib/manifests.js';
+import { cliMeasured, type Measured, quantile, round } from './lib/measure.js';
+import { fillViewRun, VIEW_RUN } from './view-fill.js';
+
+export const FIRST_RENDER_TARGET_MS = 1000;
+export const VIEW_RSS_TARGET_MB = 250;
+export const SSE_P95_TARGET_MS = 1000;
+export const THROUGHPUT_RATIO_TARGET = 0.95;
+
+export interface ViewFigures {
+  tasks: number;
+  fillSeconds: number;
+  /** `mediabatch view big` (compiled) from spawn to its printed address. */
+  viewStartMs: number;
+  /** From goto to counters, charts and the first results page drawn: the first load, then again. */
+  firstRenderMs: number;
+  secondRenderMs: number;
+  viewPeakRssMb: number;
+  sseP95Ms: number;
+  sseMedianMs: number;
+  changes: number;
+  runnerWithoutView: number[];
+  runnerWithView: number[];
+  /** CPU ms per second of run spent by the view server (and the page's driver) in this process. */
+  viewCpuMsPerSecond: number[];
+  throughputRatio: number;
+}
+
+const LAUNCH = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
+
+interface ServedView {
+  url: string;
+  /** From spawn to the printed address (the first run's figures are read before it). */
+  startMs: number;
+  stop: () => void;
+  done: Promise<Measured>;
+}
+
+async function serveView(stateFile: string, cwd: string, run?: string): Promise<ServedView> {
+  let url = '';
+  const spawned = performance.now();
+  let stop: () => void = () => undefined;
+  let seen: () => void = () => undefined;
+  const printed = new Promise<void>((resolve) => {
+    seen = resolve;
+  });
+  const done = cliMeasured(['--state', stateFile, 'view', ...(run ? [run] : []), '--port', '0'], {
+    cwd,
+    onStdout: (chunk) => {
+      const m = /View: (\S+)/.exec(chunk);
+      if (m?.[1]) {
+        url = m[1];
+        seen();
+      }
+    },
+    interrupter: (interrupt) => {
+      stop = interrupt;
+    },
+  });
+  await Promise.race([printed, done.then((m) => Promise.reject(new Error(`view exited: ${m.stderr}`)))]);
+  return { url, stop, done, startMs: round(performance.now() - spawned, 0) };
+}
+
+async function renderMs(page: Page, url: string): Promise<number> {
+  const start = performance.now();
+  await page.goto(url);
+  await page.waitForSelector('main[data-ready="run"] #grid .card', { timeout: 60_000 });
+  return round(performance.now() - start, 0);
+}
+
+/** Moves `changes` tasks to done, one at a time; the page notes when its counter shows each. */
+async function sseLatencies(page: Page, stateFile: string, changes: number): Promise<number[]> {
+  // Page code as text: the bench is compiled without the DOM's types.
+  await page.evaluate(`(() => {
+    window.seenAt = [];
+    const counters = document.querySelector('#counters');
+    new MutationObserver(() => window.seenAt.push(Date.now())).observe(counters.parentElement, {
+      childList: true, subtree: true, characterData: true,
+    });
+  })()`);
+  const seen = (): Promise<number> => page.evaluate('window.seenAt.length') as Promise<number>;
+  const db = new Database(stateFile);
+  const move = db.prepare(
+    `UPDATE tasks SET state = 'done', finished_at = ?, updated_at = ? WHERE run_id = ? AND task_id = ?`,
+  );
+  const pending = db
+    .prepare<[string, number], string>(
+      `SELECT task_id FROM tasks WHERE run_id = ? AND state = 'pending' LIMIT ?`,
+    )
+    .pluck()
+    .all(VIEW_RUN, changes);
+  const latencies: number[] = [];
+  try {
+    for (const taskId of pending) {
+      const before = await seen();
+      const now = new Date().toISOString();
+      move.run(now, now, VIEW_RUN, taskId);
+      const committed = Date.now();
+      // Polled from here: the page's CSP forbids the string evaluation waitForFunction would need.
+      const deadline = Date.now() + 10_000;
+      while ((await seen()) <= before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      const seenAt = (await page.evaluate(`window.seenAt[${before}]`)) as number | undefined;
+      latencies.push((seenAt ?? committed) - committed);
+      await new Promise((r) => setTimeout(r, 400));
+    }
+  } finally {
+    db.close();
+  }
+  return latencies;
+}
+
+export interface RunnerRate {
+  tasksPerSecond: number;
+  /** CPU time of this process (the view server, and playwright's client) per second of the run. */
+  viewCpuMsPerSecond: number | null;
+}
+
+/**
+ * One run of `tasks` images against the sandbox, in a process of its own; with `watch`, a view of its
+ * state file is served from this process (its CPU is measured) and the page follows the run.
+ */
+async function runnerRate(
+  dir: string,
+  name: string,
+  baseUrl: string,
+  tasks: number,
+  watch?: Page,
+): Promise<RunnerRate> {
+  const file = await writeImagesManifest(dir, { name, count: tasks, concurrency: 32 });
+  const state = join(dir, `${name}.db`);
+  openStore(state).close();
+  const view = watch ? await startView({ stateFile: state, cwd: dir }) : undefined;
+  try {
+    if (watch && view) await watch.goto(view.url);
+    const cpu = process.cpuUsage();
+    const measured = cliMeasured(['--state', state, 'run', file, '--yes', '--no-probe'], {
+      cwd: dir,
+      env: { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: baseUrl, MEDIABATCH_POLL_SCALE: '0.01' },
+    });
+    if (watch) {
+      // The page follows the run itself once it exists: counters, charts and cards live.
+      await watch.waitForSelector(`#runs a[href="#/run/${name}"]`, { timeout: 30_000 });
+      await watch.click(`#runs a[href="#/run/${name}"]`);
+    }
+    const m = await measured;
+    const used = process.cpuUsage(cpu);
+    if (m.code !== 0) throw new Error(`run exited ${m.code}: ${m.stderr.slice(-1000)}`);
+    return {
+      tasksPerSecond: round(tasks / (m.ms / 1000), 1),
+      viewCpuMsPerSecond: watch ? round((used.user + used.system) / 1000 / (m.ms / 1000), 1) : null,
+    };
+  } finally {
+    await view?.close();
+  }
+}
+
+export async function measureView(
+  count: number,
+  log: (line: string) => void = () => undefined,
+): Promise<ViewFigures> {
+  const dir = await mkdtemp(join(tmpdir(), 'mb-bench-view-'));
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: LAUNCH });
+  const sandbox = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
+  try {
+    const file = join(dir, 'state.db');
+    const started = performance.now();
+    fillViewRun(file, count, join(dir, 'out'));
+    const fillSeconds = round((performance.now() - started) / 1000, 1);
+    log(`view: ${count.toLocaleString('en-US')} tasks stored in ${fillSeconds} s`);
+    // The first compiled command builds dist/ (tsc): not part of the view's start.
+    await cliMeasured(['--version'], { cwd: dir });
+    const view = await serveView(file, dir, VIEW_RUN);
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+    // The browser itself started before the clock: the figure is the page's, not Chromium's start.
+    await page.goto('about:blank');
+    const firstRenderMs = await renderMs(page, view.url);
+    const secondRenderMs = await renderMs(page, view.url.replace(/\?token=.*/, `#/run/${VIEW_RUN}`));
+    log(`view: start ${view.startMs} ms, first render ${firstRenderMs} ms, again ${secondRenderMs} ms`);
+    const latencies = await sseLatencies(page, file, 20);
+    view.stop();
+    const served = await view.done;
+    await page.close();
+    log(`view: change to page p95 ${quantile(latencies, 0.95)} ms; view peak RSS ${served.peakRssMb} MB`);
+    const without: number[] = [];
+    const withView: number[] = [];
+    const viewCpu: number[] = [];
+    const watcher = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+    // Alternated, so that the machine's other load falls on both alike.
+    for (let i = 0; i < 3; i++) {
+      without.push((await runnerRate(dir, `plain${i}`, sandbox.baseUrl, 2000)).tasksPerSecond);
+      const viewed = await runnerRate(dir, `viewed${i}`, sandbox.baseUrl, 2000, watcher);
+      withView.push(viewed.tasksPerSecond);
+      viewCpu.push(viewed.viewCpuMsPerSecond ?? 0);
+      log(
+        `view: runner ${without.at(-1)} tasks/s without a view, ${withView.at(-1)} with one (view CPU ${viewCpu.at(-1)} ms/s)`,
+      );
+    }
+    const median = (xs: number[]) => quantile(xs, 0.5);
+    return {
+      tasks: count,
+      fillSeconds,
+      viewStartMs: view.startMs,
+      firstRenderMs,
+      secondRenderMs,
+      viewPeakRssMb: served.peakRssMb,
+      sseP95Ms: quantile(latencies, 0.95),
+      sseMedianMs: median(latencies),
+      changes: latencies.length,
+      runnerWithoutView: without,
+      runnerWithView: withView,
+      viewCpuMsPerSecond: viewCpu,
+      throughputRatio: round(median(withView) / median(without), 3),
+    };
+  } finally {
+    sandbox.child.proc.kill('SIGTERM');
+    await browser.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({ options: { tasks: { type: 'string' }, json: { type: 'boolean' } } });
+  const figures = await measureView(Number(values.tasks ?? 1_000_000), (l) => process.stderr.write(`${l}\n`));
+  console.log(values.json ? JSON.stringify(figures) : figures);
+}

@@ -1,0 +1,46 @@
+// The page's files: ours under assets/view (plain ES modules and CSS, no build step, so `npm start`,
+// tsx and the packed package all find them), and uPlot from its npm package. Served only by name.
+
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** src/view/, dist/view/ and the CLI bundle's dist/bin/ are all two levels below the package root. */
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const OWN = join(ROOT, 'assets', 'view');
+
+export interface Asset {
+  body: Buffer;
+  type: string;
+}
+
+const JS = 'text/javascript; charset=utf-8';
+const CSS = 'text/css; charset=utf-8';
+
+function uplotFile(name: string): string {
+  const require = createRequire(import.meta.url);
+  return join(dirname(require.resolve('uplot/package.json')), 'dist', name);
+}
+
+/** Every file the page may load, by the name in its URL (/assets/<name>); nothing else is served. */
+export function loadAssets(): Map<string, Asset> {
+  const files: Array<[string, string, string]> = [
+    ['app.js', join(OWN, 'app.js'), JS],
+    ['api.js', join(OWN, 'api.js'), JS],
+    ['dom.js', join(OWN, 'dom.js'), JS],
+    ['pages.js', join(OWN, 'pages.js'), JS],
+    ['charts.js', join(OWN, 'charts.js'), JS],
+    ['cards.js', join(OWN, 'cards.js'), JS],
+    ['view.css', join(OWN, 'view.css'), CSS],
+    ['uPlot.esm.js', uplotFile('uPlot.esm.js'), JS],
+    ['uPlot.min.css', uplotFile('uPlot.min.css'), CSS],
+  ];
+  const assets = new Map<string, Asset>();
+  for (const [name, path, type] of files) assets.set(name, { body: readFileSync(path), type });
+  return assets;
+}
+
+export function indexHtml(): Buffer {
+  return readFileSync(join(OWN, 'index.html'));
+}

@@ -1,0 +1,160 @@
+// Server-sent events: one poller for the whole server looks at cheap signals every POLL_MS (PRAGMA
+// data_version, the newest row ids) and, when something moved, reads the counters of each run and
+// the tasks finished since the last look, and sends them to every open page. Reads only, so the
+// runner in another process is never held up.
+
+import type { ServerResponse } from 'node:http';
+import type { RunRecord, TaskState } from '../store/index.js';
+import { VIEW_API_VERSION, type ViewData } from './data.js';
+
+export const POLL_MS = 250;
+const HEARTBEAT_MS = 15_000;
+/** At most this many task ids in one `tasks` event (the page refetches when it sees more). */
+const TASK_IDS = 200;
+
+export interface ViewEvent {
+  event: 'runs' | 'run' | 'tasks';
+  data: Record<string, unknown>;
+}
+
+export class ChangeFeed {
+  readonly #data: ViewData;
+  readonly #clients = new Set<ServerResponse>();
+  readonly #lastCounts = new Map<string, string>();
+  readonly #lastFinished = new Map<string, string>();
+  #lastRuns = '';
+  #lastSignals = '';
+  #timer: NodeJS.Timeout | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #seq = 0;
+  /** After the first look: a run that appears later is new, and all of it is news. */
+  #primed = false;
+  readonly #nudged = new Set<string>();
+
+  constructor(data: ViewData) {
+    this.#data = data;
+  }
+
+  start(): void {
+    this.tick();
+    this.#timer = setInterval(() => this.tick(), POLL_MS);
+    this.#heartbeat = setInterval(() => this.#send(': keep-alive\n\n'), HEARTBEAT_MS);
+    this.#timer.unref();
+    this.#heartbeat.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    clearInterval(this.#heartbeat);
+    for (const client of this.#clients) client.end();
+    this.#clients.clear();
+  }
+
+  /** Adds a page; it gets every later event (it read the current state through the JSON API). */
+  subscribe(res: ServerResponse): void {
+    this.#clients.add(res);
+    res.write(`retry: 1000\n\n`);
+    res.on('close', () => this.#clients.delete(res));
+  }
+
+  get clients(): number {
+    return this.#clients.size;
+  }
+
+  /** One look: nothing read beyond the signals unless they moved. Returns the events sent. */
+  tick(): ViewEvent[] {
+    const signals = this.#data.store.viewReads.changeSignals();
+    const key = JSON.stringify(signals);
+    if (key === this.#lastSignals) return this.#nudge();
+    this.#lastSignals = key;
+    this.#data.setVersion(signals.dataVersion);
+    const events = this.#changes();
+    this.#primed = true;
+    this.#emit(events);
+    return events;
+  }
+
+  /**
+   * Nothing moved, but figures computed while the run went (throttled at a large run) are behind: one
+   * `run` event per run and data version makes the pages ask again, so the last change shows too.
+   */
+  #nudge(): ViewEvent[] {
+    const events: ViewEvent[] = [];
+    for (const runId of this.#data.staleRuns()) {
+      const key = `${runId}@${this.#lastSignals}`;
+      if (this.#nudged.has(key)) continue;
+      this.#nudged.add(key);
+      const run = this.#data.store.getRun(runId);
+      if (run !== undefined) events.push({ event: 'run', data: this.#runEvent(run) });
+    }
+    this.#emit(events);
+    return events;
+  }
+
+  #emit(events: readonly ViewEvent[]): void {
+    for (const e of events) {
+      this.#seq++;
+      this.#send(
+        `id: ${this.#seq}\nevent: ${e.event}\ndata: ${JSON.stringify({ v: VIEW_API_VERSION, ...e.data })}\n\n`,
+      );
+    }
+  }
+
+  #runEvent(run: RunRecord): Record<string, unknown> {
+    const head = this.#data.runHead(run);
+    const counts = head['by_state'] as Record<TaskState, number>;
+    return {
+      run: run.id,
+      state: head['state'],
+      by_state: counts,
+      tasks: head['tasks'],
+      finished: head['finished'],
+      charged: head['charged'],
+      refunded: head['refunded'],
+      net: head['net'],
+    };
+  }
+
+  #changes(): ViewEvent[] {
+    const store = this.#data.store;
+    const events: ViewEvent[] = [];
+    const runs = store.listRuns();
+    const runsKey = JSON.stringify(runs.map((r) => [r.id, r.state, r.exitCode, r.finishedAt, r.startedAt]));
+    if (runsKey !== this.#lastRuns) {
+      this.#lastRuns = runsKey;
+      events.push({ event: 'runs', data: { runs: runs.map((r) => r.id) } });
+    }
+    for (const run of runs) {
+      const counts = store.countTasksByState(run.id);
+      const countsKey = JSON.stringify(counts);
+      const finishedAfter = this.#lastFinished.get(run.id) ?? (this.#primed ? '' : undefined);
+      // A run seen for the first time: its tasks finished so far are what the page read already.
+      const finished =
+        finishedAfter === undefined ? [] : store.viewReads.finishedSince(run.id, finishedAfter, TASK_IDS + 1);
+      const latest = finished.length > TASK_IDS || finishedAfter === undefined;
+      const last = latest ? store.viewReads.latestFinish(run.id) : finished.at(-1)?.finishedAt;
+      if (last !== undefined) this.#lastFinished.set(run.id, last);
+      else if (finishedAfter === undefined) this.#lastFinished.set(run.id, '');
+      if (countsKey === this.#lastCounts.get(run.id) && finished.length === 0) continue;
+      const first = !this.#lastCounts.has(run.id);
+      this.#lastCounts.set(run.id, countsKey);
+      if (first && !this.#primed) continue;
+      events.push({ event: 'run', data: this.#runEvent(run) });
+      if (finished.length > 0) {
+        events.push({
+          event: 'tasks',
+          data: {
+            run: run.id,
+            tasks: finished.slice(0, TASK_IDS).map((t) => ({ id: t.taskId, state: t.state })),
+            more: finished.length > TASK_IDS,
+          },
+        });
+      }
+    }
+    return events;
+  }
+
+  #send(text: string): void {
+    for (const client of this.#clients) client.write(text);
+  }
+}

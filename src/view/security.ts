@@ -1,0 +1,137 @@
+// Who may talk to the view: the token (query once → cookie, or a Bearer header), the Host header (DNS
+// rebinding), and for the writes of the next issue, a token header plus a same-origin request. Pure
+// functions of the request's headers, so each rule is tested alone and the server only wires them.
+
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** 32 random bytes, URL-safe: printed once in the address, never logged elsewhere. */
+export function newToken(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/** Compares without leaking where two strings differ. */
+export function sameSecret(given: string | undefined, token: string): boolean {
+  if (given === undefined) return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** The cookie's name carries the port: two views on one machine share the browser's cookie jar. */
+export function cookieName(port: number): string {
+  return `mediabatch_view_${port}`;
+}
+
+/** The Set-Cookie value after `?token=`: script cannot read it, other sites never send it. */
+export function tokenCookie(port: number, token: string): string {
+  return `${cookieName(port)}=${token}; HttpOnly; SameSite=Strict; Path=/`;
+}
+
+/** The value of one cookie in a Cookie header, or undefined. */
+export function cookieValue(header: string | undefined, name: string): string | undefined {
+  if (header === undefined) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/**
+ * Whether a Host header names this server: a loopback name (any port: an SSH tunnel forwards another
+ * local port to it) or the bound address with its port. A DNS-rebinding page sends its own name.
+ */
+export function hostAllowed(host: string | undefined, hosts: ReadonlySet<string>): boolean {
+  if (host === undefined) return false;
+  const h = host.toLowerCase();
+  if (hosts.has(h)) return true;
+  return /^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$/.test(h);
+}
+
+/** The Host values a browser sends for this server: the bound address, loopback names, with the port. */
+export function allowedHosts(boundHost: string, port: number): Set<string> {
+  const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+  const bound = boundHost.includes(':') && !boundHost.startsWith('[') ? `[${boundHost}]` : boundHost;
+  // 0.0.0.0 is not an address anyone browses to: the machine's own names are named with --host.
+  if (bound !== '0.0.0.0' && bound !== '[::]') hosts.add(`${bound}:${port}`);
+  return hosts;
+}
+
+export interface RequestHeaders {
+  host?: string | undefined;
+  authorization?: string | undefined;
+  cookie?: string | undefined;
+  origin?: string | undefined;
+  'sec-fetch-site'?: string | undefined;
+  'x-mediabatch-token'?: string | undefined;
+}
+
+export type Access = 'ok' | 'bad-host' | 'no-token';
+
+/** Whether a read may be served: a known Host, then the token in the cookie or a Bearer header. */
+export function readAccess(
+  headers: RequestHeaders,
+  o: { hosts: ReadonlySet<string>; token: string; port: number },
+): Access {
+  if (!hostAllowed(headers.host, o.hosts)) return 'bad-host';
+  const bearer = /^Bearer\s+(\S+)$/i.exec(headers.authorization ?? '')?.[1];
+  if (sameSecret(bearer, o.token)) return 'ok';
+  if (sameSecret(cookieValue(headers.cookie, cookieName(o.port)), o.token)) return 'ok';
+  return 'no-token';
+}
+
+/**
+ * Whether a write (POST, the next issue's decisions) may be served, on top of readAccess: the token in
+ * the `X-Mediabatch-Token` header (a cookie alone is sent by any page that posts a form here), and a
+ * same-origin request (Origin, when the browser sends it, names this server; Sec-Fetch-Site, when sent,
+ * says same-origin). Returns the reason it may not, or undefined when it may.
+ */
+export function writeRefusal(
+  headers: RequestHeaders,
+  o: { hosts: ReadonlySet<string>; token: string },
+): string | undefined {
+  if (!sameSecret(headers['x-mediabatch-token'], o.token))
+    return 'the X-Mediabatch-Token header is missing or wrong';
+  const site = headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin') return `a ${site} request may not change a run`;
+  const origin = headers.origin;
+  if (origin !== undefined) {
+    let host: string;
+    try {
+      const url = new URL(origin);
+      host = url.protocol === 'http:' ? url.host : '';
+    } catch {
+      host = '';
+    }
+    // Same origin: the page that sends it was served by this very address.
+    if (host === '' || host.toLowerCase() !== headers.host?.toLowerCase()) {
+      return `requests from ${origin} may not change a run`;
+    }
+  }
+  return undefined;
+}
+
+/** Headers on every answer: a strict CSP (no inline script, this server only), no sniffing, no referrer. */
+export function securityHeaders(extraMediaOrigins: readonly string[] = []): Record<string, string> {
+  const media = ["'self'", ...extraMediaOrigins].join(' ');
+  return {
+    'content-security-policy': [
+      "default-src 'none'",
+      "script-src 'self'",
+      "style-src 'self'",
+      `img-src ${media}`,
+      `media-src ${media}`,
+      "connect-src 'self'",
+      "font-src 'self'",
+      "base-uri 'none'",
+      "form-action 'none'",
+      "frame-ancestors 'none'",
+    ].join('; '),
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+    'x-frame-options': 'DENY',
+    'cross-origin-opener-policy': 'same-origin',
+    'cross-origin-resource-policy': 'same-origin',
+  };
+}

@@ -1,0 +1,288 @@
+// `mediabatch view`: a local web server over the state file, opened read-only. Every request passes the
+// Host check and the token (security.ts); the JSON API (data.ts, tasks.ts) is what the page uses;
+// result files are served by their recorded row (files.ts); changes are pushed as server-sent events
+// (events.ts). Routes that change a run (the next issue) go through `writeRefusal` as well.
+
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { openReadOnlyStore, openStore, type RunRecord, type Store, StoreError } from '../store/index.js';
+import { scrub } from '../util/secrets.js';
+import { type Asset, indexHtml, loadAssets } from './assets.js';
+import { ViewData } from './data.js';
+import { ChangeFeed } from './events.js';
+import { byteRange, openRecordedFile } from './files.js';
+import {
+  allowedHosts,
+  hostAllowed,
+  newToken,
+  type RequestHeaders,
+  readAccess,
+  sameSecret,
+  securityHeaders,
+  tokenCookie,
+  writeRefusal,
+} from './security.js';
+import { QueryError, type TaskListQuery, taskDetail, taskList } from './tasks.js';
+
+export interface ViewOptions {
+  stateFile: string;
+  /** The working folder: relative output folders of runs are resolved against it. */
+  cwd: string;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Default 0: any free port. */
+  port?: number;
+  /** Default: a new random one. */
+  token?: string;
+  /** The run the printed address opens (default: the runs list). */
+  run?: string;
+  /** A fresh link to a result in a bucket (s3://bucket/key), or undefined when the bucket is unknown. */
+  bucketLink?: (run: RunRecord, location: string) => Promise<string | undefined>;
+  /** Origins the bucket links point at, allowed by the CSP for images and media. */
+  mediaOrigins?: readonly string[];
+  /** Where failures of the server itself are told (scrubbed); default: nowhere. */
+  onError?: (message: string) => void;
+  now?: () => Date;
+}
+
+export interface ViewServer {
+  /** `http://127.0.0.1:<port>/?token=<token>` (the bound host when it is not every address). */
+  url: string;
+  port: number;
+  token: string;
+  feed: ChangeFeed;
+  close(): Promise<void>;
+}
+
+export class ViewError extends Error {
+  override name = 'ViewError';
+}
+
+/** The state file read-only; an older schema is brought up to date first, like every command does. */
+export function openViewStore(file: string): Store {
+  if (!existsSync(file)) {
+    throw new ViewError(`state file ${file}: not found; give the state file of your runs with --state`);
+  }
+  try {
+    return openReadOnlyStore(file);
+  } catch (error) {
+    if (!(error instanceof StoreError) || error.kind !== 'older') throw error;
+    openStore(file).close();
+    return openReadOnlyStore(file);
+  }
+}
+
+export async function startView(o: ViewOptions): Promise<ViewServer> {
+  const store = openViewStore(resolve(o.cwd, o.stateFile));
+  if (o.run !== undefined && store.getRun(o.run) === undefined) {
+    const known = store.listRuns().map((r) => r.id);
+    store.close();
+    throw new ViewError(
+      `run ${o.run}: not found in ${o.stateFile}; ${known.length === 0 ? 'it has no runs yet' : `known runs, newest first: ${known.slice(0, 5).join(', ')}`}`,
+    );
+  }
+  const token = o.token ?? newToken();
+  const host = o.host ?? '127.0.0.1';
+  const data = new ViewData(store, { cwd: o.cwd, ...(o.now ? { now: o.now } : {}) });
+  const feed = new ChangeFeed(data);
+  const app = Fastify({ logger: false, return503OnClosing: false });
+  const ctx: RouteContext = {
+    app,
+    data,
+    feed,
+    token,
+    assets: loadAssets(),
+    index: indexHtml(),
+    headers: securityHeaders(o.mediaOrigins ?? []),
+    hosts: new Set<string>(),
+    port: 0,
+    opts: o,
+  };
+  guard(ctx);
+  routes(ctx);
+  // The costly figures (a pass over a large run's rows) of the run the address opens, or the newest, are
+  // read before the address is printed: the first page then draws at once.
+  const first = o.run === undefined ? store.listRuns()[0] : store.getRun(o.run);
+  if (first !== undefined) data.runDetail(first);
+  try {
+    await app.listen({ host, port: o.port ?? 0 });
+  } catch (error) {
+    store.close();
+    throw error;
+  }
+  const address = app.server.address();
+  ctx.port = typeof address === 'object' && address !== null ? address.port : (o.port ?? 0);
+  for (const h of allowedHosts(host, ctx.port)) ctx.hosts.add(h);
+  feed.start();
+  const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return {
+    url: `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${ctx.port}/?token=${token}`,
+    port: ctx.port,
+    token,
+    feed,
+    async close() {
+      feed.stop();
+      await app.close();
+      store.close();
+    },
+  };
+}
+
+interface RouteContext {
+  app: FastifyInstance;
+  data: ViewData;
+  feed: ChangeFeed;
+  token: string;
+  assets: Map<string, Asset>;
+  index: Buffer;
+  headers: Record<string, string>;
+  hosts: Set<string>;
+  port: number;
+  opts: ViewOptions;
+}
+
+/** Host first (DNS rebinding), then the token: from the query once (→ cookie, redirect), or cookie/Bearer. */
+function guard(ctx: RouteContext): void {
+  const { app } = ctx;
+  app.addHook('onRequest', async (request, reply) => {
+    reply.headers(ctx.headers);
+    const headers = request.headers as RequestHeaders;
+    const url = new URL(request.url, 'http://view.invalid');
+    const given = url.searchParams.get('token');
+    if (!hostAllowed(headers.host, ctx.hosts)) {
+      return reply.code(403).type('text/plain; charset=utf-8').send(forbiddenHost(ctx.port));
+    }
+    if (given !== null) {
+      if (!sameSecret(given, ctx.token)) return unauthorized(reply);
+      url.searchParams.delete('token');
+      const rest = url.searchParams.toString();
+      const target = `${url.pathname}${rest === '' ? '' : `?${rest}`}`;
+      const hash = url.pathname === '/' && ctx.opts.run ? `#/run/${encodeURIComponent(ctx.opts.run)}` : '';
+      return reply
+        .code(303)
+        .header('set-cookie', tokenCookie(ctx.port, ctx.token))
+        .header('location', `${target}${hash}`)
+        .send();
+    }
+    const access = readAccess(headers, { hosts: ctx.hosts, token: ctx.token, port: ctx.port });
+    if (access !== 'ok') return unauthorized(reply);
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      const refusal = writeRefusal(headers, { hosts: ctx.hosts, token: ctx.token });
+      if (refusal !== undefined) return reply.code(403).send({ v: 1, error: refusal });
+    }
+    return undefined;
+  });
+  app.setErrorHandler((error, _request, reply) => {
+    if (error instanceof QueryError) return reply.code(400).send({ v: 1, error: error.message });
+    ctx.opts.onError?.(scrub(error instanceof Error ? (error.stack ?? error.message) : String(error)));
+    return reply.code(500).send({ v: 1, error: 'internal error of the view; see the log' });
+  });
+  app.setNotFoundHandler((_request, reply) => reply.code(404).send({ v: 1, error: 'not found' }));
+}
+
+function forbiddenHost(port: number): string {
+  return `This view answers only at http://127.0.0.1:${port}/ or http://localhost:${port}/ (or a tunnel to it on localhost): the Host header named another address.\n`;
+}
+
+function unauthorized(reply: FastifyReply): FastifyReply {
+  return reply
+    .code(401)
+    .type('text/plain; charset=utf-8')
+    .send('The view needs its token: open the address `mediabatch view` printed (…/?token=…).\n');
+}
+
+function runOr404(ctx: RouteContext, runId: string, reply: FastifyReply): RunRecord | undefined {
+  const run = ctx.data.store.getRun(runId);
+  if (run === undefined) reply.code(404).send({ v: 1, error: `run ${runId}: not found in the state file` });
+  return run;
+}
+
+function routes(ctx: RouteContext): void {
+  const { app, data } = ctx;
+  const page = (_r: FastifyRequest, reply: FastifyReply) =>
+    reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(ctx.index);
+  app.get('/', page);
+  app.get<{ Params: { name: string } }>('/assets/:name', (request, reply) => {
+    const asset = ctx.assets.get(request.params.name);
+    if (asset === undefined) return reply.code(404).send({ v: 1, error: 'not found' });
+    return reply.type(asset.type).header('cache-control', 'no-cache').send(asset.body);
+  });
+  app.get('/api/runs', (_r, reply) =>
+    reply.header('cache-control', 'no-store').send({ v: 1, runs: data.runs() }),
+  );
+  app.get<{ Params: { run: string } }>('/api/runs/:run', (request, reply) => {
+    const run = runOr404(ctx, request.params.run, reply);
+    if (run === undefined) return reply;
+    return reply.header('cache-control', 'no-store').send(data.runDetail(run));
+  });
+  app.get<{ Params: { run: string }; Querystring: TaskListQuery }>(
+    '/api/runs/:run/tasks',
+    (request, reply) => {
+      const run = runOr404(ctx, request.params.run, reply);
+      if (run === undefined) return reply;
+      return reply.header('cache-control', 'no-store').send(taskList(data.store, run.id, request.query));
+    },
+  );
+  app.get<{ Params: { run: string; task: string } }>('/api/runs/:run/tasks/:task', (request, reply) => {
+    const run = runOr404(ctx, request.params.run, reply);
+    if (run === undefined) return reply;
+    const detail = taskDetail(data.store, run, request.params.task);
+    if (detail === undefined) {
+      return reply.code(404).send({ v: 1, error: `task ${request.params.task}: not in run ${run.id}` });
+    }
+    return reply.header('cache-control', 'no-store').send(detail);
+  });
+  app.get('/api/events', (request, reply) => {
+    reply.hijack();
+    reply.raw.writeHead(200, {
+      ...ctx.headers,
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      connection: 'keep-alive',
+    });
+    ctx.feed.subscribe(reply.raw);
+    request.raw.on('close', () => reply.raw.end());
+  });
+  app.get<{ Params: { run: string; task: string; idx: string } }>(
+    '/files/:run/:task/:idx',
+    (request, reply) => serveFile(ctx, request, reply),
+  );
+}
+
+async function serveFile(
+  ctx: RouteContext,
+  request: FastifyRequest<{ Params: { run: string; task: string; idx: string } }>,
+  reply: FastifyReply,
+): Promise<FastifyReply> {
+  const notFound = () => reply.code(404).send({ v: 1, error: 'not found' });
+  const { run: runId, task, idx } = request.params;
+  const run = ctx.data.store.getRun(runId);
+  if (run === undefined || !/^\d+$/.test(idx)) return notFound();
+  const file = ctx.data.store.filesOfTask(run.id, task).find((f) => f.index === Number(idx));
+  if (file === undefined) return notFound();
+  if (/^s3:\/\//i.test(file.path)) {
+    const link = await ctx.opts.bucketLink?.(run, file.path);
+    if (link === undefined) return notFound();
+    return reply.code(302).header('cache-control', 'no-store').header('location', link).send();
+  }
+  const opened = await openRecordedFile(file.path, ctx.data.runFolder(run));
+  if (opened === undefined) return notFound();
+  const range = byteRange(request.headers.range, opened.size);
+  reply
+    .header('accept-ranges', 'bytes')
+    .header('cache-control', 'private, max-age=3600')
+    .type(opened.contentType);
+  if (range === 'unsatisfiable') {
+    await opened.handle.close();
+    return reply.code(416).header('content-range', `bytes */${opened.size}`).send();
+  }
+  const { start, end } = range ?? { start: 0, end: Math.max(0, opened.size - 1) };
+  if (range !== undefined) reply.code(206).header('content-range', `bytes ${start}-${end}/${opened.size}`);
+  reply.header('content-length', opened.size === 0 ? 0 : end - start + 1);
+  if (opened.size === 0 || request.method === 'HEAD') {
+    await opened.handle.close();
+    return reply.send('');
+  }
+  return reply.send(opened.handle.createReadStream({ start, end, autoClose: true }));
+}

@@ -1,0 +1,247 @@
+// The task list (a page by keyset) and one task in full, as the JSON API answers them. The request is
+// shown as sent with its secrets taken out: signed link queries and the callback address.
+
+import { isBucketLocation } from '../run/output.js';
+import {
+  type FileRecord,
+  type RunRecord,
+  type Store,
+  TASK_STATES,
+  type TaskState,
+  type ViewCursor,
+  type ViewOrder,
+  type ViewTaskRow,
+  withoutSignedQueries,
+} from '../store/index.js';
+import { roundTokens } from '../util/money.js';
+import { scrub } from '../util/secrets.js';
+import { VIEW_API_VERSION } from './data.js';
+
+export class QueryError extends Error {
+  override name = 'QueryError';
+}
+
+export interface TaskListQuery {
+  state?: string | undefined;
+  model?: string | undefined;
+  q?: string | undefined;
+  cursor?: string | undefined;
+  limit?: string | undefined;
+  order?: string | undefined;
+}
+
+const DEFAULT_LIMIT = 48;
+const MAX_LIMIT = 200;
+
+/** The URL of a result file: by run, task and index, which the server resolves through the store. */
+export function fileUrl(f: FileRecord): string {
+  return `/files/${encodeURIComponent(f.runId)}/${encodeURIComponent(f.taskId)}/${f.index}`;
+}
+
+function fileJson(f: FileRecord): Record<string, unknown> {
+  return {
+    index: f.index,
+    kind: f.kind,
+    name: f.path.split('/').pop() ?? '',
+    bytes: f.bytes,
+    sha256: f.sha256,
+    url: fileUrl(f),
+    in_bucket: isBucketLocation(f.path),
+    completed_at: f.completedAt.toISOString(),
+  };
+}
+
+/** What a card shows beyond the files: an oc-maker sheet, songs' titles and lyrics (from the job record). */
+export function extrasOf(record: unknown): { sheet?: unknown; songs?: Array<Record<string, unknown>> } {
+  const items = (record as { json?: unknown } | null)?.json;
+  if (!Array.isArray(items)) return {};
+  const out: { sheet?: unknown; songs?: Array<Record<string, unknown>> } = {};
+  for (const item of items as Array<Record<string, unknown> | null>) {
+    if (item === null || typeof item !== 'object') continue;
+    if (item['type'] === 'json' && item['value'] !== null && typeof item['value'] === 'object') {
+      out.sheet = item['value'];
+    }
+    if (typeof item['title'] === 'string' || typeof item['lyrics'] === 'string') {
+      const song: Record<string, unknown> = {};
+      for (const key of ['title', 'lyrics', 'style', 'audio_duration']) {
+        if (item[key] !== undefined) song[key] = item[key];
+      }
+      out.songs = [...(out.songs ?? []), song];
+    }
+  }
+  return out;
+}
+
+function cardExtras(store: Store, t: ViewTaskRow): Record<string, unknown> {
+  const wants = t.model === 'oc-maker' || t.files.some((f) => f.kind === 'audio');
+  if (!wants || t.imgUuid === null) return {};
+  const record = store.jobEvents(t.imgUuid).at(-1)?.record;
+  return extrasOf(record === undefined ? null : withoutSignedQueries(record));
+}
+
+function taskRowJson(t: ViewTaskRow, store: Store): Record<string, unknown> {
+  return {
+    ...cardExtras(store, t),
+    id: t.taskId,
+    seq: t.seq,
+    model: t.model,
+    state: t.state,
+    error: t.error === null ? null : scrub(t.error),
+    text: t.text,
+    estimate: roundTokens(t.estimate),
+    estimate_max: roundTokens(t.estimateMax),
+    charged: roundTokens(t.charged),
+    refunded: roundTokens(t.refunded),
+    net: roundTokens(t.charged - t.refunded),
+    submitted_at: t.submittedAt,
+    finished_at: t.finishedAt,
+    updated_at: t.updatedAt,
+    files: t.files.map(fileJson),
+  };
+}
+
+function encodeCursor(c: ViewCursor | null): string | null {
+  return c === null ? null : Buffer.from(JSON.stringify(c)).toString('base64url');
+}
+
+function decodeCursor(text: string): ViewCursor {
+  try {
+    const c = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as Partial<ViewCursor> & {
+      finishedAt?: unknown;
+    };
+    if (typeof c.taskId !== 'string') throw new Error('no task id');
+    if (c.phase === 'finished' && typeof c.finishedAt === 'string') {
+      return { phase: 'finished', finishedAt: c.finishedAt, taskId: c.taskId };
+    }
+    if (c.phase === 'unfinished' || c.phase === 'id') return { phase: c.phase, taskId: c.taskId };
+  } catch {
+    // Worded below.
+  }
+  throw new QueryError('cursor: not a cursor this server gave; start again without it');
+}
+
+function parseStates(text: string | undefined): TaskState[] | undefined {
+  if (text === undefined || text === '') return undefined;
+  const states = text.split(',').map((s) => s.trim());
+  for (const s of states) {
+    if (!(TASK_STATES as readonly string[]).includes(s)) {
+      throw new QueryError(`state: unknown state ${JSON.stringify(s)}; known: ${TASK_STATES.join(', ')}`);
+    }
+  }
+  return states as TaskState[];
+}
+
+function parseLimit(text: string | undefined): number {
+  if (text === undefined || text === '') return DEFAULT_LIMIT;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_LIMIT) {
+    throw new QueryError(
+      `limit: expected a whole number from 1 to ${MAX_LIMIT}, got ${JSON.stringify(text)}`,
+    );
+  }
+  return n;
+}
+
+/** GET /api/runs/:run/tasks */
+export function taskList(store: Store, runId: string, query: TaskListQuery): Record<string, unknown> {
+  const order: ViewOrder = query.order === 'id' ? 'id' : 'newest';
+  if (query.order !== undefined && query.order !== 'id' && query.order !== 'newest') {
+    throw new QueryError(`order: expected newest or id, got ${JSON.stringify(query.order)}`);
+  }
+  const states = parseStates(query.state);
+  const page = store.viewReads.taskPage({
+    runId,
+    order,
+    limit: parseLimit(query.limit),
+    ...(states ? { states } : {}),
+    ...(query.model ? { model: query.model } : {}),
+    ...(query.q ? { q: query.q } : {}),
+    ...(query.cursor ? { after: decodeCursor(query.cursor) } : {}),
+  });
+  return {
+    v: VIEW_API_VERSION,
+    run: runId,
+    order,
+    tasks: page.tasks.map((t) => taskRowJson(t, store)),
+    next_cursor: encodeCursor(page.next),
+  };
+}
+
+/** The request body as sent, without signed link queries, the callback address or a registered secret. */
+function requestAsSent(wireBody: string): unknown {
+  let body: unknown;
+  try {
+    body = JSON.parse(scrub(wireBody));
+  } catch {
+    return null;
+  }
+  if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+    delete (body as Record<string, unknown>)['custom_callback_url'];
+  }
+  return withoutSignedQueries(body);
+}
+
+/** GET /api/runs/:run/tasks/:task; undefined when the run has no such task. */
+export function taskDetail(
+  store: Store,
+  run: RunRecord,
+  taskId: string,
+): Record<string, unknown> | undefined {
+  const t = store.getTask(run.id, taskId);
+  if (t === undefined) return undefined;
+  const reads = store.viewReads;
+  const events = t.imgUuid === null ? [] : store.jobEvents(t.imgUuid);
+  const latest = events.at(-1);
+  return {
+    v: VIEW_API_VERSION,
+    run: run.id,
+    task: {
+      id: t.taskId,
+      seq: t.seq,
+      model: t.model,
+      endpoint: t.endpoint,
+      state: t.state,
+      img_uuid: t.imgUuid,
+      error: t.error === null ? null : scrub(t.error),
+      job_status: t.jobStatus,
+      estimate: t.estimate,
+      planned_estimate: t.plannedEstimate,
+      cost: t.cost,
+      refunded: t.refunded,
+      cost_assumed: t.costAssumed,
+      recovered: t.recovered,
+      retries: t.retries,
+      submitted_at: t.submittedAt?.toISOString() ?? null,
+      finished_at: t.finishedAt?.toISOString() ?? null,
+      job_duration: t.jobDuration,
+      polls: t.pollCount,
+      last_polled_at: t.lastPolledAt?.toISOString() ?? null,
+    },
+    request: requestAsSent(t.wireBody),
+    attempts: store.attemptsOf(run.id, taskId).map((a) => ({
+      attempt: a.attemptNo,
+      sent_at: a.sentAt.toISOString(),
+      answered_at: a.answeredAt?.toISOString() ?? null,
+      outcome: a.outcome,
+      http_status: a.httpStatus,
+      code: a.code,
+      message: a.message === null ? null : scrub(a.message),
+      img_uuid: a.imgUuid,
+    })),
+    ledger: reads.ledgerOfTask(run.id, taskId).map((l) => ({
+      kind: l.kind,
+      tokens: l.tokens,
+      at: l.at,
+      img_uuid: l.imgUuid,
+      assumed: l.assumed,
+    })),
+    job: {
+      events: events.map((e) => ({ status: e.status, at: e.at.toISOString(), source: e.source })),
+      record:
+        latest?.record === undefined || latest.record === null ? null : withoutSignedQueries(latest.record),
+    },
+    files: store.filesOfTask(run.id, taskId).map(fileJson),
+    upstreams: reads.upstreamsWithState(run.id, taskId),
+    downstreams: reads.downstreamsWithState(run.id, taskId),
+  };
+}

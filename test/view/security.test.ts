@@ -1,0 +1,287 @@
+// The view over real HTTP: the token (query → cookie → redirect, Bearer), the Host check, every way of
+// reaching a file the run does not record (404), the headers, and sentinel secrets found in no answer.
+import { EventEmitter } from 'node:events';
+import { mkdir, mkdtemp, rm, symlink, unlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CliIO } from '../../src/cli/io.js';
+import { runCli } from '../../src/cli/program.js';
+import { allowedHosts, writeRefusal } from '../../src/view/security.js';
+import { startView, type ViewServer } from '../../src/view/server.js';
+import type { RunEnv } from '../helpers/run-env.js';
+import { faultyRun, raw } from './helpers.js';
+
+const API_KEY = 'sk-SENTINEL-api-key-7f3a9c1e';
+const STORAGE_SECRET = 'SENTINEL-storage-secret-4b8d2e6f';
+
+let env: RunEnv;
+let view: ViewServer;
+let outside: string;
+const logged: string[] = [];
+const answers: string[] = [];
+
+/** Every answer is kept, so the secrets check reads all of them. */
+async function get(path: string, headers: Record<string, string> = {}) {
+  const answer = await raw(view.port, path, headers);
+  answers.push(JSON.stringify(answer.headers), answer.text);
+  return answer;
+}
+const auth = () => ({ authorization: `Bearer ${view.token}` });
+
+beforeAll(async () => {
+  env = await faultyRun(API_KEY);
+  view = await startView({ stateFile: env.db, cwd: env.dir, onError: (m) => logged.push(m) });
+  outside = await mkdtemp(join(tmpdir(), 'mb-view-outside-'));
+  await writeFile(join(outside, 'secret.png'), 'not a result of the run');
+}, 60_000);
+
+afterAll(async () => {
+  await view?.close();
+  await env?.close();
+  await rm(outside, { recursive: true, force: true });
+});
+
+describe('the token', () => {
+  it('is required for the page, the API, the events and the files: 401 without it', async () => {
+    for (const path of [
+      '/',
+      '/api/runs',
+      '/api/runs/batch',
+      '/api/events',
+      '/files/batch/img-1/1',
+      '/assets/app.js',
+    ]) {
+      const answer = await get(path);
+      expect(answer.status, path).toBe(401);
+      expect(answer.text).toContain('needs its token');
+    }
+    expect((await get('/api/runs', { authorization: 'Bearer wrong' })).status).toBe(401);
+    expect((await get('/?token=wrong')).status).toBe(401);
+  });
+
+  it('is taken once from the query into an HttpOnly SameSite=Strict cookie, then dropped from the address', async () => {
+    const first = await get(`/?token=${view.token}`);
+    expect(first.status).toBe(303);
+    expect(first.headers['location']).toBe('/');
+    const cookie = String(first.headers['set-cookie']);
+    expect(cookie).toContain('HttpOnly');
+    expect(cookie).toContain('SameSite=Strict');
+    const pair = cookie.split(';')[0] ?? '';
+    const page = await get('/', { cookie: pair });
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<script type="module" src="/assets/app.js">');
+    expect((await get('/api/runs', { cookie: pair })).status).toBe(200);
+    expect((await get('/api/runs', { cookie: pair.replace(/=.*/, '=nope') })).status).toBe(401);
+  });
+
+  it('works as a Bearer header', async () => {
+    const answer = await get('/api/runs', auth());
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.text).runs.map((r: { id: string }) => r.id)).toEqual(['batch']);
+  });
+});
+
+describe('the Host header', () => {
+  it('must name a loopback address or the bound one: 403 otherwise (DNS rebinding), even with the token', async () => {
+    for (const host of [
+      `evil.example:${view.port}`,
+      `localhost.evil.example:${view.port}`,
+      `127.0.0.1.nip.io:${view.port}`,
+      `10.0.0.5:${view.port}`,
+    ]) {
+      const answer = await get('/api/runs', { ...auth(), host });
+      expect(answer.status, host).toBe(403);
+    }
+    expect((await get('/api/runs', { ...auth(), host: `localhost:${view.port}` })).status).toBe(200);
+    // An SSH tunnel from another local port (ssh -L 8080:127.0.0.1:<port>): still loopback, still served.
+    expect((await get('/api/runs', { ...auth(), host: 'localhost:8080' })).status).toBe(200);
+  });
+});
+
+describe('files', () => {
+  it('serves a recorded file, with Range for players', async () => {
+    const whole = await get('/files/batch/img-1/1', auth());
+    expect(whole.status).toBe(200);
+    expect(whole.headers['content-type']).toBe('image/png');
+    const [row] = env.query<{ bytes: number }>("SELECT bytes FROM files WHERE task_id = 'clip'");
+    const part = await get('/files/batch/clip/1', { ...auth(), range: 'bytes=0-99' });
+    expect(part.status).toBe(206);
+    expect(part.headers['content-range']).toBe(`bytes 0-99/${row?.bytes}`);
+    expect(part.body.length).toBe(100);
+    expect(part.headers['content-type']).toBe('video/mp4');
+    expect((await get('/files/batch/clip/1', { ...auth(), range: 'bytes=99999999-' })).status).toBe(416);
+  });
+
+  it('answers 404 to every traversal and to anything the run does not record', async () => {
+    const attempts = [
+      '/files/batch/../state.db',
+      '/files/batch/img-1/../../state.db',
+      '/files/batch/%2e%2e/1',
+      '/files/batch/%2e%2e%2f%2e%2e%2fstate.db/1',
+      '/files/batch/img-1%2f..%2f..%2f..%2fstate.db/1',
+      '/files/%2e%2e/img-1/1',
+      '/files/batch/img-1/2',
+      '/files/batch/img-1/1.png',
+      '/files/batch/img-3/1',
+      '/files/other/img-1/1',
+      '/files/batch/img-1/-1',
+      '/assets/..%2f..%2fpackage.json',
+      '/assets/../package.json',
+    ];
+    for (const path of attempts) expect((await get(path, auth())).status, path).toBe(404);
+  });
+
+  it('refuses a link planted in the output folder, to a file or to a folder outside the run', async () => {
+    const [row] = env.query<{ path: string }>("SELECT path FROM files WHERE task_id = 'img-2'");
+    const path = row?.path ?? '';
+    await unlink(path);
+    await symlink(join(outside, 'secret.png'), path);
+    expect((await get('/files/batch/img-2/1', auth())).status).toBe(404);
+
+    const [row8] = env.query<{ path: string }>("SELECT path FROM files WHERE task_id = 'img-8'");
+    const folder = join(row8?.path ?? '', '..');
+    await rm(folder, { recursive: true });
+    await mkdir(join(outside, 'img-8'));
+    await writeFile(join(outside, 'img-8', '1.png'), 'planted');
+    await symlink(join(outside, 'img-8'), folder);
+    expect((await get('/files/batch/img-8/1', auth())).status).toBe(404);
+    expect((await get('/files/batch/img-9/1', auth())).status).toBe(200);
+  });
+});
+
+describe('headers and secrets', () => {
+  it('sends a strict CSP, nosniff and no referrer with every answer', async () => {
+    for (const answer of [
+      await get('/', auth()),
+      await get('/api/runs', auth()),
+      await get('/nothing', auth()),
+    ]) {
+      const csp = String(answer.headers['content-security-policy']);
+      expect(csp).toContain("default-src 'none'");
+      expect(csp).toContain("script-src 'self'");
+      expect(csp).not.toContain('unsafe-inline');
+      expect(answer.headers['x-content-type-options']).toBe('nosniff');
+      expect(answer.headers['referrer-policy']).toBe('no-referrer');
+    }
+  });
+
+  it('puts the API key and the storage secret in no page, answer or log', async () => {
+    const list = JSON.parse((await get('/api/runs/batch/tasks?order=id&limit=200', auth())).text);
+    for (const t of list.tasks as { id: string }[]) await get(`/api/runs/batch/tasks/${t.id}`, auth());
+    await get('/api/runs/batch', auth());
+    for (const name of ['app.js', 'api.js', 'pages.js', 'cards.js', 'charts.js', 'dom.js', 'view.css']) {
+      expect((await get(`/assets/${name}`, auth())).status).toBe(200);
+    }
+    const all = answers.join('\n') + logged.join('\n');
+    expect(answers.length).toBeGreaterThan(40);
+    expect(all).not.toContain(API_KEY);
+    expect(all).not.toContain(STORAGE_SECRET);
+    expect(all).toContain('img-1');
+  });
+});
+
+describe('writes (the next issue) need the token header and the same origin', () => {
+  const hosts = allowedHosts('127.0.0.1', 4000);
+  const token = 't'.repeat(43);
+  it.each([
+    [{}, 'the X-Mediabatch-Token header is missing or wrong'],
+    [{ 'x-mediabatch-token': 'wrong' }, 'the X-Mediabatch-Token header is missing or wrong'],
+    [
+      { 'x-mediabatch-token': token, origin: 'http://evil.example' },
+      'requests from http://evil.example may not change a run',
+    ],
+    [
+      { 'x-mediabatch-token': token, 'sec-fetch-site': 'cross-site' },
+      'a cross-site request may not change a run',
+    ],
+    [
+      { 'x-mediabatch-token': token, origin: 'http://localhost:4000' },
+      'requests from http://localhost:4000 may not change a run',
+    ],
+    [
+      { 'x-mediabatch-token': token, origin: 'http://127.0.0.1:4000', 'sec-fetch-site': 'same-origin' },
+      undefined,
+    ],
+  ])('%j → %s', (headers, expected) => {
+    expect(writeRefusal({ host: '127.0.0.1:4000', ...headers }, { hosts, token })).toBe(expected);
+  });
+
+  it('a POST without them is refused over HTTP (403) before any route', async () => {
+    const answer = await raw(
+      view.port,
+      '/api/runs/batch',
+      { ...auth(), origin: 'http://evil.example' },
+      'POST',
+    );
+    expect(answer.status).toBe(403);
+  });
+});
+
+describe('mediabatch view (the command)', () => {
+  it('prints exactly one line with the address, serves, and ends on Ctrl-C; 0.0.0.0 is warned about', async () => {
+    let stdout = '';
+    let stderr = '';
+    const signals = new EventEmitter();
+    let seen: (line: string) => void = () => undefined;
+    const printed = new Promise<string>((resolve) => {
+      seen = resolve;
+    });
+    const io: CliIO = {
+      stdout: {
+        write: (s: string) => {
+          stdout += s;
+          if (stdout.includes('\n')) seen(stdout);
+        },
+      },
+      stderr: { write: (s: string) => (stderr += s) },
+      // The secrets a user has in the environment: the view is given them and must not show them.
+      env: {
+        MEDIABATCH_API_KEY: API_KEY,
+        AWS_ACCESS_KEY_ID: 'AKIASENTINEL',
+        AWS_SECRET_ACCESS_KEY: STORAGE_SECRET,
+      },
+      cwd: env.dir,
+      now: () => new Date(),
+      interactive: false,
+      signals,
+    };
+    const done = runCli(['--state', env.db, 'view', 'batch', '--host', '0.0.0.0'], io);
+    const line = await printed;
+    expect(line).toMatch(/^View: http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43}\n$/);
+    expect(stderr).toContain('Warning: the view listens on every address');
+    const port = Number(/:(\d+)\//.exec(line)?.[1]);
+    const token = /token=(.*)\n/.exec(line)?.[1] ?? '';
+    const first = await raw(port, `/?token=${token}`);
+    expect(first.headers['location']).toBe('/#/run/batch');
+    const bearer = { authorization: `Bearer ${token}` };
+    const looked = [
+      await raw(port, '/api/runs/batch', bearer),
+      await raw(port, '/api/runs/batch/tasks/img-4', bearer),
+    ];
+    expect(looked.map((a) => a.status)).toEqual([200, 200]);
+    const all = [stdout, stderr, ...looked.map((a) => a.text + JSON.stringify(a.headers))].join('\n');
+    expect(all).toContain('img-4');
+    expect(all).not.toContain(API_KEY);
+    expect(all).not.toContain(STORAGE_SECRET);
+    signals.emit('SIGINT');
+    expect(await done).toBe(0);
+    expect(stdout).toBe(line);
+  });
+
+  it('exits 1 naming the run when the state file does not have it', async () => {
+    let stderr = '';
+    const io: CliIO = {
+      stdout: { write: () => undefined },
+      stderr: { write: (s: string) => (stderr += s) },
+      env: {},
+      cwd: env.dir,
+      now: () => new Date(),
+      interactive: false,
+      signals: new EventEmitter(),
+    };
+    expect(await runCli(['--state', env.db, 'view', 'nope'], io)).toBe(1);
+    expect(stderr).toContain('run nope: not found in');
+    expect(stderr).toContain('known runs, newest first: batch');
+  });
+});
