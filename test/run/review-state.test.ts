@@ -103,6 +103,27 @@ describe('awaiting_review, a state the user sees', () => {
         ['clip-2', 'awaiting_review'],
         ['clip-3', 'awaiting_review'],
       ]);
+      // The view's list, filtered by the shown state, in both orders.
+      for (const order of ['id', 'newest'] as const) {
+        const page = store.viewReads.taskPage({
+          runId: 'batch',
+          order,
+          states: ['awaiting_review'],
+          limit: 10,
+        });
+        expect(page.tasks.map((t) => [t.taskId, t.state]).sort()).toEqual([
+          ['clip-1', 'awaiting_review'],
+          ['clip-2', 'awaiting_review'],
+          ['clip-3', 'awaiting_review'],
+        ]);
+      }
+      const pendingOnly = store.viewReads.taskPage({
+        runId: 'batch',
+        order: 'id',
+        states: ['pending'],
+        limit: 10,
+      });
+      expect(pendingOnly.tasks).toEqual([]);
     } finally {
       store.close();
     }
