@@ -56,6 +56,7 @@ describe('awaiting_review, a state the user sees', () => {
     const plain = await env.run(['run', file, '--yes']);
     expect(plain.code).toBe(4);
     expect(plain.stdout).toContain('Resuming run batch (3 done, 3 awaiting review)\n');
+    expect(plain.stdout).toContain('\n3/6 finished · 3 done · 3 awaiting review · 0.6 of ~32.1 tokens\n');
     expect(plain.stdout).toContain('\nRun batch: 3 done, 3 awaiting review\n');
     // Not sent, so nothing to watch.
     expect(plain.stdout).not.toContain('still watched');
