@@ -24,12 +24,15 @@ const WRITE_BLOCKS = 4;
 export const THREAD_MIN_BYTES = 16 * 1024 * 1024;
 
 /**
- * The writing thread's ring: 8 blocks of 256 KB. Measured in a prototype for 300 MB against 128 KB x 16 and
- * 1 MB x 8 (same run, 2 cores, lightly loaded): 426-445 MB/s, 402-431 and 331-333; hashing and writing on
- * the main thread 360-389, curl + sync 552-623.
+ * The writing thread's ring: 16 blocks of 128 KB (2 MB). The thread's kernel time for 300 MB, per thread from
+ * /proc, alternating on the loaded bench machine (load 12-15), medians: 256 KB x 8 550 ms and 320 ms (two
+ * runs of 4-5), 128 KB x 16 300 and 145, 64 KB x 32 115, the rest the same (larger writes fill the page
+ * cache with larger folios, slower to fill, as for WRITE_BLOCK_BYTES). 64 KB saved little more for twice
+ * the messages. An earlier prototype, lightly loaded, timed 256 KB x 8 426-445 MB/s, 128 KB x 16 402-431,
+ * 1 MB x 8 331-333; on a busy machine the CPU saved counts for more than that difference.
  */
-const THREAD_BLOCK_BYTES = 256 * 1024;
-const THREAD_BLOCKS = 8;
+const THREAD_BLOCK_BYTES = 128 * 1024;
+const THREAD_BLOCKS = 16;
 
 /**
  * A large result's written bytes are sent to the disk every this many bytes while the rest still arrives
