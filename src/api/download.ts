@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { readdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
-import { type Dispatcher, getGlobalDispatcher } from 'undici';
+import { type Dispatcher, getGlobalDispatcher, request } from 'undici';
 import { detectMediaType, type MediaType, SNIFF_BYTES, type TypedBy } from '../media/kind.js';
 
 import type { MediaKind } from '../media/types.js';
@@ -18,7 +18,6 @@ import {
   syncFolder as syncFolderOf,
   tempPathFor,
 } from '../util/fsatomic.js';
-import { dispatchGet, type RawBody, type RawResponse } from './download-body.js';
 import { DiskError, type DownloadFailed, DownloadFailure, fail, type Sink, toDisk } from './download-core.js';
 import { openFileSink } from './download-file.js';
 import { describeNetworkError } from './outcome.js';
@@ -177,9 +176,10 @@ async function removeStaleTemps(folder: string, finalName: string): Promise<void
   }
 }
 
-/** Stops reading a body nobody will consume. */
-function discard(body: RawBody): void {
-  body.destroy(new Error('body not wanted'));
+/** Stops reading a body nobody will consume; undici reports that as an error nobody needs to hear. */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => {});
+  body.destroy();
 }
 
 function withExtension(path: string, ext: string): string {
@@ -200,14 +200,20 @@ function seconds(ms: number): string {
 async function openResponse(
   start: URL,
   options: DownloadOptions,
-): Promise<{ url: URL; response: RawResponse }> {
+): Promise<{ url: URL; response: Dispatcher.ResponseData }> {
   const dispatcher = options.dispatcher ?? getGlobalDispatcher();
   let url = start;
   for (let hop = 0; ; hop++) {
-    let response: RawResponse;
+    let response: Dispatcher.ResponseData;
     try {
-      // undici's dispatch never decodes Content-Encoding: a result is kept byte for byte as served.
-      response = await dispatchGet(dispatcher, url, options);
+      // undici's request() never decodes Content-Encoding: a result is kept byte for byte as served.
+      response = await request(url, {
+        dispatcher,
+        method: 'GET',
+        headersTimeout: options.timeoutMs,
+        bodyTimeout: options.timeoutMs,
+        ...(options.signal && { signal: options.signal }),
+      });
     } catch (error) {
       return fail('network', `download of ${shown(url)} failed: ${describeNetworkError(error)}`, true);
     }
@@ -236,7 +242,7 @@ function positive(options: DownloadOptions, name: keyof DownloadOptions, require
 
 /** Every wait has an end: bodyTimeout bounds each pause, this bounds the whole body (at a minimum rate). */
 function bodyDeadline(
-  response: RawResponse,
+  response: Dispatcher.ResponseData,
   final: URL,
   declared: number | undefined,
   progress: { bytes: number },
@@ -262,7 +268,7 @@ function bodyDeadline(
 async function openResult(
   start: URL,
   options: DownloadOptions,
-): Promise<{ final: URL; response: RawResponse; declared: number | undefined }> {
+): Promise<{ final: URL; response: Dispatcher.ResponseData; declared: number | undefined }> {
   const { url: final, response } = await openResponse(start, options);
   const { statusCode: status } = response;
   if (REFUSED.has(status)) {
@@ -343,7 +349,7 @@ interface Received {
  * them), or at the end of a shorter body. On any failure the sink is aborted before this throws.
  */
 async function receive(
-  body: RawBody,
+  body: Dispatcher.ResponseData['body'],
   maxBytes: number,
   progress: { bytes: number },
   open: (head: Buffer) => Promise<Sink>,
@@ -359,16 +365,19 @@ async function receive(
     return opened;
   };
   try {
-    // A throw or a rejected promise here stops the transfer and rejects consume() with it.
-    await body.consume((chunk) => {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
       progress.bytes += chunk.length;
       if (progress.bytes > maxBytes) {
         fail('too-large', `result file exceeded the limit of ${maxBytes} bytes; download stopped`, false);
       }
-      if (sink !== undefined) return sink.write(chunk);
-      early.push(chunk);
-      return progress.bytes >= SNIFF_BYTES ? start().then(() => undefined) : undefined;
-    });
+      if (sink === undefined) {
+        early.push(chunk);
+        if (progress.bytes >= SNIFF_BYTES) await start();
+        continue;
+      }
+      const waiting = sink.write(chunk);
+      if (waiting) await waiting;
+    }
     const sha256 = await (sink ?? (await start())).finish();
     return { bytes: progress.bytes, sha256, head: head.subarray(0, SNIFF_BYTES) };
   } catch (error) {
