@@ -182,11 +182,8 @@ export class ViewData {
     const countsKey = JSON.stringify(counts);
     const key = `${countsKey}|${this.#store.viewReads.maxLedgerId()}`;
     if (figures.behind(key) || !figures.ready) {
-      figures.want(
-        key,
-        countsKey,
-        TASK_STATES.reduce((n, s) => n + counts[s], 0),
-      );
+      const tasks = TASK_STATES.reduce((n, s) => n + counts[s], 0);
+      figures.want(key, countsKey, tasks, tasks - UNFINISHED.reduce((n, s) => n + counts[s], 0));
     }
     return figures;
   }

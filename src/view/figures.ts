@@ -39,6 +39,8 @@ export class RunFigures {
   #modelsCost = 0;
   #modelsKey = '';
   #fullAt = -Infinity;
+  /** The run's finished tasks (by its counts) when the finishes were last read: fewer now → read all. */
+  #finishedCount = 0;
   /** The newest finish time read so far ('' before any). */
   #latest = '';
 
@@ -70,8 +72,11 @@ export class RunFigures {
    * caller shows the figures it has). `countsKey` is the run's counts by state: the rows per model and
    * state move only when it moves.
    */
-  want(key: string, countsKey: string, tasks: number): void {
+  want(key: string, countsKey: string, tasks: number, finished: number): void {
     if (key === this.#key && this.ready) return;
+    // Fewer finished than at the last read: finishes were undone (a retry), so all are read again.
+    if (finished < this.#finishedCount) this.#fullAt = -Infinity;
+    this.#finishedCount = finished;
     if (tasks <= SYNC_TASKS && this.#running === undefined) {
       const pass = this.#pass(countsKey, true);
       while (!pass.next().done);
