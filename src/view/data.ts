@@ -8,6 +8,8 @@ import { shownRunState } from '../run/lease.js';
 import { runLocation } from '../run/output.js';
 import {
   emptyTaskCounts,
+  FAILURE_STATES,
+  type FailureGroup,
   type ModelStateRow,
   NOT_ON_DISK,
   type RunRecord,
@@ -25,6 +27,8 @@ export const VIEW_API_VERSION = 1;
 
 interface RunCache {
   figures: RunFigures;
+  /** The failures grouped by reason (a pass over every failed task), and the counts they were read at. */
+  failures?: { key: string; groups: FailureGroup[] };
 }
 
 export class ViewData {
@@ -130,7 +134,7 @@ export class ViewData {
       figures_ready: figures.ready,
       run: head,
       models: modelsJson(figures.models ?? [], figures.spend.byModel),
-      failures: this.#store.viewReads.failuresByReason(run.id),
+      failures: this.#failures(run.id, counts),
       in_doubt: {
         tasks: doubt.tasks,
         advice: doubt.tasks > 0 ? inDoubtAdvice(doubt.tasks, manifest) : null,
@@ -174,6 +178,16 @@ export class ViewData {
       this.#runs.set(runId, cache);
     }
     return cache;
+  }
+
+  /** The failures by reason, read again only when the count of a failure state moved. */
+  #failures(runId: string, counts: Record<TaskState, number>): FailureGroup[] {
+    const cache = this.#cache(runId);
+    const key = JSON.stringify(FAILURE_STATES.map((s) => counts[s]));
+    if (cache.failures?.key !== key) {
+      cache.failures = { key, groups: this.#store.viewReads.failuresByReason(runId) };
+    }
+    return cache.failures.groups;
   }
 
   /** The run's costly figures, asked to catch up with its counts and ledger (cheap signals). */
