@@ -119,4 +119,11 @@ describe('a run larger than one request reads', () => {
       .run(VIEW_RUN, VIEW_RUN);
     await expectCaughtUp();
   });
+
+  it('keeps no read snapshot open between its reads: the writer can checkpoint the whole WAL', async () => {
+    writer.prepare(`UPDATE tasks SET updated_at = ? WHERE run_id = ? AND seq <= 100`).run('x', VIEW_RUN);
+    await expectCaughtUp();
+    // A reader holding a snapshot makes a TRUNCATE checkpoint report busy (and the WAL grow).
+    expect(writer.pragma('wal_checkpoint(TRUNCATE)')).toEqual([{ busy: 0, log: 0, checkpointed: 0 }]);
+  });
 });
