@@ -194,6 +194,8 @@ async function runnerRate(
       viewCpuMsPerSecond: watch ? round((used.user + used.system) / 1000 / (m.ms / 1000), 1) : null,
     };
   } finally {
+    // The page leaves first: it would reconnect its event stream to the closing view.
+    if (watch) await watch.goto('about:blank');
     await view?.close();
   }
 }

@@ -29,6 +29,7 @@ export class ChangeFeed {
   #seq = 0;
   /** After the first look: a run that appears later is new, and all of it is news. */
   #primed = false;
+  #stopped = false;
 
   constructor(data: ViewData) {
     this.#data = data;
@@ -48,6 +49,7 @@ export class ChangeFeed {
   }
 
   stop(): void {
+    this.#stopped = true;
     clearInterval(this.#timer);
     clearInterval(this.#heartbeat);
     for (const client of this.#clients) client.end();
@@ -56,6 +58,12 @@ export class ChangeFeed {
 
   /** Adds a page; it gets every later event (it read the current state through the JSON API). */
   subscribe(res: ServerResponse): void {
+    // A page that reconnects while the view closes is let go at once: a held stream would keep the
+    // server from closing (its connection never goes idle).
+    if (this.#stopped) {
+      res.end();
+      return;
+    }
     this.#clients.add(res);
     res.write(`retry: 1000\n\n`);
     res.on('close', () => this.#clients.delete(res));

@@ -117,14 +117,18 @@ export class RunFigures {
    * rows per model and state wait for their throttle). `all`: the throttles are ignored (a small run).
    */
   *#pass(countsKey: string, all: boolean): Generator<void, boolean> {
-    yield* this.#readSpend();
+    // The rows per model first: the run's estimate and worst case come from them.
+    let complete = true;
+    if (this.models === undefined || countsKey !== this.#modelsKey) {
+      const gap = Math.max(MIN_GAP_MS, MODEL_COST_FACTOR * this.#modelsCost);
+      if (this.models === undefined || all || performance.now() - this.#modelsAt >= gap) {
+        yield* this.#readModels();
+        this.#modelsKey = countsKey;
+      } else complete = false;
+    }
     yield* this.#readFinished(all);
-    if (this.models !== undefined && countsKey === this.#modelsKey) return true;
-    const gap = Math.max(MIN_GAP_MS, MODEL_COST_FACTOR * this.#modelsCost);
-    if (this.models !== undefined && !all && performance.now() - this.#modelsAt < gap) return false;
-    yield* this.#readModels();
-    this.#modelsKey = countsKey;
-    return true;
+    yield* this.#readSpend();
+    return complete;
   }
 
   *#readSpend(): Generator<void> {

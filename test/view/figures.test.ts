@@ -127,3 +127,14 @@ describe('a run larger than one request reads', () => {
     expect(writer.pragma('wal_checkpoint(TRUNCATE)')).toEqual([{ busy: 0, log: 0, checkpointed: 0 }]);
   });
 });
+
+describe('a view that closes', () => {
+  it('lets a page that reconnects its event stream go at once, so the server can close', async () => {
+    view.feed.stop();
+    const started = Date.now();
+    const answer = await raw(view.port, '/api/events', { authorization: `Bearer ${view.token}` });
+    expect(answer.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await view.close();
+  });
+});
