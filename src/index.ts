@@ -21,6 +21,22 @@ import { registerSecret } from './util/secrets.js';
 export { EXIT, type ExitCode } from './exit-codes.js';
 export { ManifestFileError, ManifestProblemsError, type PlanResult, type RunPlan } from './plan/build.js';
 export type { Report } from './report/schema.js';
+export {
+  type AwaitingItem,
+  type DecideOptions,
+  type DecideOutcome,
+  decide,
+  listAwaiting,
+  matchTasks,
+  type RerollPrice,
+  ReviewError,
+  type ReviewSummary,
+  rerollPrice,
+  reviewFacts,
+  reviewSummary,
+  type TaskReviewFacts,
+  type Verdict,
+} from './review/index.js';
 export { type RunEvent, runEventSchema } from './run/events.js';
 export type { RunOutcome } from './run/lifecycle.js';
 export type { RunProgress, RunResult, StopReason } from './run/runner.js';
@@ -28,6 +44,7 @@ export { RunError } from './run/session.js';
 export type { UnattendedOutcome } from './run/unattended.js';
 export type { SandboxOptions } from './sandbox/options.js';
 export { type Sandbox, startSandbox } from './sandbox/server.js';
+export { openStore as openState, type Store as State } from './store/index.js';
 
 export interface PlanManifestOptions {
   /** Relative paths resolve against this folder; the process's working folder by default. */
@@ -85,6 +102,12 @@ export interface RunManifestOptions extends PlanManifestOptions {
    * real ones, and waits are a tenth of real timing unless `timeScale` says.
    */
   sandbox?: boolean | { speed?: number };
+  /**
+   * With `review: true` tasks: keep going while results await a decision, and submit what each decision
+   * (`decide`, from another process or this one) releases, until every reviewed result is decided; as
+   * `run --wait-for-review`. Without it the run ends (exit 4) when only results awaiting review are left.
+   */
+  waitForReview?: boolean;
 }
 
 /**
@@ -106,7 +129,10 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
   const { EMBEDDED_SANDBOX } = await import('./run/session.js');
   const { embeddedInputStorage } = await import('./sandbox/uploads.js');
   const speed = typeof o.sandbox === 'object' ? (o.sandbox.speed ?? 0.1) : 0.1;
-  const sandbox = await startEmbeddedSandbox(speed);
+  const sandbox = await startEmbeddedSandbox(
+    speed,
+    resolve(o.cwd ?? process.cwd(), o.stateFile ?? 'state/sandbox.db'),
+  );
   // Without a bucket the sandbox keeps local inputs itself, as with `run --sandbox`.
   const inputs = o.storage ? undefined : embeddedInputStorage(sandbox.baseUrl);
   try {
@@ -169,6 +195,7 @@ async function runAgainst(
       ...(o.signal ? { signal: o.signal } : {}),
       ...(o.onEvent ? { onEvent: o.onEvent } : {}),
       ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+      ...(o.waitForReview ? { waitForReview: true } : {}),
     });
   } finally {
     await client.close();

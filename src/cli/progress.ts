@@ -15,6 +15,7 @@ export function describeProgress(p: RunProgress, total: number, estimate: number
   if (c.rejected) parts.push(`${c.rejected} rejected`);
   const running = c.submitting + c.submitted + c.running + c.downloading;
   if (running) parts.push(`${running} in flight`);
+  if (c.awaiting_review) parts.push(`${c.awaiting_review} awaiting review`);
   parts.push(
     `${fmt(p.charged - p.refunded)} of ~${fmt(roundTokens(estimate + (p.estimateChange ?? 0)))} tokens`,
   );

@@ -18,6 +18,7 @@ import { displayPath, fmtTokens, fmtTokensAsUsd, table } from './format.js';
 
 export const LABEL: Record<TaskState, string> = {
   pending: 'pending',
+  awaiting_review: 'awaiting review (of an upstream)',
   submitting: 'submitting',
   in_doubt: 'in doubt',
   submitted: 'submitted',
@@ -36,6 +37,7 @@ export const LABEL: Record<TaskState, string> = {
 export function describeCounts(c: Record<TaskState, number>): string {
   const parts = [`${c.done} done`];
   for (const state of [
+    'awaiting_review',
     'unfetched',
     'stalled',
     'lost',
@@ -47,8 +49,11 @@ export function describeCounts(c: Record<TaskState, number>): string {
   ] as const) {
     if (c[state] > 0) parts.push(`${c[state]} ${LABEL[state]}`);
   }
-  // Unfetched and stalled tasks are unfinished too, but named above.
-  const unfinished = UNFINISHED.filter((s) => !isNotOnDisk(s)).reduce((n, s) => n + c[s], 0);
+  // Unfetched, stalled and awaiting-review tasks are unfinished too, but named above.
+  const unfinished = UNFINISHED.filter((s) => !isNotOnDisk(s) && s !== 'awaiting_review').reduce(
+    (n, s) => n + c[s],
+    0,
+  );
   if (unfinished > 0) parts.push(`${unfinished} unfinished`);
   return parts.join(', ');
 }

@@ -17,10 +17,11 @@ export const GALLERY_JS = `
   var search = document.getElementById('f-search');
   var lightbox = document.getElementById('lightbox');
   var PAGE = 48;
-  var ORDER = ['done', 'unfetched', 'lost', 'failed', 'in_doubt', 'stalled', 'rejected', 'blocked', 'skipped', 'pending', 'submitting', 'submitted', 'running', 'downloading'];
+  var ORDER = ['done', 'unfetched', 'lost', 'failed', 'in_doubt', 'stalled', 'rejected', 'blocked', 'skipped', 'awaiting_review', 'pending', 'submitting', 'submitted', 'running', 'downloading'];
   var LABEL = { done: 'done', failed: 'failed', in_doubt: 'in doubt', rejected: 'rejected', blocked: 'blocked', pending: 'pending',
     submitting: 'submitting', submitted: 'submitted', running: 'running', downloading: 'downloading',
-    unfetched: 'not on disk', stalled: 'stalled', lost: 'lost', skipped: 'skipped' };
+    unfetched: 'not on disk', stalled: 'stalled', lost: 'lost', skipped: 'skipped',
+    awaiting_review: 'waits for review' };
   // Issue 25: a reviewed task's decision, as a badge and as filters ("awaiting review").
   var REVIEW = ['awaiting', 'approved', 'rejected', 'waiting'];
   var REVIEW_LABEL = { awaiting: 'awaiting review', approved: 'approved', rejected: 'rejected', waiting: 'review pending' };

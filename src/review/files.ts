@@ -40,8 +40,3 @@ export async function keepEarlierResult(
   await syncFolder(folder);
   return moved;
 }
-
-/** Undoes keepEarlierResult (a decision refused after the files were moved). */
-export async function putBack(moved: Moved): Promise<void> {
-  for (const { from, to } of moved) await rename(to, from);
-}

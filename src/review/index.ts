@@ -4,10 +4,12 @@
 
 import { userInfo } from 'node:os';
 import picomatch from 'picomatch';
+import { taskFolderName } from '../run/names.js';
 import { isBucketLocation, runLocation } from '../run/output.js';
+import { type BucketOutput, keepEarlierInBucket } from '../run/runner/bucket.js';
 import type { DecideOutcome, RunRecord, Store, TaskRecord, Verdict } from '../store/index.js';
 import { fromMicro, roundTokens, toMicro } from '../util/money.js';
-import { keepEarlierResult, putBack } from './files.js';
+import { keepEarlierResult } from './files.js';
 
 export type { DecideOutcome, Verdict } from '../store/index.js';
 
@@ -149,22 +151,49 @@ export async function decide(
   return outcomes;
 }
 
-/** The earlier result moved aside first (a paid file is never overwritten), then the decision; put back if refused. */
+/**
+ * The re-roll recorded first, then the earlier result moved to `attempt-<n>/`, then its rows dropped: a
+ * process dying between the two leaves the rows (and the files) for finishEarlierResult, which the next
+ * run calls before it sends the re-roll, so the earlier result is never overwritten nor forgotten.
+ */
 async function rerollOne(
   store: Store,
   run: RunRecord,
   taskId: string,
   req: Parameters<Store['decide']>[2],
 ): Promise<DecideOutcome> {
-  const task = store.getTask(run.id, taskId);
-  const runDir = localRunDir(run);
-  const moved =
-    task !== undefined && task.state === 'done' && runDir !== undefined
-      ? await keepEarlierResult(runDir, task, store.filesOfTask(run.id, taskId))
-      : [];
   const outcome = store.decide(run.id, taskId, req);
-  if (!outcome.ok) await putBack(moved);
+  if (outcome.ok && outcome.changed) await finishEarlierResult(store, run, taskId);
   return outcome;
+}
+
+/**
+ * Keeps a re-rolled task's earlier result at `<task>/attempt-<n>/` (on disk, or copied server-side in the
+ * bucket) and then forgets its rows. Idempotent, and a no-op unless the task is a re-roll not sent yet
+ * whose earlier rows are still there (pending, attempt 2 or more): the runner calls it before sending. A
+ * bucket run's result needs `bucket` (the runner's): without it the rows stay for the runner.
+ */
+export async function finishEarlierResult(
+  store: Store,
+  run: RunRecord,
+  taskId: string,
+  bucket?: BucketOutput,
+): Promise<void> {
+  const task = store.getTask(run.id, taskId);
+  if (task === undefined || !task.review || task.attempt < 2 || task.state !== 'pending') return;
+  const rows = store.filesOfTask(run.id, taskId);
+  // No rows: already kept (a later failure of the re-roll may have left its own job.json: not the earlier one).
+  if (rows.length === 0) return;
+  const earlier = task.attempt - 1;
+  const runDir = localRunDir(run);
+  if (runDir !== undefined) {
+    await keepEarlierResult(runDir, { ...task, attempt: earlier }, rows);
+  } else {
+    if (bucket === undefined) return;
+    const locations = rows.map((f) => f.path);
+    await keepEarlierInBucket(bucket, taskFolderName(taskId), earlier, locations);
+  }
+  store.dropEarlierFiles(run.id, taskId);
 }
 
 /** The run's folder on disk, or undefined for a bucket (its objects are not moved; a re-roll overwrites them). */

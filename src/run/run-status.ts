@@ -41,7 +41,7 @@ function chainsOf(store: Store, runId: string): { list: ChainLine[]; more: numbe
     if (task === undefined) continue;
     list.push({
       task: taskId,
-      state: task.state,
+      state: store.shownStateOf(runId, taskId) ?? task.state,
       after: ups.map((u) => upstreamLine(store, runId, u.name, u.upstreamId)),
     });
   }

@@ -60,6 +60,10 @@ export interface UnattendedRunOptions {
   halt?: AbortSignal;
   onEvent?: (event: RunEvent) => void;
   onProgress?: (progress: RunProgress) => void;
+  /** Keep going while results await review, submitting what decisions release (`run --wait-for-review`). */
+  waitForReview?: boolean;
+  /** How often a run waiting for review looks for decisions (1000 ms by default). */
+  reviewPollMs?: number;
   now?: () => Date;
 }
 
@@ -139,6 +143,8 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       ...(o.halt ? { halt: o.halt } : {}),
       ...(o.onEvent ? { onEvent: o.onEvent } : {}),
       ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+      ...(o.waitForReview ? { waitForReview: true } : {}),
+      ...(o.reviewPollMs !== undefined ? { reviewPollMs: o.reviewPollMs } : {}),
     });
     await report();
     return { kind: 'ran', runId, exitCode: outcome.exitCode, outcome, preflight };

@@ -133,6 +133,11 @@ export class Jobs {
     this.#active.add(job);
   }
 
+  /** A finished job of an earlier sandbox (src/sandbox/journal.ts): known, never advanced again. */
+  restore(job: SandboxJob): void {
+    if (!this.#all.has(job.id)) this.#all.set(job.id, job);
+  }
+
   get(id: string): SandboxJob | undefined {
     return this.#all.get(id);
   }

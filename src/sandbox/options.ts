@@ -59,6 +59,11 @@ export interface SandboxOptions extends Partial<SandboxSettings> {
   tickMs?: number;
   /** One short line per request, for the CLI. */
   log?: (line: string) => void;
+  /**
+   * A file that keeps every finished job (one JSON line each) and that the next sandbox with the same
+   * journal reads back: `run --sandbox` keeps `state/sandbox-jobs.jsonl` beside its state file. None by default.
+   */
+  journal?: string;
 }
 
 export const SANDBOX_DEFAULTS = {

@@ -22,6 +22,7 @@ import {
   type SandboxJob,
   type SubmitAnswer,
 } from './jobs.js';
+import { keepJob, restoreJobs } from './journal.js';
 import { routeSampleMedia } from './media.js';
 import { checkSettings, SANDBOX_DEFAULTS, type SandboxOptions, type SandboxSettings } from './options.js';
 import {
@@ -143,14 +144,19 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     retryDelayMs: () => opts.callbackRetryDelayMs ?? SANDBOX_DEFAULTS.callbackRetryDelayMs,
     now,
   });
+  const link = (token: string, index: number) =>
+    `${baseUrl}/files/${token}${quirks.has('wrong-extension') ? `/${index + 1}.png` : ''}`;
+  const journal = opts.journal;
   const jobs = new Jobs({
     account,
     files,
-    link: (token, index) =>
-      `${baseUrl}/files/${token}${quirks.has('wrong-extension') ? `/${index + 1}.png` : ''}`,
+    link,
     linkTtlSeconds: () => settings.linkTtlSeconds,
     concurrency: () => settings.accountConcurrency,
-    onChange: (job) => notify(job, sender, now(), wire),
+    onChange: (job) => {
+      notify(job, sender, now(), wire);
+      if (journal !== undefined) keepJob(journal, job);
+    },
   });
   const ctx: SubmitContext = {
     random: createRandom(seed),
@@ -312,6 +318,10 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
 
   await app.listen({ port: opts.port ?? 0, host: opts.host ?? SANDBOX_DEFAULTS.host });
   baseUrl = urlOf(app);
+  // Jobs of earlier sandboxes that kept the same journal: known again, their files served again.
+  if (journal !== undefined)
+    for (const job of restoreJobs(journal, files, now(), settings.linkTtlSeconds * 1000, link))
+      jobs.restore(job);
   const unregister = registerEmbedded(baseUrl, uploads);
   const tick = setInterval(() => jobs.advance(now()), opts.tickMs ?? SANDBOX_DEFAULTS.tickMs);
   tick.unref();

@@ -113,8 +113,11 @@ export function sandboxInputStorage(baseUrl: string, uploads: SandboxUploads): S
     size: async (key) => uploads.get(key)?.bytes.length,
     getBytes: async (key) => uploads.get(key)?.bytes ?? onlyInputs(`a missing object ${key}`),
     putStream: () => onlyInputs('results'),
+    copy: () => onlyInputs('copies of results'),
     listIncomplete: async () => [],
     abort: async () => true,
+    // Inputs only: no report of shards is ever here to list.
+    listNames: async () => [],
     destroy: () => {},
   };
 }

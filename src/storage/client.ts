@@ -5,11 +5,13 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
+  CopyObjectCommand,
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
   type ListMultipartUploadsCommandOutput,
+  ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
@@ -152,7 +154,14 @@ export interface Storage {
   abort(upload: IncompleteUpload): Promise<boolean>;
   /** Size of an object, or undefined when absent. */
   size(key: string): Promise<number | undefined>;
+  /**
+   * Copies an object inside the bucket, server-side (no bytes through this process; one request, so up to
+   * the 5 GB a single CopyObject takes). False when `from` is absent (already moved, or never there).
+   */
+  copy(from: string, to: string): Promise<boolean>;
   getBytes(key: string): Promise<Buffer>;
+  /** The keys of the objects directly under a prefix (`prefix/name`, not in deeper folders). */
+  listNames(prefix: string): Promise<string[]>;
   destroy(): void;
 }
 
@@ -410,12 +419,38 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
         }
       }),
     size,
+    copy: (from, to) =>
+      wrap(async () => {
+        if ((await size(from)) === undefined) return false;
+        // CopySource is `<bucket>/<key>`, URL-encoded per segment (a key may hold spaces, #, +, …).
+        const source = [bucket, ...from.split('/')].map(encodeURIComponent).join('/');
+        await client.send(new CopyObjectCommand({ Bucket: bucket, Key: to, CopySource: source }));
+        return true;
+      }),
     getBytes: (key) =>
       wrap(async () => {
         const res = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
         return Buffer.from(
           await (res.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray(),
         );
+      }),
+    listNames: (prefix) =>
+      wrap(async () => {
+        const keys: string[] = [];
+        let token: string | undefined;
+        do {
+          const page = await client.send(
+            new ListObjectsV2Command({
+              Bucket: bucket,
+              Prefix: `${prefix.replace(/\/+$/, '')}/`,
+              Delimiter: '/',
+              ...(token !== undefined ? { ContinuationToken: token } : {}),
+            }),
+          );
+          for (const o of page.Contents ?? []) if (o.Key !== undefined) keys.push(o.Key);
+          token = page.IsTruncated ? page.NextContinuationToken : undefined;
+        } while (token !== undefined);
+        return keys;
       }),
     destroy: () => client.destroy(),
   };

@@ -153,6 +153,9 @@ export class Store {
   readonly reviewCounts: ReviewStore['reviewCounts'];
   readonly waitingOnReview: ReviewStore['waitingOnReview'];
   readonly rerollSpend: ReviewStore['rerollSpend'];
+  readonly dropEarlierFiles: ReviewStore['dropEarlierFiles'];
+  readonly tasksAwaitingReview: ReviewStore['tasksAwaitingReview'];
+  readonly shownStateOf: ReviewStore['shownStateOf'];
 
   // Submissions
   readonly recordSubmitIntent: SubmissionStore['recordSubmitIntent'];
@@ -251,6 +254,9 @@ export class Store {
     this.reviewCounts = reviews.reviewCounts.bind(reviews);
     this.waitingOnReview = reviews.waitingOnReview.bind(reviews);
     this.rerollSpend = reviews.rerollSpend.bind(reviews);
+    this.dropEarlierFiles = reviews.dropEarlierFiles.bind(reviews);
+    this.tasksAwaitingReview = reviews.tasksAwaitingReview.bind(reviews);
+    this.shownStateOf = reviews.shownStateOf.bind(reviews);
 
     const tasks = new TaskStore(db, now, chains);
     this.upsertTasks = tasks.upsertTasks.bind(tasks);

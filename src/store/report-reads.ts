@@ -7,6 +7,7 @@ import type { Estimate } from '../catalog/types.js';
 import { roundTokens } from '../util/money.js';
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
+import { shownStateSql, storedStatesFor } from './shown-state.js';
 import { fromIsoOrNull } from './time.js';
 import {
   emptyTaskCounts,
@@ -240,17 +241,18 @@ export class ReportReadStore {
       )
       .pluck();
     this.#selectSeqs = db
-      .prepare<{ runId: string; states: string }, [number, number]>(
-        `SELECT seq, rowid FROM tasks
-         WHERE run_id = :runId AND state IN (SELECT value FROM json_each(:states))`,
+      .prepare<{ runId: string; stored: string; states: string }, [number, number]>(
+        `SELECT seq, rowid FROM tasks AS t
+         WHERE run_id = :runId AND state IN (SELECT value FROM json_each(:stored))
+           AND ${shownStateSql('t')} IN (SELECT value FROM json_each(:states))`,
       )
       .raw();
     this.#selectPage = db.prepare<{ rowids: string }, PageTaskRow>(
-      `SELECT rowid AS rid, task_id, seq, model, state, img_uuid, job_status, est_tokens, est_min, est_max,
+      `SELECT rowid AS rid, task_id, seq, model, ${shownStateSql('t')} AS state, img_uuid, job_status, est_tokens, est_min, est_max,
          est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered, body,
          planned_estimate,
          ${textField('prompt')}, ${textField('text')}, ${textField('lyrics')}, ${textField('description')}
-       FROM tasks WHERE rowid IN (SELECT value FROM json_each(:rowids))`,
+       FROM tasks AS t WHERE rowid IN (SELECT value FROM json_each(:rowids))`,
     );
     this.#selectUpstreams = db.prepare<
       { runId: string; ids: string },
@@ -316,7 +318,7 @@ export class ReportReadStore {
     // One pass over the run's tasks, summed in JavaScript: GROUP BY would sort every task (SQLite
     // groups by sorting), and the ledger is read through its (run_id, task_id) index for each.
     this.#selectFigures = db.prepare<[string], FigureRow>(
-      `SELECT model, state, est_tokens, est_min, est_max,
+      `SELECT model, ${shownStateSql('t')} AS state, est_tokens, est_min, est_max,
          (SELECT total(tokens) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
             AND kind = 'charge') AS charged,
          (SELECT total(tokens) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
@@ -365,7 +367,8 @@ export class ReportReadStore {
     // 0 marks a seq without a task here (row ids start at 1).
     let bySeq = new Float64Array(1024);
     let count = 0;
-    for (const [seq, rowid] of this.#selectSeqs.iterate({ runId, states: JSON.stringify(others) })) {
+    const filter = { runId, stored: JSON.stringify(storedStatesFor(others)), states: JSON.stringify(others) };
+    for (const [seq, rowid] of this.#selectSeqs.iterate(filter)) {
       if (seq >= bySeq.length) {
         const grown = new Float64Array(Math.max(seq + 1, bySeq.length * 2));
         grown.set(bySeq);

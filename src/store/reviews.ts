@@ -6,9 +6,10 @@
 import { scrub } from '../util/secrets.js';
 import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
+import { awaitsReviewSql, shownStateSql } from './shown-state.js';
 import { type TaskRow, toTask } from './task-rows.js';
 import { fromIso, toIso } from './time.js';
-import type { Clock, FileRecord, TaskRecord } from './types.js';
+import type { Clock, FileRecord, TaskRecord, TaskState } from './types.js';
 
 export const VERDICTS = ['approve', 'reject', 'reroll'] as const;
 export type Verdict = (typeof VERDICTS)[number];
@@ -46,7 +47,10 @@ export type DecideOutcome =
       attempt: number;
       /** False when the task already had this verdict (nothing recorded). */
       changed: boolean;
-      /** A re-roll: the files of the earlier result, whose rows were dropped (the caller keeps them on disk). */
+      /**
+       * A re-roll: the files of the earlier result. Their rows stay until the caller has moved them to
+       * `attempt-<n>/` and calls dropEarlierFiles: a crash in between leaves the rows to finish the move with.
+       */
       earlierFiles: FileRecord[];
     }
   | { taskId: string; ok: false; reason: string; version?: number };
@@ -101,11 +105,13 @@ export class ReviewStore {
   readonly #setVerdict;
   readonly #reroll;
   readonly #filesOfTask;
-  readonly #deleteFiles;
+  readonly #dropEarlierFiles;
   readonly #unskip;
   readonly #queuedRerollMax;
   readonly #reviewCounts;
   readonly #waitingOnReview;
+  readonly #awaitingReviewPage;
+  readonly #shownState;
   readonly #rerollSpend;
   readonly #decide;
 
@@ -171,7 +177,11 @@ export class ReviewStore {
     this.#filesOfTask = db.prepare<[string, string], FileRow>(
       'SELECT * FROM files WHERE run_id = ? AND task_id = ? ORDER BY idx',
     );
-    this.#deleteFiles = db.prepare<[string, string]>('DELETE FROM files WHERE run_id = ? AND task_id = ?');
+    // Only a re-rolled task not sent yet has rows of an earlier result: a pending attempt 2, 3, …
+    this.#dropEarlierFiles = db.prepare<Key>(
+      `DELETE FROM files WHERE run_id = :runId AND task_id = :taskId AND EXISTS (SELECT 1 FROM tasks
+         WHERE run_id = :runId AND task_id = :taskId AND review = 1 AND attempt > 1 AND state = 'pending')`,
+    );
     this.#unskip = db.prepare<Key & { now: string }>(
       `UPDATE tasks SET state = 'pending', error = NULL, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state = 'skipped'`,
@@ -188,7 +198,20 @@ export class ReviewStore {
         `SELECT count(DISTINCT t.task_id) FROM tasks up INDEXED BY tasks_reviewed
          JOIN task_upstreams u ON u.run_id = up.run_id AND u.upstream_id = up.task_id
          JOIN tasks t ON t.run_id = u.run_id AND t.task_id = u.task_id
-         WHERE up.run_id = ? AND up.review = 1 AND up.verdict IS NOT 'approved' AND t.state = 'pending'`,
+         WHERE up.run_id = ? AND up.review = 1 AND up.state = 'done' AND up.verdict IS NULL
+           AND ${awaitsReviewSql('t')}`,
+      )
+      .pluck();
+    // Keyset paging by seq through tasks_by_state (run_id, state, seq, waits): the pending tasks after
+    // `afterSeq`, kept when they wait for a person. A page never re-reads earlier ones.
+    this.#awaitingReviewPage = db.prepare<{ runId: string; afterSeq: number; limit: number }, TaskRow>(
+      `SELECT * FROM tasks AS t INDEXED BY tasks_by_state
+       WHERE t.run_id = :runId AND t.state = 'pending' AND t.seq > :afterSeq AND ${awaitsReviewSql('t')}
+       ORDER BY t.seq LIMIT :limit`,
+    );
+    this.#shownState = db
+      .prepare<[string, string], TaskState>(
+        `SELECT ${shownStateSql('t')} FROM tasks AS t WHERE t.run_id = ? AND t.task_id = ?`,
       )
       .pluck();
     this.#reviewCounts = db.prepare<[string], ReviewCounts>(
@@ -249,7 +272,21 @@ export class ReviewStore {
     return this.#reviewCounts.get(runId) ?? { reviewed: 0, awaiting: 0, approved: 0, rejected: 0 };
   }
 
-  /** Pending tasks that wait for a reviewed result nobody approved yet (submitted only once it is). */
+  /**
+   * The tasks shown as `awaiting_review` (src/store/shown-state.ts), in manifest order, a page at a time:
+   * give the last one's `seq` as `afterSeq` for the next page (keyset paging; -1 for the first).
+   */
+  tasksAwaitingReview(runId: string, page: { afterSeq?: number; limit?: number } = {}): TaskRecord[] {
+    const limit = Math.max(1, Math.min(page.limit ?? 100, 1000));
+    return this.#awaitingReviewPage.all({ runId, afterSeq: page.afterSeq ?? -1, limit }).map(toTask);
+  }
+
+  /** A task's state as shown (`awaiting_review` for a pending one waiting for a person); undefined when absent. */
+  shownStateOf(runId: string, taskId: string): TaskState | undefined {
+    return this.#shownState.get(runId, taskId);
+  }
+
+  /** How many tasks are shown as `awaiting_review`: pending, waiting for a person's approval of an upstream. */
   waitingOnReview(runId: string): number {
     return this.#waitingOnReview.get(runId) ?? 0;
   }
@@ -257,6 +294,14 @@ export class ReviewStore {
   /** What re-rolls cost: their jobs' charges and refunds (a re-roll is a second ask, shown apart). */
   rerollSpend(runId: string): { charged: number; refunded: number; jobs: number } {
     return this.#rerollSpend.get(runId) ?? { charged: 0, refunded: 0, jobs: 0 };
+  }
+
+  /**
+   * The rows of a re-rolled task's earlier result, once its files are kept at `attempt-<n>/` (or in the
+   * bucket). Does nothing unless the task is a re-roll not sent yet.
+   */
+  dropEarlierFiles(runId: string, taskId: string): void {
+    this.#dropEarlierFiles.run({ runId, taskId });
   }
 
   /** One decision on one task, in one transaction; refused (with why) rather than thrown. */
@@ -307,8 +352,8 @@ export class ReviewStore {
     if (target !== undefined) {
       this.#setVerdict.run({ ...key, verdict: target });
     } else {
+      // The rows stay: the caller moves the files first, then drops them (dropEarlierFiles).
       earlierFiles = this.#filesOfTask.all(runId, taskId).map(toFile);
-      this.#deleteFiles.run(runId, taskId);
       this.#reroll.run(key);
     }
     // Approved or re-rolled: downstreams skipped for an earlier rejection wait for it again; filled-in

@@ -5,6 +5,7 @@ import type { Db } from './db.js';
 import { StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
 import { unknownRun } from './runs.js';
+import { awaitsReviewSql } from './shown-state.js';
 import { fromStatesJson, refusedMove, type TaskRow, toTask } from './task-rows.js';
 import { toIso } from './time.js';
 import { NEVER_CHARGED, REQUEUEABLE } from './transitions.js';
@@ -82,6 +83,7 @@ export class TaskStore {
   readonly #selectReady;
   readonly #selectReadyOf;
   readonly #countByState;
+  readonly #countAwaitingReview;
   readonly #selectDue;
   readonly #selectEarliestPoll;
   readonly #notePolled;
@@ -202,6 +204,17 @@ export class TaskStore {
       // Kept by triggers (migration 5): a handful of rows, whatever the size of the run.
       'SELECT state, n FROM task_counts WHERE run_id = ?',
     );
+    // The pending tasks shown as awaiting_review: found from the reviewed upstreams that have a result
+    // and no decision (the partial index tasks_reviewed), never by a scan of the run's pending tasks.
+    this.#countAwaitingReview = db
+      .prepare<[string], number>(
+        `SELECT count(DISTINCT t.task_id) FROM tasks AS up INDEXED BY tasks_reviewed
+         JOIN task_upstreams AS u ON u.run_id = up.run_id AND u.upstream_id = up.task_id
+         JOIN tasks AS t ON t.run_id = u.run_id AND t.task_id = u.task_id
+         WHERE up.run_id = ? AND up.review = 1 AND up.state = 'done' AND up.verdict IS NULL
+           AND ${awaitsReviewSql('t')}`,
+      )
+      .pluck();
     this.#selectDue = db.prepare<[string, string, number], TaskRow>(
       `SELECT * FROM tasks
        WHERE run_id = ? AND state IN ('submitted', 'running', 'stalled') AND (next_poll_at IS NULL OR next_poll_at <= ?)
@@ -482,10 +495,18 @@ export class TaskStore {
     return rows.map(toTask);
   }
 
-  /** Every state with its count (zero included). */
+  /**
+   * Every state with its count (zero included), as shown: the pending tasks that wait for a person's
+   * approval of a reviewed upstream counted as `awaiting_review` (src/store/shown-state.ts).
+   */
   countTasksByState(runId: string): Record<TaskState, number> {
     const counts = emptyTaskCounts();
     for (const { state, n } of this.#countByState.iterate(runId)) counts[state] = n;
+    if (counts.pending > 0) {
+      const awaiting = this.#countAwaitingReview.get(runId) ?? 0;
+      counts.pending -= awaiting;
+      counts.awaiting_review = awaiting;
+    }
     return counts;
   }
 

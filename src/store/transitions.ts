@@ -9,6 +9,9 @@ export const TASK_MOVES: Readonly<Record<TaskState, readonly TaskState[]>> = {
   // `rejected` without a POST: a chained task whose filled-in request breaks its model's rules.
   // `skipped`: a downstream of a result the user rejected (issue 25); never sent, nothing charged.
   pending: ['submitting', 'blocked', 'rejected', 'skipped'],
+  // Shown, never stored (src/store/shown-state.ts): the table keeps such a task `pending`, so nothing moves
+  // from or to it.
+  awaiting_review: [],
   // The POST may have gone out: only its answer (or the lack of one) decides what comes next.
   submitting: ['submitted', 'rejected', 'pending', 'in_doubt'],
   // A late answer (or a callback naming the job) can resolve the doubt; a retry happens only on request.
@@ -53,6 +56,7 @@ export const WATCHED: readonly TaskState[] = ['submitted', 'running', 'stalled']
 /** States a run has not finished with: a later `run` has work to do for them. */
 export const UNFINISHED: readonly TaskState[] = [
   'pending',
+  'awaiting_review',
   'submitting',
   'submitted',
   'running',
@@ -65,7 +69,10 @@ export const UNFINISHED: readonly TaskState[] = [
  * States of a task that still owes the user something: sent (so paid or possibly paid) and not on
  * disk yet. An older run holding such tasks is resumed before a new run starts.
  */
-export const OWED: readonly TaskState[] = [...UNFINISHED.filter((s) => s !== 'pending'), 'in_doubt'];
+export const OWED: readonly TaskState[] = [
+  ...UNFINISHED.filter((s) => s !== 'pending' && s !== 'awaiting_review'),
+  'in_doubt',
+];
 
 /** States where tokens were (or may have been) spent and no result is on disk. */
 export const PAID_WITHOUT_RESULT: readonly TaskState[] = ['in_doubt', 'unfetched', 'lost'];

@@ -8,8 +8,13 @@ export type Clock = () => Date;
 export const RUN_STATES = ['running', 'interrupted', 'finished', 'refused'] as const;
 export type RunState = (typeof RUN_STATES)[number];
 
+/**
+ * Every state a user sees. `awaiting_review` is shown, never stored: a pending task that waits for a
+ * person's approval of a reviewed upstream (derived in src/store/shown-state.ts; the table keeps `pending`).
+ */
 export const TASK_STATES = [
   'pending',
+  'awaiting_review',
   'submitting',
   'in_doubt',
   'submitted',
@@ -25,6 +30,9 @@ export const TASK_STATES = [
   'skipped',
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
+
+/** The states a row of the tasks table can hold (its CHECK): every shown state but `awaiting_review`. */
+export const STORED_TASK_STATES: readonly TaskState[] = TASK_STATES.filter((s) => s !== 'awaiting_review');
 
 /** A count of 0 for every task state, in TASK_STATES order: where per-state tallies start. */
 export function emptyTaskCounts(): Record<TaskState, number> {

@@ -4,6 +4,7 @@
 
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
+import { shownStateSql, storedStatesFor } from './shown-state.js';
 import type { FileRecord, TaskState } from './types.js';
 
 /** The orders of the task list: results newest first, or by task id. */
@@ -140,9 +141,14 @@ interface TaskListRow {
   est_max: number;
 }
 
-const LIST_COLUMNS = `task_id, img_uuid, seq, model, state, error, submitted_at, finished_at, updated_at, body, est_tokens, est_max`;
-/** Filters shared by every list statement; null parameters switch a filter off. */
-const FILTERS = `(:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+// The state as shown (awaiting_review for a pending task waiting for a person: src/store/shown-state.ts).
+const LIST_COLUMNS = `task_id, img_uuid, seq, model, ${shownStateSql('tasks')} AS state, error, submitted_at, finished_at, updated_at, body, est_tokens, est_max`;
+/**
+ * Filters shared by every list statement; null parameters switch a filter off. `:stored` are the stored
+ * states behind the shown ones of `:states` (awaiting_review is stored as pending).
+ */
+const FILTERS = `(:states IS NULL OR (state IN (SELECT value FROM json_each(:stored))
+    AND ${shownStateSql('tasks')} IN (SELECT value FROM json_each(:states))))
   AND (:model IS NULL OR model = :model)
   AND (:q IS NULL OR instr(lower(task_id), :q) > 0 OR instr(lower(body), :q) > 0
        OR instr(lower(coalesce(error, '')), :q) > 0)`;
@@ -154,6 +160,7 @@ const FILTERS = `(:states IS NULL OR state IN (SELECT value FROM json_each(:stat
 interface ListParams {
   runId: string;
   states: string | null;
+  stored: string | null;
   model: string | null;
   q: string | null;
   finishedAt: string;
@@ -206,7 +213,7 @@ export class ViewReadStore {
     // Few tasks in the wanted states: read them through (run_id, state, …) and sort them.
     this.#finishedSmall = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks INDEXED BY tasks_by_state
-       WHERE run_id = :runId AND state IN (SELECT value FROM json_each(:states)) AND finished_at IS NOT NULL
+       WHERE run_id = :runId AND state IN (SELECT value FROM json_each(:stored)) AND finished_at IS NOT NULL
          AND (finished_at, task_id) < (:finishedAt, :taskId)
          AND ${FILTERS}
        ORDER BY finished_at DESC, task_id DESC LIMIT :limit`,
@@ -224,7 +231,7 @@ export class ViewReadStore {
     );
     this.#byIdSmall = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks INDEXED BY tasks_by_state
-       WHERE run_id = :runId AND state IN (SELECT value FROM json_each(:states))
+       WHERE run_id = :runId AND state IN (SELECT value FROM json_each(:stored))
          AND task_id > :taskId AND ${FILTERS}
        ORDER BY task_id LIMIT :limit`,
     );
@@ -358,12 +365,14 @@ export class ViewReadStore {
     const base = {
       runId: query.runId,
       states: query.states && query.states.length > 0 ? JSON.stringify(query.states) : null,
+      stored: query.states && query.states.length > 0 ? JSON.stringify(storedStatesFor(query.states)) : null,
       model: query.model ?? null,
       q: query.q ? query.q.toLowerCase() : null,
     };
     const small =
       base.states !== null &&
-      (this.#countsOf.get({ runId: query.runId, states: base.states }) ?? 0) <= SMALL_SET;
+      base.stored !== null &&
+      (this.#countsOf.get({ runId: query.runId, states: base.stored }) ?? 0) <= SMALL_SET;
     let rows: TaskListRow[];
     let next: ViewCursor | null = null;
     const after = query.after;

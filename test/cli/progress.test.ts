@@ -4,6 +4,7 @@ import type { TaskState } from '../../src/store/index.js';
 
 const counts = (over: Partial<Record<TaskState, number>>): Record<TaskState, number> => ({
   pending: 0,
+  awaiting_review: 0,
   submitting: 0,
   in_doubt: 0,
   submitted: 0,

@@ -86,7 +86,7 @@ describe('limits', () => {
     ]);
   });
 
-  it('loads 100,000 tasks from a CSV in a few seconds', async () => {
+  it('loads 100,000 tasks from a CSV (its speed is measured by npm run bench, not here)', async () => {
     const lines = ['n,text,voice'];
     for (let i = 1; i <= 100_000; i++) lines.push(`${i},Line number ${i} of the script,v${i % 7}`);
     const text = `version: 1
@@ -99,7 +99,7 @@ tasks:
     foreach: lines.csv
     input: { text: "{{row.text}}", voice_id: "{{row.voice}}", extra: { fixed: [1, 2, 3] } }
 `;
-    const [result, ms] = await timed(() => loadText(text, { 'lines.csv': `${lines.join('\n')}\n` }));
+    const result = await loadText(text, { 'lines.csv': `${lines.join('\n')}\n` });
     if (!result.ok) throw new Error(result.problems.map(formatProblem).join('\n'));
     const { tasks } = result.manifest;
     expect(tasks).toHaveLength(100_000);
@@ -108,7 +108,6 @@ tasks:
       input: { speed: 1.1, format: 'mp3', text: 'Line number 100000 of the script', voice_id: 'v5' },
     });
     expect(tasks[0]?.locate).toBe(tasks[99_999]?.locate);
-    expect(ms).toBeLessThan(5000);
   });
 });
 

@@ -356,6 +356,14 @@ describe.skipIf(SKIP_BROWSER)(`the gallery's review badges and filter in ${CHROM
         .locator('#grid .card')
         .evaluateAll((cards) => cards.map((c) => c.getAttribute('data-id')));
       expect(shown).toEqual(['still-mug-1', 'still-mug-4']);
+      // Their downstreams, in the state of their own: a filter of its own.
+      const waits = page.locator('#f-status .chip[data-status="awaiting_review"]');
+      expect(await waits.innerText()).toMatch(/^waits for review\s*2$/);
+      await waits.click();
+      const waiting = await page
+        .locator('#grid .card')
+        .evaluateAll((cards) => cards.map((c) => c.getAttribute('data-id')));
+      expect(waiting).toEqual(['clip-mug-1', 'clip-mug-4']);
     } finally {
       await browser.close();
       await rm(profile, { recursive: true, force: true });

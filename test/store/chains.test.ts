@@ -3,7 +3,7 @@
 // and unblocked downstreams follow their upstreams.
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { TASK_STATES } from '../../src/store/types.js';
+import { STORED_TASK_STATES } from '../../src/store/types.js';
 import { task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
@@ -53,7 +53,9 @@ describe('chains in the store', () => {
     const ids = specs.map((s) => s.taskId);
     for (let i = 0; i < 1_500; i++) {
       const state =
-        random() < 0.4 ? 'done' : (TASK_STATES[Math.floor(random() * TASK_STATES.length)] ?? 'pending');
+        random() < 0.4
+          ? 'done'
+          : (STORED_TASK_STATES[Math.floor(random() * STORED_TASK_STATES.length)] ?? 'pending');
       update.run(state, ids[Math.floor(random() * ids.length)]);
     }
     raw.close();

@@ -3,7 +3,7 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
-import { TASK_STATES } from '../../src/store/types.js';
+import { STORED_TASK_STATES, TASK_STATES } from '../../src/store/types.js';
 import { task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
@@ -47,7 +47,7 @@ describe('task counts per state', () => {
     const random = sequence(7);
     const update = raw.prepare('UPDATE tasks SET state = ? WHERE run_id = ? AND task_id = ?');
     for (let i = 0; i < 2_000; i++) {
-      const state = TASK_STATES[Math.floor(random() * TASK_STATES.length)] ?? 'pending';
+      const state = STORED_TASK_STATES[Math.floor(random() * STORED_TASK_STATES.length)] ?? 'pending';
       update.run(state, 'r1', `t${Math.floor(random() * 300)}`);
     }
     raw.prepare("DELETE FROM tasks WHERE run_id = 'r1' AND task_id IN ('t250', 't251')").run();

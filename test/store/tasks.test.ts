@@ -131,6 +131,7 @@ describe('queries', () => {
     submit(store, 'r1', 'a', 'uuid-a', 3);
     expect(store.countTasksByState('r1')).toEqual<Record<TaskState, number>>({
       pending: 2,
+      awaiting_review: 0,
       submitting: 0,
       in_doubt: 0,
       submitted: 1,

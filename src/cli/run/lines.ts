@@ -223,6 +223,7 @@ export function failureLine(runId: string, c: Record<TaskState, number>): string
 
 export function describeCounts(c: Record<TaskState, number>): string {
   const parts = [`${c.done} done`];
+  if (c.awaiting_review) parts.push(`${c.awaiting_review} awaiting review`);
   if (c.failed) parts.push(`${c.failed} failed`);
   if (c.in_doubt) parts.push(`${c.in_doubt} in doubt`);
   if (c.rejected) parts.push(`${c.rejected} rejected`);
@@ -231,7 +232,8 @@ export function describeCounts(c: Record<TaskState, number>): string {
   if (c.lost) parts.push(`${c.lost} lost`);
   if (c.unfetched) parts.push(`${c.unfetched} unfetched`);
   if (c.stalled) parts.push(`${c.stalled} stalled`);
-  const unfinished = UNFINISHED.reduce((n, s) => (s === 'unfetched' || s === 'stalled' ? n : n + c[s]), 0);
+  const named = ['unfetched', 'stalled', 'awaiting_review'];
+  const unfinished = UNFINISHED.reduce((n, s) => (named.includes(s) ? n : n + c[s]), 0);
   if (unfinished) parts.push(`${unfinished} unfinished`);
   return parts.join(', ');
 }

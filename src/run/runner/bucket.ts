@@ -5,7 +5,7 @@
 
 import { Readable } from 'node:stream';
 import { type ObjectPut, ObjectPutError } from '../../api/download.js';
-import { type Storage, StorageError } from '../../storage/index.js';
+import { joinKey, type Storage, StorageError } from '../../storage/index.js';
 import { scrub } from '../../util/secrets.js';
 
 export interface BucketOutput {
@@ -23,8 +23,9 @@ export function objectUrl(output: BucketOutput, key: string): string {
 export function bucketPut(output: BucketOutput): ObjectPut {
   return async (key, body, info) => {
     try {
-      await output.storage.putStream(key, body, info);
-      return { location: objectUrl(output, key) };
+      const stored = await output.storage.putStream(key, body, info);
+      // The bucket's own count of what it received: compared with the download's digest.
+      return { location: objectUrl(output, key), sha256: stored.sha256 };
     } catch (error) {
       if (error instanceof StorageError) throw new ObjectPutError(error.message, error.transient);
       throw error;
@@ -58,4 +59,28 @@ export async function abortUnfinishedUploads(
   let aborted = 0;
   for (const upload of unfinished) if (await output.storage.abort(upload)) aborted++;
   return { aborted, left: unfinished.length - aborted };
+}
+
+/**
+ * A re-roll keeps the result it replaces in the bucket too: each object of the earlier result (and the
+ * task's job.json and sheet.json) is copied server-side to `<run>/<task>/attempt-<n>/`. Idempotent: copying again gives the
+ * same objects, so a run killed halfway copies the rest next time. The newest result later overwrites
+ * `<run>/<task>/`.
+ */
+export async function keepEarlierInBucket(
+  output: BucketOutput,
+  taskFolder: string,
+  attempt: number,
+  locations: readonly string[],
+): Promise<number> {
+  const folderKey = joinKey(output.runKey, taskFolder);
+  const prefix = objectUrl(output, '');
+  const keys = new Set(locations.filter((l) => l.startsWith(prefix)).map((l) => l.slice(prefix.length)));
+  for (const name of ['job.json', 'sheet.json']) keys.add(joinKey(folderKey, name));
+  let copied = 0;
+  for (const key of keys) {
+    const name = key.slice(key.lastIndexOf('/') + 1);
+    if (await output.storage.copy(key, joinKey(folderKey, `attempt-${attempt}`, name))) copied++;
+  }
+  return copied;
 }

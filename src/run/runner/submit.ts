@@ -5,6 +5,7 @@
 import type { SubmitOutcome } from '../../api/outcome.js';
 import { findEntry } from '../../catalog/index.js';
 import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
+import { finishEarlierResult } from '../../review/index.js';
 import type { TaskRecord } from '../../store/index.js';
 import { fromMicro, toMicro } from '../../util/money.js';
 import { fitsBudget } from '../preflight.js';
@@ -279,6 +280,9 @@ export class Submitter {
         return;
       }
     }
+    // A re-roll's earlier result is kept (attempt-<n>/) before the new one can overwrite it; usually done
+    // when it was asked for, here after a process that died in between.
+    if (task.review && task.attempt > 1) await this.#keepEarlier(task);
     const body = JSON.parse(task.wireBody) as RequestBody;
     // The per-task callback URL carries the run's token; it is added when sending, so the stored request
     // (and its hash) stays the same whatever receiver a resumed run uses.
@@ -369,6 +373,12 @@ export class Submitter {
     core.releaseSlot(task.taskId);
     core.progress();
     return undefined;
+  }
+
+  async #keepEarlier(task: TaskRecord): Promise<void> {
+    const { store } = this.#core.deps;
+    const run = store.getRun(this.#core.opts.runId);
+    if (run !== undefined) await finishEarlierResult(store, run, task.taskId, this.#core.opts.bucket);
   }
 
   #gaveUp(task: TaskRecord, outcome: SubmitOutcome, attempts: number): void {
