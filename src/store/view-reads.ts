@@ -182,7 +182,12 @@ export class ViewReadStore {
   readonly #spendOf;
   readonly #ledgerOfTask;
   readonly #spendAfter;
+  readonly #spendBetween;
   readonly #modelStates;
+  readonly #modelStatesIn;
+  readonly #rowidBounds;
+  readonly #finishedChunk;
+  readonly #maxLedgerId;
   readonly #finishedBuckets;
   readonly #failures;
   readonly #blocked;
@@ -261,6 +266,29 @@ export class ViewReadStore {
        FROM ledger AS l JOIN tasks AS t ON t.run_id = l.run_id AND t.task_id = l.task_id
        WHERE l.id > ? AND +l.run_id = ? GROUP BY second, t.model, l.kind ORDER BY second`,
     );
+    // The same over a bounded id range: a large ledger read in short statements (no long snapshot).
+    this.#spendBetween = db.prepare<[number, number, string], SpendBucket>(
+      `SELECT substr(l.at, 1, 19) AS second, t.model, l.kind, total(l.tokens) AS tokens, count(*) AS rows,
+         max(l.id) AS lastId
+       FROM ledger AS l JOIN tasks AS t ON t.run_id = l.run_id AND t.task_id = l.task_id
+       WHERE l.id > ? AND l.id <= ? AND +l.run_id = ? GROUP BY second, t.model, l.kind ORDER BY second`,
+    );
+    this.#maxLedgerId = db.prepare<[], number | null>('SELECT max(id) FROM ledger').pluck();
+    this.#rowidBounds = db.prepare<[string, string], { lo: number | null; hi: number | null }>(
+      `SELECT (SELECT min(rowid) FROM tasks WHERE run_id = ?) AS lo,
+         (SELECT max(rowid) FROM tasks WHERE run_id = ?) AS hi`,
+    );
+    this.#modelStatesIn = db.prepare<{ runId: string; lo: number; hi: number }, ModelStateRow>(
+      `SELECT model, state, count(*) AS tasks, total(est_tokens) AS estimated, total(est_max) AS estimatedMax
+       FROM tasks WHERE rowid BETWEEN :lo AND :hi AND +run_id = :runId GROUP BY model, state`,
+    );
+    this.#finishedChunk = db
+      .prepare<[string, string, string, number], [string, string]>(
+        `SELECT finished_at, task_id FROM tasks INDEXED BY tasks_by_finished
+         WHERE run_id = ? AND finished_at IS NOT NULL AND (finished_at, task_id) > (?, ?)
+         ORDER BY finished_at, task_id LIMIT ?`,
+      )
+      .raw();
     // The run's rows as one range of the table (see runTotals in report-reads.ts): a million in ~1 s.
     this.#modelStates = db.prepare<{ runId: string }, ModelStateRow>(
       `SELECT model, state, count(*) AS tasks, total(est_tokens) AS estimated, total(est_max) AS estimatedMax
@@ -433,6 +461,32 @@ export class ViewReadStore {
   /** A run's ledger after row `afterId`, summed per second, model and kind. */
   spendAfter(runId: string, afterId: number): SpendBucket[] {
     return this.#spendAfter.all(afterId, runId);
+  }
+
+  /** The run's ledger rows with ids in (afterId, upTo], summed per second, model and kind. */
+  spendBetween(runId: string, afterId: number, upTo: number): SpendBucket[] {
+    return this.#spendBetween.all(afterId, upTo, runId);
+  }
+
+  /** The newest ledger row id of any run (0 when empty). */
+  maxLedgerId(): number {
+    return this.#maxLedgerId.get() ?? 0;
+  }
+
+  /** The lowest and highest rowid of the run's tasks (undefined when it has none). */
+  taskRowids(runId: string): { lo: number; hi: number } | undefined {
+    const row = this.#rowidBounds.get(runId, runId);
+    return row?.lo == null || row.hi == null ? undefined : { lo: row.lo, hi: row.hi };
+  }
+
+  /** modelStates over the run's tasks with rowids in [lo, hi]: one short read of a large run. */
+  modelStatesIn(runId: string, lo: number, hi: number): ModelStateRow[] {
+    return this.#modelStatesIn.all({ runId, lo, hi });
+  }
+
+  /** Finish times and task ids after the cursor (finished_at, task_id), oldest first, at most `limit`. */
+  finishedAfter(runId: string, at: string, taskId: string, limit: number): Array<[string, string]> {
+    return this.#finishedChunk.all(runId, at, taskId, limit);
   }
 
   /** A run's tasks per model and state with their estimates. */

@@ -8,6 +8,8 @@ import { shownRunState } from '../run/lease.js';
 import { runLocation } from '../run/output.js';
 import {
   emptyTaskCounts,
+  FAILURE_STATES,
+  type FailureGroup,
   type ModelStateRow,
   NOT_ON_DISK,
   type RunRecord,
@@ -17,59 +19,30 @@ import {
   UNFINISHED,
 } from '../store/index.js';
 import { roundTokens } from '../util/money.js';
-import { type FinishedSeries, finishedSeries, type ModelSpend, SpendSeries } from './series.js';
+import { RunFigures } from './figures.js';
+import { finishedSeries, type ModelSpend } from './series.js';
 
 /** The version of every JSON answer (`v`); it moves when a field changes meaning or goes away. */
 export const VIEW_API_VERSION = 1;
 
-/**
- * A value recomputed when the database moved: at once when it is cheap (< CHEAP_MS), otherwise no
- * sooner than 8× its last cost. A throttled value is stale until asked again: the change feed nudges
- * the pages (staleRuns) so that the last change of a run always reaches them.
- */
-class Cached<T> {
-  #value: T | undefined;
-  #version = -1;
-  #at = 0;
-  #took = 0;
-  constructor(readonly compute: () => T) {}
-  #ready(): boolean {
-    return this.#took < CHEAP_MS || performance.now() - this.#at >= Math.max(150, 8 * this.#took);
-  }
-  get(version: number): T {
-    if (this.#value === undefined || (version !== this.#version && this.#ready())) {
-      const start = performance.now();
-      this.#value = this.compute();
-      this.#took = performance.now() - start;
-      this.#at = performance.now();
-      this.#version = version;
-    }
-    return this.#value;
-  }
-  /** Computed before, behind `version`, and allowed to be computed again now. */
-  staleAndReady(version: number): boolean {
-    return this.#value !== undefined && version !== this.#version && this.#ready();
-  }
-}
-
-const CHEAP_MS = 20;
-
 interface RunCache {
-  spend: SpendSeries;
-  models: Cached<ModelStateRow[]>;
-  finished: Cached<FinishedSeries>;
+  figures: RunFigures;
+  /** The failures grouped by reason (a pass over every failed task), and the counts they were read at. */
+  failures?: { key: string; groups: FailureGroup[] };
 }
 
 export class ViewData {
   readonly #store: Store;
   readonly #cwd: string;
   readonly #now: () => Date;
+  readonly #onError: (message: string) => void;
   readonly #runs = new Map<string, RunCache>();
-  /** Moves with every commit of another connection (PRAGMA data_version). */
-  #version = 0;
+  /** Told when a run's costly figures were brought up to date in the background. */
+  onFresh: (runId: string) => void = () => undefined;
 
-  constructor(store: Store, opts: { cwd: string; now?: () => Date }) {
+  constructor(store: Store, opts: { cwd: string; now?: () => Date; onError?: (message: string) => void }) {
     this.#store = store;
+    this.#onError = opts.onError ?? (() => undefined);
     this.#cwd = opts.cwd;
     this.#now = opts.now ?? (() => new Date());
   }
@@ -78,18 +51,23 @@ export class ViewData {
     return this.#store;
   }
 
-  /** Called by the change poller with the latest data version. */
-  setVersion(version: number): void {
-    this.#version = version;
+  /**
+   * Called by the change poller: the figures of every run a page asked for are brought up to date
+   * (in the background for a large run), so that the last change of a run always reaches the pages.
+   */
+  keepUp(): void {
+    for (const runId of this.#runs.keys()) this.#figures(runId, this.#store.countTasksByState(runId));
   }
 
-  /** Runs whose cached figures are behind the database and may be recomputed now. */
-  staleRuns(): string[] {
-    const stale: string[] = [];
-    for (const [id, c] of this.#runs) {
-      if ([c.models, c.finished].some((x) => x.staleAndReady(this.#version))) stale.push(id);
-    }
-    return stale;
+  /** Stops the background reads (before the store closes); resolves when none is in flight. */
+  async stop(): Promise<void> {
+    for (const c of this.#runs.values()) c.figures.stop();
+    await this.settled();
+  }
+
+  /** Resolves when no background pass is in flight (tests and the bench). */
+  async settled(): Promise<void> {
+    for (const c of this.#runs.values()) await c.figures.settled();
   }
 
   /** `<output>/<run>` on disk, or `s3://…/<run>`. */
@@ -108,9 +86,9 @@ export class ViewData {
     const now = this.#now();
     const state = shownRunState(this.#store, recorded, now);
     const counts = this.#store.countTasksByState(recorded.id);
-    const spent = this.#spend(recorded.id);
-    const last = spent.points().at(-1);
-    const plan = planOf(this.#cache(recorded.id).models.get(this.#version));
+    const figures = this.#figures(recorded.id, counts);
+    const last = figures.spend.points().at(-1);
+    const plan = planOf(figures.models ?? []);
     const running = state === 'running' && recorded.startedAt !== null;
     const settings = recorded.settings as { budget?: unknown } | null;
     const total = TASK_STATES.reduce((n, s) => n + counts[s], 0);
@@ -143,17 +121,20 @@ export class ViewData {
   runDetail(run: RunRecord): Record<string, unknown> {
     const head = this.runHead(run);
     const counts = head['by_state'] as Record<TaskState, number>;
-    const cache = this.#cache(run.id);
+    const figures = this.#cache(run.id).figures;
     const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
-    const finished = cache.finished.get(this.#version);
+    const finished = finishedSeries(figures.finishedBuckets(), unfinished, this.#now());
     const doubt = this.#store.viewReads.inDoubtFigures(run.id);
     const paid = this.#store.notOnDiskByState(run.id);
     const manifest = run.manifestPath;
     return {
       v: VIEW_API_VERSION,
+      // False while a large run's cost table and series are first read (in the background): they are
+      // empty or behind, and a `run` event follows when they are in.
+      figures_ready: figures.ready,
       run: head,
-      models: modelsJson(cache.models.get(this.#version), this.#spend(run.id).byModel),
-      failures: this.#store.viewReads.failuresByReason(run.id),
+      models: modelsJson(figures.models ?? [], figures.spend.byModel),
+      failures: this.#failures(run.id, counts),
       in_doubt: {
         tasks: doubt.tasks,
         advice: doubt.tasks > 0 ? inDoubtAdvice(doubt.tasks, manifest) : null,
@@ -170,7 +151,7 @@ export class ViewData {
       chains: this.#store.viewReads.blockedChains(run.id, 50),
       spend_series: {
         columns: ['time_ms', 'charged', 'refunded', 'net'],
-        points: this.#spend(run.id).points(),
+        points: figures.spend.points(),
         budget: head['budget'],
         worst_case: head['worst_case'],
       },
@@ -187,26 +168,38 @@ export class ViewData {
   #cache(runId: string): RunCache {
     let cache = this.#runs.get(runId);
     if (cache === undefined) {
-      const reads = this.#store.viewReads;
-      cache = {
-        spend: new SpendSeries(),
-        models: new Cached(() => reads.modelStates(runId)),
-        finished: new Cached(() => {
-          const counts = this.#store.countTasksByState(runId);
-          const left = UNFINISHED.reduce((n, s) => n + counts[s], 0);
-          return finishedSeries(reads.finishedBuckets(runId), left, this.#now());
-        }),
-      };
+      const figures = new RunFigures(
+        this.#store.viewReads,
+        runId,
+        () => this.onFresh(runId),
+        (error) => this.#onError(error instanceof Error ? (error.stack ?? error.message) : String(error)),
+      );
+      cache = { figures };
       this.#runs.set(runId, cache);
     }
     return cache;
   }
 
-  /** The spend series, brought up to date with the ledger rows written since the last look. */
-  #spend(runId: string): SpendSeries {
-    const series = this.#cache(runId).spend;
-    series.add(this.#store.viewReads.spendAfter(runId, series.lastId));
-    return series;
+  /** The failures by reason, read again only when the count of a failure state moved. */
+  #failures(runId: string, counts: Record<TaskState, number>): FailureGroup[] {
+    const cache = this.#cache(runId);
+    const key = JSON.stringify(FAILURE_STATES.map((s) => counts[s]));
+    if (cache.failures?.key !== key) {
+      cache.failures = { key, groups: this.#store.viewReads.failuresByReason(runId) };
+    }
+    return cache.failures.groups;
+  }
+
+  /** The run's costly figures, asked to catch up with its counts and ledger (cheap signals). */
+  #figures(runId: string, counts: Record<TaskState, number>): RunFigures {
+    const figures = this.#cache(runId).figures;
+    const countsKey = JSON.stringify(counts);
+    const key = `${countsKey}|${this.#store.viewReads.maxLedgerId()}`;
+    if (figures.behind(key) || !figures.ready) {
+      const tasks = TASK_STATES.reduce((n, s) => n + counts[s], 0);
+      figures.want(key, countsKey, tasks, tasks - UNFINISHED.reduce((n, s) => n + counts[s], 0));
+    }
+    return figures;
   }
 }
 

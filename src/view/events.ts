@@ -29,10 +29,15 @@ export class ChangeFeed {
   #seq = 0;
   /** After the first look: a run that appears later is new, and all of it is news. */
   #primed = false;
-  readonly #nudged = new Set<string>();
+  #stopped = false;
 
   constructor(data: ViewData) {
     this.#data = data;
+    // A large run's figures caught up in the background: the pages ask again, so they show them.
+    data.onFresh = (runId) => {
+      const run = data.store.getRun(runId);
+      if (run !== undefined) this.#emit([{ event: 'run', data: this.#runEvent(run) }]);
+    };
   }
 
   start(): void {
@@ -44,6 +49,7 @@ export class ChangeFeed {
   }
 
   stop(): void {
+    this.#stopped = true;
     clearInterval(this.#timer);
     clearInterval(this.#heartbeat);
     for (const client of this.#clients) client.end();
@@ -52,6 +58,12 @@ export class ChangeFeed {
 
   /** Adds a page; it gets every later event (it read the current state through the JSON API). */
   subscribe(res: ServerResponse): void {
+    // A page that reconnects while the view closes is let go at once: a held stream would keep the
+    // server from closing (its connection never goes idle).
+    if (this.#stopped) {
+      res.end();
+      return;
+    }
     this.#clients.add(res);
     res.write(`retry: 1000\n\n`);
     res.on('close', () => this.#clients.delete(res));
@@ -61,33 +73,23 @@ export class ChangeFeed {
     return this.#clients.size;
   }
 
-  /** One look: nothing read beyond the signals unless they moved. Returns the events sent. */
+  /**
+   * One look: nothing read beyond the signals unless they moved. Returns the events sent. The costly
+   * figures of the runs pages asked for are brought up to date on every look (a throttled pass of a
+   * large run included), so the last change of a run always shows.
+   */
   tick(): ViewEvent[] {
     const signals = this.#data.store.viewReads.changeSignals();
     const key = JSON.stringify(signals);
-    if (key === this.#lastSignals) return this.#nudge();
+    if (key === this.#lastSignals) {
+      this.#data.keepUp();
+      return [];
+    }
     this.#lastSignals = key;
-    this.#data.setVersion(signals.dataVersion);
     const events = this.#changes();
     this.#primed = true;
     this.#emit(events);
-    return events;
-  }
-
-  /**
-   * Nothing moved, but figures computed while the run went (throttled at a large run) are behind: one
-   * `run` event per run and data version makes the pages ask again, so the last change shows too.
-   */
-  #nudge(): ViewEvent[] {
-    const events: ViewEvent[] = [];
-    for (const runId of this.#data.staleRuns()) {
-      const key = `${runId}@${this.#lastSignals}`;
-      if (this.#nudged.has(key)) continue;
-      this.#nudged.add(key);
-      const run = this.#data.store.getRun(runId);
-      if (run !== undefined) events.push({ event: 'run', data: this.#runEvent(run) });
-    }
-    this.#emit(events);
+    this.#data.keepUp();
     return events;
   }
 

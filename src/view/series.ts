@@ -32,6 +32,11 @@ export class SpendSeries {
     return this.#lastId;
   }
 
+  /** Every ledger row up to `id` has been read (a range of ids with none of this run's rows moves it too). */
+  through(id: number): void {
+    this.#lastId = Math.max(this.#lastId, id);
+  }
+
   add(buckets: readonly SpendBucket[]): void {
     for (const b of buckets) {
       const model = this.byModel.get(b.model) ?? { charged: 0, refunded: 0, jobs: 0 };

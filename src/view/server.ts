@@ -84,7 +84,8 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   }
   const token = o.token ?? newToken();
   const host = o.host ?? '127.0.0.1';
-  const data = new ViewData(store, { cwd: o.cwd, ...(o.now ? { now: o.now } : {}) });
+  const onError = (message: string) => o.onError?.(scrub(message));
+  const data = new ViewData(store, { cwd: o.cwd, onError, ...(o.now ? { now: o.now } : {}) });
   const feed = new ChangeFeed(data);
   const app = Fastify({ logger: false, return503OnClosing: false });
   const ctx: RouteContext = {
@@ -101,13 +102,14 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   };
   guard(ctx);
   routes(ctx);
-  // The costly figures (a pass over a large run's rows) of the run the address opens, or the newest, are
-  // read before the address is printed: the first page then draws at once.
+  // The costly figures of the run the address opens, or the newest, start to be read (in the background
+  // at a large run): the address prints at once and the page shows them as they come in.
   const first = o.run === undefined ? store.listRuns()[0] : store.getRun(o.run);
-  if (first !== undefined) data.runDetail(first);
+  if (first !== undefined) data.runHead(first);
   try {
     await app.listen({ host, port: o.port ?? 0 });
   } catch (error) {
+    await data.stop();
     store.close();
     throw error;
   }
@@ -124,6 +126,7 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
     async close() {
       feed.stop();
       await app.close();
+      await data.stop();
       store.close();
     },
   };
