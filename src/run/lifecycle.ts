@@ -2,7 +2,7 @@
 // (the Runner with its lease, its callback receiver and its policy), and the close (the balance after,
 // the final state, the report). The CLI and the scheduler call these and only word the outcome.
 
-import { createReadStream, existsSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -19,6 +19,7 @@ import { reportFiles, writeReport } from '../report/index.js';
 import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
 import type { Logger } from '../util/log.js';
+import { bucketExtraReader, putReportFiles } from './bucket-report.js';
 import {
   type CallbackHint,
   type CallbackReceiver,
@@ -509,29 +510,9 @@ export async function writeBucketReport(
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
       writeTo: join(temp, resultsRunId(session.runId)),
-      // The cards' character sheets and songs, from the task folders in the bucket.
-      readExtra: async (folder, name) => {
-        try {
-          return JSON.parse(
-            (await bucket.storage.getBytes(`${bucket.runKey}/${folder}/${name}`)).toString('utf8'),
-          );
-        } catch {
-          return undefined;
-        }
-      },
+      readExtra: bucketExtraReader(bucket.storage, bucket.runKey),
     });
-    const types: Record<string, string> = {
-      json: 'application/json',
-      csv: 'text/csv; charset=utf-8',
-      markdown: 'text/markdown; charset=utf-8',
-      gallery: 'text/html; charset=utf-8',
-    };
-    for (const [kind, path] of Object.entries(written.files)) {
-      // Streamed: the report of a large run is not held in memory.
-      await bucket.storage.putStream(`${bucket.runKey}/${basename(path)}`, createReadStream(path), {
-        contentType: types[kind] ?? 'application/octet-stream',
-      });
-    }
+    await putReportFiles(bucket.storage, bucket.runKey, written.files);
     await beforeRemoving?.(written.files);
     const url = (path: string) => objectUrl(bucket, `${bucket.runKey}/${basename(path)}`);
     return { files: { markdown: url(written.files.markdown), gallery: url(written.files.gallery) } };

@@ -2,7 +2,6 @@
 // an s3:// prefix), merges them (src/report/merge.ts) and writes the run's one report and gallery beside
 // the results: into the folder, or put into the bucket under the same prefix.
 
-import { createReadStream } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -11,6 +10,7 @@ import { writeMergedReport } from '../report/merge-write.js';
 import { type Report, reportSchema } from '../report/schema.js';
 import type { StorageConfig } from '../storage/config.js';
 import { createStorage, type Storage } from '../storage/index.js';
+import { bucketExtraReader, putReportFiles } from './bucket-report.js';
 import { isBucketLocation, resolveOutput } from './output.js';
 
 /** A shard's report file: `report.shard-<i>-of-<n>.json`. */
@@ -143,27 +143,9 @@ async function writeToBucket(
   try {
     const written = await writeMergedReport(report, url, {
       writeTo: join(temp, 'run'),
-      readExtra: async (folder, name) => {
-        try {
-          return JSON.parse(
-            (await bucket.storage.getBytes(`${bucket.prefix}/${folder}/${name}`)).toString('utf8'),
-          );
-        } catch {
-          return undefined;
-        }
-      },
+      readExtra: bucketExtraReader(bucket.storage, bucket.prefix),
     });
-    const types: Record<string, string> = {
-      json: 'application/json',
-      csv: 'text/csv; charset=utf-8',
-      markdown: 'text/markdown; charset=utf-8',
-      gallery: 'text/html; charset=utf-8',
-    };
-    for (const [kind, path] of Object.entries(written)) {
-      await bucket.storage.putStream(`${bucket.prefix}/${basename(path)}`, createReadStream(path), {
-        contentType: types[kind] ?? 'application/octet-stream',
-      });
-    }
+    await putReportFiles(bucket.storage, bucket.prefix, written);
     const at = (path: string) => `${url}/${basename(path)}`;
     return { json: at(written.json), markdown: at(written.markdown), gallery: at(written.gallery) };
   } finally {

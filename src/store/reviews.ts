@@ -6,6 +6,7 @@
 import { scrub } from '../util/secrets.js';
 import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
+import { type FileRow, toFile } from './files.js';
 import { awaitsReviewSql, shownStateSql } from './shown-state.js';
 import { type TaskRow, toTask } from './task-rows.js';
 import { fromIso, toIso } from './time.js';
@@ -65,18 +66,6 @@ interface DecisionRow {
   decided_by: string;
   decided_at: string;
   version: number;
-}
-
-interface FileRow {
-  run_id: string;
-  task_id: string;
-  idx: number;
-  kind: FileRecord['kind'];
-  path: string;
-  bytes: number;
-  sha256: string;
-  source_host: string | null;
-  completed_at: string;
 }
 
 type Key = { runId: string; taskId: string };
@@ -406,19 +395,5 @@ function toDecision(row: DecisionRow): DecisionRecord {
     decidedBy: row.decided_by,
     decidedAt: fromIso(row.decided_at),
     version: row.version,
-  };
-}
-
-function toFile(row: FileRow): FileRecord {
-  return {
-    runId: row.run_id,
-    taskId: row.task_id,
-    index: row.idx,
-    kind: row.kind,
-    path: row.path,
-    bytes: row.bytes,
-    sha256: row.sha256,
-    sourceHost: row.source_host,
-    completedAt: fromIso(row.completed_at),
   };
 }
