@@ -1,6 +1,7 @@
 // The view's page: a hash router over three pages and one EventSource. A change in the state file
 // arrives as an event within about a quarter of a second; counters move at once, the rest is read
-// again through the JSON API (at most every REFRESH_MS).
+// again through the JSON API (at most every REFRESH_MS). Each route has a token: a page still loading
+// when the reader moves on is dropped, so a slow answer never draws over the newer page.
 import { h } from './dom.js';
 import { runPage, runsPage, taskPage } from './pages.js';
 
@@ -8,11 +9,17 @@ import { runPage, runsPage, taskPage } from './pages.js';
  * The page reads the run again at most this often while events arrive (counters move at once from the
  * event itself): a live run of thousands of tasks then costs the machine little, as the runner shares it.
  */
-const REFRESH_MS = 600;
+const REFRESH_MS = 2000;
+/** Events that come together (one commit touches several rows) are gathered into one read. */
+const GATHER_MS = 150;
 const main = document.getElementById('main');
 const live = document.getElementById('live');
-let current = { onRun() {}, refresh: async () => {} };
+const IDLE = { onRun() {}, refresh: async () => {} };
+let current = IDLE;
 let pending = null;
+let reading = false;
+let again = false;
+let lastRead = Number.NEGATIVE_INFINITY;
 let routeSeq = 0;
 
 function parseRoute() {
@@ -25,32 +32,55 @@ function parseRoute() {
 
 async function route() {
   const seq = ++routeSeq;
+  /** Still the route the reader is on: pages check it after every answer before they draw. */
+  const isCurrent = () => seq === routeSeq;
   const r = parseRoute();
+  // The old page's refreshes stop at once: an answer for it must not land on the new one.
+  current = IDLE;
   delete main.dataset.ready;
   try {
     const page =
       r.page === 'task'
-        ? await taskPage(main, r.run, r.task)
+        ? await taskPage(main, r.run, r.task, isCurrent)
         : r.page === 'run'
-          ? await runPage(main, r.run)
-          : await runsPage(main);
-    if (seq === routeSeq) current = page;
+          ? await runPage(main, r.run, isCurrent)
+          : await runsPage(main, isCurrent);
+    if (!isCurrent() || page === null) return;
+    current = page;
     document.title = r.page === 'runs' ? 'mediabatch view' : `${r.task ?? r.run} · mediabatch view`;
   } catch (error) {
-    main.replaceChildren(h('p.error', { role: 'alert' }, String(error.message ?? error)));
+    if (isCurrent()) main.replaceChildren(h('p.error', { role: 'alert' }, String(error.message ?? error)));
   }
 }
 
+/**
+ * One read at a time, started at most every REFRESH_MS (counted from the start of the last read); the
+ * first after a quiet spell waits only GATHER_MS, so a single change shows at once. Events that come
+ * while a read is in flight ask for one more after it.
+ */
 function scheduleRefresh() {
+  if (reading) {
+    again = true;
+    return;
+  }
   if (pending !== null) return;
+  const wait = Math.max(GATHER_MS, lastRead + REFRESH_MS - Date.now());
   pending = setTimeout(async () => {
     pending = null;
+    reading = true;
+    lastRead = Date.now();
     try {
       await current.refresh();
     } catch (error) {
       live.textContent = `update failed: ${error.message ?? error}`;
+    } finally {
+      reading = false;
+      if (again) {
+        again = false;
+        scheduleRefresh();
+      }
     }
-  }, REFRESH_MS);
+  }, wait);
 }
 
 function connect() {

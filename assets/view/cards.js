@@ -3,7 +3,8 @@
 import { h, taskHref, tokens } from './dom.js';
 
 function media(f, alt) {
-  if (f.kind === 'image') return h('img.thumb', { src: f.url, alt, loading: 'lazy' });
+  // Lazy and decoded off the main thread: a fast run's new results cost nothing until scrolled to.
+  if (f.kind === 'image') return h('img.thumb', { src: f.url, alt, loading: 'lazy', decoding: 'async' });
   if (f.kind === 'video') return h('video.player', { src: f.url, controls: true, preload: 'metadata' });
   if (f.kind === 'audio') return h('audio.player', { src: f.url, controls: true, preload: 'none' });
   return h('a.file', { href: f.url }, f.name);

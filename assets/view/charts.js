@@ -32,8 +32,13 @@ function chart(el, opts, data, label) {
     el.setAttribute('aria-label', label(d));
   };
   mark(data);
+  let shown = JSON.stringify(data);
   return {
+    /** Redraws only when the points moved: a live run's reads mostly bring the same series. */
     update(next) {
+      const text = JSON.stringify(next);
+      if (text === shown) return;
+      shown = text;
       plot.setData(next);
       mark(next);
     },

@@ -1,6 +1,7 @@
 // The pages: the runs list, a run (counters, charts, tables, results grid) and a task. Each page
 // returns an object whose `refresh()` the live feed calls; sections are replaced in place, and result
-// cards are kept by task id, so a playing video or the focused element survives an update.
+// cards are kept by task id, so a playing video or the focused element survives an update. Each page
+// gets `isCurrent()` from the router and asks it after every answer: a stale answer draws nothing.
 import { api } from './api.js';
 import { card } from './cards.js';
 import { finishedChart, spendChart } from './charts.js';
@@ -50,18 +51,23 @@ function table(headers, rows, attrs = {}) {
   );
 }
 
+/** Puts `el` where the element with this id is, unless that one already shows the same (no redraw). */
 function replace(id, el) {
   const old = document.getElementById(id);
   el.id = id;
+  if (old?.isEqualNode(el)) return old;
   if (old) old.replaceWith(el);
   return el;
 }
 
+const always = () => true;
+
 // ---- runs list --------------------------------------------------------------------------------------
 
-export async function runsPage(main) {
+export async function runsPage(main, isCurrent = always) {
   const render = async () => {
     const { runs } = await api.runs();
+    if (!isCurrent()) return;
     const rows = runs.map((r) => [
       h('a', { href: runHref(r.id) }, r.id),
       h(`span.state.r-${r.state}`, {}, r.state),
@@ -80,7 +86,8 @@ export async function runsPage(main) {
   };
   main.replaceChildren(h('section', { id: 'runs' }));
   await render();
-  return { refresh: render, onRun: () => render() };
+  // A run event only asks for a read (the router gathers them, at most one every ~2 s).
+  return { refresh: render, onRun() {} };
 }
 
 // ---- a run ------------------------------------------------------------------------------------------
@@ -107,13 +114,26 @@ function counters(run) {
   );
 }
 
-function money(run, f) {
+/** Said instead of figures while a large run's cost table and series are first read (figures_ready). */
+const READING = 'figures are being read…';
+
+function money(d) {
+  const { run, finished_series: f } = d;
   const rate = f.rate_per_minute === null ? 'no rate yet' : `${tokens(f.rate_per_minute)} tasks/min`;
   const eta = f.estimated_end
     ? `estimated end ${time(f.estimated_end)} UTC`
     : f.unfinished === 0
       ? 'all finished'
       : 'no estimate yet';
+  if (!d.figures_ready) {
+    return h(
+      'p.money',
+      { id: 'money', dataset: { figures: 'reading' } },
+      `Spend: ${READING}`,
+      h('br'),
+      h('span', { id: 'rate' }, `${run.finished}/${run.tasks} finished · active ${duration(run.active_ms)}`),
+    );
+  }
   return h(
     'p.money',
     { id: 'money' },
@@ -129,6 +149,9 @@ function money(run, f) {
 }
 
 function models(d) {
+  if (!d.figures_ready) {
+    return h('section', { id: 'models' }, h('h2', {}, 'Cost by model'), h('p.muted.reading', {}, READING));
+  }
   return h(
     'section',
     { id: 'models' },
@@ -264,7 +287,7 @@ function filters(d, state, onChange) {
 }
 
 /** The results grid: cards kept by task id across refreshes; "More" reads the next page by cursor. */
-function resultsGrid(run) {
+function resultsGrid(run, isCurrent) {
   const grid = h('div.grid', { id: 'grid', 'aria-live': 'polite' });
   const more = h('button.more', { type: 'button', hidden: true }, 'More results');
   const byId = new Map();
@@ -281,11 +304,14 @@ function resultsGrid(run) {
       return el;
     });
     if (append) grid.append(...els);
-    else grid.replaceChildren(...els);
+    // The same cards in the same order: nothing is touched (an image or a playing video stays as is).
+    else if (els.length !== grid.children.length || els.some((el, i) => grid.children[i] !== el))
+      grid.replaceChildren(...els);
     grid.dataset.count = String(grid.children.length);
   };
   const load = async (append) => {
     const page = await api.tasks(run, { ...query, limit: 48, cursor: append ? cursor : null });
+    if (!isCurrent()) return;
     cursor = page.next_cursor;
     more.hidden = cursor === null;
     place(page.tasks, append);
@@ -307,14 +333,21 @@ function resultsGrid(run) {
   };
 }
 
-export async function runPage(main, run) {
-  const results = resultsGrid(run);
+/** Said above the charts while the figures are first read; empty once they are in. */
+function figuresNote(d) {
+  return h('p.muted.reading', { id: 'figures-note' }, d.figures_ready ? null : `Charts: ${READING}`);
+}
+
+export async function runPage(main, run, isCurrent = always) {
+  const results = resultsGrid(run, isCurrent);
   let d = await api.run(run);
+  if (!isCurrent()) return null;
   let spend;
   let finished;
   const draw = () => {
     replace('counters', counters(d.run));
-    replace('money', money(d.run, d.finished_series));
+    replace('money', money(d));
+    replace('figures-note', figuresNote(d));
     replace('models', models(d));
     replace('failures', failures(run, d));
     replace('in-doubt', advice(d));
@@ -329,7 +362,8 @@ export async function runPage(main, run) {
     h('h1', {}, run, ' ', h(`span.state.r-${d.run.state}`, { id: 'run-state' }, d.run.state)),
     h('p.muted', {}, d.run.manifest),
     counters(d.run),
-    money(d.run, d.finished_series),
+    money(d),
+    figuresNote(d),
     h(
       'div.charts',
       {},
@@ -352,6 +386,7 @@ export async function runPage(main, run) {
   spend = spendChart(spendEl, d.spend_series);
   finished = finishedChart(finishedEl, d.finished_series);
   await results.load(false);
+  if (!isCurrent()) return null;
   main.dataset.ready = 'run';
   return {
     onRun(event) {
@@ -373,7 +408,9 @@ export async function runPage(main, run) {
       if (state) state.textContent = event.state;
     },
     async refresh() {
-      d = await api.run(run);
+      const next = await api.run(run);
+      if (!isCurrent()) return;
+      d = next;
       draw();
       await results.refresh();
     },
@@ -473,8 +510,9 @@ function taskBody(run, d) {
   );
 }
 
-export async function taskPage(main, run, task) {
+export async function taskPage(main, run, task, isCurrent = always) {
   let d = await api.task(run, task);
+  if (!isCurrent()) return null;
   main.replaceChildren(taskBody(run, d));
   main.dataset.ready = 'task';
   let state = d.task.state;
@@ -482,6 +520,7 @@ export async function taskPage(main, run, task) {
     onRun() {},
     async refresh() {
       const next = await api.task(run, task);
+      if (!isCurrent()) return;
       // Redrawn only when it moved, so a playing video is not restarted by another task's change.
       if (next.task.state === state && next.ledger.length === d.ledger.length) return;
       state = next.task.state;
