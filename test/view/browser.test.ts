@@ -18,6 +18,8 @@ requireBrowser();
 
 // The callbacks below run in the page: the browser's globals, typed as far as these tests use them.
 declare const window: { marker?: number; scrollTo(x: number, y: number): void };
+/** A card the test marked (an expando: a card drawn again loses it). */
+type Marked = HTMLElement & { seen?: number };
 declare const document: {
   querySelector(s: string): HTMLElement | null;
   querySelectorAll(s: string): { length: number };
@@ -138,6 +140,12 @@ describe.skipIf(SKIP_BROWSER)('mediabatch view in chromium, live', () => {
     await link.focus();
     await page.keyboard.press('Enter');
     await page.waitForSelector('main[data-ready="run"]');
+    // Every read of the run's JSON while it goes: the page must stay calm (at most one every ~2 s).
+    const reads: number[] = [];
+    page.on('request', (r) => {
+      if (new URL(r.url()).pathname === '/api/runs/batch') reads.push(Date.now());
+    });
+    let marked: string | undefined;
 
     const seen = { done: new Set<number>(), points: new Set<string>(), cards: new Set<string>() };
     const look = async () => {
@@ -145,6 +153,13 @@ describe.skipIf(SKIP_BROWSER)('mediabatch view in chromium, live', () => {
       seen.points.add(await page.$eval('#spend-chart', (el) => `${(el as HTMLElement).dataset.last}`));
       // Result cards gain their image or video as results land.
       seen.cards.add(String(await page.locator('#grid .card .media > *').count()));
+      // A finished card, marked once: it is not drawn again while the other results land.
+      marked ??= await page
+        .$eval('#grid .card[data-state="done"]', (el) => {
+          (el as Marked).seen = 1;
+          return el.dataset.task;
+        })
+        .catch(() => undefined);
     };
     while (runner.proc.exitCode === null) {
       await look();
@@ -164,6 +179,11 @@ describe.skipIf(SKIP_BROWSER)('mediabatch view in chromium, live', () => {
     expect(seen.done.size).toBeGreaterThanOrEqual(3);
     expect(seen.points.size).toBeGreaterThanOrEqual(3);
     expect(seen.cards.size).toBeGreaterThanOrEqual(3);
+    expect(marked).toBeDefined();
+    expect(await page.$eval(`#grid .card[data-task="${marked}"]`, (el) => (el as Marked).seen ?? 0)).toBe(1);
+    const gaps = reads.slice(1).map((t, i) => t - (reads[i] ?? 0));
+    expect(reads.length).toBeGreaterThanOrEqual(2);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(1900);
     // The charts follow within a second (they are read again after the counters move).
     const finished = count('SELECT count(*) FROM tasks WHERE finished_at IS NOT NULL');
     await page.waitForFunction(
