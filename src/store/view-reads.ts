@@ -24,6 +24,8 @@ export interface ViewTaskQuery {
   /** Only tasks in these states (none: all). */
   states?: readonly TaskState[];
   model?: string;
+  /** Only reviewed results nobody decided on yet (the filter "awaiting review"). */
+  awaiting?: boolean;
   /** Text in the task id, the request or the error (case-insensitive). */
   q?: string;
   after?: ViewCursor;
@@ -48,6 +50,11 @@ export interface ViewTaskRow {
   charged: number;
   refunded: number;
   files: FileRecord[];
+  /** Its result must be chosen (`review: true`); verdict, attempt and version as decisions need them. */
+  review: boolean;
+  verdict: 'approved' | 'rejected' | null;
+  attempt: number;
+  version: number;
 }
 
 export interface ViewTaskPage {
@@ -138,12 +145,17 @@ interface TaskListRow {
   body: string;
   est_tokens: number;
   est_max: number;
+  review: number;
+  verdict: 'approved' | 'rejected' | null;
+  attempt: number;
+  version: number;
 }
 
-const LIST_COLUMNS = `task_id, img_uuid, seq, model, state, error, submitted_at, finished_at, updated_at, body, est_tokens, est_max`;
+const LIST_COLUMNS = `task_id, img_uuid, seq, model, state, error, submitted_at, finished_at, updated_at, body, est_tokens, est_max, review, verdict, attempt, version`;
 /** Filters shared by every list statement; null parameters switch a filter off. */
 const FILTERS = `(:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
   AND (:model IS NULL OR model = :model)
+  AND (:awaiting = 0 OR (review = 1 AND verdict IS NULL AND state = 'done'))
   AND (:q IS NULL OR instr(lower(task_id), :q) > 0 OR instr(lower(body), :q) > 0
        OR instr(lower(coalesce(error, '')), :q) > 0)`;
 
@@ -153,6 +165,7 @@ const FILTERS = `(:states IS NULL OR state IN (SELECT value FROM json_each(:stat
  */
 interface ListParams {
   runId: string;
+  awaiting: 0 | 1;
   states: string | null;
   model: string | null;
   q: string | null;
@@ -331,6 +344,7 @@ export class ViewReadStore {
       runId: query.runId,
       states: query.states && query.states.length > 0 ? JSON.stringify(query.states) : null,
       model: query.model ?? null,
+      awaiting: query.awaiting ? (1 as const) : (0 as const),
       q: query.q ? query.q.toLowerCase() : null,
     };
     const small =
@@ -406,6 +420,10 @@ export class ViewReadStore {
       charged: spend.get(row.task_id)?.charged ?? 0,
       refunded: spend.get(row.task_id)?.refunded ?? 0,
       files: files.get(row.task_id) ?? [],
+      review: row.review === 1,
+      verdict: row.verdict,
+      attempt: row.attempt,
+      version: row.version,
     }));
   }
 
