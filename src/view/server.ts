@@ -95,7 +95,7 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
     feed,
     token,
     assets: loadAssets(),
-    index: indexHtml(),
+    index: indexHtml(token),
     headers: securityHeaders(o.mediaOrigins ?? []),
     hosts: new Set<string>(),
     port: 0,
