@@ -178,6 +178,11 @@ function guard(ctx: RouteContext): void {
   });
   app.setErrorHandler((error, _request, reply) => {
     if (error instanceof QueryError) return reply.code(400).send({ v: 1, error: error.message });
+    // Fastify's own answers to a bad request (a body that is not JSON, another content type): said as they are.
+    const status = (error as { statusCode?: unknown }).statusCode;
+    if (typeof status === 'number' && status >= 400 && status < 500) {
+      return reply.code(status).send({ v: 1, error: `body: ${(error as Error).message}` });
+    }
     ctx.opts.onError?.(scrub(error instanceof Error ? (error.stack ?? error.message) : String(error)));
     return reply.code(500).send({ v: 1, error: 'internal error of the view; see the log' });
   });

@@ -230,3 +230,17 @@ describe('writes', () => {
     expect(unknown.json['error']).toBe('task nope: not in run batch');
   });
 });
+
+describe('a body that is not JSON', () => {
+  it('is a 400 that says so, not an internal error', async () => {
+    const answer = await raw(
+      view.port,
+      '/api/runs/batch/decisions',
+      { ...writer(), 'content-type': 'application/json', 'content-length': '3' },
+      'POST',
+      '{x}',
+    );
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.text).error).toMatch(/^body: /);
+  });
+});

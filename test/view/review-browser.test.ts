@@ -7,6 +7,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { request } from 'undici';
@@ -29,6 +30,7 @@ interface HTMLElement {
 const blur = (p: Page) => p.evaluate(() => document.activeElement?.blur());
 
 const KEY = 'view-review-key';
+const SCREENSHOT = fileURLToPath(new URL('../../docs/images/view-review.png', import.meta.url));
 const MANIFEST = `version: 1
 name: batch
 concurrency: 4
@@ -171,6 +173,7 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
     await expect
       .poll(() => page.locator('#grid .card.current').getAttribute('data-task'))
       .toBe('still-mug-1');
+    await page.locator('#results').screenshot({ path: SCREENSHOT });
     await page.keyboard.press('a');
     await expect.poll(() => statusText(page)).toBe('still-mug-1: approved');
     await waitUntil(
