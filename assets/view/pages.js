@@ -340,6 +340,26 @@ function resultsGrid(run) {
   };
 }
 
+/** The results: filters, the bar that decides for the selected cards, the keys, the grid. */
+function resultsSection(run, d, results) {
+  return h(
+    'section',
+    { id: 'results', dataset: { reviewRun: run } },
+    h('h2', {}, 'Results'),
+    filters(d, results.query, (n, v) => results.set(n, v)),
+    d.review ? bulkBar(run) : null,
+    d.review
+      ? h(
+          'p.muted.keys',
+          {},
+          'Keys: j/k or arrows move · a approve · r reject · shift+R or e re-roll · x select (then a, r or R decide for the selection)',
+        )
+      : null,
+    results.grid,
+    results.more,
+  );
+}
+
 export async function runPage(main, run) {
   const results = resultsGrid(run);
   let d = await api.run(run);
@@ -375,22 +395,7 @@ export async function runPage(main, run) {
     failures(run, d),
     models(d),
     chains(run, d),
-    h(
-      'section',
-      { id: 'results', dataset: { reviewRun: run } },
-      h('h2', {}, 'Results'),
-      filters(d, results.query, (n, v) => results.set(n, v)),
-      d.review ? bulkBar(run) : null,
-      d.review
-        ? h(
-            'p.muted.keys',
-            {},
-            'Keys: j/k or arrows move · a approve · r reject · shift+R or e re-roll · x select (then a, r or R decide for the selection)',
-          )
-        : null,
-      results.grid,
-      results.more,
-    ),
+    resultsSection(run, d, results),
   );
   spend = spendChart(spendEl, d.spend_series);
   finished = finishedChart(finishedEl, d.finished_series);
@@ -449,19 +454,23 @@ function links(run, list) {
   );
 }
 
-function taskBody(run, d) {
+/** Every decision on a reviewed task, oldest first. */
+function decisions(review) {
+  if (!review) return null;
+  return [
+    h('h2', {}, 'Decisions'),
+    table(
+      ['verdict', 'attempt', 'note', 'by', 'at'],
+      review.decisions.map((x) => [x.verdict, x.attempt, x.note ?? '', x.by, time(x.at)]),
+      { id: 'decisions' },
+    ),
+  ];
+}
+
+/** The crumbs, the title with the state and the review badge, the error, the decision buttons. */
+function taskHead(run, d) {
   const t = d.task;
-  const reviewable = d.review && t.state === 'done';
-  return h(
-    'div',
-    {
-      id: 'task',
-      dataset: {
-        reviewRun: run,
-        task: t.id,
-        ...(reviewable ? { version: String(d.review.version) } : {}),
-      },
-    },
+  return [
     h(
       'nav.crumbs',
       {},
@@ -482,6 +491,23 @@ function taskBody(run, d) {
     ),
     t.error ? h('p.error', {}, t.error) : null,
     d.review ? reviewControls(run, { id: t.id, state: t.state, review: d.review }) : null,
+  ];
+}
+
+function taskBody(run, d) {
+  const t = d.task;
+  const reviewable = d.review && t.state === 'done';
+  return h(
+    'div',
+    {
+      id: 'task',
+      dataset: {
+        reviewRun: run,
+        task: t.id,
+        ...(reviewable ? { version: String(d.review.version) } : {}),
+      },
+    },
+    taskHead(run, d),
     h('div.media.big', {}, card(run, { ...t, net: 0, files: d.files, text: {} }).querySelector('.media')),
     kv([
       ['model', t.model],
@@ -496,14 +522,7 @@ function taskBody(run, d) {
       ['job duration', t.job_duration === null ? null : `${t.job_duration} s`],
       ['polls', t.polls],
     ]),
-    d.review ? h('h2', {}, 'Decisions') : null,
-    d.review
-      ? table(
-          ['verdict', 'attempt', 'note', 'by', 'at'],
-          d.review.decisions.map((x) => [x.verdict, x.attempt, x.note ?? '', x.by, time(x.at)]),
-          { id: 'decisions' },
-        )
-      : null,
+    decisions(d.review),
     h('h2', {}, 'Request as sent'),
     h('pre.json', { id: 'request' }, JSON.stringify(d.request, null, 2)),
     h('h2', {}, 'Attempts'),

@@ -266,8 +266,20 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
     await expect
       .poll(() => page.locator('#grid .card.current').getAttribute('data-task'))
       .toBe('still-mug-3');
-    await page.keyboard.press('r');
+    // In bulk this time: x selects it, the bar above the grid rejects the selection with its note.
+    await page.keyboard.press('x');
+    await expect.poll(() => page.locator('#selected-count').textContent()).toBe('1 selected');
+    await page.fill('#bulk input.note', 'the handle again');
+    await page.click('#bulk button.v-reject');
     await expect.poll(() => statusText(page)).toBe('still-mug-3: rejected');
+    expect(
+      rows<{ verdict: string; note: string; attempt: number }>(
+        "SELECT verdict, note, attempt FROM decisions WHERE task_id = 'still-mug-3' ORDER BY id",
+      ),
+    ).toEqual([
+      { verdict: 'reroll', note: null, attempt: 1 },
+      { verdict: 'reject', note: 'the handle again', attempt: 2 },
+    ]);
     expect(await runner.exited).toBe(0);
     const end = await sandboxState();
     expect(end.jobs.map((j) => j.model).filter((m) => m === 'studio-2-6')).toHaveLength(1);
