@@ -17,6 +17,8 @@ export interface Measured {
   peakRssMb: number;
   /** How the peak RSS was read. */
   rssBy: 'time -v' | 'VmHWM';
+  /** User plus system CPU seconds of the command (time -v); NaN without /usr/bin/time. */
+  cpuSeconds: number;
 }
 
 export interface SpawnMeasuredOptions {
@@ -75,7 +77,11 @@ export function spawnMeasured(argv: string[], opts: SpawnMeasuredOptions): Promi
       if (interrupt) clearTimeout(interrupt);
       const ms = performance.now() - start;
       let peakKb = hwmKb;
+      let cpuSeconds = Number.NaN;
       if (viaTime) {
+        const user = Number(/User time \(seconds\): ([\d.]+)/.exec(stderr)?.[1] ?? Number.NaN);
+        const system = Number(/System time \(seconds\): ([\d.]+)/.exec(stderr)?.[1] ?? Number.NaN);
+        cpuSeconds = user + system;
         peakKb = Number(/Maximum resident set size \(kbytes\): (\d+)/.exec(stderr)?.[1] ?? Number.NaN);
         stderr = stderr.replace(/\tCommand being timed:[\s\S]*$/, '');
       }
@@ -86,6 +92,7 @@ export function spawnMeasured(argv: string[], opts: SpawnMeasuredOptions): Promi
         ms,
         peakRssMb: peakKb > 0 ? round(peakKb / 1024, 1) : Number.NaN,
         rssBy: viaTime ? 'time -v' : 'VmHWM',
+        cpuSeconds,
       });
     });
   });

@@ -18,6 +18,8 @@ export interface NaiveOptions {
   concurrency: number;
   pollMs: number;
   tasks: NaiveTask[];
+  /** Filled with when each task's job was seen finished (epoch ms), by task id. */
+  seen?: Map<string, number>;
 }
 
 interface Envelope<T> {
@@ -55,6 +57,7 @@ export async function naiveLoop(o: NaiveOptions): Promise<Map<string, number>> {
         if (status === 'failed') break;
         const link = record.data?.json?.[0]?.value;
         if (status !== 'success' || !link) continue;
+        o.seen?.set(task.id, Date.now());
         const bytes = new Uint8Array(await (await fetch(link)).arrayBuffer());
         const path = join(o.dir, `${task.id}.bin`);
         const file = await open(`${path}.part`, 'w');

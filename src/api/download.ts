@@ -1,23 +1,31 @@
 // Downloads one result file: streamed (memory stays flat whatever the size), capped, counted, bounded
-// in time, written to a random exclusive temporary file, fsynced, and only then renamed into place, so
-// a file under its final name is always complete and no planted link can redirect the write.
+// in time, and stored by one of two sinks through the same reading loop: a file (a random exclusive
+// temporary file, fsynced, and only then renamed into place, so a file under its final name is always
+// complete and no planted link can redirect the write; download-file.ts) or a bucket object (below).
 import { createHash } from 'node:crypto';
-import { type FileHandle, readdir, rename, rm } from 'node:fs/promises';
+import { once } from 'node:events';
+import { readdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
-import { Readable, Transform, Writable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { PassThrough, type Readable } from 'node:stream';
 import { type Dispatcher, getGlobalDispatcher, request } from 'undici';
-import { detectMediaType, SNIFF_BYTES, type TypedBy } from '../media/kind.js';
+import { detectMediaType, type MediaType, SNIFF_BYTES, type TypedBy } from '../media/kind.js';
+
 import type { MediaKind } from '../media/types.js';
 import {
   isTempFor,
-  openExclusive,
   prepareFolderFor,
   randomHex,
   syncFolder as syncFolderOf,
   tempPathFor,
 } from '../util/fsatomic.js';
+import { DiskError, type DownloadFailed, DownloadFailure, fail, type Sink, toDisk } from './download-core.js';
+import { openFileSink } from './download-file.js';
 import { describeNetworkError } from './outcome.js';
+
+export { SYNC_EVERY_BYTES, THREAD_MIN_BYTES, WRITE_BLOCK_BYTES } from './download-file.js';
+
+/** What the bytes, the Content-Type or the name said the result is. */
+type Detected = MediaType & { typedBy: TypedBy };
 
 export interface DownloadOptions {
   /** Refuse (and stop reading) beyond this many bytes. */
@@ -58,16 +66,7 @@ export interface DownloadOptions {
   random?: () => string;
 }
 
-export type DownloadFailureType =
-  | 'bad-url'
-  | 'expired'
-  /** HTTP 401/403/404/410 on the link: fetch the job record again and try its fresh link. */
-  | 'link-refused'
-  | 'too-large'
-  | 'truncated'
-  | 'http-error'
-  | 'network'
-  | 'disk';
+export type { DownloadFailed, DownloadFailureType } from './download-core.js';
 
 export interface DownloadSuccess {
   ok: true;
@@ -84,47 +83,7 @@ export interface DownloadSuccess {
   typedBy?: TypedBy;
 }
 
-export interface DownloadFailed {
-  ok: false;
-  type: DownloadFailureType;
-  message: string;
-  /** Trying the same link again may work (a network hiccup, a cut-off transfer, a 5xx). */
-  retrySafe: boolean;
-  httpStatus?: number;
-  /** For 'disk': the errno code (ENOSPC, EROFS, …) or EUNSAFEPATH. */
-  localCode?: string;
-  /** Set for 'disk': the trouble is on this machine, not at the server; retrying the link cannot help. */
-  local?: true;
-}
-
 export type DownloadResult = DownloadSuccess | DownloadFailed;
-
-class DownloadFailure extends Error {
-  constructor(readonly failure: DownloadFailed) {
-    super(failure.message);
-  }
-}
-
-const fail = (type: DownloadFailureType, message: string, retrySafe: boolean, httpStatus?: number): never => {
-  throw new DownloadFailure({
-    ok: false,
-    type,
-    message,
-    retrySafe,
-    ...(httpStatus !== undefined && { httpStatus }),
-  });
-};
-
-/** A local file-system error, kept whole so that its code reaches the caller. */
-class DiskError extends Error {
-  constructor(override readonly cause: unknown) {
-    super(cause instanceof Error ? cause.message : String(cause));
-  }
-}
-
-const toDisk = (error: unknown): never => {
-  throw error instanceof DiskError || error instanceof DownloadFailure ? error : new DiskError(error);
-};
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 const REFUSED = new Set([401, 403, 404, 410]);
@@ -195,30 +154,6 @@ function header(headers: Record<string, string | string[] | undefined>, name: st
   const value = headers[name];
   return Array.isArray(value) ? value[0] : value;
 }
-
-/** Writes all of `bytes` at `position`: an explicit position keeps the file in order when two writes overlap. */
-async function writeAllAt(file: FileHandle, bytes: Buffer, position: number): Promise<void> {
-  let offset = 0;
-  while (offset < bytes.length) {
-    const { bytesWritten } = await file.write(bytes, offset, bytes.length - offset, position + offset);
-    offset += bytesWritten;
-  }
-}
-
-/**
- * Bytes gathered from the network (about 64 KB a chunk) before one write: a write per chunk costs a
- * system call and a thread-pool round trip each. Not more: on the bench machine (a VM, Linux 6.18, ext4)
- * larger writes fill the page cache with larger folios, whose fresh memory is slower to fill. Kernel
- * time measured for a 200 MB download: 1 MB blocks 600 ms, 256 KB 250 ms; for 500 MB: 256 KB 1.0 s,
- * 128 KB 0.6 s (ratio to curl 0.45 against 0.57; at 200 MB 128 and 256 KB were even).
- */
-export const WRITE_BLOCK_BYTES = 128 * 1024;
-
-/**
- * Blocks in the ring. With two, one written at a time, a 500 MB download waited for the disk at almost
- * every block; four, up to three written at once, measured 0.71 of curl against 0.64 (8 runs each).
- */
-const WRITE_BLOCKS = 4;
 
 /** fsync of the folder makes the rename itself durable. */
 async function syncFolder(folder: string): Promise<void> {
@@ -297,128 +232,6 @@ async function openResponse(
   }
 }
 
-/**
- * Streams a body to a new temporary file through a ring of blocks: one fills from the network while the
- * others are being written, so reading waits for the disk only when it is all the other blocks behind.
- * Each block is hashed just before its write, so the digest is of exactly the bytes written. Memory is
- * the ring (512 KB), whatever the size; a body under one block gets one block of its own size.
- */
-async function streamToFile(
-  body: Dispatcher.ResponseData['body'],
-  temp: string,
-  maxBytes: number,
-  declared: number | undefined,
-  progress: { bytes: number },
-): Promise<{ bytes: number; sha256: string; head: Buffer }> {
-  const hash = createHash('sha256');
-  const handle = await openExclusive(temp).catch(toDisk);
-  const blockSize = Math.max(1, Math.min(WRITE_BLOCK_BYTES, declared ?? WRITE_BLOCK_BYTES));
-  // Allocated when first needed: a small image never holds a second block, an empty body none.
-  const blocks: (Buffer | undefined)[] = new Array(WRITE_BLOCKS).fill(undefined);
-  // Never rejected: a write's error is kept in `failed` and reported at the next step or at the end.
-  const writing: (Promise<void> | undefined)[] = new Array(WRITE_BLOCKS).fill(undefined);
-  let failed: DiskError | undefined;
-  let current = 0;
-  let filled = 0;
-  let position = 0;
-  let head = Buffer.alloc(0);
-
-  const startWrite = (): void => {
-    const block = blocks[current];
-    if (block === undefined || filled === 0) return;
-    const bytes = block.subarray(0, filled);
-    hash.update(bytes);
-    const index = current;
-    // Writes may overlap (one thread-pool round trip between two writes left the disk idle): each goes
-    // to its own position, so the file is in order whichever finishes first.
-    writing[index] = writeAllAt(handle, bytes, position).then(
-      () => {
-        writing[index] = undefined;
-      },
-      (error: unknown) => {
-        writing[index] = undefined;
-        failed ??= new DiskError(error);
-      },
-    );
-    position += filled;
-    filled = 0;
-    current = (current + 1) % WRITE_BLOCKS;
-  };
-
-  let stopped = false;
-  const settle = async (): Promise<void> => {
-    while (writing.some((write) => write !== undefined)) await Promise.all(writing);
-  };
-
-  /** Copies `chunk` from `from` on into the blocks, waiting only for a block whose write is not done. */
-  const take = (chunk: Buffer, from: number, done: (error?: Error | null) => void): void => {
-    let offset = from;
-    while (offset < chunk.length) {
-      // The body broke off while this chunk waited for a block: nothing more is written.
-      if (stopped) return;
-      if (failed) {
-        done(failed);
-        return;
-      }
-      const pending = writing[current];
-      if (pending !== undefined) {
-        void pending.then(() => take(chunk, offset, done));
-        return;
-      }
-      let block = blocks[current];
-      if (block === undefined) {
-        // Unfilled bytes are never written (only subarray(0, filled) is), so no old memory can leak out.
-        block = Buffer.allocUnsafeSlow(blockSize);
-        blocks[current] = block;
-      }
-      const copied = chunk.copy(block, filled, offset, Math.min(chunk.length, offset + blockSize - filled));
-      filled += copied;
-      offset += copied;
-      if (filled === blockSize) startWrite();
-    }
-    done();
-  };
-
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      progress.bytes += chunk.length;
-      if (progress.bytes > maxBytes) {
-        done(new DownloadFailure({ ok: false, type: 'too-large', message: '', retrySafe: false }));
-        return;
-      }
-      if (head.length < SNIFF_BYTES)
-        head = Buffer.concat([head, chunk.subarray(0, SNIFF_BYTES - head.length)]);
-      take(chunk, 0, done);
-    },
-    final(done) {
-      startWrite();
-      settle()
-        .then(() => {
-          if (failed) throw failed;
-          return handle.sync().catch((error: unknown) => {
-            throw new DiskError(error);
-          });
-        })
-        .then(
-          () => done(),
-          (error: unknown) => done(error as Error),
-        );
-    },
-    destroy(error, callback) {
-      stopped = true;
-      callback(error);
-    },
-  });
-  try {
-    await pipeline(body, sink);
-  } finally {
-    // A write still under way when the body broke off finishes before the file is closed and removed.
-    await settle();
-    await handle.close().catch(() => {});
-  }
-  return { bytes: progress.bytes, sha256: hash.digest('hex'), head };
-}
-
 function positive(options: DownloadOptions, name: keyof DownloadOptions, required: boolean): void {
   const value = options[name];
   if (value === undefined && !required) return;
@@ -427,11 +240,6 @@ function positive(options: DownloadOptions, name: keyof DownloadOptions, require
   }
 }
 
-/**
- * Downloads `url` to `destPath` (or, with detectType, to destPath with the extension its bytes call
- * for) through a random temporary file beside it. The folder is created if missing and must be a real
- * folder. Never throws for network, server or disk trouble, and never leaves a temporary file behind.
- */
 /** Every wait has an end: bodyTimeout bounds each pause, this bounds the whole body (at a minimum rate). */
 function bodyDeadline(
   response: Dispatcher.ResponseData,
@@ -504,106 +312,217 @@ async function openResult(
   return { final, response, declared };
 }
 
-// One function on purpose: the temporary file's whole life (open, stream, check, fsync, rename or remove)
-// is kept in one try/finally, so that no path out of it can leave a partial file behind.
+/** Where an attempt got to, for the message of a transfer that broke off. */
+interface Attempt {
+  url: string;
+  start?: URL;
+  declared?: number;
+  progress: { bytes: number };
+}
+
+type Opened = Awaited<ReturnType<typeof openResult>>;
+
+function checkOptions(options: DownloadOptions): void {
+  positive(options, 'maxBytes', true);
+  positive(options, 'timeoutMs', true);
+  positive(options, 'minBytesPerSecond', false);
+  positive(options, 'minDeadlineMs', false);
+}
+
+async function openAttempt(attempt: Attempt, options: DownloadOptions): Promise<Opened> {
+  attempt.start = checkUrl(attempt.url);
+  const opened = await openResult(attempt.start, options);
+  attempt.declared = opened.declared;
+  return opened;
+}
+
+/** What a body gave: its size, the SHA-256 of what the sink stored, and its first bytes (they name the type). */
+interface Received {
+  bytes: number;
+  sha256: string;
+  head: Buffer;
+}
+
+/**
+ * The one reading loop of both sinks (file and bucket). Every chunk is counted and checked against the cap
+ * before the sink sees it. The sink is opened once the first bytes are in (a bucket object is named by
+ * them), or at the end of a shorter body. On any failure the sink is aborted before this throws.
+ */
+async function receive(
+  body: Dispatcher.ResponseData['body'],
+  maxBytes: number,
+  progress: { bytes: number },
+  open: (head: Buffer) => Promise<Sink>,
+): Promise<Received> {
+  let sink: Sink | undefined;
+  const early: Buffer[] = [];
+  let head = Buffer.alloc(0);
+  const start = async (): Promise<Sink> => {
+    head = Buffer.concat(early);
+    const opened = await open(head.subarray(0, SNIFF_BYTES));
+    sink = opened;
+    if (head.length > 0) await opened.write(head);
+    return opened;
+  };
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      progress.bytes += chunk.length;
+      if (progress.bytes > maxBytes) {
+        fail('too-large', `result file exceeded the limit of ${maxBytes} bytes; download stopped`, false);
+      }
+      if (sink === undefined) {
+        early.push(chunk);
+        if (progress.bytes >= SNIFF_BYTES) await start();
+        continue;
+      }
+      const waiting = sink.write(chunk);
+      if (waiting) await waiting;
+    }
+    const sha256 = await (sink ?? (await start())).finish();
+    return { bytes: progress.bytes, sha256, head: head.subarray(0, SNIFF_BYTES) };
+  } catch (error) {
+    await (sink as Sink | undefined)?.abort(error);
+    throw error;
+  }
+}
+
+/** receive, bounded in time as a whole (bodyTimeout bounds each pause). */
+async function receiveInTime(
+  opened: Opened,
+  options: DownloadOptions,
+  progress: { bytes: number },
+  open: (head: Buffer) => Promise<Sink>,
+): Promise<Received> {
+  const { response, final, declared } = opened;
+  const deadline = bodyDeadline(response, final, declared, progress, options);
+  try {
+    return await receive(response.body, options.maxBytes, progress, open);
+  } finally {
+    clearTimeout(deadline);
+  }
+}
+
+function checkLength(bytes: number, opened: Opened, options: DownloadOptions): void {
+  const { declared, final } = opened;
+  if (declared !== undefined && bytes !== declared) {
+    fail('truncated', `download of ${shown(final)} got ${bytes} of ${declared} bytes`, true);
+  }
+  if (options.expectedBytes !== undefined && bytes !== options.expectedBytes) {
+    fail(
+      'truncated',
+      `download of ${shown(final)} got ${bytes} bytes, expected ${options.expectedBytes}`,
+      true,
+    );
+  }
+}
+
+/** The name the result is stored under: with detectType, the extension its bytes call for. */
+function nameFor(name: string, type: Detected | undefined, options: DownloadOptions): string {
+  return options.detectType && type && type.typedBy !== 'name' ? withExtension(name, type.ext) : name;
+}
+
+function success(
+  received: Received,
+  path: string,
+  type: Detected | undefined,
+  contentType: string | undefined,
+): DownloadSuccess {
+  return {
+    ok: true,
+    bytes: received.bytes,
+    sha256: received.sha256,
+    path,
+    kind: type?.kind ?? 'unknown',
+    ext: type?.ext ?? extname(path).slice(1),
+    ...(contentType !== undefined && { contentType }),
+    ...(type && { typedBy: type.typedBy }),
+  };
+}
+
+/** Any error out of a download as its result: ours typed, the sink's local trouble as such, the rest a cut-off transfer. */
+function failureOf(
+  error: unknown,
+  attempt: Attempt,
+  local: (error: unknown) => DownloadFailed | undefined,
+): DownloadFailed {
+  if (error instanceof DownloadFailure) return error.failure;
+  const mine = local(error);
+  if (mine) return mine;
+  const where = attempt.start ? shown(attempt.start) : attempt.url;
+  const of = attempt.declared !== undefined ? ` of ${attempt.declared}` : '';
+  return {
+    ok: false,
+    type: 'truncated',
+    message: `download of ${where} broke off after ${attempt.progress.bytes}${of} bytes: ${describeNetworkError(error)}`,
+    retrySafe: true,
+  };
+}
+
+/** The folder the file goes in: made (real folders only, within root) and cleared of a crash's leftovers. */
+async function folderFor(destPath: string, opened: Opened, options: DownloadOptions): Promise<string> {
+  if (options.folderReady) return dirname(destPath);
+  const folder = await prepareFolderFor(destPath, options.root).catch((error: unknown) => {
+    discard(opened.response.body);
+    return toDisk(error);
+  });
+  await removeStaleTemps(folder, basename(destPath));
+  return folder;
+}
+
+/** Gives the complete, fsynced temporary file its name; the folder is fsynced so that the name lasts. */
+async function place(temp: string, path: string, options: DownloadOptions): Promise<void> {
+  try {
+    // rename replaces whatever holds the name, a planted link included, and never writes through it.
+    await rename(temp, path);
+    if (options.syncFolder !== false) await syncFolder(dirname(path));
+  } catch (error) {
+    toDisk(error);
+  }
+}
+
+/**
+ * Downloads `url` to `destPath` (or, with detectType, to destPath with the extension its bytes call
+ * for) through a random temporary file beside it. The folder is created if missing and must be a real
+ * folder. Never throws for network, server or disk trouble, and never leaves a temporary file behind:
+ * the temporary file's whole life is inside this one try.
+ */
 export async function downloadResult(
   url: string,
   destPath: string,
   options: DownloadOptions,
 ): Promise<DownloadResult> {
-  positive(options, 'maxBytes', true);
-  positive(options, 'timeoutMs', true);
-  positive(options, 'minBytesPerSecond', false);
-  positive(options, 'minDeadlineMs', false);
+  checkOptions(options);
+  const attempt: Attempt = { url, progress: { bytes: 0 } };
   let temp: string | undefined;
-  let start: URL | undefined;
-  let deadline: NodeJS.Timeout | undefined;
-  const progress = { bytes: 0 };
-  let declared: number | undefined;
   try {
-    start = checkUrl(url);
-    const opened = await openResult(start, options);
-    const { final, response } = opened;
-    declared = opened.declared;
-
-    const folder = options.folderReady
-      ? dirname(destPath)
-      : await prepareFolderFor(destPath, options.root).catch((error: unknown) => {
-          discard(response.body);
-          return toDisk(error);
-        });
-    if (!options.folderReady) await removeStaleTemps(folder, basename(destPath));
-    temp = tempPathFor(join(folder, basename(destPath)), options.random ?? randomHex);
-
-    deadline = bodyDeadline(response, final, declared, progress, options);
-
-    const result = await streamToFile(response.body, temp, options.maxBytes, declared, progress).catch(
-      (error: unknown) => {
-        if (error instanceof DownloadFailure && error.failure.type === 'too-large') {
-          fail(
-            'too-large',
-            `result file exceeded the limit of ${options.maxBytes} bytes; download stopped`,
-            false,
-          );
-        }
-        throw error;
-      },
+    const opened = await openAttempt(attempt, options);
+    const folder = await folderFor(destPath, opened, options);
+    const tempPath = tempPathFor(join(folder, basename(destPath)), options.random ?? randomHex);
+    temp = tempPath;
+    const received = await receiveInTime(opened, options, attempt.progress, () =>
+      openFileSink(tempPath, opened.declared),
     );
-    clearTimeout(deadline);
-    const received = result.bytes;
-    if (declared !== undefined && received !== declared) {
-      fail('truncated', `download of ${shown(final)} got ${received} of ${declared} bytes`, true);
-    }
-    if (options.expectedBytes !== undefined && received !== options.expectedBytes) {
-      fail(
-        'truncated',
-        `download of ${shown(final)} got ${received} bytes, expected ${options.expectedBytes}`,
-        true,
-      );
-    }
-    const contentType = header(response.headers, 'content-type');
-    const type = detectMediaType(result.head, contentType, destPath);
-    const path =
-      options.detectType && type && type.typedBy !== 'name' ? withExtension(destPath, type.ext) : destPath;
-    try {
-      // rename replaces whatever holds the name, a planted link included, and never writes through it.
-      await rename(temp, path);
-      if (options.syncFolder !== false) await syncFolder(dirname(path));
-    } catch (error) {
-      toDisk(error);
-    }
-    return {
-      ok: true,
-      bytes: result.bytes,
-      sha256: result.sha256,
-      path,
-      kind: type?.kind ?? 'unknown',
-      ext: type?.ext ?? extname(path).slice(1),
-      ...(contentType !== undefined && { contentType }),
-      ...(type && { typedBy: type.typedBy }),
-    };
+    checkLength(received.bytes, opened, options);
+    const contentType = header(opened.response.headers, 'content-type');
+    const type = detectMediaType(received.head, contentType, destPath);
+    const path = nameFor(destPath, type, options);
+    await place(tempPath, path, options);
+    return success(received, path, type, contentType);
   } catch (error) {
-    clearTimeout(deadline);
     if (temp !== undefined) await rm(temp, { force: true }).catch(() => {});
-    if (error instanceof DownloadFailure) return error.failure;
-    if (error instanceof DiskError) return diskFailure(error, destPath);
-    const where = start ? shown(start) : url;
-    const of = declared !== undefined ? ` of ${declared}` : '';
-    return {
-      ok: false,
-      type: 'truncated',
-      message: `download of ${where} broke off after ${progress.bytes}${of} bytes: ${describeNetworkError(error)}`,
-      retrySafe: true,
-    };
+    return failureOf(error, attempt, (e) => (e instanceof DiskError ? diskFailure(e, destPath) : undefined));
   }
 }
 
-/** A place that takes a result as a stream (a bucket): resolves once the object is complete and checked. */
+/**
+ * A place that takes a result as a stream (a bucket): resolves once the object is complete and checked,
+ * with the SHA-256 of the bytes it stored when it computed one (compared with the download's own).
+ */
 export type ObjectPut = (
   name: string,
   body: Readable,
   info: { expectedBytes?: number; contentType?: string; signal?: AbortSignal },
-) => Promise<{ location: string }>;
+) => Promise<{ location: string; sha256?: string }>;
 
 /**
  * Thrown by an ObjectPut for trouble on our side of the transfer (the bucket refuses, is unreachable):
@@ -619,10 +538,61 @@ export class ObjectPutError extends Error {
   }
 }
 
+/** Room for a few network chunks between the download and the upload, so that neither waits per chunk. */
+const OBJECT_PIPE_BYTES = 1024 * 1024;
+
+/** The bucket sink: the body streams straight into `put` (no local copy), hashed on the way. */
+class ObjectSink implements Sink {
+  readonly #hash = createHash('sha256');
+  readonly #pipe = new PassThrough({ highWaterMark: OBJECT_PIPE_BYTES });
+  readonly #stored: Promise<{ location: string; sha256?: string }>;
+  location: string | undefined;
+
+  constructor(
+    readonly name: string,
+    put: ObjectPut,
+    info: Parameters<ObjectPut>[2],
+  ) {
+    this.#stored = put(name, this.#pipe, info);
+    // Seen by write() and finish(); this only keeps an early failure from being reported as unhandled.
+    this.#stored.catch(() => {});
+  }
+
+  write(chunk: Buffer): Promise<void> | undefined {
+    this.#hash.update(chunk);
+    if (this.#pipe.write(chunk)) return undefined;
+    // The put failing while the pipe is full would leave 'drain' never coming: whichever comes first.
+    return Promise.race([
+      once(this.#pipe, 'drain').then(() => undefined),
+      this.#stored.then(() => undefined),
+    ]);
+  }
+
+  async finish(): Promise<string> {
+    this.#pipe.end();
+    const stored = await this.#stored;
+    const sha256 = this.#hash.digest('hex');
+    if (stored.sha256 !== undefined && stored.sha256 !== sha256) {
+      throw new ObjectPutError(
+        `the bucket received other bytes than were downloaded for ${this.name} (SHA-256 ${stored.sha256}, downloaded ${sha256}); it will be fetched again`,
+        true,
+      );
+    }
+    this.location = stored.location;
+    return sha256;
+  }
+
+  async abort(error: unknown): Promise<void> {
+    // The put sees its body fail and drops the upload (a multipart upload is aborted, never left half).
+    this.#pipe.destroy(error instanceof Error ? error : new Error(String(error)));
+    await this.#stored.catch(() => {});
+  }
+}
+
 /**
- * Like downloadResult, into an object store instead of a file: the body streams straight through (no
- * local copy), the name gets the extension its first bytes show, and the result is whole only when `put`
- * resolves (a bucket's multipart upload is complete or absent, never half).
+ * Like downloadResult, into an object store instead of a file: the same reading loop into the bucket sink.
+ * The name gets the extension its first bytes show before a byte is stored, and the result is whole only
+ * when `put` resolves (a bucket's multipart upload is complete or absent, never half).
  */
 export async function downloadResultToObject(
   url: string,
@@ -630,104 +600,30 @@ export async function downloadResultToObject(
   put: ObjectPut,
   options: DownloadOptions,
 ): Promise<DownloadResult> {
-  positive(options, 'maxBytes', true);
-  positive(options, 'timeoutMs', true);
-  let start: URL | undefined;
-  let deadline: NodeJS.Timeout | undefined;
-  const progress = { bytes: 0 };
-  let declared: number | undefined;
+  checkOptions(options);
+  const attempt: Attempt = { url, progress: { bytes: 0 } };
   try {
-    start = checkUrl(url);
-    const opened = await openResult(start, options);
-    const { final, response } = opened;
-    declared = opened.declared;
-    deadline = bodyDeadline(response, final, declared, progress, options);
-    // The first bytes name the file's type, so the object gets its final name before a byte is stored.
-    const chunks = response.body[Symbol.asyncIterator]();
-    const first: Buffer[] = [];
-    let headBytes = 0;
-    while (headBytes < SNIFF_BYTES) {
-      const next = await chunks.next();
-      if (next.done) break;
-      const chunk = Buffer.from(next.value as Uint8Array);
-      first.push(chunk);
-      headBytes += chunk.length;
-    }
-    const head = Buffer.concat(first);
-    const contentType = header(response.headers, 'content-type');
-    const type = detectMediaType(head.subarray(0, SNIFF_BYTES), contentType, name);
-    const finalName =
-      options.detectType && type && type.typedBy !== 'name' ? withExtension(name, type.ext) : name;
-    const hash = createHash('sha256');
-    const counted = new Transform({
-      transform(chunk: Buffer, _encoding, done) {
-        progress.bytes += chunk.length;
-        if (progress.bytes > options.maxBytes) {
-          done(
-            new DownloadFailure({
-              ok: false,
-              type: 'too-large',
-              message: `result file exceeded the limit of ${options.maxBytes} bytes; download stopped`,
-              retrySafe: false,
-            }),
-          );
-          return;
-        }
-        hash.update(chunk);
-        done(null, chunk);
-      },
+    const opened = await openAttempt(attempt, options);
+    const contentType = header(opened.response.headers, 'content-type');
+    let type: Detected | undefined;
+    let sink: ObjectSink | undefined;
+    const received = await receiveInTime(opened, options, attempt.progress, async (head) => {
+      type = detectMediaType(head, contentType, name);
+      sink = new ObjectSink(nameFor(name, type, options), put, {
+        ...(opened.declared !== undefined ? { expectedBytes: opened.declared } : {}),
+        ...(contentType !== undefined ? { contentType } : {}),
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+      return sink;
     });
-    const body = Readable.from(
-      (async function* () {
-        if (head.length > 0) yield head;
-        for (;;) {
-          const next = await chunks.next();
-          if (next.done) return;
-          yield Buffer.from(next.value as Uint8Array);
-        }
-      })(),
-    );
-    let broken: unknown;
-    const remember = (error: unknown) => {
-      broken ??= error;
-    };
-    body.on('error', remember);
-    counted.on('error', remember);
-    const stored = await put(finalName, body.pipe(counted), {
-      ...(declared !== undefined ? { expectedBytes: declared } : {}),
-      ...(contentType !== undefined ? { contentType } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
-    }).catch((error: unknown) => {
-      // A broken transfer (or one past the limit) shows up as the put's failure: name the real cause.
-      throw broken ?? error;
-    });
-    clearTimeout(deadline);
-    if (declared !== undefined && progress.bytes !== declared) {
-      fail('truncated', `download of ${shown(final)} got ${progress.bytes} of ${declared} bytes`, true);
-    }
-    return {
-      ok: true,
-      bytes: progress.bytes,
-      sha256: hash.digest('hex'),
-      path: stored.location,
-      kind: type?.kind ?? 'unknown',
-      ext: type?.ext ?? extname(finalName).slice(1),
-      ...(contentType !== undefined && { contentType }),
-      ...(type && { typedBy: type.typedBy }),
-    };
+    checkLength(received.bytes, opened, options);
+    const stored = sink as ObjectSink | undefined;
+    return success(received, stored?.location ?? name, type, contentType);
   } catch (error) {
-    clearTimeout(deadline);
-    if (error instanceof DownloadFailure) return error.failure;
-    if (error instanceof ObjectPutError) {
-      return { ok: false, type: 'disk', message: error.message, retrySafe: error.transient, local: true };
-    }
-    const where = start ? shown(start) : url;
-    const of = declared !== undefined ? ` of ${declared}` : '';
-    return {
-      ok: false,
-      type: 'truncated',
-      message: `download of ${where} broke off after ${progress.bytes}${of} bytes: ${describeNetworkError(error)}`,
-      retrySafe: true,
-    };
+    return failureOf(error, attempt, (e) =>
+      e instanceof ObjectPutError
+        ? { ok: false, type: 'disk', message: e.message, retrySafe: e.transient, local: true }
+        : undefined,
+    );
   }
 }

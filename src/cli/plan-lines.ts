@@ -15,6 +15,8 @@ import { LOCAL_FILES_NOTE, plural } from './load.js';
 export interface PlanLike {
   manifest: { settings: ManifestSettings };
   totals: PlanTotals;
+  /** With --shard: the whole manifest's. */
+  wholeTotals?: PlanTotals;
   tasks: Iterable<PlannedTask>;
 }
 

@@ -9,6 +9,15 @@ import type { RunFlags } from './commands/run.js';
 import type { ScheduleFlags } from './commands/schedule.js';
 import { EXIT, ExitError, expectedExit } from './errors.js';
 import type { CliIO } from './io.js';
+import type { ShardFlags } from './shard.js';
+
+interface ReportFlags extends ShardFlags {
+  json?: boolean;
+  sandbox?: boolean;
+  merge?: string[];
+  out?: string;
+}
+
 import { mapStack } from './stack.js';
 
 export interface GlobalOptions {
@@ -88,7 +97,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .argument('<manifest...>', 'manifest files')
     .option('--json', 'print the result as JSON')
     .addOption(allowOutsideOption())
-    .action(async (files: string[], opts: { json?: boolean; allowOutsideData?: boolean }) => {
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
+    .action(async (files: string[], opts: { json?: boolean; allowOutsideData?: boolean } & ShardFlags) => {
       const { validateCommand } = await import('./commands/validate.js');
       result.code = await validateCommand(files, opts, io);
     });
@@ -102,20 +114,31 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .option('--json', 'print the plan as JSON (the exact request bodies included)')
     .addOption(noProbeOption())
     .addOption(allowOutsideOption())
-    .action(async (file: string, opts: { json?: boolean; probe: boolean; allowOutsideData?: boolean }) => {
-      const cfg = await config();
-      const { planCommand } = await import('./commands/plan.js');
-      const { makeBalanceSource, makeMeasure } = await import('./wiring.js');
-      const balance = makeBalanceSource(cfg);
-      result.code = await planCommand(file, opts, {
-        io,
-        config: cfg,
-        allowOutside: opts.allowOutsideData ?? false,
-        statePath: globals().state,
-        ...(opts.probe ? { measure: makeMeasure() } : {}),
-        ...(balance ? { balance } : {}),
-      });
-    });
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
+    .action(
+      async (
+        file: string,
+        opts: { json?: boolean; probe: boolean; allowOutsideData?: boolean } & ShardFlags,
+      ) => {
+        const { shardOfFlags } = await import('./shard.js');
+        const shard = shardOfFlags(opts, io.env);
+        const cfg = await config();
+        const { planCommand } = await import('./commands/plan.js');
+        const { makeBalanceSource, makeMeasure } = await import('./wiring.js');
+        const balance = makeBalanceSource(cfg);
+        result.code = await planCommand(file, opts, {
+          io,
+          config: cfg,
+          ...(shard ? { shard } : {}),
+          allowOutside: opts.allowOutsideData ?? false,
+          statePath: globals().state,
+          ...(opts.probe ? { measure: makeMeasure() } : {}),
+          ...(balance ? { balance } : {}),
+        });
+      },
+    );
 
   program
     .command('run')
@@ -192,6 +215,14 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     )
     .addOption(noProbeOption())
     .addOption(allowOutsideOption())
+    .option(
+      '--budget <tokens>',
+      "a budget for this run in tokens, instead of the manifest's (a shard's instead of its share)",
+      nonNegative('--budget'),
+    )
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
     .option('--view', 'serve the live page of the run while it goes and print its address (see `view`)')
     .action(async (file: string, opts: RunFlags) => {
       // Trying things never touches real runs: sandbox runs keep their own state file unless --state says.
@@ -232,7 +263,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .argument('[run]', 'run id (default: list every run)')
     .option('--json', 'print as JSON')
     .option('--sandbox', `the runs of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
-    .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
+    .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean } & ShardFlags) => {
       const { statusCommand } = await import('./commands/status.js');
       result.code = await statusCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
     });
@@ -269,8 +303,24 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .argument('[run]', 'run id (default: the newest run)')
     .option('--json', 'print report.json instead of report.md')
     .option('--sandbox', `a run of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
-    .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean }) => {
+    .option(
+      '--merge <inputs...>',
+      'one report and gallery for a run split into shards, from their report.shard-i-of-n.json files: the files, their folder, or an s3:// prefix',
+    )
+    .option(
+      '--out <folder>',
+      'with --merge: where to write (default: the folder or prefix of the first input)',
+    )
+    .addOption(shardOption())
+    .addOption(shardFromEnvOption())
+    .addOption(shardCountOption())
+    .action(async (run: string | undefined, opts: ReportFlags) => {
       const cfg = await config();
+      if (opts.merge) {
+        const { reportMergeCommand } = await import('./commands/report-merge.js');
+        result.code = await reportMergeCommand(opts.merge, opts, { io, config: cfg });
+        return;
+      }
       const { reportCommand } = await import('./commands/report.js');
       result.code = await reportCommand(run, opts, { io, statePath: stateFor(opts.sandbox), config: cfg });
     });
@@ -330,6 +380,27 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
   });
 
   return program;
+}
+
+// --shard is checked by the command, not by commander: a bad value is the product's one line, exit 1.
+function shardOption(): Option {
+  return new Option(
+    '--shard <i/n>',
+    'only shard i of n (counted from 1): a run of its own over a stable share of the tasks',
+  );
+}
+
+function shardFromEnvOption(): Option {
+  return new Option(
+    '--shard-from-env',
+    'the shard from the engine: MEDIABATCH_SHARD_INDEX (from 1), JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX or SLURM_ARRAY_TASK_ID (from 0); the count from MEDIABATCH_SHARD_COUNT (or SLURM_ARRAY_TASK_COUNT) or --shard-count',
+  );
+}
+
+function shardCountOption(): Option {
+  return new Option('--shard-count <n>', 'the shard count for --shard-from-env').argParser(
+    positiveInt('--shard-count'),
+  );
 }
 
 function noProbeOption(): Option {

@@ -35,6 +35,7 @@ import {
   TotalsSum,
 } from './plan.js';
 import { collapseRepeats } from './repeats.js';
+import { type Shard, shardFilterOf } from './shard.js';
 
 const PROBE_CONCURRENCY = 8;
 
@@ -78,12 +79,16 @@ export interface PlanOptions {
   allowOutside?: boolean;
   /** Replace the manifest's vars of these names (`run --sandbox` gives the sandbox's address). */
   vars?: Readonly<Record<string, unknown>>;
+  /** Only this shard's tasks (src/plan/shard.ts); every task is still checked and priced for the whole. */
+  shard?: Shard;
 }
 
 export interface PlanResult {
   manifest: LoadedManifest;
   tasks: PlannedTask[];
   totals: PlanTotals;
+  /** With a shard: the whole manifest's totals (its budget share is taken from the worst cases). */
+  wholeTotals?: PlanTotals;
 }
 
 /** What a run needs of a plan: settings, totals, and the store rows, produced one at a time. */
@@ -91,6 +96,9 @@ export interface RunPlan {
   file: string;
   settings: ManifestSettings;
   totals: PlanTotals;
+  /** With a shard: the whole manifest's totals. */
+  wholeTotals?: PlanTotals;
+  shard?: Shard;
   taskIds: string[];
   /**
    * The tasks as store rows, priced again one by one (pure, cheap), so they are never all in memory.
@@ -216,7 +224,10 @@ export async function planManifest(file: string, o: PlanOptions): Promise<PlanRe
     chains,
   );
   if (priced.problems.length > 0) throw new ManifestProblemsError(file, priced.problems);
-  return { manifest, tasks: priced.tasks, totals: planTotals(priced.tasks) };
+  if (!o.shard) return { manifest, tasks: priced.tasks, totals: planTotals(priced.tasks) };
+  const inShard = shardFilterOf(o.shard, manifest.chained === true, () => manifest.tasks);
+  const mine = priced.tasks.filter((t) => inShard(t.spec.id));
+  return { manifest, tasks: mine, totals: planTotals(mine), wholeTotals: planTotals(priced.tasks) };
 }
 
 /**
@@ -231,6 +242,8 @@ export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
     file,
     settings,
     totals: plan.totals,
+    ...(plan.wholeTotals ? { wholeTotals: plan.wholeTotals } : {}),
+    ...(o.shard ? { shard: o.shard } : {}),
     taskIds: plan.taskIds,
     *rows(opts = {}) {
       for (const task of plan.tasks) {
@@ -263,6 +276,8 @@ export interface StreamedPlan {
   file: string;
   settings: ManifestSettings;
   totals: PlanTotals;
+  /** With a shard: the whole manifest's totals (`totals` and `tasks` are the shard's). */
+  wholeTotals?: PlanTotals;
   taskIds: string[];
   /** Every task priced, in manifest order; each iteration expands the manifest again. */
   tasks: Iterable<PlannedTask>;
@@ -296,22 +311,32 @@ function throwIfProblems(file: string, problems: ManifestProblem[]): void {
   if (problems.length > 0) throw new ManifestProblemsError(file, problems);
 }
 
-/** The totals of tasks priced with the lengths measured (none yet: as written), and their problems. */
+/**
+ * The totals of tasks priced with the lengths measured (none yet: as written), and their problems. With a
+ * shard (`inShard`), `totals` are the shard's and `whole` every task's (its budget share needs both).
+ */
 function pricing(
   lengths: ReadonlyMap<string, ProbeResult> | undefined,
   prices: PriceTable,
   callbackUrl: string | undefined,
   chains: ChainPlan | undefined,
+  inShard?: (id: string) => boolean,
 ) {
   const sum = new TotalsSum();
+  const whole = inShard ? new TotalsSum() : sum;
   const problems: ManifestProblem[] = [];
   return {
     totals: sum,
+    whole,
     problems,
     add(task: CheckedTask) {
       for (const one of pricedTasks([task], lengths, prices, callbackUrl, chains)) {
-        if (one.ok) sum.add(one.task);
-        else problems.push(...one.problems);
+        if (!one.ok) {
+          problems.push(...one.problems);
+          continue;
+        }
+        if (whole !== sum) whole.add(one.task);
+        if (!inShard || inShard(one.task.spec.id)) sum.add(one.task);
       }
     },
   };
@@ -323,6 +348,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   const { settings } = manifest;
   let source: TaskSource | undefined = manifest.source ?? listedSource(manifest.tasks);
   const prices = o.prices ?? DEFAULT_PRICES;
+  const inShard = shardOnly(o.shard, manifest.chained === true, source);
 
   // First pass: every problem, the ids, the media to measure, and the totals as if nothing needed measuring.
   const taskIds: string[] = [];
@@ -331,7 +357,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   // A chain's downstream may come before its upstream: chained tasks are priced once every task is known.
   const chains = manifest.chained ? new ChainPlan() : undefined;
   const priceAll = (lengths: ReadonlyMap<string, ProbeResult> | undefined) =>
-    pricing(lengths, prices, settings.callbackUrl, chains);
+    pricing(lengths, prices, settings.callbackUrl, chains, inShard);
   let priced = priceAll(undefined);
   // Each expected duration and the last position holding it: a handful of entries, however many tasks.
   const lastAt = new Map<number, number>();
@@ -345,10 +371,12 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
       chains?.note(spec);
       continue;
     }
-    lastAt.set(expectedJobMs(one.task.entry, one.task.body), taskIds.length);
-    localInputs ||= namesLocalFile(one.task.body);
     local.add(one.task);
-    taskIds.push(spec.id);
+    if (!inShard || inShard(spec.id)) {
+      lastAt.set(expectedJobMs(one.task.entry, one.task.body), taskIds.length);
+      localInputs ||= namesLocalFile(one.task.body);
+      taskIds.push(spec.id);
+    }
     addMediaNeeds(one.task, needs);
     if (chains) chains.add(one.task);
     else priced.add(one.task);
@@ -374,11 +402,13 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     file,
     settings,
     totals,
+    ...(inShard ? { wholeTotals: priced.whole.result() } : {}),
     taskIds,
     tasks: {
       *[Symbol.iterator]() {
         if (!source) throw new Error('internal: the plan was released before its tasks were read');
-        for (const one of pricedTasks(checkedTasks(source), measured, prices, settings.callbackUrl, chains)) {
+        const mine = checkedTasks(source, inShard);
+        for (const one of pricedTasks(mine, measured, prices, settings.callbackUrl, chains)) {
           if (one.ok) yield one.task;
         }
       },
@@ -386,14 +416,26 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     release() {
       source = undefined;
     },
-    longestFrom(position) {
-      let longest = 0;
-      for (const [ms, last] of lastAt) if (last >= position && ms > longest) longest = ms;
-      return longest;
-    },
+    longestFrom: (position) => longestFrom(lastAt, position),
     chained: chains !== undefined,
     localInputs,
   };
+}
+
+/** The longest expected job among the tasks from a position on (each duration with its last position). */
+function longestFrom(lastAt: ReadonlyMap<number, number>, position: number): number {
+  let longest = 0;
+  for (const [ms, last] of lastAt) if (last >= position && ms > longest) longest = ms;
+  return longest;
+}
+
+/** A shard's filter; a chained manifest's groups are read in a pass of their own (a downstream may come first). */
+function shardOnly(
+  shard: Shard | undefined,
+  chained: boolean,
+  source: TaskSource,
+): ((id: string) => boolean) | undefined {
+  return shard ? shardFilterOf(shard, chained, () => source.expand().tasks) : undefined;
 }
 
 /** Whether a request names a local file, in a field or in a list (frame links). */
@@ -406,8 +448,9 @@ function namesLocalFile(body: Readonly<Record<string, unknown>>): boolean {
 }
 
 /** The tasks of a source that pass their model's rules (the first pass proved they all do). */
-function* checkedTasks(source: TaskSource): Generator<CheckedTask> {
+function* checkedTasks(source: TaskSource, only?: (id: string) => boolean): Generator<CheckedTask> {
   for (const spec of source.expand(true).tasks) {
+    if (only && !only(spec.id)) continue;
     const one = checkTask(spec);
     if (one.ok) yield one.task;
   }

@@ -3,6 +3,7 @@
 
 import type { PriceTable } from '../catalog/types.js';
 import { mediaMeasure, type PlanOptions, planRun, type RunPlan } from './build.js';
+import type { Shard } from './shard.js';
 
 export interface PlanInputs {
   /** Relative paths (the manifest, `output`) resolve against this folder. */
@@ -17,6 +18,8 @@ export interface PlanInputs {
   allowOutside?: boolean;
   /** Replace the manifest's vars of these names (a sandbox run gives the sandbox's address). */
   vars?: Readonly<Record<string, unknown>>;
+  /** Only this shard's tasks (`--shard i/n`); the whole manifest is still checked and priced. */
+  shard?: Shard;
 }
 
 /** The planner's options from what a command or a library caller says. */
@@ -28,6 +31,7 @@ export function planOptionsOf(o: PlanInputs): PlanOptions {
     ...(o.probe === false ? {} : { measure: mediaMeasure() }),
     allowOutside: o.allowOutside ?? false,
     ...(o.vars ? { vars: o.vars } : {}),
+    ...(o.shard ? { shard: o.shard } : {}),
   };
 }
 

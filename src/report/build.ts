@@ -4,6 +4,7 @@
 
 import { relative, sep } from 'node:path';
 import type { Estimate } from '../catalog/types.js';
+import { parseShardRunId } from '../plan/shard.js';
 import { reportReview, reviewFacts } from '../review/index.js';
 import { taskFolderName } from '../run/names.js';
 import { type QuotaStore, quotaStanding } from '../run/quota.js';
@@ -213,6 +214,7 @@ export function assembleHead(input: HeadInput): ReportHead {
       started_at: isoOrNull(run.firstStartedAt ?? run.startedAt),
       finished_at: isoOrNull(run.finishedAt),
       active_s: Math.round(run.activeMs / 1000),
+      ...shardOfRun(run.id),
     },
     advice: [...adviceFor(totals, input.inDoubt, run.manifestPath), ...reviewAdvice(input.review, run)],
     totals,
@@ -244,6 +246,12 @@ export function assembleHead(input: HeadInput): ReportHead {
 }
 
 /** The whole report, its keys in the one order report.json has (the streamed writer relies on it). */
+/** report.json's `run.shard` of a shard's run; nothing for a run that is not one. */
+function shardOfRun(runId: string): { shard?: NonNullable<Report['run']['shard']> } {
+  const parsed = parseShardRunId(runId);
+  return parsed ? { shard: { index: parsed.shard.index, count: parsed.shard.count, run: parsed.base } } : {};
+}
+
 export function reportOf(head: ReportHead, inDoubt: Report['in_doubt'], tasks: ReportTask[]): Report {
   return {
     version: head.version,
@@ -258,6 +266,7 @@ export function reportOf(head: ReportHead, inDoubt: Report['in_doubt'], tasks: R
     quota: head.quota,
     ...(head.review !== undefined && { review: head.review }),
     tasks,
+    ...(head.shards ? { shards: head.shards } : {}),
   };
 }
 

@@ -229,6 +229,15 @@ export const reportSchema = z
         started_at: iso.nullable().describe('The first start of the run; later resumes do not move it.'),
         finished_at: iso.nullable().describe('The latest end.'),
         active_s: z.number().int().nonnegative().describe('Seconds spent running, over every session.'),
+        shard: z
+          .object({
+            index: z.number().int().positive().describe('Counted from 1.'),
+            count: z.number().int().positive(),
+            run: z.string().describe('The run the shard belongs to: its results are in `<output>/<run>/`.'),
+          })
+          .strict()
+          .optional()
+          .describe('Present when the run is one shard of a run split over machines (`--shard i/n`).'),
       })
       .strict(),
     advice: z.array(z.string()).describe('What needs the user’s attention, most urgent first.'),
@@ -282,6 +291,33 @@ export const reportSchema = z
       .optional()
       .describe('Only for a run with `review: true` tasks (issue 25).'),
     tasks: z.array(reportTaskSchema).describe('In-doubt tasks first, then in manifest order.'),
+    shards: z
+      .object({
+        count: z.number().int().positive(),
+        merged: z
+          .array(
+            z
+              .object({
+                index: z.number().int().positive(),
+                run: z.string(),
+                state: z.enum(RUN_STATES),
+                exit_code: z.number().int().nullable(),
+                tasks: z.number().int().nonnegative(),
+                unfinished: z.number().int().nonnegative().describe('Its tasks pending or not yet done.'),
+              })
+              .strict(),
+          )
+          .describe('The shard reports merged, by index.'),
+        missing: z
+          .array(z.number().int().positive())
+          .describe('Shards with no report: their tasks are absent.'),
+        unfinished: z
+          .array(z.number().int().positive())
+          .describe('Shards whose run is not finished: run their command again, then merge again.'),
+      })
+      .strict()
+      .optional()
+      .describe('Present in the report `report --merge` writes for a run split into shards.'),
   })
   .strict()
   .meta({

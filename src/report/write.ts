@@ -6,6 +6,7 @@
 import { once } from 'node:events';
 import { createReadStream } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { parseShardRunId } from '../plan/shard.js';
 import { reviewFacts } from '../review/index.js';
 import { NOT_ON_DISK, type ReportPagesOptions, type ReportTaskRow, type Store } from '../store/index.js';
 import {
@@ -37,13 +38,20 @@ export interface WrittenReport {
   files: { json: string; csv: string; markdown: string; gallery: string };
 }
 
-/** Where a run's report files are. */
-export function reportFiles(runDir: string): WrittenReport['files'] {
+/**
+ * Where a run's report files are. A shard's sit beside its run's results under names of their own
+ * (`report.shard-1-of-3.json`, `index.shard-1-of-3.html`): the shards share the folder, and
+ * `report --merge` writes the run's own report.json and index.html there from them.
+ */
+export function reportFiles(runDir: string, runId?: string): WrittenReport['files'] {
+  const shard = runId === undefined ? undefined : parseShardRunId(runId)?.shard;
+  const tag = (name: string) =>
+    shard ? name.replace(/\.(\w+)$/, `.shard-${shard.index}-of-${shard.count}.$1`) : name;
   return {
-    json: join(runDir, REPORT_FILES.json),
-    csv: join(runDir, REPORT_FILES.csv),
-    markdown: join(runDir, REPORT_FILES.markdown),
-    gallery: join(runDir, REPORT_FILES.gallery),
+    json: join(runDir, tag(REPORT_FILES.json)),
+    csv: join(runDir, tag(REPORT_FILES.csv)),
+    markdown: join(runDir, tag(REPORT_FILES.markdown)),
+    gallery: join(runDir, tag(REPORT_FILES.gallery)),
   };
 }
 
@@ -70,7 +78,7 @@ export async function writeReport(
   // A report written by a process that was killed leaves its temporary files; ones older than this
   // process cannot belong to a writer still at work beside us.
   await removeLeftoverTemps(folder, Date.now() - process.uptime() * 1000);
-  const files = reportFiles(folder);
+  const files = reportFiles(folder, runId);
   const pages = (o: ReportPagesOptions = {}) => store.reportTaskPages(runId, o);
   // Reviewed tasks are the few a person looks at: their decisions are held, not streamed.
   const reviews = reviewFacts(store, runId);

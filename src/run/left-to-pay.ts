@@ -3,11 +3,12 @@
 
 import type { ManifestSettings } from '../manifest/types.js';
 import type { PlannedTask } from '../plan/plan.js';
+import type { Shard } from '../plan/shard.js';
 import { keyFingerprint, type RunState, type Store, TASK_STATES, type TaskState } from '../store/index.js';
 import { roundTokens } from '../util/money.js';
 import { decidePreflight } from './preflight.js';
 import { learnedDay, quotaStanding } from './quota.js';
-import { chooseRun } from './resume.js';
+import { chooseRun, chooseShardRun } from './resume.js';
 
 /** What the state file knows of this manifest's run: the plan then prices only what is left to pay. */
 export interface ExistingRun {
@@ -65,12 +66,14 @@ export interface JudgeInputs {
   balance: number | undefined;
   config: { quota?: number | undefined; apiKey?: string | undefined };
   now: Date;
+  /** `plan --shard`: the shard's run is the one to weigh (ShardRunError when it cannot be driven). */
+  shard?: Shard;
 }
 
 /** Compares what is left of the run `run` would drive (all of it for a new run) with every limit. */
 export function judgePlan(plan: PlanToJudge, o: JudgeInputs): Verdict {
   const { store, config } = o;
-  const existing = store ? existingRun(store, o.manifestPath, plan.settings) : undefined;
+  const existing = store ? existingRun(store, o.manifestPath, plan.settings, o.shard) : undefined;
   const sums = { tasks: 0, tokens: 0, min: 0, max: 0 };
   for (const t of plan.tasks) {
     if (existing?.handled.has(t.spec.id)) continue;
@@ -116,12 +119,10 @@ function existingRun(
   store: Store,
   manifestPath: string,
   settings: ManifestSettings,
+  shard: Shard | undefined,
 ): ExistingRun | undefined {
-  const { runId } = chooseRun(store, {
-    manifestPath,
-    manifestName: settings.name,
-    templateRunId: settings.runId,
-  });
+  const input = { manifestPath, manifestName: settings.name, templateRunId: settings.runId };
+  const { runId } = shard ? chooseShardRun(store, input, shard) : chooseRun(store, input);
   const run = store.getRun(runId);
   if (!run) return undefined;
   const handledStates = TASK_STATES.filter((s) => s !== 'pending');

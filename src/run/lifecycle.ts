@@ -13,6 +13,7 @@ import { findEntry, roundTokens } from '../catalog/index.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
+import { resultsRunId } from '../plan/shard.js';
 import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
 import { StorageError } from '../storage/index.js';
@@ -27,10 +28,11 @@ import {
 } from './callbacks.js';
 import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
 import type { RunEvent } from './events.js';
+import { claimBucketPrefix, MARKER_FILE, RunFolderTakenError } from './marker.js';
 import { isBucketLocation } from './output.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
 import { quotaStanding } from './quota.js';
-import { abortUnfinishedUploads, type BucketOutput, objectUrl } from './runner/bucket.js';
+import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from './runner/bucket.js';
 import type { RunnerOptions } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { type PendingModel, RunError, type RunSession } from './session.js';
@@ -248,7 +250,10 @@ export interface RunOutcome {
 /** Marks the run running, drives it to its end, and closes it. The lease is renewed meanwhile. */
 export async function executeRun(session: RunSession, o: ExecuteOptions): Promise<RunOutcome> {
   const { store, runId } = session;
-  if (o.bucket) await readyBucket(o.bucket, o.logger);
+  if (o.bucket) {
+    await readyBucket(o.bucket, o.logger);
+    await claimPrefix(o.bucket, session);
+  }
   if (session.existing) store.markRunState(runId, 'running');
   let runner: Runner | undefined;
   const receiver =
@@ -398,6 +403,33 @@ export function exitCodeFor(
   return bad > 0 ? EXIT.someFailed : EXIT.ok;
 }
 
+/** The run's prefix in the bucket, claimed by its shards (src/run/marker.ts); refusals are one line, exit 1. */
+async function claimPrefix(bucket: BucketOutput, session: RunSession): Promise<void> {
+  const key = `${bucket.runKey}/${MARKER_FILE}`;
+  try {
+    await claimBucketPrefix(
+      objectUrl(bucket, bucket.runKey),
+      {
+        read: async () =>
+          (await bucket.storage.size(key)) === undefined
+            ? undefined
+            : (await bucket.storage.getBytes(key)).toString('utf8'),
+        write: (text) => putText(bucket, key, text, 'application/json'),
+      },
+      session.runId,
+    );
+  } catch (error) {
+    if (error instanceof RunFolderTakenError) {
+      session.refuse(EXIT.invalid);
+      throw new RunError('invalid', error.message);
+    }
+    if (error instanceof StorageError) {
+      throw new RunError(error.exitCode === EXIT.unauthorized ? 'unauthorized' : 'invalid', error.message);
+    }
+    throw error;
+  }
+}
+
 /**
  * Before anything is submitted into a bucket run: the bucket answers with these credentials (one line,
  * exit 5 or 1, nothing charged), and the multipart uploads a killed run left are aborted (their results
@@ -435,7 +467,7 @@ export async function writeRunReport(
     // Read before writing: a change while the report is written makes the next look see it as stale.
     const basis = store.currentReportBasis(runId, { quota: o.quota ?? null, runDir });
     if (o.unlessCurrent && store.storedReportBasis(runId) === basis) {
-      const files = reportFiles(runDir);
+      const files = reportFiles(runDir, runId);
       if (existsSync(files.json) && existsSync(files.markdown) && existsSync(files.gallery)) {
         return { ok: true, markdown: files.markdown, gallery: files.gallery, current: true };
       }
@@ -470,7 +502,7 @@ export async function writeBucketReport(
     const written = await writeReport(session.store, session.runId, session.runDir, {
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
-      writeTo: join(temp, session.runId),
+      writeTo: join(temp, resultsRunId(session.runId)),
       // The cards' character sheets and songs, from the task folders in the bucket.
       readExtra: async (folder, name) => {
         try {

@@ -2,6 +2,7 @@
 // for the bucket of the account's `storage:` settings). Pure: names and configuration, no I/O.
 
 import { join, resolve } from 'node:path';
+import { resultsRunId } from '../plan/shard.js';
 import { parseS3Url, type StorageConfig } from '../storage/config.js';
 
 /** A run folder in a bucket is named `s3://bucket/prefix/run`. */
@@ -9,9 +10,13 @@ export function isBucketLocation(location: string): boolean {
   return /^s3:\/\//i.test(location);
 }
 
-/** `<output>/<run>`: a path on disk, or `s3://bucket/prefix/run`. */
+/**
+ * `<output>/<run>`: a path on disk, or `s3://bucket/prefix/run`. The shards of a run (`<run>.shard-1-of-3`)
+ * share their run's folder: each writes only its own tasks' folders and its own report files.
+ */
 export function runLocation(output: string, runId: string): string {
-  return isBucketLocation(output) ? `${output.replace(/\/+$/, '')}/${runId}` : join(output, runId);
+  const folder = resultsRunId(runId);
+  return isBucketLocation(output) ? `${output.replace(/\/+$/, '')}/${folder}` : join(output, folder);
 }
 
 export class OutputError extends Error {

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { EXIT } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
+import { parseShardRunId, type Shard } from '../plan/shard.js';
 import {
   leaseHolder,
   type NewTask,
@@ -18,7 +19,7 @@ import { newCallbackToken } from './callbacks.js';
 import { holderIsDead, runLeaseName } from './lease.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
 import { isBucketLocation, runLocation } from './output.js';
-import { chooseRun, type RunChoice } from './resume.js';
+import { chooseRun, chooseShardRun, type RunChoice, ShardRunError } from './resume.js';
 import { DEFAULT_RUN_POLICY } from './settings.js';
 import { BackgroundStoring, STORE_CHUNK } from './storing.js';
 
@@ -70,6 +71,8 @@ export interface OpenRunOptions {
   /** Paths as the user knows them, for messages. */
   shown?: (path: string) => string;
   leaseTtlMs?: number;
+  /** This process drives one shard of the run (`<run>.shard-<i>-of-<n>`); the plan holds its tasks only. */
+  shard?: Shard;
   /**
    * A new run stores at most this many tasks before it opens; the rest are stored while it runs
    * (default STORE_FIRST). Infinity stores every task first (`--only` and `--limit` need them all).
@@ -127,13 +130,7 @@ export const EMBEDDED_SANDBOX = 'the embedded sandbox (--sandbox)';
 export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   const { store, plan } = o;
   const shown = o.shown ?? ((p: string) => p);
-  const choice = chooseRun(store, {
-    manifestPath: o.manifestPath,
-    manifestName: plan.settings.name,
-    templateRunId: plan.settings.runId,
-    ...(o.runId !== undefined ? { explicitRunId: o.runId } : {}),
-    ...(o.newRun ? { newRun: true } : {}),
-  });
+  const choice = chooseRunOrShard(store, o);
   const runId = choice.runId;
   const runDir = runLocation(plan.settings.output, runId);
   const ttl = o.leaseTtlMs ?? DEFAULT_RUN_POLICY.leaseTtlMs;
@@ -306,6 +303,35 @@ function* take<T>(items: Iterator<T>, n: number): Generator<T> {
     const r = items.next();
     if (r.done) return;
     yield r.value;
+  }
+}
+
+/** The run to drive: a shard's own (refusals as RunErrors), or the manifest's. */
+function chooseRunOrShard(store: Store, o: OpenRunOptions): RunChoice {
+  const input = {
+    manifestPath: o.manifestPath,
+    manifestName: o.plan.settings.name,
+    templateRunId: o.plan.settings.runId,
+    ...(o.runId !== undefined ? { explicitRunId: o.runId } : {}),
+    ...(o.newRun ? { newRun: true } : {}),
+  };
+  if (!o.shard) {
+    const choice = chooseRun(store, input);
+    const shard = parseShardRunId(choice.runId)?.shard;
+    // The whole manifest upserted into one shard's run would send the other shards' tasks again.
+    if (shard) {
+      throw new RunError(
+        'invalid',
+        `run ${choice.runId} of this manifest is unfinished, and it is shard ${shard.index} of ${shard.count}: resume it with --shard ${shard.index}/${shard.count}, or start another run (--new-run)`,
+      );
+    }
+    return choice;
+  }
+  try {
+    return chooseShardRun(store, input, o.shard);
+  } catch (error) {
+    if (error instanceof ShardRunError) throw new RunError('invalid', error.message);
+    throw error;
   }
 }
 

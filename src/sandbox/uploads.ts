@@ -115,6 +115,8 @@ export function sandboxInputStorage(baseUrl: string, uploads: SandboxUploads): S
     putStream: () => onlyInputs('results'),
     listIncomplete: async () => [],
     abort: async () => true,
+    // Inputs only: no report of shards is ever here to list.
+    listNames: async () => [],
     destroy: () => {},
   };
 }

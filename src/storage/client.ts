@@ -10,6 +10,7 @@ import {
   HeadObjectCommand,
   ListMultipartUploadsCommand,
   type ListMultipartUploadsCommandOutput,
+  ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
@@ -153,6 +154,8 @@ export interface Storage {
   /** Size of an object, or undefined when absent. */
   size(key: string): Promise<number | undefined>;
   getBytes(key: string): Promise<Buffer>;
+  /** The keys of the objects directly under a prefix (`prefix/name`, not in deeper folders). */
+  listNames(prefix: string): Promise<string[]>;
   destroy(): void;
 }
 
@@ -416,6 +419,24 @@ export function createStorage(config: StorageConfig, opts: StorageOptions = {}):
         return Buffer.from(
           await (res.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray(),
         );
+      }),
+    listNames: (prefix) =>
+      wrap(async () => {
+        const keys: string[] = [];
+        let token: string | undefined;
+        do {
+          const page = await client.send(
+            new ListObjectsV2Command({
+              Bucket: bucket,
+              Prefix: `${prefix.replace(/\/+$/, '')}/`,
+              Delimiter: '/',
+              ...(token !== undefined ? { ContinuationToken: token } : {}),
+            }),
+          );
+          for (const o of page.Contents ?? []) if (o.Key !== undefined) keys.push(o.Key);
+          token = page.IsTruncated ? page.NextContinuationToken : undefined;
+        } while (token !== undefined);
+        return keys;
       }),
     destroy: () => client.destroy(),
   };

@@ -61,16 +61,43 @@ describe('JobDurations', () => {
 
   it('moves the first look to what the run sees, per model and relative to each request size', () => {
     const d = new JobDurations();
-    for (const ms of [12_000, 13_000, 14_000, 15_000, 16_000]) d.observe(flat, {}, ms);
+    // Twenty images of 12.0 to 15.8 s: the shortest is put under the shortest seen (12 s) by the usual gap
+    // between two of them (0.2 s) and by a tenth of the second shortest.
+    for (let i = 0; i < 20; i++) d.observe(flat, {}, 12_000 + 200 * i);
     const learnt = d.expect(flat, {});
-    expect(learnt.lowMs).toBeCloseTo(12_000 * 0.9);
-    expect(learnt.highMs).toBe(16_000);
+    expect(learnt.lowMs).toBeCloseTo(12_200 * 0.9);
+    expect(learnt.highMs).toBe(15_800);
     // Another model keeps the catalog's figures.
     expect(d.expect(CATALOG['pixel-lite'], {})).toEqual({ lowMs: 3_000, highMs: 8_000 });
-    // Five 5 s videos taking 40 s teach that a 10 s one takes about 80 s at the least; the longest expected
+    // Twenty 5 s videos taking 40 s teach that a 10 s one takes about 80 s at the least; the longest expected
     // time stays the catalog's (180 s): the first videos to end are the short ones.
-    for (let i = 0; i < 5; i++) d.observe(studio, { duration: 5 }, 40_000);
+    for (let i = 0; i < 20; i++) d.observe(studio, { duration: 5 }, 40_000);
     expect(d.expect(studio, { duration: 10 })).toEqual({ lowMs: 72_000, highMs: 180_000 });
+  });
+
+  it('a few long jobs never move the first look later than the catalog says: a short one after them is seen in time', () => {
+    const d = new JobDurations();
+    // Five videos of 46-85 s (30-90 s expected): one draw in five is like this.
+    for (const ms of [46_400, 64_200, 71_200, 72_800, 85_100]) d.observe(studio, {}, ms);
+    const expected = d.expect(studio, {});
+    expect(expected.lowMs).toBe(30_000);
+    // A 33 s video is looked at 32.5 s after submission and seen done at the next look, 5 s later.
+    expect(nextLookDelay(DEFAULT_POLL_PROFILES.video, expected, 0)).toBe(32_500);
+    // Jobs quicker than the catalog says bring the first look earlier at once.
+    const quick = new JobDurations();
+    for (const ms of [20_000, 21_000, 22_000, 23_000, 24_000]) quick.observe(studio, {}, ms);
+    expect(quick.expect(studio, {}).lowMs).toBe(18_000);
+  });
+
+  it('from twenty jobs on, the shortest is put under the shortest seen by the wider of their gap and a tenth', () => {
+    const d = new JobDurations();
+    // Twenty videos from 46 to 84 s: a tenth under the second shortest (43.2 s) is below 46 s less the usual gap (44 s).
+    for (let i = 0; i < 20; i++) d.observe(studio, {}, 46_000 + 2_000 * i);
+    expect(d.expect(studio, {}).lowMs).toBe(43_200);
+    // Twenty spread over 10-200 s: the gap (10 s) says more than a tenth.
+    const wide = new JobDurations();
+    for (let i = 0; i < 20; i++) wide.observe(studio, {}, 10_000 + 10_000 * i);
+    expect(wide.expect(studio, {}).lowMs).toBe(0);
   });
 
   it('ignores figures that are not a duration', () => {

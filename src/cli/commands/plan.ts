@@ -8,12 +8,15 @@ import type { ProbeResult } from '../../media/types.js';
 import { type PlanResult, planManifest, planStreamed, type RunPlan } from '../../plan/build.js';
 import { planOptionsOf } from '../../plan/for-run.js';
 import type { MediaNeed } from '../../plan/plan.js';
+import type { Shard } from '../../plan/shard.js';
 import { judgePlan, type Verdict } from '../../run/left-to-pay.js';
+import { ShardRunError } from '../../run/resume.js';
 import { openStore } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import { planning } from '../load.js';
 import { type BalanceCheck, type PlanLike, planJson, planText, writeLines } from '../plan-lines.js';
+import { shardBudget } from '../shard.js';
 
 export interface PlanDeps {
   io: CliIO;
@@ -26,6 +29,8 @@ export interface PlanDeps {
   allowOutside?: boolean;
   /** The state file (`--state`): when it holds a run of this manifest, only what is left of it is priced against the limits. */
   statePath?: string;
+  /** Only this shard's tasks (`--shard i/n`), against its share of the budget. */
+  shard?: Shard;
 }
 
 export type { PlanResult, RunPlan };
@@ -39,6 +44,7 @@ function planOptions(deps: PlanDeps) {
       prices: deps.config.prices,
       probe: false,
       allowOutside: deps.allowOutside ?? false,
+      ...(deps.shard ? { shard: deps.shard } : {}),
     }),
     ...(deps.measure ? { measure: deps.measure } : {}),
   };
@@ -52,7 +58,12 @@ async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResult> {
 /** The library's planStreamed, with the CLI's errors: `plan` of a million tasks never holds them all. */
 async function buildStreamedPlan(file: string, deps: PlanDeps): Promise<PlanLike> {
   const plan = await planning(planStreamed(file, planOptions(deps)));
-  return { manifest: { settings: plan.settings }, totals: plan.totals, tasks: plan.tasks };
+  return {
+    manifest: { settings: plan.settings },
+    totals: plan.totals,
+    ...(plan.wholeTotals ? { wholeTotals: plan.wholeTotals } : {}),
+    tasks: plan.tasks,
+  };
 }
 
 async function checkBalance(deps: PlanDeps): Promise<BalanceCheck> {
@@ -72,6 +83,13 @@ export async function planCommand(
   deps: PlanDeps,
 ): Promise<number> {
   const plan: PlanLike = opts.json ? await buildPlan(file, deps) : await buildStreamedPlan(file, deps);
+  // A shard is weighed against its share of the budget, as `run --shard` is; the line says so.
+  if (deps.shard) {
+    const share = shardBudget(deps.shard, { ...plan, settings: plan.manifest.settings }, undefined);
+    if (share.budget === undefined) delete plan.manifest.settings.budget;
+    else plan.manifest.settings.budget = share.budget;
+    if (!opts.json) deps.io.stdout.write(`${share.line}\n`);
+  }
   const balance = await checkBalance(deps);
   const verdict = judge(file, plan, balance, deps);
   if (opts.json) deps.io.stdout.write(`${planJson(plan as PlanResult, balance, verdict)}\n`);
@@ -99,8 +117,12 @@ function judge(file: string, plan: PlanLike, balance: BalanceCheck, deps: PlanDe
         balance: balance.state === 'ok' ? balance.balance : undefined,
         config,
         now: io.now(),
+        ...(deps.shard ? { shard: deps.shard } : {}),
       },
     );
+  } catch (error) {
+    if (error instanceof ShardRunError) throw new ExitError(EXIT.invalid, error.message);
+    throw error;
   } finally {
     store?.close();
   }

@@ -1,9 +1,10 @@
 // `report [run]`: (re)writes report.json, report.csv, report.md and index.html into the run's folder and
 // prints report.md (or report.json with --json). The newest run when none is named.
 
-import { resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import type { Config } from '../../config.js';
-import { copyReportFile, UnknownRunError, writeReport } from '../../report/index.js';
+import { resultsRunId } from '../../plan/shard.js';
+import { copyReportFile, reportFiles, UnknownRunError, writeReport } from '../../report/index.js';
 import { writeBucketReport } from '../../run/lifecycle.js';
 import { checkRunFolder, RunFolderTakenError } from '../../run/marker.js';
 import { isBucketLocation, OutputError, resolveOutput } from '../../run/output.js';
@@ -12,20 +13,22 @@ import type { RunRecord, Store } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { openExistingStore, type ReadContext, runFolder, unknownRunError } from '../read.js';
+import { askedRun, type ShardFlags } from '../shard.js';
 
 export interface ReportContext extends ReadContext {
   config: Pick<Config, 'quota' | 'storage'>;
 }
 
 export async function reportCommand(
-  runId: string | undefined,
-  opts: { json?: boolean },
+  asked: string | undefined,
+  opts: { json?: boolean } & ShardFlags,
   ctx: ReportContext,
 ): Promise<number> {
   const { io } = ctx;
   const store = openExistingStore(ctx);
   try {
-    const id = runId ?? store?.listRuns()[0]?.id;
+    const runs = () => store?.listRuns() ?? [];
+    const id = askedRun(asked, opts, io.env, runs, ctx.statePath) ?? runs()[0]?.id;
     if (id === undefined) {
       throw new ExitError(
         EXIT.invalid,
@@ -59,7 +62,7 @@ export async function reportCommand(
     await copyReportFile(opts.json ? written.files.json : written.files.markdown, io.stdout);
     // On stderr, so that stdout is exactly the report (`mediabatch report > costs.md`).
     io.stderr.write(
-      `Wrote report.json, report.csv, report.md and index.html in ${displayPath(io.cwd, folder)}\n`,
+      `Wrote ${fileList(Object.values(written.files).map((f) => basename(f)))} in ${displayPath(io.cwd, folder)}\n`,
     );
     return EXIT.ok;
   } finally {
@@ -76,7 +79,7 @@ async function bucketReport(
   ctx: ReportContext,
 ): Promise<number> {
   const { io } = ctx;
-  const output = folder.slice(0, folder.length - run.id.length - 1);
+  const output = folder.slice(0, folder.length - resultsRunId(run.id).length - 1);
   let resolved: ReturnType<typeof resolveOutput>;
   try {
     resolved = resolveOutput(output, ctx.config.storage, io.env);
@@ -89,7 +92,7 @@ async function bucketReport(
   try {
     await writeBucketReport(
       { store, runId: run.id, runDir: folder },
-      { storage, runKey: joinKey(resolved.bucket.prefix, run.id) },
+      { storage, runKey: joinKey(resolved.bucket.prefix, resultsRunId(run.id)) },
       { now: io.now(), ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}) },
       (files) => copyReportFile(opts.json ? files.json : files.markdown, io.stdout),
     );
@@ -97,6 +100,12 @@ async function bucketReport(
     if (error instanceof StorageError) throw new ExitError(error.exitCode, error.message);
     throw error;
   }
-  io.stderr.write(`Wrote report.json, report.csv, report.md and index.html in ${folder}\n`);
+  const names = Object.values(reportFiles('', run.id)).map((f) => basename(f));
+  io.stderr.write(`Wrote ${fileList(names)} in ${folder}\n`);
   return EXIT.ok;
+}
+
+/** `a, b, c and d`. */
+function fileList(names: readonly string[]): string {
+  return names.length < 2 ? names.join('') : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`;
 }

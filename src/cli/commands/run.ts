@@ -4,7 +4,9 @@
 import { resolve } from 'node:path';
 import { type ApiClient, createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
+import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
+import { resultsRunId, type Shard } from '../../plan/shard.js';
 import { OutputError, resolveOutput, sandboxOutput } from '../../run/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
@@ -20,6 +22,7 @@ import { displayPath } from '../format.js';
 import { planning } from '../load.js';
 import { humanOut, type RunContext, type RunFlags, rethrowRunError } from '../run/context.js';
 import { driveRun } from '../run/drive.js';
+import { shardBudget, shardOfFlags } from '../shard.js';
 import { viewDuringRun } from '../view.js';
 
 export type { RunContext, RunFlags };
@@ -27,6 +30,8 @@ export type { RunContext, RunFlags };
 /** preflight, then submit, watch, download; resumes the run when it exists and is unfinished. */
 export async function runCommand(file: string, flags: RunFlags, ctx: RunContext): Promise<number> {
   const { io, config } = ctx;
+  // A bad --shard is said before anything starts (the embedded sandbox included).
+  shardOfFlags(flags, io.env);
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
   const sandbox = flags.sandbox ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1) : undefined;
@@ -69,6 +74,7 @@ async function runWithClient(
   onSandbox: boolean,
 ): Promise<number> {
   const { io, config } = ctx;
+  const shard = shardOfFlags(flags, io.env);
   const plan = await planning(
     planForRun(file, {
       cwd: io.cwd,
@@ -77,6 +83,7 @@ async function runWithClient(
       probe: flags.probe !== false,
       allowOutside: flags.allowOutsideData ?? false,
       ...(onSandbox ? { vars: sandboxVars(client.baseUrl) } : {}),
+      ...(shard ? { shard } : {}),
     }),
   );
   // `output: storage` is the account's bucket; a bucket output streams the results there.
@@ -84,6 +91,7 @@ async function runWithClient(
   if (tried?.line) humanOut(io, flags).write(`${tried.line}\n`);
   const output = resolveOutputOrExit(tried?.output ?? plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
+  const shardLine = applyBudget(plan, shard, flags.budget);
   const settings = plan.settings;
   const only = onlyOf(flags, plan.taskIds);
   const receiver = receiverOf(flags, settings, onSandbox);
@@ -107,6 +115,7 @@ async function runWithClient(
       ...(flags.retryInDoubt ? { retryInDoubt: true } : {}),
       wantsCallbackToken: callbacks !== undefined,
       shown,
+      ...(shard ? { shard } : {}),
       ...storeFirstOf(flags, only, io.env),
     }).catch(rethrowRunError);
     const view = flags.view ? await viewDuringRun(ctx, session.runId, humanOut(io, flags)) : undefined;
@@ -122,12 +131,8 @@ async function runWithClient(
         onSandbox,
         only,
         callbacks,
-        bucket: output.bucket
-          ? {
-              storage: createStorage(output.bucket, { env: io.env }),
-              runKey: joinKey(output.bucket.prefix, session.runId),
-            }
-          : undefined,
+        ...(shardLine ? { shardLine: shardLine.line } : {}),
+        bucket: bucketOf(output, session.runId, io.env),
       });
     } finally {
       await view?.end();
@@ -136,6 +141,27 @@ async function runWithClient(
   } finally {
     store.close();
   }
+}
+
+/** The run's folder in the bucket, when its results go to one: shards share their run's prefix. */
+function bucketOf(output: ReturnType<typeof resolveOutput>, runId: string, env: NodeJS.ProcessEnv) {
+  if (!output.bucket) return undefined;
+  return {
+    storage: createStorage(output.bucket, { env }),
+    runKey: joinKey(output.bucket.prefix, resultsRunId(runId)),
+  };
+}
+
+/**
+ * The budget the run works under, set in its plan's settings: --budget, or a shard's share of the
+ * manifest's (its preflight line says so), or the manifest's.
+ */
+function applyBudget(plan: RunPlan, shard: Shard | undefined, budgetFlag: number | undefined) {
+  const shardLine = shard ? shardBudget(shard, plan, budgetFlag) : undefined;
+  const budget = shardLine ? shardLine.budget : (budgetFlag ?? plan.settings.budget);
+  if (budget === undefined) delete plan.settings.budget;
+  else plan.settings.budget = budget;
+  return shardLine;
 }
 
 function resolveOutputOrExit(

@@ -10,6 +10,7 @@ import { roundTokens } from '../../util/money.js';
 import { EXIT } from '../errors.js';
 import { displayPath, fmtTokens, table } from '../format.js';
 import { openExistingStore, type ReadContext, runFolder, unknownRunError } from '../read.js';
+import { askedRun, type ShardFlags } from '../shard.js';
 import {
   describeCounts,
   notOnDisk,
@@ -21,12 +22,13 @@ import {
 } from '../status-lines.js';
 
 export async function statusCommand(
-  runId: string | undefined,
-  opts: { json?: boolean },
+  asked: string | undefined,
+  opts: { json?: boolean } & ShardFlags,
   ctx: ReadContext,
 ): Promise<number> {
   const store = openExistingStore(ctx);
   try {
+    const runId = askedRun(asked, opts, ctx.io.env, () => store?.listRuns() ?? [], ctx.statePath);
     if (runId === undefined) return listRuns(store, opts, ctx);
     const run = store?.getRun(runId);
     if (store === undefined || run === undefined) throw unknownRunError(runId, store, ctx.statePath);

@@ -1,8 +1,10 @@
 import type { ManifestProblem } from '../../manifest/types.js';
 import { localRefsIn } from '../../media/local-input.js';
+import { type Shard, shardFilterOf } from '../../plan/shard.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import { LOCAL_FILES_NOTE, loadChecked, ProblemsError, plural } from '../load.js';
+import { type ShardFlags, shardOfFlags } from '../shard.js';
 
 /** One problem in --json output: located when it is inside a file, with the line people read. */
 export interface ProblemJson {
@@ -23,6 +25,8 @@ export interface ManifestVerdict {
   byModel?: Record<string, number>;
   /** Distinct local `file:` inputs, which `run` uploads to the bucket. */
   localFiles?: number;
+  /** With --shard: `tasks` and `byModel` are the shard's, out of `of` in the manifest. */
+  shard?: { index: number; count: number; of: number };
   problems: ProblemJson[];
 }
 
@@ -38,9 +42,19 @@ function problemJson(p: ManifestProblem, text: string): ProblemJson {
   };
 }
 
-async function verdict(file: string, io: CliIO, allowOutside: boolean): Promise<ManifestVerdict> {
+async function verdict(
+  file: string,
+  io: CliIO,
+  allowOutside: boolean,
+  shard?: Shard,
+): Promise<ManifestVerdict> {
   try {
-    const { tasks } = await loadChecked(file, io, { allowOutside });
+    const loaded = await loadChecked(file, io, { allowOutside });
+    // Every task is checked; a shard's are counted (the same share `run --shard` takes).
+    const inShard = shard
+      ? shardFilterOf(shard, loaded.manifest.chained === true, () => loaded.tasks.map((t) => t.spec))
+      : undefined;
+    const tasks = inShard ? loaded.tasks.filter((t) => inShard(t.spec.id)) : loaded.tasks;
     const byModel: Record<string, number> = {};
     const local = new Set<string>();
     for (const t of tasks) {
@@ -52,6 +66,7 @@ async function verdict(file: string, io: CliIO, allowOutside: boolean): Promise<
       ok: true,
       tasks: tasks.length,
       byModel,
+      ...(shard ? { shard: { ...shard, of: loaded.tasks.length } } : {}),
       problems: [],
       ...(local.size > 0 ? { localFiles: local.size } : {}),
     };
@@ -80,11 +95,12 @@ function describeModels(byModel: Record<string, number>): string {
 /** Parse, expand and check every task of every manifest; no network. Every problem of every file is printed. */
 export async function validateCommand(
   files: string[],
-  opts: { json?: boolean; allowOutsideData?: boolean },
+  opts: { json?: boolean; allowOutsideData?: boolean } & ShardFlags,
   io: CliIO,
 ): Promise<number> {
+  const shard = shardOfFlags(opts, io.env);
   const verdicts: ManifestVerdict[] = [];
-  for (const file of files) verdicts.push(await verdict(file, io, opts.allowOutsideData ?? false));
+  for (const file of files) verdicts.push(await verdict(file, io, opts.allowOutsideData ?? false, shard));
   const bad = verdicts.filter((v) => !v.ok);
   const count = bad.reduce((n, v) => n + v.problems.length, 0);
 
@@ -96,7 +112,10 @@ export async function validateCommand(
     for (const v of verdicts) {
       if (v.ok) {
         const models = v.byModel && v.tasks ? ` (${describeModels(v.byModel)})` : '';
-        io.stdout.write(`${v.file}: valid, ${plural(v.tasks ?? 0, 'task')}${models}\n`);
+        const share = v.shard
+          ? ` in shard ${v.shard.index} of ${v.shard.count} (of ${plural(v.shard.of, 'task')})`
+          : '';
+        io.stdout.write(`${v.file}: valid, ${plural(v.tasks ?? 0, 'task')}${share}${models}\n`);
         if (v.localFiles) io.stdout.write(`  ${LOCAL_FILES_NOTE(v.localFiles)}\n`);
       } else {
         for (const p of v.problems) io.stderr.write(`${p.text}\n`);

@@ -10,8 +10,11 @@ import { RunError, type RunSession } from '../../run/session.js';
 import type { Logger } from '../../util/log.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
+import type { ShardFlags } from '../shard.js';
 
-export interface RunFlags {
+export interface RunFlags extends ShardFlags {
+  /** A budget in tokens for this run (a shard's instead of its share of the manifest's). */
+  budget?: number;
   yes?: boolean;
   allowPartial?: boolean;
   /** Keep going until every reviewed result is decided (issue 25). */
@@ -77,6 +80,8 @@ export interface DriveArgs {
   callbacks: ReceiverAddress | undefined;
   /** Results go to this bucket (`output: s3://…` or `storage`). */
   bucket: BucketOutput | undefined;
+  /** A shard's line for the preflight: its tasks, its budget, the shared balance. */
+  shardLine?: string;
 }
 
 /** The library's RunError, as the CLI's one line and exit code. */

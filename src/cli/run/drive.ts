@@ -25,6 +25,7 @@ export async function driveRun(a: DriveArgs): Promise<number> {
   const out = (line = '') => humanOut(io, flags).write(`${line}\n`);
   const printer = runPrinter(a, out);
   printer.opened();
+  if (a.shardLine) out(`  ${a.shardLine}`);
   const budget = effectiveBudget(settings.budget, flags.budgetCap);
   const report = await preflightRun(session, {
     client: a.client,

@@ -23,8 +23,9 @@ export function objectUrl(output: BucketOutput, key: string): string {
 export function bucketPut(output: BucketOutput): ObjectPut {
   return async (key, body, info) => {
     try {
-      await output.storage.putStream(key, body, info);
-      return { location: objectUrl(output, key) };
+      const stored = await output.storage.putStream(key, body, info);
+      // The bucket's own count of what it received: compared with the download's digest.
+      return { location: objectUrl(output, key), sha256: stored.sha256 };
     } catch (error) {
       if (error instanceof StorageError) throw new ObjectPutError(error.message, error.transient);
       throw error;

@@ -1,0 +1,61 @@
+// `report --merge <report.json | folder | s3://prefix>...`: one report and one gallery for a run split
+// into shards (src/run/merge.ts). Exit 0 when every shard is in and finished; 4 (run their commands again,
+// then merge again) when some are missing or unfinished, after writing what there is; 1 for bad inputs.
+
+import type { Config } from '../../config.js';
+import { MergeError } from '../../report/merge.js';
+import { mergeRunReports } from '../../run/merge.js';
+import { OutputError } from '../../run/output.js';
+import { StorageError } from '../../storage/index.js';
+import { EXIT, ExitError } from '../errors.js';
+import { displayPath, fmtTokens } from '../format.js';
+import type { CliIO } from '../io.js';
+
+export async function reportMergeCommand(
+  inputs: readonly string[],
+  opts: { json?: boolean; out?: string },
+  ctx: { io: CliIO; config: Pick<Config, 'storage'> },
+): Promise<number> {
+  const { io } = ctx;
+  let outcome: Awaited<ReturnType<typeof mergeRunReports>>;
+  try {
+    outcome = await mergeRunReports(inputs, {
+      cwd: io.cwd,
+      env: io.env,
+      now: io.now(),
+      ...(ctx.config.storage ? { storage: ctx.config.storage } : {}),
+      ...(opts.out !== undefined ? { out: opts.out } : {}),
+    });
+  } catch (error) {
+    if (error instanceof MergeError || error instanceof OutputError)
+      throw new ExitError(EXIT.invalid, error.message);
+    if (error instanceof StorageError) throw new ExitError(error.exitCode, error.message);
+    throw error;
+  }
+  const { report, files } = outcome;
+  const shards = report.shards;
+  const shown = (p: string) => displayPath(io.cwd, p);
+  if (opts.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  else {
+    io.stdout.write(
+      `Run ${report.run.id}: ${shards?.merged.length ?? 0} of ${shards?.count ?? 0} shards merged, ${report.totals.tasks} tasks; charged ${fmtTokens(report.totals.charged.tokens)} tokens, refunded ${fmtTokens(report.totals.refunded.tokens)}, net ${fmtTokens(report.totals.net.tokens)}\n`,
+    );
+    io.stdout.write(`  Report: ${shown(files.markdown)} · gallery: ${shown(files.gallery)}\n`);
+  }
+  const missing = shards?.missing ?? [];
+  const unfinished = shards?.unfinished ?? [];
+  if (missing.length === 0 && unfinished.length === 0) return EXIT.ok;
+  const n = shards?.count ?? 0;
+  const parts = [
+    ...(missing.length > 0
+      ? [`shard${missing.length === 1 ? '' : 's'} ${missing.join(', ')} of ${n} missing (no report)`]
+      : []),
+    ...(unfinished.length > 0
+      ? [`shard${unfinished.length === 1 ? '' : 's'} ${unfinished.join(', ')} of ${n} unfinished`]
+      : []),
+  ];
+  throw new ExitError(
+    EXIT.interrupted,
+    `${parts.join('; ')}: the report has the rest; run their command (--shard i/${n}) again, then merge again`,
+  );
+}

@@ -1,0 +1,172 @@
+// `report --merge` (issue 26): finds the shards' report.json files (given one by one, in a folder, or under
+// an s3:// prefix), merges them (src/report/merge.ts) and writes the run's one report and gallery beside
+// the results: into the folder, or put into the bucket under the same prefix.
+
+import { createReadStream } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { MergeError, mergeShardReports, type ShardReportInput } from '../report/merge.js';
+import { writeMergedReport } from '../report/merge-write.js';
+import { type Report, reportSchema } from '../report/schema.js';
+import type { StorageConfig } from '../storage/config.js';
+import { createStorage, type Storage } from '../storage/index.js';
+import { isBucketLocation, resolveOutput } from './output.js';
+
+/** A shard's report file: `report.shard-<i>-of-<n>.json`. */
+export const SHARD_REPORT_FILE = /^report\.shard-\d+-of-\d+\.json$/;
+
+export interface MergeOptions {
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  now: Date;
+  /** The account's bucket settings (endpoint, region) for s3:// inputs. */
+  storage?: StorageConfig;
+  /** Where to write the merged report; the folder (or prefix) of the first input otherwise. */
+  out?: string;
+}
+
+export interface MergeOutcome {
+  report: Report;
+  /** Where the merged files are: paths, or s3:// URLs. */
+  files: { json: string; markdown: string; gallery: string };
+}
+
+export async function mergeRunReports(args: readonly string[], o: MergeOptions): Promise<MergeOutcome> {
+  if (args.length === 0)
+    throw new MergeError("--merge: give the shards' report files, their folder, or an s3:// prefix");
+  const buckets = new Map<string, Storage>();
+  try {
+    const inputs: ShardReportInput[] = [];
+    for (const arg of args) inputs.push(...(await readInput(arg, o, buckets)));
+    if (inputs.length === 0) {
+      throw new MergeError(
+        `${args.join(', ')}: no report.shard-<i>-of-<n>.json found there; the shards write theirs in <output>/<run>/`,
+      );
+    }
+    const report = mergeShardReports(inputs, o.now);
+    const first = args[0] as string;
+    const target =
+      o.out ?? (isBucketLocation(first) ? first.replace(/\/+$/, '') : await folderOf(resolve(o.cwd, first)));
+    if (!isBucketLocation(target)) {
+      const dir = resolve(o.cwd, target);
+      const files = await writeMergedReport(report, dir);
+      return { report, files };
+    }
+    return { report, files: await writeToBucket(report, target, bucketOf(target, o, buckets)) };
+  } finally {
+    for (const s of buckets.values()) s.destroy();
+  }
+}
+
+async function folderOf(path: string): Promise<string> {
+  return (await stat(path)).isDirectory() ? path : dirname(path);
+}
+
+function bucketOf(
+  url: string,
+  o: MergeOptions,
+  buckets: Map<string, Storage>,
+): { storage: Storage; prefix: string } {
+  const resolved = resolveOutput(url, o.storage, o.env);
+  if (!resolved.bucket) throw new MergeError(`${url}: not an s3://bucket/prefix`);
+  const key = `${resolved.bucket.bucket}`;
+  let storage = buckets.get(key);
+  if (!storage) {
+    storage = createStorage(resolved.bucket, { env: o.env });
+    buckets.set(key, storage);
+  }
+  return { storage, prefix: resolved.bucket.prefix };
+}
+
+async function readInput(
+  arg: string,
+  o: MergeOptions,
+  buckets: Map<string, Storage>,
+): Promise<ShardReportInput[]> {
+  if (isBucketLocation(arg)) {
+    const { storage, prefix } = bucketOf(arg, o, buckets);
+    const isFile = /\.json$/.test(prefix);
+    const keys = isFile
+      ? [prefix]
+      : (await storage.listNames(prefix)).filter((k) => SHARD_REPORT_FILE.test(basename(k)));
+    const out: ShardReportInput[] = [];
+    for (const key of keys) {
+      const source = `s3://${storage.config.bucket}/${key}`;
+      out.push({ source, report: parseReport(source, (await storage.getBytes(key)).toString('utf8')) });
+    }
+    return out;
+  }
+  const path = resolve(o.cwd, arg);
+  let info: Awaited<ReturnType<typeof stat>>;
+  try {
+    info = await stat(path);
+  } catch {
+    throw new MergeError(`${arg}: no such file or folder`);
+  }
+  const files = info.isDirectory()
+    ? (await readdir(path))
+        .filter((name) => SHARD_REPORT_FILE.test(name))
+        .sort()
+        .map((name) => join(path, name))
+    : [path];
+  const out: ShardReportInput[] = [];
+  for (const file of files)
+    out.push({ source: file, report: parseReport(file, await readFile(file, 'utf8')) });
+  return out;
+}
+
+function parseReport(source: string, text: string): Report {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new MergeError(`${source}: not JSON (${(error as Error).message})`);
+  }
+  const parsed = reportSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new MergeError(
+      `${source}: not a mediabatch report.json (${issue?.path.join('.') || 'root'}: ${issue?.message ?? 'invalid'})`,
+    );
+  }
+  return parsed.data;
+}
+
+/** Written locally, then put under the run's prefix, like a bucket run's own report. */
+async function writeToBucket(
+  report: Report,
+  url: string,
+  bucket: { storage: Storage; prefix: string },
+): Promise<MergeOutcome['files']> {
+  const temp = await mkdtemp(join(tmpdir(), 'mediabatch-merge-'));
+  try {
+    const written = await writeMergedReport(report, url, {
+      writeTo: join(temp, 'run'),
+      readExtra: async (folder, name) => {
+        try {
+          return JSON.parse(
+            (await bucket.storage.getBytes(`${bucket.prefix}/${folder}/${name}`)).toString('utf8'),
+          );
+        } catch {
+          return undefined;
+        }
+      },
+    });
+    const types: Record<string, string> = {
+      json: 'application/json',
+      csv: 'text/csv; charset=utf-8',
+      markdown: 'text/markdown; charset=utf-8',
+      gallery: 'text/html; charset=utf-8',
+    };
+    for (const [kind, path] of Object.entries(written)) {
+      await bucket.storage.putStream(`${bucket.prefix}/${basename(path)}`, createReadStream(path), {
+        contentType: types[kind] ?? 'application/octet-stream',
+      });
+    }
+    const at = (path: string) => `${url}/${basename(path)}`;
+    return { json: at(written.json), markdown: at(written.markdown), gallery: at(written.gallery) };
+  } finally {
+    await rm(temp, { recursive: true, force: true });
+  }
+}
