@@ -4,7 +4,7 @@
 // are shown; only the approved variant's clip is submitted and charged (money from /_sandbox/state); the
 // counters and the spend chart move; a second tab that had not caught up is refused with the reason;
 // `review <run> --json` lists what the page's "awaiting review" filter shows; the run ends once all is decided.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -281,6 +281,9 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
       { verdict: 'reject', note: 'the handle again', attempt: 2 },
     ]);
     expect(await runner.exited).toBe(0);
+    // The re-rolled variant's first result is kept beside the new one.
+    const kept = await readdir(join(dir, 'out', 'batch', 'still-mug-3', 'attempt-1'));
+    expect(kept.some((name) => name.endsWith('.png'))).toBe(true);
     const end = await sandboxState();
     expect(end.jobs.map((j) => j.model).filter((m) => m === 'studio-2-6')).toHaveLength(1);
     expect(stateOf('clip-mug-3')).toBe('skipped');
