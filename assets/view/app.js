@@ -3,6 +3,7 @@
 // again through the JSON API (at most every REFRESH_MS).
 import { h } from './dom.js';
 import { runPage, runsPage, taskPage } from './pages.js';
+import { installReviewKeys } from './review.js';
 
 /**
  * The page reads the run again at most this often while events arrive (counters move at once from the
@@ -71,5 +72,8 @@ function connect() {
 }
 
 window.addEventListener('hashchange', route);
+// After a decision the page reads again at once; the live feed moves the counters of other tabs.
+window.addEventListener('mb:decided', () => current.refresh().catch(() => undefined));
+installReviewKeys();
 route();
 connect();

@@ -5,6 +5,7 @@ import { api } from './api.js';
 import { card } from './cards.js';
 import { finishedChart, spendChart } from './charts.js';
 import { bytes, duration, h, runHref, taskHref, time, tokens } from './dom.js';
+import { bulkBar, markCard, reviewBadge, reviewControls } from './review.js';
 
 const STATES = [
   'pending',
@@ -104,6 +105,27 @@ function counters(run) {
           h('span.l', {}, s.replace('_', ' ')),
         ),
     ),
+  );
+}
+
+/** A run with reviewed tasks: how many await a decision, were approved, rejected, re-rolled. */
+function reviewCounters(review) {
+  if (!review) return h('div', { id: 'review-counters', hidden: true });
+  const n = (state, value, label) =>
+    h(
+      `div.counter.rv-${state}`,
+      { dataset: { review: state } },
+      h('span.n', {}, value),
+      h('span.l', {}, label),
+    );
+  return h(
+    'div.counters.review-counters',
+    { id: 'review-counters' },
+    n('awaiting', review.awaiting, 'awaiting review'),
+    n('waiting', review.waiting, 'wait for a review'),
+    n('approved', review.approved, 'approved'),
+    n('rejected', review.rejected, 'rejected'),
+    n('rerolls', review.rerolls.asked, `re-rolls (${tokens(review.rerolls.net)} tokens)`),
   );
 }
 
@@ -236,6 +258,17 @@ function filters(d, state, onChange) {
     { id: 'filters', role: 'search', onsubmit: (e) => e.preventDefault() },
     select('model', 'Model', modelsList, state.model),
     select('state', 'State', statesList, state.state),
+    d.review
+      ? select(
+          'review',
+          'Review',
+          [
+            ['', 'all'],
+            ['awaiting', 'awaiting review'],
+          ],
+          state.review,
+        )
+      : null,
     select(
       'order',
       'Order',
@@ -269,16 +302,16 @@ function resultsGrid(run) {
   const more = h('button.more', { type: 'button', hidden: true }, 'More results');
   const byId = new Map();
   let cursor = null;
-  let query = { model: '', state: '', q: '', order: 'newest' };
+  let query = { model: '', state: '', q: '', order: 'newest', review: '' };
   const place = (tasks, append) => {
     const els = tasks.map((t) => {
-      const key = `${t.state}|${t.files.length}|${t.net}`;
+      const key = `${t.state}|${t.files.length}|${t.net}|${t.review?.status}|${t.review?.version}`;
       const old = byId.get(t.id);
-      if (old && old.dataset.key === key) return old;
+      if (old && old.dataset.key === key) return markCard(old);
       const el = card(run, t);
       el.dataset.key = key;
       byId.set(t.id, el);
-      return el;
+      return markCard(el);
     });
     if (append) grid.append(...els);
     else grid.replaceChildren(...els);
@@ -307,6 +340,26 @@ function resultsGrid(run) {
   };
 }
 
+/** The results: filters, the bar that decides for the selected cards, the keys, the grid. */
+function resultsSection(run, d, results) {
+  return h(
+    'section',
+    { id: 'results', dataset: { reviewRun: run } },
+    h('h2', {}, 'Results'),
+    filters(d, results.query, (n, v) => results.set(n, v)),
+    d.review ? bulkBar(run) : null,
+    d.review
+      ? h(
+          'p.muted.keys',
+          {},
+          'Keys: j/k or arrows move · a approve · r reject · shift+R or e re-roll · x select (then a, r or R decide for the selection)',
+        )
+      : null,
+    results.grid,
+    results.more,
+  );
+}
+
 export async function runPage(main, run) {
   const results = resultsGrid(run);
   let d = await api.run(run);
@@ -314,6 +367,7 @@ export async function runPage(main, run) {
   let finished;
   const draw = () => {
     replace('counters', counters(d.run));
+    replace('review-counters', reviewCounters(d.review));
     replace('money', money(d.run, d.finished_series));
     replace('models', models(d));
     replace('failures', failures(run, d));
@@ -329,6 +383,7 @@ export async function runPage(main, run) {
     h('h1', {}, run, ' ', h(`span.state.r-${d.run.state}`, { id: 'run-state' }, d.run.state)),
     h('p.muted', {}, d.run.manifest),
     counters(d.run),
+    reviewCounters(d.review),
     money(d.run, d.finished_series),
     h(
       'div.charts',
@@ -340,14 +395,7 @@ export async function runPage(main, run) {
     failures(run, d),
     models(d),
     chains(run, d),
-    h(
-      'section',
-      { id: 'results' },
-      h('h2', {}, 'Results'),
-      filters(d, results.query, (n, v) => results.set(n, v)),
-      results.grid,
-      results.more,
-    ),
+    resultsSection(run, d, results),
   );
   spend = spendChart(spendEl, d.spend_series);
   finished = finishedChart(finishedEl, d.finished_series);
@@ -406,11 +454,23 @@ function links(run, list) {
   );
 }
 
-function taskBody(run, d) {
+/** Every decision on a reviewed task, oldest first. */
+function decisions(review) {
+  if (!review) return null;
+  return [
+    h('h2', {}, 'Decisions'),
+    table(
+      ['verdict', 'attempt', 'note', 'by', 'at'],
+      review.decisions.map((x) => [x.verdict, x.attempt, x.note ?? '', x.by, time(x.at)]),
+      { id: 'decisions' },
+    ),
+  ];
+}
+
+/** The crumbs, the title with the state and the review badge, the error, the decision buttons. */
+function taskHead(run, d) {
   const t = d.task;
-  return h(
-    'div',
-    { id: 'task' },
+  return [
     h(
       'nav.crumbs',
       {},
@@ -420,8 +480,34 @@ function taskBody(run, d) {
       ' / ',
       t.id,
     ),
-    h('h1', {}, t.id, ' ', h(`span.state.s-${t.state}`, { id: 'task-state' }, t.state.replace('_', ' '))),
+    h(
+      'h1',
+      {},
+      t.id,
+      ' ',
+      h(`span.state.s-${t.state}`, { id: 'task-state' }, t.state.replace('_', ' ')),
+      ' ',
+      reviewBadge({ review: d.review }),
+    ),
     t.error ? h('p.error', {}, t.error) : null,
+    d.review ? reviewControls(run, { id: t.id, state: t.state, review: d.review }) : null,
+  ];
+}
+
+function taskBody(run, d) {
+  const t = d.task;
+  const reviewable = d.review && t.state === 'done';
+  return h(
+    'div',
+    {
+      id: 'task',
+      dataset: {
+        reviewRun: run,
+        task: t.id,
+        ...(reviewable ? { version: String(d.review.version) } : {}),
+      },
+    },
+    taskHead(run, d),
     h('div.media.big', {}, card(run, { ...t, net: 0, files: d.files, text: {} }).querySelector('.media')),
     kv([
       ['model', t.model],
@@ -436,6 +522,7 @@ function taskBody(run, d) {
       ['job duration', t.job_duration === null ? null : `${t.job_duration} s`],
       ['polls', t.polls],
     ]),
+    decisions(d.review),
     h('h2', {}, 'Request as sent'),
     h('pre.json', { id: 'request' }, JSON.stringify(d.request, null, 2)),
     h('h2', {}, 'Attempts'),
@@ -483,7 +570,8 @@ export async function taskPage(main, run, task) {
     async refresh() {
       const next = await api.task(run, task);
       // Redrawn only when it moved, so a playing video is not restarted by another task's change.
-      if (next.task.state === state && next.ledger.length === d.ledger.length) return;
+      const same = next.review?.version === d.review?.version;
+      if (next.task.state === state && next.ledger.length === d.ledger.length && same) return;
       state = next.task.state;
       d = next;
       replace('task', taskBody(run, next));
