@@ -4,6 +4,7 @@
 // when the reader moves on is dropped, so a slow answer never draws over the newer page.
 import { h } from './dom.js';
 import { runPage, runsPage, taskPage } from './pages.js';
+import { installReviewKeys } from './review.js';
 
 /**
  * The page reads the run again at most this often while events arrive (counters move at once from the
@@ -101,5 +102,8 @@ function connect() {
 }
 
 window.addEventListener('hashchange', route);
+// After a decision the page reads again at once; the live feed moves the counters of other tabs.
+window.addEventListener('mb:decided', () => current.refresh().catch(() => undefined));
+installReviewKeys();
 route();
 connect();

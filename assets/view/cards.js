@@ -1,6 +1,7 @@
 // One result card: thumbnails, players, an oc-maker sheet or songs with their lyrics, the prompt, the
 // state and what it cost. The heading links to the task page (keyboard: Tab to it, Enter).
 import { h, taskHref, tokens } from './dom.js';
+import { reviewBadge, reviewControls } from './review.js';
 
 function media(f, alt) {
   // Lazy and decoded off the main thread: a fast run's new results cost nothing until scrolled to.
@@ -46,7 +47,15 @@ export function card(run, t) {
   const prompt = promptOf(t);
   return h(
     'article.card',
-    { dataset: { task: t.id, state: t.state, model: t.model } },
+    {
+      tabindex: -1,
+      dataset: {
+        task: t.id,
+        state: t.state,
+        model: t.model,
+        ...(t.review ? { review: t.review.status, version: String(t.review.version) } : {}),
+      },
+    },
     h('h3.card-title', {}, h('a', { href: taskHref(run, t.id) }, t.id)),
     h(
       'div.media',
@@ -61,7 +70,9 @@ export function card(run, t) {
       'p.meta',
       {},
       h(`span.state.s-${t.state}`, {}, t.state.replace('_', ' ')),
-      ` · ${t.model} · ${tokens(t.net)} tokens`,
+      ` · ${t.model} · ${tokens(t.net)} tokens `,
+      reviewBadge(t),
     ),
+    reviewControls(run, t),
   );
 }

@@ -6,6 +6,7 @@ import { api } from './api.js';
 import { card } from './cards.js';
 import { finishedChart, spendChart } from './charts.js';
 import { bytes, duration, h, runHref, taskHref, time, tokens } from './dom.js';
+import { bulkBar, markCard, reviewBadge, reviewControls } from './review.js';
 
 const STATES = [
   'pending',
@@ -111,6 +112,27 @@ function counters(run) {
           h('span.l', {}, s.replace('_', ' ')),
         ),
     ),
+  );
+}
+
+/** A run with reviewed tasks: how many await a decision, were approved, rejected, re-rolled. */
+function reviewCounters(review) {
+  if (!review) return h('div', { id: 'review-counters', hidden: true });
+  const n = (state, value, label) =>
+    h(
+      `div.counter.rv-${state}`,
+      { dataset: { review: state } },
+      h('span.n', {}, value),
+      h('span.l', {}, label),
+    );
+  return h(
+    'div.counters.review-counters',
+    { id: 'review-counters' },
+    n('awaiting', review.awaiting, 'awaiting review'),
+    n('waiting', review.waiting, 'wait for a review'),
+    n('approved', review.approved, 'approved'),
+    n('rejected', review.rejected, 'rejected'),
+    n('rerolls', review.rerolls.asked, `re-rolls (${tokens(review.rerolls.net)} tokens)`),
   );
 }
 
@@ -259,6 +281,17 @@ function filters(d, state, onChange) {
     { id: 'filters', role: 'search', onsubmit: (e) => e.preventDefault() },
     select('model', 'Model', modelsList, state.model),
     select('state', 'State', statesList, state.state),
+    d.review
+      ? select(
+          'review',
+          'Review',
+          [
+            ['', 'all'],
+            ['awaiting', 'awaiting review'],
+          ],
+          state.review,
+        )
+      : null,
     select(
       'order',
       'Order',
@@ -292,16 +325,16 @@ function resultsGrid(run, isCurrent) {
   const more = h('button.more', { type: 'button', hidden: true }, 'More results');
   const byId = new Map();
   let cursor = null;
-  let query = { model: '', state: '', q: '', order: 'newest' };
+  let query = { model: '', state: '', q: '', order: 'newest', review: '' };
   const place = (tasks, append) => {
     const els = tasks.map((t) => {
-      const key = `${t.state}|${t.files.length}|${t.net}`;
+      const key = `${t.state}|${t.files.length}|${t.net}|${t.review?.status}|${t.review?.version}`;
       const old = byId.get(t.id);
-      if (old && old.dataset.key === key) return old;
+      if (old && old.dataset.key === key) return markCard(old);
       const el = card(run, t);
       el.dataset.key = key;
       byId.set(t.id, el);
-      return el;
+      return markCard(el);
     });
     if (append) grid.append(...els);
     // The same cards in the same order: nothing is touched (an image or a playing video stays as is).
@@ -338,6 +371,26 @@ function figuresNote(d) {
   return h('p.muted.reading', { id: 'figures-note' }, d.figures_ready ? null : `Charts: ${READING}`);
 }
 
+/** The results: filters, the bar that decides for the selected cards, the keys, the grid. */
+function resultsSection(run, d, results) {
+  return h(
+    'section',
+    { id: 'results', dataset: { reviewRun: run } },
+    h('h2', {}, 'Results'),
+    filters(d, results.query, (n, v) => results.set(n, v)),
+    d.review ? bulkBar(run) : null,
+    d.review
+      ? h(
+          'p.muted.keys',
+          {},
+          'Keys: j/k or arrows move · a approve · r reject · shift+R or e re-roll · x select (then a, r or R decide for the selection)',
+        )
+      : null,
+    results.grid,
+    results.more,
+  );
+}
+
 export async function runPage(main, run, isCurrent = always) {
   const results = resultsGrid(run, isCurrent);
   let d = await api.run(run);
@@ -346,6 +399,7 @@ export async function runPage(main, run, isCurrent = always) {
   let finished;
   const draw = () => {
     replace('counters', counters(d.run));
+    replace('review-counters', reviewCounters(d.review));
     replace('money', money(d));
     replace('figures-note', figuresNote(d));
     replace('models', models(d));
@@ -362,6 +416,7 @@ export async function runPage(main, run, isCurrent = always) {
     h('h1', {}, run, ' ', h(`span.state.r-${d.run.state}`, { id: 'run-state' }, d.run.state)),
     h('p.muted', {}, d.run.manifest),
     counters(d.run),
+    reviewCounters(d.review),
     money(d),
     figuresNote(d),
     h(
@@ -374,14 +429,7 @@ export async function runPage(main, run, isCurrent = always) {
     failures(run, d),
     models(d),
     chains(run, d),
-    h(
-      'section',
-      { id: 'results' },
-      h('h2', {}, 'Results'),
-      filters(d, results.query, (n, v) => results.set(n, v)),
-      results.grid,
-      results.more,
-    ),
+    resultsSection(run, d, results),
   );
   spend = spendChart(spendEl, d.spend_series);
   finished = finishedChart(finishedEl, d.finished_series);
@@ -443,11 +491,23 @@ function links(run, list) {
   );
 }
 
-function taskBody(run, d) {
+/** Every decision on a reviewed task, oldest first. */
+function decisions(review) {
+  if (!review) return null;
+  return [
+    h('h2', {}, 'Decisions'),
+    table(
+      ['verdict', 'attempt', 'note', 'by', 'at'],
+      review.decisions.map((x) => [x.verdict, x.attempt, x.note ?? '', x.by, time(x.at)]),
+      { id: 'decisions' },
+    ),
+  ];
+}
+
+/** The crumbs, the title with the state and the review badge, the error, the decision buttons. */
+function taskHead(run, d) {
   const t = d.task;
-  return h(
-    'div',
-    { id: 'task' },
+  return [
     h(
       'nav.crumbs',
       {},
@@ -457,8 +517,34 @@ function taskBody(run, d) {
       ' / ',
       t.id,
     ),
-    h('h1', {}, t.id, ' ', h(`span.state.s-${t.state}`, { id: 'task-state' }, t.state.replace('_', ' '))),
+    h(
+      'h1',
+      {},
+      t.id,
+      ' ',
+      h(`span.state.s-${t.state}`, { id: 'task-state' }, t.state.replace('_', ' ')),
+      ' ',
+      reviewBadge({ review: d.review }),
+    ),
     t.error ? h('p.error', {}, t.error) : null,
+    d.review ? reviewControls(run, { id: t.id, state: t.state, review: d.review }) : null,
+  ];
+}
+
+function taskBody(run, d) {
+  const t = d.task;
+  const reviewable = d.review && t.state === 'done';
+  return h(
+    'div',
+    {
+      id: 'task',
+      dataset: {
+        reviewRun: run,
+        task: t.id,
+        ...(reviewable ? { version: String(d.review.version) } : {}),
+      },
+    },
+    taskHead(run, d),
     h('div.media.big', {}, card(run, { ...t, net: 0, files: d.files, text: {} }).querySelector('.media')),
     kv([
       ['model', t.model],
@@ -473,6 +559,7 @@ function taskBody(run, d) {
       ['job duration', t.job_duration === null ? null : `${t.job_duration} s`],
       ['polls', t.polls],
     ]),
+    decisions(d.review),
     h('h2', {}, 'Request as sent'),
     h('pre.json', { id: 'request' }, JSON.stringify(d.request, null, 2)),
     h('h2', {}, 'Attempts'),
@@ -522,7 +609,8 @@ export async function taskPage(main, run, task, isCurrent = always) {
       const next = await api.task(run, task);
       if (!isCurrent()) return;
       // Redrawn only when it moved, so a playing video is not restarted by another task's change.
-      if (next.task.state === state && next.ledger.length === d.ledger.length) return;
+      const same = next.review?.version === d.review?.version;
+      if (next.task.state === state && next.ledger.length === d.ledger.length && same) return;
       state = next.task.state;
       d = next;
       replace('task', taskBody(run, next));

@@ -25,6 +25,8 @@ export interface ViewTaskQuery {
   /** Only tasks in these states (none: all). */
   states?: readonly TaskState[];
   model?: string;
+  /** Only reviewed results nobody decided on yet (the filter "awaiting review"). */
+  awaiting?: boolean;
   /** Text in the task id, the request or the error (case-insensitive). */
   q?: string;
   after?: ViewCursor;
@@ -49,6 +51,11 @@ export interface ViewTaskRow {
   charged: number;
   refunded: number;
   files: FileRecord[];
+  /** Its result must be chosen (`review: true`); verdict, attempt and version as decisions need them. */
+  review: boolean;
+  verdict: 'approved' | 'rejected' | null;
+  attempt: number;
+  version: number;
 }
 
 export interface ViewTaskPage {
@@ -139,10 +146,14 @@ interface TaskListRow {
   body: string;
   est_tokens: number;
   est_max: number;
+  review: number;
+  verdict: 'approved' | 'rejected' | null;
+  attempt: number;
+  version: number;
 }
 
 // The state as shown (awaiting_review for a pending task waiting for a person: src/store/shown-state.ts).
-const LIST_COLUMNS = `task_id, img_uuid, seq, model, ${shownStateSql('tasks')} AS state, error, submitted_at, finished_at, updated_at, body, est_tokens, est_max`;
+const LIST_COLUMNS = `task_id, img_uuid, seq, model, ${shownStateSql('tasks')} AS state, error, submitted_at, finished_at, updated_at, body, est_tokens, est_max, review, verdict, attempt, version`;
 /**
  * Filters shared by every list statement; null parameters switch a filter off. `:stored` are the stored
  * states behind the shown ones of `:states` (awaiting_review is stored as pending).
@@ -150,6 +161,7 @@ const LIST_COLUMNS = `task_id, img_uuid, seq, model, ${shownStateSql('tasks')} A
 const FILTERS = `(:states IS NULL OR (state IN (SELECT value FROM json_each(:stored))
     AND ${shownStateSql('tasks')} IN (SELECT value FROM json_each(:states))))
   AND (:model IS NULL OR model = :model)
+  AND (:awaiting = 0 OR (review = 1 AND verdict IS NULL AND state = 'done'))
   AND (:q IS NULL OR instr(lower(task_id), :q) > 0 OR instr(lower(body), :q) > 0
        OR instr(lower(coalesce(error, '')), :q) > 0)`;
 
@@ -159,6 +171,7 @@ const FILTERS = `(:states IS NULL OR (state IN (SELECT value FROM json_each(:sto
  */
 interface ListParams {
   runId: string;
+  awaiting: 0 | 1;
   states: string | null;
   stored: string | null;
   model: string | null;
@@ -367,6 +380,7 @@ export class ViewReadStore {
       states: query.states && query.states.length > 0 ? JSON.stringify(query.states) : null,
       stored: query.states && query.states.length > 0 ? JSON.stringify(storedStatesFor(query.states)) : null,
       model: query.model ?? null,
+      awaiting: query.awaiting ? (1 as const) : (0 as const),
       q: query.q ? query.q.toLowerCase() : null,
     };
     const small =
@@ -443,6 +457,10 @@ export class ViewReadStore {
       charged: spend.get(row.task_id)?.charged ?? 0,
       refunded: spend.get(row.task_id)?.refunded ?? 0,
       files: files.get(row.task_id) ?? [],
+      review: row.review === 1,
+      verdict: row.verdict,
+      attempt: row.attempt,
+      version: row.version,
     }));
   }
 

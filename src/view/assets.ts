@@ -32,6 +32,7 @@ export function loadAssets(): Map<string, Asset> {
     ['pages.js', join(OWN, 'pages.js'), JS],
     ['charts.js', join(OWN, 'charts.js'), JS],
     ['cards.js', join(OWN, 'cards.js'), JS],
+    ['review.js', join(OWN, 'review.js'), JS],
     ['view.css', join(OWN, 'view.css'), CSS],
     ['uPlot.esm.js', uplotFile('uPlot.esm.js'), JS],
     ['uPlot.min.css', uplotFile('uPlot.min.css'), CSS],
@@ -41,6 +42,17 @@ export function loadAssets(): Map<string, Asset> {
   return assets;
 }
 
-export function indexHtml(): Buffer {
-  return readFileSync(join(OWN, 'index.html'));
+/**
+ * The page, with the token in a meta tag: its script puts it in the header that writes need. Only a
+ * request that already holds the token is served the page, and another site cannot read the answer.
+ */
+export function indexHtml(token = ''): Buffer {
+  const html = readFileSync(join(OWN, 'index.html'), 'utf8');
+  const safe = token.replace(/[&"<>]/g, (c) => `&#${c.charCodeAt(0)};`);
+  return Buffer.from(
+    html.replace(
+      '<meta name="mediabatch-token" content="">',
+      `<meta name="mediabatch-token" content="${safe}">`,
+    ),
+  );
 }

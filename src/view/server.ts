@@ -6,10 +6,12 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { reviewSummary } from '../review/index.js';
 import { openReadOnlyStore, openStore, type RunRecord, type Store, StoreError } from '../store/index.js';
 import { scrub } from '../util/secrets.js';
 import { type Asset, indexHtml, loadAssets } from './assets.js';
 import { ViewData } from './data.js';
+import { decideOnce, parseDecision, parseTaskIds, priceOf, unknownTasks } from './decisions.js';
 import { ChangeFeed } from './events.js';
 import { byteRange, openRecordedFile } from './files.js';
 import {
@@ -94,7 +96,7 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
     feed,
     token,
     assets: loadAssets(),
-    index: indexHtml(),
+    index: indexHtml(token),
     headers: securityHeaders(o.mediaOrigins ?? []),
     hosts: new Set<string>(),
     port: 0,
@@ -102,6 +104,7 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   };
   guard(ctx);
   routes(ctx);
+  decisionRoutes(ctx);
   // The costly figures of the run the address opens, or the newest, start to be read (in the background
   // at a large run): the address prints at once and the page shows them as they come in.
   const first = o.run === undefined ? store.listRuns()[0] : store.getRun(o.run);
@@ -178,6 +181,11 @@ function guard(ctx: RouteContext): void {
   });
   app.setErrorHandler((error, _request, reply) => {
     if (error instanceof QueryError) return reply.code(400).send({ v: 1, error: error.message });
+    // Fastify's own answers to a bad request (a body that is not JSON, another content type): said as they are.
+    const status = (error as { statusCode?: unknown }).statusCode;
+    if (typeof status === 'number' && status >= 400 && status < 500) {
+      return reply.code(status).send({ v: 1, error: `body: ${(error as Error).message}` });
+    }
     ctx.opts.onError?.(scrub(error instanceof Error ? (error.stack ?? error.message) : String(error)));
     return reply.code(500).send({ v: 1, error: 'internal error of the view; see the log' });
   });
@@ -217,7 +225,8 @@ function routes(ctx: RouteContext): void {
   app.get<{ Params: { run: string } }>('/api/runs/:run', (request, reply) => {
     const run = runOr404(ctx, request.params.run, reply);
     if (run === undefined) return reply;
-    return reply.header('cache-control', 'no-store').send(data.runDetail(run));
+    const review = reviewSummary(data.store, run.id) ?? null;
+    return reply.header('cache-control', 'no-store').send({ ...data.runDetail(run), review });
   });
   app.get<{ Params: { run: string }; Querystring: TaskListQuery }>(
     '/api/runs/:run/tasks',
@@ -251,6 +260,52 @@ function routes(ctx: RouteContext): void {
     '/files/:run/:task/:idx',
     (request, reply) => serveFile(ctx, request, reply),
   );
+}
+
+/**
+ * The writes: the guard has already asked for the token header and a same-origin request. The price is
+ * read on the view's connection; a decision opens its own writable one (decisions.ts).
+ */
+function decisionRoutes(ctx: RouteContext): void {
+  const { app, data } = ctx;
+  const stateFile = resolve(ctx.opts.cwd, ctx.opts.stateFile);
+  app.get<{ Params: { run: string }; Querystring: { taskIds?: string } }>(
+    '/api/runs/:run/reroll-price',
+    (request, reply) => {
+      const run = runOr404(ctx, request.params.run, reply);
+      if (run === undefined) return reply;
+      const ids = parseTaskIds(request.query.taskIds);
+      const unknown = unknownTasks(data.store, run.id, ids);
+      if (unknown.length > 0) return reply.code(404).send({ v: 1, error: notInRun(unknown, run.id) });
+      return reply.header('cache-control', 'no-store').send({ v: 1, ...priceOf(data.store, run.id, ids) });
+    },
+  );
+  app.post<{ Params: { run: string } }>('/api/runs/:run/decisions', async (request, reply) => {
+    const run = runOr404(ctx, request.params.run, reply);
+    if (run === undefined) return reply;
+    const body = parseDecision(request.body);
+    const unknown = unknownTasks(data.store, run.id, body.taskIds);
+    if (unknown.length > 0) return reply.code(404).send({ v: 1, error: notInRun(unknown, run.id) });
+    const outcomes = await decideOnce(stateFile, run.id, body);
+    const refused = outcomes.filter((o) => !o.ok).length;
+    return reply
+      .code(refused > 0 && refused === outcomes.length ? 409 : 200)
+      .header('cache-control', 'no-store')
+      .send({
+        v: 1,
+        run: run.id,
+        verdict: body.verdict,
+        outcomes: outcomes.map((o) =>
+          o.ok
+            ? { task: o.taskId, ok: true, version: o.version, attempt: o.attempt, changed: o.changed }
+            : { task: o.taskId, ok: false, reason: o.reason, version: o.version ?? null },
+        ),
+      });
+  });
+}
+
+function notInRun(ids: readonly string[], runId: string): string {
+  return `task ${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ` and ${ids.length - 5} more` : ''}: not in run ${runId}`;
 }
 
 async function serveFile(

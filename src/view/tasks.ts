@@ -28,6 +28,8 @@ export interface TaskListQuery {
   cursor?: string | undefined;
   limit?: string | undefined;
   order?: string | undefined;
+  /** `awaiting`: only reviewed results nobody decided on yet. */
+  review?: string | undefined;
 }
 
 const DEFAULT_LIMIT = 48;
@@ -97,7 +99,19 @@ function taskRowJson(t: ViewTaskRow, store: Store): Record<string, unknown> {
     finished_at: t.finishedAt,
     updated_at: t.updatedAt,
     files: t.files.map(fileJson),
+    review: t.review ? reviewJson(t) : null,
   };
+}
+
+/** Where a reviewed task's result stands: the page's badge, and the version a decision is taken on. */
+function reviewJson(t: {
+  state: TaskState;
+  verdict: 'approved' | 'rejected' | null;
+  attempt: number;
+  version: number;
+}): Record<string, unknown> {
+  const status = t.verdict ?? (t.state === 'done' ? 'awaiting' : 'waiting');
+  return { status, attempt: t.attempt, version: t.version };
 }
 
 function encodeCursor(c: ViewCursor | null): string | null {
@@ -148,13 +162,18 @@ export function taskList(store: Store, runId: string, query: TaskListQuery): Rec
   if (query.order !== undefined && query.order !== 'id' && query.order !== 'newest') {
     throw new QueryError(`order: expected newest or id, got ${JSON.stringify(query.order)}`);
   }
-  const states = parseStates(query.state);
+  if (query.review !== undefined && query.review !== '' && query.review !== 'awaiting') {
+    throw new QueryError(`review: expected awaiting, got ${JSON.stringify(query.review)}`);
+  }
+  const awaiting = query.review === 'awaiting';
+  const states = parseStates(query.state) ?? (awaiting ? (['done'] as TaskState[]) : undefined);
   const page = store.viewReads.taskPage({
     runId,
     order,
     limit: parseLimit(query.limit),
     ...(states ? { states } : {}),
     ...(query.model ? { model: query.model } : {}),
+    ...(awaiting ? { awaiting } : {}),
     ...(query.q ? { q: query.q } : {}),
     ...(query.cursor ? { after: decodeCursor(query.cursor) } : {}),
   });
@@ -241,6 +260,21 @@ export function taskDetail(
         latest?.record === undefined || latest.record === null ? null : withoutSignedQueries(latest.record),
     },
     files: store.filesOfTask(run.id, taskId).map(fileJson),
+    review: t.review
+      ? {
+          ...reviewJson(t),
+          decisions: store
+            .decisionsOf(run.id)
+            .filter((d) => d.taskId === taskId)
+            .map((d) => ({
+              verdict: d.verdict,
+              attempt: d.attempt,
+              note: d.note === null ? null : scrub(d.note),
+              by: d.decidedBy,
+              at: d.decidedAt.toISOString(),
+            })),
+        }
+      : null,
     upstreams: reads.upstreamsWithState(run.id, taskId),
     downstreams: reads.downstreamsWithState(run.id, taskId),
   };

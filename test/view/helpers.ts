@@ -18,6 +18,7 @@ export function raw(
   path: string,
   headers: Record<string, string> = {},
   method = 'GET',
+  body?: string,
 ): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     const req = request(
@@ -33,7 +34,7 @@ export function raw(
       },
     );
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 

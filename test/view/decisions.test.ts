@@ -1,0 +1,246 @@
+// Decisions through the view over real HTTP (issue 25): the token header and the same origin are
+// required (a cross-site POST changes nothing, money and state read back), a decision on a task that moved
+// since the page read it is refused with the reason, the re-roll price says what the budget leaves and a
+// re-roll over it is refused before anything is recorded, and `review <run> --json` lists what the view
+// shows as awaiting review.
+import { request as httpRequest } from 'node:http';
+import Database from 'better-sqlite3';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startView, type ViewServer } from '../../src/view/server.js';
+import { makeRunEnv, type RunEnv, type TaskDecl, taskStates } from '../helpers/run-env.js';
+import { raw } from './helpers.js';
+
+const VARIANTS: TaskDecl[] = [
+  {
+    id: 'still-{{product}}-{{index}}',
+    model: 'flat-image',
+    matrix: { product: ['mug'] },
+    repeat: 4,
+    review: true,
+    input: { prompt: 'A {{product}}, variant {{index}}' },
+  },
+  {
+    id: 'clip-{{product}}-{{index}}',
+    model: 'studio-2-6',
+    matrix: { product: ['mug'] },
+    repeat: 4,
+    after: 'still-{{product}}-{{index}}',
+    input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
+  },
+];
+
+let env: RunEnv;
+let view: ViewServer;
+let file: string;
+
+async function sandboxState(): Promise<{ balance: number; jobs: Array<{ model: string }> }> {
+  const answer = await request(`${env.sandbox.baseUrl}/_sandbox/state`);
+  return (await answer.body.json()) as { balance: number; jobs: Array<{ model: string }> };
+}
+
+/** A POST with a JSON body and exactly these headers (Host set to the view's address). */
+function post(path: string, body: unknown, headers: Record<string, string>) {
+  const text = JSON.stringify(body);
+  return new Promise<{ status: number; json: Record<string, unknown> }>((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: '127.0.0.1',
+        port: view.port,
+        path,
+        method: 'POST',
+        headers: {
+          host: `127.0.0.1:${view.port}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(text),
+          ...headers,
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const t = Buffer.concat(chunks).toString('utf8');
+          let json: Record<string, unknown> = {};
+          try {
+            json = JSON.parse(t) as Record<string, unknown>;
+          } catch {
+            json = { text: t };
+          }
+          resolve({ status: res.statusCode ?? 0, json });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
+const auth = () => ({ authorization: `Bearer ${view.token}` });
+const writer = () => ({
+  ...auth(),
+  'x-mediabatch-token': view.token,
+  origin: `http://127.0.0.1:${view.port}`,
+  'sec-fetch-site': 'same-origin',
+});
+
+async function getJson(path: string): Promise<{ status: number; json: Record<string, unknown> }> {
+  const answer = await raw(view.port, path, auth());
+  return { status: answer.status, json: JSON.parse(answer.text) as Record<string, unknown> };
+}
+
+interface CardJson {
+  id: string;
+  review: { status: string; version: number; attempt: number } | null;
+}
+
+beforeAll(async () => {
+  env = await makeRunEnv();
+  file = await env.manifest({ tasks: VARIANTS, concurrency: 8, budget: 200 });
+  const first = await env.run(['run', file, '--yes']);
+  if (first.code !== 4) throw new Error(`run exited ${first.code}: ${first.stderr}`);
+  view = await startView({ stateFile: env.db, cwd: env.dir });
+}, 60_000);
+
+afterAll(async () => {
+  await view?.close();
+  await env?.close();
+});
+
+describe('the view lists what awaits review', () => {
+  it('filters cards by review=awaiting, each with its version, and matches `review <run> --json`', async () => {
+    const list = await getJson('/api/runs/batch/tasks?review=awaiting&order=id');
+    expect(list.status).toBe(200);
+    const cards = list.json['tasks'] as CardJson[];
+    const cli = JSON.parse((await env.run(['review', 'batch', '--json'])).stdout) as {
+      awaiting: Array<{ taskId: string; version: number; attempt: number }>;
+    };
+    expect(cards.map((c) => c.id)).toEqual(cli.awaiting.map((a) => a.taskId));
+    expect(cards.map((c) => c.review?.version)).toEqual(cli.awaiting.map((a) => a.version));
+    expect(cards.every((c) => c.review?.status === 'awaiting')).toBe(true);
+    const all = (await getJson('/api/runs/batch/tasks?order=id')).json['tasks'] as CardJson[];
+    expect(all.find((c) => c.id === 'clip-mug-1')?.review).toBeNull();
+    expect((await getJson('/api/runs/batch/tasks?review=maybe')).json['error']).toBe(
+      'review: expected awaiting, got "maybe"',
+    );
+  });
+});
+
+describe('writes', () => {
+  it('a cross-site POST (no token header, another Origin) is refused over HTTP and changes nothing', async () => {
+    const before = await sandboxState();
+    const states = taskStates(env);
+    const body = { taskIds: ['still-mug-1'], verdict: 'reroll' };
+    const path = '/api/runs/batch/decisions';
+    const noHeader = await post(path, body, { ...auth(), origin: 'http://evil.example' });
+    expect(noHeader.status).toBe(403);
+    expect(noHeader.json['error']).toBe('the X-Mediabatch-Token header is missing or wrong');
+    const crossSite = await post(path, body, {
+      ...auth(),
+      'x-mediabatch-token': view.token,
+      origin: 'http://evil.example',
+      'sec-fetch-site': 'cross-site',
+    });
+    expect(crossSite.status).toBe(403);
+    expect(crossSite.json['error']).toBe('a cross-site request may not change a run');
+    // A form another page posts carries the cookie only: still no token header.
+    const cookieOnly = await post(path, body, { cookie: `mediabatch_view_${view.port}=${view.token}` });
+    expect(cookieOnly.status).toBe(403);
+    expect(taskStates(env)).toEqual(states);
+    expect(env.query('SELECT * FROM decisions')).toEqual([]);
+    expect((await sandboxState()).balance).toBe(before.balance);
+  });
+
+  it('a decision on a task that moved since it was read is refused with the reason; the first stands', async () => {
+    const cards = (await getJson('/api/runs/batch/tasks?review=awaiting&order=id')).json[
+      'tasks'
+    ] as CardJson[];
+    const seen = cards.find((c) => c.id === 'still-mug-2')?.review?.version ?? -1;
+    const body = (verdict: string) => ({
+      taskIds: ['still-mug-2'],
+      verdict,
+      note: 'tab',
+      expectedVersions: { 'still-mug-2': seen },
+    });
+    const first = await post('/api/runs/batch/decisions', body('approve'), writer());
+    expect(first.status).toBe(200);
+    expect(first.json['outcomes']).toMatchObject([{ task: 'still-mug-2', ok: true }]);
+    const second = await post('/api/runs/batch/decisions', body('reject'), writer());
+    expect(second.status).toBe(409);
+    const [outcome] = second.json['outcomes'] as Array<{ ok: boolean; reason: string }>;
+    expect(outcome?.ok).toBe(false);
+    expect(outcome?.reason).toMatch(/still-mug-2/);
+    expect(env.query<{ verdict: string }>("SELECT verdict FROM tasks WHERE task_id = 'still-mug-2'")).toEqual(
+      [{ verdict: 'approved' }],
+    );
+    const detail = (await getJson('/api/runs/batch/tasks/still-mug-2')).json['review'] as {
+      status: string;
+      decisions: Array<{ verdict: string; note: string }>;
+    };
+    expect(detail.status).toBe('approved');
+    expect(detail.decisions).toMatchObject([{ verdict: 'approve', note: 'tab' }]);
+  });
+
+  it('prices a re-roll against what the budget leaves, and refuses one over it before anything is recorded', async () => {
+    const price = await getJson('/api/runs/batch/reroll-price?taskIds=still-mug-3');
+    expect(price.status).toBe(200);
+    expect(price.json).toMatchObject({ budget: 200, fits: true });
+    expect(price.json['total']).toBeGreaterThan(0);
+    expect(price.json['left']).toBeLessThan(200);
+
+    // The budget lowered in the run's settings (as a resumed run with a smaller budget would record).
+    const before = await sandboxState();
+    const spent = Number(price.json['committed']);
+    const conn = new Database(env.db);
+    conn
+      .prepare("UPDATE runs SET settings = json_set(settings, '$.budget', ?) WHERE id = 'batch'")
+      .run(spent + 0.001);
+    conn.close();
+    const over = await getJson('/api/runs/batch/reroll-price?taskIds=still-mug-3');
+    expect(over.json['fits']).toBe(false);
+    const refused = await post(
+      '/api/runs/batch/decisions',
+      { taskIds: ['still-mug-3'], verdict: 'reroll' },
+      writer(),
+    );
+    expect(refused.status).toBe(409);
+    const [outcome] = refused.json['outcomes'] as Array<{ reason: string }>;
+    expect(outcome?.reason).toMatch(
+      /^re-rolling 1 task\(s\) may cost up to .* nothing was sent; raise budget/,
+    );
+    expect(env.query("SELECT * FROM decisions WHERE task_id = 'still-mug-3'")).toEqual([]);
+    expect(taskStates(env)['still-mug-3']).toBe('done');
+    expect((await sandboxState()).balance).toBe(before.balance);
+  });
+
+  it('names the field or the task that is wrong', async () => {
+    const bad = await post(
+      '/api/runs/batch/decisions',
+      { taskIds: ['still-mug-4'], verdict: 'keep' },
+      writer(),
+    );
+    expect(bad.status).toBe(400);
+    expect(bad.json['error']).toBe('verdict: expected one of approve, reject, reroll, got "keep"');
+    const unknown = await post(
+      '/api/runs/batch/decisions',
+      { taskIds: ['nope'], verdict: 'approve' },
+      writer(),
+    );
+    expect(unknown.status).toBe(404);
+    expect(unknown.json['error']).toBe('task nope: not in run batch');
+  });
+});
+
+describe('a body that is not JSON', () => {
+  it('is a 400 that says so, not an internal error', async () => {
+    const answer = await raw(
+      view.port,
+      '/api/runs/batch/decisions',
+      { ...writer(), 'content-type': 'application/json', 'content-length': '3' },
+      'POST',
+      '{x}',
+    );
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.text).error).toMatch(/^body: /);
+  });
+});
