@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { decide, listAwaiting } from '../../src/review/index.js';
 import { openStore } from '../../src/store/index.js';
 import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
+import { VARIANTS } from '../helpers/review-chain.js';
 import { makeRunEnv, type RunEnv, type TaskDecl, taskStates } from '../helpers/run-env.js';
 
 let env: RunEnv | undefined;
@@ -28,26 +29,6 @@ async function sandboxState(
   const answer = await request(`${e.sandbox.baseUrl}/_sandbox/state`);
   return (await answer.body.json()) as { balance: number; jobs: Array<{ model: string; img_uuid: string }> };
 }
-
-/** Four variants of a still, each reviewed, and a clip of each variant. */
-const VARIANTS: TaskDecl[] = [
-  {
-    id: 'still-{{product}}-{{index}}',
-    model: 'flat-image',
-    matrix: { product: ['mug'] },
-    repeat: 4,
-    review: true,
-    input: { prompt: 'A {{product}}, variant {{index}}' },
-  },
-  {
-    id: 'clip-{{product}}-{{index}}',
-    model: 'studio-2-6',
-    matrix: { product: ['mug'] },
-    repeat: 4,
-    after: 'still-{{product}}-{{index}}',
-    input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
-  },
-];
 
 const lastLine = (stderr: string) => stderr.trim().split('\n').at(-1) ?? '';
 

@@ -8,27 +8,9 @@ import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startView, type ViewServer } from '../../src/view/server.js';
-import { makeRunEnv, type RunEnv, type TaskDecl, taskStates } from '../helpers/run-env.js';
+import { VARIANTS } from '../helpers/review-chain.js';
+import { makeRunEnv, type RunEnv, taskStates } from '../helpers/run-env.js';
 import { raw } from './helpers.js';
-
-const VARIANTS: TaskDecl[] = [
-  {
-    id: 'still-{{product}}-{{index}}',
-    model: 'flat-image',
-    matrix: { product: ['mug'] },
-    repeat: 4,
-    review: true,
-    input: { prompt: 'A {{product}}, variant {{index}}' },
-  },
-  {
-    id: 'clip-{{product}}-{{index}}',
-    model: 'studio-2-6',
-    matrix: { product: ['mug'] },
-    repeat: 4,
-    after: 'still-{{product}}-{{index}}',
-    input: { prompt: 'turn', image_url: '{{after.image}}', duration: 5, resolution: '720p' },
-  },
-];
 
 let env: RunEnv;
 let view: ViewServer;
