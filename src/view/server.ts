@@ -57,6 +57,9 @@ export interface ViewServer {
   close(): Promise<void>;
 }
 
+/** How long answers in flight may take once the view closes, before their sockets are destroyed. */
+const CLOSE_GRACE_MS = 1000;
+
 export class ViewError extends Error {
   override name = 'ViewError';
 }
@@ -128,7 +131,14 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
     feed,
     async close() {
       feed.stop();
-      await app.close();
+      // Open pages hold keep-alive sockets and reconnect their event streams, which would keep the
+      // server (and `run --view`) alive: after a short grace for answers in flight, all are destroyed.
+      const force = setTimeout(() => app.server.closeAllConnections(), CLOSE_GRACE_MS);
+      try {
+        await app.close();
+      } finally {
+        clearTimeout(force);
+      }
       await data.stop();
       store.close();
     },
