@@ -1,7 +1,19 @@
+// @ts-check
 // The page reads the same JSON API that scripts use (docs/view.md); the cookie carries the token.
+
+/** @typedef {import('./api-types').RunsAnswer} RunsAnswer */
+/** @typedef {import('./api-types').RunDetail} RunDetail */
+/** @typedef {import('./api-types').TaskPage} TaskPage */
+/** @typedef {import('./api-types').TaskDetail} TaskDetail */
+/** @typedef {import('./api-types').RerollPrice} RerollPrice */
+/** @typedef {import('./api-types').DecisionAnswer} DecisionAnswer */
 
 export class ApiError extends Error {}
 
+/**
+ * @param {string} path
+ * @returns {Promise<unknown>}
+ */
 export async function getJson(path) {
   const res = await fetch(path, { credentials: 'same-origin', headers: { accept: 'application/json' } });
   const body = await res.json().catch(() => ({}));
@@ -14,6 +26,11 @@ function token() {
   return document.querySelector('meta[name="mediabatch-token"]')?.getAttribute('content') ?? '';
 }
 
+/**
+ * @param {string} path
+ * @param {unknown} body
+ * @returns {Promise<unknown>}
+ */
 export async function postJson(path, body) {
   const res = await fetch(path, {
     method: 'POST',
@@ -33,16 +50,42 @@ export async function postJson(path, body) {
   return answer;
 }
 
+/** @param {string} run */
+const runPath = (run) => `/api/runs/${encodeURIComponent(run)}`;
+
 export const api = {
-  runs: () => getJson('/api/runs'),
-  run: (run) => getJson(`/api/runs/${encodeURIComponent(run)}`),
-  tasks: (run, params) => {
+  runs: async () => /** @type {RunsAnswer} */ (await getJson('/api/runs')),
+  /** @param {string} run */
+  run: async (run) => /** @type {RunDetail} */ (await getJson(runPath(run))),
+  /**
+   * @param {string} run
+   * @param {Record<string, string | number | null | undefined>} params
+   */
+  tasks: async (run, params) => {
     const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);
-    return getJson(`/api/runs/${encodeURIComponent(run)}/tasks?${q}`);
+    for (const [k, v] of Object.entries(params)) {
+      if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+    }
+    return /** @type {TaskPage} */ (await getJson(`${runPath(run)}/tasks?${q}`));
   },
-  rerollPrice: (run, ids) =>
-    getJson(`/api/runs/${encodeURIComponent(run)}/reroll-price?taskIds=${encodeURIComponent(ids.join(','))}`),
-  decide: (run, body) => postJson(`/api/runs/${encodeURIComponent(run)}/decisions`, body),
-  task: (run, task) => getJson(`/api/runs/${encodeURIComponent(run)}/tasks/${encodeURIComponent(task)}`),
+  /**
+   * @param {string} run
+   * @param {string[]} ids
+   */
+  rerollPrice: async (run, ids) =>
+    /** @type {RerollPrice} */ (
+      await getJson(`${runPath(run)}/reroll-price?taskIds=${encodeURIComponent(ids.join(','))}`)
+    ),
+  /**
+   * @param {string} run
+   * @param {{ taskIds: string[], verdict: string, note: string, expectedVersions: Record<string, number> }} body
+   */
+  decide: async (run, body) =>
+    /** @type {DecisionAnswer} */ (await postJson(`${runPath(run)}/decisions`, body)),
+  /**
+   * @param {string} run
+   * @param {string} task
+   */
+  task: async (run, task) =>
+    /** @type {TaskDetail} */ (await getJson(`${runPath(run)}/tasks/${encodeURIComponent(task)}`)),
 };

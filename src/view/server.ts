@@ -14,6 +14,7 @@ import { ViewData } from './data.js';
 import { decideOnce, parseDecision, parseTaskIds, priceOf, unknownTasks } from './decisions.js';
 import { ChangeFeed } from './events.js';
 import { byteRange, openRecordedFile } from './files.js';
+import { viewLists } from './lists.js';
 import {
   allowedHosts,
   hostAllowed,
@@ -229,6 +230,7 @@ function routes(ctx: RouteContext): void {
     if (asset === undefined) return reply.code(404).send({ v: 1, error: 'not found' });
     return reply.type(asset.type).header('cache-control', 'no-cache').send(asset.body);
   });
+  app.get('/api/lists', (_r, reply) => reply.header('cache-control', 'no-store').send(viewLists()));
   app.get('/api/runs', (_r, reply) =>
     reply.header('cache-control', 'no-store').send({ v: 1, runs: data.runs() }),
   );
