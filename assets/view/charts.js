@@ -18,8 +18,13 @@ const COUNT_STEPS = [
   1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1e3, 2e3, 2500, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6,
 ];
 
+/** Seconds between time ticks: from one second to a week. */
+const TIME_STEPS = [
+  1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800,
+];
+
 /** @param {HTMLElement} el */
-const width = (el) => Math.max(200, el.clientWidth || 600);
+const width = (el) => Math.max(200, Math.floor(el.getBoundingClientRect().width) || 600);
 
 /**
  * `14:34:05` within a day, `11-27 14:34` beyond; always UTC, as the page's other times.
@@ -31,16 +36,30 @@ function tick(span, s) {
   return span < 86_400 ? iso.slice(11, span < 600 ? 19 : 16) : `${iso.slice(5, 10)} ${iso.slice(11, 16)}`;
 }
 
-/** @type {uPlot.Scale.Range} */
-const timeRange = (_u, min, max) =>
-  min === max ? [min - LONE_POINT_PAD_S, max + LONE_POINT_PAD_S] : [min, max];
+/**
+ * The labels an axis drew, kept on the chart's box (`data-x-ticks`, `data-y-ticks`): uPlot draws them on
+ * a canvas, where neither tests nor readers could find them.
+ * @param {uPlot} u
+ * @param {string} name
+ * @param {string[]} labels
+ */
+function noted(u, name, labels) {
+  u.root.parentElement?.setAttribute(`data-${name}-ticks`, labels.join(' | '));
+  return labels;
+}
 
 /** @type {uPlot.Axis} */
 const timeAxis = {
   values: (u, splits) => {
     const span = (u.scales['x']?.max ?? 0) - (u.scales['x']?.min ?? 0);
-    return splits.map((s) => tick(span, s));
+    return noted(
+      u,
+      'x',
+      splits.map((s) => tick(span, s)),
+    );
   },
+  // Whole seconds at the least: labels are to the second, so finer steps would repeat them.
+  incrs: TIME_STEPS,
   space: 70,
 };
 
@@ -53,33 +72,56 @@ const timeAxis = {
 const valueAxis = (label, format, incrs) => ({
   label,
   ...(incrs ? { incrs } : {}),
-  values: (_u, splits) => splits.map((v) => format(v)),
+  values: (u, splits) =>
+    noted(
+      u,
+      'y',
+      splits.map((v) => format(v)),
+    ),
   size: 60,
 });
 
 /** @type {uPlot.Scale.Range} */
-const fromZero = (_u, _min, max) => [0, Math.max(1, max)];
+const fromZero = (_u, _min, max) => [0, Math.max(1, max) * 1.1];
+
+/**
+ * One point in time gets a minute of axis around it (empty on both sides), not the years uPlot would
+ * guess from a span of zero.
+ * @param {number[]} xs seconds
+ * @param {Array<Array<number | null>>} columns
+ * @returns {Data}
+ */
+function padded(xs, columns) {
+  const first = xs[0];
+  if (xs.length !== 1 || first === undefined) return [xs, ...columns];
+  return [
+    [first - LONE_POINT_PAD_S, first, first + LONE_POINT_PAD_S],
+    ...columns.map((c) => [null, c[0] ?? null, null]),
+  ];
+}
+
+/** @param {ArrayLike<number | null | undefined> | undefined} column */
+const lastOf = (column) => Array.from(column ?? []).findLast((v) => v !== null && v !== undefined) ?? 0;
 
 /** @param {SpendSeries} s @returns {Data} */
 function spendData(s) {
   /** @type {SpendSeries['points']} */
   const pts = s.points.length > 0 ? s.points : [[Date.now(), 0, 0, 0]];
   const flat = (/** @type {number | null} */ v) => pts.map(() => v);
-  return [
+  return padded(
     pts.map((p) => p[0] / 1000),
-    pts.map((p) => p[1]),
-    pts.map((p) => p[2]),
-    pts.map((p) => p[3]),
-    flat(s.budget),
-    flat(s.worst_case),
-  ];
+    [pts.map((p) => p[1]), pts.map((p) => p[2]), pts.map((p) => p[3]), flat(s.budget), flat(s.worst_case)],
+  );
 }
 
 /** @param {FinishedSeries} f @returns {Data} */
 function finishedData(f) {
   /** @type {FinishedSeries['points']} */
   const pts = f.points.length > 0 ? f.points : [[Date.now(), 0]];
-  return [pts.map((p) => p[0] / 1000), pts.map((p) => p[1])];
+  return padded(
+    pts.map((p) => p[0] / 1000),
+    [pts.map((p) => p[1])],
+  );
 }
 
 /**
@@ -95,7 +137,7 @@ function chart(el, opts, data, label) {
   /** @param {Data} d */
   const mark = (d) => {
     el.dataset['points'] = String(d[0].length);
-    el.dataset['last'] = String(d[1]?.at(-1) ?? 0);
+    el.dataset['last'] = String(lastOf(d[1]));
     el.setAttribute('aria-label', label(d));
   };
   mark(data);
@@ -131,7 +173,7 @@ export function spendChart(el, series) {
   /** @type {Omit<uPlot.Options, 'width' | 'height'>} */
   const opts = {
     tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
-    scales: { x: { time: true, range: timeRange }, y: { range: fromZero } },
+    scales: { x: { time: true }, y: { range: fromZero } },
     series: [
       { value: (_u, v) => (v === null ? '–' : tick(0, v)) },
       { label: 'charged', stroke: '#c0392b', width: 2 },
@@ -142,7 +184,7 @@ export function spendChart(el, series) {
     ],
     axes: [timeAxis, valueAxis('tokens', tokens)],
   };
-  const c = chart(el, opts, spendData(series), (d) => `spend: net ${tokens(d[3]?.at(-1))} tokens`);
+  const c = chart(el, opts, spendData(series), (d) => `spend: net ${tokens(lastOf(d[3]))} tokens`);
   return { update: (/** @type {SpendSeries} */ s) => c.update(spendData(s)), destroy: c.destroy };
 }
 
@@ -154,13 +196,13 @@ export function finishedChart(el, series) {
   /** @type {Omit<uPlot.Options, 'width' | 'height'>} */
   const opts = {
     tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
-    scales: { x: { time: true, range: timeRange }, y: { range: fromZero } },
+    scales: { x: { time: true }, y: { range: fromZero } },
     series: [
       { value: (_u, v) => (v === null ? '–' : tick(0, v)) },
       { label: 'finished', stroke: '#8e44ad', width: 2, fill: 'rgba(142,68,173,0.1)' },
     ],
     axes: [timeAxis, valueAxis('tasks', count, COUNT_STEPS)],
   };
-  const c = chart(el, opts, finishedData(series), (d) => `${count(d[1]?.at(-1))} tasks finished`);
+  const c = chart(el, opts, finishedData(series), (d) => `${count(lastOf(d[1]))} tasks finished`);
   return { update: (/** @type {FinishedSeries} */ s) => c.update(finishedData(s)), destroy: c.destroy };
 }

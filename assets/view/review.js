@@ -349,9 +349,10 @@ function keyTargets() {
 
 /** @param {Target[]} targets */
 function noteFor(targets) {
-  const where =
-    selected.size > 0 ? document.querySelector('#bulk input.note') : currentEl()?.querySelector('input.note');
-  return targets.length > 0 ? /** @type {HTMLInputElement | null | undefined} */ ((where)?.value ?? '') : '';
+  if (targets.length === 0) return '';
+  const box = selected.size > 0 ? document.querySelector('#bulk') : currentEl();
+  const note = box?.querySelector('input.note');
+  return note instanceof HTMLInputElement ? note.value : '';
 }
 
 /** @type {Record<string, number>} */
