@@ -63,15 +63,15 @@ export interface ChainRow {
 }
 
 export interface SpendSeries {
-  /** [time_ms, charged, refunded, net] */
-  points: Array<[number, number, number, number]>;
+  /** [time_ms, charged, refunded, net] (arrays, as JSON has no tuples) */
+  points: number[][];
   budget: number | null;
   worst_case: number;
 }
 
 export interface FinishedSeries {
   /** [time_ms, finished] */
-  points: Array<[number, number]>;
+  points: number[][];
   rate_per_minute: number | null;
   estimated_end: string | null;
   unfinished: number;
@@ -198,8 +198,10 @@ export interface TaskDetail {
 
 export interface RerollPrice {
   total: number;
-  budget: number | null;
-  left: number | null;
+  /** Absent when the manifest sets no budget. */
+  budget?: number;
+  /** What the budget leaves before these re-rolls; absent without a budget. */
+  left?: number;
   fits: boolean;
 }
 

@@ -109,8 +109,8 @@ function spendData(s) {
   const pts = s.points.length > 0 ? s.points : [[Date.now(), 0, 0, 0]];
   const flat = (/** @type {number | null} */ v) => pts.map(() => v);
   return padded(
-    pts.map((p) => p[0] / 1000),
-    [pts.map((p) => p[1]), pts.map((p) => p[2]), pts.map((p) => p[3]), flat(s.budget), flat(s.worst_case)],
+    pts.map((p) => (p[0] ?? 0) / 1000),
+    [1, 2, 3].map((i) => pts.map((p) => p[i] ?? null)).concat([flat(s.budget), flat(s.worst_case)]),
   );
 }
 
@@ -119,8 +119,8 @@ function finishedData(f) {
   /** @type {FinishedSeries['points']} */
   const pts = f.points.length > 0 ? f.points : [[Date.now(), 0]];
   return padded(
-    pts.map((p) => p[0] / 1000),
-    [pts.map((p) => p[1])],
+    pts.map((p) => (p[0] ?? 0) / 1000),
+    [pts.map((p) => p[1] ?? null)],
   );
 }
 
