@@ -175,6 +175,15 @@ describe.skipIf(SKIP_BROWSER)('mediabatch view in chromium, live', () => {
       { timeout: 3000 },
     );
     await look();
+    // The run's badge follows its state live, colour included (its class names the state).
+    await page.waitForFunction(
+      () => document.querySelector('#run-state')?.textContent === 'finished',
+      undefined,
+      {
+        timeout: 5000,
+      },
+    );
+    expect(await page.getAttribute('#run-state', 'class')).toBe('state r-finished');
     expect(await page.evaluate(() => window.marker)).toBe(1);
     // Several distinct values seen while it went: it moved, not only at the end.
     expect(seen.done.size).toBeGreaterThanOrEqual(3);
