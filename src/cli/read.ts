@@ -3,7 +3,7 @@
 
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { runLocation } from '../run/output.js';
+import { runLocation } from '../results/output.js';
 import { openStore, type RunRecord, type Store } from '../store/index.js';
 import { EXIT, ExitError } from './errors.js';
 import type { CliIO } from './io.js';

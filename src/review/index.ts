@@ -4,9 +4,9 @@
 
 import { userInfo } from 'node:os';
 import picomatch from 'picomatch';
-import { taskFolderName } from '../run/names.js';
-import { isBucketLocation, runLocation } from '../run/output.js';
-import { type BucketOutput, keepEarlierInBucket } from '../run/runner/bucket.js';
+import { type BucketOutput, keepEarlierInBucket } from '../results/bucket.js';
+import { taskFolderName } from '../results/names.js';
+import { isBucketLocation, runLocation } from '../results/output.js';
 import type { DecideOutcome, RunRecord, Store, TaskRecord, Verdict } from '../store/index.js';
 import { fromMicro, roundTokens, toMicro } from '../util/money.js';
 import { keepEarlierResult } from './files.js';

@@ -16,8 +16,11 @@ import type { TaskOrder } from '../manifest/types.js';
 import { resultsRunId } from '../plan/shard.js';
 import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
+import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from '../results/bucket.js';
+import { isBucketLocation } from '../results/output.js';
 import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
+import { quotaStanding } from '../store/quota.js';
 import type { Logger } from '../util/log.js';
 import { bucketExtraReader, putReportFiles } from './bucket-report.js';
 import {
@@ -30,10 +33,7 @@ import {
 import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
 import type { RunEvent } from './events.js';
 import { claimBucketPrefix, MARKER_FILE, RunFolderTakenError } from './marker.js';
-import { isBucketLocation } from './output.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
-import { quotaStanding } from './quota.js';
-import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from './runner/bucket.js';
 import type { RunnerOptions } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { type PendingModel, RunError, type RunSession } from './session.js';

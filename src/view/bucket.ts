@@ -1,7 +1,7 @@
 // Results in a bucket (`output: s3://…`): the view answers /files/… with a redirect to a fresh link
 // made by src/storage (the only module that talks S3). Credentials stay in the SDK's chain.
 
-import { isBucketLocation, resolveOutput, runLocation } from '../run/output.js';
+import { isBucketLocation, resolveOutput, runLocation } from '../results/output.js';
 import { createStorage, parseS3Url, type Storage, type StorageConfig } from '../storage/index.js';
 import type { RunRecord } from '../store/index.js';
 

@@ -3,9 +3,9 @@
 // cached and recomputed when the database moved, at most every few times their own cost, so that a
 // large run is never read over and over while it changes.
 
+import { runLocation } from '../results/output.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import { shownRunState } from '../run/lease.js';
-import { runLocation } from '../run/output.js';
 import {
   emptyTaskCounts,
   FAILURE_STATES,

@@ -5,12 +5,12 @@ import type { DownloadOptions, DownloadResult } from '../../api/download.js';
 import type { CatalogEntry, PriceTable, RequestBody } from '../../catalog/types.js';
 import type { TaskOrder } from '../../manifest/types.js';
 import type { ProbeResult } from '../../media/types.js';
+import type { BucketOutput } from '../../results/bucket.js';
 import type { Store, TaskRecord, TaskState } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import type { RunEvent } from '../events.js';
 import type { ExpectedMs, PollProfiles } from '../polling.js';
 import type { IncomingTasks } from '../storing.js';
-import type { BucketOutput } from './bucket.js';
 
 export type StopReason =
   | 'interrupted'
