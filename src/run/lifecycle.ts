@@ -37,7 +37,7 @@ import { decidePreflight, type PreflightDecision } from './preflight.js';
 import type { RunnerOptions } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { type PendingModel, RunError, type RunSession } from './session.js';
-import { downloadConcurrencyFor, type RunPolicy, withCallbacks } from './settings.js';
+import { downloadConcurrencyFor, type RunPolicy, runnerPolicyOf, withCallbacks } from './settings.js';
 
 export type { PendingModel };
 
@@ -336,14 +336,8 @@ function runnerOptions(
     pollProfiles: callbacks.receiving ? withCallbacks(o.policy) : o.policy.pollProfiles,
     jobTimeScale: o.policy.jobTimeScale,
     ...(callbackUrl ? { callbackUrlFor: callbackUrl } : {}),
-    pollConcurrency: o.policy.pollConcurrency,
+    ...runnerPolicyOf(o.policy),
     downloadConcurrency: downloadConcurrencyFor(o.concurrency),
-    maxDownloadBytes: o.policy.maxDownloadBytes,
-    downloadTimeoutMs: o.policy.downloadTimeoutMs,
-    submitRetries: o.policy.submitRetries,
-    retryBaseMs: o.policy.retryBaseMs,
-    retryCapMs: o.policy.retryCapMs,
-    giveUpAfterTasks: o.policy.giveUpAfterTasks,
     ...(o.retries !== undefined ? { retries: o.retries } : {}),
     ...(o.only !== undefined ? { only: o.only } : {}),
     ...(o.limit !== undefined ? { limit: o.limit } : {}),
