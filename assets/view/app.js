@@ -19,6 +19,11 @@ import { taskPage } from './task-page.js';
 const REFRESH_MS = 2000;
 /** Events that come together (one commit touches several rows) are gathered into one read. */
 const GATHER_MS = 150;
+/**
+ * The next read waits at least this many times the last one took: a loaded machine (the runner, under
+ * `run --view`, serves the page from its own process) answers slower, and is then asked less often.
+ */
+const READ_COST_FACTOR = 20;
 const main = /** @type {HTMLElement} */ (document.getElementById('main'));
 const live = /** @type {HTMLElement} */ (document.getElementById('live'));
 /** @type {Page} */
@@ -29,6 +34,7 @@ let pending = null;
 let reading = false;
 let again = false;
 let lastRead = Number.NEGATIVE_INFINITY;
+let lastReadMs = 0;
 let routeSeq = 0;
 /** Where the reader was scrolled on each page left: back on it, they are there again; a new page starts at the top. */
 const scrolled = new Map();
@@ -84,7 +90,8 @@ function scheduleRefresh() {
     return;
   }
   if (pending !== null) return;
-  const wait = Math.max(GATHER_MS, lastRead + REFRESH_MS - Date.now());
+  const gap = Math.max(REFRESH_MS, READ_COST_FACTOR * lastReadMs);
+  const wait = Math.max(GATHER_MS, lastRead + gap - Date.now());
   pending = setTimeout(async () => {
     pending = null;
     reading = true;
@@ -94,6 +101,7 @@ function scheduleRefresh() {
     } catch (error) {
       live.textContent = `update failed: ${messageOf(error)}`;
     } finally {
+      lastReadMs = Date.now() - lastRead;
       reading = false;
       if (again) {
         again = false;
