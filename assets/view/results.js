@@ -17,6 +17,8 @@ import { bulkBar, disengage, engaged, markCard } from './review.js';
 /** @typedef {{ model: string, state: string, q: string, order: string, review: string }} Query */
 
 const PAGE = 48;
+/** @type {Record<string, string>} How the served orders read (an order the server adds shows by its name). */
+const ORDER_LABELS = { newest: 'newest first', id: 'by task id' };
 
 /** @param {TaskRow} t */
 const keyOf = (t) => `${t.state}|${t.files.length}|${t.net}|${t.review?.status}|${t.review?.version}`;
@@ -167,10 +169,7 @@ function filters(d, state, onChange) {
     select(
       'order',
       'Order',
-      [
-        ['newest', 'newest first'],
-        ['id', 'by task id'],
-      ],
+      lists().orders.map((o) => [o, ORDER_LABELS[o] ?? o]),
       state.order,
     ),
     h(

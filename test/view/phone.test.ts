@@ -90,6 +90,12 @@ describe.skipIf(SKIP_BROWSER)('the view on a phone', () => {
       });
       expect(canvas).toBeLessThanOrEqual(box);
     }
+    // Turned sideways and back: the charts follow their box both ways.
+    const canvasWidth = () => page.$eval('#spend-chart canvas', (el) => el.getBoundingClientRect().width);
+    await page.setViewportSize({ width: 900, height: 844 });
+    await expect.poll(canvasWidth).toBeGreaterThan(WIDTH);
+    await page.setViewportSize({ width: WIDTH, height: 844 });
+    await expect.poll(canvasWidth).toBeLessThan(WIDTH);
     // The cost table's last column is reached by scrolling the table's own box, not the page.
     const net = page.locator('#models th', { hasText: 'net' });
     await net.scrollIntoViewIfNeeded();
