@@ -109,7 +109,7 @@ async function moveTo(p: Page, task: string): Promise<void> {
   const from = current === null ? -1 : ids.indexOf(current);
   const key = target > from ? 'j' : 'k';
   for (let i = 0; i < Math.abs(target - from); i++) await p.keyboard.press(key);
-  await expect.poll(() => currentTask(p)).toBe(task);
+  await expect.poll(() => currentTask(p), { timeout: 10_000 }).toBe(task);
 }
 
 /**
@@ -203,14 +203,14 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
     await moveTo(page, 'still-mug-1');
     await page.locator('#results').screenshot({ path: SCREENSHOT });
     await page.keyboard.press('a');
-    await expect.poll(() => statusText(page)).toBe('still-mug-1: approved');
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-1: approved');
     await expect.poll(() => reviewCounter(page, 'approved'), { timeout: 5000 }).toBe(1);
     await expectInPlace(page, before, 'still-mug-1');
     expect(await page.getAttribute('#grid .card[data-task="still-mug-1"]', 'data-review')).toBe('approved');
 
     await moveTo(page, 'still-mug-2');
     await page.keyboard.press('r');
-    await expect.poll(() => statusText(page)).toBe('still-mug-2: rejected');
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-2: rejected');
     // Its clip is skipped (it finishes, which would put it first in "newest first"): it stays in place.
     await waitUntil(() => stateOf('clip-mug-2') === 'skipped', 'clip-mug-2 skipped');
     await expect.poll(() => reviewCounter(page, 'rejected'), { timeout: 5000 }).toBe(1);
@@ -233,7 +233,7 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
       `A re-roll is a second charge: the earlier result is kept in ${join(dir, 'out', 'batch', 'still-mug-3', 'attempt-1')}/.`,
     );
     await page.keyboard.press('Enter');
-    await expect.poll(() => statusText(page)).toBe('still-mug-3: re-roll asked for');
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-3: re-roll asked for');
     await expect.poll(() => reviewCounter(page, 'rerolls'), { timeout: 5000 }).toBe(1);
     await expectInPlace(page, before, 'still-mug-3');
 
@@ -269,7 +269,7 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
     // Two tabs on still-mug-4: this one rejects it; the tab that did not catch up approves, and is refused.
     await moveTo(page, 'still-mug-4');
     await page.keyboard.press('r');
-    await expect.poll(() => statusText(page)).toBe('still-mug-4: rejected');
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-4: rejected');
     await blur(other);
     await other.keyboard.press('a');
     await expect.poll(() => other.locator('#review-status').getAttribute('data-kind')).toBe('refused');
@@ -292,10 +292,12 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
     await moveTo(page, 'still-mug-3');
     // In bulk this time: x selects it, the bar above the grid rejects the selection with its note.
     await page.keyboard.press('x');
-    await expect.poll(() => page.locator('#selected-count').textContent()).toBe('1 selected');
+    await expect
+      .poll(() => page.locator('#selected-count').textContent(), { timeout: 10_000 })
+      .toBe('1 selected');
     await page.fill('#bulk input.note', 'the handle again');
     await page.click('#bulk button.v-reject');
-    await expect.poll(() => statusText(page)).toBe('still-mug-3: rejected');
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-3: rejected');
     expect(
       rows<{ verdict: string; note: string; attempt: number }>(
         "SELECT verdict, note, attempt FROM decisions WHERE task_id = 'still-mug-3' ORDER BY id",
