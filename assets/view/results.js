@@ -53,15 +53,21 @@ export function resultsGrid(run, isCurrent) {
     return markCard(el);
   };
 
-  /** The reader works on the grid: shown cards are redrawn where they are; new ones wait. @param {TaskRow[]} tasks */
+  /**
+   * The reader works on the grid: shown cards are redrawn where they are; results new to the grid, and
+   * the shown ones the server now puts elsewhere, are counted on the button that shows them in order.
+   * @param {TaskRow[]} tasks
+   */
   const keepOrder = (tasks) => {
-    let waiting = 0;
-    for (const t of tasks) {
-      if (byId.get(t.id)?.isConnected) cardOf(t);
-      else waiting++;
-    }
+    const shown = tasks.filter((t) => byId.get(t.id)?.isConnected);
+    for (const t of shown) cardOf(t);
+    const listed = new Set(shown.map((t) => t.id));
+    const here = [...grid.children].map((el) => /** @type {HTMLElement} */ (el).dataset['task']);
+    const inGrid = here.filter((id) => id !== undefined && listed.has(id));
+    const moved = shown.filter((t, i) => inGrid[i] !== t.id).length;
+    const waiting = tasks.length - shown.length + moved;
     news.hidden = waiting === 0;
-    news.textContent = `${count(waiting)}${waiting >= PAGE ? '+' : ''} new or moved result(s): show them in order`;
+    news.textContent = `${count(waiting)} new or moved result(s): show them in order`;
   };
 
   /**
