@@ -81,6 +81,13 @@ const valueAxis = (label, format, incrs) => ({
   size: 60,
 });
 
+/**
+ * The legend's value under the cursor, formatted as the page's figures are.
+ * @param {(n: number) => string} format
+ * @returns {(u: uPlot, v: number | null) => string}
+ */
+const legend = (format) => (_u, v) => (v === null ? '–' : format(v));
+
 /** @type {uPlot.Scale.Range} */
 const fromZero = (_u, _min, max) => [0, Math.max(1, max) * 1.1];
 
@@ -176,11 +183,17 @@ export function spendChart(el, series) {
     scales: { x: { time: true }, y: { range: fromZero } },
     series: [
       { value: (_u, v) => (v === null ? '–' : tick(0, v)) },
-      { label: 'charged', stroke: '#c0392b', width: 2 },
-      { label: 'refunded', stroke: '#2980b9', width: 2 },
-      { label: 'net', stroke: '#27ae60', width: 2 },
-      { label: 'budget', stroke: '#7f8c8d', dash: [6, 4], show: series.budget !== null },
-      { label: 'worst case', stroke: '#e67e22', dash: [2, 4] },
+      { label: 'charged', stroke: '#c0392b', width: 2, value: legend(tokens) },
+      { label: 'refunded', stroke: '#2980b9', width: 2, value: legend(tokens) },
+      { label: 'net', stroke: '#27ae60', width: 2, value: legend(tokens) },
+      {
+        label: 'budget',
+        stroke: '#7f8c8d',
+        dash: [6, 4],
+        show: series.budget !== null,
+        value: legend(tokens),
+      },
+      { label: 'worst case', stroke: '#e67e22', dash: [2, 4], value: legend(tokens) },
     ],
     axes: [timeAxis, valueAxis('tokens', tokens)],
   };
@@ -199,7 +212,7 @@ export function finishedChart(el, series) {
     scales: { x: { time: true }, y: { range: fromZero } },
     series: [
       { value: (_u, v) => (v === null ? '–' : tick(0, v)) },
-      { label: 'finished', stroke: '#8e44ad', width: 2, fill: 'rgba(142,68,173,0.1)' },
+      { label: 'finished', stroke: '#8e44ad', width: 2, fill: 'rgba(142,68,173,0.1)', value: legend(count) },
     ],
     axes: [timeAxis, valueAxis('tasks', count, COUNT_STEPS)],
   };

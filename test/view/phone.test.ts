@@ -199,6 +199,13 @@ describe.skipIf(SKIP_BROWSER)('the view on a phone', () => {
     }
     const y = (await phone.getAttribute('#finished-chart', 'data-y-ticks')) ?? '';
     expect(y).toMatch(/1,\d{3}/);
+    // The legend's value under the cursor too (at the chart's right end, the run's last finishes).
+    const over = phone.locator('#finished-chart .u-over');
+    const box = await over.boundingBox();
+    await over.hover({ position: { x: (box?.width ?? 2) - 1, y: 10 } });
+    expect(await phone.textContent('#finished-chart .u-legend .u-series:nth-child(2) .u-value')).toMatch(
+      /^1,\d{3}$/,
+    );
     expect(await scrollWidth(phone)).toBeLessThanOrEqual(WIDTH);
     await phone.close();
   });
