@@ -1,4 +1,5 @@
 import { formatProblem } from '../manifest/index.js';
+import { sortProblems } from '../manifest/problems.js';
 import type { LoadedManifest, ManifestProblem } from '../manifest/types.js';
 import {
   loadChecked as loadCheckedManifest,
@@ -8,18 +9,6 @@ import {
 import type { CheckedTask } from '../plan/plan.js';
 import { EXIT, ExitError } from './errors.js';
 import type { CliIO } from './io.js';
-
-/** By file (the manifest first, then data files in order of first mention), then line and column. */
-function sortProblems(file: string, problems: readonly ManifestProblem[]): ManifestProblem[] {
-  const files = new Map<string, number>([[file, 0]]);
-  for (const { pos } of problems) if (!files.has(pos.file)) files.set(pos.file, files.size);
-  return [...problems].sort(
-    (a, b) =>
-      (files.get(a.pos.file) ?? 0) - (files.get(b.pos.file) ?? 0) ||
-      a.pos.line - b.pos.line ||
-      a.pos.col - b.pos.col,
-  );
-}
 
 export function plural(n: number, word: string): string {
   return `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
@@ -35,7 +24,7 @@ export class ProblemsError extends ExitError {
   readonly problems: readonly ManifestProblem[];
 
   constructor(file: string, problems: readonly ManifestProblem[]) {
-    const sorted = sortProblems(file, problems);
+    const sorted = sortProblems(problems, file);
     const n = sorted.length;
     super(
       EXIT.invalid,

@@ -225,7 +225,7 @@ async function prepareRows(
     const result = await pending;
     if (!result.ok) {
       for (const problem of result.problems)
-        ctx.problems.addOnce(`${absolute}\0${formatProblemKey(problem)}`, problem);
+        ctx.problems.addUnique(`${absolute}\0${formatProblemKey(problem)}`, problem);
       return undefined;
     }
     lists.push(result.rows);

@@ -1,6 +1,7 @@
 // Reads a manifest file into settings and task specs, or into every problem found, each located.
 
 import { dirname, resolve } from 'node:path';
+import type { CheckPartial } from './declaration.js';
 import {
   checkDefaults,
   checkVars,
@@ -46,6 +47,12 @@ export interface LoadOptions {
    * of them are never held at once. A manifest with problems before expansion is expanded as usual.
    */
   streaming?: boolean;
+  /**
+   * Checks the request of a task that did not expand (a template failed in some of its fields, its file
+   * name or id is taken) in every field that does not depend on the failure, so that one pass reports
+   * every problem. Planning gives the models' rules; without it such a task's request is not checked.
+   */
+  checkPartial?: CheckPartial;
 }
 
 /** Fields whose problems make expanding the tasks pointless (every task would repeat them). */
@@ -153,6 +160,7 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
     ...(typeof doc.file_name === 'string' ? { fileName: doc.file_name } : {}),
     listFiles:
       opts.listFiles ?? dataFileLister({ dir: dirname(absolute), allowOutside: opts.allowOutside ?? false }),
+    ...(opts.checkPartial ? { checkPartial: opts.checkPartial } : {}),
     readFile: dataFileReader({
       dir: dirname(absolute),
       allowOutside: opts.allowOutside ?? false,

@@ -8,6 +8,7 @@ import { expectedJobMs } from '../catalog/durations.js';
 import { DEFAULT_PRICES } from '../catalog/prices.js';
 import type { PriceTable } from '../catalog/types.js';
 import { loadManifest } from '../manifest/index.js';
+import { foldProblems, ProblemFold } from '../manifest/problems.js';
 import type {
   LoadedManifest,
   ManifestProblem,
@@ -29,12 +30,12 @@ import {
   mediaNeeds,
   type PlannedTask,
   type PlanTotals,
+  partialProblems,
   planTotals,
   pricedTasks,
   priceTasks,
   TotalsSum,
 } from './plan.js';
-import { collapseRepeats } from './repeats.js';
 import { type Shard, shardFilterOf } from './shard.js';
 
 const PROBE_CONCURRENCY = 8;
@@ -50,14 +51,20 @@ export function mediaMeasure(): (needs: MediaNeed[]) => Promise<Map<string, Prob
   };
 }
 
-/** Every problem of a manifest (its own, its data files', the catalog's), located. */
+/**
+ * Every problem of a manifest (its own, its data files', the catalog's), located; the same problem at the
+ * same place in many tasks is one, with their count and first ids, whichever check found it.
+ */
 export class ManifestProblemsError extends Error {
   override name = 'ManifestProblemsError';
+  readonly problems: readonly ManifestProblem[];
   constructor(
     readonly file: string,
-    readonly problems: readonly ManifestProblem[],
+    problems: readonly ManifestProblem[],
   ) {
-    super(`${problems.length} problem(s) in ${file}`);
+    const folded = foldProblems(problems);
+    super(`${folded.length} problem(s) in ${file}`);
+    this.problems = folded;
   }
 }
 
@@ -147,6 +154,7 @@ export async function loadChecked(
     now: o.now,
     cwd: o.cwd,
     allowOutside: o.allowOutside ?? false,
+    checkPartial: partialProblems,
     ...(o.vars ? { overrideVars: o.vars } : {}),
   });
   if (!result.ok) {
@@ -156,7 +164,7 @@ export async function loadChecked(
     throw new ManifestProblemsError(file, [
       ...result.problems,
       ...checked.problems,
-      ...collapseRepeats(chains?.problems(result.unexpanded) ?? []),
+      ...(chains?.problems(result.unexpanded) ?? []),
       ...(await localProblems(file, o, checked.tasks)),
     ]);
   }
@@ -165,7 +173,7 @@ export async function loadChecked(
   const chains = chainsOf(result.manifest, checked.tasks, result.manifest.tasks);
   const problems = [
     ...checked.problems,
-    ...collapseRepeats(chains?.problems() ?? []),
+    ...(chains?.problems() ?? []),
     ...(await localProblems(file, o, checked.tasks)),
   ];
   if (problems.length > 0) throw new ManifestProblemsError(file, problems);
@@ -297,6 +305,7 @@ async function loadStreaming(file: string, o: PlanOptions) {
     cwd: o.cwd,
     allowOutside: o.allowOutside ?? false,
     streaming: true,
+    checkPartial: partialProblems,
     ...(o.vars ? { overrideVars: o.vars } : {}),
   });
   if (!result.ok) {
@@ -324,7 +333,7 @@ function pricing(
 ) {
   const sum = new TotalsSum();
   const whole = inShard ? new TotalsSum() : sum;
-  const problems: ManifestProblem[] = [];
+  const problems = new ProblemFold();
   return {
     totals: sum,
     whole,
@@ -332,7 +341,7 @@ function pricing(
     add(task: CheckedTask) {
       for (const one of pricedTasks([task], lengths, prices, callbackUrl, chains)) {
         if (!one.ok) {
-          problems.push(...one.problems);
+          for (const problem of one.problems) problems.add(problem);
           continue;
         }
         if (whole !== sum) whole.add(one.task);
@@ -353,7 +362,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   // First pass: every problem, the ids, the media to measure, and the totals as if nothing needed measuring.
   const taskIds: string[] = [];
   const needs = new Map<string, MediaNeed>();
-  const catalogProblems: ManifestProblem[] = [];
+  const catalogProblems = new ProblemFold();
   // A chain's downstream may come before its upstream: chained tasks are priced once every task is known.
   const chains = manifest.chained ? new ChainPlan() : undefined;
   const priceAll = (lengths: ReadonlyMap<string, ProbeResult> | undefined) =>
@@ -367,7 +376,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   for (const spec of first.tasks) {
     const one = checkTask(spec);
     if (!one.ok) {
-      catalogProblems.push(...one.problems);
+      for (const problem of one.problems) catalogProblems.add(problem);
       chains?.note(spec);
       continue;
     }
@@ -383,8 +392,8 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   }
   throwIfProblems(file, [
     ...first.problems(),
-    ...collapseRepeats(catalogProblems),
-    ...collapseRepeats(chains?.problems(first.unexpanded()) ?? []),
+    ...catalogProblems.lines(),
+    ...(chains?.problems(first.unexpanded()) ?? []),
     ...(await local.problems()),
   ]);
   const measure = localAware(file, o);
@@ -395,7 +404,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     priced = priceAll(measured);
     for (const task of checkedTasks(source)) priced.add(task);
   }
-  if (priced.problems.length > 0) throw new ManifestProblemsError(file, collapseRepeats(priced.problems));
+  if (priced.problems.size > 0) throw new ManifestProblemsError(file, priced.problems.lines());
   const totals = priced.totals.result();
 
   return {

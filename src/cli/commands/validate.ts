@@ -12,6 +12,9 @@ export interface ProblemJson {
   line?: number;
   col?: number;
   task?: string;
+  /** The same problem at the same place in several tasks: how many, and the first ids (`task` is the first). */
+  tasks?: number;
+  taskIds?: readonly string[];
   path: string;
   message: string;
   text: string;
@@ -36,6 +39,7 @@ function problemJson(p: ManifestProblem, text: string): ProblemJson {
     line: p.pos.line,
     col: p.pos.col,
     ...(p.taskId === undefined ? {} : { task: p.taskId }),
+    ...(p.tasks === undefined ? {} : { tasks: p.tasks.count, taskIds: p.tasks.first }),
     path: p.path,
     message: p.message,
     text,
