@@ -56,7 +56,7 @@ const BROKEN_LINES = [
   // speed comes from defaults, so it is located there, not at the task; greeting's template error does
   // not hide it there, and the two tasks that take it are one line
   'broken.yaml:5:23  2 tasks (greeting, slow)  input.speed: must be a number from 0.7 to 1.2, got 1.5',
-  'broken.yaml:11:14  task typo  input.ratoi: unknown field; known fields: prompt, ratio',
+  'broken.yaml:11:14  task typo  input.ratoi: unknown field; known fields are: prompt, ratio',
   'broken.yaml:16:17  task too-long  input.duration: must be an integer from 4 to 15, got 16',
   'broken.yaml:21:23  task studio  input.generate_audio: native audio requires resolution 1080p, got 720p',
   'broken.yaml:26:20  task greeting  input.text: unknown name "customer"; known names are: date, datetime, index, name, run',
