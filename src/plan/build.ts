@@ -7,8 +7,10 @@ import { dirname, resolve } from 'node:path';
 import { expectedJobMs } from '../catalog/durations.js';
 import { DEFAULT_PRICES } from '../catalog/prices.js';
 import type { PriceTable } from '../catalog/types.js';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { loadManifest } from '../manifest/index.js';
-import { foldProblems, ProblemFold } from '../manifest/problems.js';
+import { foldProblems, formatProblem, ProblemFold, sortProblems } from '../manifest/problems.js';
 import type {
   LoadedManifest,
   ManifestProblem,
@@ -16,6 +18,7 @@ import type {
   TaskSource,
   TaskSpec,
 } from '../manifest/types.js';
+import { formatCount } from '../manifest/values.js';
 import { localRef } from '../media/local-input.js';
 import type { ProbeResult, Prober } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
@@ -55,22 +58,31 @@ export function mediaMeasure(): (needs: MediaNeed[]) => Promise<Map<string, Prob
  * Every problem of a manifest (its own, its data files', the catalog's), located; the same problem at the
  * same place in many tasks is one, with their count and first ids, whichever check found it.
  */
-export class ManifestProblemsError extends Error {
+export class ManifestProblemsError extends MediabatchError {
   override name = 'ManifestProblemsError';
+  override readonly exitCode = EXIT.invalid;
+  /** Sorted by file (the manifest first), line and column. */
   readonly problems: readonly ManifestProblem[];
+  /** Each problem as its line, `file:line:col  task <id>  <field.path>: <rule>`. */
+  override readonly details: readonly string[];
   constructor(
     readonly file: string,
     problems: readonly ManifestProblem[],
   ) {
-    const folded = foldProblems(problems);
-    super(`${folded.length} problem(s) in ${file}`);
+    const folded = sortProblems(foldProblems(problems), file);
+    const n = folded.length;
+    super(
+      `${formatCount(n)} problem${n === 1 ? '' : 's'} in ${file}; fix ${n === 1 ? 'it' : 'them'} and run again`,
+    );
     this.problems = folded;
+    this.details = folded.map(formatProblem);
   }
 }
 
 /** The manifest file itself cannot be read as one (missing, a folder). */
-export class ManifestFileError extends Error {
+export class ManifestFileError extends MediabatchError {
   override name = 'ManifestFileError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 export interface PlanOptions {

@@ -6,6 +6,8 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { reviewSummary } from '../review/index.js';
 import { openReadOnlyStore, openStore, type RunRecord, type Store, StoreError } from '../store/index.js';
 import { scrub } from '../util/secrets.js';
@@ -57,8 +59,9 @@ export interface ViewServer {
   close(): Promise<void>;
 }
 
-export class ViewError extends Error {
+export class ViewError extends MediabatchError {
   override name = 'ViewError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 /** The state file read-only; an older schema is brought up to date first, like every command does. */

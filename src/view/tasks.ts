@@ -1,6 +1,7 @@
 // The task list (a page by keyset) and one task in full, as the JSON API answers them. The request is
 // shown as sent with its secrets taken out: signed link queries and the callback address.
 
+import { MediabatchError } from '../errors.js';
 import { isBucketLocation } from '../run/output.js';
 import {
   type FileRecord,
@@ -17,7 +18,7 @@ import { roundTokens } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import { VIEW_API_VERSION } from './data.js';
 
-export class QueryError extends Error {
+export class QueryError extends MediabatchError {
   override name = 'QueryError';
 }
 
