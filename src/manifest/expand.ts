@@ -111,7 +111,8 @@ async function prepare(
   }
   if (problems.size > before) return undefined;
 
-  const repeat = typeof raw.repeat === 'number' ? raw.repeat : 1;
+  // A repeat the schema refused (0, 2.5) is reported; the task is still expanded once to check the rest.
+  const repeat = Number.isSafeInteger(raw.repeat) && (raw.repeat as number) >= 1 ? (raw.repeat as number) : 1;
   const declaration: Declaration = {
     n,
     base,

@@ -58,6 +58,12 @@ export interface LoadOptions {
 /** Fields whose problems make expanding the tasks pointless (every task would repeat them). */
 const BLOCKING = new Set(['vars', 'defaults', 'tasks']);
 
+/**
+ * A task's fields that nothing of its expansion or request depends on: a problem in one of them leaves
+ * the task expandable, so that its other problems are found in the same pass (a bad `repeat` counts as 1).
+ */
+const SIDE_FIELDS = new Set<PropertyKey>(['retries', 'review', 'repeat']);
+
 /** The manifest read and parsed to a mapping, or the result that refuses it (one located problem each). */
 async function readDocument(
   file: string,
@@ -123,8 +129,11 @@ function checkSchema(
     const [first, second] = issue.path;
     // An unknown key (a typo) leaves the rest of the task usable: expand it to find its other problems.
     const typo = issue.code === 'unrecognized_keys' && issue.path.length === 2;
+    const side = issue.path.length === 3 && SIDE_FIELDS.has(issue.path[2] as PropertyKey);
     if (first === 'tasks' && typeof second === 'number') {
-      if (!typo) invalidTasks.add(second);
+      if (!typo && !side) invalidTasks.add(second);
+    } else if (first === 'defaults' && (issue.path.length > 1 || issue.code === 'unrecognized_keys')) {
+      // An entry of defaults (a key that is no model, a value that is no mapping): no task reads it.
     } else if (typeof first === 'string' && BLOCKING.has(first)) blocked = true;
   }
   return { invalidTasks, blocked };

@@ -97,6 +97,38 @@ tasks:
   });
 });
 
+describe('validate: a problem of a side field or of defaults hides nothing else', () => {
+  it.each([
+    ['retries', 'retries: -1', 'm.yaml:6:14  tasks.0.retries: must be >= 0, got -1'],
+    ['review', 'review: "yes"', 'm.yaml:6:13  tasks.0.review: must be true or false, got "yes"'],
+    ['repeat', 'repeat: 0', 'm.yaml:6:13  tasks.0.repeat: must be >= 1, got 0'],
+  ])('a bad %s: the task is still checked', async (_field, written, problem) => {
+    const r = await validate(`tasks:
+  - id: a
+    model: studio-2-6
+    ${written}
+    input: { prompt: x, duration: 6 }
+`);
+    expect(r.lines).toEqual([
+      problem,
+      'm.yaml:7:35  task a  input.duration: must be 5 or 10, got 6',
+      'mediabatch: 2 problems in m.yaml; fix them and run again',
+    ]);
+  });
+
+  it('defaults keyed by something that is no model: the tasks are still checked', async () => {
+    const r = await validate(`defaults: { model: flat-image }
+tasks:
+  - { id: a, model: studio-2-6, input: { prompt: x, duration: 6 } }
+`);
+    expect(r.lines.slice(1)).toEqual([
+      'm.yaml:5:63  task a  input.duration: must be 5 or 10, got 6',
+      'mediabatch: 2 problems in m.yaml; fix them and run again',
+    ]);
+    expect(r.lines[0]).toMatch(/^m\.yaml:3:13 {2}defaults\.model: unknown model "model"/);
+  });
+});
+
 describe('validate: the same problem in many tasks is one line, whatever its kind', () => {
   it('folds a template error, a rule, an unknown field, a missing file and a missing upstream alike', async () => {
     const r = await validate(`tasks:
