@@ -111,8 +111,7 @@ async function prepare(
   }
   if (problems.size > before) return undefined;
 
-  // A repeat the schema refused (0, 2.5) is reported; the task is still expanded once to check the rest.
-  const repeat = Number.isSafeInteger(raw.repeat) && (raw.repeat as number) >= 1 ? (raw.repeat as number) : 1;
+  const repeat = validRepeat(raw.repeat);
   const declaration: Declaration = {
     n,
     base,
@@ -148,6 +147,11 @@ async function prepare(
   }
   if (repeat > 1) declaration.factors.push(`repeat ${formatCount(repeat)}`);
   return declaration;
+}
+
+/** A repeat the schema refused (0, 2.5) is reported; the task is still expanded once to check the rest. */
+function validRepeat(repeat: unknown): number {
+  return typeof repeat === 'number' && Number.isSafeInteger(repeat) && repeat >= 1 ? repeat : 1;
 }
 
 /** `after` compiled (a task-id template, or a mapping of names to them) and the input's references to it. */

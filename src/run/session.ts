@@ -8,6 +8,7 @@ import { MediabatchError } from '../errors.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
 import { parseShardRunId, type Shard } from '../plan/shard.js';
+import { isBucketLocation, runLocation } from '../results/output.js';
 import {
   leaseHolder,
   type NewTask,
@@ -19,7 +20,6 @@ import {
 import { newCallbackToken } from './callbacks.js';
 import { holderIsDead, runLeaseName } from './lease.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
-import { isBucketLocation, runLocation } from './output.js';
 import { chooseRun, chooseShardRun, type RunChoice, ShardRunError } from './resume.js';
 import { DEFAULT_RUN_POLICY } from './settings.js';
 import { BackgroundStoring, STORE_CHUNK } from './storing.js';

@@ -2,7 +2,7 @@
 // shown as sent with its secrets taken out: signed link queries and the callback address.
 
 import { MediabatchError } from '../errors.js';
-import { isBucketLocation } from '../run/output.js';
+import { isBucketLocation } from '../results/output.js';
 import {
   type FileRecord,
   type RunRecord,

@@ -330,7 +330,9 @@ describe('exact messages', () => {
   it('refuses a typo and lists the known fields', () => {
     expect(checkRequest('flow22_spicy', { prompt: 'x', reslution: '720p' })).toEqual({
       ok: false,
-      issues: [{ path: 'reslution', message: 'unknown field; known fields are: prompt, image_url, resolution' }],
+      issues: [
+        { path: 'reslution', message: 'unknown field; known fields are: prompt, image_url, resolution' },
+      ],
     });
   });
 

@@ -2,8 +2,8 @@
 // API-key fingerprint (and of the current key's quota). The ledger part works without credentials.
 
 import type { Config } from '../../config.js';
-import { type QuotaStanding, quotaStanding } from '../../run/quota.js';
 import { keyFingerprint, periodOf } from '../../store/index.js';
+import { type QuotaStanding, quotaStanding } from '../../store/quota.js';
 import { roundTokens, tokensToUsd } from '../../util/money.js';
 import { EXIT, ExitError, exitOf } from '../errors.js';
 import { fmtTokens, fmtTokensAsUsd, table } from '../format.js';
