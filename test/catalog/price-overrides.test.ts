@@ -26,6 +26,21 @@ describe('a price override that is not a finite number above 0 is refused, namin
     expect(prices['voice-cover'].perSecond).toBe(DEFAULT_PRICES['voice-cover'].perSecond);
   });
 
+  it('names every known model beside an unknown one', () => {
+    const { issues } = mergePrices({ 'flat-imag': { perImage: 1 } });
+    expect(issues).toEqual([
+      {
+        path: 'flat-imag',
+        message: `unknown model; known models: ${Object.keys(DEFAULT_PRICES).join(', ')}`,
+      },
+    ]);
+    expect(issues[0]?.message).toContain('flat-image, anime-waifu, pixel-lite');
+  });
+
+  it('takes an empty `prices:` (null in YAML) as no override', () => {
+    expect(mergePrices(null)).toEqual({ prices: DEFAULT_PRICES, issues: [] });
+  });
+
   it('takes the smallest positive figure as it is', () => {
     const { prices, issues } = mergePrices({ 'flat-image': { perImage: 0.000001 } });
     expect(issues).toEqual([]);
