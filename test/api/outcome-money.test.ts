@@ -91,6 +91,20 @@ describe('a POST answered with code 0', () => {
   });
 });
 
+describe('the cost of an accepted POST', () => {
+  // A figure too large for a double reads as Infinity: the charge is then booked at the list price
+  // (marked assumed), never as Infinity tokens in the ledger.
+  it.each([`1${'0'.repeat(400)}`, -1, 'NaN', 'Infinity'])('%s is not a cost', (cost) => {
+    expect(classifySubmission(response(200, { code: 0, data: { img_uuid: 'u-1', cost } }))).toStrictEqual({
+      type: 'accepted',
+      imgUuid: 'u-1',
+      cost: undefined,
+      mayHaveCharged: true,
+      retrySafe: false,
+    });
+  });
+});
+
 describe('a POST refused', () => {
   it.each<[string, ResponseAnswer, object]>([
     [
