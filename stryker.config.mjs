@@ -5,14 +5,14 @@
 //
 // One module: MUTATE_MODULE=outcome npx stryker run (or `npm run mutate -- outcome`).
 
-/**
- * Each money module with the tests that must kill its mutants, and the survivors that no test can kill
- * because the mutant behaves exactly as the code does (equivalent mutants), each with why.
- */
 // A mutant that makes its module throw on import leaves the test files that import it with no tests, which
 // Stryker counts as a survivor: this file imports each module inside a test, so such a mutant fails one.
 const LOADS = 'test/code/money-modules-load.test.ts';
 
+/**
+ * Each money module with the tests that must kill its mutants, and the survivors that no test can kill
+ * because the mutant behaves exactly as the code does (equivalent mutants), each with why.
+ */
 export const MODULES = {
   outcome: {
     file: 'src/api/outcome.ts',
@@ -20,14 +20,22 @@ export const MODULES = {
   },
   prices: {
     file: 'src/catalog/prices.ts',
+    // Equivalent: L65 `typeof value !== 'number'` turned false — Number.isFinite is false for every
+    // non-number (it does not coerce), so the next test refuses the same values; the typeof is there for
+    // TypeScript's narrowing.
     tests: [LOADS, 'test/catalog/prices.test.ts', 'test/catalog/price-overrides.test.ts'],
   },
   pricing: {
     file: 'src/catalog/pricing.ts',
+    // Equivalent: L25 `roundTokens(min) === roundTokens(max)` turned false — the general range is then
+    // built from the same rounded figures, {max, max, max}, exactly what exact(max) returns. L49
+    // `hint !== undefined` turned true — Number.isFinite(undefined) is false, so undefined stays unused.
     tests: [LOADS, 'test/catalog/prices.test.ts', 'test/catalog/pricing.test.ts'],
   },
   money: {
     file: 'src/util/money.ts',
+    // Equivalent: L48 and L63, the "under a dollar" test of usdText and usdPlainText: `usd !== 0` turned
+    // true (0 reads $0.00 in both forms) and `< 1` turned `<= 1` (1 reads $1.00 in both forms).
     tests: [LOADS, 'test/util/money.test.ts'],
   },
   transitions: {
@@ -36,6 +44,8 @@ export const MODULES = {
   },
   ledger: {
     file: 'src/store/ledger.ts',
+    // Equivalent: L18 and L19 `row?.charged`, `row?.refunded` without the `?.` — every statement read into
+    // them is an aggregate without GROUP BY, which always returns one row.
     tests: [LOADS, 'test/store/ledger.test.ts', 'test/store/spend.test.ts'],
   },
 };
