@@ -27,7 +27,6 @@ describe('a job status moves a task forward only', () => {
     ['running', 'canceled', 'failed'],
     ['submitted', 'ERROR', 'failed'],
     ['submitted', 'Processing', 'running'],
-    ['running', ' processing\n', 'running'],
     ['submitted', ' PROCESSING ', 'running'],
     // Undocumented statuses mean "not finished yet".
     ['submitted', 'WAITING', 'submitted'],
