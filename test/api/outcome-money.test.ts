@@ -191,6 +191,13 @@ describe('the body a person reads in a reason', () => {
     );
   });
 
+  it('has no blank ends', () => {
+    const outcome = classifySubmission(response(502, '\n  Bad Gateway \n'));
+    expect(outcome.type === 'in-doubt' && outcome.reason).toBe(
+      'HTTP 502 with a body that is not the API envelope: Bad Gateway; the request may have been charged',
+    );
+  });
+
   it('says so when there is none', () => {
     const outcome = classifySubmission(response(502, undefined));
     expect(outcome.type === 'in-doubt' && outcome.reason).toBe(
@@ -232,6 +239,21 @@ describe('network errors', () => {
   ])('%s reads: %s', (_name, answer, reason) => {
     const outcome = classifySubmission(answer);
     expect('reason' in outcome && outcome.reason).toBe(reason);
+  });
+
+  it.each<[string, string]>([
+    ['ECONNREFUSED', 'connection refused'],
+    ['ENOTFOUND', 'host name not found (DNS)'],
+    ['EAI_AGAIN', 'DNS lookup failed temporarily'],
+    ['UND_ERR_CONNECT_TIMEOUT', 'connect timeout'],
+    ['UND_ERR_HEADERS_TIMEOUT', 'no answer within the headers timeout'],
+    ['UND_ERR_BODY_TIMEOUT', 'answer body stalled past the body timeout'],
+    ['UND_ERR_SOCKET', 'connection closed by the other side'],
+    ['ECONNRESET', 'connection reset'],
+    ['EPIPE', 'connection broken while writing'],
+    ['UND_ERR_ABORTED', 'request aborted'],
+  ])('names %s in words: %s', (code, words) => {
+    expect(describeNetworkError(coded(code))).toBe(`${words} (${code})`);
   });
 
   it.each<[string, unknown, string]>([
@@ -276,6 +298,19 @@ describe('the figures of a quota answer', () => {
     expect(parseQuotaMessage('API key quota exceeded: 5 of 5 tokens used ( monthly )')).toStrictEqual({
       used: 5,
       quota: 5,
+      period: 'monthly',
+    });
+  });
+
+  it('reads the figures however the message is spaced', () => {
+    expect(parseQuotaMessage('API key quota exceeded:  120  of  100  tokens used  (monthly)')).toStrictEqual({
+      used: 120,
+      quota: 100,
+      period: 'monthly',
+    });
+    expect(parseQuotaMessage('API key quota exceeded:120 of 100 tokens used(monthly)')).toStrictEqual({
+      used: 120,
+      quota: 100,
       period: 'monthly',
     });
   });
