@@ -7,6 +7,7 @@ import { request as httpRequest } from 'node:http';
 import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readCookie } from '../../src/view/security.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
 import { VARIANTS } from '../helpers/review-chain.js';
 import { makeRunEnv, type RunEnv, taskStates } from '../helpers/run-env.js';
@@ -126,7 +127,9 @@ describe('writes', () => {
     expect(crossSite.status).toBe(403);
     expect(crossSite.json['error']).toBe('a cross-site request may not change a run');
     // A form another page posts carries the cookie only: still no token header.
-    const cookieOnly = await post(path, body, { cookie: `mediabatch_view_${view.port}=${view.token}` });
+    const cookieOnly = await post(path, body, {
+      cookie: readCookie(view.port, view.token).split(';')[0] ?? '',
+    });
     expect(cookieOnly.status).toBe(403);
     expect(taskStates(env)).toEqual(states);
     expect(env.query('SELECT * FROM decisions')).toEqual([]);

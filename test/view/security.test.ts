@@ -4,10 +4,12 @@ import { EventEmitter } from 'node:events';
 import { mkdir, mkdtemp, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { runCli } from '../../src/cli/program.js';
-import { allowedHosts, writeRefusal } from '../../src/view/security.js';
+import { registerSecret } from '../../src/util/secrets.js';
+import { allowedHosts, readKey, writeRefusal } from '../../src/view/security.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
 import type { RunEnv } from '../helpers/run-env.js';
 import { faultyRun, raw } from './helpers.js';
@@ -29,8 +31,45 @@ async function get(path: string, headers: Record<string, string> = {}) {
 }
 const auth = () => ({ authorization: `Bearer ${view.token}` });
 
+/**
+ * The key as a run made under another environment left it in the state file: pasted into a prompt,
+ * echoed in an error and in a job record (an oc-maker sheet, a song's title and lyrics).
+ */
+let sheetTask = '';
+function plantKey(): void {
+  const conn = new Database(env.db);
+  try {
+    conn
+      .prepare(
+        `UPDATE tasks SET body = json_set(body, '$.prompt', 'a mug, key ' || ?, '$.title', ?), error = 'server said ' || ?
+         WHERE run_id = 'batch' AND task_id = 'img-5'`,
+      )
+      .run(API_KEY, API_KEY, API_KEY);
+    const sheet = conn
+      .prepare(
+        `SELECT task_id AS id, img_uuid AS uuid FROM tasks t WHERE state = 'done' AND task_id LIKE 'img-%'
+         AND EXISTS (SELECT 1 FROM job_events j WHERE j.img_uuid = t.img_uuid) ORDER BY seq DESC LIMIT 1`,
+      )
+      .get() as { id: string; uuid: string };
+    sheetTask = sheet.id;
+    const uuid = sheet.uuid;
+    conn.prepare("UPDATE tasks SET model = 'oc-maker' WHERE task_id = ?").run(sheetTask);
+    const record = JSON.stringify({
+      json: [
+        { type: 'json', value: { name: 'Ada', note: `key ${API_KEY}` } },
+        { title: `song ${API_KEY}`, lyrics: `la ${API_KEY}` },
+      ],
+    });
+    conn.prepare('UPDATE job_events SET record = ? WHERE img_uuid = ?').run(record, uuid);
+  } finally {
+    conn.close();
+  }
+}
+
 beforeAll(async () => {
   env = await faultyRun(API_KEY);
+  registerSecret(API_KEY);
+  plantKey();
   view = await startView({ stateFile: env.db, cwd: env.dir, onError: (m) => logged.push(m) });
   outside = await mkdtemp(join(tmpdir(), 'mb-view-outside-'));
   await writeFile(join(outside, 'secret.png'), 'not a result of the run');
@@ -60,19 +99,53 @@ describe('the token', () => {
     expect((await get('/?token=wrong')).status).toBe(401);
   });
 
-  it('is taken once from the query into an HttpOnly SameSite=Strict cookie, then dropped from the address', async () => {
+  it('opens the page from the printed address with the token in it, and a cookie that only reads', async () => {
     const first = await get(`/?token=${view.token}`);
-    expect(first.status).toBe(303);
-    expect(first.headers['location']).toBe('/');
+    expect(first.status).toBe(200);
+    expect(first.headers['cache-control']).toBe('no-store');
+    expect(first.text).toContain(`<meta name="mediabatch-token" content="${view.token}">`);
     const cookie = String(first.headers['set-cookie']);
     expect(cookie).toContain('HttpOnly');
     expect(cookie).toContain('SameSite=Strict');
     const pair = cookie.split(';')[0] ?? '';
+    expect(pair).toBe(`mediabatch_view_${view.port}=${readKey(view.token)}`);
+    expect(pair).not.toContain(view.token);
     const page = await get('/', { cookie: pair });
     expect(page.status).toBe(200);
     expect(page.text).toContain('<script type="module" src="/assets/app.js">');
+    expect(page.text).toContain('<meta name="mediabatch-token" content="">');
+    expect(page.text).not.toContain(view.token);
     expect((await get('/api/runs', { cookie: pair })).status).toBe(200);
     expect((await get('/api/runs', { cookie: pair.replace(/=.*/, '=nope') })).status).toBe(401);
+    // The token itself in the cookie is not the read key: a cookie never carries the token.
+    expect((await get('/api/runs', { cookie: `mediabatch_view_${view.port}=${view.token}` })).status).toBe(
+      401,
+    );
+  });
+
+  it('on another address, sets the cookie and redirects to it without the token (one leading slash)', async () => {
+    const api = await get(`/api/runs?token=${view.token}&x=1`);
+    expect(api.status).toBe(303);
+    expect(api.headers['location']).toBe('/api/runs?x=1');
+    expect(String(api.headers['set-cookie'])).toContain(readKey(view.token));
+    for (const path of [`//evil.example/?token=${view.token}`, `/\\evil.example/?token=${view.token}`]) {
+      const answer = await get(path);
+      expect(answer.status, path).toBe(303);
+      expect(answer.headers['location'], path).toMatch(/^\/[^/\\]/);
+    }
+  });
+
+  it('is not locked out by a cookie of the same name that another local program set (sent first)', async () => {
+    const name = `mediabatch_view_${view.port}`;
+    const ours = `${name}=${readKey(view.token)}`;
+    for (const cookie of [
+      `${name}=planted-by-another-port; ${ours}`,
+      `${name}=; other=1; ${ours}`,
+      `${ours}; ${name}=planted-later`,
+    ]) {
+      expect((await get('/api/runs', { cookie })).status, cookie).toBe(200);
+    }
+    expect((await get('/api/runs', { cookie: `${name}=planted-by-another-port` })).status).toBe(401);
   });
 
   it('works as a Bearer header', async () => {
@@ -218,6 +291,109 @@ describe('writes (the next issue) need the token header and the same origin', ()
   });
 });
 
+describe('whatever the router answers', () => {
+  const long = `/api/runs/batch/tasks/${'x'.repeat(200)}`;
+
+  it('a foreign Host with a 200-character path is 403, with the security headers', async () => {
+    for (const path of [long, `/files/batch/${'y'.repeat(200)}/1`, `/${'z'.repeat(200)}`]) {
+      const answer = await get(path, { ...auth(), host: `evil.example:${view.port}` });
+      expect(answer.status, path).toBe(403);
+      expect(answer.text).not.toContain('x'.repeat(200));
+      expect(String(answer.headers['content-security-policy'])).toContain("default-src 'none'");
+      expect(answer.headers['x-content-type-options']).toBe('nosniff');
+    }
+  });
+
+  it('asks for the token first (401), then answers with a route or a 404, never a 414', async () => {
+    expect((await get(long)).status).toBe(401);
+    const answer = await get(long, auth());
+    expect(answer.status).toBe(404);
+    expect(JSON.parse(answer.text).error).toBe(`task ${'x'.repeat(200)}: not in run batch`);
+    for (const [method, path, status] of [
+      ['PUT', '/api/runs', 403],
+      ['DELETE', '/api/runs/batch', 403],
+      ['GET', '/api/runs/batch/tasks/%zz', 400],
+      ['GET', `/api/runs/${'r'.repeat(5000)}`, 404],
+    ] as const) {
+      const a = await raw(view.port, path, auth(), method);
+      answers.push(a.text);
+      expect(a.status, `${method} ${path}`).toBe(status);
+      expect(a.headers['referrer-policy'], path).toBe('no-referrer');
+      expect(a.headers['x-frame-options'], path).toBe('DENY');
+    }
+  });
+});
+
+describe('query parameters', () => {
+  it.each([
+    [
+      '/api/runs/batch/tasks?state=done&state=failed',
+      'state: given 2 times; give it once (several values separated by commas)',
+    ],
+    ['/api/runs/batch/tasks?q=a&q=b', 'q: given 2 times; give it once'],
+    [
+      '/api/runs/batch/reroll-price?taskIds=img-1&taskIds=img-2',
+      'taskIds: given 2 times; give it once, the ids separated by commas',
+    ],
+    [
+      '/api/runs/batch/tasks?state=',
+      'state: empty; leave it out or give a value (several values separated by commas)',
+    ],
+    ['/api/runs/batch/tasks?limit=ten', 'limit: expected a whole number from 1 to 200, got "ten"'],
+    ['/api/runs/batch/tasks?limit=1.5', 'limit: expected a whole number from 1 to 200, got "1.5"'],
+    ['/api/runs/batch/tasks?order=oldest', 'order: expected newest or id, got "oldest"'],
+    [
+      '/api/runs/batch/tasks?stat=done',
+      'unknown parameter "stat"; known: state, model, q, review, order, cursor, limit',
+    ],
+    ['/api/runs/batch/reroll-price', 'taskIds: missing, the ids separated by commas'],
+    ['/api/runs/batch/reroll-price?taskIds=,', 'taskIds: expected 1 to 500 task ids, separated by commas'],
+    ['/api/runs?all=1', 'unknown parameter "all"; this address takes none'],
+    ['/files/batch/img-1/1?download=1', 'unknown parameter "download"; this address takes none'],
+  ])('%s → 400: %s', async (path, message) => {
+    const before = logged.length;
+    const answer = await get(path, auth());
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.text)).toEqual({ v: 1, error: message });
+    expect(logged.length).toBe(before);
+  });
+});
+
+describe('HEAD of a file', () => {
+  it('answers the length of the file, and no body', async () => {
+    const [row] = env.query<{ bytes: number }>("SELECT bytes FROM files WHERE task_id = 'clip'");
+    const head = await raw(view.port, '/files/batch/clip/1', auth(), 'HEAD');
+    expect(head.status).toBe(200);
+    expect(row?.bytes).toBeGreaterThan(100);
+    expect(head.headers['content-length']).toBe(String(row?.bytes));
+    expect(head.headers['content-type']).toBe('video/mp4');
+    expect(head.body.length).toBe(0);
+    const part = await raw(view.port, '/files/batch/clip/1', { ...auth(), range: 'bytes=0-99' }, 'HEAD');
+    expect(part.status).toBe(206);
+    expect(part.headers['content-length']).toBe('100');
+  });
+});
+
+describe('a key left in the state file', () => {
+  it('shows on no card (text, sheet, songs, error) and is not found by q=', async () => {
+    const list = JSON.parse((await get('/api/runs/batch/tasks?order=id&limit=200', auth())).text);
+    const byId = new Map((list.tasks as Array<Record<string, unknown>>).map((t) => [t['id'], t]));
+    expect(byId.get('img-5')?.['text']).toEqual({ prompt: 'a mug, key [redacted]', title: '[redacted]' });
+    expect(byId.get('img-5')?.['error']).toBe('server said [redacted]');
+    expect(byId.get(sheetTask)?.['sheet']).toEqual({ name: 'Ada', note: 'key [redacted]' });
+    expect(byId.get(sheetTask)?.['songs']).toEqual([{ title: 'song [redacted]', lyrics: 'la [redacted]' }]);
+    for (const q of [API_KEY, API_KEY.slice(0, 10), 'SENTINEL-api', 'key sk-']) {
+      const found = JSON.parse((await get(`/api/runs/batch/tasks?q=${encodeURIComponent(q)}`, auth())).text);
+      expect(found.tasks, q).toEqual([]);
+    }
+    const mug = JSON.parse((await get('/api/runs/batch/tasks?q=a%20mug%2C%20key', auth())).text);
+    expect(mug.tasks.map((t: { id: string }) => t.id)).toEqual(['img-5']);
+    expect(JSON.parse((await get('/api/runs/batch/tasks?q=server%20said', auth())).text).tasks).toHaveLength(
+      1,
+    );
+  });
+});
+
 describe('mediabatch view (the command)', () => {
   it('prints exactly one line with the address, serves, and ends on Ctrl-C; 0.0.0.0 is warned about', async () => {
     let stdout = '';
@@ -253,7 +429,8 @@ describe('mediabatch view (the command)', () => {
     const port = Number(/:(\d+)\//.exec(line)?.[1]);
     const token = /token=(.*)\n/.exec(line)?.[1] ?? '';
     const first = await raw(port, `/?token=${token}`);
-    expect(first.headers['location']).toBe('/#/run/batch');
+    expect(first.status).toBe(200);
+    expect(first.text).toContain('<meta name="mediabatch-start" content="#/run/batch">');
     const bearer = { authorization: `Bearer ${token}` };
     const looked = [
       await raw(port, '/api/runs/batch', bearer),
