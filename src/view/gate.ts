@@ -6,6 +6,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
+  cookieHoldsKey,
   hostAllowed,
   type RequestHeaders,
   readAccess,
@@ -62,6 +63,14 @@ export function passGate(g: GateOptions, req: IncomingMessage, res: ServerRespon
   if (readAccess(headers, { hosts: g.hosts, token: g.token, port: g.port() }) !== 'ok') {
     plain(res, 401, NEEDS_TOKEN);
     return false;
+  }
+  if (
+    sameSecret(headers['x-mediabatch-token'], g.token) &&
+    !cookieHoldsKey(headers, { token: g.token, port: g.port() })
+  ) {
+    // The page holds the token but its cookie is gone or was overwritten by another local program (one
+    // of the same name and path replaces ours): the page's next read gives its images and feed it back.
+    res.setHeader('set-cookie', readCookie(g.port(), g.token));
   }
   if (!reading) {
     const refusal = writeRefusal(headers, { hosts: g.hosts, token: g.token });

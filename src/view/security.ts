@@ -94,9 +94,13 @@ export function readAccess(
   if (!hostAllowed(headers.host, o.hosts)) return 'bad-host';
   const bearer = /^Bearer\s+(\S+)$/i.exec(headers.authorization ?? '')?.[1];
   if (sameSecret(bearer, o.token) || sameSecret(headers['x-mediabatch-token'], o.token)) return 'ok';
+  return cookieHoldsKey(headers, o) ? 'ok' : 'no-token';
+}
+
+/** Whether one of the cookies of the view's name holds the read key. */
+export function cookieHoldsKey(headers: RequestHeaders, o: { token: string; port: number }): boolean {
   const key = readKey(o.token);
-  if (cookieValues(headers.cookie, cookieName(o.port)).some((v) => sameSecret(v, key))) return 'ok';
-  return 'no-token';
+  return cookieValues(headers.cookie, cookieName(o.port)).some((v) => sameSecret(v, key));
 }
 
 /**
