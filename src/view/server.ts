@@ -102,24 +102,7 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   const onError = (message: string) => o.onError?.(scrub(message));
   const data = new ViewData(store, { cwd: o.cwd, onError, ...(o.now ? { now: o.now } : {}) });
   const feed = new ChangeFeed(data);
-  const hosts = new Set<string>();
-  const headers = securityHeaders(o.mediaOrigins ?? []);
-  const gate = {
-    token,
-    hosts,
-    headers,
-    port: () => ctx.port,
-    bootPage: indexHtml(token, o.run === undefined ? '' : `#/run/${encodeURIComponent(o.run)}`),
-  };
-  const app = Fastify({
-    logger: false,
-    return503OnClosing: false,
-    routerOptions: { maxParamLength: MAX_PARAM },
-    serverFactory: (handler) =>
-      createServer((req, res) => {
-        if (passGate(gate, req, res)) handler(req, res);
-      }),
-  });
+  const { app, hosts, headers } = gatedApp(o, token, () => ctx.port);
   const ctx: RouteContext = {
     app,
     data,
@@ -162,6 +145,24 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
       store.close();
     },
   };
+}
+
+/** Fastify behind the gate: every request meets passGate (gate.ts) before the router sees it. */
+function gatedApp(o: ViewOptions, token: string, port: () => number) {
+  const hosts = new Set<string>();
+  const headers = securityHeaders(o.mediaOrigins ?? []);
+  const bootPage = indexHtml(token, o.run === undefined ? '' : `#/run/${encodeURIComponent(o.run)}`);
+  const gate = { token, hosts, headers, port, bootPage };
+  const app = Fastify({
+    logger: false,
+    return503OnClosing: false,
+    routerOptions: { maxParamLength: MAX_PARAM },
+    serverFactory: (handler) =>
+      createServer((req, res) => {
+        if (passGate(gate, req, res)) handler(req, res);
+      }),
+  });
+  return { app, hosts, headers };
 }
 
 interface RouteContext {
