@@ -4,7 +4,8 @@
 // `mediabatch view` prints (`/?token=`) is answered here too: the page with the token for its writes, and
 // the cookie with the read key only (docs/view.md, "Threat model").
 
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import {
   cookieHoldsKey,
   hostAllowed,
@@ -82,6 +83,28 @@ export function passGate(g: GateOptions, req: IncomingMessage, res: ServerRespon
     }
   }
   return true;
+}
+
+/**
+ * Node's answer to a request it cannot read at all (headers over its limit, a broken request line),
+ * which never reaches the gate: the same headers, no echo of what was sent.
+ */
+export function clientErrorAnswer(headers: Readonly<Record<string, string>>) {
+  return (error: Error & { code?: string }, socket: Duplex): void => {
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    const status =
+      error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const body = `${STATUS_CODES[status] ?? 'Bad Request'}\n`;
+    const lines = Object.entries({
+      ...headers,
+      'content-type': 'text/plain; charset=utf-8',
+      'content-length': String(Buffer.byteLength(body)),
+      connection: 'close',
+    }).map(([name, value]) => `${name}: ${value}\r\n`);
+    if (socket.writable)
+      socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${lines.join('')}\r\n${body}`);
+    socket.destroy();
+  };
 }
 
 const NEEDS_TOKEN = 'The view needs its token: open the address `mediabatch view` printed (…/?token=…).\n';

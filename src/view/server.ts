@@ -16,7 +16,7 @@ import { ViewData } from './data.js';
 import { decideOnce, priceOf, unknownTasks } from './decisions.js';
 import { ChangeFeed } from './events.js';
 import { byteRange, openRecordedFile } from './files.js';
-import { passGate } from './gate.js';
+import { clientErrorAnswer, passGate } from './gate.js';
 import {
   assetParams,
   type DecisionBody,
@@ -157,6 +157,7 @@ function gatedApp(o: ViewOptions, token: string, port: () => number) {
     logger: false,
     return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_PARAM },
+    clientErrorHandler: clientErrorAnswer(headers),
     serverFactory: (handler) =>
       createServer((req, res) => {
         if (passGate(gate, req, res)) handler(req, res);

@@ -322,6 +322,19 @@ describe('whatever the router answers', () => {
       expect(a.headers['x-frame-options'], path).toBe('DENY');
     }
   });
+
+  it('answers what Node cannot read (headers or a path over its limit) with the same headers, echoing nothing', async () => {
+    for (const [path, headers] of [
+      ['/api/runs', { ...auth(), 'x-big': 'b'.repeat(20_000) }],
+      [`/api/runs/batch/tasks/${'t'.repeat(20_000)}`, auth()],
+    ] as const) {
+      const answer = await raw(view.port, path, headers);
+      expect(answer.status).toBe(431);
+      expect(String(answer.headers['content-security-policy'])).toContain("default-src 'none'");
+      expect(answer.headers['x-content-type-options']).toBe('nosniff');
+      expect(answer.text).toBe('Request Header Fields Too Large\n');
+    }
+  });
 });
 
 describe('query parameters', () => {
