@@ -223,9 +223,7 @@ export class ViewReadStore {
   // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db) {
     this.#db = db;
-    db.function(SCRUBBED, { deterministic: true }, (text: unknown) =>
-      typeof text === 'string' ? scrub(text) : text,
-    );
+    db.function(SCRUBBED, (text: unknown) => (typeof text === 'string' ? scrub(text) : text));
     // Newest first: the partial index (run_id, finished_at, task_id) read backwards from the cursor.
     this.#finished = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks INDEXED BY tasks_by_finished
