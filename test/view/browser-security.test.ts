@@ -25,6 +25,8 @@ declare const location: { hash: string };
 declare function fetch(url: string): Promise<{ status: number }>;
 
 const LONG = `still-${'long-'.repeat(30)}`.slice(0, 150);
+/** Every character a URL treats specially, and some it does not know. */
+const ODD = 'odd/id ?a=1&b#2 %2F..%20 "q" é€ +';
 
 let env: RunEnv;
 let view: ViewServer;
@@ -74,6 +76,7 @@ describe.skipIf(SKIP_BROWSER)('the view against a program on another local port,
       tasks: [
         ...VARIANTS,
         { id: LONG, model: 'flat-image', review: true, input: { prompt: 'a mug with a long name' } },
+        { id: ODD, model: 'flat-image', input: { prompt: 'a mug with an odd name' } },
       ],
       concurrency: 8,
       budget: 200,
@@ -144,6 +147,40 @@ describe.skipIf(SKIP_BROWSER)('the view against a program on another local port,
     await expect
       .poll(() => env.query<{ verdict: string }>('SELECT verdict FROM decisions WHERE task_id = ?', LONG))
       .toEqual([{ verdict: 'approve' }]);
+  });
+
+  it('serves a task whose id holds /, ?, #, % and more in every route: its page, its file, HEAD, the price', async () => {
+    const auth = { authorization: `Bearer ${view.token}` };
+    const id = encodeURIComponent(ODD);
+    const detail = await raw(view.port, `/api/runs/batch/tasks/${id}`, auth);
+    expect(detail.status).toBe(200);
+    expect(JSON.parse(detail.text).task.id).toBe(ODD);
+    const [file] = JSON.parse(detail.text).files as Array<{ url: string; bytes: number }>;
+    expect(file?.url).toBe(`/files/batch/${id}/1`);
+    const got = await raw(view.port, file?.url ?? '', auth);
+    expect(got.status).toBe(200);
+    expect(got.body.length).toBe(file?.bytes);
+    const head = await raw(view.port, file?.url ?? '', auth, 'HEAD');
+    expect(head.headers['content-length']).toBe(String(file?.bytes));
+    const listed = await raw(view.port, `/api/runs/batch/tasks?q=${encodeURIComponent('%2F..%20')}`, auth);
+    expect(JSON.parse(listed.text).tasks.map((t: { id: string }) => t.id)).toEqual([ODD]);
+    const price = await raw(
+      view.port,
+      `/api/runs/batch/reroll-price?taskIds=${encodeURIComponent(LONG)}`,
+      auth,
+    );
+    expect(price.status).toBe(200);
+    // In the page: its card's image loads and its link opens its page.
+    await page.goto(`http://127.0.0.1:${view.port}/#/run/batch`);
+    await page.waitForSelector('main[data-ready="run"]');
+    const card = page.locator(`article.card[data-task="${ODD.replace(/["\\]/g, '\\$&')}"]`);
+    await card.scrollIntoViewIfNeeded();
+    await expect
+      .poll(() => card.locator('img.thumb').evaluate((img: { naturalWidth: number }) => img.naturalWidth))
+      .toBeGreaterThan(0);
+    await card.locator('h3 a').click();
+    await page.waitForSelector('main[data-ready="task"]');
+    expect(await page.textContent('main')).toContain(ODD);
   });
 
   it('sends the program on another port the cookie, which lets it read but not approve, reject or re-roll', async () => {
