@@ -8,6 +8,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { runCli } from '../../src/cli/program.js';
+import { TASK_STATES } from '../../src/store/index.js';
 import { registerSecret } from '../../src/util/secrets.js';
 import { allowedHosts, readKey, writeRefusal } from '../../src/view/security.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
@@ -363,6 +364,25 @@ describe('query parameters', () => {
     ['/api/runs/batch/reroll-price?taskIds=,', 'taskIds: expected 1 to 500 task ids, separated by commas'],
     ['/api/runs?all=1', 'unknown parameter "all"; this address takes none'],
     ['/files/batch/img-1/1?download=1', 'unknown parameter "download"; this address takes none'],
+    [
+      '/api/runs/batch/tasks?__proto__=1',
+      'unknown parameter "__proto__"; known: state, model, q, review, order, cursor, limit',
+    ],
+    [
+      '/api/runs/batch/tasks?constructor=x',
+      'unknown parameter "constructor"; known: state, model, q, review, order, cursor, limit',
+    ],
+    ['/api/runs/batch/tasks?limit=0', 'limit: expected a whole number from 1 to 200, got "0"'],
+    ['/api/runs/batch/tasks?limit=201', 'limit: expected a whole number from 1 to 200, got "201"'],
+    ['/api/runs/batch/tasks?state=done,', `state: unknown state ""; known: ${TASK_STATES.join(', ')}`],
+    [
+      '/api/runs/batch/tasks?cursor=eyJwaGFzZSI6ImlkIiwidGFza0lkIjp7fX0',
+      'cursor: not a cursor this server gave; start again without it',
+    ],
+    [
+      `/api/runs/batch/reroll-price?taskIds=${Array.from({ length: 501 }, (_, i) => `t${i}`).join(',')}`,
+      'taskIds: expected 1 to 500 task ids, separated by commas',
+    ],
   ])('%s → 400: %s', async (path, message) => {
     const before = logged.length;
     const answer = await get(path, auth());
