@@ -70,7 +70,7 @@ export function passGate(g: GateOptions, req: IncomingMessage, res: ServerRespon
     !cookieHoldsKey(headers, { token: g.token, port: g.port() })
   ) {
     // The page holds the token but its cookie is gone or was overwritten by another local program (one
-    // of the same name and path replaces ours): the page's next read gives its images and feed it back.
+    // of the same name and path replaces ours): the page's next read gives its images the cookie back.
     res.setHeader('set-cookie', readCookie(g.port(), g.token));
   }
   if (!reading) {
