@@ -10,7 +10,7 @@ import type { CliIO } from '../../src/cli/io.js';
 import { runCli } from '../../src/cli/program.js';
 import { TASK_STATES } from '../../src/store/index.js';
 import { registerSecret } from '../../src/util/secrets.js';
-import { allowedHosts, readKey, writeRefusal } from '../../src/view/security.js';
+import { allowedHosts, readAccess, readKey, writeRefusal } from '../../src/view/security.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
 import type { RunEnv } from '../helpers/run-env.js';
 import { faultyRun, raw } from './helpers.js';
@@ -153,6 +153,37 @@ describe('the token', () => {
     const answer = await get('/api/runs', auth());
     expect(answer.status).toBe(200);
     expect(JSON.parse(answer.text).runs.map((r: { id: string }) => r.id)).toEqual(['batch']);
+  });
+});
+
+describe('what each capability opens (pure rules)', () => {
+  const o = { hosts: allowedHosts('127.0.0.1', 4000), token: 'k'.repeat(43), port: 4000 };
+  const key = readKey(o.token);
+  const host = '127.0.0.1:4000';
+  it.each([
+    ['the token as Bearer', { authorization: `Bearer ${o.token}` }, 'ok'],
+    ['the token as the page header', { 'x-mediabatch-token': o.token }, 'ok'],
+    ['the read key in the cookie', { cookie: `mediabatch_view_4000=${key}` }, 'ok'],
+    [
+      'the read key behind a planted one',
+      { cookie: `mediabatch_view_4000=x; mediabatch_view_4000=${key}` },
+      'ok',
+    ],
+    ['the token in the cookie', { cookie: `mediabatch_view_4000=${o.token}` }, 'no-token'],
+    ['the read key as Bearer', { authorization: `Bearer ${key}` }, 'no-token'],
+    ['the read key as the page header', { 'x-mediabatch-token': key }, 'no-token'],
+    ['the read key under another port', { cookie: `mediabatch_view_4001=${key}` }, 'no-token'],
+  ])('%s → %s', (_name, headers, expected) => {
+    expect(readAccess({ host, ...headers }, o)).toBe(expected);
+  });
+  it('writes take only the token in the header', () => {
+    const same = { host, origin: `http://${host}`, 'sec-fetch-site': 'same-origin' };
+    expect(writeRefusal({ ...same, 'x-mediabatch-token': key }, o)).toBe(
+      'the X-Mediabatch-Token header is missing or wrong',
+    );
+    expect(writeRefusal({ ...same, 'x-mediabatch-token': o.token }, o)).toBeUndefined();
+    expect(key).not.toContain(o.token.slice(0, 8));
+    expect(readKey(o.token)).toBe(key);
   });
 });
 
