@@ -11,7 +11,7 @@ export class QueryError extends Error {
   override name = 'QueryError';
 }
 
-export const MAX_TASKS = 500;
+const MAX_TASKS = 500;
 const MAX_NOTE = 2000;
 const MAX_LIMIT = 200;
 
