@@ -5,23 +5,26 @@
 export class ApiError extends Error {}
 
 const TOKEN_KEY = 'mediabatch-view-token';
+/** The token this very page was served with (kept in memory too: storage may be refused). */
+let held = '';
 
 /** Keeps the token the printed address brought, and takes it (and `?token=`) out of the address bar. */
 function keepToken() {
-  const given = document.querySelector('meta[name="mediabatch-token"]')?.getAttribute('content') ?? '';
-  if (given === '') return;
+  held = document.querySelector('meta[name="mediabatch-token"]')?.getAttribute('content') ?? '';
+  if (held === '') return;
   try {
-    localStorage.setItem(TOKEN_KEY, given);
+    localStorage.setItem(TOKEN_KEY, held);
   } catch {
-    // Storage refused (a private window's settings): decisions will say how to get the token again.
+    // Storage refused (a browser's privacy settings): this page still decides; a reload says how to.
   }
   const start = document.querySelector('meta[name="mediabatch-start"]')?.getAttribute('content') ?? '';
   history.replaceState(null, '', `/${location.hash || start}`);
 }
 keepToken();
 
-/** The view's token, or '' when this page was not opened from the printed address. */
+/** The view's token, or '' when neither this page nor an earlier one of this origin was given it. */
 function token() {
+  if (held !== '') return held;
   try {
     return localStorage.getItem(TOKEN_KEY) ?? '';
   } catch {

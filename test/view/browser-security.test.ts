@@ -142,7 +142,11 @@ describe.skipIf(SKIP_BROWSER)('the view against a program on another local port,
       return Promise.all(links.map(async (a) => (await fetch(a.href)).status));
     });
     expect(statuses).toEqual([200]);
-    // The person at the page decides (the token is in the page, not in the cookie).
+    // The person at the page decides, after a reload too: the page served to the cookie holds no token,
+    // the one kept in this origin's storage is sent.
+    await page.reload();
+    await page.waitForSelector('main[data-ready="task"]');
+    expect(await page.content()).toContain('<meta name="mediabatch-token" content="">');
     await page.keyboard.press('a');
     await expect
       .poll(() => env.query<{ verdict: string }>('SELECT verdict FROM decisions WHERE task_id = ?', LONG))
