@@ -30,8 +30,8 @@ import { SandboxOptionsError } from '../../src/sandbox/options.js';
 import { StorageError } from '../../src/storage/client.js';
 import { StoreError } from '../../src/store/errors.js';
 import { UnsafePathError } from '../../src/util/fsatomic.js';
+import { QueryError } from '../../src/view/schemas.js';
 import { ViewError } from '../../src/view/server.js';
-import { QueryError } from '../../src/view/tasks.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const CWD = '/work/project';
