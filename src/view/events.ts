@@ -7,6 +7,7 @@
 
 import type { ServerResponse } from 'node:http';
 import type { RunRecord, TaskState } from '../store/index.js';
+import { scrub } from '../util/secrets.js';
 import { VIEW_API_VERSION, type ViewData } from './data.js';
 
 export const POLL_MS = 250;
@@ -171,6 +172,8 @@ export class ChangeFeed {
   }
 
   #send(text: string): void {
-    for (const client of this.#clients) client.write(text);
+    // Ids come from manifests: scrubbed like every other answer of the view.
+    const clean = scrub(text);
+    for (const client of this.#clients) client.write(clean);
   }
 }
