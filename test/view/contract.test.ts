@@ -65,7 +65,7 @@ describe('the page and the API share a checked contract', () => {
     }
   });
 
-  it('reads real answers through the types the page is checked against', async () => {
+  it('reads real answers through the types the page is checked against', { timeout: 120_000 }, async () => {
     const answers: Array<[string, string]> = [
       ['Lists', '/api/lists'],
       ['RunsAnswer', '/api/runs'],
@@ -91,7 +91,9 @@ describe('the page and the API share a checked contract', () => {
     expect(check(scratch, [file])).toEqual([]);
   });
 
-  it('fails the check on a wrong field name in the page, and passes the page as it is', async () => {
+  it('fails the check on a wrong field name in the page, and passes the page as it is', {
+    timeout: 180_000,
+  }, async () => {
     const copy = join(scratch, 'view');
     await cp(PAGE, copy, { recursive: true });
     const files = ['app.js'].map((f) => join(copy, f));
