@@ -3,6 +3,7 @@
 
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { invocationOf, type RunInvocation, type RunOfInvocation } from '../run/invocation.js';
 import { runLocation } from '../run/output.js';
 import { openStore, type RunRecord, type Store } from '../store/index.js';
 import { EXIT, ExitError } from './errors.js';
@@ -12,6 +13,8 @@ export interface ReadContext {
   io: CliIO;
   /** `--state`, as the user gave it (resolved against io.cwd). */
   statePath: string;
+  /** `--config`, as the user gave it: the commands printed for the person carry it. */
+  configFile?: string;
 }
 
 /** Opens the state database if it exists; undefined when there is none yet (nothing is created). */
@@ -35,4 +38,19 @@ export function runFolder(run: RunRecord, cwd: string): string {
   const settings = run.settings as { output?: unknown } | null;
   const output = typeof settings?.output === 'string' ? settings.output : resolve(cwd, 'out');
   return runLocation(output, run.id);
+}
+
+/**
+ * The run's invocation as this command reaches it: the commands printed about the run carry the state
+ * file and config this command was given, and the flags the run was started with.
+ */
+export function runInvocation(
+  run: RunOfInvocation,
+  ctx: { io: Pick<CliIO, 'cwd'>; statePath: string; configFile?: string },
+): RunInvocation {
+  return invocationOf(run, {
+    cwd: ctx.io.cwd,
+    state: ctx.statePath,
+    ...(ctx.configFile !== undefined ? { config: ctx.configFile } : {}),
+  });
 }
