@@ -3,7 +3,7 @@
 
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { invocationOf, type RunInvocation, type RunOfInvocation } from '../run/invocation.js';
+import { invocationOf, type Reader, type RunInvocation, type RunOfInvocation } from '../run/invocation.js';
 import { runLocation } from '../run/output.js';
 import { openStore, type RunRecord, type Store } from '../store/index.js';
 import { EXIT, ExitError } from './errors.js';
@@ -48,9 +48,14 @@ export function runInvocation(
   run: RunOfInvocation,
   ctx: { io: Pick<CliIO, 'cwd'>; statePath: string; configFile?: string },
 ): RunInvocation {
-  return invocationOf(run, {
+  return invocationOf(run, readerOf(ctx));
+}
+
+/** How this command reached the state file: what the commands it prints (or writes in a report) carry. */
+export function readerOf(ctx: { io: Pick<CliIO, 'cwd'>; statePath: string; configFile?: string }): Reader {
+  return {
     cwd: ctx.io.cwd,
     state: ctx.statePath,
     ...(ctx.configFile !== undefined ? { config: ctx.configFile } : {}),
-  });
+  };
 }

@@ -133,9 +133,18 @@ export function commandWords(inv: RunInvocation, step: CommandStep): string[] {
     case 'view':
       return ['view', inv.runId, ...reachFlags(inv, true)];
     case 'merge':
-      // A merge reads report files only: no state file, no account.
-      return ['report', '--merge', ...step.inputs.map(asOperand), ...(step.out ? ['--out', step.out] : [])];
+      return mergeWords(step.inputs, step.out);
   }
+}
+
+/** A merge reads report files only: no state file, no account. */
+function mergeWords(inputs: readonly string[], out: string | undefined): string[] {
+  return ['report', '--merge', ...inputs.map(asOperand), ...(out !== undefined ? ['--out', out] : [])];
+}
+
+/** `mediabatch report --merge …`: it needs no run's invocation. */
+export function mergeCommandLine(inputs: readonly string[], out?: string): string {
+  return shellLine(['mediabatch', ...mergeWords(inputs, out)]);
 }
 
 /** The command line a person types, `mediabatch …`, quoted for a POSIX shell. */
@@ -157,7 +166,8 @@ export interface RecordedInvocation {
 
 /** How the command printing the hint reached the run: its working folder and its own flags. */
 export interface Reader {
-  cwd: string;
+  /** The working folder paths are shown from; without it, they stay absolute (a file read anywhere). */
+  cwd?: string;
   /** The state file as the person gave it (or its default). */
   state: string;
   /** `--config` of the printing command, when given: it wins over the recorded one. */
@@ -173,8 +183,8 @@ export interface RunOfInvocation {
 }
 
 /** A path as the person reaches it from `cwd`: relative when inside it, else as it is. */
-function fromCwd(cwd: string, path: string): string {
-  if (!isAbsolute(path)) return path;
+function fromCwd(cwd: string | undefined, path: string): string {
+  if (cwd === undefined || !isAbsolute(path)) return path;
   const rel = relative(cwd, path);
   return rel === '' ? '.' : rel.startsWith('..') || isAbsolute(rel) ? path : rel;
 }

@@ -29,6 +29,7 @@ import {
 } from './callbacks.js';
 import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
 import type { RunEvent } from './events.js';
+import type { Reader } from './invocation.js';
 import { claimBucketPrefix, MARKER_FILE, RunFolderTakenError } from './marker.js';
 import { isBucketLocation } from './output.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
@@ -467,7 +468,7 @@ async function readyBucket(bucket: BucketOutput, logger: Logger): Promise<void> 
  */
 export async function writeRunReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
-  o: { now: Date; quota?: number; unlessCurrent?: boolean; bucket?: BucketOutput },
+  o: { now: Date; quota?: number; unlessCurrent?: boolean; bucket?: BucketOutput; reader?: Reader },
 ): Promise<{ ok: true; markdown: string; gallery: string; current?: true } | { ok: false; error: Error }> {
   const { store, runId, runDir } = session;
   try {
@@ -484,6 +485,7 @@ export async function writeRunReport(
       : await writeReport(store, runId, runDir, {
           now: o.now,
           ...(o.quota !== undefined ? { quota: o.quota } : {}),
+          ...(o.reader !== undefined ? { reader: o.reader } : {}),
         });
     try {
       store.rememberReportBasis(runId, basis);
@@ -500,7 +502,7 @@ export async function writeRunReport(
 export async function writeBucketReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
   bucket: BucketOutput,
-  o: { now: Date; quota?: number },
+  o: { now: Date; quota?: number; reader?: Reader },
   /** Called with the local copies before they are removed (`mediabatch report` prints one). */
   beforeRemoving?: (files: WrittenReport['files']) => Promise<void>,
 ): Promise<{ files: { markdown: string; gallery: string } }> {
@@ -509,6 +511,7 @@ export async function writeBucketReport(
     const written = await writeReport(session.store, session.runId, session.runDir, {
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
+      ...(o.reader !== undefined ? { reader: o.reader } : {}),
       writeTo: join(temp, resultsRunId(session.runId)),
       readExtra: bucketExtraReader(bucket.storage, bucket.runKey),
     });

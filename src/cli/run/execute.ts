@@ -14,7 +14,7 @@ import { createStorage, StorageError } from '../../storage/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { ProgressView } from '../progress.js';
-import { runInvocation } from '../read.js';
+import { readerOf, runInvocation } from '../read.js';
 import { type DriveArgs, humanOut, rethrowRunError } from './context.js';
 import { interruptsFrom } from './interrupts.js';
 import { failureLine, reviewLine, type runPrinter, stoppedLine } from './lines.js';
@@ -186,6 +186,7 @@ export async function printReport(
     ...(a.bucket ? { bucket: a.bucket } : {}),
     now: io.now(),
     ...(config.quota !== undefined ? { quota: config.quota } : {}),
+    reader: readerOf(a.ctx),
   });
   if (!written.ok) {
     io.stderr.write(
