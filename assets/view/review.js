@@ -3,7 +3,7 @@
 // bulk. A re-roll shows its price and what the budget leaves before anything is asked. Every decision
 // carries the version the page was shown: one taken elsewhere meanwhile is refused and its reason shown.
 import { api } from './api.js';
-import { h, tokens } from './dom.js';
+import { h } from './dom.js';
 
 const LABEL = {
   awaiting: 'awaiting review',
@@ -134,11 +134,9 @@ function decideSelected(run, verdict, note) {
 /** The price of a re-roll and what the budget leaves, in a dialog: Enter confirms, Escape cancels. */
 async function confirmReroll(run, ids) {
   const p = await api.rerollPrice(run, ids);
-  const left =
-    p.budget === null || p.budget === undefined
-      ? 'no budget is set'
-      : `the budget of ${tokens(p.budget)} leaves ${tokens(p.left)}`;
-  const text = `Re-roll ${ids.length} result(s): up to ${tokens(p.total)} tokens; ${left}.`;
+  // The server words it (src/review/): the re-roll's own price, its downstreams priced again, and what
+  // the budget leaves after it, the same words as the CLI's prompt.
+  const text = p.text;
   return new Promise((resolve) => {
     const done = (ok) => {
       dialog.close();
@@ -154,9 +152,15 @@ async function confirmReroll(run, ids) {
       'dialog.price',
       { id: 'reroll-dialog', 'aria-labelledby': 'reroll-price' },
       h('p', { id: 'reroll-price', dataset: { total: String(p.total), fits: String(p.fits) } }, text),
-      p.fits
-        ? h('p.muted', {}, 'A re-roll is a second charge: the earlier result is kept in attempt-<n>/.')
-        : h('p.error', {}, 'Over the budget: nothing will be sent; raise budget in the manifest to re-roll.'),
+      !p.fits
+        ? h('p.error', {}, 'Over the budget: nothing will be sent; raise budget in the manifest to re-roll.')
+        : p.nextRunRefuses
+          ? h(
+              'p.error',
+              { id: 'reroll-refuses' },
+              'After this re-roll the next run would refuse to start: see above.',
+            )
+          : h('p.muted', {}, 'A re-roll is a second charge: the earlier result is kept in attempt-<n>/.'),
       h(
         'div',
         {},

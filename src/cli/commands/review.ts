@@ -112,8 +112,12 @@ async function confirmReroll(price: RerollPrice, flags: ReviewFlags, ctx: ReadCo
       `re-rolling ${price.tasks.length} task(s) may cost up to ${price.total} tokens and ${left}: nothing was sent; raise budget in the manifest to re-roll`,
     );
   }
-  if (flags.yes) return;
-  const question = `Re-roll ${price.tasks.length} task(s) for up to ${price.total} tokens (${left})? [y/N] `;
+  if (flags.yes) {
+    // Said before it is recorded, even unasked: the run will not go on by itself after it.
+    if (price.nextRunRefuses) ctx.io.stderr.write(`warning: ${price.text}\n`);
+    return;
+  }
+  const question = `${price.text} Re-roll? [y/N] `;
   if (!ctx.io.ask) {
     throw new ExitError(
       EXIT.refused,
