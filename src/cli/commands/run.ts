@@ -115,11 +115,7 @@ async function runWithClient(
       stateFile: resolve(io.cwd, ctx.statePath),
       // The embedded sandbox gets a new port at each start: its runs belong to "the embedded sandbox".
       api: { baseUrl: onSandbox ? EMBEDDED_SANDBOX : client.baseUrl, keyFingerprint: fingerprint },
-      settingsToKeep: {
-        ...settings,
-        concurrency: flags.concurrency ?? settings.concurrency,
-        invocation: recordInvocation(flags, ctx),
-      },
+      settingsToKeep: keptSettings(settings, flags, ctx),
       ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
       ...(flags.newRun ? { newRun: true } : {}),
       ...(flags.acceptChanges ? { acceptChanges: true } : {}),
@@ -153,6 +149,15 @@ async function runWithClient(
   } finally {
     store.close();
   }
+}
+
+/** The run's settings as its record keeps them, with the flags its printed commands carry again. */
+function keptSettings(settings: RunPlan['settings'], flags: RunFlags, ctx: RunContext) {
+  return {
+    ...settings,
+    concurrency: flags.concurrency ?? settings.concurrency,
+    invocation: recordInvocation(flags, ctx),
+  };
 }
 
 /** The flags a command printed later about this run must carry again (src/run/invocation.ts). */
