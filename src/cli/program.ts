@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type { Config } from '../config.js';
-import { DEFAULT_STATE_FILE, SANDBOX_STATE_FILE } from '../run/invocation.js';
+import { DEFAULT_STATE_FILE, SANDBOX_STATE_FILE } from '../results/invocation.js';
 import type { SandboxCommandOptions } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
 import type { Logger } from '../util/log.js';

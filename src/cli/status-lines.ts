@@ -1,8 +1,8 @@
 // The lines and JSON of `mediabatch status`: one run's screen, and what the list of runs shows of each.
 
+import { commandLine, type RunInvocation } from '../results/invocation.js';
 import type { ReviewSummary } from '../review/index.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
-import { commandLine, type RunInvocation } from '../run/invocation.js';
 import type { ChainLine, RunStatus } from '../run/run-status.js';
 import { PROBLEM_STATES, STATUS_PROBLEM_LIMIT } from '../run/run-status.js';
 import {

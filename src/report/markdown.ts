@@ -1,7 +1,7 @@
 // report.md: the cost report as tables a person reads (and `mediabatch report` prints). Pure: the
 // text comes a line at a time, so the writer streams it to the file.
 
-import { commandLine } from '../run/invocation.js';
+import { commandLine } from '../results/invocation.js';
 import { isNotOnDisk, NOT_ON_DISK } from '../store/report-reads.js';
 import { UNFINISHED } from '../store/transitions.js';
 import type { TaskState } from '../store/types.js';

@@ -4,7 +4,7 @@
 // shards' figures; every task appears once; the shards that are missing or unfinished are named.
 
 import { shardRunId } from '../plan/shard.js';
-import { commandLine } from '../run/invocation.js';
+import { commandLine } from '../results/invocation.js';
 import { UNFINISHED } from '../store/index.js';
 import { fromMicro, roundTokens, tokensToUsd, toMicro } from '../util/money.js';
 import { invocationOfReport } from './build.js';

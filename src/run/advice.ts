@@ -1,7 +1,7 @@
 // The advice about a run that needs the user, as text: `status` prints it and the view shows it. The
 // commands in it are built from the run's own invocation (src/run/invocation.ts).
 
-import { commandLine, type RunInvocation } from './invocation.js';
+import { commandLine, type RunInvocation } from '../results/invocation.js';
 
 /** Tasks in doubt: what it means, and the command that submits them again (and what that risks). */
 export function inDoubtAdvice(count: number, inv: RunInvocation): string {

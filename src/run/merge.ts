@@ -9,11 +9,11 @@ import { MergeError, mergeShardReports, type ShardReportInput } from '../report/
 import { writeMergedReport } from '../report/merge-write.js';
 import { type Report, reportSchema } from '../report/schema.js';
 import { reportFiles } from '../report/write.js';
+import { mergeCommandLine } from '../results/invocation.js';
+import { isBucketLocation, resolveOutput } from '../results/output.js';
 import type { StorageConfig } from '../storage/config.js';
 import { createStorage, type Storage } from '../storage/index.js';
 import { bucketExtraReader, putReportFiles } from './bucket-report.js';
-import { mergeCommandLine } from './invocation.js';
-import { isBucketLocation, resolveOutput } from './output.js';
 
 /** A shard's report file: `report.shard-<i>-of-<n>.json`. */
 export const SHARD_REPORT_FILE = /^report\.shard-\d+-of-\d+\.json$/;

@@ -1,7 +1,12 @@
 // The one builder of the commands we print: each carries what reaches the same run, and the shell reads
 // every word back exactly as it was meant (checked by /bin/sh itself, not by a parser of our own).
 import { describe, expect, it } from 'vitest';
-import { type CommandStep, commandLine, type RunInvocation, shellQuote } from '../../src/run/invocation.js';
+import {
+  type CommandStep,
+  commandLine,
+  type RunInvocation,
+  shellQuote,
+} from '../../src/results/invocation.js';
 import { shellWords } from '../helpers/shell-words.js';
 
 const base: RunInvocation = { runId: 'shop', manifest: 'shop.yaml', state: 'state/mediabatch.db' };

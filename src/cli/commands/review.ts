@@ -1,6 +1,7 @@
 // `review <run>`: lists the results awaiting a decision, or approves, rejects or re-rolls them (issue 25).
 // Flags to options and outcomes to lines; the decisions themselves are src/review/.
 
+import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import {
   type DecideOutcome,
   decide,
@@ -10,7 +11,6 @@ import {
   rerollPrice,
   type Verdict,
 } from '../../review/index.js';
-import { commandLine, type RunInvocation } from '../../run/invocation.js';
 import type { Store } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';

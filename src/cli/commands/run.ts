@@ -7,8 +7,8 @@ import type { Config } from '../../config.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { resultsRunId, type Shard } from '../../plan/shard.js';
-import type { RecordedInvocation } from '../../run/invocation.js';
-import { OutputError, resolveOutput, sandboxOutput } from '../../run/output.js';
+import type { RecordedInvocation } from '../../results/invocation.js';
+import { OutputError, resolveOutput, sandboxOutput } from '../../results/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession } from '../../run/session.js';
@@ -115,7 +115,7 @@ async function runWithClient(
       stateFile: resolve(io.cwd, ctx.statePath),
       // The embedded sandbox gets a new port at each start: its runs belong to "the embedded sandbox".
       api: { baseUrl: onSandbox ? EMBEDDED_SANDBOX : client.baseUrl, keyFingerprint: fingerprint },
-      settingsToKeep: keptSettings(settings, flags, ctx),
+      settingsToKeep: settingsToKeepOf(settings, flags, ctx),
       ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
       ...(flags.newRun ? { newRun: true } : {}),
       ...(flags.acceptChanges ? { acceptChanges: true } : {}),
@@ -152,7 +152,7 @@ async function runWithClient(
 }
 
 /** The run's settings as its record keeps them, with the flags its printed commands carry again. */
-function keptSettings(settings: RunPlan['settings'], flags: RunFlags, ctx: RunContext) {
+function settingsToKeepOf(settings: RunPlan['settings'], flags: RunFlags, ctx: RunContext) {
   return {
     ...settings,
     concurrency: flags.concurrency ?? settings.concurrency,

@@ -3,8 +3,8 @@
 
 import { dirname, resolve } from 'node:path';
 import { LocalInputError } from '../../media/local-input.js';
+import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
-import { commandLine, type RunInvocation } from '../../run/invocation.js';
 import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
 import type { StopReason } from '../../run/runner/types.js';
 import { NoStorageError, runInputLinks } from '../../run/runner/uploads.js';

@@ -2,8 +2,8 @@
 
 import { roundTokens } from '../../catalog/index.js';
 import type { RunPlan } from '../../plan/build.js';
+import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { type RunEvent, stamp } from '../../run/events.js';
-import { commandLine, type RunInvocation } from '../../run/invocation.js';
 import type { PreflightReport, RunOutcome } from '../../run/lifecycle.js';
 import { ageOf } from '../../run/resume.js';
 import type { RunResult } from '../../run/runner.js';
