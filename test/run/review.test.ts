@@ -237,8 +237,10 @@ describe('review', () => {
       },
     });
     expect(declined.code).toBe(3);
+    // Its own price, the run's worst case before and after (nothing else pending), what the budget leaves.
+    const t = (n: number) => Number(n.toFixed(4));
     expect(question).toBe(
-      `Re-roll 1 task(s) for up to ${price} tokens (the budget leaves ${100 - 2 * price} of 100)? [y/N] `,
+      `Re-roll 1 result(s): up to ${t(price)} tokens for the re-roll; the run's worst case goes from ${t(2 * price)} to ${t(3 * price)} tokens; the budget of 100 leaves ${t(100 - 3 * price)} after it. Re-roll? [y/N] `,
     );
     expect(lastLine(declined.stderr)).toBe('mediabatch: not confirmed; nothing was re-rolled');
     // Over the budget: refused before anything is recorded or sent.
