@@ -12,15 +12,3 @@ export function shellWords(line: string): string[] {
   });
   return out.split('\0').slice(0, -1);
 }
-
-/** The commands (`mediabatch …`, in backticks or on a line of their own after a colon) in a text. */
-export function printedCommands(text: string): string[] {
-  const found: string[] = [];
-  for (const m of text.matchAll(/`(mediabatch [^`]*)`/g)) found.push(m[1] as string);
-  for (const line of text.split('\n')) {
-    if (line.includes('`')) continue;
-    const m = /(?:^|:\s+|^\s+)(mediabatch (?:run|review|status|report|view|balance|plan) .*)$/.exec(line);
-    if (m) found.push((m[1] as string).trim());
-  }
-  return found;
-}

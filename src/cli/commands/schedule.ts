@@ -6,6 +6,7 @@ import type { Config } from '../../config.js';
 import { formatProblem, loadManifest } from '../../manifest/index.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
+import { commandLine } from '../../results/invocation.js';
 import { chooseRun } from '../../run/resume.js';
 import { RunError } from '../../run/session.js';
 import { scaledRunPolicy } from '../../run/settings.js';
@@ -27,6 +28,7 @@ import { scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import { planning } from '../load.js';
+import { runInvocation } from '../read.js';
 
 export interface ScheduleFlags {
   catchUp?: boolean;
@@ -95,9 +97,13 @@ export async function scheduleCommand(
       ctx.onStarted?.(scheduler);
       const summary = await scheduler.finished();
       if (summary.interrupted.length > 0) {
+        const commands = summary.interrupted.map((id) => {
+          const run = store.getRun(id);
+          return run === undefined ? id : `\`${commandLine(runInvocation(run, ctx), { command: 'run' })}\``;
+        });
         throw new ExitError(
           EXIT.interrupted,
-          `stopped; interrupted run(s) ${summary.interrupted.join(', ')} are resumable: run the manifest again with the same run id (\`mediabatch run\`), nothing is charged twice`,
+          `stopped; interrupted run(s) ${summary.interrupted.join(', ')} are resumable, nothing is charged twice: ${commands.join('; ')}`,
         );
       }
       io.stdout.write('mediabatch schedule: stopped\n');
