@@ -203,6 +203,10 @@ export interface RerollPrice {
   /** What the budget leaves before these re-rolls; absent without a budget. */
   left?: number;
   fits: boolean;
+  /** The next `run` would refuse to start: the worst case after the re-rolls is over the budget. */
+  nextRunRefuses: boolean;
+  /** The prompt's words (own price, downstreams priced again, what the budget leaves), as the CLI's. */
+  text: string;
 }
 
 export interface Outcome {

@@ -6,7 +6,7 @@
 // decided card stays where it is, marked with what was decided (results.js keeps the order).
 import { api } from './api.js';
 import { h } from './dom.js';
-import { count, tokens } from './format.js';
+import { count } from './format.js';
 
 /** @typedef {{ id: string, version: number, attempt: number }} Target */
 /** @typedef {Pick<import('./api-types').TaskRow, 'id' | 'state' | 'review'>} Reviewed */
@@ -224,11 +224,9 @@ async function confirmReroll(run, targets) {
     run,
     targets.map((t) => t.id),
   );
-  const left =
-    p.budget === null || p.budget === undefined
-      ? 'no budget is set'
-      : `the budget of ${tokens(p.budget)} leaves ${tokens(p.left)}`;
-  const text = `Re-roll ${count(targets.length)} result(s): up to ${tokens(p.total)} tokens; ${left}.`;
+  // The server words it (src/review/): the re-roll's own price, its downstreams priced again, and what
+  // the budget leaves after it, the same words as the CLI's prompt.
+  const text = p.text;
   return new Promise((resolve) => {
     /** @param {boolean} ok */
     const done = (ok) => {
@@ -247,13 +245,22 @@ async function confirmReroll(run, targets) {
         'dialog.price',
         { id: 'reroll-dialog', 'aria-labelledby': 'reroll-price' },
         h('p', { id: 'reroll-price', dataset: { total: String(p.total), fits: String(p.fits) } }, text),
-        p.fits
-          ? h('p.muted', { id: 'reroll-kept' }, `A re-roll is a second charge: ${keptIn(targets)}.`)
-          : h(
+        !p.fits
+          ? h(
               'p.error',
               {},
               'Over the budget: nothing will be sent; raise budget in the manifest to re-roll.',
-            ),
+            )
+          : p.nextRunRefuses
+            ? h(
+                'p.error',
+                { id: 'reroll-refuses' },
+                'After this re-roll the next run would refuse to start: see above.',
+              )
+            : null,
+        p.fits
+          ? h('p.muted', { id: 'reroll-kept' }, `A re-roll is a second charge: ${keptIn(targets)}.`)
+          : null,
         h('div.dialog-buttons', {}, p.fits ? yes : null, cancel),
       )
     );

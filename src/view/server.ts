@@ -45,6 +45,8 @@ const MAX_PARAM = 64 * 1024;
 
 export interface ViewOptions {
   stateFile: string;
+  /** `--config` as given: the commands the view shows carry it. */
+  configFile?: string;
   /** The working folder: relative output folders of runs are resolved against it. */
   cwd: string;
   /** Default 127.0.0.1. */
@@ -107,7 +109,13 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   const token = o.token ?? newToken();
   const host = o.host ?? '127.0.0.1';
   const onError = (message: string) => o.onError?.(scrub(message));
-  const data = new ViewData(store, { cwd: o.cwd, onError, ...(o.now ? { now: o.now } : {}) });
+  const data = new ViewData(store, {
+    cwd: o.cwd,
+    stateFile: o.stateFile,
+    ...(o.configFile !== undefined ? { configFile: o.configFile } : {}),
+    onError,
+    ...(o.now ? { now: o.now } : {}),
+  });
   const feed = new ChangeFeed(data);
   const { app, hosts, headers } = gatedApp(o, token, () => ctx.port);
   const ctx: RouteContext = {
