@@ -1,10 +1,10 @@
 // What the read-only commands (status, report, balance) share: the state file opened only when it exists,
 // and the one line for a run id it does not know.
 
-import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { runLocation } from '../run/output.js';
 import { openStore, type RunRecord, type Store } from '../store/index.js';
+import { stateExists, stateLocation } from '../store/location.js';
 import { EXIT, ExitError } from './errors.js';
 import type { CliIO } from './io.js';
 
@@ -16,8 +16,8 @@ export interface ReadContext {
 
 /** Opens the state database if it exists; undefined when there is none yet (nothing is created). */
 export function openExistingStore(ctx: ReadContext): Store | undefined {
-  const file = resolve(ctx.io.cwd, ctx.statePath);
-  return existsSync(file) ? openStore(file) : undefined;
+  const file = stateLocation(ctx.io.cwd, ctx.statePath);
+  return stateExists(file) ? openStore(file) : undefined;
 }
 
 /** Exit 1 for a run id the state database does not know, naming the known ones. */

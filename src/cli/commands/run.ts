@@ -16,6 +16,7 @@ import { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } from '../../sandbox/embedd
 import { sandboxVars } from '../../sandbox/media.js';
 import { createStorage, joinKey } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
+import { stateLocation } from '../../store/location.js';
 import { registerSecret } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
@@ -100,7 +101,7 @@ async function runWithClient(
   if (!receiver.ok) throw new ExitError(EXIT.invalid, receiver.message);
   const callbacks = receiver.receiver;
   const shown = (p: string) => displayPath(io.cwd, p);
-  const store = openStore(resolve(io.cwd, ctx.statePath), { now: io.now });
+  const store = openStore(stateLocation(io.cwd, ctx.statePath), { now: io.now });
   try {
     const session = await openRunSession({
       store,

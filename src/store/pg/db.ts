@@ -3,6 +3,7 @@
 // rewritten once per statement (sql.ts) and prepared on the server at its first use.
 
 import { StoreError } from '../errors.js';
+import { redactUrl } from '../location.js';
 import { type Libpq, newLibpq } from './libpq.js';
 import { pgOverride } from './overrides.js';
 import { type PgStatementText, toPostgres } from './sql.js';
@@ -59,7 +60,8 @@ const DEFAULT_OPTIONS: Record<string, string> = {
   keepalives_count: '3',
   tcp_user_timeout: '30000',
   application_name: 'mediabatch',
-  options: '-c statement_timeout=60000 -c idle_in_transaction_session_timeout=60000 -c TimeZone=UTC -c client_min_messages=warning',
+  options:
+    '-c statement_timeout=60000 -c idle_in_transaction_session_timeout=60000 -c TimeZone=UTC -c client_min_messages=warning',
 };
 
 /** The URL with mediabatch's defaults added where the user set none. */
@@ -70,18 +72,6 @@ export function connectionString(url: string): string {
   }
   // URLSearchParams writes spaces as "+", which libpq reads literally.
   return parsed.toString().replace(/\+/g, '%20');
-}
-
-/** The URL as shown in messages and stored as the state's name: never its password. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    parsed.search = '';
-    return parsed.toString();
-  } catch {
-    return 'postgres://(unreadable URL)';
-  }
 }
 
 function toParam(value: Bindable): string | null {
@@ -301,7 +291,7 @@ export class PgDb {
   }
 
   /** Runs one statement, prepared on the server at its first use; its result stays on the connection. */
-  execute(sql: PgStatementText, values: readonly Bindable[]): Libpq {
+  execute(sql: PgStatementText, values: readonly Bindable[], typed = false): Libpq {
     const params = values.map(toParam);
     const pq = this.#connection();
     let name = this.#prepared.get(sql.text);
@@ -310,7 +300,7 @@ export class PgDb {
       // A failed PREPARE inside a transaction would abort it: tried under a savepoint there.
       if (this.#depth > 0) pq.exec('SAVEPOINT prepare');
       pq.prepare(name, sql.text, params.length);
-      if (pq.resultStatus() === 'PGRES_FATAL_ERROR' && UNTYPED.has(this.#sqlState(pq))) {
+      if (!typed && pq.resultStatus() === 'PGRES_FATAL_ERROR' && UNTYPED.has(this.#sqlState(pq))) {
         if (this.#depth > 0) pq.exec('ROLLBACK TO SAVEPOINT prepare; RELEASE SAVEPOINT prepare');
         return this.#executeCast(sql, values);
       }
@@ -340,7 +330,7 @@ export class PgDb {
       /\$(\d+)/g,
       (match, n: string) => `${match}::${casts[Number(n) - 1] ?? 'text'}`,
     );
-    return this.execute({ ...sql, text }, values);
+    return this.execute({ ...sql, text }, values, true);
   }
 
   #sqlState(pq: Libpq): string {

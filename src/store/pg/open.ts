@@ -5,13 +5,11 @@ import type { Db } from '../db.js';
 import { StoreError } from '../errors.js';
 import type { Migration } from '../migrations.js';
 import type { Clock } from '../types.js';
+
+export { isPostgresUrl } from '../location.js';
+
 import { PgDb } from './db.js';
 import { PG_MIGRATIONS } from './migrations.js';
-
-/** A state given as a URL rather than a file. */
-export function isPostgresUrl(state: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(state);
-}
 
 /** Held while migrating: another worker waits here, then finds the schema current. */
 const MIGRATION_LOCK = 0x6d696772; // "migr"
