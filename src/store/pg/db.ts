@@ -222,6 +222,8 @@ export class PgDb {
   /** A statement failed inside the open transaction: it was undone to the transaction's start, and the
    *  transaction may only read and then end by a throw, never commit (SQLite would have kept the rest). */
   #failed: Error | undefined;
+  /** Per transaction level: whether its write savepoint exists (see #markWrite). */
+  readonly #writeMarks: boolean[] = [];
   #open = true;
 
   constructor(url: string) {
@@ -318,9 +320,25 @@ export class PgDb {
       if (this.#depth > 0) pq.exec('RELEASE SAVEPOINT prepare');
       this.#prepared.set(sql.text, name);
     }
+    const guarded = sql.writes && this.#depth > 0;
+    if (guarded) this.#markWrite(pq);
     pq.execPrepared(name, params);
-    this.#check(pq, sql.text);
+    this.#check(pq, sql.text, guarded);
     return pq;
+  }
+
+  /**
+   * A write inside a transaction runs after a savepoint of its own (the previous one released in the same
+   * round trip), so that when it fails only it is undone, as in SQLite, and the transaction goes on.
+   */
+  #markWrite(pq: Libpq): void {
+    const level = this.#depth;
+    const name = `w${level}`;
+    pq.exec(
+      this.#writeMarks[level] === true ? `RELEASE SAVEPOINT ${name}; SAVEPOINT ${name}` : `SAVEPOINT ${name}`,
+    );
+    this.#check(pq, 'SAVEPOINT');
+    this.#writeMarks[level] = true;
   }
 
   /** A statement whose parameter types PostgreSQL cannot infer (`? IS NULL`): typed by the values bound. */
@@ -337,7 +355,7 @@ export class PgDb {
     return pq.resultErrorFields()?.sqlState ?? '';
   }
 
-  #check(pq: Libpq, sql: string): void {
+  #check(pq: Libpq, sql: string, guarded = false): void {
     const status = pq.resultStatus();
     if (
       status !== 'PGRES_FATAL_ERROR' &&
@@ -363,7 +381,9 @@ export class PgDb {
       sqlState,
       fields.constraintName,
     );
-    if (this.#depth > 0 && this.#failed === undefined) {
+    if (guarded) {
+      pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
+    } else if (this.#depth > 0 && this.#failed === undefined) {
       // PostgreSQL refuses every statement after an error until a rollback: back to the savepoint
       // taken when this transaction began, so the caller's reads before it throws still work.
       this.#failed = error;
@@ -393,6 +413,7 @@ export class PgDb {
         : `SAVEPOINT ${savepoint}`,
     );
     this.#depth = depth + 1;
+    this.#writeMarks[depth + 1] = false;
     try {
       const result = body();
       if (result instanceof Promise) throw new TypeError('Transaction function cannot return a promise');

@@ -10,6 +10,8 @@ export interface PgStatementText {
   positional: number;
   /** Named (`:name`, `@name`, `$name`): the names in $n order. */
   names: readonly string[];
+  /** Whether it may change rows (anything but a SELECT). */
+  writes: boolean;
 }
 
 const LITERAL = /'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*/g;
@@ -103,7 +105,11 @@ export function toPostgres(sql: string): PgStatementText {
     .replace(/\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)/gi, 'IS DISTINCT FROM ')
     .replace(/\bIS\s+(?!NOT\b|NULL\b|DISTINCT\b|TRUE\b|FALSE\b)/gi, 'IS NOT DISTINCT FROM ')
     // `+column` only keeps SQLite from choosing an index.
-    .replace(/(^|[\s(,=])\+(?=[A-Za-z_])/g, '$1')
+    .replace(/(\b(?:AND|OR|WHERE|ON|BY)\s+|[(,=]\s*)\+(?=[A-Za-z_])/gi, '$1')
+    // PostgreSQL folds unquoted names to lower case: a camelCase alias keeps its case quoted.
+    .replace(/\bAS\s+([A-Za-z_]\w*)\b/g, (match, alias: string) =>
+      /[a-z]/.test(alias) && /[A-Z]/.test(alias) ? `AS "${alias}"` : match,
+    )
     // SQLite's index hints; PostgreSQL's planner chooses alone.
     .replace(/\s+INDEXED\s+BY\s+\w+/gi, '')
     // SQLite's INTEGER is 64 bits; PostgreSQL's is 32.
@@ -112,5 +118,5 @@ export function toPostgres(sql: string): PgStatementText {
     .replace(/\b(rowid\s+IN\s*\(\s*SELECT\s+value)\b/gi, '$1::bigint');
   code = scalarFunctions(code);
   code = insertOrIgnore(code);
-  return { text: unmask(code, literals), positional, names };
+  return { text: unmask(code, literals), positional, names, writes: !/^\s*SELECT\b/i.test(sql) };
 }
