@@ -2,9 +2,13 @@
 // database of a real server started for this file. What only a SQLite file has (its pragmas, permissions,
 // its migrations' snapshot) stays in open.test.ts and migrate.test.ts.
 
-import { afterAll } from 'vitest';
+import { afterAll, vi } from 'vitest';
 import { startPostgres } from '../helpers/postgres.js';
 import { useBackend } from './helpers.js';
+
+// Each statement is a round trip to a server (about 0.1 ms on loopback, more on a loaded machine) where
+// SQLite is a function call: the 100,000-task upsert and its re-read need more than the usual 30 s.
+vi.setConfig({ testTimeout: 180_000 });
 
 const pg = await startPostgres();
 afterAll(() => pg.stop());
