@@ -36,3 +36,8 @@ export function stateName(state: string): string {
 export function stateExists(location: string): boolean {
   return isPostgresUrl(location) || existsSync(location);
 }
+
+/** The file the embedded sandbox keeps its journal beside: the state file, or for a database the default one. */
+export function sandboxJournalAnchor(cwd: string, state: string): string {
+  return resolve(cwd, isPostgresUrl(state) ? 'state/sandbox.db' : state);
+}

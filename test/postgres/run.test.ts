@@ -3,6 +3,8 @@
 // a second run of the same manifest resumes the run and sends nothing again; status reads the same run
 // through MEDIABATCH_STATE_URL; the password of the URL is never printed.
 
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
 import { cli } from '../helpers/cli.js';
@@ -12,11 +14,13 @@ import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY, walk } from '
 const pg: Postgres = await startPostgres();
 afterAll(() => pg.stop());
 
+const PASSWORD = 'pw-SENTINEL-4e1d';
 let env: RunEnv;
 let url: string;
 beforeEach(async () => {
   env = await makeRunEnv({ balance: 1000 });
-  url = pg.freshDatabase();
+  // The test server trusts loopback, so any password is accepted: one that must never be written anywhere.
+  url = pg.freshDatabase().replace('postgres@', `postgres:${PASSWORD}@`);
 });
 afterEach(async () => {
   await env.close();
@@ -54,6 +58,14 @@ describe('a run whose state is in PostgreSQL', () => {
     }
     const files = (await walk(`${env.dir}/out`)).filter((f) => f.endsWith('.png'));
     expect(files).toHaveLength(8);
+
+    for (const path of await walk(env.dir)) {
+      expect(readFileSync(join(env.dir, path)).includes(PASSWORD), path).toBe(false);
+    }
+    expect(`${first.stdout}${first.stderr}`).not.toContain(PASSWORD);
+    // The run folder's mark names the database it belongs to, without the password.
+    const mark = JSON.parse(readFileSync(join(env.dir, 'out', 'pgrun', '.mediabatch-run.json'), 'utf8'));
+    expect(mark.state_file).toBe(url.replace(PASSWORD, '***').replace(/\?.*$/, ''));
 
     const again = await mediabatch(['--state', url, 'run', file, '--yes']);
     expect(again.code).toBe(0);

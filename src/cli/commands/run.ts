@@ -7,7 +7,7 @@ import type { Config } from '../../config.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { resultsRunId, type Shard } from '../../plan/shard.js';
-import { OutputError, resolveOutput, sandboxOutput } from '../../run/output.js';
+import { OutputError, resolveOutput, sandboxOutput } from '../../results/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession } from '../../run/session.js';
@@ -16,7 +16,7 @@ import { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } from '../../sandbox/embedd
 import { sandboxVars } from '../../sandbox/media.js';
 import { createStorage, joinKey } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
-import { stateLocation } from '../../store/location.js';
+import { sandboxJournalAnchor, stateLocation } from '../../store/location.js';
 import { registerSecret } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
@@ -36,7 +36,7 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
   const sandbox = flags.sandbox
-    ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1, resolve(io.cwd, ctx.statePath))
+    ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1, sandboxJournalAnchor(io.cwd, ctx.statePath))
     : undefined;
   try {
     if (sandbox) {
@@ -107,7 +107,7 @@ async function runWithClient(
       store,
       plan,
       manifestPath: resolve(io.cwd, file),
-      stateFile: resolve(io.cwd, ctx.statePath),
+      stateFile: stateLocation(io.cwd, ctx.statePath),
       // The embedded sandbox gets a new port at each start: its runs belong to "the embedded sandbox".
       api: { baseUrl: onSandbox ? EMBEDDED_SANDBOX : client.baseUrl, keyFingerprint: fingerprint },
       settingsToKeep: { ...settings, concurrency: flags.concurrency ?? settings.concurrency },
