@@ -4,7 +4,7 @@
 
 import { StoreError } from '../errors.js';
 import { redactUrl } from '../location.js';
-import { type Libpq, newLibpq } from './libpq.js';
+import { finish, keepFailed, type Libpq, newLibpq } from './libpq.js';
 import { pgOverride } from './overrides.js';
 import { type PgStatementText, toPostgres } from './sql.js';
 
@@ -248,6 +248,7 @@ export class PgDb {
     try {
       pq.connectSync(this.#conninfo);
     } catch (error) {
+      keepFailed(pq);
       throw new StoreError(
         `the PostgreSQL state at ${this.name} cannot be reached: ${(error as Error).message.trim()}`,
         { kind: 'busy', file: this.name },
@@ -286,7 +287,7 @@ export class PgDb {
   }
 
   close(): this {
-    if (this.#pq !== undefined) this.#pq.finish();
+    if (this.#pq !== undefined) finish(this.#pq);
     this.#pq = undefined;
     this.#open = false;
     return this;
@@ -369,7 +370,7 @@ export class PgDb {
     const message = (pq.resultErrorMessage() || pq.errorMessage()).trim();
     if (sqlState === '' || sqlState.startsWith('08') || sqlState === '57P01') {
       // The connection is gone: the next statement outside a transaction opens a new one.
-      pq.finish();
+      finish(pq);
       this.#pq = undefined;
       throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
         kind: 'busy',

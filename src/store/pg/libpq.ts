@@ -46,3 +46,25 @@ export function newLibpq(): Libpq {
   }
   return new loaded();
 }
+
+/**
+ * libpq's finish() closes the connection's libuv handle, which libuv finishes closing on a later turn of
+ * the event loop; if the object holding that handle is collected first, node aborts
+ * (uv__finish_close). So a finished connection is kept reachable for a while after finish().
+ */
+const finishing = new Set<Libpq>();
+
+export function finish(pq: Libpq): void {
+  finishing.add(pq);
+  try {
+    pq.finish();
+  } finally {
+    setTimeout(() => finishing.delete(pq), 1000).unref();
+  }
+}
+
+/** Keeps a connection that failed to open (libpq finished it already) reachable for the same reason. */
+export function keepFailed(pq: Libpq): void {
+  finishing.add(pq);
+  setTimeout(() => finishing.delete(pq), 1000).unref();
+}
