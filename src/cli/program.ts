@@ -41,7 +41,11 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       'Run batches of paid media-generation tasks from YAML manifests: priced first, never charged twice.',
     )
     .version('0.1.0')
-    .option('--state <file>', 'state database', DEFAULT_STATE_FILE)
+    .option(
+      '--state <file>',
+      'state database: a SQLite file, or postgres://… (default: MEDIABATCH_STATE_URL, else state/mediabatch.db)',
+      DEFAULT_STATE_FILE,
+    )
     .option('--base-url <url>', 'API base URL (default: MEDIABATCH_BASE_URL or base_url in the config file)')
     .option('--log-level <level>', 'log level: fatal, error, warn, info, debug, trace', 'info')
     .option('--log-file <file>', 'append structured JSON log lines to this file')
@@ -56,6 +60,14 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       writeErr: (s) => io.stderr.write(s),
     });
 
+  // A fleet's workers take their state from the environment (a Secret): MEDIABATCH_STATE_URL stands for
+  // --state when the flag is not given.
+  program.hook('preAction', () => {
+    const url = io.env.MEDIABATCH_STATE_URL;
+    if (url !== undefined && url !== '' && program.getOptionValueSource('state') === 'default') {
+      program.setOptionValueWithSource('state', url, 'env');
+    }
+  });
   const globals = () => program.opts<GlobalOptions>();
   /** The state file: the sandbox's own for sandbox runs, unless --state was given. */
   const stateFor = (sandbox: boolean | undefined): string => {

@@ -1,7 +1,6 @@
 // What the read-only commands (status, report, balance) share: the state file opened only when it exists,
 // and the one line for a run id it does not know.
 
-import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import {
   invocationOf,
@@ -11,6 +10,7 @@ import {
 } from '../results/invocation.js';
 import { runLocation } from '../results/output.js';
 import { keptSettings, openStore, type RunRecord, type Store } from '../store/index.js';
+import { stateExists, stateLocation } from '../store/location.js';
 import { EXIT, ExitError } from './errors.js';
 import type { CliIO } from './io.js';
 
@@ -24,8 +24,8 @@ export interface ReadContext {
 
 /** Opens the state database if it exists; undefined when there is none yet (nothing is created). */
 export function openExistingStore(ctx: ReadContext): Store | undefined {
-  const file = resolve(ctx.io.cwd, ctx.statePath);
-  return existsSync(file) ? openStore(file) : undefined;
+  const file = stateLocation(ctx.io.cwd, ctx.statePath);
+  return stateExists(file) ? openStore(file) : undefined;
 }
 
 /** Exit 1 for a run id the state database does not know, naming the known ones. */

@@ -7,6 +7,8 @@ import { FileStore } from './files.js';
 import { JobStore } from './jobs.js';
 import { LeaseStore } from './leases.js';
 import { LedgerStore } from './ledger.js';
+import { isPostgresUrl, redactUrl } from './location.js';
+import { openPgDatabase } from './pg/open.js';
 import { ReportBasisStore } from './report-basis.js';
 import { ReportReadStore } from './report-reads.js';
 import { ReviewStore } from './reviews.js';
@@ -66,9 +68,13 @@ export interface StoreOptions {
   now?: Clock;
 }
 
-/** Opens the state database at `file` (default of the CLI: `state/mediabatch.db`), creating it if needed. */
+/**
+ * Opens the state database at `file` (default of the CLI: `state/mediabatch.db`), creating it if needed;
+ * a `postgres://…` URL opens a state kept in PostgreSQL (its `file` is then the URL without password).
+ */
 export function openStore(file: string, opts: StoreOptions = {}): Store {
   const now = opts.now ?? (() => new Date());
+  if (isPostgresUrl(file)) return new Store(redactUrl(file), openPgDatabase(file, now), now);
   return new Store(file, openDatabase(file, now), now);
 }
 

@@ -110,7 +110,7 @@ export class SubmissionStore {
     >(
       `INSERT INTO ledger (key_fingerprint, period, run_id, task_id, img_uuid, kind, tokens, assumed, at, reroll)
        VALUES (:keyFingerprint, :period, :runId, :taskId, :imgUuid, 'charge', :cost, :assumed, :now,
-         coalesce((SELECT attempt > 1 FROM tasks WHERE run_id = :runId AND task_id = :taskId), 0))
+         coalesce((SELECT CASE WHEN attempt > 1 THEN 1 ELSE 0 END FROM tasks WHERE run_id = :runId AND task_id = :taskId), 0))
        ON CONFLICT (img_uuid, kind) DO NOTHING`,
     );
     this.#selectOwner = db.prepare<[string], { run_id: string; task_id: string }>(

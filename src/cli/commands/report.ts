@@ -1,7 +1,7 @@
 // `report [run]`: (re)writes report.json, report.csv, report.md and index.html into the run's folder and
 // prints report.md (or report.json with --json). The newest run when none is named.
 
-import { basename, resolve } from 'node:path';
+import { basename } from 'node:path';
 import type { Config } from '../../config.js';
 import { resultsRunId } from '../../plan/shard.js';
 import { copyReportFile, reportFiles, writeReport } from '../../report/index.js';
@@ -10,6 +10,7 @@ import { writeBucketReport } from '../../run/lifecycle.js';
 import { checkRunFolder } from '../../run/marker.js';
 import { createStorage, joinKey } from '../../storage/index.js';
 import type { RunRecord, Store } from '../../store/index.js';
+import { stateLocation } from '../../store/location.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { openExistingStore, type ReadContext, readerOf, runFolder, unknownRunError } from '../read.js';
@@ -41,7 +42,7 @@ export async function reportCommand(
     if (isBucketLocation(folder)) return await bucketReport(store, run, folder, opts, ctx);
     let written: Awaited<ReturnType<typeof writeReport>>;
     try {
-      await checkRunFolder(folder, resolve(io.cwd, ctx.statePath), id, (p) => displayPath(io.cwd, p));
+      await checkRunFolder(folder, stateLocation(io.cwd, ctx.statePath), id, (p) => displayPath(io.cwd, p));
       written = await writeReport(store, id, folder, {
         now: io.now(),
         ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),

@@ -17,6 +17,7 @@ import { journalBeside, resetAccount } from '../../sandbox/journal.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { createStorage, joinKey } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
+import { sandboxJournalAnchor, stateLocation } from '../../store/location.js';
 import { registerSecret } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
@@ -39,7 +40,7 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
   const sandbox = flags.sandbox
-    ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1, resolve(io.cwd, ctx.statePath))
+    ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1, sandboxJournalAnchor(io.cwd, ctx.statePath))
     : undefined;
   try {
     if (sandbox) {
@@ -102,13 +103,13 @@ async function runWithClient(
   if (!receiver.ok) throw new ExitError(EXIT.invalid, receiver.message);
   const callbacks = receiver.receiver;
   const shown = (p: string) => displayPath(io.cwd, p);
-  const store = openStore(resolve(io.cwd, ctx.statePath), { now: io.now });
+  const store = openStore(stateLocation(io.cwd, ctx.statePath), { now: io.now });
   try {
     const session = await openRunSession({
       store,
       plan,
       manifestPath: resolve(io.cwd, file),
-      stateFile: resolve(io.cwd, ctx.statePath),
+      stateFile: stateLocation(io.cwd, ctx.statePath),
       // The embedded sandbox gets a new port at each start: its runs belong to "the embedded sandbox".
       api: { baseUrl: onSandbox ? EMBEDDED_SANDBOX : client.baseUrl, keyFingerprint: fingerprint },
       settingsToKeep: settingsToKeepOf(settings, flags, ctx),

@@ -23,6 +23,7 @@ import {
   type Timers,
 } from '../../schedule/index.js';
 import { keyFingerprint, leaseHolder, openStore, periodOf, type Store } from '../../store/index.js';
+import { stateLocation } from '../../store/location.js';
 import type { Logger } from '../../util/log.js';
 import { scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
@@ -69,7 +70,7 @@ export async function scheduleCommand(
       'no API base URL: set MEDIABATCH_BASE_URL or base_url in mediabatch.config.yaml',
     );
   }
-  const store = openStore(resolve(io.cwd, ctx.statePath), { now: io.now });
+  const store = openStore(stateLocation(io.cwd, ctx.statePath), { now: io.now });
   try {
     const scheduler = new Scheduler(
       manifests,
