@@ -1,7 +1,7 @@
 // The long-lived loop of `mediabatch schedule`: one timer per manifest, one run at a time per
 // manifest, across processes too. A firing is claimed under the manifest's `schedule:` lease by
-// recording it in the state database before the run starts, so a second scheduler on the same
-// state sees the claim and never fires the same slot again.
+// moving the manifest's schedule row to that slot in one conditional statement before the run starts,
+// so of any number of schedulers on one state (SQLite or PostgreSQL) exactly one fires each slot.
 
 import { EventEmitter } from 'node:events';
 import type { Store } from '../store/index.js';
@@ -260,26 +260,26 @@ export class Scheduler {
       this.#skip(entry, at, `another mediabatch schedule (${lease.holder}) is running this manifest`, false);
       return;
     }
-    let claimed = false;
+    let launch = false;
     try {
-      const record = store.getSchedule(path);
-      const going = runGoing(store, path, this.#deps.now());
-      if (record?.lastFiredAt && record.lastFiredAt.getTime() >= at.getTime()) {
+      // The slot is claimed in the database, not decided here from a read: a lease that expired while
+      // this process stalled cannot let two schedulers both take one slot.
+      if (!store.claimFiring(path, { firedAt: at, nextFireAt: entry.nextAt })) {
+        const record = store.getSchedule(path);
         this.#say(
           'info',
-          { manifest: path, fire_at: at, run: record.lastRunId },
+          { manifest: path, fire_at: at, run: record?.lastRunId ?? null },
           `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was already handled by another mediabatch schedule`,
         );
-      } else if (going !== undefined) {
-        this.#skip(entry, at, `its run ${going} is still going`, true);
       } else {
-        store.recordFiring(path, { firedAt: at, runId: null, nextFireAt: entry.nextAt });
-        claimed = true;
+        const going = runGoing(store, path, this.#deps.now());
+        if (going !== undefined) this.#skip(entry, at, `its run ${going} is still going`, false);
+        else launch = true;
       }
     } finally {
-      if (!claimed) store.releaseLease(leaseName, holder);
+      if (!launch) store.releaseLease(leaseName, holder);
     }
-    if (claimed) this.#launch(entry, at, late);
+    if (launch) this.#launch(entry, at, late);
   }
 
   #skip(entry: Entry, at: Date, why: string, record: boolean): void {
