@@ -185,10 +185,12 @@ describe('the compose worker as local processes (PostgreSQL, an S3 server, the s
       store.close();
     }
     expect(sandbox.state().jobs).toHaveLength(tasks);
-    const results = readdirSync(join(s3.dir, 'my-results-bucket'), { recursive: true }).filter((f) =>
-      /\.(png|mp4)$/.test(String(f)),
-    );
-    expect(results.length).toBeGreaterThanOrEqual(tasks);
+    // s3rver keeps each object as `<key>._S3rver_object`: one result per task, under the run's prefix.
+    const results = readdirSync(join(s3.dir, 'my-results-bucket'), { recursive: true })
+      .map(String)
+      .filter((f) => /\.(png|mp4)\._S3rver_object$/.test(f));
+    expect(results).toHaveLength(tasks);
+    for (const f of results) expect(f.startsWith(join('mediabatch', runId))).toBe(true);
 
     // What a Deployment does when the container exits: starts it again. The run is finished: no request.
     const again = spawnCli([...args, '--no-probe'], { cwd: dir, env });
