@@ -2,7 +2,7 @@
 // `tasks` images with its state in a throwaway PostgreSQL on loopback (sandbox at speed 0): rows and bytes
 // each table holds per task afterwards, and the WAL the run wrote per task. Then the cost of a claim: a
 // `FOR UPDATE SKIP LOCKED` claim of one pending row from a queue of 200,000, driven by pgbench with 1 and
-// 2 clients (a ratio on this machine, not a promise for another).
+// 2 clients, bare and under the store's writer lock (ratios on this machine, not a promise for another).
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -38,8 +38,20 @@ const CLAIM = `UPDATE queue SET state = 'claimed', holder = 'w', lease_until = n
               FOR UPDATE SKIP LOCKED) RETURNING id;
 `;
 
+/** The same claim in the shape of the store's writing transactions: under the database's one writer lock. */
+const LOCKED_CLAIM = `BEGIN;
+SELECT pg_advisory_xact_lock(1835361385);
+${CLAIM}COMMIT;
+`;
+
 /** Claims per second from pgbench with `clients` connections, for `seconds`, on a fresh queue. */
-async function claimsPerSecond(url: string, dir: string, clients: number, seconds: number): Promise<number> {
+async function claimsPerSecond(
+  url: string,
+  dir: string,
+  clients: number,
+  seconds: number,
+  claim = CLAIM,
+): Promise<number> {
   psql(
     url,
     `DROP TABLE IF EXISTS queue;
@@ -50,7 +62,7 @@ async function claimsPerSecond(url: string, dir: string, clients: number, second
   );
   psql(url, 'VACUUM ANALYZE queue');
   const script = join(dir, 'claim.sql');
-  await writeFile(script, CLAIM);
+  await writeFile(script, claim);
   const out = execFileSync(
     join(bin, 'pgbench'),
     ['-n', '-f', script, '-c', String(clients), '-j', String(clients), '-T', String(seconds), url],
@@ -83,12 +95,16 @@ try {
   const one = await claimsPerSecond(plain, dir, 1, 8);
   const two = await claimsPerSecond(plain, dir, 2, 8);
   log(`SKIP LOCKED claim: 1 client ${round(one, 0)}/s (${round(1e6 / one, 0)} µs each), 2 clients ${round(two, 0)}/s`);
+  const lockedOne = await claimsPerSecond(plain, dir, 1, 8, LOCKED_CLAIM);
+  const lockedTwo = await claimsPerSecond(plain, dir, 2, 8, LOCKED_CLAIM);
+  log(`the same under the writer lock: 1 client ${round(lockedOne, 0)}/s, 2 clients ${round(lockedTwo, 0)}/s`);
   const figures = {
     tasks,
     bytesPerTask: round(bytes / tasks, 0),
     walBytesPerTask: round(walBytes / tasks, 0),
     rowsPerTask: Object.fromEntries(sizes.map((t) => [t.table, round(t.rows / tasks, 2)])),
     claimsPerSecond: { oneClient: round(one, 0), twoClients: round(two, 0) },
+    underWriterLock: { oneClient: round(lockedOne, 0), twoClients: round(lockedTwo, 0) },
   };
   process.stdout.write(`${JSON.stringify(figures)}\n`);
 } finally {
