@@ -81,7 +81,11 @@ try {
   const plain = state.replace(/\?.*$/, '');
   const file = await writeImagesManifest(dir, { name: 'sizing', count: tasks, concurrency: 64 });
   const walBefore = psql(plain, 'SELECT pg_current_wal_lsn()');
-  const env = { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: baseUrl, MEDIABATCH_POLL_SCALE: '0.01' };
+  const env = {
+    MEDIABATCH_API_KEY: 'sandbox-key',
+    MEDIABATCH_BASE_URL: baseUrl,
+    MEDIABATCH_POLL_SCALE: '0.01',
+  };
   const run = await cliInProcess(['--state', state, 'run', file, '--yes', '--no-probe'], dir, env);
   if (run.code !== 0) throw new Error(`run exited ${run.code}: ${run.stderr}`);
   const walBytes = Number(psql(plain, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '${walBefore}')`));
@@ -90,14 +94,20 @@ try {
   for (const t of sizes) {
     log(`${t.table}: ${round(t.rows / tasks, 2)} rows/task, ${round(t.bytes / tasks, 0)} bytes/task`);
   }
-  log(`all tables: ${round(bytes / tasks, 0)} bytes/task; WAL written by the run: ${round(walBytes / tasks, 0)} bytes/task`);
+  log(
+    `all tables: ${round(bytes / tasks, 0)} bytes/task; WAL written by the run: ${round(walBytes / tasks, 0)} bytes/task`,
+  );
 
   const one = await claimsPerSecond(plain, dir, 1, 8);
   const two = await claimsPerSecond(plain, dir, 2, 8);
-  log(`SKIP LOCKED claim: 1 client ${round(one, 0)}/s (${round(1e6 / one, 0)} µs each), 2 clients ${round(two, 0)}/s`);
+  log(
+    `SKIP LOCKED claim: 1 client ${round(one, 0)}/s (${round(1e6 / one, 0)} µs each), 2 clients ${round(two, 0)}/s`,
+  );
   const lockedOne = await claimsPerSecond(plain, dir, 1, 8, LOCKED_CLAIM);
   const lockedTwo = await claimsPerSecond(plain, dir, 2, 8, LOCKED_CLAIM);
-  log(`the same under the writer lock: 1 client ${round(lockedOne, 0)}/s, 2 clients ${round(lockedTwo, 0)}/s`);
+  log(
+    `the same under the writer lock: 1 client ${round(lockedOne, 0)}/s, 2 clients ${round(lockedTwo, 0)}/s`,
+  );
   const figures = {
     tasks,
     bytesPerTask: round(bytes / tasks, 0),
