@@ -2,6 +2,7 @@
 // iterate, pluck and raw, transaction(fn) with immediate/deferred, all synchronous. The store's SQL is
 // rewritten once per statement (sql.ts) and prepared on the server at its first use.
 
+import { MediabatchError } from '../../errors.js';
 import { StoreError } from '../errors.js';
 import { redactUrl } from '../location.js';
 import { finish, keepFailed, type Libpq, newLibpq } from './libpq.js';
@@ -39,8 +40,11 @@ function sqliteCode(sqlState: string, constraint: string | undefined): string {
   return `PG_${sqlState}`;
 }
 
-/** An error of PostgreSQL, with the code SQLite would have given (`code`) and its own (`sqlState`). */
-export class PgError extends Error {
+/**
+ * An error of PostgreSQL, with the code SQLite would have given (`code`) and its own (`sqlState`). One that
+ * reaches the CLI is a statement the store did not expect to fail: a bug (exit 70), as a SqliteError is.
+ */
+export class PgError extends MediabatchError {
   override name = 'PgError';
   readonly code: string;
   readonly sqlState: string;
