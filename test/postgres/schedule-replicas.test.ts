@@ -83,7 +83,6 @@ async function twoReplicas(state: string): Promise<void> {
     expect([EXIT.ok, EXIT.interrupted], `replica ${i}: ${r.stderr()}`).toContain(codes[i]);
   }
   const [a, b] = replicas.map((r) => r.stdout()) as [string, string];
-  if (process.env.SHOW) console.log(`A:\n${a}\nB:\n${b}`);
   const firedA = slots(a, FIRED);
   const firedB = slots(b, FIRED);
   const ownedA = [...firedA, ...slots(a, SKIPPED)];
