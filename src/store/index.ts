@@ -207,6 +207,7 @@ export class Store {
   readonly releaseLease: LeaseStore['releaseLease'];
   readonly getLease: LeaseStore['getLease'];
   readonly recordFiring: ScheduleStore['recordFiring'];
+  readonly claimFiring: ScheduleStore['claimFiring'];
   readonly setNextFire: ScheduleStore['setNextFire'];
   readonly getSchedule: ScheduleStore['getSchedule'];
   readonly currentReportBasis: ReportBasisStore['currentReportBasis'];
@@ -335,6 +336,7 @@ export class Store {
     this.getLease = leases.getLease.bind(leases);
     const schedules = new ScheduleStore(db, now);
     this.recordFiring = schedules.recordFiring.bind(schedules);
+    this.claimFiring = schedules.claimFiring.bind(schedules);
     this.setNextFire = schedules.setNextFire.bind(schedules);
     this.getSchedule = schedules.getSchedule.bind(schedules);
     this.listSchedules = schedules.listSchedules.bind(schedules);
