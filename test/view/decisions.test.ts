@@ -170,7 +170,8 @@ describe('writes', () => {
     expect(price.json['total']).toBeGreaterThan(0);
     expect(price.json['left']).toBeLessThan(200);
 
-    // The budget lowered in the run's settings (as a resumed run with a smaller budget would record).
+    // The budget lowered in the run's settings (as a resumed run with a smaller budget would record); the
+    // store's budget of the run follows them.
     const before = await sandboxState();
     const spent = Number(price.json['committed']);
     const conn = new Database(env.db);
