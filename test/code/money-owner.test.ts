@@ -21,7 +21,7 @@ const MONEY_FIELD = new RegExp(
 const MONEY_SQL = /\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(?:reservations|run_money)\b/gi;
 
 /** Lines of `source` the pattern matches, as `file:line: text`. */
-export function hits(file: string, source: string, pattern: RegExp): string[] {
+function hits(file: string, source: string, pattern: RegExp): string[] {
   const found: string[] = [];
   source.split('\n').forEach((line, i) => {
     if (/^\s*(?:\/\/|\*)/.test(line)) return;
