@@ -19,6 +19,7 @@ import { reportFiles, writeReport } from '../report/index.js';
 import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
 import type { Logger } from '../util/log.js';
+import { fromMicro } from '../util/money.js';
 import { bucketExtraReader, putReportFiles } from './bucket-report.js';
 import {
   type CallbackHint,
@@ -30,6 +31,7 @@ import {
 import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
 import type { RunEvent } from './events.js';
 import { claimBucketPrefix, MARKER_FILE, RunFolderTakenError } from './marker.js';
+import { runMoney } from './money.js';
 import { isBucketLocation } from './output.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
 import { quotaStanding } from './quota.js';
@@ -121,7 +123,9 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     min: roundTokens(pending.reduce((n, m) => n + m.min, 0)),
     max: roundTokens(pending.reduce((n, m) => n + m.max, 0)),
   };
-  const chargedSoFar = store.runSpent(runId).net;
+  // What the store says the run spent (the money module's figures, as every spender reads them).
+  const money = runMoney(store, runId);
+  const chargedSoFar = fromMicro(money.charged - money.refunded);
   const waitingOnReview = store.waitingOnReview(runId);
   const base = {
     counts,
