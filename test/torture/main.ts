@@ -3,8 +3,9 @@
 // Prints each figure and exits 1 when a guarantee broke. `--small` runs the size used in `npm test`.
 import { parseArgs } from 'node:util';
 import { crashTorture } from './crash-loop.js';
-import { formatGuarantees, type Guarantee } from './guarantees.js';
+import { formatGuarantees, type Guarantee, guarantee } from './guarantees.js';
 import { hostileTorture } from './hostile.js';
+import { runMoneyModel } from './money-model.js';
 import { scenarioTorture } from './scenarios.js';
 import { FULL, SMALL } from './sizes.js';
 
@@ -47,7 +48,28 @@ console.log("Faults on the user's own machine (in-process, injected clock)");
 for (const c of scenarios.cases) console.log(`  ${c.name}: ${c.outcome} in ${c.ms} ms`);
 console.log(formatGuarantees(scenarios.guarantees));
 
-const all: Guarantee[] = [...crash.guarantees, ...hostile.guarantees, ...scenarios.guarantees];
+const modelRuns = values.small ? 20 : 2000;
+const modelSeed = Number(process.env['MONEY_MODEL_SEED'] ?? Date.now() % 2_147_483_647);
+log(`money model: ${modelRuns} random sequences of actors against the store, seed ${modelSeed}`);
+const model = runMoneyModel(modelRuns, modelSeed);
+console.log('Money in the store against a model of budget and ledger (fast-check)');
+console.log(`  ${model.runs} runs, seed ${model.seed} (MONEY_MODEL_SEED=${model.seed} replays it)`);
+if (model.failure) console.log(model.failure);
+const moneyGuarantees = [
+  guarantee(
+    'worst cases plus net spend within the budget, one charge per ask, store = model',
+    model.failure === undefined,
+    model.failure ?? '',
+  ),
+];
+console.log(formatGuarantees(moneyGuarantees));
+
+const all: Guarantee[] = [
+  ...crash.guarantees,
+  ...hostile.guarantees,
+  ...scenarios.guarantees,
+  ...moneyGuarantees,
+];
 const broken = all.filter((g) => !g.ok);
 console.log(
   `${all.length - broken.length} of ${all.length} guarantees held (${Math.round((performance.now() - started) / 1000)} s)`,
