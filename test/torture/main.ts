@@ -8,6 +8,7 @@ import { hostileTorture } from './hostile.js';
 import { runMoneyModel } from './money-model.js';
 import { scenarioTorture } from './scenarios.js';
 import { FULL, SMALL } from './sizes.js';
+import { twoSpendersRound } from './two-spenders.js';
 
 const { values } = parseArgs({ options: { small: { type: 'boolean', default: false } } });
 const size = values.small ? SMALL : FULL;
@@ -64,7 +65,33 @@ const moneyGuarantees = [
 ];
 console.log(formatGuarantees(moneyGuarantees));
 
+const spenderRounds = values.small ? 2 : 50;
+const spenderSeed = Number(process.env['TWO_SPENDERS_SEED'] ?? Date.now() % 100_000);
+log(`two spenders: ${spenderRounds} rounds of run + review --reroll in processes, seeds from ${spenderSeed}`);
+const spenderProblems: string[] = [];
+let rerolls = 0;
+let maxSpent = 0;
+for (let i = 0; i < spenderRounds; i++) {
+  const round = await twoSpendersRound(spenderSeed + i);
+  rerolls += round.rerollsRecorded;
+  maxSpent = Math.max(maxSpent, round.spent);
+  spenderProblems.push(...round.problems.map((p) => `seed ${round.seed}: ${p}`));
+}
+console.log('Two processes spending from one budget (run and review --reroll, random moments)');
+console.log(
+  `  ${spenderRounds} rounds from seed ${spenderSeed}, ${rerolls} re-rolls recorded, at most ${maxSpent} of 1.6 spent`,
+);
+const spenderGuarantees = [
+  guarantee(
+    'the sandbox never charges past the budget nor a task more than asked',
+    spenderProblems.length === 0,
+    spenderProblems,
+  ),
+];
+console.log(formatGuarantees(spenderGuarantees));
+
 const all: Guarantee[] = [
+  ...spenderGuarantees,
   ...crash.guarantees,
   ...hostile.guarantees,
   ...scenarios.guarantees,
