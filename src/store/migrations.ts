@@ -552,12 +552,12 @@ CREATE INDEX reservations_open_sum ON reservations (run_id, state, amount) WHERE
 CREATE TRIGGER reservations_unsent AFTER UPDATE OF state ON tasks
   WHEN OLD.state = 'pending' AND NEW.state NOT IN ('pending', 'submitting') BEGIN
   UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
-  WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state = 'held';
+  WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state IN ('held', 'doubt') AND state = 'held';
 END;
 CREATE TRIGGER reservations_requeued AFTER UPDATE OF state ON tasks
   WHEN OLD.state = 'in_doubt' AND NEW.state = 'pending' BEGIN
   UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
-  WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state = 'doubt';
+  WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state IN ('held', 'doubt') AND state = 'doubt';
 END;
 -- What earlier versions kept in memory: tasks in doubt or being sent keep their worst case, and
 -- re-rolls asked for and not sent yet hold theirs.

@@ -84,14 +84,24 @@ export class ReservationStore {
     this.#grow = db.prepare<{ id: number; amount: number }>(
       'UPDATE reservations SET amount = :amount WHERE id = :id',
     );
+    // `state IN ('held', 'doubt')` written out, so the partial index of open reservations finds the row
+    // (with the states as a parameter, each answer scanned every reservation of the state file).
     this.#close = db.prepare<
-      Key & { state: 'settled' | 'released'; charged: number | null; now: string; from: string }
+      Key & {
+        state: 'settled' | 'released';
+        charged: number | null;
+        now: string;
+        held: number;
+        doubt: number;
+      }
     >(
       `UPDATE reservations SET state = :state, charged = :charged, closed_at = :now
-       WHERE run_id = :runId AND task_id = :taskId AND state IN (SELECT value FROM json_each(:from))`,
+       WHERE run_id = :runId AND task_id = :taskId AND state IN ('held', 'doubt')
+         AND ((state = 'held' AND :held = 1) OR (state = 'doubt' AND :doubt = 1))`,
     );
     this.#toDoubt = db.prepare<Key>(
-      `UPDATE reservations SET state = 'doubt' WHERE run_id = :runId AND task_id = :taskId AND state = 'held'`,
+      `UPDATE reservations SET state = 'doubt'
+       WHERE run_id = :runId AND task_id = :taskId AND state IN ('held', 'doubt') AND state = 'held'`,
     );
     this.#setBudget = db.prepare<{ runId: string; budget: number | null }>(
       `INSERT INTO run_money (run_id, budget) VALUES (:runId, :budget)
@@ -172,14 +182,7 @@ export class ReservationStore {
 
   /** The answer charged: the ledger has the charge now, the worst case is no longer held. */
   settle(runId: string, taskId: string, chargedMicro: number, now: string): void {
-    this.#close.run({
-      runId,
-      taskId,
-      state: 'settled',
-      charged: chargedMicro,
-      now,
-      from: '["held","doubt"]',
-    });
+    this.#close.run({ runId, taskId, state: 'settled', charged: chargedMicro, now, held: 1, doubt: 1 });
   }
 
   /** Known not charged (refused, not sent, a retry of doubt asked for): the worst case is given back. */
@@ -189,7 +192,9 @@ export class ReservationStore {
     now: string,
     from: ReadonlyArray<'held' | 'doubt'> = ['held'],
   ): void {
-    this.#close.run({ runId, taskId, state: 'released', charged: null, now, from: JSON.stringify(from) });
+    const held = from.includes('held') ? 1 : 0;
+    const doubt = from.includes('doubt') ? 1 : 0;
+    this.#close.run({ runId, taskId, state: 'released', charged: null, now, held, doubt });
   }
 
   /** Sent, answer lost: the worst case stays reserved until the task is resolved. */
