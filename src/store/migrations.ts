@@ -543,9 +543,9 @@ CREATE TABLE reservations (
   closed_at   TEXT,
   FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
 ) STRICT;
--- A task holds at most one open reservation; the open ones of a run are summed from this index alone.
+-- A task holds at most one open reservation; the open ones of a run (a few dozen: the tasks in flight,
+-- in doubt or re-rolled) are summed through it too. One index: each one more is written at every answer.
 CREATE UNIQUE INDEX reservations_open ON reservations (run_id, task_id) WHERE state IN ('held', 'doubt');
-CREATE INDEX reservations_open_sum ON reservations (run_id, state, amount) WHERE state IN ('held', 'doubt');
 -- A task that leaves the queue without being sent (blocked, skipped, rejected unsent) gives its held
 -- worst case back; a task in doubt sent back to the queue by the user (--retry-in-doubt) gives its
 -- doubt up: its next intent reserves anew.

@@ -69,7 +69,7 @@ export class ReservationStore {
        FROM runs r LEFT JOIN run_money m ON m.run_id = r.id
        LEFT JOIN (SELECT run_id, sum(CASE WHEN state = 'held' THEN amount END) AS held,
            sum(CASE WHEN state = 'doubt' THEN amount END) AS doubt
-         FROM reservations INDEXED BY reservations_open_sum
+         FROM reservations INDEXED BY reservations_open
          WHERE run_id = :runId AND state IN ('held', 'doubt') GROUP BY run_id) o ON o.run_id = r.id
        WHERE r.id = :runId`,
     );

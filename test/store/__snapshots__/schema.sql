@@ -283,8 +283,6 @@ CREATE TABLE reservations (
 
 CREATE UNIQUE INDEX reservations_open ON reservations (run_id, task_id) WHERE state IN ('held', 'doubt');
 
-CREATE INDEX reservations_open_sum ON reservations (run_id, state, amount) WHERE state IN ('held', 'doubt');
-
 CREATE TRIGGER reservations_unsent AFTER UPDATE OF state ON tasks
   WHEN OLD.state = 'pending' AND NEW.state NOT IN ('pending', 'submitting') BEGIN
   UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
