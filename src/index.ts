@@ -8,8 +8,8 @@ import { type PlanResult, planManifest } from './plan/build.js';
 import { type PlanInputs, planForRun, planOptionsOf } from './plan/for-run.js';
 import { REPORT_FILES } from './report/index.js';
 import type { Report } from './report/schema.js';
+import { sandboxOutput } from './results/output.js';
 import type { RunEvent } from './run/events.js';
-import { sandboxOutput } from './run/output.js';
 import type { RunProgress } from './run/runner.js';
 import { scaledRunPolicy } from './run/settings.js';
 import { runUnattended, type UnattendedOutcome } from './run/unattended.js';
@@ -18,6 +18,7 @@ import { keyFingerprint, openStore } from './store/index.js';
 import { createLogger, type Logger } from './util/log.js';
 import { registerSecret } from './util/secrets.js';
 
+export { MediabatchError } from './errors.js';
 export { EXIT, type ExitCode } from './exit-codes.js';
 export { ManifestFileError, ManifestProblemsError, type PlanResult, type RunPlan } from './plan/build.js';
 export type { Report } from './report/schema.js';

@@ -3,21 +3,10 @@
 // expanded (the result does not exist yet): they stay in the request as written, `{{after.image}}`, and
 // are filled in when the task is submitted. This module is the grammar of those references. Pure.
 
+import { type Output, SONG_FIELDS, type SongField } from '../catalog/outputs.js';
 import type { CompiledValue, Placeholder } from './template.js';
 
-/** The part of an upstream's result a reference names. */
-export type Output =
-  | { kind: 'image' | 'video' | 'audio' }
-  /** The n-th result file (from 1), whatever its kind. */
-  | { kind: 'file'; n: number }
-  | { kind: 'img_uuid' }
-  /** A field of the n-th song (from 1) of a song task. */
-  | { kind: 'song'; n: number; field: SongField }
-  /** A field of an oc-maker character sheet. */
-  | { kind: 'sheet'; key: string };
-
-export const SONG_FIELDS = ['audio_id', 'title', 'style', 'lyrics', 'audio_duration'] as const;
-export type SongField = (typeof SONG_FIELDS)[number];
+export { type Output, SONG_FIELDS, type SongField };
 
 /** The name of the single upstream of `after: "<task id>"`: references read `{{after.image}}`. */
 export const SINGLE = '';
@@ -33,7 +22,7 @@ export interface Reference {
 const POSITIVE = /^[1-9]\d{0,3}$/;
 
 export const OUTPUTS_HELP =
-  'image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)';
+  'one of image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)';
 
 /**
  * Reads a placeholder path that starts with `after`. `names`: the names of a mapping `after`, or
@@ -66,7 +55,7 @@ export function parseReference(
       : '';
   const wrong = (): { ok: false; message: string } => ({
     ok: false,
-    message: `"${written}" names no part of a result${fromZero}; after ${prefix} comes ${OUTPUTS_HELP}`,
+    message: `"${written}" names no part of a result${fromZero}; what follows "${prefix}." is ${OUTPUTS_HELP}`,
   });
   let output: Output | undefined;
   if ((what === 'image' || what === 'video' || what === 'audio') && second === undefined) {

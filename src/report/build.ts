@@ -4,10 +4,11 @@
 
 import { relative, sep } from 'node:path';
 import type { Estimate } from '../catalog/types.js';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
+import { taskFolderName } from '../results/names.js';
 import { reportReview, reviewFacts } from '../review/index.js';
-import { taskFolderName } from '../run/names.js';
-import { type QuotaStore, quotaStanding } from '../run/quota.js';
 import {
   type AttemptCounts,
   emptyNotOnDisk,
@@ -30,6 +31,7 @@ import {
   UNFINISHED,
   type UpstreamLink,
 } from '../store/index.js';
+import { type QuotaStore, quotaStanding } from '../store/quota.js';
 import { roundTokens, tokensToUsd, USD_PER_TOKEN } from '../util/money.js';
 import { plural } from './format.js';
 import type { Report, ReportSummary, ReportTask, TaskReview } from './schema.js';
@@ -71,8 +73,9 @@ export interface ReportInput {
 }
 
 /** Thrown for a run id the store does not know; the CLI words it. */
-export class UnknownRunError extends Error {
+export class UnknownRunError extends MediabatchError {
   override name = 'UnknownRunError';
+  override readonly exitCode = EXIT.invalid;
   readonly runId: string;
   constructor(runId: string) {
     super(`run ${runId}: not found in the state database`);
@@ -112,7 +115,7 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
   };
 }
 
-/** What the ledger spent with one key in the month of `now`, and its quota as far as it is known (src/run/quota.ts). */
+/** What the ledger spent with one key in the month of `now`, and its quota as far as it is known (src/store/quota.ts). */
 export function quotaOfKey(
   store: QuotaStore,
   keyFingerprint: string,

@@ -4,7 +4,7 @@
 // GALLERY_BOTTOM let the writer stream the page of a large run instead of building it in memory.
 
 import { createHash } from 'node:crypto';
-import { taskFolderName } from '../run/names.js';
+import { taskFolderName } from '../results/names.js';
 import { headOfReport, type ReportHead } from './build.js';
 import { fmtBytes, fmtPercent, fmtTime, fmtTokens, fmtUsd } from './format.js';
 import { GALLERY_JS } from './gallery-script.js';

@@ -3,6 +3,8 @@
 // Token sums are added in micro-tokens (src/util/money.ts), so the totals are the exact sums of the
 // shards' figures; every task appears once; the shards that are missing or unfinished are named.
 
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { UNFINISHED } from '../store/index.js';
 import { fromMicro, roundTokens, tokensToUsd, toMicro } from '../util/money.js';
 import type { Report, ReportSummary } from './schema.js';
@@ -14,8 +16,9 @@ export interface ShardReportInput {
 }
 
 /** The inputs cannot be merged: one line that names the file and says why. */
-export class MergeError extends Error {
+export class MergeError extends MediabatchError {
   override name = 'MergeError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 type Merged = NonNullable<Report['shards']>;

@@ -4,18 +4,27 @@
 
 import { userInfo } from 'node:os';
 import picomatch from 'picomatch';
-import { decideReserving, runMoney } from '../run/money.js';
-import { taskFolderName } from '../run/names.js';
-import { isBucketLocation, runLocation } from '../run/output.js';
-import { type BucketOutput, keepEarlierInBucket } from '../run/runner/bucket.js';
-import type { DecideOutcome, RunRecord, Store, Verdict } from '../store/index.js';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
+import { decideReserving, runMoney } from '../money/index.js';
+import { type BucketOutput, keepEarlierInBucket } from '../results/bucket.js';
+import { taskFolderName } from '../results/names.js';
+import { isBucketLocation, runLocation } from '../results/output.js';
+import {
+  type DecideOutcome,
+  keptSettings,
+  type RunRecord,
+  type Store,
+  type Verdict,
+} from '../store/index.js';
 import { fromMicro, roundTokens, toMicro } from '../util/money.js';
 import { keepEarlierResult } from './files.js';
 
 export type { DecideOutcome, Verdict } from '../store/index.js';
 
-export class ReviewError extends Error {
+export class ReviewError extends MediabatchError {
   override name = 'ReviewError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 export interface AwaitingItem {
@@ -186,8 +195,8 @@ export async function finishEarlierResult(
 
 /** The run's folder on disk, or undefined for a bucket (its objects are not moved; a re-roll overwrites them). */
 export function localRunDir(run: RunRecord): string | undefined {
-  const output = (run.settings as { output?: unknown } | null)?.output;
-  if (typeof output !== 'string' || isBucketLocation(output)) return undefined;
+  const { output } = keptSettings(run);
+  if (output === undefined || isBucketLocation(output)) return undefined;
   return runLocation(output, run.id);
 }
 

@@ -13,11 +13,15 @@ import { findEntry, roundTokens } from '../catalog/index.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
+import { runMoney } from '../money/index.js';
 import { resultsRunId } from '../plan/shard.js';
 import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
+import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from '../results/bucket.js';
+import { isBucketLocation } from '../results/output.js';
 import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
+import { quotaStanding } from '../store/quota.js';
 import type { Logger } from '../util/log.js';
 import { fromMicro } from '../util/money.js';
 import { bucketExtraReader, putReportFiles } from './bucket-report.js';
@@ -31,15 +35,11 @@ import {
 import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
 import type { RunEvent } from './events.js';
 import { claimBucketPrefix, MARKER_FILE, RunFolderTakenError } from './marker.js';
-import { runMoney } from './money.js';
-import { isBucketLocation } from './output.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
-import { quotaStanding } from './quota.js';
-import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from './runner/bucket.js';
 import type { RunnerOptions } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { type PendingModel, RunError, type RunSession } from './session.js';
-import { downloadConcurrencyFor, type RunPolicy, withCallbacks } from './settings.js';
+import { downloadConcurrencyFor, type RunPolicy, runnerPolicyOf, withCallbacks } from './settings.js';
 
 export type { PendingModel };
 
@@ -340,14 +340,8 @@ function runnerOptions(
     pollProfiles: callbacks.receiving ? withCallbacks(o.policy) : o.policy.pollProfiles,
     jobTimeScale: o.policy.jobTimeScale,
     ...(callbackUrl ? { callbackUrlFor: callbackUrl } : {}),
-    pollConcurrency: o.policy.pollConcurrency,
+    ...runnerPolicyOf(o.policy),
     downloadConcurrency: downloadConcurrencyFor(o.concurrency),
-    maxDownloadBytes: o.policy.maxDownloadBytes,
-    downloadTimeoutMs: o.policy.downloadTimeoutMs,
-    submitRetries: o.policy.submitRetries,
-    retryBaseMs: o.policy.retryBaseMs,
-    retryCapMs: o.policy.retryCapMs,
-    giveUpAfterTasks: o.policy.giveUpAfterTasks,
     ...(o.retries !== undefined ? { retries: o.retries } : {}),
     ...(o.only !== undefined ? { only: o.only } : {}),
     ...(o.limit !== undefined ? { limit: o.limit } : {}),
@@ -397,7 +391,7 @@ export function closeCompleteRun(session: RunSession, counts: Record<TaskState, 
   return code;
 }
 
-/** The exit code of a run's end (design.md): 5 refused key, 4 stopped or unfinished, 2 some failed, 0 ok. */
+/** The exit code of a run's end (docs/troubleshooting.md): 5 refused key, 4 stopped or unfinished, 2 some failed, 0 ok. */
 export function exitCodeFor(
   stopReason: RunResult['stopReason'],
   counts: Record<TaskState, number>,

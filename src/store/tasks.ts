@@ -8,7 +8,7 @@ import { unknownRun } from './runs.js';
 import { awaitsReviewSql } from './shown-state.js';
 import { fromStatesJson, refusedMove, type TaskRow, toTask } from './task-rows.js';
 import { toIso } from './time.js';
-import { NEVER_CHARGED, REQUEUEABLE } from './transitions.js';
+import { NEVER_CHARGED, REQUEUEABLE, WATCHED } from './transitions.js';
 import {
   type ChangedTask,
   type Clock,
@@ -160,14 +160,20 @@ export class TaskStore {
     this.#selectTasksByState = db.prepare<[string, string], TaskRow>(
       `SELECT * FROM tasks WHERE run_id = ? AND state IN (SELECT value FROM json_each(?)) ORDER BY seq`,
     );
+    // `waits = 0` holds for every task of a run without chains, so the longest-first reads are one statement
+    // for both, and it lets the index give the order.
+    const readyLongest = db.prepare<[string, number], TaskRow>(
+      `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY expected_ms DESC, seq LIMIT ?`,
+    );
+    const readyLongestOf = db.prepare<[string, string, number], TaskRow>(
+      `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
+         AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
+    );
     this.#selectPending = {
       manifest: db.prepare<[string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY seq LIMIT ?`,
       ),
-      // `waits = 0` holds for every task of a run without chains; it lets the index give the order.
-      longest: db.prepare<[string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY expected_ms DESC, seq LIMIT ?`,
-      ),
+      longest: readyLongest,
     };
     // A chained task goes only when every task it waits for is done: `waits` (migration 9) counts the
     // others, kept by triggers, so the ready ones are an index range however many wait (longest first), or
@@ -176,29 +182,21 @@ export class TaskStore {
       manifest: db.prepare<[string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY seq LIMIT ?`,
       ),
-      longest: db.prepare<[string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY expected_ms DESC, seq LIMIT ?`,
-      ),
+      longest: readyLongest,
     };
     this.#selectReadyOf = {
       manifest: db.prepare<[string, string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
            AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
       ),
-      longest: db.prepare<[string, string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
-           AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
-      ),
+      longest: readyLongestOf,
     };
     this.#selectPendingOf = {
       manifest: db.prepare<[string, string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
            AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
       ),
-      longest: db.prepare<[string, string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
-           AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
-      ),
+      longest: readyLongestOf,
     };
     this.#countByState = db.prepare<[string], { state: TaskState; n: number }>(
       // Kept by triggers (migration 5): a handful of rows, whatever the size of the run.
@@ -217,12 +215,12 @@ export class TaskStore {
       .pluck();
     this.#selectDue = db.prepare<[string, string, number], TaskRow>(
       `SELECT * FROM tasks
-       WHERE run_id = ? AND state IN ('submitted', 'running', 'stalled') AND (next_poll_at IS NULL OR next_poll_at <= ?)
+       WHERE run_id = ? AND state IN (${WATCHED_SQL}) AND (next_poll_at IS NULL OR next_poll_at <= ?)
        ORDER BY next_poll_at NULLS FIRST, seq LIMIT ?`,
     );
     this.#selectEarliestPoll = db
       .prepare<[string], string | null>(
-        `SELECT min(coalesce(next_poll_at, '')) FROM tasks WHERE run_id = ? AND state IN ('submitted', 'running', 'stalled')`,
+        `SELECT min(coalesce(next_poll_at, '')) FROM tasks WHERE run_id = ? AND state IN (${WATCHED_SQL})`,
       )
       .pluck();
     this.#notePolled = db.prepare<{ runId: string; taskId: string; now: string; next: string }>(
@@ -635,6 +633,10 @@ export class TaskStore {
     }
   }
 }
+
+// Written into the SQL as literals, as the partial index tasks_due_for_poll is: SQLite uses that index only
+// for a query whose state list it can match, which a bound json_each list is not.
+const WATCHED_SQL = WATCHED.map((s) => `'${s}'`).join(', ');
 
 /** What a task forgets when it starts over: its job, its answer, its polling. */
 const RESET_COLUMNS = `state = 'pending', verdict = NULL, img_uuid = NULL, cost = NULL, cost_assumed = 0, recovered = 0,

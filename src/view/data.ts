@@ -3,13 +3,14 @@
 // cached and recomputed when the database moved, at most every few times their own cost, so that a
 // large run is never read over and over while it changes.
 
+import { runLocation } from '../results/output.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import { shownRunState } from '../run/lease.js';
-import { runLocation } from '../run/output.js';
 import {
   emptyTaskCounts,
   FAILURE_STATES,
   type FailureGroup,
+  keptSettings,
   type ModelStateRow,
   NOT_ON_DISK,
   type RunRecord,
@@ -20,6 +21,7 @@ import {
 } from '../store/index.js';
 import { roundTokens } from '../util/money.js';
 import { RunFigures } from './figures.js';
+import { scrubbed } from './scrubbed.js';
 import { finishedSeries, type ModelSpend } from './series.js';
 
 /** The version of every JSON answer (`v`); it moves when a field changes meaning or goes away. */
@@ -72,8 +74,7 @@ export class ViewData {
 
   /** `<output>/<run>` on disk, or `s3://…/<run>`. */
   runFolder(run: RunRecord): string {
-    const settings = run.settings as { output?: unknown } | null;
-    const output = typeof settings?.output === 'string' ? settings.output : `${this.#cwd}/out`;
+    const output = keptSettings(run).output ?? `${this.#cwd}/out`;
     return runLocation(output, run.id);
   }
 
@@ -90,7 +91,6 @@ export class ViewData {
     const last = figures.spend.points().at(-1);
     const plan = planOf(figures.models ?? []);
     const running = state === 'running' && recorded.startedAt !== null;
-    const settings = recorded.settings as { budget?: unknown } | null;
     const total = TASK_STATES.reduce((n, s) => n + counts[s], 0);
     const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
     return {
@@ -109,7 +109,7 @@ export class ViewData {
       by_state: counts,
       estimated: roundTokens(plan.estimated),
       worst_case: roundTokens(plan.max),
-      budget: typeof settings?.budget === 'number' ? settings.budget : null,
+      budget: keptSettings(recorded).budget ?? null,
       charged: last?.[1] ?? 0,
       refunded: last?.[2] ?? 0,
       net: last?.[3] ?? 0,
@@ -185,7 +185,8 @@ export class ViewData {
     const cache = this.#cache(runId);
     const key = JSON.stringify(FAILURE_STATES.map((s) => counts[s]));
     if (cache.failures?.key !== key) {
-      cache.failures = { key, groups: this.#store.viewReads.failuresByReason(runId) };
+      // A reason is an error message: scrubbed like the task's own error.
+      cache.failures = { key, groups: scrubbed(this.#store.viewReads.failuresByReason(runId)) };
     }
     return cache.failures.groups;
   }

@@ -1,4 +1,4 @@
-// Money has one owner: no file but the money module (src/run/money.ts) assigns to a figure of the run's
+// Money has one owner: no file but the money module (src/money/index.ts) assigns to a figure of the run's
 // money (the runner's counters, its slots, its budget), and no file but the store's reservations module
 // (src/store/reservations.ts, and the migrations that create the tables and their triggers) writes the
 // tables the budget is decided from. Read over the sources, like the shape test.
@@ -42,8 +42,8 @@ function scan(pattern: RegExp, owners: readonly string[]): string[] {
 }
 
 describe('money has one owner', () => {
-  it('no file but src/run/money.ts assigns to a money figure of the run', () => {
-    expect(scan(MONEY_FIELD, ['src/run/money.ts'])).toEqual([]);
+  it('no file but src/money/index.ts assigns to a money figure of the run', () => {
+    expect(scan(MONEY_FIELD, ['src/money/index.ts'])).toEqual([]);
   });
 
   it('no file but src/store/reservations.ts (and the migrations) writes the reservations or run_money', () => {

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
-import { runMoney } from '../../src/run/money.js';
+import { runMoney } from '../../src/money/index.js';
 import { type NewTask, OverBudgetError, openStore, type Store } from '../../src/store/index.js';
 import { fromMicro } from '../../src/util/money.js';
 

@@ -11,13 +11,13 @@ import { findEntry } from '../../catalog/index.js';
 import type { CatalogEntry } from '../../catalog/types.js';
 import type { ProbeItem } from '../../media/probe.js';
 import type { ProbeResult } from '../../media/types.js';
+import { RunMoney } from '../../money/index.js';
 import { stateFileError } from '../../store/db.js';
 import type { TaskRecord } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import { toMicro } from '../../util/money.js';
 import { sleep as defaultSleep } from '../../util/sleep.js';
 import { type RunEventBody, stamp } from '../events.js';
-import { RunMoney } from '../money.js';
 import { JobDurations } from '../polling.js';
 import { WriteQueue } from '../writes.js';
 import {

@@ -5,10 +5,10 @@
 import type { SubmitOutcome } from '../../api/outcome.js';
 import { findEntry } from '../../catalog/index.js';
 import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
+import { OverBudgetError } from '../../money/index.js';
 import { finishEarlierResult } from '../../review/index.js';
 import type { TaskRecord } from '../../store/index.js';
 import { fromMicro, toMicro } from '../../util/money.js';
-import { OverBudgetError } from '../money.js';
 import type { RunCore } from './core.js';
 import { type OutcomeParts, recordOutcome } from './outcomes.js';
 import { type Prepared, prepareChained } from './upstream.js';
