@@ -9,6 +9,7 @@
 // These methods run inside the callers' transactions (submissions, reviews, tasks); only `figures` and
 // `setBudget` stand alone.
 
+import { MediabatchError } from '../errors.js';
 import { fromMicro } from '../util/money.js';
 import type { Db } from './db.js';
 
@@ -27,8 +28,11 @@ export interface MoneyFigures {
   doubt: number;
 }
 
-/** A spend the budget cannot hold: nothing was recorded. */
-export class OverBudgetError extends Error {
+/**
+ * A spend the budget cannot hold: nothing was recorded. The runner and review turn it into an outcome
+ * (the task left pending, the re-roll refused with the reason), so it keeps EXIT.internal.
+ */
+export class OverBudgetError extends MediabatchError {
   override name = 'OverBudgetError';
   /** What the budget leaves, and what the spend needs, in micro-tokens. */
   readonly leftMicro: number;

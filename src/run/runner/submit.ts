@@ -260,7 +260,7 @@ export class Submitter {
   }
 
   /**
-   * One task's submissions until one is answered for good. Long because the money order is one piece:
+   * Long on purpose: one task's submissions until one is answered for good; the money order is one piece:
    * intent committed with its worst case reserved, POST, answer committed (the reservation settled), then retry or not.
    */
   async #submitTask(planned: TaskRecord, entry: CatalogEntry): Promise<void> {
