@@ -1,5 +1,6 @@
 // The lines and JSON of `mediabatch status`: one run's screen, and what the list of runs shows of each.
 
+import { commandLine, type RunInvocation } from '../results/invocation.js';
 import type { ReviewSummary } from '../review/index.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import type { ChainLine, RunStatus } from '../run/run-status.js';
@@ -91,7 +92,7 @@ export function runStatusJson(s: RunStatus, folder: string, cwd: string): string
 }
 
 /** `status <run>`: the run, its tasks and money, what to do next, its chains and the tasks that need the user. */
-export function runStatusLines(s: RunStatus, folder: string, cwd: string): string[] {
+export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: RunInvocation): string[] {
   const { run, counts, spent } = s;
   const lines = [
     `Run ${run.id} (${displayPath(cwd, run.manifestPath)})`,
@@ -103,28 +104,27 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string): strin
     })`,
     `  Tokens: estimated ${fmtTokens(roundTokens(spent.estimated))}, charged ${fmtTokens(roundTokens(spent.charged))}, refunded ${fmtTokens(roundTokens(spent.refunded))}, net ${fmtTokens(roundTokens(spent.net))} (${fmtTokensAsUsd(spent.net)})`,
     `  Files: ${displayPath(cwd, folder)}`,
-    ...(s.review ? [`  ${reviewStatusLine(run.id, s.review)}`] : []),
+    ...(s.review ? [`  ${reviewStatusLine(inv, s.review)}`] : []),
   ];
-  for (const paragraph of [...nextSteps(s, cwd), ...chainTable(s), ...problemTable(s)])
+  for (const paragraph of [...nextSteps(s, inv), ...chainTable(s, inv), ...problemTable(s, inv)])
     lines.push('', ...paragraph);
   return lines;
 }
 
 /** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart (issue 25). */
-function reviewStatusLine(runId: string, r: ReviewSummary): string {
+function reviewStatusLine(inv: RunInvocation, r: ReviewSummary): string {
   const rerolls =
     r.rerolls.asked > 0
       ? `; ${r.rerolls.asked} re-roll(s) asked, ${fmtTokens(roundTokens(r.rerolls.net))} tokens net`
       : '';
-  const next = r.awaiting > 0 ? `; \`mediabatch review ${runId}\` lists them` : '';
+  const next = r.awaiting > 0 ? `; \`${commandLine(inv, { command: 'review' })}\` lists them` : '';
   const waiting = r.waiting > 0 ? ` (${r.waiting} task(s) wait for them)` : '';
   return `Review: ${r.reviewed} reviewed: ${r.awaiting} awaiting a decision${waiting}, ${r.approved} approved, ${r.rejected} rejected${rerolls}${next}`;
 }
 
 /** Paid tasks not on disk, tasks in doubt, unfinished tasks: each with the command that deals with it. */
-function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, cwd: string): string[][] {
+function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, inv: RunInvocation): string[][] {
   const out: string[][] = [];
-  const manifest = displayPath(cwd, run.manifestPath);
   if (paidTasks > 0) {
     const parts = NOT_ON_DISK.filter((st) => paid[st].tasks > 0).map(
       (st) => `${paid[st].tasks} ${LABEL[st]}, ${fmtTokens(roundTokens(paid[st].tokens))} tokens`,
@@ -132,21 +132,21 @@ function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, cwd:
     out.push([
       `${paidTasks} paid task(s) not on disk (${fmtTokens(roundTokens(paidTokens))} tokens: ${parts.join('; ')}). ` +
         (paid.unfetched.tasks + paid.stalled.tasks > 0
-          ? `Run the same command again, \`mediabatch run ${manifest}\`, to fetch the results without paying again.`
+          ? `\`${commandLine(inv, { command: 'run' })}\` fetches the results without paying again.`
           : 'The service no longer has the lost results: the errors say why.'),
     ]);
   }
   if (counts.in_doubt > 0) {
-    out.push([inDoubtAdvice(counts.in_doubt, manifest)]);
+    out.push([inDoubtAdvice(counts.in_doubt, inv)]);
   }
   const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st)).reduce((n, st) => n + counts[st], 0);
   if (unfinished > 0 && run.state !== 'running') {
-    out.push([unfinishedAdvice(unfinished, manifest)]);
+    out.push([unfinishedAdvice(unfinished, inv)]);
   }
   return out;
 }
 
-function chainTable({ run, chains }: RunStatus): string[][] {
+function chainTable({ chains }: RunStatus, inv: RunInvocation): string[][] {
   if (chains.list.length === 0) return [];
   const lines = [
     table([
@@ -164,11 +164,13 @@ function chainTable({ run, chains }: RunStatus): string[][] {
     ]),
   ];
   if (chains.more > 0)
-    lines.push(`…and ${chains.more} more chained task(s); \`mediabatch report ${run.id}\` lists every task.`);
+    lines.push(
+      `…and ${chains.more} more chained task(s); \`${commandLine(inv, { command: 'report' })}\` lists every task.`,
+    );
   return [lines];
 }
 
-function problemTable({ run, counts, problems, others }: RunStatus): string[][] {
+function problemTable({ counts, problems, others }: RunStatus, inv: RunInvocation): string[][] {
   if (problems.length === 0) return [];
   const lines = [
     table([
@@ -178,7 +180,9 @@ function problemTable({ run, counts, problems, others }: RunStatus): string[][] 
   ];
   const listed = [...PROBLEM_STATES, ...others].reduce((n, st) => n + counts[st], 0);
   if (problems.length === STATUS_PROBLEM_LIMIT && listed > problems.length) {
-    lines.push(`…the first ${STATUS_PROBLEM_LIMIT} shown; \`mediabatch report ${run.id}\` lists every task.`);
+    lines.push(
+      `…the first ${STATUS_PROBLEM_LIMIT} shown; \`${commandLine(inv, { command: 'report' })}\` lists every task.`,
+    );
   }
   return [lines];
 }

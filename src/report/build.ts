@@ -7,6 +7,13 @@ import type { Estimate } from '../catalog/types.js';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
+import {
+  commandLine,
+  DEFAULT_STATE_FILE,
+  invocationOf,
+  type Reader,
+  type RunInvocation,
+} from '../results/invocation.js';
 import { taskFolderName } from '../results/names.js';
 import { reportReview, reviewFacts } from '../review/index.js';
 import {
@@ -38,6 +45,11 @@ import type { Report, ReportSummary, ReportTask, TaskReview } from './schema.js'
 
 export interface ReportOptions {
   now: Date;
+  /**
+   * How the person reaches the run (their working folder, `--state`, `--config`): the commands the report
+   * prints carry them. Without it, the state file's own path and absolute paths.
+   */
+  reader?: Reader;
   /** `<output>/<run>`: file paths in the report are relative to it. */
   runDir: string;
   /** The monthly quota from configuration (MEDIABATCH_QUOTA), when the user set one. */
@@ -67,6 +79,8 @@ export interface ReportInput {
   quotaKeys: QuotaKeyInput[];
   now: Date;
   runDir: string;
+  /** How the commands the report prints reach the run (ReportOptions' reader). */
+  reader?: Reader;
   /** Reviewed tasks (issue 25): their review, and the run's review figures. */
   reviews?: ReadonlyMap<string, TaskReview>;
   review?: Report['review'];
@@ -110,6 +124,7 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
     quotaKeys,
     now: opts.now,
     runDir: opts.runDir,
+    reader: opts.reader ?? { state: store.file },
     reviews: reviewFacts(store, runId),
     ...(review !== undefined && { review }),
   };
@@ -167,6 +182,7 @@ export function assembleReport(input: ReportInput): Report {
     .map((t) => inDoubtEntry(t, input.inDoubtSentAt.get(t.id) ?? null));
   const head = assembleHead({
     run: input.run,
+    reader: input.reader ?? { state: DEFAULT_STATE_FILE },
     now: input.now,
     quotaKeys: input.quotaKeys,
     totals,
@@ -191,6 +207,7 @@ export interface ReportHead extends Omit<Report, 'in_doubt' | 'tasks'> {
 
 export interface HeadInput {
   run: RunRecord;
+  reader: Reader;
   now: Date;
   quotaKeys: readonly QuotaKeyInput[];
   totals: ReportSummary;
@@ -202,6 +219,7 @@ export interface HeadInput {
 
 export function assembleHead(input: HeadInput): ReportHead {
   const { run, totals } = input;
+  const inv = invocationOf(run, input.reader);
   return {
     version: 2,
     generated_at: input.now.toISOString(),
@@ -218,8 +236,9 @@ export function assembleHead(input: HeadInput): ReportHead {
       finished_at: isoOrNull(run.finishedAt),
       active_s: Math.round(run.activeMs / 1000),
       ...shardOfRun(run.id),
+      invocation: reportInvocation(inv),
     },
-    advice: [...adviceFor(totals, input.inDoubt, run.manifestPath), ...reviewAdvice(input.review, run)],
+    advice: [...adviceFor(totals, input.inDoubt, inv), ...reviewAdvice(input.review, inv)],
     totals,
     by_model: input.byModel,
     balance: {
@@ -469,40 +488,73 @@ function paidWithoutResult(f: NotOnDiskFigures): ReportSummary['paid_without_res
   };
 }
 
+/** report.json's `run.invocation`: what the commands of the report carry, in the report's words. */
+function reportInvocation(inv: RunInvocation): NonNullable<Report['run']['invocation']> {
+  return {
+    manifest: inv.manifest,
+    state: inv.state,
+    ...(inv.sandbox ? { sandbox: true } : {}),
+    ...(inv.config !== undefined ? { config: inv.config } : {}),
+    ...(inv.baseUrl !== undefined ? { base_url: inv.baseUrl } : {}),
+    ...(inv.budget !== undefined ? { budget: inv.budget } : {}),
+    ...(inv.allowOutsideData ? { allow_outside_data: true } : {}),
+  };
+}
+
+/**
+ * The invocation of a report's run, back from report.json: for report.md and `report --merge`. A report
+ * written before reports kept it names the manifest and the default state file only.
+ */
+export function invocationOfReport(run: Report['run']): RunInvocation {
+  const r = run.invocation;
+  if (r === undefined) return { runId: run.id, manifest: run.manifest, state: DEFAULT_STATE_FILE };
+  return {
+    runId: run.id,
+    manifest: r.manifest,
+    state: r.state,
+    ...(r.sandbox ? { sandbox: true } : {}),
+    ...(r.config !== undefined ? { config: r.config } : {}),
+    ...(r.base_url !== undefined ? { baseUrl: r.base_url } : {}),
+    ...(r.budget !== undefined ? { budget: r.budget } : {}),
+    ...(r.allow_outside_data ? { allowOutsideData: true } : {}),
+  };
+}
+
 /** Issue 25: results waiting for a person, and the command that decides. */
-function reviewAdvice(review: Report['review'], run: RunRecord): string[] {
+function reviewAdvice(review: Report['review'], inv: RunInvocation): string[] {
   if (review === undefined || review.awaiting === 0) return [];
   return [
-    `${plural(review.awaiting, 'result')} await review: \`mediabatch review ${run.id}\` lists ${review.awaiting === 1 ? 'it' : 'them'}; approve, reject or re-roll, then \`mediabatch run ${run.manifestPath}\` sends on what was approved.`,
+    `${plural(review.awaiting, 'result')} await review: \`${commandLine(inv, { command: 'review' })}\` lists ${review.awaiting === 1 ? 'it' : 'them'}; approve, reject or re-roll, then \`${commandLine(inv, { command: 'run' })}\` sends on what was approved.`,
   ];
 }
 
 function adviceFor(
   totals: ReportSummary,
   inDoubt: { count: number; atMost: number },
-  manifest: string,
+  inv: RunInvocation,
 ): string[] {
   const s = totals.by_status;
   const advice: string[] = [];
+  const again = commandLine(inv, { command: 'run' });
   if (inDoubt.count > 0) {
     const atMost = roundTokens(inDoubt.atMost);
     const them = inDoubt.count === 1 ? 'it' : 'them';
     advice.push(
       `${plural(inDoubt.count, 'task')} in doubt: sent, but the answer was lost, so the API may have charged up to ${atMost} tokens for ${them}. ` +
-        `Check the account (its balance or job list) first; then \`mediabatch run ${manifest} --retry-in-doubt\` submits ${them} again (possibly charged twice), or leave ${them} to pay nothing more.`,
+        `Check the account (its balance or job list) first; then \`${commandLine(inv, { command: 'run', retryInDoubt: true })}\` submits ${them} again (possibly charged twice), or leave ${them} to pay nothing more.`,
     );
   }
   const paid = totals.paid_without_result;
   if (paid.unfetched.tasks > 0) {
     advice.push(
       `${plural(paid.unfetched.tasks, 'task')} paid, result not on disk yet (${paid.unfetched.tokens} tokens): the download did not finish. ` +
-        `Run the same command again, \`mediabatch run ${manifest}\`, to fetch ${paid.unfetched.tasks === 1 ? 'it' : 'them'} without paying again.`,
+        `\`${again}\` fetches ${paid.unfetched.tasks === 1 ? 'it' : 'them'} without paying again.`,
     );
   }
   if (paid.stalled.tasks > 0) {
     advice.push(
       `${plural(paid.stalled.tasks, 'task')} stalled (${paid.stalled.tokens} tokens paid): the service is past the deadline and still working. ` +
-        `Run the same command again, \`mediabatch run ${manifest}\`, to keep watching ${paid.stalled.tasks === 1 ? 'it' : 'them'}.`,
+        `\`${again}\` keeps watching ${paid.stalled.tasks === 1 ? 'it' : 'them'}.`,
     );
   }
   if (paid.lost.tasks > 0) {
@@ -513,9 +565,7 @@ function adviceFor(
   // Unfetched and stalled tasks are unfinished too, but said above with what they cost.
   const unfinished = sum(UNFINISHED.filter((state) => !isNotOnDisk(state)).map((state) => s[state]));
   if (unfinished > 0) {
-    advice.push(
-      `${plural(unfinished, 'task')} unfinished: run \`mediabatch run ${manifest}\` again to continue where it stopped.`,
-    );
+    advice.push(`${plural(unfinished, 'task')} unfinished: \`${again}\` continues where it stopped.`);
   }
   if (s.failed > 0) {
     advice.push(

@@ -15,10 +15,12 @@ import {
   keptSettings,
   type RunRecord,
   type Store,
+  type TaskRecord,
   type Verdict,
 } from '../store/index.js';
-import { fromMicro, roundTokens, toMicro } from '../util/money.js';
+import { fromMicro, roundTokens, tokensText, toMicro } from '../util/money.js';
 import { keepEarlierResult } from './files.js';
+import { type RerollWorstCase, rerollWorstCase } from './reroll-worst.js';
 
 export type { DecideOutcome, Verdict } from '../store/index.js';
 
@@ -90,6 +92,18 @@ export interface RerollPrice {
   left: number | undefined;
   /** Whether they all fit under the budget. */
   fits: boolean;
+  /** What the re-rolls add to the run's worst case: their own prices and their downstreams priced again. */
+  worst: RerollWorstCase & {
+    /** The run's worst case as the next `run` weighs it (net charged plus every pending task at most), now and after. */
+    now: number;
+    after: number;
+    /** What the budget leaves after the re-rolls at worst (negative: over); undefined without a budget. */
+    leftAfter: number | undefined;
+  };
+  /** The next `run` would refuse to start: the worst case after the re-rolls is over the budget. */
+  nextRunRefuses: boolean;
+  /** The prompt's words, the same in the CLI and on the page. */
+  text: string;
 }
 
 /** The price of re-rolling these tasks (each at its worst case), against what the run's budget leaves. */
@@ -104,14 +118,85 @@ export function rerollPrice(store: Store, runId: string, taskIds: readonly strin
   const money = runMoney(store, run.id);
   const budget = money.budget === undefined ? undefined : fromMicro(money.budget);
   const leftMicro = money.budget === undefined ? undefined : money.budget - money.committed;
-  return {
+  const worst = runWorstCase(store, runId, taskIds, budget);
+  const price = {
     tasks,
     total: fromMicro(totalMicro),
     budget,
     committed: fromMicro(money.committed),
     left: leftMicro === undefined ? undefined : fromMicro(Math.max(0, leftMicro)),
     fits: leftMicro === undefined || totalMicro <= leftMicro,
+    worst,
+    nextRunRefuses: worst.leftAfter !== undefined && worst.leftAfter < 0,
   };
+  return { ...price, text: rerollText(price) };
+}
+
+/**
+ * The run's worst case as the next `run`'s preflight weighs it (net charged, plus every pending task at
+ * its worst), now and once these re-rolls are recorded (src/review/reroll-worst.ts).
+ */
+function runWorstCase(
+  store: Store,
+  runId: string,
+  taskIds: readonly string[],
+  budget: number | undefined,
+): RerollPrice['worst'] {
+  const links = store.upstreamsOfRun(runId);
+  const direct = new Map<string, string[]>();
+  for (const [taskId, ups] of links) {
+    for (const { upstreamId } of ups) direct.set(upstreamId, [...(direct.get(upstreamId) ?? []), taskId]);
+  }
+  const below = new Set<string>();
+  const queue = [...taskIds];
+  for (let next = queue.pop(); next !== undefined; next = queue.pop()) {
+    for (const down of direct.get(next) ?? []) {
+      if (below.has(down) || taskIds.includes(down)) continue;
+      below.add(down);
+      queue.push(down);
+    }
+  }
+  const taskOf = (id: string) => store.getTask(runId, id);
+  const known = (t: TaskRecord | undefined): t is TaskRecord => t !== undefined;
+  const figures = rerollWorstCase({
+    rerolled: taskIds.map(taskOf).filter(known),
+    downstreams: [...below].map(taskOf).filter(known),
+    upstreamsOf: (id) => (links.get(id) ?? []).map((l) => l.upstreamId),
+    taskOf,
+  });
+  const pendingMax = store.pendingByModel(runId).reduce((n, m) => n + toMicro(m.max), 0);
+  const nowMicro = toMicro(store.runSpent(runId).net) + pendingMax;
+  const afterMicro = nowMicro + toMicro(figures.adds);
+  return {
+    ...figures,
+    now: fromMicro(nowMicro),
+    after: fromMicro(afterMicro),
+    leftAfter: budget === undefined ? undefined : fromMicro(toMicro(budget) - afterMicro),
+  };
+}
+
+/**
+ * What the prompt says: the re-rolls' own price, their downstreams priced again, the run's worst case
+ * before and after, what the budget leaves, and, when it would, that the next `run` would refuse.
+ */
+function rerollText(p: Omit<RerollPrice, 'text'>): string {
+  const { worst } = p;
+  const n = p.tasks.length;
+  const downs =
+    worst.repriced.length === 0
+      ? ''
+      : ` and ${worst.repriced.length} downstream task(s) priced again (up to ${tokensText(worst.downstreams)} more)`;
+  const parts = [
+    `Re-roll ${n} result(s): up to ${tokensText(worst.own)} tokens for the re-roll${n === 1 ? '' : 's'}${downs}; the run's worst case goes from ${tokensText(worst.now)} to ${tokensText(worst.after)} tokens`,
+  ];
+  if (p.budget === undefined) parts.push('no budget is set.');
+  else if (worst.leftAfter !== undefined && worst.leftAfter >= 0)
+    parts.push(`the budget of ${tokensText(p.budget)} leaves ${tokensText(worst.leftAfter)} after it.`);
+  else
+    parts.push(
+      `over the budget of ${tokensText(p.budget)} by ${tokensText(-(worst.leftAfter ?? 0))}: the next \`run\` would refuse to start (it could cost up to ${tokensText(worst.after)} tokens); re-roll fewer, reject the downstreams you do not need, or raise budget.`,
+    );
+  return parts.join('; ');
 }
 
 export interface DecideOptions {

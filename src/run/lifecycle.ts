@@ -18,6 +18,7 @@ import { resultsRunId } from '../plan/shard.js';
 import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
 import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from '../results/bucket.js';
+import type { Reader } from '../results/invocation.js';
 import { isBucketLocation } from '../results/output.js';
 import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
@@ -465,7 +466,7 @@ async function readyBucket(bucket: BucketOutput, logger: Logger): Promise<void> 
  */
 export async function writeRunReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
-  o: { now: Date; quota?: number; unlessCurrent?: boolean; bucket?: BucketOutput },
+  o: { now: Date; quota?: number; unlessCurrent?: boolean; bucket?: BucketOutput; reader?: Reader },
 ): Promise<{ ok: true; markdown: string; gallery: string; current?: true } | { ok: false; error: Error }> {
   const { store, runId, runDir } = session;
   try {
@@ -482,6 +483,7 @@ export async function writeRunReport(
       : await writeReport(store, runId, runDir, {
           now: o.now,
           ...(o.quota !== undefined ? { quota: o.quota } : {}),
+          ...(o.reader !== undefined ? { reader: o.reader } : {}),
         });
     try {
       store.rememberReportBasis(runId, basis);
@@ -498,7 +500,7 @@ export async function writeRunReport(
 export async function writeBucketReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
   bucket: BucketOutput,
-  o: { now: Date; quota?: number },
+  o: { now: Date; quota?: number; reader?: Reader },
   /** Called with the local copies before they are removed (`mediabatch report` prints one). */
   beforeRemoving?: (files: WrittenReport['files']) => Promise<void>,
 ): Promise<{ files: { markdown: string; gallery: string } }> {
@@ -507,6 +509,7 @@ export async function writeBucketReport(
     const written = await writeReport(session.store, session.runId, session.runDir, {
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
+      ...(o.reader !== undefined ? { reader: o.reader } : {}),
       writeTo: join(temp, resultsRunId(session.runId)),
       readExtra: bucketExtraReader(bucket.storage, bucket.runKey),
     });

@@ -40,17 +40,11 @@ export class Runner {
     this.#watcher = new Watcher(core, fetcher);
     this.#submitter = new Submitter(core, this.#watcher);
     const onStop = () =>
-      core.requestStop(
-        'interrupted',
-        'interrupted: stopped submitting; run the same command again to continue',
-      );
+      core.requestStop('interrupted', 'interrupted: stopped submitting; run again to continue');
     if (opts.stop.aborted) onStop();
     else opts.stop.addEventListener('abort', onStop, { once: true });
     const onHalt = () =>
-      core.haltNow(
-        'interrupted',
-        'interrupted twice: stopped at once; run the same command again to continue',
-      );
+      core.haltNow('interrupted', 'interrupted twice: stopped at once; run again to continue');
     if (opts.halt?.aborted) onHalt();
     else opts.halt?.addEventListener('abort', onHalt, { once: true });
   }

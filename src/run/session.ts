@@ -131,8 +131,7 @@ export interface PendingModel {
   max: number;
 }
 
-/** The base URL a run of the embedded sandbox is bound to (its port changes at every start). */
-export const EMBEDDED_SANDBOX = 'the embedded sandbox (--sandbox)';
+export { EMBEDDED_SANDBOX } from '../results/invocation.js';
 
 /**
  * Longer than most on purpose: its steps must happen in this order under one lease (choose, lease, bind,

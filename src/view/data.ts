@@ -3,6 +3,7 @@
 // cached and recomputed when the database moved, at most every few times their own cost, so that a
 // large run is never read over and over while it changes.
 
+import { invocationOf } from '../results/invocation.js';
 import { runLocation } from '../results/output.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import { shownRunState } from '../run/lease.js';
@@ -36,16 +37,33 @@ interface RunCache {
 export class ViewData {
   readonly #store: Store;
   readonly #cwd: string;
+  /** The state file and account settings as the view was given them: the commands it shows carry them. */
+  readonly #reach: { state: string; config?: string };
   readonly #now: () => Date;
   readonly #onError: (message: string) => void;
   readonly #runs = new Map<string, RunCache>();
   /** Told when a run's costly figures were brought up to date in the background. */
   onFresh: (runId: string) => void = () => undefined;
 
-  constructor(store: Store, opts: { cwd: string; now?: () => Date; onError?: (message: string) => void }) {
+  constructor(
+    store: Store,
+    opts: {
+      cwd: string;
+      /** `--state` as given (default: the store's file). */
+      stateFile?: string;
+      /** `--config` as given. */
+      configFile?: string;
+      now?: () => Date;
+      onError?: (message: string) => void;
+    },
+  ) {
     this.#store = store;
     this.#onError = opts.onError ?? (() => undefined);
     this.#cwd = opts.cwd;
+    this.#reach = {
+      state: opts.stateFile ?? store.file,
+      ...(opts.configFile !== undefined ? { config: opts.configFile } : {}),
+    };
     this.#now = opts.now ?? (() => new Date());
   }
 
@@ -126,7 +144,7 @@ export class ViewData {
     const finished = finishedSeries(figures.finishedBuckets(), unfinished, this.#now());
     const doubt = this.#store.viewReads.inDoubtFigures(run.id);
     const paid = this.#store.notOnDiskByState(run.id);
-    const manifest = run.manifestPath;
+    const inv = invocationOf(run, { cwd: this.#cwd, ...this.#reach });
     return {
       v: VIEW_API_VERSION,
       // False while a large run's cost table and series are first read (in the background): they are
@@ -137,13 +155,13 @@ export class ViewData {
       failures: this.#failures(run.id, counts),
       in_doubt: {
         tasks: doubt.tasks,
-        advice: doubt.tasks > 0 ? inDoubtAdvice(doubt.tasks, manifest) : null,
+        advice: doubt.tasks > 0 ? inDoubtAdvice(doubt.tasks, inv) : null,
         retry_estimate: roundTokens(doubt.tokens),
         retry_max: roundTokens(doubt.max),
       },
       unfinished: {
         tasks: unfinished,
-        advice: unfinished > 0 && head['state'] !== 'running' ? unfinishedAdvice(unfinished, manifest) : null,
+        advice: unfinished > 0 && head['state'] !== 'running' ? unfinishedAdvice(unfinished, inv) : null,
       },
       paid_not_on_disk: Object.fromEntries(
         NOT_ON_DISK.map((s) => [s, { tasks: paid[s].tasks, tokens: roundTokens(paid[s].tokens) }]),

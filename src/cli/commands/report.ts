@@ -12,7 +12,7 @@ import { createStorage, joinKey } from '../../storage/index.js';
 import type { RunRecord, Store } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
-import { openExistingStore, type ReadContext, runFolder, unknownRunError } from '../read.js';
+import { openExistingStore, type ReadContext, readerOf, runFolder, unknownRunError } from '../read.js';
 import { askedRun, type ShardFlags } from '../shard.js';
 
 export interface ReportContext extends ReadContext {
@@ -45,6 +45,7 @@ export async function reportCommand(
       written = await writeReport(store, id, folder, {
         now: io.now(),
         ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
+        reader: readerOf(ctx),
       });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
@@ -84,7 +85,11 @@ async function bucketReport(
   await writeBucketReport(
     { store, runId: run.id, runDir: folder },
     { storage, runKey: joinKey(resolved.bucket.prefix, resultsRunId(run.id)) },
-    { now: io.now(), ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}) },
+    {
+      now: io.now(),
+      ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
+      reader: readerOf(ctx),
+    },
     (files) => copyReportFile(opts.json ? files.json : files.markdown, io.stdout),
   );
   const names = Object.values(reportFiles('', run.id)).map((f) => basename(f));

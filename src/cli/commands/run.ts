@@ -6,12 +6,14 @@ import { type ApiClient, createApiClient } from '../../api/client.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { resultsRunId, type Shard } from '../../plan/shard.js';
+import type { RecordedInvocation } from '../../results/invocation.js';
 import { resolveOutput, sandboxOutput } from '../../results/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession } from '../../run/session.js';
 import { storeFirstFromEnv } from '../../run/settings.js';
 import { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } from '../../sandbox/embedded.js';
+import { journalBeside, resetAccount } from '../../sandbox/journal.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { createStorage, joinKey } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
@@ -30,6 +32,10 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   const { io, config } = ctx;
   // A bad --shard is said before anything starts (the embedded sandbox included).
   shardOfFlags(flags, io.env);
+  if (flags.sandboxReset) {
+    if (!flags.sandbox) throw new ExitError(EXIT.invalid, '--sandbox-reset: only with --sandbox');
+    resetAccount(journalBeside(resolve(io.cwd, ctx.statePath)));
+  }
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
   const sandbox = flags.sandbox
@@ -105,7 +111,7 @@ async function runWithClient(
       stateFile: resolve(io.cwd, ctx.statePath),
       // The embedded sandbox gets a new port at each start: its runs belong to "the embedded sandbox".
       api: { baseUrl: onSandbox ? EMBEDDED_SANDBOX : client.baseUrl, keyFingerprint: fingerprint },
-      settingsToKeep: { ...settings, concurrency: flags.concurrency ?? settings.concurrency },
+      settingsToKeep: settingsToKeepOf(settings, flags, ctx),
       ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
       ...(flags.newRun ? { newRun: true } : {}),
       ...(flags.acceptChanges ? { acceptChanges: true } : {}),
@@ -139,6 +145,26 @@ async function runWithClient(
   } finally {
     store.close();
   }
+}
+
+/** The run's settings as its record keeps them, with the flags its printed commands carry again. */
+function settingsToKeepOf(settings: RunPlan['settings'], flags: RunFlags, ctx: RunContext) {
+  return {
+    ...settings,
+    concurrency: flags.concurrency ?? settings.concurrency,
+    invocation: recordInvocation(flags, ctx),
+  };
+}
+
+/** The flags a command printed later about this run must carry again (src/run/invocation.ts). */
+function recordInvocation(flags: RunFlags, ctx: RunContext): RecordedInvocation {
+  return {
+    ...(flags.sandbox ? { sandbox: true } : {}),
+    ...(ctx.configFile !== undefined ? { config: resolve(ctx.io.cwd, ctx.configFile) } : {}),
+    ...(ctx.baseUrlFlag !== undefined && !flags.sandbox ? { baseUrl: ctx.baseUrlFlag } : {}),
+    ...(flags.budget !== undefined ? { budget: flags.budget } : {}),
+    ...(flags.allowOutsideData ? { allowOutsideData: true } : {}),
+  };
 }
 
 /** The run's folder in the bucket, when its results go to one: shards share their run's prefix. */

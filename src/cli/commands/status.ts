@@ -9,7 +9,7 @@ import { emptyTaskCounts, type RunRecord, type Store } from '../../store/index.j
 import { roundTokens } from '../../util/money.js';
 import { EXIT } from '../errors.js';
 import { displayPath, fmtTokens, table } from '../format.js';
-import { openExistingStore, type ReadContext, runFolder, unknownRunError } from '../read.js';
+import { openExistingStore, type ReadContext, runFolder, runInvocation, unknownRunError } from '../read.js';
 import { askedRun, type ShardFlags } from '../shard.js';
 import {
   describeCounts,
@@ -102,6 +102,7 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
   const status = readRunStatus(store, recorded, io.now());
   const folder = runFolder(status.run, io.cwd);
   if (opts.json) io.stdout.write(`${runStatusJson(status, folder, io.cwd)}\n`);
-  else io.stdout.write(`${runStatusLines(status, folder, io.cwd).join('\n')}\n`);
+  else
+    io.stdout.write(`${runStatusLines(status, folder, io.cwd, runInvocation(recorded, ctx)).join('\n')}\n`);
   return EXIT.ok;
 }

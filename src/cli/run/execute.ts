@@ -2,8 +2,10 @@
 // the signals, then the outcome as lines, the report, and the exit.
 
 import { dirname, resolve } from 'node:path';
+import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
 import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
+import type { StopReason } from '../../run/runner/types.js';
 import { runInputLinks } from '../../run/runner/uploads.js';
 import { pollScaleFromEnv, scaledRunPolicy } from '../../run/settings.js';
 import { embeddedInputStorage } from '../../sandbox/uploads.js';
@@ -11,9 +13,10 @@ import { createStorage } from '../../storage/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { ProgressView } from '../progress.js';
+import { readerOf, runInvocation } from '../read.js';
 import { type DriveArgs, humanOut } from './context.js';
 import { interruptsFrom } from './interrupts.js';
-import { failureLine, reviewLine, type runPrinter } from './lines.js';
+import { failureLine, reviewLine, type runPrinter, stoppedLine } from './lines.js';
 
 /**
  * Local `file:` inputs of the unfinished tasks, uploaded once before the first POST (nothing is sent
@@ -45,7 +48,6 @@ export async function executeAndReport(
 ): Promise<number> {
   const { io } = a.ctx;
   const { session, plan, flags } = a;
-  const { runId } = session;
   const interrupts = interruptsFrom(io);
   const view = new ProgressView({
     out: humanOut(io, flags),
@@ -97,13 +99,13 @@ export async function executeAndReport(
       const why =
         outcome.result.stopReason === 'interrupted' ? 'on an interrupt' : 'while the run is unfinished';
       out(
-        `  Report: not written ${why} (${total.toLocaleString('en-US')} tasks take a while); \`mediabatch report ${runId}\` or the next run writes it`,
+        `  Report: not written ${why} (${total.toLocaleString('en-US')} tasks take a while); \`${commandLine(invocationOfDrive(a), { command: 'report' })}\` or the next run writes it`,
       );
     } else {
       await printReport(a, out);
     }
     printer.closing(outcome);
-    return endWith(runId, outcome, a.ctx.statePath);
+    return endWith(invocationOfDrive(a), outcome);
   } finally {
     interrupts.dispose();
   }
@@ -117,26 +119,45 @@ export async function executeAndReport(
 const REPORT_UNFINISHED_MAX_TASKS = 20_000;
 
 /** The exit of a run that went: the stop's own line, unfinished tasks, failures, or 0. */
-function endWith(runId: string, outcome: RunOutcome, statePath: string): number {
+function endWith(inv: RunInvocation, outcome: RunOutcome): number {
   const { result, exitCode: code } = outcome;
   if (result.stopReason) {
-    throw new ExitError(
-      code as 4 | 5,
-      result.stopMessage ?? `stopped (${result.stopReason}); run the same command again to continue`,
-    );
+    const message = result.stopMessage ?? `stopped (${result.stopReason}); run again to continue`;
+    throw new ExitError(code as 4 | 5, stoppedLine(inv, message, RESUMABLE.has(result.stopReason)));
   }
   // Only people are left to act: how many results wait, and the command that decides (issue 25).
   if (code === EXIT.interrupted && result.awaitingReview > 0) {
-    throw new ExitError(EXIT.interrupted, reviewLine(runId, outcome, statePath));
+    throw new ExitError(EXIT.interrupted, reviewLine(inv, outcome));
   }
   if (code === EXIT.interrupted) {
     throw new ExitError(
       EXIT.interrupted,
-      `${outcome.unfinished} task(s) are unfinished: run the same command again to continue`,
+      `${outcome.unfinished} task(s) are unfinished: \`${commandLine(inv, { command: 'run' })}\` continues the run`,
     );
   }
-  if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(runId, result.counts));
+  if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(inv, result.counts));
   return code;
+}
+
+/**
+ * Stops after which the same run goes on by running it again (once money, the network or the disk
+ * allow): their line ends with the command. A refused key or a lost lease needs the person first.
+ */
+const RESUMABLE: ReadonlySet<StopReason> = new Set<StopReason>([
+  'interrupted',
+  'insufficient-tokens',
+  'quota-exceeded',
+  'budget',
+  'unreachable',
+  'local-disk',
+  'limit',
+]);
+
+/** The run's invocation as this `run` reached it (its state file, its config, its recorded flags). */
+export function invocationOfDrive(a: DriveArgs): RunInvocation {
+  const run = a.session.store.getRun(a.session.runId);
+  if (run === undefined) throw new Error(`internal: run ${a.session.runId} is not in the state file`);
+  return runInvocation(run, a.ctx);
 }
 
 /** Writes the report; its line is printed (or returned), and a failure is a warning on stderr. */
@@ -151,10 +172,11 @@ export async function printReport(
     ...(a.bucket ? { bucket: a.bucket } : {}),
     now: io.now(),
     ...(config.quota !== undefined ? { quota: config.quota } : {}),
+    reader: readerOf(a.ctx),
   });
   if (!written.ok) {
     io.stderr.write(
-      `warning: the report could not be written (${written.error.message}); run \`mediabatch report ${a.session.runId}\`\n`,
+      `warning: the report could not be written (${written.error.message}); run \`${commandLine(invocationOfDrive(a), { command: 'report' })}\`\n`,
     );
     return undefined;
   }

@@ -344,6 +344,19 @@ export class Watcher {
     return undefined;
   }
 
+  /**
+   * The look whose record ends the watch schedules no other, so it is counted here: the task's poll
+   * count then matches its job record (the view shows both).
+   */
+  #countLastLook(taskId: string): void {
+    const core = this.#core;
+    core.writes
+      .write(() => core.deps.store.notePolled(core.opts.runId, taskId, new Date(core.now())))
+      .catch((error: unknown) =>
+        core.log.debug({ task: taskId, err: error }, 'poll bookkeeping not recorded'),
+      );
+  }
+
   /** Schedules the next look; the poll bookkeeping is for people reading the state, it rides along. */
   #lookAgain(taskId: string, at: number): void {
     const core = this.#core;
@@ -376,6 +389,7 @@ export class Watcher {
     this.#learn(watched, record, phase === 'success', result.moved);
     const state = result.to ?? core.deps.store.getTask(core.opts.runId, taskId)?.state;
     if (state === 'failed') {
+      this.#countLastLook(taskId);
       if (result.refunded !== null) core.money.changed();
       core.log.warn({ task: taskId, refunded: result.refunded }, 'job failed (refunded)');
       await this.#retryFailed(watched, result.refunded);
@@ -384,12 +398,14 @@ export class Watcher {
     }
     const fetchable = state === 'downloading' || state === 'unfetched';
     if (phase === 'success' && fetchable && hasResults(record)) {
+      this.#countLastLook(taskId);
       if (result.moved) core.arrivals[source]++;
       this.#fetcher.start(watched, record);
       core.progress();
       return;
     }
     if (state === 'done' || state === 'lost' || state === 'rejected' || state === 'in_doubt') {
+      this.#countLastLook(taskId);
       this.unwatch(taskId);
       return;
     }
