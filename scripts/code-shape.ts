@@ -182,7 +182,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['report'],
   ['review'],
   ['results'],
-  ['plan', 'sandbox'],
+  ['plan', 'sandbox', 'money'],
   ['store', 'config.ts'],
   ['api', 'manifest', 'storage'],
   ['catalog', 'media'],

@@ -13,6 +13,7 @@ import { findEntry, roundTokens } from '../catalog/index.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
+import { runMoney } from '../money/index.js';
 import { resultsRunId } from '../plan/shard.js';
 import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
@@ -23,6 +24,7 @@ import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
 import { quotaStanding } from '../store/quota.js';
 import type { Logger } from '../util/log.js';
+import { fromMicro } from '../util/money.js';
 import { bucketExtraReader, putReportFiles } from './bucket-report.js';
 import {
   type CallbackHint,
@@ -122,7 +124,9 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     min: roundTokens(pending.reduce((n, m) => n + m.min, 0)),
     max: roundTokens(pending.reduce((n, m) => n + m.max, 0)),
   };
-  const chargedSoFar = store.runSpent(runId).net;
+  // What the store says the run spent (the money module's figures, as every spender reads them).
+  const money = runMoney(store, runId);
+  const chargedSoFar = fromMicro(money.charged - money.refunded);
   const waitingOnReview = store.waitingOnReview(runId);
   const base = {
     counts,

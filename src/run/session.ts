@@ -353,9 +353,11 @@ function takeLease(store: Store, runId: string, name: string, holder: string, tt
     lease = store.acquireLease(name, holder, ttl);
   }
   if (!lease.acquired) {
+    // One line: who drives it, since when, and until when at least (a dead holder's lease runs out then).
+    const since = store.getLease(name)?.acquiredAt;
     throw new RunError(
       'busy',
-      `run ${runId} is being driven by another mediabatch (${lease.holder}) until at least ${lease.expiresAt.toISOString()}: wait for it to finish, then run again`,
+      `run ${runId} is being driven by another mediabatch (${lease.holder})${since ? ` since ${since.toISOString()}` : ''} until at least ${lease.expiresAt.toISOString()}: wait for it to finish, then run again`,
     );
   }
 }

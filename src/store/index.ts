@@ -11,6 +11,7 @@ import { isPostgresUrl, redactUrl } from './location.js';
 import { openPgDatabase } from './pg/open.js';
 import { ReportBasisStore } from './report-basis.js';
 import { ReportReadStore } from './report-reads.js';
+import { ReservationStore } from './reservations.js';
 import { ReviewStore } from './reviews.js';
 import { RunStore } from './runs.js';
 import { ScheduleStore } from './schedules.js';
@@ -45,6 +46,7 @@ export {
   type RunFileTotals,
   type RunTotals,
 } from './report-reads.js';
+export { type MoneyFigures, OverBudgetError } from './reservations.js';
 export {
   type DecideOutcome,
   type DecideRequest,
@@ -156,6 +158,7 @@ export class Store {
   readonly decisionsOf: ReviewStore['decisionsOf'];
   readonly queuedRerollMax: ReviewStore['queuedRerollMax'];
   readonly decide: ReviewStore['decide'];
+  readonly decideMany: ReviewStore['decideMany'];
   readonly reviewCounts: ReviewStore['reviewCounts'];
   readonly waitingOnReview: ReviewStore['waitingOnReview'];
   readonly rerollSpend: ReviewStore['rerollSpend'];
@@ -165,6 +168,9 @@ export class Store {
 
   // Submissions
   readonly recordSubmitIntent: SubmissionStore['recordSubmitIntent'];
+  readonly moneyFigures: ReservationStore['figures'];
+  readonly setRunBudget: ReservationStore['setBudget'];
+  readonly heldFor: ReservationStore['heldFor'];
   readonly recordSubmitted: SubmissionStore['recordSubmitted'];
   readonly recordNotCharged: SubmissionStore['recordNotCharged'];
   readonly recordInDoubt: SubmissionStore['recordInDoubt'];
@@ -249,7 +255,11 @@ export class Store {
     this.rejectUnsent = chains.rejectUnsent.bind(chains);
     this.skipDownstreams = chains.skipDownstreams.bind(chains);
 
-    const reviews = new ReviewStore(db, now, chains);
+    const reservations = new ReservationStore(db);
+    this.moneyFigures = reservations.figures.bind(reservations);
+    this.setRunBudget = reservations.setBudget.bind(reservations);
+    this.heldFor = reservations.heldFor.bind(reservations);
+    const reviews = new ReviewStore(db, now, chains, reservations);
     this.awaitingReview = reviews.awaiting.bind(reviews);
     this.countAwaitingReview = reviews.countAwaiting.bind(reviews);
     this.reviewedTasks = reviews.reviewedTasks.bind(reviews);
@@ -258,6 +268,7 @@ export class Store {
     this.decisionsOf = reviews.decisionsOf.bind(reviews);
     this.queuedRerollMax = reviews.queuedRerollMax.bind(reviews);
     this.decide = reviews.decide.bind(reviews);
+    this.decideMany = reviews.decideMany.bind(reviews);
     this.reviewCounts = reviews.reviewCounts.bind(reviews);
     this.waitingOnReview = reviews.waitingOnReview.bind(reviews);
     this.rerollSpend = reviews.rerollSpend.bind(reviews);
@@ -285,7 +296,7 @@ export class Store {
     this.moveTask = tasks.moveTask.bind(tasks);
     this.setTaskError = tasks.setTaskError.bind(tasks);
 
-    const submissions = new SubmissionStore(db, now);
+    const submissions = new SubmissionStore(db, now, reservations);
     this.recordSubmitIntent = submissions.recordSubmitIntent.bind(submissions);
     this.recordSubmitted = submissions.recordSubmitted.bind(submissions);
     this.recordNotCharged = submissions.recordNotCharged.bind(submissions);

@@ -30,6 +30,7 @@ import { SandboxOptionsError } from '../../src/sandbox/options.js';
 import { StorageError } from '../../src/storage/client.js';
 import { StoreError } from '../../src/store/errors.js';
 import { PgError } from '../../src/store/pg/db.js';
+import { OverBudgetError } from '../../src/store/reservations.js';
 import { UnsafePathError } from '../../src/util/fsatomic.js';
 import { QueryError } from '../../src/view/schemas.js';
 import { ViewError } from '../../src/view/server.js';
@@ -79,6 +80,7 @@ const CASES: Array<[string, MediabatchError, number]> = [
   // Caught below the CLI and turned into outcomes: reaching it would be a bug.
   ['FileRefused', new FileRefused('rows.csv', { kind: 'too-big', size: 1 }), EXIT.internal],
   ['UnsafePathError', new UnsafePathError('out/x', 'a link'), EXIT.internal],
+  ['OverBudgetError', new OverBudgetError('t1 may cost up to 0.2 tokens', 0, 200_000), EXIT.internal],
   [
     'DownloadFailure',
     new DownloadFailure({ ok: false, type: 'network', message: 'reset', retrySafe: true }),

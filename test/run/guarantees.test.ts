@@ -110,7 +110,7 @@ describe('run: interruptions', () => {
     const second = await env.run(['run', file, '--yes']);
     expect(second.code).toBe(4);
     expect(reason(second)).toMatch(
-      /^run batch is being driven by another mediabatch \(\d+@.+#[0-9a-f]{8}\) until at least \S+Z: wait for it to finish, then run again$/,
+      /^run batch is being driven by another mediabatch \(\d+@.+#[0-9a-f]{8}\) since \S+Z until at least \S+Z: wait for it to finish, then run again$/,
     );
     expect((await first).code).toBe(0);
     expect(env.state().requests.submit).toBe(6);

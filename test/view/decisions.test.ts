@@ -215,7 +215,8 @@ describe('writes', () => {
     );
     expect(price.json['nextRunRefuses']).toBe(false);
 
-    // The budget lowered in the run's settings (as a resumed run with a smaller budget would record).
+    // The budget lowered in the run's settings (as a resumed run with a smaller budget would record); the
+    // store's budget of the run follows them.
     const before = await sandboxState();
     const spent = Number(price.json['committed']);
     const conn = new Database(env.db);

@@ -7,7 +7,6 @@ import { findEntry } from '../../catalog/index.js';
 import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
 import type { TaskRecord } from '../../store/index.js';
 import { jobPhase } from '../../store/index.js';
-import { toMicro } from '../../util/money.js';
 import { DueQueue, nextLookDelay, observedJobMs } from '../polling.js';
 import { type RunCore, UNAUTHORIZED_MESSAGE } from './core.js';
 import { type Fetcher, hasResults, withinNotFoundWindow } from './fetch.js';
@@ -68,7 +67,7 @@ export class Watcher {
     const slot = holdsSlot && !stalled;
     if (!core.claimed.has(task.taskId)) {
       core.claimed.add(task.taskId);
-      if (slot) core.inFlight++;
+      if (slot) core.money.takeSlot();
     }
     const body = requestOf(task);
     const expected = core.durations.expect(entry, body);
@@ -226,8 +225,7 @@ export class Watcher {
       if (!adopted) return true;
       core.counters.recovered++;
       core.emit({ event: 'recovered', task: taskId, img_uuid: imgUuid });
-      core.money.inDoubtMax -= toMicro(listPrice);
-      core.money.charged += toMicro(listPrice);
+      core.money.changed();
       core.log.warn(
         { task: taskId, img_uuid: imgUuid },
         'recovered from doubt: a callback proved the job exists',
@@ -392,7 +390,7 @@ export class Watcher {
     const state = result.to ?? core.deps.store.getTask(core.opts.runId, taskId)?.state;
     if (state === 'failed') {
       this.#countLastLook(taskId);
-      if (result.refunded !== null) core.money.refunded += toMicro(result.refunded);
+      if (result.refunded !== null) core.money.changed();
       core.log.warn({ task: taskId, refunded: result.refunded }, 'job failed (refunded)');
       await this.#retryFailed(watched, result.refunded);
       core.progress();
