@@ -1,0 +1,310 @@
+// One account of a run: its counts by shown state, its money by kind, its estimate as decisions changed
+// it, and its next steps, read from the store in one read transaction (describeRun) and assembled by a
+// pure function (accountOf). Every surface renders this one account and counts nothing on its own: the
+// progress line's last frame, `status`, report.json/.md/.csv, the gallery, the view's run answer,
+// `review --json` and the merged report of shards (sumAccounts).
+
+import { parseShardRunId } from '../plan/shard.js';
+import { shownRunState } from '../run/lease.js';
+import {
+  type AccountFacts,
+  type AccountLedgerRow,
+  emptyTaskCounts,
+  type RunRecord,
+  type Store,
+  TASK_STATES,
+  UNFINISHED,
+} from '../store/index.js';
+import { fromMicro, tokensToUsd, toMicro, USD_PER_TOKEN } from '../util/money.js';
+import { type KindMoney, MONEY_KINDS, type MoneyKind, type NextStep, type RunAccount } from './schema.js';
+
+export {
+  type KindMoney,
+  MONEY_KINDS,
+  type MoneyKind,
+  NEXT_ACTIONS,
+  type NextAction,
+  type NextStep,
+  type RunAccount,
+  runAccountJsonSchema,
+  runAccountSchema,
+} from './schema.js';
+
+/**
+ * Turns a next step into the command a person types, or null when there is none. The surfaces pass the
+ * one command builder of the run's invocation; `plainCommand` is the builder of last resort.
+ */
+export type StepCommand = (
+  step: Omit<NextStep, 'command'>,
+  account: Omit<RunAccount, 'next'>,
+) => string | null;
+
+export interface DescribeRunOptions {
+  /** When the run's lease is judged (a run whose holder died is shown `interrupted`). */
+  now?: Date;
+  /** The command of each next step; `plainCommand` when not given. */
+  command?: StepCommand;
+}
+
+/** Thrown for a run id the store does not know. */
+export class UnknownRunAccountError extends Error {
+  override name = 'UnknownRunAccountError';
+  readonly runId: string;
+  constructor(runId: string) {
+    super(`run ${runId}: not found in the state database`);
+    this.runId = runId;
+  }
+}
+
+/** The account of one run, from the store in one read. */
+export function describeRun(store: Store, runId: string, opts: DescribeRunOptions = {}): RunAccount {
+  const now = opts.now ?? new Date();
+  const read = store.readAtOnce(() => {
+    const recorded = store.getRun(runId);
+    if (recorded === undefined) return undefined;
+    const run = { ...recorded, state: shownRunState(store, recorded, now) };
+    return { run, facts: store.accountFacts(runId) };
+  });
+  if (read === undefined) throw new UnknownRunAccountError(runId);
+  return accountOf(read.run, read.facts, opts.command ?? plainCommand);
+}
+
+/** The account from the facts read: pure. */
+export function accountOf(
+  run: RunRecord,
+  facts: AccountFacts,
+  command: StepCommand = plainCommand,
+): RunAccount {
+  const byState = { ...facts.counts };
+  // A result a person rejected is a rejection, not a result the run delivered.
+  const inReview = Math.min(facts.review.rejected, byState.done);
+  byState.done -= inReview;
+  byState.rejected += inReview;
+  const tasks = TASK_STATES.reduce((n, s) => n + byState[s], 0);
+  const unfinished = UNFINISHED.reduce((n, s) => n + byState[s], 0);
+  const money = moneyOf(facts);
+  const e = facts.estimates;
+  const shard = parseShardRunId(run.id);
+  const head: Omit<RunAccount, 'next'> = {
+    version: 1,
+    usd_per_token: USD_PER_TOKEN,
+    run: {
+      id: run.id,
+      name: run.manifestName,
+      manifest: run.manifestPath,
+      state: run.state,
+      exit_code: run.exitCode,
+      ...(shard ? { shard: { index: shard.shard.index, count: shard.shard.count, run: shard.base } } : {}),
+    },
+    tasks,
+    by_state: byState,
+    finished: tasks - unfinished,
+    unfinished,
+    rejected: { by_api: facts.counts.rejected, in_review: inReview },
+    review:
+      facts.review.reviewed === 0
+        ? null
+        : {
+            reviewed: facts.review.reviewed,
+            awaiting: facts.review.awaiting,
+            approved: facts.review.approved,
+            rejected: facts.review.rejected,
+            rerolls_asked: facts.review.rerollsAsked,
+            waiting: facts.review.waiting,
+          },
+    money,
+    in_doubt: { tasks: byState.in_doubt, at_most: tokens(e.inDoubtMax) },
+    estimate: {
+      tokens: tokens(e.tokens),
+      min: tokens(e.min),
+      max: tokens(e.max),
+      usd: tokensToUsd(tokens(e.tokens)),
+    },
+    worst_case_left: {
+      tasks: byState.pending + byState.awaiting_review + byState.submitting,
+      tokens: tokens(e.leftMax),
+    },
+  };
+  return { ...head, next: nextSteps(head, facts.ids, command) };
+}
+
+/** The next steps, most urgent first: what may have been charged, what waits for a person, what goes on. */
+function nextSteps(
+  account: Omit<RunAccount, 'next'>,
+  ids: AccountFacts['ids'],
+  command: StepCommand,
+): NextStep[] {
+  const steps: Omit<NextStep, 'command'>[] = [];
+  if (account.in_doubt.tasks > 0) {
+    steps.push({ action: 'retry-in-doubt', tasks: account.in_doubt.tasks, task_ids: ids.inDoubt });
+  }
+  const awaiting = account.review?.awaiting ?? 0;
+  if (awaiting > 0) steps.push({ action: 'review', tasks: awaiting, task_ids: ids.awaiting });
+  // Tasks held by a result nobody decided on go on only after the review: they are not a `continue`.
+  const goesOn = account.unfinished - account.by_state.awaiting_review;
+  if (goesOn > 0) steps.push({ action: 'continue', tasks: goesOn, task_ids: ids.unfinished });
+  if (steps.length === 0) steps.push({ action: 'none', tasks: 0, task_ids: [] });
+  return steps.map((step) => ({ ...step, command: command(step, account) }));
+}
+
+/**
+ * The commands as the run's manifest path and id give them, for a caller without the run's invocation
+ * (its flags). Surfaces that know how the run was started pass the command builder of src/run/.
+ */
+export function plainCommand(
+  step: Omit<NextStep, 'command'>,
+  account: Omit<RunAccount, 'next'>,
+): string | null {
+  const manifest = shellWord(account.run.manifest);
+  switch (step.action) {
+    case 'retry-in-doubt':
+      return `mediabatch run ${manifest} --retry-in-doubt`;
+    case 'review':
+      return `mediabatch review ${shellWord(account.run.shard?.run ?? account.run.id)}`;
+    case 'continue':
+      return `mediabatch run ${manifest}`;
+    default:
+      return null;
+  }
+}
+
+/** A word the shell reads back as it is: quoted only when it needs to be. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/** Money by kind: the ledger's totals, and the few tasks charged more than once told apart job by job. */
+function moneyOf(facts: AccountFacts): RunAccount['money'] {
+  const kinds = Object.fromEntries(MONEY_KINDS.map((k) => [k, new KindSum()])) as Record<MoneyKind, KindSum>;
+  const detailed = new KindSum();
+  for (const [kind, rows] of classify(facts)) {
+    for (const row of rows) {
+      kinds[kind].add(row);
+      detailed.add(row);
+    }
+  }
+  // Every other task has one ledger row: its first job's charge.
+  const first = kinds.first;
+  first.jobs += facts.ledger.charges - detailed.jobs;
+  first.charged += toMicro(facts.ledger.charged) - detailed.charged;
+  first.refunded += toMicro(facts.ledger.refunded) - detailed.refunded;
+  first.tasks += facts.ledger.charges - detailed.jobs;
+  const charged = toMicro(facts.ledger.charged);
+  const refunded = toMicro(facts.ledger.refunded);
+  return {
+    jobs: facts.ledger.charges,
+    charged: fromMicro(charged),
+    refunded: fromMicro(refunded),
+    net: fromMicro(charged - refunded),
+    net_usd: tokensToUsd(fromMicro(charged - refunded)),
+    by_kind: Object.fromEntries(MONEY_KINDS.map((k) => [k, kinds[k].money()])) as Record<
+      MoneyKind,
+      KindMoney
+    >,
+  };
+}
+
+class KindSum {
+  jobs = 0;
+  tasks = 0;
+  charged = 0;
+  refunded = 0;
+  readonly #tasks = new Set<string>();
+
+  add(row: AccountLedgerRow): void {
+    if (row.kind === 'charge') {
+      this.jobs++;
+      this.charged += toMicro(row.tokens);
+      if (!this.#tasks.has(row.taskId)) {
+        this.#tasks.add(row.taskId);
+        this.tasks++;
+      }
+    } else {
+      this.refunded += toMicro(row.tokens);
+    }
+  }
+
+  money(): KindMoney {
+    return {
+      jobs: this.jobs,
+      tasks: this.tasks,
+      charged: fromMicro(this.charged),
+      refunded: fromMicro(this.refunded),
+      net: fromMicro(this.charged - this.refunded),
+    };
+  }
+}
+
+/**
+ * The ledger rows of the detailed tasks by kind. A charge is a re-roll when the ledger says so; else
+ * what came before its submission decides: the last earlier answer in doubt makes a retry of doubt, an
+ * earlier job refunded (failed) an automatic retry, an earlier job kept a sending again, none the first
+ * job. A refund is of the kind of the charge it gives back (the same job).
+ */
+function classify(facts: AccountFacts): Map<MoneyKind, AccountLedgerRow[]> {
+  const attemptsOf = new Map<string, AccountFacts['detail']['attempts']>();
+  for (const a of facts.detail.attempts) attemptsOf.set(a.taskId, [...(attemptsOf.get(a.taskId) ?? []), a]);
+  const refundedJobs = new Set(facts.detail.ledger.filter((r) => r.kind === 'refund').map((r) => r.imgUuid));
+  const kindOfJob = new Map<string, MoneyKind>();
+  for (const row of facts.detail.ledger) {
+    if (row.kind !== 'charge') continue;
+    kindOfJob.set(
+      row.imgUuid,
+      row.reroll ? 'reroll' : kindOfCharge(row, attemptsOf.get(row.taskId) ?? [], refundedJobs),
+    );
+  }
+  const out = new Map<MoneyKind, AccountLedgerRow[]>();
+  for (const row of facts.detail.ledger) {
+    const kind = kindOfJob.get(row.imgUuid) ?? 'first';
+    out.set(kind, [...(out.get(kind) ?? []), row]);
+  }
+  return out;
+}
+
+function kindOfCharge(
+  charge: AccountLedgerRow,
+  attempts: AccountFacts['detail']['attempts'],
+  refundedJobs: ReadonlySet<string>,
+): MoneyKind {
+  const own = attempts.find((a) => a.imgUuid === charge.imgUuid);
+  const before = attempts.filter(
+    (a) => (own === undefined || a.attemptNo < own.attemptNo) && a !== own && a.outcome !== null,
+  );
+  const last = before.filter((a) => a.outcome === 'in_doubt' || a.outcome === 'submitted').at(-1);
+  if (last === undefined) return 'first';
+  if (last.outcome === 'in_doubt') return 'doubt_retry';
+  return last.imgUuid !== null && refundedJobs.has(last.imgUuid) ? 'retry' : 'sent_again';
+}
+
+/** Tokens as the account holds them: to 1e-6, the float noise of sums removed. */
+function tokens(n: number): number {
+  return fromMicro(toMicro(n));
+}
+
+/** An account with nothing in it, every state and kind present: where sums of accounts start. */
+export function emptyAccount(run: RunAccount['run']): RunAccount {
+  const zero = (): KindMoney => ({ jobs: 0, tasks: 0, charged: 0, refunded: 0, net: 0 });
+  return {
+    version: 1,
+    usd_per_token: USD_PER_TOKEN,
+    run,
+    tasks: 0,
+    by_state: emptyTaskCounts(),
+    finished: 0,
+    unfinished: 0,
+    rejected: { by_api: 0, in_review: 0 },
+    review: null,
+    money: {
+      jobs: 0,
+      charged: 0,
+      refunded: 0,
+      net: 0,
+      net_usd: 0,
+      by_kind: Object.fromEntries(MONEY_KINDS.map((k) => [k, zero()])) as Record<MoneyKind, KindMoney>,
+    },
+    in_doubt: { tasks: 0, at_most: 0 },
+    estimate: { tokens: 0, min: 0, max: 0, usd: 0 },
+    worst_case_left: { tasks: 0, tokens: 0 },
+    next: [],
+  };
+}
