@@ -113,6 +113,7 @@ export function accountOf(
             waiting: facts.review.waiting,
           },
     money,
+    paid_without_result: paidWithoutResult(facts.notOnDisk),
     in_doubt: { tasks: byState.in_doubt, at_most: tokens(e.inDoubtMax) },
     estimate: {
       tokens: tokens(e.tokens),
@@ -276,6 +277,17 @@ function kindOfCharge(
   return last.imgUuid !== null && refundedJobs.has(last.imgUuid) ? 'retry' : 'sent_again';
 }
 
+function paidWithoutResult(f: AccountFacts['notOnDisk']): RunAccount['paid_without_result'] {
+  const of = (x: { tasks: number; tokens: number }) => ({ tasks: x.tasks, tokens: tokens(x.tokens) });
+  return {
+    tasks: f.unfetched.tasks + f.stalled.tasks + f.lost.tasks,
+    tokens: tokens(f.unfetched.tokens + f.stalled.tokens + f.lost.tokens),
+    unfetched: of(f.unfetched),
+    stalled: of(f.stalled),
+    lost: of(f.lost),
+  };
+}
+
 /** Tokens as the account holds them: to 1e-6, the float noise of sums removed. */
 function tokens(n: number): number {
   return fromMicro(toMicro(n));
@@ -302,9 +314,115 @@ export function emptyAccount(run: RunAccount['run']): RunAccount {
       net_usd: 0,
       by_kind: Object.fromEntries(MONEY_KINDS.map((k) => [k, zero()])) as Record<MoneyKind, KindMoney>,
     },
+    paid_without_result: paidWithoutResult({
+      unfetched: { tasks: 0, tokens: 0 },
+      stalled: { tasks: 0, tokens: 0 },
+      lost: { tasks: 0, tokens: 0 },
+    }),
     in_doubt: { tasks: 0, at_most: 0 },
     estimate: { tokens: 0, min: 0, max: 0, usd: 0 },
     worst_case_left: { tasks: 0, tokens: 0 },
     next: [],
   };
+}
+
+/**
+ * The account of a run split into shards: the sum of its shards' accounts (each read from its own
+ * state file). `pending` names the shards still to run or to report: a `merge` step comes first then.
+ */
+export function sumAccounts(
+  accounts: readonly RunAccount[],
+  run: RunAccount['run'],
+  pending: readonly number[] = [],
+  command: StepCommand = plainCommand,
+): RunAccount {
+  const sum = emptyAccount(run);
+  const micro = { charged: 0, refunded: 0, estimate: [0, 0, 0], atMost: 0, left: 0, paid: 0 };
+  const kindMicro = Object.fromEntries(MONEY_KINDS.map((k) => [k, { charged: 0, refunded: 0 }]));
+  for (const a of accounts) {
+    sum.tasks += a.tasks;
+    for (const s of TASK_STATES) sum.by_state[s] += a.by_state[s];
+    sum.finished += a.finished;
+    sum.unfinished += a.unfinished;
+    sum.rejected.by_api += a.rejected.by_api;
+    sum.rejected.in_review += a.rejected.in_review;
+    if (a.review !== null) {
+      sum.review ??= { reviewed: 0, awaiting: 0, approved: 0, rejected: 0, rerolls_asked: 0, waiting: 0 };
+      const r = sum.review;
+      for (const key of Object.keys(r) as (keyof typeof r)[]) r[key] += a.review[key];
+    }
+    sum.money.jobs += a.money.jobs;
+    micro.charged += toMicro(a.money.charged);
+    micro.refunded += toMicro(a.money.refunded);
+    for (const k of MONEY_KINDS) {
+      const into = sum.money.by_kind[k];
+      const from = a.money.by_kind[k];
+      into.jobs += from.jobs;
+      into.tasks += from.tasks;
+      (kindMicro[k] as { charged: number }).charged += toMicro(from.charged);
+      (kindMicro[k] as { refunded: number }).refunded += toMicro(from.refunded);
+    }
+    for (const s of ['unfetched', 'stalled', 'lost'] as const) {
+      sum.paid_without_result[s].tasks += a.paid_without_result[s].tasks;
+      sum.paid_without_result[s].tokens = fromMicro(
+        toMicro(sum.paid_without_result[s].tokens) + toMicro(a.paid_without_result[s].tokens),
+      );
+    }
+    sum.in_doubt.tasks += a.in_doubt.tasks;
+    micro.atMost += toMicro(a.in_doubt.at_most);
+    micro.estimate = [
+      (micro.estimate[0] ?? 0) + toMicro(a.estimate.tokens),
+      (micro.estimate[1] ?? 0) + toMicro(a.estimate.min),
+      (micro.estimate[2] ?? 0) + toMicro(a.estimate.max),
+    ];
+    sum.worst_case_left.tasks += a.worst_case_left.tasks;
+    micro.left += toMicro(a.worst_case_left.tokens);
+  }
+  sum.money.charged = fromMicro(micro.charged);
+  sum.money.refunded = fromMicro(micro.refunded);
+  sum.money.net = fromMicro(micro.charged - micro.refunded);
+  sum.money.net_usd = tokensToUsd(sum.money.net);
+  for (const k of MONEY_KINDS) {
+    const m = kindMicro[k] as { charged: number; refunded: number };
+    Object.assign(sum.money.by_kind[k], {
+      charged: fromMicro(m.charged),
+      refunded: fromMicro(m.refunded),
+      net: fromMicro(m.charged - m.refunded),
+    });
+  }
+  const p = sum.paid_without_result;
+  p.tasks = p.unfetched.tasks + p.stalled.tasks + p.lost.tasks;
+  p.tokens = fromMicro(toMicro(p.unfetched.tokens) + toMicro(p.stalled.tokens) + toMicro(p.lost.tokens));
+  sum.in_doubt.at_most = fromMicro(micro.atMost);
+  const [est = 0, min = 0, max = 0] = micro.estimate;
+  sum.estimate = {
+    tokens: fromMicro(est),
+    min: fromMicro(min),
+    max: fromMicro(max),
+    usd: tokensToUsd(fromMicro(est)),
+  };
+  sum.worst_case_left.tokens = fromMicro(micro.left);
+  const { next: _none, ...head } = sum;
+  sum.next = mergedSteps(accounts, pending).map((step) => ({ ...step, command: command(step, head) }));
+  return sum;
+}
+
+/** The shards' next steps added up by action, a `merge` first while shards are to run or to report. */
+function mergedSteps(
+  accounts: readonly RunAccount[],
+  pending: readonly number[],
+): Omit<NextStep, 'command'>[] {
+  const steps: Omit<NextStep, 'command'>[] = [];
+  if (pending.length > 0) steps.push({ action: 'merge', tasks: 0, task_ids: [], shards: [...pending] });
+  for (const action of ['retry-in-doubt', 'review', 'continue'] as const) {
+    const of = accounts.flatMap((a) => a.next.filter((s) => s.action === action));
+    if (of.length === 0) continue;
+    steps.push({
+      action,
+      tasks: of.reduce((n, s) => n + s.tasks, 0),
+      task_ids: of.flatMap((s) => s.task_ids).slice(0, 20),
+    });
+  }
+  if (steps.length === 0) steps.push({ action: 'none', tasks: 0, task_ids: [] });
+  return steps;
 }

@@ -103,6 +103,22 @@ export const runAccountSchema = z
           ),
       })
       .strict(),
+    paid_without_result: z
+      .object({
+        tasks: count,
+        tokens: tokens.describe('Their net cost (charged − refunded).'),
+        unfetched: z
+          .object({ tasks: count, tokens })
+          .strict()
+          .describe('Result not on disk yet: a later run fetches it.'),
+        stalled: z
+          .object({ tasks: count, tokens })
+          .strict()
+          .describe('Job past its deadline: still watched.'),
+        lost: z.object({ tasks: count, tokens }).strict().describe('The service no longer has the result.'),
+      })
+      .strict()
+      .describe('Tasks charged whose result is not on disk (tasks in doubt are counted apart).'),
     in_doubt: z
       .object({
         tasks: count,

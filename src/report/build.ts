@@ -496,6 +496,7 @@ function totalsOfAccount(totals: ReportSummary, account: RunAccount): ReportSumm
       usd: account.estimate.usd,
     },
     retried: account.money.by_kind.retry.tasks,
+    paid_without_result: account.paid_without_result,
   };
 }
 

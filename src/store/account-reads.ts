@@ -48,6 +48,8 @@ export interface AccountFacts {
   ledger: { charged: number; refunded: number; charges: number };
   /** The ledger rows and attempts of the tasks charged more than once or ever in doubt. */
   detail: { ledger: AccountLedgerRow[]; attempts: AccountAttemptRow[] };
+  /** Charged tasks without a result on disk, per state: how many, and their net (charged − refunded). */
+  notOnDisk: Record<'unfetched' | 'stalled' | 'lost', { tasks: number; tokens: number }>;
   /** The first ACCOUNT_ID_LIMIT ids, in manifest order, of the tasks each next step is about. */
   ids: { inDoubt: string[]; awaiting: string[]; unfinished: string[] };
 }
@@ -155,6 +157,16 @@ export class AccountReadStore {
         .slice(0, ACCOUNT_ID_LIMIT)
         .map((r) => r.task_id);
 
+    const notOnDisk = db.prepare<
+      [string],
+      { state: 'unfetched' | 'stalled' | 'lost'; tasks: number; tokens: number }
+    >(
+      `SELECT state, count(*) AS tasks,
+         total((SELECT total(CASE kind WHEN 'charge' THEN tokens ELSE -tokens END) FROM ledger AS l
+           WHERE l.run_id = t.run_id AND l.task_id = t.task_id)) AS tokens
+       FROM tasks AS t WHERE run_id = ? AND state IN ('unfetched', 'stalled', 'lost') GROUP BY state`,
+    );
+
     const sumsIn = <T>(range: Range | undefined, read: (lo: number, hi: number) => T | undefined) =>
       range?.lo == null || range.hi == null ? undefined : read(range.lo, range.hi);
 
@@ -206,6 +218,7 @@ export class AccountReadStore {
         estimates: est ?? { tokens: 0, min: 0, max: 0, leftTokens: 0, leftMax: 0, inDoubtMax: 0 },
         ledger: ledger ?? { charged: 0, refunded: 0, charges: 0 },
         detail,
+        notOnDisk: notOnDiskOf(notOnDisk.all(runId)),
         ids: {
           inDoubt: firstIn.all(runId, 'in_doubt', ACCOUNT_ID_LIMIT).map((r) => r.task_id),
           awaiting: review.awaiting > 0 ? firstAwaiting.all(runId, ACCOUNT_ID_LIMIT) : [],
@@ -219,4 +232,16 @@ export class AccountReadStore {
   accountFacts(runId: string): AccountFacts {
     return this.#read(runId);
   }
+}
+
+function notOnDiskOf(
+  rows: readonly { state: 'unfetched' | 'stalled' | 'lost'; tasks: number; tokens: number }[],
+): AccountFacts['notOnDisk'] {
+  const out: AccountFacts['notOnDisk'] = {
+    unfetched: { tasks: 0, tokens: 0 },
+    stalled: { tasks: 0, tokens: 0 },
+    lost: { tasks: 0, tokens: 0 },
+  };
+  for (const r of rows) out[r.state] = { tasks: r.tasks, tokens: r.tokens };
+  return out;
 }

@@ -1,6 +1,7 @@
 // `review <run>`: lists the results awaiting a decision, or approves, rejects or re-rolls them (issue 25).
 // Flags to options and outcomes to lines; the decisions themselves are src/review/.
 
+import { describeRun } from '../../account/index.js';
 import {
   type DecideOutcome,
   decide,
@@ -11,6 +12,7 @@ import {
   type Verdict,
 } from '../../review/index.js';
 import type { Store } from '../../store/index.js';
+import { countOf } from '../../util/numbers.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { openExistingStore, type ReadContext, unknownRunError } from '../read.js';
@@ -43,7 +45,7 @@ export async function reviewCommand(runId: string, flags: ReviewFlags, ctx: Read
       const note = flags.note !== undefined ? { note: flags.note } : {};
       outcomes.push(...(await decide(store, runId, taskIds, verdict, note)));
     }
-    return printOutcomes(runId, outcomes, price, flags, ctx);
+    return printOutcomes(store, runId, outcomes, price, flags, ctx);
   } finally {
     store?.close();
   }
@@ -53,14 +55,17 @@ function list(store: Store, runId: string, flags: ReviewFlags, ctx: ReadContext)
   const awaiting = listAwaiting(store, runId);
   const { io } = ctx;
   if (flags.json) {
-    io.stdout.write(`${JSON.stringify({ run: runId, awaiting }, null, 2)}\n`);
+    const account = describeRun(store, runId, { now: io.now() });
+    io.stdout.write(`${JSON.stringify({ run: runId, awaiting, account }, null, 2)}\n`);
     return EXIT.ok;
   }
   if (awaiting.length === 0) {
     io.stdout.write(`Run ${runId}: no result awaits review.\n`);
     return EXIT.ok;
   }
-  io.stdout.write(`Run ${runId}: ${awaiting.length} result(s) await review:\n`);
+  io.stdout.write(
+    `Run ${runId}: ${countOf(awaiting.length, 'result')} ${awaiting.length === 1 ? 'awaits' : 'await'} review:\n`,
+  );
   for (const a of awaiting) {
     const files = a.files.map((f) => displayPath(io.cwd, f)).join(', ') || 'no files';
     const next = a.downstreams.length > 0 ? `; then ${a.downstreams.join(', ')}` : '';
@@ -113,6 +118,7 @@ async function confirmReroll(price: RerollPrice, flags: ReviewFlags, ctx: ReadCo
 }
 
 function printOutcomes(
+  store: Store,
   runId: string,
   outcomes: readonly DecideOutcome[],
   price: RerollPrice | undefined,
@@ -123,7 +129,7 @@ function printOutcomes(
   if (flags.json) {
     const shown = outcomes.map((o) => (o.ok ? { ...o, earlierFiles: o.earlierFiles.map((f) => f.path) } : o));
     ctx.io.stdout.write(
-      `${JSON.stringify({ run: runId, outcomes: shown, ...(price ? { reroll: price } : {}) }, null, 2)}\n`,
+      `${JSON.stringify({ run: runId, outcomes: shown, ...(price ? { reroll: price } : {}), account: describeRun(store, runId, { now: ctx.io.now() }) }, null, 2)}\n`,
     );
   } else {
     for (const o of outcomes) {
