@@ -2,6 +2,7 @@
 // the signals, then the outcome as lines, the report, and the exit.
 
 import { dirname, resolve } from 'node:path';
+import { describeRun } from '../../account/index.js';
 import { LocalInputError } from '../../media/local-input.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
 import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
@@ -14,7 +15,7 @@ import { displayPath } from '../format.js';
 import { ProgressView } from '../progress.js';
 import { type DriveArgs, humanOut, rethrowRunError } from './context.js';
 import { interruptsFrom } from './interrupts.js';
-import { failureLine, reviewLine, type runPrinter } from './lines.js';
+import { failureLine, reviewLine, type runPrinter, stateFlag } from './lines.js';
 
 /**
  * Local `file:` inputs of the unfinished tasks, uploaded once before the first POST (nothing is sent
@@ -66,6 +67,7 @@ export async function executeAndReport(
     interactive: io.interactive,
     total: Object.values(report.counts).reduce((n, c) => n + c, 0),
     estimate: plan.totals.tokens,
+    reviewCommand: `mediabatch review ${runId}${stateFlag(a.ctx.statePath)}`,
   });
   const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
   // The handlers stay until the command ends: a second Ctrl-C while the closing balance is fetched or
@@ -100,6 +102,8 @@ export async function executeAndReport(
         onReceiver: (receiver, base) =>
           out(`  Callbacks: receiver on ${receiver.localUrl}; the service is told ${base}${CALLBACK_PATH}/…`),
       }).catch(rethrowRunError);
+      // The line ends on the run's account: the same counts and money as `status` and the report.
+      view.finish(describeRun(session.store, runId, { now: io.now() }));
     } finally {
       view.close();
     }

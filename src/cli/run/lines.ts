@@ -239,17 +239,21 @@ export function describeCounts(c: Record<TaskState, number>): string {
 }
 
 /** The one line for exit 4 when only people are left to act: how many results wait, and the command that decides. */
+/** The flag that names the run's state file again in a command we print: none for the default. */
+export function stateFlag(statePath: string): string {
+  return statePath === 'state/mediabatch.db'
+    ? ''
+    : statePath === 'state/sandbox.db'
+      ? ' --sandbox'
+      : ` --state ${statePath}`;
+}
+
 export function reviewLine(
   runId: string,
   outcome: { result: { awaitingReview: number }; unfinished: number },
   statePath: string,
 ): string {
-  const state =
-    statePath === 'state/mediabatch.db'
-      ? ''
-      : statePath === 'state/sandbox.db'
-        ? ' --sandbox'
-        : ` --state ${statePath}`;
+  const state = stateFlag(statePath);
   const waiting = outcome.unfinished > 0 ? ` (${outcome.unfinished} task(s) wait for them)` : '';
   return `${outcome.result.awaitingReview} result(s) await review${waiting}: decide with \`mediabatch review ${runId}${state}\` (--approve, --reject or --reroll <ids>), then run the same command again, or add --wait-for-review`;
 }
