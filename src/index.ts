@@ -18,6 +18,16 @@ import { keyFingerprint, openStore } from './store/index.js';
 import { createLogger, type Logger } from './util/log.js';
 import { registerSecret } from './util/secrets.js';
 
+export {
+  type DescribeRunOptions,
+  describeRun,
+  type MoneyKind,
+  type NextAction,
+  type NextStep,
+  type RunAccount,
+  runAccountSchema,
+  type StepCommand,
+} from './account/index.js';
 export { EXIT, type ExitCode } from './exit-codes.js';
 export { ManifestFileError, ManifestProblemsError, type PlanResult, type RunPlan } from './plan/build.js';
 export type { Report } from './report/schema.js';

@@ -160,7 +160,11 @@ function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, cwd:
   if (counts.in_doubt > 0) {
     out.push([inDoubtAdvice(counts.in_doubt, manifest)]);
   }
-  const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st)).reduce((n, st) => n + counts[st], 0);
+  // Tasks held by a review go on after it: the Review line says so, with its command.
+  const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st) && st !== 'awaiting_review').reduce(
+    (n, st) => n + counts[st],
+    0,
+  );
   if (unfinished > 0 && run.state !== 'running') {
     out.push([unfinishedAdvice(unfinished, manifest)]);
   }

@@ -82,7 +82,7 @@ describe('review', () => {
     expect(idle.code).toBe(4);
     expect((await sandboxState(env)).jobs).toHaveLength(4);
     expect((await env.run(['status', 'batch'])).stdout).toContain(
-      'Review: 4 reviewed: 4 awaiting a decision (4 task(s) wait for them), 0 approved, 0 rejected; `mediabatch review batch` lists them',
+      'Review: 4 reviewed: 4 awaiting a decision (4 tasks wait for them), 0 approved, 0 rejected; `mediabatch review batch` lists them',
     );
     expect(readFileSync(join(env.dir, 'out', 'batch', 'report.md'), 'utf8')).toContain(
       '- 4 results await review: `mediabatch review batch` lists them; approve, reject or re-roll',
