@@ -184,7 +184,7 @@ function moneyOf(facts: AccountFacts): RunAccount['money'] {
       detailed.add(row);
     }
   }
-  // Every other task has one ledger row: its first job's charge.
+  // Every other task was sent once: at most one charge (and its refund), its first job's.
   const first = kinds.first;
   first.jobs += facts.ledger.charges - detailed.jobs;
   first.charged += toMicro(facts.ledger.charged) - detailed.charged;

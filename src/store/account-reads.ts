@@ -1,8 +1,8 @@
 // The facts of one run's account (src/account/), read in ONE read transaction, so every figure of it
 // is of the same moment: a runner committing between two statements cannot make the counts and the
 // money disagree. Built for a million tasks: the whole-run sums are range scans in storage order (as
-// runTotals does); only the few tasks whose money needs telling apart (more than one ledger row, or an
-// attempt in doubt) are read one by one.
+// runTotals does); only the few tasks whose money needs telling apart (sent more than once, or once in
+// doubt) are read one by one.
 
 import type { Db } from './db.js';
 import type { ReviewCounts } from './reviews.js';
@@ -46,7 +46,7 @@ export interface AccountFacts {
   estimates: AccountEstimates;
   /** Every charge and refund of the run, and how many charges. */
   ledger: { charged: number; refunded: number; charges: number };
-  /** The ledger rows and attempts of the tasks charged more than once or ever in doubt. */
+  /** The ledger rows and attempts of the tasks sent more than once or ever in doubt. */
   detail: { ledger: AccountLedgerRow[]; attempts: AccountAttemptRow[] };
   /** Charged tasks without a result on disk, per state: how many, and their net (charged − refunded). */
   notOnDisk: Record<'unfetched' | 'stalled' | 'lost', { tasks: number; tokens: number }>;
@@ -111,19 +111,15 @@ export class AccountReadStore {
          count(CASE WHEN kind = 'charge' THEN 1 END) AS charges
        FROM ledger WHERE id BETWEEN ? AND ? AND +run_id = ?`,
     );
-    // Through the (run_id, task_id) index alone: a task with one ledger row is a first job, charged.
-    const manyRows = db
-      .prepare<[string], string>(
-        'SELECT task_id FROM ledger WHERE run_id = ? GROUP BY task_id HAVING count(*) > 1',
-      )
-      .pluck();
     const attemptRange = db.prepare<[string], Range>(
       'SELECT min(rowid) AS lo, max(rowid) AS hi FROM attempts WHERE run_id = ?',
     );
-    const inDoubtOnce = db
+    // A task sent once has at most one charge (and its refund): its money is its first job's. Only the
+    // tasks sent more than once, or once in doubt, are told apart job by job.
+    const sentAgain = db
       .prepare<[number, number, string], string>(
         `SELECT DISTINCT task_id FROM attempts
-         WHERE rowid BETWEEN ? AND ? AND +run_id = ? AND outcome = 'in_doubt'`,
+         WHERE rowid BETWEEN ? AND ? AND +run_id = ? AND (attempt_no > 1 OR outcome = 'in_doubt')`,
       )
       .pluck();
     const ledgerOf = db.prepare<
@@ -183,10 +179,7 @@ export class AccountReadStore {
       const tasks = taskRange.get(runId);
       const est = sumsIn(tasks, (lo, hi) => estimates.get(lo, hi, runId));
       const ledger = sumsIn(ledgerRange.get(runId), (lo, hi) => ledgerSums.get(lo, hi, runId));
-      const special = new Set(manyRows.all(runId));
-      for (const id of sumsIn(attemptRange.get(runId), (lo, hi) => inDoubtOnce.all(lo, hi, runId)) ?? []) {
-        special.add(id);
-      }
+      const special = new Set(sumsIn(attemptRange.get(runId), (lo, hi) => sentAgain.all(lo, hi, runId)) ?? []);
       const detail: AccountFacts['detail'] = { ledger: [], attempts: [] };
       for (const taskId of special) {
         for (const r of ledgerOf.iterate(runId, taskId)) {
