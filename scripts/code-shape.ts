@@ -1,6 +1,7 @@
 // The shape of the code, measured with the TypeScript compiler: functions over 80 lines (and whether they
-// say why), and cycles between files. `npx tsx scripts/code-shape.ts` lists both; test/code/shape.test.ts
-// fails on a new one.
+// say why), cycles between files, and imports that point up the layer order of src/ (LAYERS, drawn in
+// ARCHITECTURE.md). `npx tsx scripts/code-shape.ts` lists all three; test/code/shape.test.ts fails on a
+// new one.
 
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -168,6 +169,72 @@ export function fileCycles(files: readonly string[], root: string): string[][] {
   return groups.sort((a, b) => (a[0] ?? '').localeCompare(b[0] ?? ''));
 }
 
+/**
+ * The layers of src/, from the top down: a folder (or a file directly in src/) imports only from layers
+ * below its own, never from its own layer's other members or from above. Type-only imports count: a type
+ * that two layers share lives in the lower one. A new folder must be placed here before it can import.
+ */
+export const LAYERS: readonly (readonly string[])[] = [
+  ['cli'],
+  ['index.ts'],
+  ['view', 'schedule'],
+  ['run'],
+  ['report'],
+  ['account'],
+  ['review'],
+  ['results'],
+  ['plan', 'sandbox'],
+  ['store', 'config.ts'],
+  ['api', 'manifest', 'storage'],
+  ['catalog', 'media'],
+  ['util', 'exit-codes.ts', 'config-error.ts'],
+];
+
+export interface LayerBreak {
+  /** The importing file and the file it imports, relative to the root. */
+  file: string;
+  imports: string;
+  /** Why: "util (layer 12) imports cli (layer 1)", or a folder missing from LAYERS. */
+  why: string;
+}
+
+/** The top-level part of src/ a file belongs to: its folder, or its own name for a file in src/ itself. */
+function partOf(file: string, src: string): string {
+  const parts = relative(src, file).split('/');
+  return parts[0] ?? file;
+}
+
+function layerOf(part: string, layers: readonly (readonly string[])[]): number {
+  return layers.findIndex((layer) => layer.includes(part));
+}
+
+/** Every import between two parts of `src` that does not point down `layers`. */
+export function layerBreaks(
+  files: readonly string[],
+  root: string,
+  src = join(root, 'src'),
+  layers: readonly (readonly string[])[] = LAYERS,
+): LayerBreak[] {
+  const known = new Set(files.map((f) => resolve(f)));
+  const out: LayerBreak[] = [];
+  for (const file of known) {
+    const from = partOf(file, src);
+    for (const target of importsOf(file, known)) {
+      const to = partOf(target, src);
+      if (from === to) continue;
+      const [a, b] = [layerOf(from, layers), layerOf(to, layers)];
+      const missing = [from, to].filter((_, i) => [a, b][i] === -1);
+      if (missing.length === 0 && a < b) continue;
+      const why =
+        missing.length > 0
+          ? `${missing.join(' and ')} not in the layer order (LAYERS in scripts/code-shape.ts)`
+          : `${from} (layer ${a + 1}) imports ${to} (layer ${b + 1}), ${a === b ? 'the same layer' : 'a higher one'}`;
+      out.push({ file: relative(root, file), imports: relative(root, target), why });
+    }
+  }
+  return out.sort((x, y) => x.file.localeCompare(y.file) || x.imports.localeCompare(y.imports));
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   const root = process.cwd();
   const files = tsFiles(join(root, 'src'));
@@ -180,4 +247,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const cycles = fileCycles(files, root);
   console.log(`File cycles: ${cycles.length}`);
   for (const c of cycles) console.log(`  ${c.join(' <-> ')}`);
+  const breaks = layerBreaks(files, root);
+  console.log(`Imports up the layers: ${breaks.length}`);
+  for (const b of breaks) console.log(`  ${b.file} -> ${b.imports}: ${b.why}`);
 }

@@ -5,12 +5,12 @@
 // `review --json` and the merged report of shards (sumAccounts).
 
 import { parseShardRunId } from '../plan/shard.js';
-import { shownRunState } from '../run/lease.js';
 import {
   type AccountFacts,
   type AccountLedgerRow,
   emptyTaskCounts,
   type RunRecord,
+  type RunState,
   type Store,
   TASK_STATES,
   UNFINISHED,
@@ -40,8 +40,11 @@ export type StepCommand = (
 ) => string | null;
 
 export interface DescribeRunOptions {
-  /** When the run's lease is judged (a run whose holder died is shown `interrupted`). */
-  now?: Date;
+  /**
+   * The run's state as shown; the recorded one when not given. The CLI and the view pass the run
+   * layer's shownRunState (a run whose holder died is `interrupted`), which this layer cannot import.
+   */
+  shownState?: (run: RunRecord) => RunState;
   /** The command of each next step; `plainCommand` when not given. */
   command?: StepCommand;
 }
@@ -58,11 +61,10 @@ export class UnknownRunAccountError extends Error {
 
 /** The account of one run, from the store in one read. */
 export function describeRun(store: Store, runId: string, opts: DescribeRunOptions = {}): RunAccount {
-  const now = opts.now ?? new Date();
   const read = store.readAtOnce(() => {
     const recorded = store.getRun(runId);
     if (recorded === undefined) return undefined;
-    const run = { ...recorded, state: shownRunState(store, recorded, now) };
+    const run = { ...recorded, state: opts.shownState?.(recorded) ?? recorded.state };
     return { run, facts: store.accountFacts(runId) };
   });
   if (read === undefined) throw new UnknownRunAccountError(runId);

@@ -2,9 +2,22 @@
 // downstream `{{after…}}` reference asks for, and how long its video or audio will be when the request
 // alone decides it (a studio-2-6 clip of `duration: 5` is 5 s long), so a downstream is priced exactly.
 
-import type { Output } from '../manifest/after.js';
 import { CHARACTER_RESULT, SONGS_RESULT } from './results.js';
 import type { CatalogEntry, MediaDurations, RequestBody } from './types.js';
+
+/** The part of an upstream's result a reference names. */
+export type Output =
+  | { kind: 'image' | 'video' | 'audio' }
+  /** The n-th result file (from 1), whatever its kind. */
+  | { kind: 'file'; n: number }
+  | { kind: 'img_uuid' }
+  /** A field of the n-th song (from 1) of a song task. */
+  | { kind: 'song'; n: number; field: SongField }
+  /** A field of an oc-maker character sheet. */
+  | { kind: 'sheet'; key: string };
+
+export const SONG_FIELDS = ['audio_id', 'title', 'style', 'lyrics', 'audio_duration'] as const;
+export type SongField = (typeof SONG_FIELDS)[number];
 
 function describeMakes(entry: CatalogEntry): string {
   if (entry.result === SONGS_RESULT) return 'makes 2 songs (audio)';

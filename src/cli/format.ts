@@ -1,5 +1,5 @@
 import { relative } from 'node:path';
-import { isBucketLocation } from '../run/output.js';
+import { isBucketLocation } from '../results/output.js';
 import { tokensText, tokensToUsd, usdText } from '../util/money.js';
 
 /** A path as the user sees it: relative to the working folder when inside it; a bucket location as it is. */

@@ -3,8 +3,8 @@
 
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { runLocation } from '../run/output.js';
-import { openStore, type RunRecord, type Store } from '../store/index.js';
+import { runLocation } from '../results/output.js';
+import { keptSettings, openStore, type RunRecord, type Store } from '../store/index.js';
 import { EXIT, ExitError } from './errors.js';
 import type { CliIO } from './io.js';
 
@@ -32,7 +32,6 @@ export function unknownRunError(runId: string, store: Store | undefined, statePa
 
 /** `<output>/<run>`, from the settings the run was started with. */
 export function runFolder(run: RunRecord, cwd: string): string {
-  const settings = run.settings as { output?: unknown } | null;
-  const output = typeof settings?.output === 'string' ? settings.output : resolve(cwd, 'out');
+  const output = keptSettings(run).output ?? resolve(cwd, 'out');
   return runLocation(output, run.id);
 }

@@ -3,21 +3,10 @@
 // expanded (the result does not exist yet): they stay in the request as written, `{{after.image}}`, and
 // are filled in when the task is submitted. This module is the grammar of those references. Pure.
 
+import { type Output, SONG_FIELDS, type SongField } from '../catalog/outputs.js';
 import type { CompiledValue, Placeholder } from './template.js';
 
-/** The part of an upstream's result a reference names. */
-export type Output =
-  | { kind: 'image' | 'video' | 'audio' }
-  /** The n-th result file (from 1), whatever its kind. */
-  | { kind: 'file'; n: number }
-  | { kind: 'img_uuid' }
-  /** A field of the n-th song (from 1) of a song task. */
-  | { kind: 'song'; n: number; field: SongField }
-  /** A field of an oc-maker character sheet. */
-  | { kind: 'sheet'; key: string };
-
-export const SONG_FIELDS = ['audio_id', 'title', 'style', 'lyrics', 'audio_duration'] as const;
-export type SongField = (typeof SONG_FIELDS)[number];
+export { type Output, SONG_FIELDS, type SongField };
 
 /** The name of the single upstream of `after: "<task id>"`: references read `{{after.image}}`. */
 export const SINGLE = '';

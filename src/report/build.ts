@@ -6,9 +6,8 @@ import { relative, sep } from 'node:path';
 import { describeRun, type NextAction, type RunAccount } from '../account/index.js';
 import type { Estimate } from '../catalog/types.js';
 import { parseShardRunId } from '../plan/shard.js';
+import { taskFolderName } from '../results/names.js';
 import { reportReview, reviewFacts } from '../review/index.js';
-import { taskFolderName } from '../run/names.js';
-import { type QuotaStore, quotaStanding } from '../run/quota.js';
 import {
   type AttemptCounts,
   emptyNotOnDisk,
@@ -31,6 +30,7 @@ import {
   UNFINISHED,
   type UpstreamLink,
 } from '../store/index.js';
+import { type QuotaStore, quotaStanding } from '../store/quota.js';
 import { roundTokens, tokensToUsd, USD_PER_TOKEN } from '../util/money.js';
 import { countOf } from '../util/numbers.js';
 import { fmtTokens } from './format.js';
@@ -100,7 +100,7 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
   const quotaKeys = store.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota));
   const review = reportReview(store, runId);
   return {
-    account: describeRun(store, runId, { now: opts.now }),
+    account: describeRun(store, runId),
     run,
     tasks,
     files: store.filesOfRun(runId),
@@ -117,7 +117,7 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
   };
 }
 
-/** What the ledger spent with one key in the month of `now`, and its quota as far as it is known (src/run/quota.ts). */
+/** What the ledger spent with one key in the month of `now`, and its quota as far as it is known (src/store/quota.ts). */
 export function quotaOfKey(
   store: QuotaStore,
   keyFingerprint: string,

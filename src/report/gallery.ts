@@ -4,7 +4,7 @@
 // GALLERY_BOTTOM let the writer stream the page of a large run instead of building it in memory.
 
 import { createHash } from 'node:crypto';
-import { taskFolderName } from '../run/names.js';
+import { taskFolderName } from '../results/names.js';
 import { fmtCount } from '../util/numbers.js';
 import { headOfReport, type ReportHead } from './build.js';
 import { COST_COLUMNS, costCells, moneyByKindPhrases } from './figures.js';

@@ -36,7 +36,7 @@ export function collectReportHead(store: Store, runId: string, opts: ReportOptio
     },
     files: store.runFileTotals(runId),
     ...withReview(reportReview(store, runId)),
-    account: describeRun(store, runId, { now: opts.now }),
+    account: describeRun(store, runId),
   });
 }
 

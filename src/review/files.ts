@@ -3,7 +3,7 @@
 
 import { lstat, readdir, rename } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { taskFolderName } from '../run/names.js';
+import { taskFolderName } from '../results/names.js';
 import type { FileRecord, TaskRecord } from '../store/index.js';
 import { ensureFolderUnder, syncFolder } from '../util/fsatomic.js';
 

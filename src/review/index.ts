@@ -4,10 +4,17 @@
 
 import { userInfo } from 'node:os';
 import picomatch from 'picomatch';
-import { taskFolderName } from '../run/names.js';
-import { isBucketLocation, runLocation } from '../run/output.js';
-import { type BucketOutput, keepEarlierInBucket } from '../run/runner/bucket.js';
-import type { DecideOutcome, RunRecord, Store, TaskRecord, Verdict } from '../store/index.js';
+import { type BucketOutput, keepEarlierInBucket } from '../results/bucket.js';
+import { taskFolderName } from '../results/names.js';
+import { isBucketLocation, runLocation } from '../results/output.js';
+import {
+  type DecideOutcome,
+  keptSettings,
+  type RunRecord,
+  type Store,
+  type TaskRecord,
+  type Verdict,
+} from '../store/index.js';
 import { fromMicro, roundTokens, toMicro } from '../util/money.js';
 import { keepEarlierResult } from './files.js';
 
@@ -198,14 +205,13 @@ export async function finishEarlierResult(
 
 /** The run's folder on disk, or undefined for a bucket (its objects are not moved; a re-roll overwrites them). */
 export function localRunDir(run: RunRecord): string | undefined {
-  const output = (run.settings as { output?: unknown } | null)?.output;
-  if (typeof output !== 'string' || isBucketLocation(output)) return undefined;
+  const { output } = keptSettings(run);
+  if (output === undefined || isBucketLocation(output)) return undefined;
   return runLocation(output, run.id);
 }
 
 function budgetOf(run: RunRecord): number | undefined {
-  const budget = (run.settings as { budget?: unknown } | null)?.budget;
-  return typeof budget === 'number' && budget > 0 ? budget : undefined;
+  return keptSettings(run).budget;
 }
 
 /** Net spend, the worst case of what is in doubt or being submitted, and re-rolls already asked for. */

@@ -5,9 +5,9 @@ import type { ManifestSettings } from '../manifest/types.js';
 import type { PlannedTask } from '../plan/plan.js';
 import type { Shard } from '../plan/shard.js';
 import { keyFingerprint, type RunState, type Store, TASK_STATES, type TaskState } from '../store/index.js';
+import { learnedDay, quotaStanding } from '../store/quota.js';
 import { roundTokens } from '../util/money.js';
 import { decidePreflight } from './preflight.js';
-import { learnedDay, quotaStanding } from './quota.js';
 import { chooseRun, chooseShardRun } from './resume.js';
 
 /** What the state file knows of this manifest's run: the plan then prices only what is left to pay. */
@@ -135,7 +135,7 @@ function existingRun(
   };
 }
 
-/** The quota `run` would check (src/run/quota.ts), labelled for the plan. */
+/** The quota `run` would check (src/store/quota.ts), labelled for the plan. */
 function quotaFigures(
   store: Store | undefined,
   config: JudgeInputs['config'],

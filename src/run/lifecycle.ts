@@ -16,8 +16,11 @@ import type { TaskOrder } from '../manifest/types.js';
 import { resultsRunId } from '../plan/shard.js';
 import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
+import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from '../results/bucket.js';
+import { isBucketLocation } from '../results/output.js';
 import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
+import { quotaStanding } from '../store/quota.js';
 import type { Logger } from '../util/log.js';
 import { bucketExtraReader, putReportFiles } from './bucket-report.js';
 import {
@@ -30,14 +33,11 @@ import {
 import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk.js';
 import type { RunEvent } from './events.js';
 import { claimBucketPrefix, MARKER_FILE, RunFolderTakenError } from './marker.js';
-import { isBucketLocation } from './output.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
-import { quotaStanding } from './quota.js';
-import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from './runner/bucket.js';
 import type { RunnerOptions } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { type PendingModel, RunError, type RunSession } from './session.js';
-import { downloadConcurrencyFor, type RunPolicy, withCallbacks } from './settings.js';
+import { downloadConcurrencyFor, type RunPolicy, runnerPolicyOf, withCallbacks } from './settings.js';
 
 export type { PendingModel };
 
@@ -336,14 +336,8 @@ function runnerOptions(
     pollProfiles: callbacks.receiving ? withCallbacks(o.policy) : o.policy.pollProfiles,
     jobTimeScale: o.policy.jobTimeScale,
     ...(callbackUrl ? { callbackUrlFor: callbackUrl } : {}),
-    pollConcurrency: o.policy.pollConcurrency,
+    ...runnerPolicyOf(o.policy),
     downloadConcurrency: downloadConcurrencyFor(o.concurrency),
-    maxDownloadBytes: o.policy.maxDownloadBytes,
-    downloadTimeoutMs: o.policy.downloadTimeoutMs,
-    submitRetries: o.policy.submitRetries,
-    retryBaseMs: o.policy.retryBaseMs,
-    retryCapMs: o.policy.retryCapMs,
-    giveUpAfterTasks: o.policy.giveUpAfterTasks,
     ...(o.retries !== undefined ? { retries: o.retries } : {}),
     ...(o.only !== undefined ? { only: o.only } : {}),
     ...(o.limit !== undefined ? { limit: o.limit } : {}),

@@ -8,10 +8,10 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { MergeError, mergeShardReports, type ShardReportInput } from '../report/merge.js';
 import { writeMergedReport } from '../report/merge-write.js';
 import { type Report, reportSchema } from '../report/schema.js';
+import { isBucketLocation, resolveOutput } from '../results/output.js';
 import type { StorageConfig } from '../storage/config.js';
 import { createStorage, type Storage } from '../storage/index.js';
 import { bucketExtraReader, putReportFiles } from './bucket-report.js';
-import { isBucketLocation, resolveOutput } from './output.js';
 
 /** A shard's report file: `report.shard-<i>-of-<n>.json`. */
 export const SHARD_REPORT_FILE = /^report\.shard-\d+-of-\d+\.json$/;

@@ -2,7 +2,7 @@
 // text results (the oc-maker character sheet, song metadata) go to JSON. Pure.
 
 import type { CatalogEntry, RequestBody, ResultItemKind } from '../catalog/types.js';
-import { resultFileName } from './names.js';
+import { resultFileName } from '../results/names.js';
 
 export interface FileToFetch {
   /** 1-based among the files of this job. */

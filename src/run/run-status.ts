@@ -88,7 +88,10 @@ export function readRunStatus(
   command?: StepCommand,
 ): RunStatus {
   const run = { ...recorded, state: shownRunState(store, recorded, now) };
-  const account = describeRun(store, run.id, { now, ...(command ? { command } : {}) });
+  const account = describeRun(store, run.id, {
+    shownState: (r) => shownRunState(store, r, now),
+    ...(command ? { command } : {}),
+  });
   const paid = account.paid_without_result;
   // Pending tasks that gave up for now (retries exhausted) carry their reason too: listed last.
   const others = UNFINISHED.filter((s) => !PROBLEM_STATES.includes(s));

@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { EXIT } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
 import { parseShardRunId, type Shard } from '../plan/shard.js';
+import { isBucketLocation, runLocation } from '../results/output.js';
 import {
   leaseHolder,
   type NewTask,
@@ -18,7 +19,6 @@ import {
 import { newCallbackToken } from './callbacks.js';
 import { holderIsDead, runLeaseName } from './lease.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
-import { isBucketLocation, runLocation } from './output.js';
 import { chooseRun, chooseShardRun, type RunChoice, ShardRunError } from './resume.js';
 import { DEFAULT_RUN_POLICY } from './settings.js';
 import { BackgroundStoring, STORE_CHUNK } from './storing.js';

@@ -2,23 +2,12 @@
 // The CLI and the scheduler pass the few a user can set; the rest are the library's.
 
 import { DEFAULT_POLL_PROFILES, fallbackProfiles, type PollProfiles, scaleProfiles } from './polling.js';
-import { DEFAULT_WATCH_POLICY, type WatchPolicy } from './runner.js';
+import { DEFAULT_WATCH_POLICY, RUNNER_POLICY_KEYS, type RunnerPolicy, type WatchPolicy } from './runner.js';
 
-export interface RunPolicy {
+/** The Runner's own numbers (RunnerPolicy: polls, downloads, submission retries) and the session's. */
+export interface RunPolicy extends RunnerPolicy {
   /** A run's lease lasts this long without renewal; it is renewed every quarter of it. */
   leaseTtlMs: number;
-  /** Polls in flight at once, for all jobs together. */
-  pollConcurrency: number;
-  /** Largest result file accepted. */
-  maxDownloadBytes: number;
-  /** Longest wait for a download's headers, and between two of its chunks. */
-  downloadTimeoutMs: number;
-  /** Submissions not accepted (500, refused connection) are retried this many times per task. */
-  submitRetries: number;
-  retryBaseMs: number;
-  retryCapMs: number;
-  /** After this many tasks in a row gave up on retries, the API is taken to be down: stop submitting. */
-  giveUpAfterTasks: number;
   /** With a callback receiver, jobs are still polled this often, for callbacks that never came. */
   callbackFallbackPollMs: number;
   pollProfiles: PollProfiles;
@@ -69,6 +58,13 @@ export function scaledRunPolicy(scale: number, base: RunPolicy = DEFAULT_RUN_POL
       doubtCallbackWaitMs: Math.max(2_000, w.doubtCallbackWaitMs * scale),
     },
   };
+}
+
+/** The part of `policy` the Runner takes as it is. */
+export function runnerPolicyOf(policy: RunPolicy): RunnerPolicy {
+  const out = {} as RunnerPolicy;
+  for (const key of RUNNER_POLICY_KEYS) out[key] = policy[key];
+  return out;
 }
 
 /** Poll profiles for a run with a callback receiver: polling becomes a slow safety net. */

@@ -5,6 +5,7 @@ import { dirname } from 'node:path';
 import type { ApiClient } from '../api/client.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
+import { OutputError, resolveOutput } from '../results/output.js';
 import type { StorageConfig } from '../storage/config.js';
 import type { Storage } from '../storage/index.js';
 import type { Store, TaskState } from '../store/index.js';
@@ -19,7 +20,6 @@ import {
   type RunOutcome,
   writeRunReport,
 } from './lifecycle.js';
-import { OutputError, resolveOutput } from './output.js';
 import { unattendedInputLinks } from './runner/uploads.js';
 import type { RunProgress } from './runner.js';
 import { openRunSession, type PlannedRun, RunError } from './session.js';

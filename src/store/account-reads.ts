@@ -179,7 +179,9 @@ export class AccountReadStore {
       const tasks = taskRange.get(runId);
       const est = sumsIn(tasks, (lo, hi) => estimates.get(lo, hi, runId));
       const ledger = sumsIn(ledgerRange.get(runId), (lo, hi) => ledgerSums.get(lo, hi, runId));
-      const special = new Set(sumsIn(attemptRange.get(runId), (lo, hi) => sentAgain.all(lo, hi, runId)) ?? []);
+      const special = new Set(
+        sumsIn(attemptRange.get(runId), (lo, hi) => sentAgain.all(lo, hi, runId)) ?? [],
+      );
       const detail: AccountFacts['detail'] = { ledger: [], attempts: [] };
       for (const taskId of special) {
         for (const r of ledgerOf.iterate(runId, taskId)) {

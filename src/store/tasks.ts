@@ -160,14 +160,20 @@ export class TaskStore {
     this.#selectTasksByState = db.prepare<[string, string], TaskRow>(
       `SELECT * FROM tasks WHERE run_id = ? AND state IN (SELECT value FROM json_each(?)) ORDER BY seq`,
     );
+    // `waits = 0` holds for every task of a run without chains, so the longest-first reads are one statement
+    // for both, and it lets the index give the order.
+    const readyLongest = db.prepare<[string, number], TaskRow>(
+      `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY expected_ms DESC, seq LIMIT ?`,
+    );
+    const readyLongestOf = db.prepare<[string, string, number], TaskRow>(
+      `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
+         AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
+    );
     this.#selectPending = {
       manifest: db.prepare<[string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' ORDER BY seq LIMIT ?`,
       ),
-      // `waits = 0` holds for every task of a run without chains; it lets the index give the order.
-      longest: db.prepare<[string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY expected_ms DESC, seq LIMIT ?`,
-      ),
+      longest: readyLongest,
     };
     // A chained task goes only when every task it waits for is done: `waits` (migration 9) counts the
     // others, kept by triggers, so the ready ones are an index range however many wait (longest first), or
@@ -176,29 +182,21 @@ export class TaskStore {
       manifest: db.prepare<[string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY seq LIMIT ?`,
       ),
-      longest: db.prepare<[string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0 ORDER BY expected_ms DESC, seq LIMIT ?`,
-      ),
+      longest: readyLongest,
     };
     this.#selectReadyOf = {
       manifest: db.prepare<[string, string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
            AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
       ),
-      longest: db.prepare<[string, string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
-           AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
-      ),
+      longest: readyLongestOf,
     };
     this.#selectPendingOf = {
       manifest: db.prepare<[string, string, number], TaskRow>(
         `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
            AND task_id IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
       ),
-      longest: db.prepare<[string, string, number], TaskRow>(
-        `SELECT * FROM tasks WHERE run_id = ? AND state = 'pending' AND waits = 0
-           AND task_id IN (SELECT value FROM json_each(?)) ORDER BY expected_ms DESC, seq LIMIT ?`,
-      ),
+      longest: readyLongestOf,
     };
     this.#countByState = db.prepare<[string], { state: TaskState; n: number }>(
       // Kept by triggers (migration 5): a handful of rows, whatever the size of the run.

@@ -54,6 +54,28 @@ export interface NewRun {
   api?: { baseUrl: string; keyFingerprint: string };
 }
 
+/** What others read back of the settings a run keeps: where its results go, and its budget. */
+export interface KeptRunSettings {
+  /** The output folder or `s3://…` location, as the run was started with it. */
+  output?: string;
+  /** A positive budget in tokens. */
+  budget?: number;
+}
+
+/**
+ * The one typed reading of `RunRecord.settings` (JSON kept as the run was started, so any shape an older
+ * version wrote): a field of the wrong type reads as absent.
+ */
+export function keptSettings(run: Pick<RunRecord, 'settings'>): KeptRunSettings {
+  const kept = run.settings;
+  if (typeof kept !== 'object' || kept === null) return {};
+  const { output, budget } = kept as Record<string, unknown>;
+  return {
+    ...(typeof output === 'string' ? { output } : {}),
+    ...(typeof budget === 'number' && Number.isFinite(budget) && budget > 0 ? { budget } : {}),
+  };
+}
+
 export interface RunRecord {
   id: string;
   manifestPath: string;

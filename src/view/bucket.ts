@@ -1,9 +1,9 @@
 // Results in a bucket (`output: s3://…`): the view answers /files/… with a redirect to a fresh link
 // made by src/storage (the only module that talks S3). Credentials stay in the SDK's chain.
 
-import { isBucketLocation, resolveOutput, runLocation } from '../run/output.js';
+import { isBucketLocation, resolveOutput, runLocation } from '../results/output.js';
 import { createStorage, parseS3Url, type Storage, type StorageConfig } from '../storage/index.js';
-import type { RunRecord } from '../store/index.js';
+import { keptSettings, type RunRecord } from '../store/index.js';
 
 export interface BucketLinks {
   link: (run: RunRecord, location: string) => Promise<string | undefined>;
@@ -23,8 +23,8 @@ export function bucketLinks(storage: StorageConfig | undefined, env: NodeJS.Proc
   return {
     origins: [...origins],
     async link(run, location) {
-      const output = (run.settings as { output?: unknown } | null)?.output;
-      if (typeof output !== 'string' || !isBucketLocation(output)) return undefined;
+      const { output } = keptSettings(run);
+      if (output === undefined || !isBucketLocation(output)) return undefined;
       // Only the run's own objects: a row naming another place in the bucket gets no link.
       if (!location.startsWith(`${runLocation(output, run.id)}/`)) return undefined;
       const parsed = parseS3Url(location);

@@ -4,13 +4,14 @@
 // large run is never read over and over while it changes.
 
 import { describeRun, type RunAccount } from '../account/index.js';
+import { runLocation } from '../results/output.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import { shownRunState } from '../run/lease.js';
-import { runLocation } from '../run/output.js';
 import {
   emptyTaskCounts,
   FAILURE_STATES,
   type FailureGroup,
+  keptSettings,
   type ModelStateRow,
   NOT_ON_DISK,
   type RunRecord,
@@ -73,8 +74,7 @@ export class ViewData {
 
   /** `<output>/<run>` on disk, or `s3://…/<run>`. */
   runFolder(run: RunRecord): string {
-    const settings = run.settings as { output?: unknown } | null;
-    const output = typeof settings?.output === 'string' ? settings.output : `${this.#cwd}/out`;
+    const output = keptSettings(run).output ?? `${this.#cwd}/out`;
     return runLocation(output, run.id);
   }
 
@@ -91,7 +91,6 @@ export class ViewData {
     const last = figures.spend.points().at(-1);
     const plan = planOf(figures.models ?? []);
     const running = state === 'running' && recorded.startedAt !== null;
-    const settings = recorded.settings as { budget?: unknown } | null;
     const total = TASK_STATES.reduce((n, s) => n + counts[s], 0);
     const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
     return {
@@ -110,7 +109,7 @@ export class ViewData {
       by_state: counts,
       estimated: roundTokens(plan.estimated),
       worst_case: roundTokens(plan.max),
-      budget: typeof settings?.budget === 'number' ? settings.budget : null,
+      budget: keptSettings(recorded).budget ?? null,
       charged: last?.[1] ?? 0,
       refunded: last?.[2] ?? 0,
       net: last?.[3] ?? 0,
@@ -122,7 +121,9 @@ export class ViewData {
   runDetail(run: RunRecord): Record<string, unknown> {
     // The counts and money of the page are the run's one account, of one moment; the series and the
     // cost table (read in the background at a million tasks) are drawn beside it.
-    const account = describeRun(this.#store, run.id, { now: this.#now() });
+    const account = describeRun(this.#store, run.id, {
+      shownState: (r) => shownRunState(this.#store, r, this.#now()),
+    });
     const head = { ...this.runHead(run), ...headOfAccount(account) };
     const counts = account.by_state;
     const figures = this.#cache(run.id).figures;

@@ -1,7 +1,7 @@
 // The task list (a page by keyset) and one task in full, as the JSON API answers them. The request is
 // shown as sent with its secrets taken out: signed link queries and the callback address.
 
-import { isBucketLocation } from '../run/output.js';
+import { isBucketLocation } from '../results/output.js';
 import {
   type FileRecord,
   type RunRecord,

@@ -1,13 +1,21 @@
-// Issue 27: the shape of the code stays one a newcomer can find their way in. No cycles between files,
+// The shape of the code stays one a newcomer can find their way in. No cycles between files, imports that
+// point one way down the layers of src/ (LAYERS in scripts/code-shape.ts, drawn in ARCHITECTURE.md),
 // commands that only translate (small, none importing another), and no function over 80 lines that does
 // not say why. Measured with the TypeScript compiler (scripts/code-shape.ts).
 
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fileCycles, importsOf, longFunctions, tsFiles } from '../../scripts/code-shape.js';
+import {
+  fileCycles,
+  importsOf,
+  LAYERS,
+  layerBreaks,
+  longFunctions,
+  tsFiles,
+} from '../../scripts/code-shape.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const SRC = tsFiles(join(ROOT, 'src'));
@@ -15,6 +23,16 @@ const SRC = tsFiles(join(ROOT, 'src'));
 describe('the code of mediabatch', () => {
   it('has no cycle between files (types two files share live in a third)', () => {
     expect(fileCycles(SRC, ROOT)).toEqual([]);
+  });
+
+  it('has no import from a lower layer of src/ to a higher one, type-only imports included', () => {
+    expect(layerBreaks(SRC, ROOT)).toEqual([]);
+  });
+
+  it('places every folder and file of src/ in the layer order', () => {
+    const placed = new Set(LAYERS.flat());
+    const parts = new Set(SRC.map((f) => f.slice(join(ROOT, 'src').length + 1).split('/')[0]));
+    expect([...parts].filter((p) => p !== undefined && !placed.has(p))).toEqual([]);
   });
 
   it('has no function over 80 lines whose first comment line does not start with "Long on purpose:"', () => {
@@ -58,6 +76,46 @@ describe('the measures themselves', () => {
   it('finds a cycle made only of type imports, and not a file that merely imports one of its files', () => {
     const files = tsFiles(dir);
     expect(fileCycles(files, dir)).toEqual([['a.ts', 'b.ts']]);
+  });
+
+  it('finds a planted back-import (a type-only one) and names the file, the import and the layers', async () => {
+    const src = join(dir, 'layered', 'src');
+    mkdirSync(join(src, 'util'), { recursive: true });
+    mkdirSync(join(src, 'cli'), { recursive: true });
+    mkdirSync(join(src, 'store'), { recursive: true });
+    await writeFile(join(src, 'cli', 'main.ts'), "import { log } from '../util/log.js';\nlog();\n");
+    await writeFile(
+      join(src, 'util', 'log.ts'),
+      "import type { Flags } from '../cli/flags.js';\nexport const log = (f?: Flags) => f;\n",
+    );
+    await writeFile(join(src, 'cli', 'flags.ts'), 'export type Flags = { json: boolean };\n');
+    await writeFile(
+      join(src, 'store', 'db.ts'),
+      "import { log } from '../util/log.js';\nexport const db = log;\n",
+    );
+    const root = join(dir, 'layered');
+    expect(layerBreaks(tsFiles(src), root)).toEqual([
+      {
+        file: 'src/util/log.ts',
+        imports: 'src/cli/flags.ts',
+        why: 'util (layer 12) imports cli (layer 1), a higher one',
+      },
+    ]);
+    await writeFile(
+      join(src, 'store', 'db.ts'),
+      "import { flags } from '../cli/main.js';\nexport const db = flags;\n",
+    );
+    await writeFile(
+      join(src, 'cli', 'extra.ts'),
+      "import { db } from '../plugins/db.js';\nexport const e = db;\n",
+    );
+    mkdirSync(join(src, 'plugins'), { recursive: true });
+    await writeFile(join(src, 'plugins', 'db.ts'), 'export const db = 1;\n');
+    expect(layerBreaks(tsFiles(src), root).map((b) => `${b.file} -> ${b.imports}: ${b.why}`)).toEqual([
+      'src/cli/extra.ts -> src/plugins/db.ts: plugins not in the layer order (LAYERS in scripts/code-shape.ts)',
+      'src/store/db.ts -> src/cli/main.ts: store (layer 9) imports cli (layer 1), a higher one',
+      'src/util/log.ts -> src/cli/flags.ts: util (layer 12) imports cli (layer 1), a higher one',
+    ]);
   });
 
   it('finds a function of 84 lines, and reads "Long on purpose:" above a const arrow', () => {

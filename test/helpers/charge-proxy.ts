@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import type { SandboxState } from '../../src/sandbox/server.js';
+import { spawnSandbox } from './child.js';
 
 export interface ChargeProxy {
   baseUrl: string;
@@ -98,6 +99,40 @@ export async function startChargeProxy(upstream: string): Promise<ChargeProxy> {
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** A sandbox in a process of its own with a charge proxy in front: what the kill -9 tests run against. */
+export interface ProxiedSandbox {
+  /** The sandbox itself: `/_sandbox/state` has its books. */
+  sandboxUrl: string;
+  proxy: ChargeProxy;
+  /** The environment a CLI child needs to reach the sandbox through the proxy, polls a hundred times faster. */
+  env(key?: string): Record<string, string>;
+  close(): Promise<void>;
+}
+
+/** Starts `mediabatch sandbox <flags>` in a child process and a charge proxy in front of it. */
+export async function startProxiedSandbox(flags: string[]): Promise<ProxiedSandbox> {
+  const { child, baseUrl } = await spawnSandbox(flags);
+  const proxy = await startChargeProxy(baseUrl).catch(async (error: unknown) => {
+    child.proc.kill('SIGTERM');
+    await child.exited;
+    throw error;
+  });
+  return {
+    sandboxUrl: baseUrl,
+    proxy,
+    env: (key = 'sandbox-key') => ({
+      MEDIABATCH_API_KEY: key,
+      MEDIABATCH_BASE_URL: proxy.baseUrl,
+      MEDIABATCH_POLL_SCALE: '0.01',
+    }),
+    async close() {
+      await proxy.close();
+      child.proc.kill('SIGTERM');
+      await child.exited;
     },
   };
 }

@@ -10,8 +10,8 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { SandboxState } from '../../src/sandbox/server.js';
-import { type ChargeProxy, startChargeProxy } from '../helpers/charge-proxy.js';
-import { type Child, runWithKills, seeded, spawnSandbox } from '../helpers/child.js';
+import { type ProxiedSandbox, startProxiedSandbox } from '../helpers/charge-proxy.js';
+import { runWithKills, seeded } from '../helpers/child.js';
 import { type TaskRow, walk } from '../helpers/run-env.js';
 
 const IMAGES = 24;
@@ -19,13 +19,11 @@ const LINES = 16;
 const MAX_KILLS = 6;
 
 let dir: string;
-let sandbox: Child;
-let sandboxUrl: string;
-let proxy: ChargeProxy;
+let sandbox: ProxiedSandbox;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mb-crash-'));
-  const started = await spawnSandbox([
+  sandbox = await startProxiedSandbox([
     '--speed',
     '0',
     '--fail-rate',
@@ -35,15 +33,10 @@ beforeAll(async () => {
     '--latency',
     '25',
   ]);
-  sandbox = started.child;
-  sandboxUrl = started.baseUrl;
-  proxy = await startChargeProxy(sandboxUrl);
 });
 
 afterAll(async () => {
-  await proxy?.close();
-  sandbox?.proc.kill('SIGTERM');
-  await sandbox?.exited;
+  await sandbox?.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -66,9 +59,7 @@ describe('run: kill -9 at random moments', () => {
       stringify({ version: 1, name: 'crash', concurrency: 4, output: 'out', tasks }),
     );
     const env = {
-      MEDIABATCH_API_KEY: 'sandbox-key',
-      MEDIABATCH_BASE_URL: proxy.baseUrl,
-      MEDIABATCH_POLL_SCALE: '0.01',
+      ...sandbox.env(),
       // Five tasks stored before the first submission, the rest while the run goes (issue 16): a kill may
       // land while rows are still being stored, and the next run stores what is missing.
       MEDIABATCH_STORE_FIRST: '5',
@@ -96,9 +87,9 @@ describe('run: kill -9 at random moments', () => {
     } finally {
       db.close();
     }
-    const state = (await (await request(`${sandboxUrl}/_sandbox/state`)).body.json()) as SandboxState;
+    const state = (await (await request(`${sandbox.sandboxUrl}/_sandbox/state`)).body.json()) as SandboxState;
     const jobs = new Map(state.jobs.map((j) => [j.img_uuid, j]));
-    const byKey = proxy.jobsByKey();
+    const byKey = sandbox.proxy.jobsByKey();
     expect([...byKey.values()].flat().sort()).toEqual([...jobs.keys()].sort());
 
     expect(rows).toHaveLength(IMAGES + LINES);

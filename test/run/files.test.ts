@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { taskFolderName } from '../../src/run/names.js';
+import { taskFolderName } from '../../src/results/names.js';
 import { forgetSecrets } from '../../src/util/secrets.js';
 import { images, makeRunEnv, type RunEnv, reason, taskStates, walk } from '../helpers/run-env.js';
 import { type Served, serveFixtures } from '../media/serve.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { resultFileName, taskFolderName } from '../../src/run/names.js';
+import { resultFileName, taskFolderName } from '../../src/results/names.js';
 
 describe('taskFolderName', () => {
   it.each([

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { quotaStanding } from '../../src/run/quota.js';
+import { quotaStanding } from '../../src/store/quota.js';
 import { submit, task, useStoreWithRun } from '../store/helpers.js';
 
 const ctx = useStoreWithRun();

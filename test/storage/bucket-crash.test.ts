@@ -8,8 +8,8 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { createStorage } from '../../src/storage/index.js';
-import { type ChargeProxy, startChargeProxy } from '../helpers/charge-proxy.js';
-import { type Child, runWithKills, seeded, spawnSandbox } from '../helpers/child.js';
+import { type ProxiedSandbox, startProxiedSandbox } from '../helpers/charge-proxy.js';
+import { runWithKills, seeded } from '../helpers/child.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
 
 const TASKS = 10;
@@ -17,14 +17,13 @@ const CLIPS = 6;
 const MAX_KILLS = 5;
 
 let dir: string;
-let sandbox: Child;
-let proxy: ChargeProxy;
+let sandbox: ProxiedSandbox;
 let s3: TestS3;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'mb-bucket-crash-'));
   // Each video result is 12 MB: above the 8 MiB part size, so it goes up to the bucket in parts.
-  const started = await spawnSandbox([
+  sandbox = await startProxiedSandbox([
     '--speed',
     '0',
     '--seed',
@@ -34,15 +33,11 @@ beforeAll(async () => {
     '--video-padding',
     '12000000',
   ]);
-  sandbox = started.child;
-  proxy = await startChargeProxy(started.baseUrl);
   s3 = await startS3();
 });
 
 afterAll(async () => {
-  await proxy?.close();
-  sandbox?.proc.kill('SIGTERM');
-  await sandbox?.exited;
+  await sandbox?.close();
   await s3?.close();
   await rm(dir, { recursive: true, force: true });
 });
@@ -68,9 +63,7 @@ describe('results in a bucket: kill -9 at random moments', () => {
       stringify({ version: 1, name: 'crash', concurrency: 4, output: `s3://${s3.bucket}/out`, tasks }),
     );
     const env = {
-      MEDIABATCH_API_KEY: 'sandbox-key',
-      MEDIABATCH_BASE_URL: proxy.baseUrl,
-      MEDIABATCH_POLL_SCALE: '0.01',
+      ...sandbox.env(),
       MEDIABATCH_STORAGE_URL: `s3://${s3.bucket}/mb`,
       MEDIABATCH_STORAGE_ENDPOINT: s3.endpoint,
       AWS_ACCESS_KEY_ID: S3_KEY_ID,
@@ -99,7 +92,7 @@ describe('results in a bucket: kill -9 at random moments', () => {
       bytes: number;
     }>;
     db.close();
-    const byKey = proxy.jobsByKey();
+    const byKey = sandbox.proxy.jobsByKey();
     const done = new Set<string>();
     const storage = createStorage(s3.config('out'), { env });
     try {

@@ -5,8 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { ObjectPutError } from '../../src/api/download.js';
 import { displayPath } from '../../src/cli/format.js';
 import { EXIT } from '../../src/exit-codes.js';
-import { resolveOutput, runLocation } from '../../src/run/output.js';
-import { abortUnfinishedUploads, bucketPut, objectUrl } from '../../src/run/runner/bucket.js';
+import { abortUnfinishedUploads, bucketPut, objectUrl } from '../../src/results/bucket.js';
+import { resolveOutput, runLocation } from '../../src/results/output.js';
 import { type Storage, StorageError } from '../../src/storage/index.js';
 
 function scripted(over: Partial<Storage>): Storage {

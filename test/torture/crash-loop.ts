@@ -12,8 +12,8 @@ import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { stringify } from 'yaml';
 import type { SandboxState } from '../../src/sandbox/server.js';
-import { startChargeProxy } from '../helpers/charge-proxy.js';
-import { seeded, spawnCli, spawnSandbox } from '../helpers/child.js';
+import { startProxiedSandbox } from '../helpers/charge-proxy.js';
+import { seeded, spawnCli } from '../helpers/child.js';
 import { type TaskRow, walk } from '../helpers/run-env.js';
 import { type Guarantee, guarantee } from './guarantees.js';
 
@@ -67,7 +67,7 @@ export async function crashTorture(o: CrashTortureOptions): Promise<CrashTorture
   const log = o.log ?? (() => undefined);
   const dir = await mkdtemp(join(tmpdir(), 'mb-torture-'));
   const key = `sk-SENTINEL-${createHash('sha256').update(String(o.seed)).digest('hex').slice(0, 24)}`;
-  const { child: sandbox, baseUrl } = await spawnSandbox([
+  const sandbox = await startProxiedSandbox([
     '--speed',
     '0',
     '--balance',
@@ -85,9 +85,8 @@ export async function crashTorture(o: CrashTortureOptions): Promise<CrashTorture
     '--latency',
     String(o.latencyMs),
   ]);
-  const proxy = await startChargeProxy(baseUrl);
   const sandboxState = async () =>
-    (await (await request(`${baseUrl}/_sandbox/state`)).body.json()) as SandboxState;
+    (await (await request(`${sandbox.sandboxUrl}/_sandbox/state`)).body.json()) as SandboxState;
   try {
     const balanceBefore = (await sandboxState()).balance;
     const tasks = [
@@ -106,11 +105,7 @@ export async function crashTorture(o: CrashTortureOptions): Promise<CrashTorture
       join(dir, 'torture.yaml'),
       stringify({ version: 1, name: 'torture', concurrency: o.concurrency, output: 'out', tasks }),
     );
-    const env = {
-      MEDIABATCH_API_KEY: key,
-      MEDIABATCH_BASE_URL: proxy.baseUrl,
-      MEDIABATCH_POLL_SCALE: '0.01',
-    };
+    const env = sandbox.env(key);
     const random = seeded(o.seed);
     const outputs: [string, Buffer][] = [];
     const exitCodes: (number | string)[] = [];
@@ -174,7 +169,7 @@ export async function crashTorture(o: CrashTortureOptions): Promise<CrashTorture
     }
     const state = await sandboxState();
     const jobs = new Map(state.jobs.map((j) => [j.img_uuid, j]));
-    const byKey = proxy.jobsByKey();
+    const byKey = sandbox.proxy.jobsByKey();
     const chargesOf = (t: TaskRow) => {
       const body = JSON.parse(t.body) as { prompt?: string; text?: string };
       return byKey.get(body.prompt ?? body.text ?? '') ?? [];
@@ -327,9 +322,7 @@ export async function crashTorture(o: CrashTortureOptions): Promise<CrashTorture
     ];
     return { figures, guarantees };
   } finally {
-    await proxy.close();
-    sandbox.proc.kill('SIGTERM');
-    await sandbox.exited;
+    await sandbox.close();
     await rm(dir, { recursive: true, force: true });
   }
 }

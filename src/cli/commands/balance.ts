@@ -3,8 +3,8 @@
 
 import { ApiSettingsError } from '../../api/client.js';
 import type { Config } from '../../config.js';
-import { type QuotaStanding, quotaStanding } from '../../run/quota.js';
 import { keyFingerprint, periodOf } from '../../store/index.js';
+import { type QuotaStanding, quotaStanding } from '../../store/quota.js';
 import { roundTokens, tokensToUsd } from '../../util/money.js';
 import { EXIT, ExitError } from '../errors.js';
 import { fmtTokens, fmtTokensAsUsd, table } from '../format.js';

@@ -4,8 +4,8 @@
 
 import type { Config } from '../../config.js';
 import { MergeError } from '../../report/merge.js';
+import { OutputError } from '../../results/output.js';
 import { mergeRunReports } from '../../run/merge.js';
-import { OutputError } from '../../run/output.js';
 import { StorageError } from '../../storage/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath, fmtTokens } from '../format.js';

@@ -11,6 +11,7 @@ import {
   rerollPrice,
   type Verdict,
 } from '../../review/index.js';
+import { shownRunState } from '../../run/lease.js';
 import type { Store } from '../../store/index.js';
 import { countOf } from '../../util/numbers.js';
 import { EXIT, ExitError } from '../errors.js';
@@ -55,7 +56,7 @@ function list(store: Store, runId: string, flags: ReviewFlags, ctx: ReadContext)
   const awaiting = listAwaiting(store, runId);
   const { io } = ctx;
   if (flags.json) {
-    const account = describeRun(store, runId, { now: io.now() });
+    const account = describeRun(store, runId, { shownState: (r) => shownRunState(store, r, io.now()) });
     io.stdout.write(`${JSON.stringify({ run: runId, awaiting, account }, null, 2)}\n`);
     return EXIT.ok;
   }
@@ -129,7 +130,7 @@ function printOutcomes(
   if (flags.json) {
     const shown = outcomes.map((o) => (o.ok ? { ...o, earlierFiles: o.earlierFiles.map((f) => f.path) } : o));
     ctx.io.stdout.write(
-      `${JSON.stringify({ run: runId, outcomes: shown, ...(price ? { reroll: price } : {}), account: describeRun(store, runId, { now: ctx.io.now() }) }, null, 2)}\n`,
+      `${JSON.stringify({ run: runId, outcomes: shown, ...(price ? { reroll: price } : {}), account: describeRun(store, runId, { shownState: (r) => shownRunState(store, r, ctx.io.now()) }) }, null, 2)}\n`,
     );
   } else {
     for (const o of outcomes) {

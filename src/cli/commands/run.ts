@@ -7,7 +7,7 @@ import type { Config } from '../../config.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { resultsRunId, type Shard } from '../../plan/shard.js';
-import { OutputError, resolveOutput, sandboxOutput } from '../../run/output.js';
+import { OutputError, resolveOutput, sandboxOutput } from '../../results/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession } from '../../run/session.js';

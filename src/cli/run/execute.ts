@@ -5,6 +5,7 @@ import { dirname, resolve } from 'node:path';
 import { describeRun } from '../../account/index.js';
 import { LocalInputError } from '../../media/local-input.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
+import { shownRunState } from '../../run/lease.js';
 import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
 import { NoStorageError, runInputLinks } from '../../run/runner/uploads.js';
 import { pollScaleFromEnv, scaledRunPolicy } from '../../run/settings.js';
@@ -103,7 +104,9 @@ export async function executeAndReport(
           out(`  Callbacks: receiver on ${receiver.localUrl}; the service is told ${base}${CALLBACK_PATH}/…`),
       }).catch(rethrowRunError);
       // The line ends on the run's account: the same counts and money as `status` and the report.
-      view.finish(describeRun(session.store, runId, { now: io.now() }));
+      view.finish(
+        describeRun(session.store, runId, { shownState: (r) => shownRunState(session.store, r, io.now()) }),
+      );
     } finally {
       view.close();
     }

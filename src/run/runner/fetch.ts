@@ -7,6 +7,8 @@ import { basename, dirname, extname, join } from 'node:path';
 import { type DownloadResult, diskAdvice, downloadResultToObject } from '../../api/download.js';
 import type { JobRecord } from '../../api/schemas.js';
 import type { RequestBody, ResultItemKind } from '../../catalog/types.js';
+import { bucketPut, putText } from '../../results/bucket.js';
+import { taskFolderName } from '../../results/names.js';
 import type { NewFile, TaskRecord } from '../../store/index.js';
 import { withoutSignedQueries } from '../../store/index.js';
 import {
@@ -18,9 +20,7 @@ import {
   UnsafePathError,
   writeFileAtomic,
 } from '../../util/fsatomic.js';
-import { taskFolderName } from '../names.js';
 import { type FileToFetch, planResults, type ResultPlan } from '../results.js';
-import { bucketPut, putText } from './bucket.js';
 import { messageOf, type RunCore } from './core.js';
 import type { Watched } from './types.js';
 

@@ -5,12 +5,12 @@ import type { DownloadOptions, DownloadResult } from '../../api/download.js';
 import type { CatalogEntry, PriceTable, RequestBody } from '../../catalog/types.js';
 import type { TaskOrder } from '../../manifest/types.js';
 import type { ProbeResult } from '../../media/types.js';
+import type { BucketOutput } from '../../results/bucket.js';
 import type { Store, TaskRecord, TaskState } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
 import type { RunEvent } from '../events.js';
 import type { ExpectedMs, PollProfiles } from '../polling.js';
 import type { IncomingTasks } from '../storing.js';
-import type { BucketOutput } from './bucket.js';
 
 export type StopReason =
   | 'interrupted'
@@ -79,7 +79,34 @@ export const DEFAULT_WATCH_POLICY: WatchPolicy = {
   doubtCallbackWaitMs: 30_000,
 };
 
-export interface RunnerOptions {
+/** The numbers of a run's policy (../settings.ts, where each is described) that the Runner reads as they are. */
+export interface RunnerPolicy {
+  /** Polls in flight at once, for all jobs together. */
+  pollConcurrency: number;
+  /** Largest result file accepted. */
+  maxDownloadBytes: number;
+  /** Longest wait for a download's headers, and between two of its chunks. */
+  downloadTimeoutMs: number;
+  /** Submissions answered 500 / refused connection are retried this many times per task. */
+  submitRetries: number;
+  retryBaseMs: number;
+  retryCapMs: number;
+  /** After this many tasks in a row gave up on retries, stop submitting: the API is down. */
+  giveUpAfterTasks: number;
+}
+
+/** The keys of RunnerPolicy, to take them from a RunPolicy in one place. */
+export const RUNNER_POLICY_KEYS = [
+  'pollConcurrency',
+  'maxDownloadBytes',
+  'downloadTimeoutMs',
+  'submitRetries',
+  'retryBaseMs',
+  'retryCapMs',
+  'giveUpAfterTasks',
+] as const satisfies readonly (keyof RunnerPolicy)[];
+
+export interface RunnerOptions extends RunnerPolicy {
   runId: string;
   /** `<output>/<run>`; `s3://bucket/<prefix>/<run>` when results go to a bucket. */
   runDir: string;
@@ -90,17 +117,7 @@ export interface RunnerOptions {
   pollProfiles: PollProfiles;
   /** Multiplies the catalog's expected job durations (the sandbox demo's and the tests' time scale). */
   jobTimeScale?: number;
-  /** Polls in flight at once, for all jobs together. */
-  pollConcurrency: number;
   downloadConcurrency: number;
-  maxDownloadBytes: number;
-  downloadTimeoutMs: number;
-  /** Submissions answered 500 / refused connection are retried this many times per task. */
-  submitRetries: number;
-  retryBaseMs: number;
-  retryCapMs: number;
-  /** After this many tasks in a row gave up on retries, stop submitting: the API is down. */
-  giveUpAfterTasks: number;
   /** Aborted on the first Ctrl-C / SIGTERM: stop submitting, record the answers in flight, return. */
   stop: AbortSignal;
   /** Aborted on a second Ctrl-C: return at once. */

@@ -4,9 +4,9 @@
 // only when its object is complete; a multipart upload cut off by a crash is aborted by the next run.
 
 import { Readable } from 'node:stream';
-import { type ObjectPut, ObjectPutError } from '../../api/download.js';
-import { joinKey, type Storage, StorageError } from '../../storage/index.js';
-import { scrub } from '../../util/secrets.js';
+import { type ObjectPut, ObjectPutError } from '../api/download.js';
+import { joinKey, type Storage, StorageError } from '../storage/index.js';
+import { scrub } from '../util/secrets.js';
 
 export interface BucketOutput {
   storage: Storage;

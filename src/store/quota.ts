@@ -4,8 +4,8 @@
 // since). A figure learned in an earlier month says nothing about this one. `plan`, `run`, `balance`
 // and the report all read quotas through `quotaStanding`; each words `basis` its own way.
 
-import type { LedgerSums, Store } from '../store/index.js';
-import { periodOf } from '../store/index.js';
+import type { LedgerSums, Store } from './index.js';
+import { periodOf } from './index.js';
 
 /** What `quotaStanding` reads from the store. */
 export type QuotaStore = Pick<Store, 'ledgerSpent' | 'ledgerSpentSince' | 'getQuota'>;
