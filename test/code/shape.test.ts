@@ -98,7 +98,7 @@ describe('the measures themselves', () => {
       {
         file: 'src/util/log.ts',
         imports: 'src/cli/flags.ts',
-        why: 'util (layer 12) imports cli (layer 1), a higher one',
+        why: 'util (layer 13) imports cli (layer 1), a higher one',
       },
     ]);
     await writeFile(
