@@ -473,9 +473,12 @@ export class ReportReadStore {
         figures.set(row.model, f);
       }
       f.byState[row.state]++;
-      f.estimated += row.est_tokens;
-      f.estimatedMin += row.est_min;
-      f.estimatedMax += row.est_max;
+      // A skipped task left the run's estimate (src/account/): a rejected upstream took it out.
+      if (row.state !== 'skipped') {
+        f.estimated += row.est_tokens;
+        f.estimatedMin += row.est_min;
+        f.estimatedMax += row.est_max;
+      }
       f.charged += row.charged;
       f.refunded += row.refunded;
       f.jobs += row.jobs;

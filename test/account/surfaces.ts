@@ -168,6 +168,15 @@ export function expectTotals(report: Report, a: RunAccount): void {
   expect(report.totals.refunded.tokens).toBe(a.money.refunded);
   expect(report.totals.estimated.tokens).toBe(a.estimate.tokens);
   expect(report.totals.retried).toBe(a.money.by_kind.retry.tasks);
+  // The rows per model add up to the totals: the same counts, the same estimate.
+  const sum = (f: (m: Report['by_model'][number]) => number) =>
+    report.by_model.reduce((n, m) => n + micro(f(m)), 0) / 1e6;
+  expect(sum((m) => m.tasks)).toBe(a.tasks);
+  expect(sum((m) => m.estimated.tokens)).toBe(a.estimate.tokens);
+  expect(sum((m) => m.net.tokens)).toBe(a.money.net);
+  for (const state of Object.keys(a.by_state) as (keyof RunAccount['by_state'])[]) {
+    expect(sum((m) => m.by_status[state])).toBe(a.by_state[state]);
+  }
 }
 
 /** The view's run answer carries the account and shows its counts and money. */

@@ -172,7 +172,7 @@ describe('review', () => {
     expect(csv.find((l) => l.startsWith('still-mug-2,'))).toMatch(/,approved,1$/);
     expect(csv.find((l) => l.startsWith('clip-mug-2,'))).toMatch(/,,$/);
     expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain(
-      '- 4 reviewed task(s): 0 awaiting a decision, 1 approved, 3 rejected.',
+      '- 4 reviewed tasks: 0 awaiting a decision, 1 approved, 3 rejected.',
     );
     const gallery = readFileSync(join(runDir, 'index.html'), 'utf8');
     expect(gallery).toContain('"rv":{"s":"approved","a":1');
