@@ -124,7 +124,8 @@ function reviewStatusLine(account: RunAccount): string {
       : '';
   const command = account.next.find((step) => step.action === 'review')?.command;
   const next = r.awaiting > 0 && command ? `; \`${command}\` lists them` : '';
-  const waiting = r.waiting > 0 ? ` (${countOf(r.waiting, 'task')} wait for them)` : '';
+  const waiting =
+    r.waiting > 0 ? ` (${countOf(r.waiting, 'task')} ${r.waiting === 1 ? 'waits' : 'wait'} for them)` : '';
   return `Review: ${fmtCount(r.reviewed)} reviewed: ${fmtCount(r.awaiting)} awaiting a decision${waiting}, ${fmtCount(r.approved)} approved, ${fmtCount(r.rejected)} rejected${rerolls}${next}`;
 }
 
