@@ -187,7 +187,9 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['store', 'config.ts'],
   ['api', 'manifest', 'storage'],
   ['catalog', 'media'],
-  ['util', 'exit-codes.ts', 'config-error.ts'],
+  ['util', 'config-error.ts'],
+  ['errors.ts'],
+  ['exit-codes.ts'],
 ];
 
 export interface LayerBreak {

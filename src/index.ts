@@ -28,6 +28,7 @@ export {
   runAccountSchema,
   type StepCommand,
 } from './account/index.js';
+export { MediabatchError } from './errors.js';
 export { EXIT, type ExitCode } from './exit-codes.js';
 export { ManifestFileError, ManifestProblemsError, type PlanResult, type RunPlan } from './plan/build.js';
 export type { Report } from './report/schema.js';

@@ -1,27 +1,66 @@
-// The page reads the same JSON API that scripts use (docs/view.md); the cookie carries the token.
+// The page reads the same JSON API that scripts use (docs/view.md). The cookie carries only the read key
+// (a browser sends it to every port of 127.0.0.1); the token, which writes need, came in the page served
+// to the printed address and is kept in this origin's storage, which no other port can read.
 
 export class ApiError extends Error {}
 
+const TOKEN_KEY = 'mediabatch-view-token';
+/** The token this very page was served with (kept in memory too: storage may be refused). */
+let held = '';
+
+/** Keeps the token the printed address brought, and takes it (and `?token=`) out of the address bar. */
+function keepToken() {
+  held = document.querySelector('meta[name="mediabatch-token"]')?.getAttribute('content') ?? '';
+  if (held === '') return;
+  try {
+    localStorage.setItem(TOKEN_KEY, held);
+  } catch {
+    // Storage refused (a browser's privacy settings): this page still decides; a reload says how to.
+  }
+  const start = document.querySelector('meta[name="mediabatch-start"]')?.getAttribute('content') ?? '';
+  history.replaceState(null, '', `/${location.hash || start}`);
+}
+keepToken();
+
+/** The view's token, or '' when neither this page nor an earlier one of this origin was given it. */
+function token() {
+  if (held !== '') return held;
+  try {
+    return localStorage.getItem(TOKEN_KEY) ?? '';
+  } catch {
+    return '';
+  }
+}
+
+/** The token as a header: writes need it; reads take it too, so they go on if the cookie was overwritten. */
+function tokenHeader() {
+  const t = token();
+  return t === '' ? {} : { 'x-mediabatch-token': t };
+}
+
 export async function getJson(path) {
-  const res = await fetch(path, { credentials: 'same-origin', headers: { accept: 'application/json' } });
+  const res = await fetch(path, {
+    credentials: 'same-origin',
+    headers: { accept: 'application/json', ...tokenHeader() },
+  });
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new ApiError(body.error ?? `${res.status} ${res.statusText}`);
   return body;
 }
 
-/** The view's token, put in the page by the server: writes need it in a header, not only the cookie. */
-function token() {
-  return document.querySelector('meta[name="mediabatch-token"]')?.getAttribute('content') ?? '';
-}
-
 export async function postJson(path, body) {
+  if (token() === '') {
+    throw new ApiError(
+      'this page holds only the read cookie: open the address `mediabatch view` printed (…/?token=…) to approve, reject or re-roll',
+    );
+  }
   const res = await fetch(path, {
     method: 'POST',
     credentials: 'same-origin',
     headers: {
       accept: 'application/json',
       'content-type': 'application/json',
-      'x-mediabatch-token': token(),
+      ...tokenHeader(),
     },
     body: JSON.stringify(body),
   });

@@ -2,6 +2,8 @@
 // body is poured into (a file or a bucket). Kept apart so that the sinks and the reading loop need no
 // import of each other.
 
+import { MediabatchError } from '../errors.js';
+
 export type DownloadFailureType =
   | 'bad-url'
   | 'expired'
@@ -26,7 +28,7 @@ export interface DownloadFailed {
   local?: true;
 }
 
-export class DownloadFailure extends Error {
+export class DownloadFailure extends MediabatchError {
   constructor(readonly failure: DownloadFailed) {
     super(failure.message);
   }
@@ -48,7 +50,7 @@ export const fail = (
 };
 
 /** A local file-system error, kept whole so that its code reaches the caller. */
-export class DiskError extends Error {
+export class DiskError extends MediabatchError {
   constructor(override readonly cause: unknown) {
     super(cause instanceof Error ? cause.message : String(cause));
   }

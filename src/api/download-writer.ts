@@ -61,7 +61,9 @@ export class ThreadWriter implements BlockWriter {
   #dead: Error | undefined;
 
   constructor(fd: number) {
-    this.#worker = new Worker(THREAD, { eval: true, workerData: { fd } });
+    // Its own empty execArgv: a thread inherits the parent's by default, and under `node --input-type=module
+    // -e …` that flag would make this CommonJS code a module where `require` does not exist.
+    this.#worker = new Worker(THREAD, { eval: true, execArgv: [], workerData: { fd } });
     this.#worker.on('message', (reply: Reply) => this.#answer(reply));
     this.#worker.on('error', (error) => this.#die(error.message));
     this.#worker.on('exit', (code) => this.#die(`exit code ${code}`));

@@ -8,8 +8,8 @@ import { readdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { type Dispatcher, getGlobalDispatcher, request } from 'undici';
+import { MediabatchError } from '../errors.js';
 import { detectMediaType, type MediaType, SNIFF_BYTES, type TypedBy } from '../media/kind.js';
-
 import type { MediaKind } from '../media/types.js';
 import {
   isTempFor,
@@ -528,7 +528,7 @@ export type ObjectPut = (
  * Thrown by an ObjectPut for trouble on our side of the transfer (the bucket refuses, is unreachable):
  * reported like a disk problem, never as a problem of the result link.
  */
-export class ObjectPutError extends Error {
+export class ObjectPutError extends MediabatchError {
   override name = 'ObjectPutError';
   constructor(
     message: string,

@@ -12,9 +12,10 @@
 import { promisify } from 'node:util';
 import { brotliDecompress, gunzip, inflate, inflateRaw, type ZlibOptions } from 'node:zlib';
 import type { Dispatcher } from 'undici';
+import { MediabatchError } from '../errors.js';
 import type { AnswerHeaders, ApiAnswer } from './outcome.js';
 
-export class ResponseTooLargeError extends Error {
+export class ResponseTooLargeError extends MediabatchError {
   readonly code = 'MEDIABATCH_RESPONSE_TOO_LARGE';
   constructor(limit: number) {
     super(`the API answer exceeded ${limit} bytes`);
@@ -60,7 +61,7 @@ const DECODERS: Record<string, Decoder> = {
 /** What `accept-encoding` the client sends: exactly what `decodeContent` can read. */
 export const ACCEPT_ENCODING = 'gzip, deflate, br';
 
-class UnreadableBodyError extends Error {}
+class UnreadableBodyError extends MediabatchError {}
 
 /**
  * Undoes `content-encoding` (a list, applied left to right, so undone right to left). Each step's

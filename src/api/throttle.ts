@@ -9,6 +9,8 @@
 //
 // Time comes only from the injected `now` and `sleep`, so the whole behaviour is a table in tests.
 
+import { MediabatchError } from '../errors.js';
+
 export type RequestClass = 'submit' | 'read';
 
 export interface ThrottleOptions {
@@ -42,7 +44,7 @@ export interface Ticket {
   readonly startedAt: number;
 }
 
-export class ThrottleAbortedError extends Error {
+export class ThrottleAbortedError extends MediabatchError {
   readonly code = 'MEDIABATCH_THROTTLE_ABORTED';
   constructor() {
     super('cancelled while waiting for the API to accept requests again');

@@ -82,7 +82,7 @@ export function defineEntry(def: ModelDef): CatalogEntry {
     ...Object.keys(aliases),
     ...(def.folded ?? []),
   ]);
-  const unknownMessage = `unknown field; known fields: ${knownFields.join(', ')}`;
+  const unknownMessage = `unknown field; known fields are: ${knownFields.join(', ')}`;
 
   function check(input: RequestBody): CheckResult {
     if (!isPlainObject(input)) {

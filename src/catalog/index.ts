@@ -41,7 +41,7 @@ export function checkRequest(model: string, input: RequestBody): CheckResult {
       issues: [
         {
           path: 'model',
-          message: `unknown model ${JSON.stringify(model)}; known models: ${MODEL_IDS.join(', ')}`,
+          message: `unknown model ${JSON.stringify(model)}; known models are: ${MODEL_IDS.join(', ')}`,
         },
       ],
     };

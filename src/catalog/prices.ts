@@ -48,7 +48,7 @@ export function mergePrices(overrides: unknown): { prices: PriceTable; issues: R
   for (const [model, figures] of Object.entries(overrides)) {
     const target = Object.hasOwn(merged, model) ? merged[model] : undefined;
     if (target === undefined) {
-      issues.push({ path: model, message: `unknown model; known models: ${MODEL_IDS.join(', ')}` });
+      issues.push({ path: model, message: `unknown model; known models are: ${MODEL_IDS.join(', ')}` });
       continue;
     }
     if (!isPlainObject(figures)) {

@@ -1,41 +1,43 @@
-// Only the CLI decides exit codes and wording; everything below it returns results or throws these.
+// Every error mediabatch throws carries its exit code (src/errors.ts); this is the one place that turns an
+// error into the lines the CLI prints and the code it exits with (docs/troubleshooting.md).
 
 import { isAbsolute, relative } from 'node:path';
-import { ApiSettingsError } from '../api/errors.js';
-import { ConfigError } from '../config-error.js';
+import { MediabatchError } from '../errors.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
-import { STATE_FILE_KINDS, StoreError } from '../store/errors.js';
+import { StoreError } from '../store/errors.js';
 
 export { EXIT, type ExitCode };
 
-/** An expected way to stop: the message is one line that says why and what to do. */
-export class ExitError extends Error {
-  readonly exitCode: ExitCode;
+/** An expected way to stop that the CLI decides: the message is one line that says why and what to do. */
+export class ExitError extends MediabatchError {
+  override name = 'ExitError';
+  override readonly exitCode: ExitCode;
   /** Extra lines printed before the one-line reason (e.g. every manifest problem). */
-  readonly details: readonly string[];
+  override readonly details: readonly string[];
 
   constructor(exitCode: ExitCode, message: string, details: readonly string[] = []) {
     super(message);
-    this.name = 'ExitError';
     this.exitCode = exitCode;
     this.details = details;
   }
 }
 
 /**
- * The exit for an error thrown below the CLI that is the user's to fix, or undefined for a bug. A state
- * file that is damaged, newer than us, unreachable, read-only, on a full disk or locked exits 1 with one
- * line naming the file as the user gave it (relative to the working folder when inside it).
+ * The exit for an error: its code, its detail lines and its one-line reason; undefined for a bug (an
+ * error that is not ours, or one that should never have reached the CLI). A state file is named as the
+ * user gave it (relative to the working folder when inside it).
  */
-export function expectedExit(error: unknown, cwd: string): ExitError | undefined {
-  if (error instanceof ApiSettingsError) return new ExitError(EXIT.invalid, error.message);
-  if (error instanceof ConfigError) return new ExitError(EXIT.invalid, error.message, error.details);
-  if (!(error instanceof StoreError) || !STATE_FILE_KINDS.includes(error.kind)) return undefined;
+export function exitOf(error: unknown, cwd: string): ExitError | undefined {
+  if (!(error instanceof MediabatchError) || error.exitCode === EXIT.internal) return undefined;
+  if (error instanceof ExitError) return error;
+  const message = error instanceof StoreError ? withFileShown(error, cwd) : error.message;
+  return new ExitError(error.exitCode, message, error.details);
+}
+
+function withFileShown(error: StoreError, cwd: string): string {
   const file = error.file;
-  const rel = file === undefined ? '' : relative(cwd, file);
-  const shown = file === undefined || rel === '' || rel.startsWith('..') || isAbsolute(rel) ? file : rel;
-  const message =
-    file === undefined || shown === undefined ? error.message : error.message.replaceAll(file, shown);
-  // A full disk is resumable once there is room: the run's own exit code for "run it again" (design.md).
-  return new ExitError(error.kind === 'full' ? EXIT.interrupted : EXIT.invalid, message);
+  if (file === undefined) return error.message;
+  const rel = relative(cwd, file);
+  const shown = rel === '' || rel.startsWith('..') || isAbsolute(rel) ? file : rel;
+  return error.message.replaceAll(file, shown);
 }

@@ -7,7 +7,7 @@ import type { Logger } from '../util/log.js';
 import { scrub } from '../util/secrets.js';
 import type { RunFlags } from './commands/run.js';
 import type { ScheduleFlags } from './commands/schedule.js';
-import { EXIT, ExitError, expectedExit } from './errors.js';
+import { EXIT, exitOf } from './errors.js';
 import type { CliIO } from './io.js';
 import type { ShardFlags } from './shard.js';
 
@@ -364,19 +364,12 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .description('serve the local emulator of the API until stopped (Ctrl-C); prints its base URL first');
   for (const flag of SANDBOX_FLAGS) sandbox.option(flag.flag, flag.description);
   sandbox.action(async (opts: SandboxCommandOptions) => {
-    try {
-      const { sandboxCommand } = await import('../sandbox/cli.js');
-      await sandboxCommand(opts, {
-        stdout: io.stdout,
-        stderr: io.stderr,
-        signals: io.signals ?? process,
-      });
-    } catch (error) {
-      if (error instanceof Error && error.message.startsWith('sandbox: ')) {
-        throw new ExitError(EXIT.invalid, error.message);
-      }
-      throw error;
-    }
+    const { sandboxCommand } = await import('../sandbox/cli.js');
+    await sandboxCommand(opts, {
+      stdout: io.stdout,
+      stderr: io.stderr,
+      signals: io.signals ?? process,
+    });
   });
 
   return program;
@@ -466,8 +459,7 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       if (error.exitCode === 0) return EXIT.ok;
       return EXIT.invalid;
     }
-    const expected =
-      error instanceof ExitError ? error : expectedExit(await asStateFileError(error, program, io), io.cwd);
+    const expected = exitOf(await asStateFileError(error, program, io), io.cwd);
     if (expected) {
       for (const line of expected.details) io.stderr.write(`${scrub(line)}\n`);
       io.stderr.write(`mediabatch: ${scrub(expected.message)}\n`);
@@ -477,6 +469,6 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       error instanceof Error ? (error.stack ? mapStack(error.stack) : error.message) : String(error);
     io.stderr.write(`${scrub(message)}\n`);
     io.stderr.write('mediabatch: internal error; please report it with the lines above\n');
-    return 70;
+    return EXIT.internal;
   }
 }

@@ -3,7 +3,7 @@
 
 import type { Config } from '../config.js';
 import { bucketLinks } from '../view/bucket.js';
-import { startView, ViewError, type ViewServer } from '../view/server.js';
+import { startView, type ViewServer } from '../view/server.js';
 import { EXIT, ExitError } from './errors.js';
 import type { CliIO } from './io.js';
 
@@ -41,7 +41,6 @@ export async function openView(
     });
   } catch (error) {
     links.close();
-    if (error instanceof ViewError) throw new ExitError(EXIT.invalid, error.message);
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE' || code === 'EADDRNOTAVAIL' || code === 'EACCES') {
       throw new ExitError(

@@ -22,7 +22,7 @@ export interface Reference {
 const POSITIVE = /^[1-9]\d{0,3}$/;
 
 export const OUTPUTS_HELP =
-  'image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)';
+  'one of image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)';
 
 /**
  * Reads a placeholder path that starts with `after`. `names`: the names of a mapping `after`, or
@@ -55,7 +55,7 @@ export function parseReference(
       : '';
   const wrong = (): { ok: false; message: string } => ({
     ok: false,
-    message: `"${written}" names no part of a result${fromZero}; after ${prefix} comes ${OUTPUTS_HELP}`,
+    message: `"${written}" names no part of a result${fromZero}; what follows "${prefix}." is ${OUTPUTS_HELP}`,
   });
   let output: Output | undefined;
   if ((what === 'image' || what === 'video' || what === 'audio') && second === undefined) {

@@ -4,7 +4,7 @@ import type { MatrixPlan } from './matrix.js';
 import type { Problems } from './problems.js';
 import type { SourceIndex } from './source-index.js';
 import type { CompiledValue } from './template.js';
-import type { LocatedReference, SourcePos, Unexpanded } from './types.js';
+import type { LocatedReference, ManifestProblem, SourcePos, TaskSpec, Unexpanded } from './types.js';
 
 export type { Unexpanded };
 
@@ -28,7 +28,16 @@ export interface ExpandContext {
   fileName?: unknown;
   /** Tasks that did not expand because of a problem of their own; see Unexpanded. */
   unexpanded?: Unexpanded;
+  /** See LoadOptions.checkPartial. */
+  checkPartial?: CheckPartial;
 }
+
+/**
+ * The problems of a task whose template failed in some top-level `input` fields (`broken`, left
+ * undefined in `spec.input`), found in every field that does not depend on them. The planning layer
+ * gives it (it knows the models' rules); the manifest layer only expands.
+ */
+export type CheckPartial = (spec: TaskSpec, broken: ReadonlySet<string>) => ManifestProblem[];
 
 export interface Declaration {
   n: number;

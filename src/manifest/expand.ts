@@ -111,7 +111,7 @@ async function prepare(
   }
   if (problems.size > before) return undefined;
 
-  const repeat = typeof raw.repeat === 'number' ? raw.repeat : 1;
+  const repeat = validRepeat(raw.repeat);
   const declaration: Declaration = {
     n,
     base,
@@ -147,6 +147,11 @@ async function prepare(
   }
   if (repeat > 1) declaration.factors.push(`repeat ${formatCount(repeat)}`);
   return declaration;
+}
+
+/** A repeat the schema refused (0, 2.5) is reported; the task is still expanded once to check the rest. */
+function validRepeat(repeat: unknown): number {
+  return typeof repeat === 'number' && Number.isSafeInteger(repeat) && repeat >= 1 ? repeat : 1;
 }
 
 /** `after` compiled (a task-id template, or a mapping of names to them) and the input's references to it. */
@@ -225,7 +230,7 @@ async function prepareRows(
     const result = await pending;
     if (!result.ok) {
       for (const problem of result.problems)
-        ctx.problems.addOnce(`${absolute}\0${formatProblemKey(problem)}`, problem);
+        ctx.problems.addUnique(`${absolute}\0${formatProblemKey(problem)}`, problem);
       return undefined;
     }
     lists.push(result.rows);

@@ -4,6 +4,7 @@
 import { parseReference, referenceText } from './after.js';
 import type { Declaration, ExpandContext, Origin } from './declaration.js';
 import { combos, describeCombo } from './matrix.js';
+import { FIRST_IDS } from './problems.js';
 import { lookupIn, type Scope } from './scope.js';
 import {
   type CompiledValue,
@@ -14,9 +15,36 @@ import {
   renderValue,
 } from './template.js';
 import type { ManifestProblem, SourcePos, TaskSpec, Upstream } from './types.js';
-import { describeValue, formatCount, isPlainObject, type PlainObject, setOwn } from './values.js';
+import { describeValue, isPlainObject, type PlainObject, setOwn } from './values.js';
 
 const NO_ROWS: undefined[] = [undefined];
+
+/** In `Report.broken`: the input as a whole failed to render, so no field of it can be checked. */
+const WHOLE = '';
+
+/** What one task's rendering reported (see Expander's #reporter). */
+interface Report {
+  errors: number;
+  failed: boolean;
+  broken: Set<string>;
+  onError: RenderError;
+  invalid: (field: string, message: string) => void;
+}
+
+/**
+ * The top-level request field a failed template's source is in (`tasks.0.input.prompt.1` → `prompt`,
+ * `defaults.<model>.prompt` → `prompt`), WHOLE for the input itself, or undefined outside the request.
+ */
+function inputField(base: string, source: string): string | undefined {
+  if (source === `${base}.input`) return WHOLE;
+  const rest = source.startsWith(`${base}.input.`)
+    ? source.slice(base.length + 7)
+    : source.startsWith('defaults.')
+      ? source.split('.').slice(2).join('.')
+      : undefined;
+  if (rest === undefined) return undefined;
+  return rest.split('.')[0] || WHOLE;
+}
 
 /** One combination of one declaration: its tasks follow one another from `start`, rows × copies. */
 interface Span {
@@ -38,7 +66,8 @@ export class Expander {
   /** Where each combination of each declaration starts in the expansion, in order. */
   #spans: Span[] = [];
   #seq = 0;
-  #duplicates = new Map<string, { problem: ManifestProblem; more: number }>();
+  /** Duplicate ids by the pair of declarations that make them: one line each, counting its ids. */
+  #duplicates = new Map<string, { problem: ManifestProblem; ids: { count: number; first: string[] } }>();
   #defaults = new Map<string, CompiledValue | undefined>();
   #locators = new Map<string, (fieldPath: string) => SourcePos>();
   /** Rendered file names (lower case: file systems that ignore case would merge them) → task id. */
@@ -77,7 +106,9 @@ export class Expander {
     }
   }
 
-  // One task from one combination, row and copy: every field rendered in order, each problem located.
+  // One task from one combination, row and copy: every field rendered in order, each problem located. A
+  // field that fails (a template naming nothing) does not hide the others: they are rendered and checked
+  // too, and the task's request is checked (ctx.checkPartial) in every field the failure leaves alone.
   #one(
     declaration: Declaration,
     combo: PlainObject,
@@ -93,47 +124,45 @@ export class Expander {
     const report = this.#reporter(declaration, () => taskId);
     const { onError, invalid } = report;
 
+    let mark = report.errors;
     const id = renderValue(declaration.id, lookup, onError);
     if (typeof id === 'number' || (typeof id === 'string' && id !== '')) taskId = String(id);
-    else if (!report.failed) invalid('id', `must render to text, got ${describeValue(id)}`);
+    else if (report.errors === mark) invalid('id', `must render to text, got ${describeValue(id)}`);
 
+    mark = report.errors;
     const model = renderValue(declaration.model, lookup, onError);
-    if (typeof model !== 'string' || model === '') {
-      if (!report.failed) invalid('model', `must render to a model id, got ${describeValue(model)}`);
+    const modelOk = typeof model === 'string' && model !== '';
+    if (!modelOk && report.errors === mark) {
+      invalid('model', `must render to a model id, got ${describeValue(model)}`);
     }
 
     const inputLookup = withReferences(lookup, declaration.after?.names, declaration.after !== undefined);
+    mark = report.errors;
     let input = renderValue(declaration.input, inputLookup, onError);
-    if (input === null || input === undefined) input = {};
-    if (!isPlainObject(input)) {
+    if (input === null || input === undefined) input = report.errors === mark ? {} : input;
+    if (!isPlainObject(input) && report.errors === mark) {
       invalid('input', `must render to a mapping of request fields, got ${describeValue(input)}`);
     }
 
     let mediaSeconds: unknown;
     if (declaration.mediaSeconds) {
+      mark = report.errors;
       mediaSeconds = renderValue(declaration.mediaSeconds, lookup, onError);
-      if (typeof mediaSeconds !== 'number' || !(mediaSeconds > 0) || !Number.isFinite(mediaSeconds)) {
+      const ok = typeof mediaSeconds === 'number' && mediaSeconds > 0 && Number.isFinite(mediaSeconds);
+      if (!ok && report.errors === mark) {
         invalid('media_seconds', `must be a number > 0, got ${describeValue(mediaSeconds)}`);
       }
     }
 
-    if (report.failed || taskId === undefined || typeof model !== 'string' || !isPlainObject(input)) {
+    if (taskId === undefined || !modelOk || !isPlainObject(input)) {
       this.#unexpanded(taskId);
       return undefined;
     }
-    const upstreams = this.#upstreams(declaration, lookup, onError, (field, message) => {
-      if (!report.failed) invalid(field, message);
-    });
-    const merged = this.#withDefaults(model, input, inputLookup, onError);
-    if (report.failed) {
-      this.#unexpanded(taskId);
-      return undefined;
-    }
-
+    const upstreams = this.#upstreams(declaration, lookup, report);
     const task: TaskSpec = {
       id: taskId,
       model,
-      input: merged,
+      input: this.#withDefaults(model, input, inputLookup, onError),
       pos: declaration.pos,
       locate: this.#locator(declaration, model),
     };
@@ -145,24 +174,35 @@ export class Expander {
     if (declaration.retries !== undefined) task.retries = declaration.retries;
     if (declaration.review !== undefined) task.review = declaration.review;
     if (declaration.fileName !== undefined) {
-      const name = this.#fileName(declaration.fileName, taskId, lookup, onError, () => report.failed);
-      if (name === undefined) {
-        this.#unexpanded(taskId);
-        return undefined;
-      }
-      task.fileName = name;
+      const name = this.#fileName(declaration.fileName, taskId, lookup, report);
+      if (name !== undefined) task.fileName = name;
     }
-    if (this.#isDuplicate(taskId, seq, declaration)) return undefined;
-    return task;
+    const duplicate = this.#isDuplicate(taskId, seq, declaration);
+    if (!report.failed && !duplicate) return task;
+    // Not a task of the run, but its request is still checked; a duplicate's id is known, its upstreams
+    // see the first task of that id.
+    if (report.failed) this.#unexpanded(taskId);
+    if (!report.broken.has(WHOLE)) {
+      for (const problem of ctx.checkPartial?.(task, report.broken) ?? []) ctx.problems.add(problem);
+    }
+    return undefined;
   }
 
-  /** Reports the problems of one task, located (by its id once known); `failed` says whether there was one. */
-  #reporter(declaration: Declaration, taskIdNow: () => string | undefined) {
+  /**
+   * Reports the problems of one task, located (by its id once known): `errors` counts them, `broken` holds
+   * the top-level input fields whose template failed (WHOLE for the input itself).
+   */
+  #reporter(declaration: Declaration, taskIdNow: () => string | undefined): Report {
     const ctx = this.#ctx;
-    const report = {
+    const report: Report = {
+      errors: 0,
       failed: false,
+      broken: new Set<string>(),
       onError: (source: string, placeholder: Placeholder, message: string) => {
         report.failed = true;
+        report.errors++;
+        const field = inputField(declaration.base, source);
+        if (field !== undefined) report.broken.add(field);
         const taskId = taskIdNow();
         const site = `${source}\0${placeholder.raw}\0${placeholder.occurrence}`;
         const problem: ManifestProblem = {
@@ -175,34 +215,32 @@ export class Expander {
       },
       invalid: (field: string, message: string) => {
         report.failed = true;
+        report.errors++;
         const taskId = taskIdNow();
         const source = `${declaration.base}.${field}`;
-        const problem: ManifestProblem = {
-          pos: ctx.index.at(source),
-          path: taskId === undefined ? source : field,
-          message,
-        };
-        if (taskId !== undefined) problem.taskId = taskId;
-        ctx.problems.addOnce(`${source}\0${message.replace(/, got .*$/, '')}`, problem);
+        this.#problem(source, taskId === undefined ? source : field, taskId, message);
       },
     };
     return report;
   }
 
-  /** `after`'s task ids rendered; one that does not render to an id is `invalid`. */
-  #upstreams(
-    declaration: Declaration,
-    lookup: Lookup,
-    onError: RenderError,
-    invalid: (field: string, message: string) => void,
-  ): Upstream[] {
+  /** A problem of a task's own field (not a template's), folded with the same one in other tasks. */
+  #problem(source: string, path: string, taskId: string | undefined, message: string): void {
+    const problem: ManifestProblem = { pos: this.#ctx.index.at(source), path, message };
+    if (taskId !== undefined) problem.taskId = taskId;
+    this.#ctx.problems.add(problem);
+  }
+
+  /** `after`'s task ids rendered; one that does not render to an id is reported. */
+  #upstreams(declaration: Declaration, lookup: Lookup, report: Report): Upstream[] {
     const upstreams: Upstream[] = [];
     for (const { name, value, source } of declaration.after?.values ?? []) {
-      const rendered = renderValue(value, lookup, onError);
+      const mark = report.errors;
+      const rendered = renderValue(value, lookup, report.onError);
       if (typeof rendered === 'number' || (typeof rendered === 'string' && rendered !== '')) {
         upstreams.push({ name, taskId: String(rendered), pos: this.#ctx.index.at(source) });
-      } else {
-        invalid(
+      } else if (report.errors === mark) {
+        report.invalid(
           source.slice(declaration.base.length + 1),
           `must render to a task id, got ${describeValue(rendered)}`,
         );
@@ -213,26 +251,26 @@ export class Expander {
 
   /**
    * The task's `file_name` rendered (with `{{id}}`) and checked: a valid name, different from every other
-   * task's (letter case aside). Undefined when it has a problem, which is reported.
+   * task's (letter case aside). Undefined when it has a problem, which is reported (and fails the task).
    */
   #fileName(
     fileName: NonNullable<Declaration['fileName']>,
     taskId: string,
     lookup: Lookup,
-    onError: RenderError,
-    failed: () => boolean,
+    report: Report,
   ): string | undefined {
     const withId: Lookup = (path) =>
       path.length === 1 && path[0] === 'id' ? { ok: true, value: taskId } : lookup(path);
-    const name = renderValue(fileName.value, withId, onError);
-    if (failed()) return undefined;
+    const mark = report.errors;
+    const name = renderValue(fileName.value, withId, report.onError);
+    if (report.errors > mark) return undefined;
     const { source } = fileName;
     const problem =
       typeof name === 'string' || typeof name === 'number'
         ? fileNameProblem(String(name))
         : 'must render to text';
     if (problem) {
-      this.#fileNameProblem(source, taskId, `${problem}, got ${describeValue(name)}`);
+      this.#fileNameProblem(source, taskId, `${problem}, got ${describeValue(name)}`, report);
       return undefined;
     }
     const key = String(name).toLowerCase();
@@ -242,6 +280,7 @@ export class Expander {
         source,
         taskId,
         `renders to ${JSON.stringify(String(name))}, which task ${holder} has too: file names must differ (letter case aside)`,
+        report,
       );
       return undefined;
     }
@@ -256,13 +295,10 @@ export class Expander {
     else unexpanded.ids.add(taskId);
   }
 
-  #fileNameProblem(source: string, taskId: string, message: string): void {
-    this.#ctx.problems.addOnce(`${source}\0${message}`, {
-      pos: this.#ctx.index.at(source),
-      taskId,
-      path: 'file_name',
-      message,
-    });
+  #fileNameProblem(source: string, taskId: string, message: string, report: Report): void {
+    report.failed = true;
+    report.errors++;
+    this.#problem(source, 'file_name', taskId, message);
   }
 
   /** `defaults` of the model under the task's input: the task's own fields win, field by field. */
@@ -343,7 +379,8 @@ export class Expander {
     const pair = `${first.n}\0${origin.n}`;
     const seen = this.#duplicates.get(pair);
     if (seen) {
-      seen.more++;
+      seen.ids.count++;
+      if (seen.ids.first.length < FIRST_IDS && !seen.ids.first.includes(id)) seen.ids.first.push(id);
       return true;
     }
     const firstPos = this.#ctx.index.at(`tasks.${first.n}`);
@@ -358,7 +395,7 @@ export class Expander {
         path: 'id',
         message: `duplicate task id, made by ${where(first, firstPos)} and by ${where(origin, declaration.pos)}; make ids unique, e.g. with a matrix name, {{row.<field>}} or {{index}}`,
       },
-      more: 0,
+      ids: { count: 1, first: [id] },
     });
     return true;
   }
@@ -383,8 +420,8 @@ export class Expander {
   }
 
   finish(): void {
-    for (const { problem, more } of this.#duplicates.values()) {
-      if (more > 0) problem.message += ` (and ${formatCount(more)} more duplicate ids between these tasks)`;
+    for (const { problem, ids } of this.#duplicates.values()) {
+      if (ids.count > 1) problem.tasks = { count: ids.count, first: ids.first };
       this.#ctx.problems.add(problem);
     }
   }

@@ -5,6 +5,7 @@
 import { constants, type Stats } from 'node:fs';
 import { open, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve } from 'node:path';
+import { MediabatchError } from '../errors.js';
 import { scrub } from '../util/secrets.js';
 
 /** Why a file was not read; the caller words it with the path the user wrote. */
@@ -13,7 +14,7 @@ export type RefusalReason =
   | { kind: 'too-big'; size: number | undefined }
   | { kind: 'outside'; dir: string };
 
-export class FileRefused extends Error {
+export class FileRefused extends MediabatchError {
   readonly reason: RefusalReason;
 
   constructor(path: string, reason: RefusalReason) {

@@ -1,6 +1,7 @@
 // Reads a manifest file into settings and task specs, or into every problem found, each located.
 
 import { dirname, resolve } from 'node:path';
+import type { CheckPartial } from './declaration.js';
 import {
   checkDefaults,
   checkVars,
@@ -46,10 +47,22 @@ export interface LoadOptions {
    * of them are never held at once. A manifest with problems before expansion is expanded as usual.
    */
   streaming?: boolean;
+  /**
+   * Checks the request of a task that did not expand (a template failed in some of its fields, its file
+   * name or id is taken) in every field that does not depend on the failure, so that one pass reports
+   * every problem. Planning gives the models' rules; without it such a task's request is not checked.
+   */
+  checkPartial?: CheckPartial;
 }
 
 /** Fields whose problems make expanding the tasks pointless (every task would repeat them). */
 const BLOCKING = new Set(['vars', 'defaults', 'tasks']);
+
+/**
+ * A task's fields that nothing of its expansion or request depends on: a problem in one of them leaves
+ * the task expandable, so that its other problems are found in the same pass (a bad `repeat` counts as 1).
+ */
+const SIDE_FIELDS = new Set<PropertyKey>(['retries', 'review', 'repeat']);
 
 /** The manifest read and parsed to a mapping, or the result that refuses it (one located problem each). */
 async function readDocument(
@@ -116,8 +129,11 @@ function checkSchema(
     const [first, second] = issue.path;
     // An unknown key (a typo) leaves the rest of the task usable: expand it to find its other problems.
     const typo = issue.code === 'unrecognized_keys' && issue.path.length === 2;
+    const side = issue.path.length === 3 && SIDE_FIELDS.has(issue.path[2] as PropertyKey);
     if (first === 'tasks' && typeof second === 'number') {
-      if (!typo) invalidTasks.add(second);
+      if (!typo && !side) invalidTasks.add(second);
+    } else if (first === 'defaults' && (issue.path.length > 1 || issue.code === 'unrecognized_keys')) {
+      // An entry of defaults (a key that is no model, a value that is no mapping): no task reads it.
     } else if (typeof first === 'string' && BLOCKING.has(first)) blocked = true;
   }
   return { invalidTasks, blocked };
@@ -153,6 +169,7 @@ export async function loadManifest(file: string, opts: LoadOptions): Promise<Man
     ...(typeof doc.file_name === 'string' ? { fileName: doc.file_name } : {}),
     listFiles:
       opts.listFiles ?? dataFileLister({ dir: dirname(absolute), allowOutside: opts.allowOutside ?? false }),
+    ...(opts.checkPartial ? { checkPartial: opts.checkPartial } : {}),
     readFile: dataFileReader({
       dir: dirname(absolute),
       allowOutside: opts.allowOutside ?? false,

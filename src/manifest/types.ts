@@ -18,6 +18,11 @@ export interface ManifestProblem {
   /** Field path, e.g. `tasks.0.matrix.product` for manifest fields or `input.duration` for request fields. */
   path: string;
   message: string;
+  /**
+   * The same problem at the same place in several tasks, folded into this one: how many tasks, and the
+   * first of their ids (`taskId` and the message's value are the first task's).
+   */
+  tasks?: { count: number; first: readonly string[] };
 }
 
 export type TaskOrder = 'longest' | 'manifest';

@@ -8,6 +8,7 @@ import {
   parseDocument,
   type YAMLError,
 } from 'yaml';
+import { MediabatchError } from '../errors.js';
 import { MAX_ALIAS_VALUES, MAX_DEPTH } from './limits.js';
 import { joinPath, SourceIndex } from './source-index.js';
 import type { ManifestProblem } from './types.js';
@@ -25,7 +26,7 @@ export interface ParseYamlOptions {
   recordDepth?: number;
 }
 
-class Stop extends Error {
+class Stop extends MediabatchError {
   constructor(
     readonly offset: number,
     readonly reason: string,

@@ -5,6 +5,8 @@ import { createHash } from 'node:crypto';
 import { constants, createReadStream } from 'node:fs';
 import { open, realpath } from 'node:fs/promises';
 import { extname, isAbsolute, relative, resolve } from 'node:path';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { sniff } from './sniff.js';
 import type { MediaKind } from './types.js';
 
@@ -113,8 +115,9 @@ function inside(dir: string, path: string): boolean {
 }
 
 /** A local input that cannot be used; the message is what follows `field: ` in the located problem. */
-export class LocalInputError extends Error {
+export class LocalInputError extends MediabatchError {
   override name = 'LocalInputError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 /**

@@ -1,7 +1,8 @@
 import type { FileHandle } from 'node:fs/promises';
+import { MediabatchError } from '../errors.js';
 
 /** A reason to give up on measuring one file; the prober turns it into `{ ok: false, reason }`. */
-export class ProbeFailure extends Error {
+export class ProbeFailure extends MediabatchError {
   override name = 'ProbeFailure';
 }
 

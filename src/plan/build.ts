@@ -7,7 +7,10 @@ import { dirname, resolve } from 'node:path';
 import { expectedJobMs } from '../catalog/durations.js';
 import { DEFAULT_PRICES } from '../catalog/prices.js';
 import type { PriceTable } from '../catalog/types.js';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { loadManifest } from '../manifest/index.js';
+import { foldProblems, formatProblem, ProblemFold, sortProblems } from '../manifest/problems.js';
 import type {
   LoadedManifest,
   ManifestProblem,
@@ -15,6 +18,7 @@ import type {
   TaskSource,
   TaskSpec,
 } from '../manifest/types.js';
+import { formatCount } from '../manifest/values.js';
 import { localRef } from '../media/local-input.js';
 import type { ProbeResult, Prober } from '../media/types.js';
 import type { NewTask } from '../store/index.js';
@@ -29,12 +33,12 @@ import {
   mediaNeeds,
   type PlannedTask,
   type PlanTotals,
+  partialProblems,
   planTotals,
   pricedTasks,
   priceTasks,
   TotalsSum,
 } from './plan.js';
-import { collapseRepeats } from './repeats.js';
 import { type Shard, shardFilterOf } from './shard.js';
 
 const PROBE_CONCURRENCY = 8;
@@ -50,20 +54,35 @@ export function mediaMeasure(): (needs: MediaNeed[]) => Promise<Map<string, Prob
   };
 }
 
-/** Every problem of a manifest (its own, its data files', the catalog's), located. */
-export class ManifestProblemsError extends Error {
+/**
+ * Every problem of a manifest (its own, its data files', the catalog's), located; the same problem at the
+ * same place in many tasks is one, with their count and first ids, whichever check found it.
+ */
+export class ManifestProblemsError extends MediabatchError {
   override name = 'ManifestProblemsError';
+  override readonly exitCode = EXIT.invalid;
+  /** Sorted by file (the manifest first), line and column. */
+  readonly problems: readonly ManifestProblem[];
+  /** Each problem as its line, `file:line:col  task <id>  <field.path>: <rule>`. */
+  override readonly details: readonly string[];
   constructor(
     readonly file: string,
-    readonly problems: readonly ManifestProblem[],
+    problems: readonly ManifestProblem[],
   ) {
-    super(`${problems.length} problem(s) in ${file}`);
+    const folded = sortProblems(foldProblems(problems), file);
+    const n = folded.length;
+    super(
+      `${formatCount(n)} problem${n === 1 ? '' : 's'} in ${file}; fix ${n === 1 ? 'it' : 'them'} and run again`,
+    );
+    this.problems = folded;
+    this.details = folded.map(formatProblem);
   }
 }
 
 /** The manifest file itself cannot be read as one (missing, a folder). */
-export class ManifestFileError extends Error {
+export class ManifestFileError extends MediabatchError {
   override name = 'ManifestFileError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 export interface PlanOptions {
@@ -147,6 +166,7 @@ export async function loadChecked(
     now: o.now,
     cwd: o.cwd,
     allowOutside: o.allowOutside ?? false,
+    checkPartial: partialProblems,
     ...(o.vars ? { overrideVars: o.vars } : {}),
   });
   if (!result.ok) {
@@ -156,7 +176,7 @@ export async function loadChecked(
     throw new ManifestProblemsError(file, [
       ...result.problems,
       ...checked.problems,
-      ...collapseRepeats(chains?.problems(result.unexpanded) ?? []),
+      ...(chains?.problems(result.unexpanded) ?? []),
       ...(await localProblems(file, o, checked.tasks)),
     ]);
   }
@@ -165,7 +185,7 @@ export async function loadChecked(
   const chains = chainsOf(result.manifest, checked.tasks, result.manifest.tasks);
   const problems = [
     ...checked.problems,
-    ...collapseRepeats(chains?.problems() ?? []),
+    ...(chains?.problems() ?? []),
     ...(await localProblems(file, o, checked.tasks)),
   ];
   if (problems.length > 0) throw new ManifestProblemsError(file, problems);
@@ -297,6 +317,7 @@ async function loadStreaming(file: string, o: PlanOptions) {
     cwd: o.cwd,
     allowOutside: o.allowOutside ?? false,
     streaming: true,
+    checkPartial: partialProblems,
     ...(o.vars ? { overrideVars: o.vars } : {}),
   });
   if (!result.ok) {
@@ -324,7 +345,7 @@ function pricing(
 ) {
   const sum = new TotalsSum();
   const whole = inShard ? new TotalsSum() : sum;
-  const problems: ManifestProblem[] = [];
+  const problems = new ProblemFold();
   return {
     totals: sum,
     whole,
@@ -332,7 +353,7 @@ function pricing(
     add(task: CheckedTask) {
       for (const one of pricedTasks([task], lengths, prices, callbackUrl, chains)) {
         if (!one.ok) {
-          problems.push(...one.problems);
+          for (const problem of one.problems) problems.add(problem);
           continue;
         }
         if (whole !== sum) whole.add(one.task);
@@ -353,7 +374,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   // First pass: every problem, the ids, the media to measure, and the totals as if nothing needed measuring.
   const taskIds: string[] = [];
   const needs = new Map<string, MediaNeed>();
-  const catalogProblems: ManifestProblem[] = [];
+  const catalogProblems = new ProblemFold();
   // A chain's downstream may come before its upstream: chained tasks are priced once every task is known.
   const chains = manifest.chained ? new ChainPlan() : undefined;
   const priceAll = (lengths: ReadonlyMap<string, ProbeResult> | undefined) =>
@@ -367,7 +388,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   for (const spec of first.tasks) {
     const one = checkTask(spec);
     if (!one.ok) {
-      catalogProblems.push(...one.problems);
+      for (const problem of one.problems) catalogProblems.add(problem);
       chains?.note(spec);
       continue;
     }
@@ -383,8 +404,8 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   }
   throwIfProblems(file, [
     ...first.problems(),
-    ...collapseRepeats(catalogProblems),
-    ...collapseRepeats(chains?.problems(first.unexpanded()) ?? []),
+    ...catalogProblems.lines(),
+    ...(chains?.problems(first.unexpanded()) ?? []),
     ...(await local.problems()),
   ]);
   const measure = localAware(file, o);
@@ -395,7 +416,7 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
     priced = priceAll(measured);
     for (const task of checkedTasks(source)) priced.add(task);
   }
-  if (priced.problems.length > 0) throw new ManifestProblemsError(file, collapseRepeats(priced.problems));
+  if (priced.problems.size > 0) throw new ManifestProblemsError(file, priced.problems.lines());
   const totals = priced.totals.result();
 
   return {

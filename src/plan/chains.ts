@@ -16,6 +16,7 @@ import {
   SINGLE,
 } from '../manifest/after.js';
 import type { Unexpanded } from '../manifest/declaration.js';
+import { ProblemFold } from '../manifest/problems.js';
 import type { ManifestProblem, TaskSpec } from '../manifest/types.js';
 import type { ProbeResult } from '../media/types.js';
 
@@ -83,7 +84,7 @@ function loneReference(spec: TaskSpec, value: unknown): Reference | undefined {
 }
 
 /** Every combination of one value per field, at most `cap` of them (the first ones). */
-function combinations<T>(choices: ReadonlyArray<readonly T[]>, cap: number): T[][] {
+export function combinations<T>(choices: ReadonlyArray<readonly T[]>, cap: number): T[][] {
   let combos: T[][] = [[]];
   for (const options of choices) {
     const next: T[][] = [];
@@ -247,13 +248,12 @@ export class ChainPlan {
    * they expand).
    */
   problems(unexpanded?: Unexpanded): ManifestProblem[] {
-    const problems: ManifestProblem[] = [];
-    const missing = new Map<string, { problem: ManifestProblem; more: number }>();
+    const problems = new ProblemFold();
     for (const spec of this.#chained) {
       for (const up of spec.after ?? []) {
         const path = up.name === SINGLE ? 'after' : `after.${up.name}`;
         if (up.taskId === spec.id) {
-          problems.push({
+          problems.add({
             pos: up.pos,
             taskId: spec.id,
             path,
@@ -264,20 +264,10 @@ export class ChainPlan {
           !unexpanded?.ids.has(up.taskId) &&
           unexpanded?.unknown !== true
         ) {
-          // One line per place in the manifest: a template wrong for 10,000 rows is one mistake.
-          const site = `${up.pos.file}:${up.pos.line}:${up.pos.col}`;
-          const seen = missing.get(site);
-          if (seen) seen.more++;
-          else {
-            const problem: ManifestProblem = {
-              pos: up.pos,
-              taskId: spec.id,
-              path,
-              message: `names task ${JSON.stringify(up.taskId)}, which this manifest does not make (after expansion); check the id template`,
-            };
-            missing.set(site, { problem, more: 0 });
-            problems.push(problem);
-          }
+          // One line per place in the manifest, whichever id each task names: a template wrong for
+          // 10,000 rows is one mistake (the line names the first task's).
+          const message = `names task ${JSON.stringify(up.taskId)}, which this manifest does not make (after expansion); check the id template`;
+          problems.add({ pos: up.pos, taskId: spec.id, path, message }, 'missing upstream');
         }
       }
       for (const { reference, pos, path } of spec.references ?? []) {
@@ -286,7 +276,7 @@ export class ChainPlan {
         if (up === undefined || known === undefined) continue;
         const why = outputProblem(known.entry, reference.output);
         if (why !== undefined) {
-          problems.push({
+          problems.add({
             pos,
             taskId: spec.id,
             path,
@@ -295,11 +285,8 @@ export class ChainPlan {
         }
       }
     }
-    for (const { problem, more } of missing.values()) {
-      if (more > 0) problem.message += ` (and ${more} more task${more === 1 ? '' : 's'})`;
-    }
-    problems.push(...this.#cycles());
-    return problems;
+    for (const problem of this.#cycles()) problems.add(problem);
+    return problems.lines();
   }
 
   #cycles(): ManifestProblem[] {

@@ -2,11 +2,11 @@
 // `run` relies on (inside the manifest's folder, a regular file, the field's media kind by its bytes).
 import pLimit from 'p-limit';
 import type { CatalogEntry } from '../catalog/types.js';
+import { ProblemFold } from '../manifest/problems.js';
 import type { ManifestProblem } from '../manifest/types.js';
 import { checkLocalInput, LocalInputError, localRef, localRefsIn } from '../media/local-input.js';
 import type { MediaKind, ProbeResult } from '../media/types.js';
 import { type CheckedTask, type MediaNeed, problemFromIssue } from './plan.js';
-import { SHOWN_PER_SITE } from './repeats.js';
 
 type Measure = (needs: MediaNeed[]) => Promise<Map<string, ProbeResult>>;
 
@@ -59,9 +59,11 @@ interface Checked {
   path: string;
   kind: MediaKind;
   maxBytes: number;
-  /** The first tasks that use the file in this field (their problems are shown), then only a count. */
-  sites: Array<{ task: CheckedTask; fieldPath: string }>;
-  more: number;
+  /**
+   * The tasks that use the file, one problem each should the file be refused, folded as they come: one
+   * entry per place in the manifest and field, however many tasks.
+   */
+  sites: ProblemFold;
 }
 
 /**
@@ -89,16 +91,16 @@ export class LocalInputChecks {
       const key = `${kind}\0${maxBytes}\0${path}`;
       let file = this.#files.get(key);
       if (!file) {
-        file = { path, kind, maxBytes, sites: [], more: 0 };
+        file = { path, kind, maxBytes, sites: new ProblemFold() };
         this.#files.set(key, file);
       }
       const fieldPath = index === undefined ? field : `${field}.${index}`;
-      if (file.sites.length < SHOWN_PER_SITE) file.sites.push({ task, fieldPath });
-      else file.more++;
+      // The message is the file's, once it is checked: the place and field tell the sites apart.
+      file.sites.add(problemFromIssue(task.spec, fieldPath, ''));
     }
   }
 
-  /** Every problem, located at the tasks that use the file (the rest counted), once the files are checked. */
+  /** Every problem, located at the tasks that use the file (folded by place), once the files are checked. */
   async problems(): Promise<ManifestProblem[]> {
     const limit = pLimit(8);
     const checked = await Promise.all(
@@ -112,13 +114,7 @@ export class LocalInputChecks {
             return [];
           } catch (error) {
             if (!(error instanceof LocalInputError)) throw error;
-            return file.sites.map(({ task, fieldPath }, i) => {
-              const more =
-                i === file.sites.length - 1 && file.more > 0
-                  ? ` (and ${file.more.toLocaleString('en-US')} more ${file.more === 1 ? 'task' : 'tasks'} like this)`
-                  : '';
-              return problemFromIssue(task.spec, fieldPath, `${error.message}${more}`);
-            });
+            return file.sites.lines().map((site) => ({ ...site, message: error.message }));
           }
         }),
       ),

@@ -12,11 +12,11 @@ import type {
   RequestBody,
   RequestIssue,
 } from '../catalog/types.js';
+import { ProblemFold } from '../manifest/problems.js';
 import type { ManifestProblem, TaskSpec } from '../manifest/types.js';
 import type { MediaKind, ProbeResult } from '../media/types.js';
 import { roundTokens, tokensToUsd } from '../util/money.js';
-import { type ChainPlan, checkChained, holdsReference } from './chains.js';
-import { collapseRepeats } from './repeats.js';
+import { type ChainPlan, checkChained, combinations, holdsReference } from './chains.js';
 
 export interface CheckedTask {
   spec: TaskSpec;
@@ -65,13 +65,13 @@ export function checkTasks(tasks: readonly TaskSpec[]): {
   problems: ManifestProblem[];
 } {
   const checked: CheckedTask[] = [];
-  const problems: ManifestProblem[] = [];
+  const problems = new ProblemFold();
   for (const spec of tasks) {
     const one = checkTask(spec);
     if (one.ok) checked.push(one.task);
-    else problems.push(...one.problems);
+    else for (const problem of one.problems) problems.add(problem);
   }
-  return { tasks: checked, problems: collapseRepeats(problems) };
+  return { tasks: checked, problems: problems.lines() };
 }
 
 /** One task's request against its model's rules. */
@@ -85,6 +85,36 @@ export function checkTask(
   }
   // checkRequest only succeeds for a known model, so the entry exists.
   return { ok: true, task: { spec, entry: lookupEntry(spec.model), body: result.body } };
+}
+
+/** Checks of one task with broken fields at most: each broken field standing for its valid values in turn. */
+const MAX_PARTIAL_TRIES = 32;
+
+/**
+ * The problems of a task's request that do not depend on its `broken` fields (top-level input fields
+ * whose template failed, left undefined): the request is checked with each broken field standing for
+ * each of its model's sample values (left out when it has none), and only the problems that every try
+ * finds, outside the broken fields, are its own. A try that passes means none.
+ */
+export function partialProblems(spec: TaskSpec, broken: ReadonlySet<string>): ManifestProblem[] {
+  const entry = findEntry(spec.model);
+  const choices = [...broken].map((key) => {
+    const samples = entry?.fieldSamples?.(key)?.samples ?? [];
+    return samples.length === 0 ? [{ key }] : samples.map((value) => ({ key, value }));
+  });
+  let common: Map<string, ManifestProblem> | undefined;
+  for (const combo of combinations(choices, MAX_PARTIAL_TRIES)) {
+    const input: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(spec.input)) if (!broken.has(key)) input[key] = value;
+    for (const choice of combo) if ('value' in choice) input[choice.key] = choice.value;
+    const result = checkTask({ ...spec, input });
+    if (result.ok) return [];
+    const found = new Map(result.problems.map((p) => [`${p.path}\0${p.message}`, p]));
+    if (common === undefined) common = found;
+    else for (const key of common.keys()) if (!found.has(key)) common.delete(key);
+  }
+  const inBroken = (path: string) => broken.has(path.replace(/^input\./, '').split('.')[0] ?? '');
+  return [...(common?.values() ?? [])].filter((p) => !inBroken(p.path));
 }
 
 function lookupEntry(model: string): CatalogEntry {
@@ -209,7 +239,7 @@ export function* pricedTasks(
   }
 }
 
-/** Every task priced, or every problem found (repeats collapsed). */
+/** Every task priced, or every problem found (the same one in many tasks folded). */
 export function priceTasks(
   tasks: readonly CheckedTask[],
   measured: ReadonlyMap<string, ProbeResult> | undefined,
@@ -218,12 +248,12 @@ export function priceTasks(
   chains?: ChainPlan,
 ): { tasks: PlannedTask[]; problems: ManifestProblem[] } {
   const planned: PlannedTask[] = [];
-  const problems: ManifestProblem[] = [];
+  const problems = new ProblemFold();
   for (const priced of pricedTasks(tasks, measured, prices, callbackUrl, chains)) {
     if (priced.ok) planned.push(priced.task);
-    else problems.push(...priced.problems);
+    else for (const problem of priced.problems) problems.add(problem);
   }
-  return { tasks: planned, problems: collapseRepeats(problems) };
+  return { tasks: planned, problems: problems.lines() };
 }
 
 // The spec's sizes are decimal megabytes (its own "wav over about 1 min 50 s" remark matches 10^6 bytes).

@@ -5,6 +5,8 @@
 import { relative, sep } from 'node:path';
 import { describeRun, type NextAction, type RunAccount } from '../account/index.js';
 import type { Estimate } from '../catalog/types.js';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
 import { taskFolderName } from '../results/names.js';
 import { reportReview, reviewFacts } from '../review/index.js';
@@ -75,8 +77,9 @@ export interface ReportInput {
 }
 
 /** Thrown for a run id the store does not know; the CLI words it. */
-export class UnknownRunError extends Error {
+export class UnknownRunError extends MediabatchError {
   override name = 'UnknownRunError';
+  override readonly exitCode = EXIT.invalid;
   readonly runId: string;
   constructor(runId: string) {
     super(`run ${runId}: not found in the state database`);

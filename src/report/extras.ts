@@ -29,7 +29,7 @@ export function promptOf(wireBody: string): string | undefined {
   );
 }
 
-/** The first of the request's text fields (prompt, text, lyrics, description) that is not blank. */
+/** The first of the request's text fields (prompt, text, lyrics, description, title) that is not blank. */
 export function promptOfText(text: Readonly<Record<RequestTextField, string | null>>): string | undefined {
   for (const field of REQUEST_TEXT_FIELDS) {
     const value = text[field];

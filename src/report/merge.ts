@@ -4,6 +4,8 @@
 // shards' figures; every task appears once; the shards that are missing or unfinished are named.
 
 import { type RunAccount, sumAccounts } from '../account/index.js';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { UNFINISHED } from '../store/index.js';
 import { fromMicro, roundTokens, tokensToUsd, toMicro } from '../util/money.js';
 import type { Report, ReportSummary } from './schema.js';
@@ -15,8 +17,9 @@ export interface ShardReportInput {
 }
 
 /** The inputs cannot be merged: one line that names the file and says why. */
-export class MergeError extends Error {
+export class MergeError extends MediabatchError {
   override name = 'MergeError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 type Merged = NonNullable<Report['shards']>;

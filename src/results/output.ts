@@ -2,6 +2,8 @@
 // for the bucket of the account's `storage:` settings). Pure: names and configuration, no I/O.
 
 import { join, resolve } from 'node:path';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { resultsRunId } from '../plan/shard.js';
 import { parseS3Url, type StorageConfig } from '../storage/config.js';
 
@@ -19,8 +21,9 @@ export function runLocation(output: string, runId: string): string {
   return isBucketLocation(output) ? `${output.replace(/\/+$/, '')}/${folder}` : join(output, folder);
 }
 
-export class OutputError extends Error {
+export class OutputError extends MediabatchError {
   override name = 'OutputError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 /**

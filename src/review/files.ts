@@ -33,7 +33,17 @@ export async function keepEarlierResult(
   const moved: Array<{ from: string; to: string }> = [];
   for (const from of present) {
     const to = join(target, basename(from));
-    await rename(from, to);
+    try {
+      await rename(from, to);
+    } catch (error) {
+      // Gone since it was listed: another process is keeping the same result (the runner finishes a move
+      // it finds half done while the view's decision makes it), and has moved this file already.
+      const gone =
+        (error as NodeJS.ErrnoException).code === 'ENOENT' &&
+        (await lstat(from).catch(() => undefined)) === undefined;
+      if (gone) continue;
+      throw error;
+    }
     moved.push({ from, to });
   }
   await syncFolder(target);

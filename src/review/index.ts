@@ -4,6 +4,8 @@
 
 import { userInfo } from 'node:os';
 import picomatch from 'picomatch';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { type BucketOutput, keepEarlierInBucket } from '../results/bucket.js';
 import { taskFolderName } from '../results/names.js';
 import { isBucketLocation, runLocation } from '../results/output.js';
@@ -20,8 +22,9 @@ import { keepEarlierResult } from './files.js';
 
 export type { DecideOutcome, Verdict } from '../store/index.js';
 
-export class ReviewError extends Error {
+export class ReviewError extends MediabatchError {
   override name = 'ReviewError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 export interface AwaitingItem {

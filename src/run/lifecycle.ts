@@ -387,7 +387,7 @@ export function closeCompleteRun(session: RunSession, counts: Record<TaskState, 
   return code;
 }
 
-/** The exit code of a run's end (design.md): 5 refused key, 4 stopped or unfinished, 2 some failed, 0 ok. */
+/** The exit code of a run's end (docs/troubleshooting.md): 5 refused key, 4 stopped or unfinished, 2 some failed, 0 ok. */
 export function exitCodeFor(
   stopReason: RunResult['stopReason'],
   counts: Record<TaskState, number>,

@@ -4,6 +4,8 @@
 
 import { readFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
 import { ensureFolderUnder, writeFileAtomic } from '../util/fsatomic.js';
 
@@ -42,8 +44,9 @@ function describeClaim(m: Marker, shown: (path: string) => string): string {
     : `run ${m.run} of the state file ${shown(m.state_file)}`;
 }
 
-export class RunFolderTakenError extends Error {
+export class RunFolderTakenError extends MediabatchError {
   override name = 'RunFolderTakenError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 /**

@@ -2,6 +2,8 @@
 // with the clock, so an interrupted run resumed after midnight would otherwise start a second paid run
 // and leave the first one's paid jobs behind. The unfinished run of the manifest comes first.
 
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { parseShardRunId, type Shard, shardRunId } from '../plan/shard.js';
 import { OWED, type RunRecord, type Store } from '../store/index.js';
 
@@ -47,8 +49,9 @@ export function ageOf(run: RunRecord, now: Date): string {
 }
 
 /** A shard run that cannot be driven as asked: one line for the user (exit 1). */
-export class ShardRunError extends Error {
+export class ShardRunError extends MediabatchError {
   override name = 'ShardRunError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 /**

@@ -4,7 +4,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { EXIT } from '../exit-codes.js';
+import { MediabatchError } from '../errors.js';
+import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
 import { parseShardRunId, type Shard } from '../plan/shard.js';
 import { isBucketLocation, runLocation } from '../results/output.js';
@@ -26,17 +27,27 @@ import { BackgroundStoring, STORE_CHUNK } from './storing.js';
 /** What went wrong opening or running, for the caller to word and map (the CLI maps it to an exit code). */
 export type RunErrorKind = 'invalid' | 'busy' | 'refused' | 'unauthorized';
 
-export class RunError extends Error {
+export class RunError extends MediabatchError {
   override name = 'RunError';
+  override readonly exitCode: ExitCode;
   constructor(
     readonly kind: RunErrorKind,
     message: string,
     /** Lines that explain, one per item (e.g. each changed task). */
-    readonly details: readonly string[] = [],
+    override readonly details: readonly string[] = [],
   ) {
     super(message);
+    this.exitCode = RUN_ERROR_EXITS[kind];
   }
 }
+
+/** A run another process holds is busy now, not wrong: running again later goes on (exit 4). */
+const RUN_ERROR_EXITS: Readonly<Record<RunErrorKind, ExitCode>> = {
+  invalid: EXIT.invalid,
+  busy: EXIT.interrupted,
+  refused: EXIT.refused,
+  unauthorized: EXIT.unauthorized,
+};
 
 /** What a run needs from its plan: its tasks as store rows, then nothing but ids and totals. */
 export interface PlannedRun {

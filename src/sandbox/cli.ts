@@ -7,6 +7,7 @@ import {
   SANDBOX_FLAGS,
   type SandboxFlagAttr,
   type SandboxOptions,
+  SandboxOptionsError,
   type SandboxSettings,
 } from './options.js';
 import { parseQuirks } from './quirks.js';
@@ -77,7 +78,7 @@ export async function sandboxCommand(
   io: SandboxCommandIo = { stdout: process.stdout, stderr: process.stderr, signals: process },
 ): Promise<void> {
   const parsed = parseSandboxFlags(raw);
-  if (!parsed.ok) throw new Error(`sandbox: ${parsed.issues.join('; ')}`);
+  if (!parsed.ok) throw new SandboxOptionsError(`sandbox: ${parsed.issues.join('; ')}`);
   const options = parsed.options;
   const sandbox = await startSandbox({
     ...options,

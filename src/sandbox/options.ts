@@ -2,8 +2,16 @@
 // checks that both `startSandbox` and `POST /_sandbox/config` apply.
 import type { Dispatcher } from 'undici';
 import type { PriceTable } from '../catalog/types.js';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import type { Prober } from '../media/types.js';
 import { QUIRKS } from './quirks.js';
+
+/** Sandbox options the user gave that it cannot take (`sandbox: …`, one line): exit 1. */
+export class SandboxOptionsError extends MediabatchError {
+  override name = 'SandboxOptionsError';
+  override readonly exitCode = EXIT.invalid;
+}
 
 /** Settings that may change while the sandbox runs (`POST /_sandbox/config`). */
 export interface SandboxSettings {

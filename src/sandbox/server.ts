@@ -24,7 +24,13 @@ import {
 } from './jobs.js';
 import { keepJob, restoreJobs } from './journal.js';
 import { routeSampleMedia } from './media.js';
-import { checkSettings, SANDBOX_DEFAULTS, type SandboxOptions, type SandboxSettings } from './options.js';
+import {
+  checkSettings,
+  SANDBOX_DEFAULTS,
+  type SandboxOptions,
+  SandboxOptionsError,
+  type SandboxSettings,
+} from './options.js';
 import {
   acceptsGzip,
   CODE_IN_200_SHARE,
@@ -101,7 +107,7 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 // Long on purpose: the sandbox's routes and shared state are one fastify instance; each route is a few lines.
 export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> {
   const initial = checkSettings(pickSettings(opts));
-  if (!initial.ok) throw new Error(`sandbox: ${initial.issues.join('; ')}`);
+  if (!initial.ok) throw new SandboxOptionsError(`sandbox: ${initial.issues.join('; ')}`);
   const settings: SandboxSettings = {
     speed: SANDBOX_DEFAULTS.speed,
     failRate: SANDBOX_DEFAULTS.failRate,
@@ -118,7 +124,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     ...initial.settings,
   };
   const parsedQuirks = parseQuirks(opts.quirks ?? SANDBOX_DEFAULTS.quirks);
-  if (!parsedQuirks.ok) throw new Error(`sandbox: quirks: ${parsedQuirks.issue}`);
+  if (!parsedQuirks.ok) throw new SandboxOptionsError(`sandbox: quirks: ${parsedQuirks.issue}`);
   const quirks: ReadonlySet<Quirk> = parsedQuirks.quirks;
   const seeded = opts.seed !== undefined;
   const seed = opts.seed ?? SANDBOX_DEFAULTS.seed;

@@ -1,8 +1,8 @@
 // What a firing of `mediabatch schedule` comes to: the worst case a run can still charge (for the period's
 // budget), and what the scheduler says of a firing from what the library says of the run.
 
+import type { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
-import type { RunError } from '../run/session.js';
 import type { UnattendedOutcome } from '../run/unattended.js';
 import type { Store } from '../store/index.js';
 import type { FiringResult } from './scheduler.js';
@@ -43,14 +43,22 @@ export function worstCase(
   return total;
 }
 
-/** A RunError (what the caller must fix) as the firing's outcome. */
-export function runErrorOutcome(error: RunError, runId: string | undefined): FiringResult {
+/** What the scheduler says of a firing that stopped with one of our errors, from its exit code. */
+export function errorOutcome(error: MediabatchError, runId: string | undefined): FiringResult {
   const id = runId === undefined ? {} : { runId };
-  const outcome = {
-    invalid: 'invalid',
-    busy: 'interrupted',
-    refused: 'refused',
-    unauthorized: 'unauthorized',
-  } as const;
-  return { outcome: outcome[error.kind], ...id, message: [...error.details, error.message].join('; ') };
+  const message = [...error.details, error.message].join('; ');
+  switch (error.exitCode) {
+    case EXIT.refused:
+      return { outcome: 'refused', ...id, message };
+    case EXIT.interrupted:
+      return { outcome: 'interrupted', ...id, message };
+    case EXIT.someFailed:
+      return { outcome: 'failed', ...id, message };
+    case EXIT.unauthorized:
+      return { outcome: 'unauthorized', ...id, message };
+    case EXIT.invalid:
+      return { outcome: 'invalid', ...id, message };
+    default:
+      return { outcome: 'error', ...id, message };
+  }
 }

@@ -17,6 +17,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { MediabatchError } from '../errors.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { StorageConfig } from './config.js';
 
@@ -25,8 +26,8 @@ import type { StorageConfig } from './config.js';
  * Wrong or missing credentials exit 5 like a refused API key; a missing bucket or an unreachable
  * endpoint is a configuration to fix before anything is charged: exit 1.
  */
-export class StorageError extends Error {
-  readonly exitCode: ExitCode;
+export class StorageError extends MediabatchError {
+  override readonly exitCode: ExitCode;
   /** Worth retrying (network blip, 5xx, throttling). */
   readonly transient: boolean;
 

@@ -1,5 +1,8 @@
 // The store's errors, apart from the database driver so that the CLI can name them without loading it.
 
+import { MediabatchError } from '../errors.js';
+import { EXIT, type ExitCode } from '../exit-codes.js';
+
 /**
  * What is wrong with the state file, for the CLI's exit code and for callers that want to react:
  * `data` is a problem with what is in it (a run, a task) rather than with the file.
@@ -16,16 +19,26 @@ export type StoreErrorKind =
   | 'data';
 
 /** Every problem with the state database (the file, or a run in it), worded for the user. */
-export class StoreError extends Error {
+export class StoreError extends MediabatchError {
   override name = 'StoreError';
   readonly kind: StoreErrorKind;
   /** The state file, when the problem is with the file: the CLI shows it as the user gave it. */
   readonly file: string | undefined;
+  /**
+   * A state file the user must fix (or upgrade) exits 1; a full disk is resumable once there is room, so
+   * it takes the run's own code for "run it again"; a problem with what is in the file is a bug.
+   */
+  override readonly exitCode: ExitCode;
 
   constructor(message: string, opts: { kind?: StoreErrorKind; file?: string } = {}) {
     super(message);
     this.kind = opts.kind ?? 'data';
     this.file = opts.file;
+    this.exitCode = !STATE_FILE_KINDS.includes(this.kind)
+      ? EXIT.internal
+      : this.kind === 'full'
+        ? EXIT.interrupted
+        : EXIT.invalid;
   }
 }
 

@@ -18,8 +18,11 @@ import {
   type UpstreamLink,
 } from './types.js';
 
-/** The request fields a person reads as the task's text, in the order the gallery prefers them. */
-export const REQUEST_TEXT_FIELDS = ['prompt', 'text', 'lyrics', 'description'] as const;
+/**
+ * The request fields a person reads as the task's text, in the order the gallery prefers them; the view's
+ * cards show them too.
+ */
+export const REQUEST_TEXT_FIELDS = ['prompt', 'text', 'lyrics', 'description', 'title'] as const;
 export type RequestTextField = (typeof REQUEST_TEXT_FIELDS)[number];
 
 /** One task as the report shows it: no request body, its ledger spend and files alongside. */
@@ -164,6 +167,7 @@ interface PageTaskRow {
   text: string | null;
   lyrics: string | null;
   description: string | null;
+  title: string | null;
 }
 
 interface FigureRow {
@@ -256,7 +260,7 @@ export class ReportReadStore {
       `SELECT rowid AS rid, task_id, seq, model, ${shownStateSql('t')} AS state, img_uuid, job_status, est_tokens, est_min, est_max,
          est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered, body,
          planned_estimate,
-         ${textField('prompt')}, ${textField('text')}, ${textField('lyrics')}, ${textField('description')}
+         ${REQUEST_TEXT_FIELDS.map(textField).join(', ')}
        FROM tasks AS t WHERE rowid IN (SELECT value FROM json_each(:rowids))`,
     );
     this.#selectUpstreams = db.prepare<
@@ -442,6 +446,7 @@ export class ReportReadStore {
           text: row.text,
           lyrics: row.lyrics,
           description: row.description,
+          title: row.title,
         },
         spend: {
           taskId: row.task_id,

@@ -8,7 +8,7 @@ import { unknownRun } from './runs.js';
 import { awaitsReviewSql } from './shown-state.js';
 import { fromStatesJson, refusedMove, type TaskRow, toTask } from './task-rows.js';
 import { toIso } from './time.js';
-import { NEVER_CHARGED, REQUEUEABLE } from './transitions.js';
+import { NEVER_CHARGED, REQUEUEABLE, WATCHED } from './transitions.js';
 import {
   type ChangedTask,
   type Clock,
@@ -215,12 +215,12 @@ export class TaskStore {
       .pluck();
     this.#selectDue = db.prepare<[string, string, number], TaskRow>(
       `SELECT * FROM tasks
-       WHERE run_id = ? AND state IN ('submitted', 'running', 'stalled') AND (next_poll_at IS NULL OR next_poll_at <= ?)
+       WHERE run_id = ? AND state IN (${WATCHED_SQL}) AND (next_poll_at IS NULL OR next_poll_at <= ?)
        ORDER BY next_poll_at NULLS FIRST, seq LIMIT ?`,
     );
     this.#selectEarliestPoll = db
       .prepare<[string], string | null>(
-        `SELECT min(coalesce(next_poll_at, '')) FROM tasks WHERE run_id = ? AND state IN ('submitted', 'running', 'stalled')`,
+        `SELECT min(coalesce(next_poll_at, '')) FROM tasks WHERE run_id = ? AND state IN (${WATCHED_SQL})`,
       )
       .pluck();
     this.#notePolled = db.prepare<{ runId: string; taskId: string; now: string; next: string }>(
@@ -633,6 +633,10 @@ export class TaskStore {
     }
   }
 }
+
+// Written into the SQL as literals, as the partial index tasks_due_for_poll is: SQLite uses that index only
+// for a query whose state list it can match, which a bound json_each list is not.
+const WATCHED_SQL = WATCHED.map((s) => `'${s}'`).join(', ');
 
 /** What a task forgets when it starts over: its job, its answer, its polling. */
 const RESET_COLUMNS = `state = 'pending', verdict = NULL, img_uuid = NULL, cost = NULL, cost_assumed = 0, recovered = 0,

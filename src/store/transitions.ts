@@ -74,9 +74,6 @@ export const OWED: readonly TaskState[] = [
   'in_doubt',
 ];
 
-/** States where tokens were (or may have been) spent and no result is on disk. */
-export const PAID_WITHOUT_RESULT: readonly TaskState[] = ['in_doubt', 'unfetched', 'lost'];
-
 // Re-exported so that `../store/index.js` keeps offering the status reading it applies.
 export { isDocumentedJobStatus, type JobPhase, jobPhase } from '../api/job-status.js';
 

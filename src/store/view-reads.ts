@@ -2,8 +2,10 @@
 // a run's spend and finished tasks, failures grouped by reason, and the cheap signals that say the
 // database changed. Every statement is a read: the view opens the file read-only (openReadOnlyStore).
 
+import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
+import { REQUEST_TEXT_FIELDS } from './report-reads.js';
 import { shownStateSql, storedStatesFor } from './shown-state.js';
 import type { FileRecord, TaskState } from './types.js';
 
@@ -131,8 +133,6 @@ const FAILURE_SCAN = 200_000;
 /** Below this many tasks in the filtered states, their index is read and sorted; above, the order's index. */
 const SMALL_SET = 20_000;
 
-const TEXT_FIELDS = ['prompt', 'text', 'lyrics', 'description', 'title'] as const;
-
 interface TaskListRow {
   task_id: string;
   img_uuid: string | null;
@@ -155,6 +155,13 @@ interface TaskListRow {
 // The state as shown (awaiting_review for a pending task waiting for a person: src/store/shown-state.ts).
 const LIST_COLUMNS = `task_id, img_uuid, seq, model, ${shownStateSql('tasks')} AS state, error, submitted_at, finished_at, updated_at, body, est_tokens, est_max, review, verdict, attempt, version`;
 /**
+ * The text as the view shows it, secrets taken out (src/util/secrets.ts): `q` finds only what an answer
+ * would show, so a key in the state file cannot be guessed a letter at a time. SQLite's AND stops at a
+ * row the plain text already rules out, so scrubbing costs only the rows that match it.
+ */
+const SCRUBBED = 'mediabatch_scrubbed';
+
+/**
  * Filters shared by every list statement; null parameters switch a filter off. `:stored` are the stored
  * states behind the shown ones of `:states` (awaiting_review is stored as pending).
  */
@@ -162,8 +169,9 @@ const FILTERS = `(:states IS NULL OR (state IN (SELECT value FROM json_each(:sto
     AND ${shownStateSql('tasks')} IN (SELECT value FROM json_each(:states))))
   AND (:model IS NULL OR model = :model)
   AND (:awaiting = 0 OR (review = 1 AND verdict IS NULL AND state = 'done'))
-  AND (:q IS NULL OR instr(lower(task_id), :q) > 0 OR instr(lower(body), :q) > 0
-       OR instr(lower(coalesce(error, '')), :q) > 0)`;
+  AND (:q IS NULL OR instr(lower(task_id), :q) > 0
+       OR (instr(lower(body), :q) > 0 AND instr(lower(${SCRUBBED}(body)), :q) > 0)
+       OR (instr(lower(coalesce(error, '')), :q) > 0 AND instr(lower(${SCRUBBED}(coalesce(error, ''))), :q) > 0))`;
 
 /**
  * The keyset bounds are always given (a NULL-or-bound test would stop SQLite from seeking the index):
@@ -215,6 +223,7 @@ export class ViewReadStore {
   // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db) {
     this.#db = db;
+    db.function(SCRUBBED, (text: unknown) => (typeof text === 'string' ? scrub(text) : text));
     // Newest first: the partial index (run_id, finished_at, task_id) read backwards from the cursor.
     this.#finished = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks INDEXED BY tasks_by_finished
@@ -609,7 +618,7 @@ function textOf(body: string): Record<string, string> {
     return out;
   }
   if (parsed === null || typeof parsed !== 'object') return out;
-  for (const field of TEXT_FIELDS) {
+  for (const field of REQUEST_TEXT_FIELDS) {
     const value = (parsed as Record<string, unknown>)[field];
     if (typeof value === 'string') out[field] = value;
   }

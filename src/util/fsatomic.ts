@@ -7,10 +7,11 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { type FileHandle, lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { MediabatchError } from '../errors.js';
 import { scrub, scrubBytes, secretOverlap } from './secrets.js';
 
 /** A folder on the way to a file is a link or not a folder: writing there could land anywhere. */
-export class UnsafePathError extends Error {
+export class UnsafePathError extends MediabatchError {
   /** Not an errno code: lets callers that sort errors by `code` tell this one apart. */
   readonly code = 'EUNSAFEPATH';
   constructor(

@@ -43,16 +43,17 @@ export function loadAssets(): Map<string, Asset> {
 }
 
 /**
- * The page, with the token in a meta tag: its script puts it in the header that writes need. Only a
- * request that already holds the token is served the page, and another site cannot read the answer.
+ * The page. Served to the printed address (`/?token=`), it holds the token and the page to open first
+ * in meta tags: its script keeps the token in the page's own storage (never in a cookie, which reaches
+ * every local port) and sends it as the header that writes need. Served to a cookie, it holds neither.
  */
-export function indexHtml(token = ''): Buffer {
+export function indexHtml(token = '', start = ''): Buffer {
   const html = readFileSync(join(OWN, 'index.html'), 'utf8');
-  const safe = token.replace(/[&"<>]/g, (c) => `&#${c.charCodeAt(0)};`);
+  const safe = (text: string) => text.replace(/[&"<>]/g, (c) => `&#${c.charCodeAt(0)};`);
   return Buffer.from(
     html.replace(
       '<meta name="mediabatch-token" content="">',
-      `<meta name="mediabatch-token" content="${safe}">`,
+      `<meta name="mediabatch-token" content="${safe(token)}">\n<meta name="mediabatch-start" content="${safe(start)}">`,
     ),
   );
 }

@@ -22,6 +22,7 @@ import {
 } from '../store/index.js';
 import { roundTokens } from '../util/money.js';
 import { RunFigures } from './figures.js';
+import { scrubbed } from './scrubbed.js';
 import { finishedSeries, type ModelSpend } from './series.js';
 
 /** The version of every JSON answer (`v`); it moves when a field changes meaning or goes away. */
@@ -191,7 +192,8 @@ export class ViewData {
     const cache = this.#cache(runId);
     const key = JSON.stringify(FAILURE_STATES.map((s) => counts[s]));
     if (cache.failures?.key !== key) {
-      cache.failures = { key, groups: this.#store.viewReads.failuresByReason(runId) };
+      // A reason is an error message: scrubbed like the task's own error.
+      cache.failures = { key, groups: scrubbed(this.#store.viewReads.failuresByReason(runId)) };
     }
     return cache.failures.groups;
   }

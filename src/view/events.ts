@@ -5,6 +5,7 @@
 
 import type { ServerResponse } from 'node:http';
 import type { RunRecord, TaskState } from '../store/index.js';
+import { scrub } from '../util/secrets.js';
 import { VIEW_API_VERSION, type ViewData } from './data.js';
 
 export const POLL_MS = 250;
@@ -157,6 +158,8 @@ export class ChangeFeed {
   }
 
   #send(text: string): void {
-    for (const client of this.#clients) client.write(text);
+    // Ids come from manifests: scrubbed like every other answer of the view.
+    const clean = scrub(text);
+    for (const client of this.#clients) client.write(clean);
   }
 }

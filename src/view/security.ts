@@ -1,8 +1,10 @@
-// Who may talk to the view: the token (query once → cookie, or a Bearer header), the Host header (DNS
-// rebinding), and for the writes of the next issue, a token header plus a same-origin request. Pure
-// functions of the request's headers, so each rule is tested alone and the server only wires them.
+// Who may talk to the view: the Host header (DNS rebinding), then two capabilities. The token (printed
+// in the address, or a Bearer header) reads and writes; the read key, derived from it one way, is all the
+// cookie carries, because a browser sends its cookies for 127.0.0.1 to every port of it (docs/view.md,
+// "Threat model"). Writes take the token in a header plus a same-origin request. Pure functions of the
+// request's headers, so each rule is tested alone and the server only wires them.
 
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** 32 random bytes, URL-safe: printed once in the address, never logged elsewhere. */
 export function newToken(): string {
@@ -22,20 +24,32 @@ export function cookieName(port: number): string {
   return `mediabatch_view_${port}`;
 }
 
-/** The Set-Cookie value after `?token=`: script cannot read it, other sites never send it. */
-export function tokenCookie(port: number, token: string): string {
-  return `${cookieName(port)}=${token}; HttpOnly; SameSite=Strict; Path=/`;
+/**
+ * The read key: what the cookie holds. Whoever has the token can make it; whoever has only the key
+ * (any program on another local port the browser visits) cannot work back to the token.
+ */
+export function readKey(token: string): string {
+  return createHmac('sha256', token).update('mediabatch view: read only').digest('base64url');
 }
 
-/** The value of one cookie in a Cookie header, or undefined. */
-export function cookieValue(header: string | undefined, name: string): string | undefined {
-  if (header === undefined) return undefined;
+/** The Set-Cookie value after `?token=`: the read key only, out of reach of script and of other sites. */
+export function readCookie(port: number, token: string): string {
+  return `${cookieName(port)}=${readKey(token)}; HttpOnly; SameSite=Strict; Path=/`;
+}
+
+/**
+ * Every value a Cookie header gives one name: a cookie of the same name set by another program on
+ * 127.0.0.1 (another port, another path) is sent beside ours, often first, and must not hide it.
+ */
+export function cookieValues(header: string | undefined, name: string): string[] {
+  if (header === undefined) return [];
+  const values: string[] = [];
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');
     if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+    if (part.slice(0, eq).trim() === name) values.push(part.slice(eq + 1).trim());
   }
-  return undefined;
+  return values;
 }
 
 /**
@@ -69,21 +83,29 @@ export interface RequestHeaders {
 
 export type Access = 'ok' | 'bad-host' | 'no-token';
 
-/** Whether a read may be served: a known Host, then the token in the cookie or a Bearer header. */
+/**
+ * Whether a read may be served: a known Host, then the token (a Bearer header, or the header the page
+ * sends, so that its reads go on when another program overwrote the cookie) or the read key in a cookie.
+ */
 export function readAccess(
   headers: RequestHeaders,
   o: { hosts: ReadonlySet<string>; token: string; port: number },
 ): Access {
   if (!hostAllowed(headers.host, o.hosts)) return 'bad-host';
   const bearer = /^Bearer\s+(\S+)$/i.exec(headers.authorization ?? '')?.[1];
-  if (sameSecret(bearer, o.token)) return 'ok';
-  if (sameSecret(cookieValue(headers.cookie, cookieName(o.port)), o.token)) return 'ok';
-  return 'no-token';
+  if (sameSecret(bearer, o.token) || sameSecret(headers['x-mediabatch-token'], o.token)) return 'ok';
+  return cookieHoldsKey(headers, o) ? 'ok' : 'no-token';
+}
+
+/** Whether one of the cookies of the view's name holds the read key. */
+export function cookieHoldsKey(headers: RequestHeaders, o: { token: string; port: number }): boolean {
+  const key = readKey(o.token);
+  return cookieValues(headers.cookie, cookieName(o.port)).some((v) => sameSecret(v, key));
 }
 
 /**
- * Whether a write (POST, the next issue's decisions) may be served, on top of readAccess: the token in
- * the `X-Mediabatch-Token` header (a cookie alone is sent by any page that posts a form here), and a
+ * Whether a write (POST: decisions) may be served, on top of readAccess: the token in the
+ * `X-Mediabatch-Token` header (the cookie holds only the read key, and is sent to any local port), and a
  * same-origin request (Origin, when the browser sends it, names this server; Sec-Fetch-Site, when sent,
  * says same-origin). Returns the reason it may not, or undefined when it may.
  */

@@ -1,31 +1,46 @@
 // `mediabatch view`: a local web server over the state file, opened read-only. Every request passes the
-// Host check and the token (security.ts); the JSON API (data.ts, tasks.ts) is what the page uses;
-// result files are served by their recorded row (files.ts); changes are pushed as server-sent events
-// (events.ts). Routes that change a run (the next issue) go through `writeRefusal` as well.
+// Host check and a capability before the router sees it (gate.ts, security.ts); routes take what their
+// schemas allow (schemas.ts); the JSON API (data.ts, tasks.ts) is what the page uses; result files are
+// served by their recorded row (files.ts); changes are pushed as server-sent events (events.ts).
 
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { reviewSummary } from '../review/index.js';
 import { openReadOnlyStore, openStore, type RunRecord, type Store, StoreError } from '../store/index.js';
 import { scrub } from '../util/secrets.js';
 import { type Asset, indexHtml, loadAssets } from './assets.js';
 import { ViewData } from './data.js';
-import { decideOnce, parseDecision, parseTaskIds, priceOf, unknownTasks } from './decisions.js';
+import { decideOnce, priceOf, unknownTasks } from './decisions.js';
 import { ChangeFeed } from './events.js';
 import { byteRange, openRecordedFile } from './files.js';
+import { clientErrorAnswer, passGate } from './gate.js';
 import {
-  allowedHosts,
-  hostAllowed,
-  newToken,
-  type RequestHeaders,
-  readAccess,
-  sameSecret,
-  securityHeaders,
-  tokenCookie,
-  writeRefusal,
-} from './security.js';
-import { QueryError, type TaskListQuery, taskDetail, taskList } from './tasks.js';
+  assetParams,
+  type DecisionBody,
+  decisionBody,
+  fileParams,
+  noQuery,
+  QueryError,
+  rerollPriceQuery,
+  runParams,
+  type TaskListQuery,
+  taskListQuery,
+  taskParams,
+  zodCompiler,
+} from './schemas.js';
+import { allowedHosts, newToken, securityHeaders } from './security.js';
+import { taskDetail, taskList } from './tasks.js';
+
+/**
+ * Longer than any path Node reads (its header limit is 16 KiB): a task id of any length a manifest
+ * allows is a route parameter like any other, never a 414 from the router.
+ */
+const MAX_PARAM = 64 * 1024;
 
 export interface ViewOptions {
   stateFile: string;
@@ -57,8 +72,9 @@ export interface ViewServer {
   close(): Promise<void>;
 }
 
-export class ViewError extends Error {
+export class ViewError extends MediabatchError {
   override name = 'ViewError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 /** The state file read-only; an older schema is brought up to date first, like every command does. */
@@ -89,20 +105,19 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   const onError = (message: string) => o.onError?.(scrub(message));
   const data = new ViewData(store, { cwd: o.cwd, onError, ...(o.now ? { now: o.now } : {}) });
   const feed = new ChangeFeed(data);
-  const app = Fastify({ logger: false, return503OnClosing: false });
+  const { app, hosts, headers } = gatedApp(o, token, () => ctx.port);
   const ctx: RouteContext = {
     app,
     data,
     feed,
-    token,
     assets: loadAssets(),
-    index: indexHtml(token),
-    headers: securityHeaders(o.mediaOrigins ?? []),
-    hosts: new Set<string>(),
+    index: indexHtml(),
+    headers,
+    hosts,
     port: 0,
     opts: o,
   };
-  guard(ctx);
+  answers(ctx);
   routes(ctx);
   decisionRoutes(ctx);
   // The costly figures of the run the address opens, or the newest, start to be read (in the background
@@ -135,11 +150,29 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   };
 }
 
+/** Fastify behind the gate: every request meets passGate (gate.ts) before the router sees it. */
+function gatedApp(o: ViewOptions, token: string, port: () => number) {
+  const hosts = new Set<string>();
+  const headers = securityHeaders(o.mediaOrigins ?? []);
+  const bootPage = indexHtml(token, o.run === undefined ? '' : `#/run/${encodeURIComponent(o.run)}`);
+  const gate = { token, hosts, headers, port, bootPage };
+  const app = Fastify({
+    logger: false,
+    return503OnClosing: false,
+    routerOptions: { maxParamLength: MAX_PARAM },
+    clientErrorHandler: clientErrorAnswer(headers),
+    serverFactory: (handler) =>
+      createServer((req, res) => {
+        if (passGate(gate, req, res)) handler(req, res);
+      }),
+  });
+  return { app, hosts, headers };
+}
+
 interface RouteContext {
   app: FastifyInstance;
   data: ViewData;
   feed: ChangeFeed;
-  token: string;
   assets: Map<string, Asset>;
   index: Buffer;
   headers: Record<string, string>;
@@ -148,59 +181,29 @@ interface RouteContext {
   opts: ViewOptions;
 }
 
-/** Host first (DNS rebinding), then the token: from the query once (→ cookie, redirect), or cookie/Bearer. */
-function guard(ctx: RouteContext): void {
+/**
+ * How every answer past the gate is made: parameters and bodies checked by their schemas (400, one
+ * line), fastify's own refusals said as they are, our own failures logged (scrubbed) as a 500 without
+ * details, and every text answer scrubbed of secrets whatever the route put in it.
+ */
+function answers(ctx: RouteContext): void {
   const { app } = ctx;
-  app.addHook('onRequest', async (request, reply) => {
-    reply.headers(ctx.headers);
-    const headers = request.headers as RequestHeaders;
-    const url = new URL(request.url, 'http://view.invalid');
-    const given = url.searchParams.get('token');
-    if (!hostAllowed(headers.host, ctx.hosts)) {
-      return reply.code(403).type('text/plain; charset=utf-8').send(forbiddenHost(ctx.port));
-    }
-    if (given !== null) {
-      if (!sameSecret(given, ctx.token)) return unauthorized(reply);
-      url.searchParams.delete('token');
-      const rest = url.searchParams.toString();
-      const target = `${url.pathname}${rest === '' ? '' : `?${rest}`}`;
-      const hash = url.pathname === '/' && ctx.opts.run ? `#/run/${encodeURIComponent(ctx.opts.run)}` : '';
-      return reply
-        .code(303)
-        .header('set-cookie', tokenCookie(ctx.port, ctx.token))
-        .header('location', `${target}${hash}`)
-        .send();
-    }
-    const access = readAccess(headers, { hosts: ctx.hosts, token: ctx.token, port: ctx.port });
-    if (access !== 'ok') return unauthorized(reply);
-    if (request.method !== 'GET' && request.method !== 'HEAD') {
-      const refusal = writeRefusal(headers, { hosts: ctx.hosts, token: ctx.token });
-      if (refusal !== undefined) return reply.code(403).send({ v: 1, error: refusal });
-    }
-    return undefined;
-  });
+  app.setValidatorCompiler(zodCompiler);
+  app.addHook('onSend', async (_request, _reply, payload) =>
+    typeof payload === 'string' ? scrub(payload) : payload,
+  );
   app.setErrorHandler((error, _request, reply) => {
     if (error instanceof QueryError) return reply.code(400).send({ v: 1, error: error.message });
     // Fastify's own answers to a bad request (a body that is not JSON, another content type): said as they are.
-    const status = (error as { statusCode?: unknown }).statusCode;
+    const { statusCode: status, code } = error as { statusCode?: unknown; code?: unknown };
     if (typeof status === 'number' && status >= 400 && status < 500) {
-      return reply.code(status).send({ v: 1, error: `body: ${(error as Error).message}` });
+      const what = typeof code === 'string' && code.startsWith('FST_ERR_CTP') ? 'body: ' : '';
+      return reply.code(status).send({ v: 1, error: `${what}${(error as Error).message}` });
     }
     ctx.opts.onError?.(scrub(error instanceof Error ? (error.stack ?? error.message) : String(error)));
     return reply.code(500).send({ v: 1, error: 'internal error of the view; see the log' });
   });
   app.setNotFoundHandler((_request, reply) => reply.code(404).send({ v: 1, error: 'not found' }));
-}
-
-function forbiddenHost(port: number): string {
-  return `This view answers only at http://127.0.0.1:${port}/ or http://localhost:${port}/ (or a tunnel to it on localhost): the Host header named another address.\n`;
-}
-
-function unauthorized(reply: FastifyReply): FastifyReply {
-  return reply
-    .code(401)
-    .type('text/plain; charset=utf-8')
-    .send('The view needs its token: open the address `mediabatch view` printed (…/?token=…).\n');
 }
 
 function runOr404(ctx: RouteContext, runId: string, reply: FastifyReply): RunRecord | undefined {
@@ -209,34 +212,43 @@ function runOr404(ctx: RouteContext, runId: string, reply: FastifyReply): RunRec
   return run;
 }
 
+type Params<S extends keyof typeof PARAMS> = z.output<(typeof PARAMS)[S]>;
+const PARAMS = { run: runParams, task: taskParams, file: fileParams, asset: assetParams };
+/** Each route's schemas: its path parameters, and its query (none unless it says so). */
+function takes(params: keyof typeof PARAMS | undefined, querystring: z.ZodType = noQuery) {
+  return { schema: { ...(params === undefined ? {} : { params: PARAMS[params] }), querystring } };
+}
+
 function routes(ctx: RouteContext): void {
   const { app, data } = ctx;
-  const page = (_r: FastifyRequest, reply: FastifyReply) =>
-    reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(ctx.index);
-  app.get('/', page);
-  app.get<{ Params: { name: string } }>('/assets/:name', (request, reply) => {
+  // The page's address takes whatever query a bookmark or a link adds to it: it reads none.
+  app.get('/', (_r, reply) =>
+    reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(ctx.index),
+  );
+  app.get<{ Params: Params<'asset'> }>('/assets/:name', takes('asset'), (request, reply) => {
     const asset = ctx.assets.get(request.params.name);
     if (asset === undefined) return reply.code(404).send({ v: 1, error: 'not found' });
     return reply.type(asset.type).header('cache-control', 'no-cache').send(asset.body);
   });
-  app.get('/api/runs', (_r, reply) =>
+  app.get('/api/runs', takes(undefined), (_r, reply) =>
     reply.header('cache-control', 'no-store').send({ v: 1, runs: data.runs() }),
   );
-  app.get<{ Params: { run: string } }>('/api/runs/:run', (request, reply) => {
+  app.get<{ Params: Params<'run'> }>('/api/runs/:run', takes('run'), (request, reply) => {
     const run = runOr404(ctx, request.params.run, reply);
     if (run === undefined) return reply;
     const review = reviewSummary(data.store, run.id) ?? null;
     return reply.header('cache-control', 'no-store').send({ ...data.runDetail(run), review });
   });
-  app.get<{ Params: { run: string }; Querystring: TaskListQuery }>(
+  app.get<{ Params: Params<'run'>; Querystring: TaskListQuery }>(
     '/api/runs/:run/tasks',
+    takes('run', taskListQuery),
     (request, reply) => {
       const run = runOr404(ctx, request.params.run, reply);
       if (run === undefined) return reply;
       return reply.header('cache-control', 'no-store').send(taskList(data.store, run.id, request.query));
     },
   );
-  app.get<{ Params: { run: string; task: string } }>('/api/runs/:run/tasks/:task', (request, reply) => {
+  app.get<{ Params: Params<'task'> }>('/api/runs/:run/tasks/:task', takes('task'), (request, reply) => {
     const run = runOr404(ctx, request.params.run, reply);
     if (run === undefined) return reply;
     const detail = taskDetail(data.store, run, request.params.task);
@@ -245,7 +257,7 @@ function routes(ctx: RouteContext): void {
     }
     return reply.header('cache-control', 'no-store').send(detail);
   });
-  app.get('/api/events', (request, reply) => {
+  app.get('/api/events', takes(undefined), (request, reply) => {
     reply.hijack();
     reply.raw.writeHead(200, {
       ...ctx.headers,
@@ -256,52 +268,59 @@ function routes(ctx: RouteContext): void {
     ctx.feed.subscribe(reply.raw);
     request.raw.on('close', () => reply.raw.end());
   });
-  app.get<{ Params: { run: string; task: string; idx: string } }>(
-    '/files/:run/:task/:idx',
-    (request, reply) => serveFile(ctx, request, reply),
-  );
+  // HEAD is its own route: fastify's automatic one would answer the length of an empty body.
+  const file = { ...takes('file'), exposeHeadRoute: false };
+  const serve = (request: FastifyRequest<{ Params: Params<'file'> }>, reply: FastifyReply) =>
+    serveFile(ctx, request, reply);
+  app.get<{ Params: Params<'file'> }>('/files/:run/:task/:idx', file, serve);
+  app.head<{ Params: Params<'file'> }>('/files/:run/:task/:idx', file, serve);
 }
 
 /**
- * The writes: the guard has already asked for the token header and a same-origin request. The price is
+ * The writes: the gate has already asked for the token header and a same-origin request. The price is
  * read on the view's connection; a decision opens its own writable one (decisions.ts).
  */
 function decisionRoutes(ctx: RouteContext): void {
   const { app, data } = ctx;
   const stateFile = resolve(ctx.opts.cwd, ctx.opts.stateFile);
-  app.get<{ Params: { run: string }; Querystring: { taskIds?: string } }>(
+  app.get<{ Params: Params<'run'>; Querystring: z.output<typeof rerollPriceQuery> }>(
     '/api/runs/:run/reroll-price',
+    takes('run', rerollPriceQuery),
     (request, reply) => {
       const run = runOr404(ctx, request.params.run, reply);
       if (run === undefined) return reply;
-      const ids = parseTaskIds(request.query.taskIds);
+      const ids = request.query.taskIds;
       const unknown = unknownTasks(data.store, run.id, ids);
       if (unknown.length > 0) return reply.code(404).send({ v: 1, error: notInRun(unknown, run.id) });
       return reply.header('cache-control', 'no-store').send({ v: 1, ...priceOf(data.store, run.id, ids) });
     },
   );
-  app.post<{ Params: { run: string } }>('/api/runs/:run/decisions', async (request, reply) => {
-    const run = runOr404(ctx, request.params.run, reply);
-    if (run === undefined) return reply;
-    const body = parseDecision(request.body);
-    const unknown = unknownTasks(data.store, run.id, body.taskIds);
-    if (unknown.length > 0) return reply.code(404).send({ v: 1, error: notInRun(unknown, run.id) });
-    const outcomes = await decideOnce(stateFile, run.id, body);
-    const refused = outcomes.filter((o) => !o.ok).length;
-    return reply
-      .code(refused > 0 && refused === outcomes.length ? 409 : 200)
-      .header('cache-control', 'no-store')
-      .send({
-        v: 1,
-        run: run.id,
-        verdict: body.verdict,
-        outcomes: outcomes.map((o) =>
-          o.ok
-            ? { task: o.taskId, ok: true, version: o.version, attempt: o.attempt, changed: o.changed }
-            : { task: o.taskId, ok: false, reason: o.reason, version: o.version ?? null },
-        ),
-      });
-  });
+  app.post<{ Params: Params<'run'>; Body: DecisionBody }>(
+    '/api/runs/:run/decisions',
+    { schema: { ...takes('run').schema, body: decisionBody } },
+    async (request, reply) => {
+      const run = runOr404(ctx, request.params.run, reply);
+      if (run === undefined) return reply;
+      const body = request.body;
+      const unknown = unknownTasks(data.store, run.id, body.taskIds);
+      if (unknown.length > 0) return reply.code(404).send({ v: 1, error: notInRun(unknown, run.id) });
+      const outcomes = await decideOnce(stateFile, run.id, body);
+      const refused = outcomes.filter((o) => !o.ok).length;
+      return reply
+        .code(refused > 0 && refused === outcomes.length ? 409 : 200)
+        .header('cache-control', 'no-store')
+        .send({
+          v: 1,
+          run: run.id,
+          verdict: body.verdict,
+          outcomes: outcomes.map((o) =>
+            o.ok
+              ? { task: o.taskId, ok: true, version: o.version, attempt: o.attempt, changed: o.changed }
+              : { task: o.taskId, ok: false, reason: o.reason, version: o.version ?? null },
+          ),
+        });
+    },
+  );
 }
 
 function notInRun(ids: readonly string[], runId: string): string {
@@ -310,7 +329,7 @@ function notInRun(ids: readonly string[], runId: string): string {
 
 async function serveFile(
   ctx: RouteContext,
-  request: FastifyRequest<{ Params: { run: string; task: string; idx: string } }>,
+  request: FastifyRequest<{ Params: Params<'file'> }>,
   reply: FastifyReply,
 ): Promise<FastifyReply> {
   const notFound = () => reply.code(404).send({ v: 1, error: 'not found' });
@@ -340,7 +359,8 @@ async function serveFile(
   reply.header('content-length', opened.size === 0 ? 0 : end - start + 1);
   if (opened.size === 0 || request.method === 'HEAD') {
     await opened.handle.close();
-    return reply.send('');
+    // No body at all: fastify keeps the length set above for a HEAD (an empty string would be measured).
+    return reply.send();
   }
   return reply.send(opened.handle.createReadStream({ start, end, autoClose: true }));
 }

@@ -6,7 +6,6 @@ import {
   type FileRecord,
   type RunRecord,
   type Store,
-  TASK_STATES,
   type TaskState,
   type ViewCursor,
   type ViewOrder,
@@ -16,24 +15,10 @@ import {
 import { roundTokens } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import { VIEW_API_VERSION } from './data.js';
-
-export class QueryError extends Error {
-  override name = 'QueryError';
-}
-
-export interface TaskListQuery {
-  state?: string | undefined;
-  model?: string | undefined;
-  q?: string | undefined;
-  cursor?: string | undefined;
-  limit?: string | undefined;
-  order?: string | undefined;
-  /** `awaiting`: only reviewed results nobody decided on yet. */
-  review?: string | undefined;
-}
+import type { TaskListQuery } from './schemas.js';
+import { scrubbed } from './scrubbed.js';
 
 const DEFAULT_LIMIT = 48;
-const MAX_LIMIT = 200;
 
 /** The URL of a result file: by run, task and index, which the server resolves through the store. */
 export function fileUrl(f: FileRecord): string {
@@ -78,7 +63,7 @@ function cardExtras(store: Store, t: ViewTaskRow): Record<string, unknown> {
   const wants = t.model === 'oc-maker' || t.files.some((f) => f.kind === 'audio');
   if (!wants || t.imgUuid === null) return {};
   const record = store.jobEvents(t.imgUuid).at(-1)?.record;
-  return extrasOf(record === undefined ? null : withoutSignedQueries(record));
+  return scrubbed(extrasOf(record === undefined ? null : withoutSignedQueries(record)));
 }
 
 function taskRowJson(t: ViewTaskRow, store: Store): Record<string, unknown> {
@@ -89,7 +74,7 @@ function taskRowJson(t: ViewTaskRow, store: Store): Record<string, unknown> {
     model: t.model,
     state: t.state,
     error: t.error === null ? null : scrub(t.error),
-    text: t.text,
+    text: scrubbed(t.text),
     estimate: roundTokens(t.estimate),
     estimate_max: roundTokens(t.estimateMax),
     charged: roundTokens(t.charged),
@@ -118,64 +103,20 @@ function encodeCursor(c: ViewCursor | null): string | null {
   return c === null ? null : Buffer.from(JSON.stringify(c)).toString('base64url');
 }
 
-function decodeCursor(text: string): ViewCursor {
-  try {
-    const c = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as Partial<ViewCursor> & {
-      finishedAt?: unknown;
-    };
-    if (typeof c.taskId !== 'string') throw new Error('no task id');
-    if (c.phase === 'finished' && typeof c.finishedAt === 'string') {
-      return { phase: 'finished', finishedAt: c.finishedAt, taskId: c.taskId };
-    }
-    if (c.phase === 'unfinished' || c.phase === 'id') return { phase: c.phase, taskId: c.taskId };
-  } catch {
-    // Worded below.
-  }
-  throw new QueryError('cursor: not a cursor this server gave; start again without it');
-}
-
-function parseStates(text: string | undefined): TaskState[] | undefined {
-  if (text === undefined || text === '') return undefined;
-  const states = text.split(',').map((s) => s.trim());
-  for (const s of states) {
-    if (!(TASK_STATES as readonly string[]).includes(s)) {
-      throw new QueryError(`state: unknown state ${JSON.stringify(s)}; known: ${TASK_STATES.join(', ')}`);
-    }
-  }
-  return states as TaskState[];
-}
-
-function parseLimit(text: string | undefined): number {
-  if (text === undefined || text === '') return DEFAULT_LIMIT;
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > MAX_LIMIT) {
-    throw new QueryError(
-      `limit: expected a whole number from 1 to ${MAX_LIMIT}, got ${JSON.stringify(text)}`,
-    );
-  }
-  return n;
-}
-
 /** GET /api/runs/:run/tasks */
 export function taskList(store: Store, runId: string, query: TaskListQuery): Record<string, unknown> {
-  const order: ViewOrder = query.order === 'id' ? 'id' : 'newest';
-  if (query.order !== undefined && query.order !== 'id' && query.order !== 'newest') {
-    throw new QueryError(`order: expected newest or id, got ${JSON.stringify(query.order)}`);
-  }
-  if (query.review !== undefined && query.review !== '' && query.review !== 'awaiting') {
-    throw new QueryError(`review: expected awaiting, got ${JSON.stringify(query.review)}`);
-  }
+  const order: ViewOrder = query.order ?? 'newest';
   const awaiting = query.review === 'awaiting';
-  const states = parseStates(query.state) ?? (awaiting ? (['done'] as TaskState[]) : undefined);
+  const states = query.state ?? (awaiting ? (['done'] as TaskState[]) : undefined);
   const page = store.viewReads.taskPage({
     runId,
     order,
-    limit: parseLimit(query.limit),
+    limit: query.limit ?? DEFAULT_LIMIT,
     ...(states ? { states } : {}),
     ...(query.model ? { model: query.model } : {}),
     ...(awaiting ? { awaiting } : {}),
     ...(query.q ? { q: query.q } : {}),
-    ...(query.cursor ? { after: decodeCursor(query.cursor) } : {}),
+    ...(query.cursor ? { after: query.cursor } : {}),
   });
   return {
     v: VIEW_API_VERSION,
@@ -257,7 +198,9 @@ export function taskDetail(
     job: {
       events: events.map((e) => ({ status: e.status, at: e.at.toISOString(), source: e.source })),
       record:
-        latest?.record === undefined || latest.record === null ? null : withoutSignedQueries(latest.record),
+        latest?.record === undefined || latest.record === null
+          ? null
+          : scrubbed(withoutSignedQueries(latest.record)),
     },
     files: store.filesOfTask(run.id, taskId).map(fileJson),
     review: t.review

@@ -374,7 +374,7 @@ describe('the API key never reaches the events, and the edges can redact the out
     }
     expect(caught).toBeInstanceOf(Error);
     expect(String(caught)).not.toContain(KEY);
-    expect(String(caught)).toMatch(/^Error: (baseUrl|apiKey|timeouts\.connectMs): must be /);
+    expect(String(caught)).toMatch(/^ApiSettingsError: (baseUrl|apiKey|timeouts\.connectMs): must be /);
   });
 
   it('in the errors of bad arguments', async () => {

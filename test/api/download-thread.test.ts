@@ -2,6 +2,7 @@
 // small path (the digest of exactly the bytes written, no temporary file left by any failure), and a
 // thread that dies fails the download cleanly. The bucket sink shares the reading loop: its own digest
 // is compared with the download's.
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -9,6 +10,7 @@ import type { ServerResponse } from 'node:http';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { promisify } from 'node:util';
 import type { Worker } from 'node:worker_threads';
 import { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -101,6 +103,28 @@ describe('downloadResult: a large result on the writing thread', () => {
     expect(await filesIn(dir)).toEqual(['clip.mp4']);
     expect(threads.ended).toHaveLength(1);
     await threads.ended[0];
+  });
+
+  it('works from a script run as `node --input-type=module -e`, whose flags the thread must not inherit', async () => {
+    const s = await server(serve());
+    const dest = join(dir, 'clip.mp4');
+    const module = join(import.meta.dirname, '..', '..', 'src', 'api', 'download.ts');
+    const script = `const { downloadResult } = await import(${JSON.stringify(module)});
+const result = await downloadResult(${JSON.stringify(s.url)}, ${JSON.stringify(dest)}, { maxBytes: ${data.length}, timeoutMs: 30000 });
+process.stdout.write(JSON.stringify(result));`;
+    // tsx only to read the TypeScript sources; the flag under test is --input-type=module.
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '-e', script],
+      { cwd: join(import.meta.dirname, '..', '..') },
+    );
+    expect(JSON.parse(stdout)).toMatchObject({
+      ok: true,
+      bytes: data.length,
+      sha256: sha256(data),
+      path: dest,
+    });
+    expect(sha256(await readFile(dest))).toBe(sha256(data));
   });
 
   it('a small result is written without a thread', async () => {

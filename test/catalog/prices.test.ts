@@ -328,7 +328,7 @@ describe('mergePrices', () => {
     expect(issues).toEqual([
       {
         path: 'flat-imag',
-        message: expect.stringContaining('unknown model; known models: ai-talking-avatar-video'),
+        message: expect.stringContaining('unknown model; known models are: ai-talking-avatar-video'),
       },
       { path: 'speech-v3.perUnit', message: 'must be a number > 0, got 0' },
       { path: 'speech-v3.perChar', message: 'unknown price; known prices: perUnit, charactersPerUnit' },

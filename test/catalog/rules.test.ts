@@ -215,7 +215,7 @@ const invalid: [ModelId, RequestBody, string, string][] = [
   ['flat-image', { prompt: '' }, 'prompt', 'must be 1 to 2000 characters, got 0'],
   ['flat-image', { prompt: chars(2001) }, 'prompt', 'must be 1 to 2000 characters, got 2001'],
   ['flat-image', { ratio: '21:9' }, 'ratio', 'must be one of'],
-  ['flat-image', { aspect_ratio: '1:1' }, 'aspect_ratio', 'unknown field; known fields: prompt, ratio'],
+  ['flat-image', { aspect_ratio: '1:1' }, 'aspect_ratio', 'unknown field; known fields are: prompt, ratio'],
   ['anime-waifu', { prompt: chars(2001) }, 'prompt', 'must be 1 to 2000 characters'],
   [
     'anime-waifu',
@@ -228,7 +228,7 @@ const invalid: [ModelId, RequestBody, string, string][] = [
   ['anime-waifu', { ratio: 'auto' }, 'ratio', 'must be one of'],
   ['pixel-lite', { prompt: U }, 'prompt', 'is required'],
   ['pixel-lite', { aspect_ratio: '21:9' }, 'aspect_ratio', 'must be one of auto,'],
-  ['pixel-lite', { ratio: '1:1' }, 'ratio', 'unknown field; known fields: prompt, aspect_ratio'],
+  ['pixel-lite', { ratio: '1:1' }, 'ratio', 'unknown field; known fields are: prompt, aspect_ratio'],
   ['oc-maker', { prompt: U }, 'prompt', 'is required'],
   ['oc-maker', { image_render_model: U }, 'image_render_model', 'is required'],
   ['oc-maker', { image_render_model: 'render-c' }, 'image_render_model', 'must be render-a or render-b'],
@@ -330,7 +330,9 @@ describe('exact messages', () => {
   it('refuses a typo and lists the known fields', () => {
     expect(checkRequest('flow22_spicy', { prompt: 'x', reslution: '720p' })).toEqual({
       ok: false,
-      issues: [{ path: 'reslution', message: 'unknown field; known fields: prompt, image_url, resolution' }],
+      issues: [
+        { path: 'reslution', message: 'unknown field; known fields are: prompt, image_url, resolution' },
+      ],
     });
   });
 
@@ -339,7 +341,7 @@ describe('exact messages', () => {
     expect(result).toEqual({
       ok: false,
       issues: [
-        { path: 'model', message: `unknown model "flat-imag"; known models: ${MODEL_IDS.join(', ')}` },
+        { path: 'model', message: `unknown model "flat-imag"; known models are: ${MODEL_IDS.join(', ')}` },
       ],
     });
   });

@@ -44,7 +44,7 @@ describe('config file problems', () => {
       'prices:\n  flat-imag: { perImage: 1 }\n',
       [
         expect.stringMatching(
-          /^mediabatch\.config\.yaml:2:3 {2}prices\.flat-imag: unknown model; known models: /,
+          /^mediabatch\.config\.yaml:2:3 {2}prices\.flat-imag: unknown model; known models are: /,
         ),
       ],
     ],

@@ -157,12 +157,12 @@ describe('duplicate task ids', () => {
     ]);
   });
 
-  it('reports one problem per pair of tasks with the count of further duplicates', async () => {
+  it('reports one problem per pair of declarations with the count of duplicates', async () => {
     const problems = await problemsOf(
       manifest('  - id: same\n    model: flat-image\n    repeat: 4\n  - id: other\n    model: flat-image\n'),
     );
     expect(problems).toEqual([
-      'm.yaml:4:5  task same  id: duplicate task id, made by tasks.0 at m.yaml:4:5 (copy 1) and by tasks.0 at m.yaml:4:5 (copy 2); make ids unique, e.g. with a matrix name, {{row.<field>}} or {{index}} (and 2 more duplicate ids between these tasks)',
+      'm.yaml:4:5  3 tasks (same)  id: duplicate task id, made by tasks.0 at m.yaml:4:5 (copy 1) and by tasks.0 at m.yaml:4:5 (copy 2); make ids unique, e.g. with a matrix name, {{row.<field>}} or {{index}}',
     ]);
   });
 });

@@ -128,7 +128,7 @@ describe('foreach', () => {
     input: { text: "{{row.txt}}" }
 `);
     expect(await problemsOf(text, { 'rows.csv': 'n,text\n1,a\n2,b\n3,c\n' })).toEqual([
-      'm.yaml:7:21  task line-1  input.text: "row" has no field "txt"; its fields are: n, text (and 2 more tasks like this)',
+      'm.yaml:7:21  3 tasks (line-1, line-2, line-3)  input.text: "row" has no field "txt"; its fields are: n, text',
     ]);
   });
 

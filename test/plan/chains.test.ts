@@ -80,7 +80,7 @@ describe('chains: problems', () => {
       await writeFile(join(dir, 'lines.csv'), 'n\n1\n2\n');
       expect(await problems(BAD, via)).toEqual([
         'm.yaml:10:39  task clip  input.image_url: {{after.video}} cannot be filled in: voice is a speech-v3 task, which makes one audio, not a video',
-        'm.yaml:14:12  task avatar-1  after: names task "voices-1", which this manifest does not make (after expansion); check the id template (and 1 more task)',
+        'm.yaml:14:12  2 tasks (avatar-1, avatar-2)  after: names task "voices-1", which this manifest does not make (after expansion); check the id template',
         'm.yaml:22:12  task loop-b  after: makes a cycle: loop-a → loop-b → loop-a; a task cannot wait for a task that waits for it',
         'm.yaml:26:23  task lone  input.prompt: "after.sheet.name" takes the result of an earlier task, which this task does not name: add after: "<task id>" to it',
         'm.yaml:30:23  task named  input.prompt: "after.still.image" must name one of this task\'s upstreams (after.hero), like {{after.hero.image}}',
@@ -111,7 +111,7 @@ tasks:
   - { id: b, model: flat-image, after: a, input: { prompt: "{{after.picture}}" } }
 `;
     expect(await problems(text, 'validate')).toEqual([
-      'm.yaml:5:61  task b  input.prompt: "after.picture" names no part of a result; after after comes image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)',
+      'm.yaml:5:61  task b  input.prompt: "after.picture" names no part of a result; what follows "after." is one of image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)',
     ]);
   });
 
@@ -123,7 +123,7 @@ tasks:
   - { id: b, model: flat-image, after: { still: a }, input: { prompt: "{{after.still.files.0}}" } }
 `;
     expect(await problems(text, 'validate')).toEqual([
-      'm.yaml:5:72  task b  input.prompt: "after.still.files.0" names no part of a result (files.0: N counts from 1, so the first is after.still.files.1); after after.still comes image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)',
+      'm.yaml:5:72  task b  input.prompt: "after.still.files.0" names no part of a result (files.0: N counts from 1, so the first is after.still.files.1); what follows "after.still." is one of image, video, audio, files.N, img_uuid, songs.N.audio_id (or .title, .style, .lyrics, .audio_duration) or sheet.<key>; N counts from 1 (files.1 is the first file, songs.1 the first song)',
     ]);
   });
 });
@@ -291,7 +291,7 @@ tasks:
   - { id: clip, model: studio-2-6, after: stil, input: { image_url: "{{after.image}}", duration: 5, resolution: 720p } }
 `;
       expect(await problems(text, via)).toEqual([
-        'm.yaml:4:84  task voice-1  input.text: "row" has no field "words"; its fields are: n, text (and 1 more task like this)',
+        'm.yaml:4:84  2 tasks (voice-1, voice-2)  input.text: "row" has no field "words"; its fields are: n, text',
         'm.yaml:6:43  task clip  after: names task "stil", which this manifest does not make (after expansion); check the id template',
       ]);
     });

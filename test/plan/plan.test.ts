@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRICES } from '../../src/catalog/index.js';
+import { foldProblems, formatProblem } from '../../src/manifest/problems.js';
 import type { ManifestProblem, SourcePos, TaskSpec } from '../../src/manifest/types.js';
 import type { ProbeResult } from '../../src/media/types.js';
 import { checkTasks, mediaNeeds, planTotals, priceTasks } from '../../src/plan/plan.js';
-import { collapseRepeats } from '../../src/plan/repeats.js';
 
 const at = (line: number, col = 1): SourcePos => ({ file: 'm.yaml', line, col });
 
@@ -78,7 +78,7 @@ describe('priceTasks', () => {
   });
 });
 
-describe('collapseRepeats', () => {
+describe('foldProblems', () => {
   const problem = (task: string, message: string, pos = at(7, 32)): ManifestProblem => ({
     pos,
     taskId: task,
@@ -87,23 +87,29 @@ describe('collapseRepeats', () => {
   });
 
   it.each([
-    [1, 1, ''],
-    [5, 5, ''],
-    [6, 5, ' (and 1 more task like this)'],
-    [1000, 5, ' (and 995 more tasks like this)'],
-  ])('of %i tasks breaking one rule at one place, shows %i', (n, shown, suffix) => {
+    [1, 'm.yaml:7:32  task t0  input.ratio: must be one of 1:1, got "0"'],
+    [2, 'm.yaml:7:32  2 tasks (t0, t1)  input.ratio: must be one of 1:1, got "0"'],
+    [3, 'm.yaml:7:32  3 tasks (t0, t1, t2)  input.ratio: must be one of 1:1, got "0"'],
+    [4, 'm.yaml:7:32  4 tasks (t0, t1, t2, …)  input.ratio: must be one of 1:1, got "0"'],
+    [1000, 'm.yaml:7:32  1,000 tasks (t0, t1, t2, …)  input.ratio: must be one of 1:1, got "0"'],
+  ])('of %i tasks breaking one rule at one place (values apart), makes one line', (n, line) => {
     const many = Array.from({ length: n }, (_, i) => problem(`t${i}`, `must be one of 1:1, got "${i}"`));
-    const out = collapseRepeats(many);
-    expect(out).toHaveLength(shown);
-    expect(out.at(-1)?.message).toBe(`must be one of 1:1, got "${shown - 1}"${suffix}`);
+    const out = foldProblems(many);
+    expect(out.map(formatProblem)).toEqual([line]);
+    // Folding again (a later stage of the same check) only adds up.
+    expect(foldProblems([...out, ...out])[0]?.tasks?.count).toBe(2 * n);
   });
 
   it('keeps different rules and different places apart', () => {
-    const out = collapseRepeats([
+    const out = foldProblems([
       ...Array.from({ length: 6 }, (_, i) => problem(`a${i}`, 'must be one of 1:1, got "x"')),
       ...Array.from({ length: 6 }, (_, i) => problem(`b${i}`, 'is required')),
       ...Array.from({ length: 6 }, (_, i) => problem(`c${i}`, 'must be one of 1:1, got "x"', at(9, 3))),
     ]);
-    expect(out).toHaveLength(15);
+    expect(out.map((p) => [p.tasks?.count, p.tasks?.first])).toEqual([
+      [6, ['a0', 'a1', 'a2']],
+      [6, ['b0', 'b1', 'b2']],
+      [6, ['c0', 'c1', 'c2']],
+    ]);
   });
 });

@@ -93,16 +93,20 @@ describe('reportTaskPages', () => {
   });
 
   it.each([
-    ['a prompt', { prompt: 'a mug' }, { prompt: 'a mug', text: null, lyrics: null, description: null }],
+    [
+      'a prompt',
+      { prompt: 'a mug' },
+      { prompt: 'a mug', text: null, lyrics: null, description: null, title: null },
+    ],
     [
       'text and lyrics',
       { text: 'hi', lyrics: 'la' },
-      { prompt: null, text: 'hi', lyrics: 'la', description: null },
+      { prompt: null, text: 'hi', lyrics: 'la', description: null, title: null },
     ],
     [
       'a prompt that is not a string',
       { prompt: 42 },
-      { prompt: null, text: null, lyrics: null, description: null },
+      { prompt: null, text: null, lyrics: null, description: null, title: null },
     ],
   ])('reads only the text fields of the request: %s', (_name, body, text) => {
     const store = ctx.store();
@@ -114,7 +118,13 @@ describe('reportTaskPages', () => {
   it('reads a request body that is not JSON as having no text', () => {
     const store = ctx.store();
     store.upsertTasks('r1', [{ ...task('a'), wireBody: 'not json {' }]);
-    expect(all(store)[0]?.requestText).toEqual({ prompt: null, text: null, lyrics: null, description: null });
+    expect(all(store)[0]?.requestText).toEqual({
+      prompt: null,
+      text: null,
+      lyrics: null,
+      description: null,
+      title: null,
+    });
   });
 
   it('lets the database be written between pages', () => {

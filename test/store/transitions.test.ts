@@ -27,6 +27,7 @@ describe('a job status moves a task forward only', () => {
     ['running', 'canceled', 'failed'],
     ['submitted', 'ERROR', 'failed'],
     ['submitted', 'Processing', 'running'],
+    ['submitted', ' PROCESSING ', 'running'],
     // Undocumented statuses mean "not finished yet".
     ['submitted', 'WAITING', 'submitted'],
     ['running', 'queued', 'running'],
@@ -83,6 +84,9 @@ describe('the task life cycle', () => {
     ['pending', 'skipped', true],
     ['skipped', 'pending', true],
     ['skipped', 'submitting', false],
+    // A downstream blocked (over budget) whose upstream result is rejected is skipped too: the store's skip
+    // statement takes pending and blocked tasks alike (src/store/chains.ts).
+    ['blocked', 'skipped', true],
   ])('%s -> %s allowed: %s', (from, to, allowed) => {
     expect(canMove(from, to)).toBe(allowed);
   });

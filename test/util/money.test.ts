@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { GALLERY_JS } from '../../src/report/gallery-script.js';
 import {
+  fromMicro,
   roundTokens,
   tokensPlainText,
   tokensText,
   tokensToUsd,
+  toMicro,
   usdPlainText,
   usdText,
 } from '../../src/util/money.js';
@@ -28,6 +30,11 @@ describe('money', () => {
     [0.1, '$0.10', '$0.10'],
     [12.5, '$12.50', '$12.50'],
     [1234.5, '$1,234.50', '$1234.50'],
+    // Cents above a dollar, whatever the digits behind them; four decimals only under a dollar.
+    [1234.5678, '$1,234.57', '$1234.57'],
+    [0.12345, '$0.1235', '$0.1235'],
+    [-0.5, '-$0.50', '$-0.50'],
+    [-1234.5678, '-$1,234.57', '$-1234.57'],
   ])('$%d is written %s in the terminal and %s in reports', (usd, terminal, report) => {
     expect(usdText(usd)).toBe(terminal);
     expect(usdPlainText(usd)).toBe(report);
@@ -54,5 +61,25 @@ describe('money', () => {
       expect(usd(n)).toBe(usdPlainText(n));
       expect(tokens(n)).toBe(tokensPlainText(n));
     }
+  });
+
+  // Sums that decide (budget left, in flight) are kept in whole micro-tokens: a price that is not a
+  // finite number would turn every comparison false and let a run spend without limit.
+  it.each([Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY])(
+    'refuses %d tokens as micro-tokens',
+    (n) => {
+      expect(() => toMicro(n)).toThrow(`tokens: must be a finite number, got ${String(n)}`);
+    },
+  );
+
+  it.each([
+    [1.63, 1_630_000],
+    [0.1 + 0.2, 300_000],
+    [4.81 * 1.1, 5_291_000],
+    [-0.2, -200_000],
+    [0, 0],
+  ])('%d tokens are %d micro-tokens, and back', (tokens, micro) => {
+    expect(toMicro(tokens)).toBe(micro);
+    expect(fromMicro(micro)).toBe(roundTokens(tokens));
   });
 });

@@ -7,6 +7,7 @@ import { request as httpRequest } from 'node:http';
 import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readCookie } from '../../src/view/security.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
 import { VARIANTS } from '../helpers/review-chain.js';
 import { makeRunEnv, type RunEnv, taskStates } from '../helpers/run-env.js';
@@ -126,11 +127,50 @@ describe('writes', () => {
     expect(crossSite.status).toBe(403);
     expect(crossSite.json['error']).toBe('a cross-site request may not change a run');
     // A form another page posts carries the cookie only: still no token header.
-    const cookieOnly = await post(path, body, { cookie: `mediabatch_view_${view.port}=${view.token}` });
+    const cookieOnly = await post(path, body, {
+      cookie: readCookie(view.port, view.token).split(';')[0] ?? '',
+    });
     expect(cookieOnly.status).toBe(403);
     expect(taskStates(env)).toEqual(states);
     expect(env.query('SELECT * FROM decisions')).toEqual([]);
     expect((await sandboxState()).balance).toBe(before.balance);
+  });
+
+  it('a program on another local port, holding all the browser sends it, reads but cannot approve, reject or re-roll', async () => {
+    const before = await sandboxState();
+    const states = taskStates(env);
+    // What a browser that opened the view sends to any port of 127.0.0.1: the cookie (the read key).
+    const opened = await raw(view.port, `/?token=${view.token}`);
+    const cookie = String(opened.headers['set-cookie']).split(';')[0] ?? '';
+    const key = cookie.slice(cookie.indexOf('=') + 1);
+    expect(key).not.toBe(view.token);
+    // With it, reads work (docs/view.md: at most read) and the page it gets holds no token.
+    expect((await raw(view.port, '/api/runs/batch/tasks', { cookie })).status).toBe(200);
+    const page = await raw(view.port, '/', { cookie });
+    expect(page.text).toContain('<meta name="mediabatch-token" content="">');
+    // Every way it could present what it holds, with a browser's same-origin headers forged.
+    const forged = { origin: `http://127.0.0.1:${view.port}`, 'sec-fetch-site': 'same-origin' };
+    const tries: Array<Record<string, string>> = [
+      { cookie },
+      { cookie, ...forged, 'x-mediabatch-token': key },
+      { ...forged, authorization: `Bearer ${key}`, 'x-mediabatch-token': key },
+      { cookie, ...forged, 'x-mediabatch-token': cookie },
+    ];
+    for (const verdict of ['approve', 'reject', 'reroll']) {
+      for (const headers of tries) {
+        const answer = await post(
+          '/api/runs/batch/decisions',
+          { taskIds: ['still-mug-1'], verdict },
+          headers,
+        );
+        expect([401, 403], `${verdict} ${JSON.stringify(headers)}`).toContain(answer.status);
+      }
+    }
+    expect(taskStates(env)).toEqual(states);
+    expect(env.query('SELECT * FROM decisions')).toEqual([]);
+    const after = await sandboxState();
+    expect(after.balance).toBe(before.balance);
+    expect(after.jobs.length).toBe(before.jobs.length);
   });
 
   it('a decision on a task that moved since it was read is refused with the reason; the first stands', async () => {
@@ -210,6 +250,32 @@ describe('writes', () => {
     );
     expect(unknown.status).toBe(404);
     expect(unknown.json['error']).toBe('task nope: not in run batch');
+    for (const [body, error] of [
+      [
+        { taskIds: ['still-mug-4'], verdict: 'approve', expectedVersion: { 'still-mug-4': 1 } },
+        'body: unknown field "expectedVersion"; expected {taskIds, verdict, note?, expectedVersions?}',
+      ],
+      [
+        { taskIds: ['still-mug-4', 7], verdict: 'approve' },
+        'taskIds: every task id must be a non-empty string',
+      ],
+      [{ taskIds: 'still-mug-4', verdict: 'approve' }, 'taskIds: expected a list of 1 to 500 task ids'],
+      [{ taskIds: [], verdict: 'approve' }, 'taskIds: expected a list of 1 to 500 task ids'],
+      [
+        { taskIds: ['still-mug-4'], verdict: 'approve', expectedVersions: { 'still-mug-4': '1' } },
+        'expectedVersions.still-mug-4: expected a whole number',
+      ],
+      [
+        { taskIds: ['still-mug-4'], verdict: 'approve', note: 5 },
+        'note: expected text of at most 2000 characters',
+      ],
+      [['still-mug-4'], 'body: expected a JSON object {taskIds, verdict, note?, expectedVersions?}'],
+    ] as const) {
+      const answer = await post('/api/runs/batch/decisions', body, writer());
+      expect(answer.status, JSON.stringify(body)).toBe(400);
+      expect(answer.json['error']).toBe(error);
+    }
+    expect(env.query("SELECT * FROM decisions WHERE task_id = 'still-mug-4'")).toEqual([]);
   });
 });
 

@@ -1,12 +1,11 @@
 // `balance`: the account balance from the API, and what the local ledger knows of spend per period and
 // API-key fingerprint (and of the current key's quota). The ledger part works without credentials.
 
-import { ApiSettingsError } from '../../api/client.js';
 import type { Config } from '../../config.js';
 import { keyFingerprint, periodOf } from '../../store/index.js';
 import { type QuotaStanding, quotaStanding } from '../../store/quota.js';
 import { roundTokens, tokensToUsd } from '../../util/money.js';
-import { EXIT, ExitError } from '../errors.js';
+import { EXIT, ExitError, exitOf } from '../errors.js';
 import { fmtTokens, fmtTokensAsUsd, table } from '../format.js';
 import { openExistingStore, type ReadContext } from '../read.js';
 
@@ -79,14 +78,11 @@ async function askBalance(
     return { balance: await ctx.balance(), balanceError: null };
   } catch (error) {
     const failure =
-      error instanceof ExitError
-        ? error
-        : error instanceof ApiSettingsError
-          ? new ExitError(EXIT.invalid, error.message)
-          : new ExitError(
-              EXIT.invalid,
-              `cannot read the balance from ${ctx.config.baseUrl ?? 'the API'} (${(error as Error).message}): check MEDIABATCH_BASE_URL and the network`,
-            );
+      exitOf(error, ctx.io.cwd) ??
+      new ExitError(
+        EXIT.invalid,
+        `cannot read the balance from ${ctx.config.baseUrl ?? 'the API'} (${(error as Error).message}): check MEDIABATCH_BASE_URL and the network`,
+      );
     return { balance: null, balanceError: failure.message, failure };
   }
 }

@@ -4,17 +4,16 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Config } from '../../config.js';
+import { MediabatchError } from '../../errors.js';
 import type { ProbeResult } from '../../media/types.js';
 import { type PlanResult, planManifest, planStreamed, type RunPlan } from '../../plan/build.js';
 import { planOptionsOf } from '../../plan/for-run.js';
 import type { MediaNeed } from '../../plan/plan.js';
 import type { Shard } from '../../plan/shard.js';
 import { judgePlan, type Verdict } from '../../run/left-to-pay.js';
-import { ShardRunError } from '../../run/resume.js';
 import { openStore } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
-import { planning } from '../load.js';
 import { type BalanceCheck, type PlanLike, planJson, planText, writeLines } from '../plan-lines.js';
 import { shardBudget } from '../shard.js';
 
@@ -52,12 +51,12 @@ function planOptions(deps: PlanDeps) {
 
 /** Expand, check, measure and price a manifest (the library's planManifest, with the CLI's errors). */
 async function buildPlan(file: string, deps: PlanDeps): Promise<PlanResult> {
-  return planning(planManifest(file, planOptions(deps)));
+  return planManifest(file, planOptions(deps));
 }
 
 /** The library's planStreamed, with the CLI's errors: `plan` of a million tasks never holds them all. */
 async function buildStreamedPlan(file: string, deps: PlanDeps): Promise<PlanLike> {
-  const plan = await planning(planStreamed(file, planOptions(deps)));
+  const plan = await planStreamed(file, planOptions(deps));
   return {
     manifest: { settings: plan.settings },
     totals: plan.totals,
@@ -72,7 +71,7 @@ async function checkBalance(deps: PlanDeps): Promise<BalanceCheck> {
     return { state: 'ok', balance: await deps.balance() };
   } catch (error) {
     // A refused key is the one failure that must stop: every later `run` would be refused too.
-    if (error instanceof ExitError && error.exitCode === EXIT.unauthorized) throw error;
+    if (error instanceof MediabatchError && error.exitCode === EXIT.unauthorized) throw error;
     return { state: 'failed', reason: error instanceof Error ? error.message : String(error) };
   }
 }
@@ -120,9 +119,6 @@ function judge(file: string, plan: PlanLike, balance: BalanceCheck, deps: PlanDe
         ...(deps.shard ? { shard: deps.shard } : {}),
       },
     );
-  } catch (error) {
-    if (error instanceof ShardRunError) throw new ExitError(EXIT.invalid, error.message);
-    throw error;
   } finally {
     store?.close();
   }

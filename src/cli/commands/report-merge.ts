@@ -3,10 +3,7 @@
 // then merge again) when some are missing or unfinished, after writing what there is; 1 for bad inputs.
 
 import type { Config } from '../../config.js';
-import { MergeError } from '../../report/merge.js';
-import { OutputError } from '../../results/output.js';
 import { mergeRunReports } from '../../run/merge.js';
-import { StorageError } from '../../storage/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath, fmtTokens } from '../format.js';
 import type { CliIO } from '../io.js';
@@ -17,22 +14,13 @@ export async function reportMergeCommand(
   ctx: { io: CliIO; config: Pick<Config, 'storage'> },
 ): Promise<number> {
   const { io } = ctx;
-  let outcome: Awaited<ReturnType<typeof mergeRunReports>>;
-  try {
-    outcome = await mergeRunReports(inputs, {
-      cwd: io.cwd,
-      env: io.env,
-      now: io.now(),
-      ...(ctx.config.storage ? { storage: ctx.config.storage } : {}),
-      ...(opts.out !== undefined ? { out: opts.out } : {}),
-    });
-  } catch (error) {
-    if (error instanceof MergeError || error instanceof OutputError)
-      throw new ExitError(EXIT.invalid, error.message);
-    if (error instanceof StorageError) throw new ExitError(error.exitCode, error.message);
-    throw error;
-  }
-  const { report, files } = outcome;
+  const { report, files } = await mergeRunReports(inputs, {
+    cwd: io.cwd,
+    env: io.env,
+    now: io.now(),
+    ...(ctx.config.storage ? { storage: ctx.config.storage } : {}),
+    ...(opts.out !== undefined ? { out: opts.out } : {}),
+  });
   const shards = report.shards;
   const shown = (p: string) => displayPath(io.cwd, p);
   if (opts.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

@@ -4,11 +4,11 @@
 import { basename, resolve } from 'node:path';
 import type { Config } from '../../config.js';
 import { resultsRunId } from '../../plan/shard.js';
-import { copyReportFile, reportFiles, UnknownRunError, writeReport } from '../../report/index.js';
-import { isBucketLocation, OutputError, resolveOutput } from '../../results/output.js';
+import { copyReportFile, reportFiles, writeReport } from '../../report/index.js';
+import { isBucketLocation, resolveOutput } from '../../results/output.js';
 import { writeBucketReport } from '../../run/lifecycle.js';
-import { checkRunFolder, RunFolderTakenError } from '../../run/marker.js';
-import { createStorage, joinKey, StorageError } from '../../storage/index.js';
+import { checkRunFolder } from '../../run/marker.js';
+import { createStorage, joinKey } from '../../storage/index.js';
 import type { RunRecord, Store } from '../../store/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
@@ -47,8 +47,6 @@ export async function reportCommand(
         ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
       });
     } catch (error) {
-      if (error instanceof UnknownRunError) throw unknownRunError(id, store, ctx.statePath);
-      if (error instanceof RunFolderTakenError) throw new ExitError(EXIT.invalid, error.message);
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'EACCES' || code === 'EROFS' || code === 'ENOSPC' || code === 'ENOTDIR') {
         throw new ExitError(
@@ -80,26 +78,15 @@ async function bucketReport(
 ): Promise<number> {
   const { io } = ctx;
   const output = folder.slice(0, folder.length - resultsRunId(run.id).length - 1);
-  let resolved: ReturnType<typeof resolveOutput>;
-  try {
-    resolved = resolveOutput(output, ctx.config.storage, io.env);
-  } catch (error) {
-    if (error instanceof OutputError) throw new ExitError(EXIT.invalid, error.message);
-    throw error;
-  }
+  const resolved = resolveOutput(output, ctx.config.storage, io.env);
   if (!resolved.bucket) throw new Error(`internal: ${folder} is not in a bucket`);
   const storage = createStorage(resolved.bucket, { env: io.env });
-  try {
-    await writeBucketReport(
-      { store, runId: run.id, runDir: folder },
-      { storage, runKey: joinKey(resolved.bucket.prefix, resultsRunId(run.id)) },
-      { now: io.now(), ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}) },
-      (files) => copyReportFile(opts.json ? files.json : files.markdown, io.stdout),
-    );
-  } catch (error) {
-    if (error instanceof StorageError) throw new ExitError(error.exitCode, error.message);
-    throw error;
-  }
+  await writeBucketReport(
+    { store, runId: run.id, runDir: folder },
+    { storage, runKey: joinKey(resolved.bucket.prefix, resultsRunId(run.id)) },
+    { now: io.now(), ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}) },
+    (files) => copyReportFile(opts.json ? files.json : files.markdown, io.stdout),
+  );
   const names = Object.values(reportFiles('', run.id)).map((f) => basename(f));
   io.stderr.write(`Wrote ${fileList(names)} in ${folder}\n`);
   return EXIT.ok;

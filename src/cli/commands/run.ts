@@ -3,11 +3,10 @@
 
 import { resolve } from 'node:path';
 import { type ApiClient, createApiClient } from '../../api/client.js';
-import type { Config } from '../../config.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { resultsRunId, type Shard } from '../../plan/shard.js';
-import { OutputError, resolveOutput, sandboxOutput } from '../../results/output.js';
+import { resolveOutput, sandboxOutput } from '../../results/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession } from '../../run/session.js';
@@ -19,8 +18,7 @@ import { keyFingerprint, openStore } from '../../store/index.js';
 import { registerSecret } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
-import { planning } from '../load.js';
-import { humanOut, type RunContext, type RunFlags, rethrowRunError } from '../run/context.js';
+import { humanOut, type RunContext, type RunFlags } from '../run/context.js';
 import { driveRun } from '../run/drive.js';
 import { shardBudget, shardOfFlags } from '../shard.js';
 import { viewDuringRun } from '../view.js';
@@ -77,21 +75,19 @@ async function runWithClient(
 ): Promise<number> {
   const { io, config } = ctx;
   const shard = shardOfFlags(flags, io.env);
-  const plan = await planning(
-    planForRun(file, {
-      cwd: io.cwd,
-      now: io.now(),
-      prices: config.prices,
-      probe: flags.probe !== false,
-      allowOutside: flags.allowOutsideData ?? false,
-      ...(onSandbox ? { vars: sandboxVars(client.baseUrl) } : {}),
-      ...(shard ? { shard } : {}),
-    }),
-  );
+  const plan = await planForRun(file, {
+    cwd: io.cwd,
+    now: io.now(),
+    prices: config.prices,
+    probe: flags.probe !== false,
+    allowOutside: flags.allowOutsideData ?? false,
+    ...(onSandbox ? { vars: sandboxVars(client.baseUrl) } : {}),
+    ...(shard ? { shard } : {}),
+  });
   // `output: storage` is the account's bucket; a bucket output streams the results there.
   const tried = onSandbox ? sandboxOutput(plan.settings.output, config.storage, io.cwd) : undefined;
   if (tried?.line) humanOut(io, flags).write(`${tried.line}\n`);
-  const output = resolveOutputOrExit(tried?.output ?? plan.settings.output, config.storage, io.env);
+  const output = resolveOutput(tried?.output ?? plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
   const shardLine = applyBudget(plan, shard, flags.budget);
   const settings = plan.settings;
@@ -119,7 +115,7 @@ async function runWithClient(
       shown,
       ...(shard ? { shard } : {}),
       ...storeFirstOf(flags, only, io.env),
-    }).catch(rethrowRunError);
+    });
     const view = flags.view ? await viewDuringRun(ctx, session.runId, humanOut(io, flags)) : undefined;
     try {
       return await driveRun({
@@ -164,19 +160,6 @@ function applyBudget(plan: RunPlan, shard: Shard | undefined, budgetFlag: number
   if (budget === undefined) delete plan.settings.budget;
   else plan.settings.budget = budget;
   return shardLine;
-}
-
-function resolveOutputOrExit(
-  output: string,
-  storage: Config['storage'],
-  env: NodeJS.ProcessEnv,
-): ReturnType<typeof resolveOutput> {
-  try {
-    return resolveOutput(output, storage, env);
-  } catch (error) {
-    if (error instanceof OutputError) throw new ExitError(EXIT.invalid, error.message);
-    throw error;
-  }
 }
 
 /** `--only`, resolved to task ids (undefined without it); `--run-id` checked on the way. */

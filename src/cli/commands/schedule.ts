@@ -3,14 +3,14 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
+import { MediabatchError } from '../../errors.js';
 import { formatProblem, loadManifest } from '../../manifest/index.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { chooseRun } from '../../run/resume.js';
-import { RunError } from '../../run/session.js';
 import { scaledRunPolicy } from '../../run/settings.js';
 import { runUnattended } from '../../run/unattended.js';
-import { firingResult, runErrorOutcome, worstCase } from '../../schedule/firing.js';
+import { errorOutcome, firingResult, worstCase } from '../../schedule/firing.js';
 import {
   CronSchedule,
   checkPeriodBudget,
@@ -26,7 +26,6 @@ import type { Logger } from '../../util/log.js';
 import { scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
-import { planning } from '../load.js';
 
 export interface ScheduleFlags {
   catchUp?: boolean;
@@ -162,14 +161,12 @@ async function fireRun(
   const io: CliIO = { ...ctx.io, now: () => firing.at, interactive: false, signals: firing.signals };
   let runId: string | undefined;
   try {
-    const plan = await planning(
-      planForRun(firing.manifestPath, {
-        cwd: io.cwd,
-        now: io.now(),
-        prices: ctx.config.prices,
-        probe: flags.probe !== false,
-      }),
-    );
+    const plan = await planForRun(firing.manifestPath, {
+      cwd: io.cwd,
+      now: io.now(),
+      prices: ctx.config.prices,
+      probe: flags.probe !== false,
+    });
     const settings = plan.settings;
     const manifestPath = resolve(io.cwd, firing.manifestPath);
     // What a firing left unfinished is finished first: a new dated run must not pay again for it.
@@ -249,24 +246,7 @@ async function runFiring(
 }
 
 function outcomeOf(error: unknown, runId: string | undefined): FiringResult {
+  if (error instanceof MediabatchError) return errorOutcome(error, runId);
   const id = runId === undefined ? {} : { runId };
-  if (error instanceof RunError) return runErrorOutcome(error, runId);
-  if (error instanceof ExitError) {
-    const message = [...error.details, error.message].join('; ');
-    switch (error.exitCode) {
-      case EXIT.refused:
-        return { outcome: 'refused', ...id, message };
-      case EXIT.interrupted:
-        return { outcome: 'interrupted', ...id, message };
-      case EXIT.someFailed:
-        return { outcome: 'failed', ...id, message };
-      case EXIT.unauthorized:
-        return { outcome: 'unauthorized', ...id, message };
-      case EXIT.invalid:
-        return { outcome: 'invalid', ...id, message };
-      default:
-        return { outcome: 'error', ...id, message };
-    }
-  }
   return { outcome: 'error', ...id, message: error instanceof Error ? error.message : String(error) };
 }

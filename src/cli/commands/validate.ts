@@ -1,9 +1,10 @@
 import type { ManifestProblem } from '../../manifest/types.js';
 import { localRefsIn } from '../../media/local-input.js';
+import { ManifestFileError, ManifestProblemsError } from '../../plan/build.js';
 import { type Shard, shardFilterOf } from '../../plan/shard.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
-import { LOCAL_FILES_NOTE, loadChecked, ProblemsError, plural } from '../load.js';
+import { LOCAL_FILES_NOTE, loadChecked, plural } from '../load.js';
 import { type ShardFlags, shardOfFlags } from '../shard.js';
 
 /** One problem in --json output: located when it is inside a file, with the line people read. */
@@ -12,6 +13,9 @@ export interface ProblemJson {
   line?: number;
   col?: number;
   task?: string;
+  /** The same problem at the same place in several tasks: how many, and the first ids (`task` is the first). */
+  tasks?: number;
+  taskIds?: readonly string[];
   path: string;
   message: string;
   text: string;
@@ -36,6 +40,7 @@ function problemJson(p: ManifestProblem, text: string): ProblemJson {
     line: p.pos.line,
     col: p.pos.col,
     ...(p.taskId === undefined ? {} : { task: p.taskId }),
+    ...(p.tasks === undefined ? {} : { tasks: p.tasks.count, taskIds: p.tasks.first }),
     path: p.path,
     message: p.message,
     text,
@@ -71,7 +76,7 @@ async function verdict(
       ...(local.size > 0 ? { localFiles: local.size } : {}),
     };
   } catch (error) {
-    if (error instanceof ProblemsError) {
+    if (error instanceof ManifestProblemsError) {
       return {
         file,
         ok: false,
@@ -79,7 +84,7 @@ async function verdict(
       };
     }
     // A manifest that cannot be read at all: one problem without a position.
-    if (error instanceof ExitError) {
+    if (error instanceof ManifestFileError) {
       return { file, ok: false, problems: [{ file, path: '', message: error.message, text: error.message }] };
     }
     throw error;

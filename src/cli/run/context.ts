@@ -6,9 +6,8 @@ import type { TaskOrder } from '../../manifest/types.js';
 import type { RunPlan } from '../../plan/build.js';
 import type { BucketOutput } from '../../results/bucket.js';
 import type { ReceiverAddress } from '../../run/receiver.js';
-import { RunError, type RunSession } from '../../run/session.js';
+import type { RunSession } from '../../run/session.js';
 import type { Logger } from '../../util/log.js';
-import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import type { ShardFlags } from '../shard.js';
 
@@ -82,20 +81,6 @@ export interface DriveArgs {
   bucket: BucketOutput | undefined;
   /** A shard's line for the preflight: its tasks, its budget, the shared balance. */
   shardLine?: string;
-}
-
-/** The library's RunError, as the CLI's one line and exit code. */
-export function rethrowRunError(error: unknown): never {
-  if (error instanceof RunError) {
-    const code = {
-      invalid: EXIT.invalid,
-      busy: EXIT.interrupted,
-      refused: EXIT.refused,
-      unauthorized: EXIT.unauthorized,
-    }[error.kind];
-    throw new ExitError(code, error.message, error.details);
-  }
-  throw error;
 }
 
 /** Where the lines for people go: stdout, or stderr when stdout carries --json events. */

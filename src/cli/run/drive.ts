@@ -12,7 +12,7 @@ import { refusalOf } from '../../run/unattended.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath, fmtTokens } from '../format.js';
 import type { CliIO } from '../io.js';
-import { type DriveArgs, humanOut, type RunFlags, rethrowRunError } from './context.js';
+import { type DriveArgs, humanOut, type RunFlags } from './context.js';
 import { executeAndReport, printReport } from './execute.js';
 import { describeCounts, failureLine, runPrinter } from './lines.js';
 
@@ -38,7 +38,7 @@ export async function driveRun(a: DriveArgs): Promise<number> {
     order: flags.order ?? settings.order,
     now: io.now(),
     shown: (p) => displayPath(io.cwd, p),
-  }).catch(rethrowRunError);
+  });
   if (report.complete) {
     const code = closeCompleteRun(session, report.counts);
     out(

@@ -3,18 +3,17 @@
 
 import { dirname, resolve } from 'node:path';
 import { describeRun } from '../../account/index.js';
-import { LocalInputError } from '../../media/local-input.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
 import { shownRunState } from '../../run/lease.js';
 import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
-import { NoStorageError, runInputLinks } from '../../run/runner/uploads.js';
+import { runInputLinks } from '../../run/runner/uploads.js';
 import { pollScaleFromEnv, scaledRunPolicy } from '../../run/settings.js';
 import { embeddedInputStorage } from '../../sandbox/uploads.js';
-import { createStorage, StorageError } from '../../storage/index.js';
+import { createStorage } from '../../storage/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { ProgressView } from '../progress.js';
-import { type DriveArgs, humanOut, rethrowRunError } from './context.js';
+import { type DriveArgs, humanOut } from './context.js';
 import { interruptsFrom } from './interrupts.js';
 import { failureLine, reviewLine, type runPrinter, stateFlag } from './lines.js';
 
@@ -29,26 +28,13 @@ async function uploadLocalInputsFor(a: DriveArgs, out: (line?: string) => void) 
     : a.onSandbox
       ? embeddedInputStorage(a.client.baseUrl, out)
       : undefined;
-  try {
-    return await runInputLinks(
-      a.session.store,
-      a.session.runId,
-      dirname(resolve(a.ctx.io.cwd, a.file)),
-      storage,
-      {
-        ...(a.flags.allowOutsideData ? { allowOutside: true } : {}),
-        onProgress: (done, total, input, result) =>
-          out(
-            `  Upload ${done}/${total}: ${input.path} ${result.uploaded ? 'uploaded' : result.recorded ? 'already in the bucket (uploaded by an earlier run)' : 'already in the bucket'}`,
-          ),
-      },
-    );
-  } catch (error) {
-    if (error instanceof NoStorageError) throw new ExitError(EXIT.invalid, error.message);
-    if (error instanceof StorageError) throw new ExitError(error.exitCode, error.message);
-    if (error instanceof LocalInputError) throw new ExitError(EXIT.invalid, error.message);
-    throw error;
-  }
+  return runInputLinks(a.session.store, a.session.runId, dirname(resolve(a.ctx.io.cwd, a.file)), storage, {
+    ...(a.flags.allowOutsideData ? { allowOutside: true } : {}),
+    onProgress: (done, total, input, result) =>
+      out(
+        `  Upload ${done}/${total}: ${input.path} ${result.uploaded ? 'uploaded' : result.recorded ? 'already in the bucket (uploaded by an earlier run)' : 'already in the bucket'}`,
+      ),
+  });
 }
 
 /** Signals to abort signals, progress to the view, then the library runs it; the outcome as lines. */
@@ -102,7 +88,7 @@ export async function executeAndReport(
         onEvent: printer.event,
         onReceiver: (receiver, base) =>
           out(`  Callbacks: receiver on ${receiver.localUrl}; the service is told ${base}${CALLBACK_PATH}/…`),
-      }).catch(rethrowRunError);
+      });
       // The line ends on the run's account: the same counts and money as `status` and the report.
       view.finish(
         describeRun(session.store, runId, { shownState: (r) => shownRunState(session.store, r, io.now()) }),

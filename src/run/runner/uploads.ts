@@ -6,6 +6,7 @@
 import { createReadStream } from 'node:fs';
 import pLimit from 'p-limit';
 import { findEntry } from '../../catalog/index.js';
+import { MediabatchError } from '../../errors.js';
 import { EXIT } from '../../exit-codes.js';
 import {
   checkLocalInput,
@@ -138,8 +139,9 @@ export async function withInputLinks(
 export const NO_STORAGE_MESSAGE =
   'this manifest has local file: inputs and run must upload them: add storage: { url: s3://bucket/prefix } to mediabatch.config.yaml (or set MEDIABATCH_STORAGE_URL) with AWS credentials in the environment';
 
-export class NoStorageError extends Error {
+export class NoStorageError extends MediabatchError {
   override name = 'NoStorageError';
+  override readonly exitCode = EXIT.invalid;
 }
 
 /** Every local input of these stored requests (media fields only), as (path, kind) pairs, distinct. */
