@@ -63,7 +63,9 @@ export function expectFrame(frame: string, a: RunAccount): void {
     `${fmtCount(a.finished)}/${fmtCount(a.tasks)} finished · ${fmtCount(a.by_state.done)} done`,
   );
   expect(frame).toMatch(
-    new RegExp(` · ${regexText(fmtTokens(a.money.net))} of ~${regexText(fmtTokens(a.estimate.tokens))} tokens$`),
+    new RegExp(
+      ` · ${regexText(fmtTokens(a.money.net))} of ~${regexText(fmtTokens(a.estimate.tokens))} tokens$`,
+    ),
   );
   if (a.by_state.skipped > 0) expect(frame).toContain(`${fmtCount(a.by_state.skipped)} skipped`);
   if (a.by_state.in_doubt > 0) expect(frame).toContain(`${fmtCount(a.by_state.in_doubt)} in doubt`);
