@@ -4,6 +4,8 @@
 // progress line's last frame, `status`, report.json/.md/.csv, the gallery, the view's run answer,
 // `review --json` and the merged report of shards (sumAccounts).
 
+import { MediabatchError } from '../errors.js';
+import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
 import {
   type AccountFacts,
@@ -49,13 +51,12 @@ export interface DescribeRunOptions {
   command?: StepCommand;
 }
 
-/** Thrown for a run id the store does not know. */
-export class UnknownRunAccountError extends Error {
-  override name = 'UnknownRunAccountError';
-  readonly runId: string;
+/** A run id the store does not know (the commands check the id first and word it themselves). */
+class UnknownAccountRunError extends MediabatchError {
+  override name = 'UnknownAccountRunError';
+  override readonly exitCode = EXIT.invalid;
   constructor(runId: string) {
     super(`run ${runId}: not found in the state database`);
-    this.runId = runId;
   }
 }
 
@@ -67,7 +68,7 @@ export function describeRun(store: Store, runId: string, opts: DescribeRunOption
     const run = { ...recorded, state: opts.shownState?.(recorded) ?? recorded.state };
     return { run, facts: store.accountFacts(runId) };
   });
-  if (read === undefined) throw new UnknownRunAccountError(runId);
+  if (read === undefined) throw new UnknownAccountRunError(runId);
   return accountOf(read.run, read.facts, opts.command ?? plainCommand);
 }
 
