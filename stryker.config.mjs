@@ -16,6 +16,11 @@ const LOADS = 'test/code/money-modules-load.test.ts';
 export const MODULES = {
   outcome: {
     file: 'src/api/outcome.ts',
+    // Equivalent: L142 the '' of `text` without a code — never read, the function returns before. L154
+    // `join('.')` → `join('')` — every schema read here fails on a top-level field only (nested fields are
+    // tolerant), so no issue path has two parts. L164 `s ?? ''` and L169 `m[3]?.trim` — the quota regex's
+    // groups always take part in a match. L265 `?? ''` → another string — neither is a code of
+    // CONNECT_PHASE or RESPONSE_PHASE. L355 `envelope?.data` → `envelope.data` — code 0 implies an envelope.
     tests: [LOADS, 'test/api/outcome.test.ts', 'test/api/outcome-money.test.ts'],
   },
   prices: {
@@ -40,6 +45,9 @@ export const MODULES = {
   },
   transitions: {
     file: 'src/store/transitions.ts',
+    // Equivalent: L14 `awaiting_review: []` and L33 `lost: []` given an element — a string that is no
+    // state, which no move ever asks about. L105 `target === undefined` turned false — includes(undefined)
+    // is false, so the task stays where it is all the same.
     tests: [LOADS, 'test/store/transitions.test.ts', 'test/store/moves.test.ts'],
   },
   ledger: {

@@ -1,18 +1,18 @@
 // `mediabatch view` at 1,000,000 tasks (issue 24's figures, in `npm run bench`): the state file built
 // through the store (bench/view-fill.ts), the view served by the compiled CLI in a process of its own
 // (its peak RSS), Chromium's first render of the run page (counters, both charts, the first page of
-// results), how long a task's change takes to reach the open page (p95), and the runner's throughput
-// with a view open on its state file against without one.
+// results), how long a task's change takes to reach the open page (p95), and what an open page costs
+// the run it watches: `run --view` with a Chromium page on its run for the whole run against `run`
+// (3,000 images, concurrency 64, sandbox at speed 0, compiled CLI, median of 3, alternated).
 //
 //   npx tsx bench/view.ts [--tasks 1000000] [--json]
+//   npx tsx bench/view.ts --ratio [--tasks 3000]    only the runner's rate with a page ÷ without
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { chromium, type Page } from 'playwright-core';
-import { openStore } from '../src/store/index.js';
-import { startView } from '../src/view/server.js';
 import { CHROMIUM } from '../test/helpers/browser.js';
 import { spawnSandbox } from '../test/helpers/child.js';
 import { writeImagesManifest } from './lib/manifests.js';
@@ -22,7 +22,7 @@ import { fillViewRun, VIEW_RUN } from './view-fill.js';
 export const FIRST_RENDER_TARGET_MS = 1000;
 export const VIEW_RSS_TARGET_MB = 250;
 export const SSE_P95_TARGET_MS = 1000;
-export const THROUGHPUT_RATIO_TARGET = 0.95;
+export const THROUGHPUT_RATIO_TARGET = 0.9;
 
 export interface ViewFigures {
   tasks: number;
@@ -42,11 +42,7 @@ export interface ViewFigures {
   sseP95Ms: number;
   sseMedianMs: number;
   changes: number;
-  runnerWithoutView: number[];
-  runnerWithView: number[];
-  /** CPU ms per second of run spent by the view server (and the page's driver) in this process. */
-  viewCpuMsPerSecond: number[];
-  throughputRatio: number;
+  runner: RunnerRatio;
 }
 
 const LAUNCH = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
@@ -153,50 +149,94 @@ async function sseLatencies(page: Page, stateFile: string, changes: number): Pro
   return latencies;
 }
 
-export interface RunnerRate {
-  tasksPerSecond: number;
-  /** CPU time of this process (the view server, and playwright's client) per second of the run. */
-  viewCpuMsPerSecond: number | null;
+/** The weight of an open page on the run it watches (in `npm run bench` and `bench/view.ts --ratio`). */
+export const RATIO_TASKS = 3000;
+const RATIO_CONCURRENCY = 64;
+
+export interface RunnerRatio {
+  tasks: number;
+  /** Tasks a second of `run` without a view, each repetition. */
+  without: number[];
+  /** Tasks a second of `run --view` with a Chromium page on the run's page from start to end. */
+  withPage: number[];
+  /** Median with ÷ median without. */
+  ratio: number;
+  /** The machine's load average (1 min) before and after: other work shares the same cores. */
+  load: [number, number];
 }
 
 /**
- * One run of `tasks` images against the sandbox, in a process of its own; with `watch`, a view of its
- * state file is served from this process (its CPU is measured) and the page follows the run.
+ * One run of `tasks` images at concurrency 64 against the sandbox (speed 0), by the compiled CLI in a
+ * process of its own. With `page`: `run --view`, and the page opens the printed address (the run's page)
+ * at once and stays on it until the process has exited with its run.
  */
 async function runnerRate(
   dir: string,
   name: string,
   baseUrl: string,
   tasks: number,
-  watch?: Page,
-): Promise<RunnerRate> {
-  const file = await writeImagesManifest(dir, { name, count: tasks, concurrency: 32 });
+  page?: Page,
+): Promise<number> {
+  const file = await writeImagesManifest(dir, { name, count: tasks, concurrency: RATIO_CONCURRENCY });
   const state = join(dir, `${name}.db`);
-  openStore(state).close();
-  const view = watch ? await startView({ stateFile: state, cwd: dir }) : undefined;
-  try {
-    if (watch && view) await watch.goto(view.url);
-    const cpu = process.cpuUsage();
-    const measured = cliMeasured(['--state', state, 'run', file, '--yes', '--no-probe'], {
+  let opened: Promise<unknown> = Promise.resolve();
+  const m = await cliMeasured(
+    ['--state', state, 'run', file, '--yes', '--no-probe', ...(page ? ['--view'] : [])],
+    {
       cwd: dir,
       env: { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: baseUrl, MEDIABATCH_POLL_SCALE: '0.01' },
-    });
-    if (watch) {
-      // The page follows the run itself once it exists: counters, charts and cards live.
-      await watch.waitForSelector(`#runs a[href="#/run/${name}"]`, { timeout: 30_000 });
-      await watch.click(`#runs a[href="#/run/${name}"]`);
+      onStdout: (chunk) => {
+        const url = /View: (\S+)/.exec(chunk)?.[1];
+        if (page && url) {
+          opened = page
+            .goto(url)
+            .then(() => page.waitForSelector('main[data-ready="run"]', { timeout: 60_000 }));
+        }
+      },
+    },
+  );
+  if (m.code !== 0) throw new Error(`run exited ${m.code}: ${m.stderr.slice(-1000)}`);
+  if (page) {
+    await opened;
+    await page.goto('about:blank');
+  }
+  return round(tasks / (m.ms / 1000), 1);
+}
+
+/**
+ * The runner's rate with a page open on its run ÷ without, median of 3, the two alternated so that the
+ * machine's other load falls on both alike.
+ */
+export async function measureRunnerRatio(
+  tasks = RATIO_TASKS,
+  log: (line: string) => void = () => undefined,
+): Promise<RunnerRatio> {
+  const dir = await mkdtemp(join(tmpdir(), 'mb-bench-view-ratio-'));
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: LAUNCH });
+  const sandbox = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
+  const loadBefore = round(loadavg()[0] ?? 0, 1);
+  try {
+    await cliMeasured(['--version'], { cwd: dir });
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+    const without: number[] = [];
+    const withPage: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      without.push(await runnerRate(dir, `plain${i}`, sandbox.baseUrl, tasks));
+      withPage.push(await runnerRate(dir, `viewed${i}`, sandbox.baseUrl, tasks, page));
+      log(`view: runner ${without.at(-1)} tasks/s without a view, ${withPage.at(-1)} with a page on its run`);
     }
-    const m = await measured;
-    const used = process.cpuUsage(cpu);
-    if (m.code !== 0) throw new Error(`run exited ${m.code}: ${m.stderr.slice(-1000)}`);
+    const median = (xs: number[]) => quantile(xs, 0.5);
     return {
-      tasksPerSecond: round(tasks / (m.ms / 1000), 1),
-      viewCpuMsPerSecond: watch ? round((used.user + used.system) / 1000 / (m.ms / 1000), 1) : null,
+      tasks,
+      without,
+      withPage,
+      ratio: round(median(withPage) / median(without), 3),
+      load: [loadBefore, round(loadavg()[0] ?? 0, 1)],
     };
   } finally {
-    // The page leaves first: it would reconnect its event stream to the closing view.
-    if (watch) await watch.goto('about:blank');
-    await view?.close();
+    sandbox.child.proc.kill('SIGTERM');
+    await browser.close();
+    await rm(dir, { recursive: true, force: true });
   }
 }
 
@@ -206,7 +246,6 @@ export async function measureView(
 ): Promise<ViewFigures> {
   const dir = await mkdtemp(join(tmpdir(), 'mb-bench-view-'));
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: LAUNCH });
-  const sandbox = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
   try {
     const file = join(dir, 'state.db');
     const started = performance.now();
@@ -231,20 +270,6 @@ export async function measureView(
     const served = await view.done;
     await page.close();
     log(`view: change to page p95 ${quantile(latencies, 0.95)} ms; view peak RSS ${served.peakRssMb} MB`);
-    const without: number[] = [];
-    const withView: number[] = [];
-    const viewCpu: number[] = [];
-    const watcher = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
-    // Alternated, so that the machine's other load falls on both alike.
-    for (let i = 0; i < 3; i++) {
-      without.push((await runnerRate(dir, `plain${i}`, sandbox.baseUrl, 2000)).tasksPerSecond);
-      const viewed = await runnerRate(dir, `viewed${i}`, sandbox.baseUrl, 2000, watcher);
-      withView.push(viewed.tasksPerSecond);
-      viewCpu.push(viewed.viewCpuMsPerSecond ?? 0);
-      log(
-        `view: runner ${without.at(-1)} tasks/s without a view, ${withView.at(-1)} with one (view CPU ${viewCpu.at(-1)} ms/s)`,
-      );
-    }
     const median = (xs: number[]) => quantile(xs, 0.5);
     return {
       tasks: count,
@@ -260,20 +285,21 @@ export async function measureView(
       sseP95Ms: quantile(latencies, 0.95),
       sseMedianMs: median(latencies),
       changes: latencies.length,
-      runnerWithoutView: without,
-      runnerWithView: withView,
-      viewCpuMsPerSecond: viewCpu,
-      throughputRatio: round(median(withView) / median(without), 3),
+      runner: await measureRunnerRatio(RATIO_TASKS, log),
     };
   } finally {
-    sandbox.child.proc.kill('SIGTERM');
     await browser.close();
     await rm(dir, { recursive: true, force: true });
   }
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { tasks: { type: 'string' }, json: { type: 'boolean' } } });
-  const figures = await measureView(Number(values.tasks ?? 1_000_000), (l) => process.stderr.write(`${l}\n`));
+  const { values } = parseArgs({
+    options: { tasks: { type: 'string' }, json: { type: 'boolean' }, ratio: { type: 'boolean' } },
+  });
+  const log = (l: string) => process.stderr.write(`${l}\n`);
+  const figures = values.ratio
+    ? await measureRunnerRatio(Number(values.tasks ?? RATIO_TASKS), log)
+    : await measureView(Number(values.tasks ?? 1_000_000), log);
   console.log(values.json ? JSON.stringify(figures) : figures);
 }

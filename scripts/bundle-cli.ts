@@ -19,8 +19,9 @@ export const BUNDLED_PACKAGES = ['zod', 'yaml', 'commander', 'p-limit', 'yocto-q
 function externals(): string[] {
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
     dependencies: Record<string, string>;
+    optionalDependencies?: Record<string, string>;
   };
-  return Object.keys(pkg.dependencies)
+  return Object.keys({ ...pkg.dependencies, ...pkg.optionalDependencies })
     .filter((name) => !BUNDLED_PACKAGES.includes(name))
     .flatMap((name) => [name, `${name}/*`]);
 }

@@ -183,7 +183,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['account'],
   ['review'],
   ['results'],
-  ['plan', 'sandbox'],
+  ['plan', 'sandbox', 'money'],
   ['store', 'config.ts'],
   ['api', 'manifest', 'storage'],
   ['catalog', 'media'],

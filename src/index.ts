@@ -15,6 +15,7 @@ import { scaledRunPolicy } from './run/settings.js';
 import { runUnattended, type UnattendedOutcome } from './run/unattended.js';
 import type { Storage, StorageConfig } from './storage/index.js';
 import { keyFingerprint, openStore } from './store/index.js';
+import { stateLocation } from './store/location.js';
 import { createLogger, type Logger } from './util/log.js';
 import { registerSecret } from './util/secrets.js';
 
@@ -142,7 +143,7 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
   const speed = typeof o.sandbox === 'object' ? (o.sandbox.speed ?? 0.1) : 0.1;
   const sandbox = await startEmbeddedSandbox(
     speed,
-    resolve(o.cwd ?? process.cwd(), o.stateFile ?? 'state/sandbox.db'),
+    stateLocation(o.cwd ?? process.cwd(), o.stateFile ?? 'state/sandbox.db'),
   );
   // Without a bucket the sandbox keeps local inputs itself, as with `run --sandbox`.
   const inputs = o.storage ? undefined : embeddedInputStorage(sandbox.baseUrl);
@@ -180,7 +181,7 @@ async function runAgainst(
   registerSecret(api.apiKey);
   const planned = await planForRun(manifest, planInputs({ ...o, cwd }));
   if (api.inputs) planned.settings.output = sandboxOutput(planned.settings.output, o.storage, cwd).output;
-  const stateFile = resolve(cwd, o.stateFile ?? 'state/mediabatch.db');
+  const stateFile = stateLocation(cwd, o.stateFile ?? 'state/mediabatch.db');
   const store = openStore(stateFile);
   const client = createApiClient({ baseUrl: api.baseUrl, apiKey: api.apiKey });
   const logger = o.logger ?? createLogger({ level: 'silent' });

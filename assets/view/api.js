@@ -1,6 +1,14 @@
+// @ts-check
 // The page reads the same JSON API that scripts use (docs/view.md). The cookie carries only the read key
 // (a browser sends it to every port of 127.0.0.1); the token, which writes need, came in the page served
 // to the printed address and is kept in this origin's storage, which no other port can read.
+
+/** @typedef {import('./api-types').RunsAnswer} RunsAnswer */
+/** @typedef {import('./api-types').RunDetail} RunDetail */
+/** @typedef {import('./api-types').TaskPage} TaskPage */
+/** @typedef {import('./api-types').TaskDetail} TaskDetail */
+/** @typedef {import('./api-types').RerollPrice} RerollPrice */
+/** @typedef {import('./api-types').DecisionAnswer} DecisionAnswer */
 
 export class ApiError extends Error {}
 
@@ -32,12 +40,19 @@ function token() {
   }
 }
 
-/** The token as a header: writes need it; reads take it too, so they go on if the cookie was overwritten. */
+/**
+ * The token as a header: writes need it; reads take it too, so they go on if the cookie was overwritten.
+ * @returns {Record<string, string>}
+ */
 function tokenHeader() {
   const t = token();
   return t === '' ? {} : { 'x-mediabatch-token': t };
 }
 
+/**
+ * @param {string} path
+ * @returns {Promise<unknown>}
+ */
 export async function getJson(path) {
   const res = await fetch(path, {
     credentials: 'same-origin',
@@ -48,6 +63,11 @@ export async function getJson(path) {
   return body;
 }
 
+/**
+ * @param {string} path
+ * @param {unknown} body
+ * @returns {Promise<unknown>}
+ */
 export async function postJson(path, body) {
   if (token() === '') {
     throw new ApiError(
@@ -72,16 +92,42 @@ export async function postJson(path, body) {
   return answer;
 }
 
+/** @param {string} run */
+const runPath = (run) => `/api/runs/${encodeURIComponent(run)}`;
+
 export const api = {
-  runs: () => getJson('/api/runs'),
-  run: (run) => getJson(`/api/runs/${encodeURIComponent(run)}`),
-  tasks: (run, params) => {
+  runs: async () => /** @type {RunsAnswer} */ (await getJson('/api/runs')),
+  /** @param {string} run */
+  run: async (run) => /** @type {RunDetail} */ (await getJson(runPath(run))),
+  /**
+   * @param {string} run
+   * @param {Record<string, string | number | null | undefined>} params
+   */
+  tasks: async (run, params) => {
     const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);
-    return getJson(`/api/runs/${encodeURIComponent(run)}/tasks?${q}`);
+    for (const [k, v] of Object.entries(params)) {
+      if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+    }
+    return /** @type {TaskPage} */ (await getJson(`${runPath(run)}/tasks?${q}`));
   },
-  rerollPrice: (run, ids) =>
-    getJson(`/api/runs/${encodeURIComponent(run)}/reroll-price?taskIds=${encodeURIComponent(ids.join(','))}`),
-  decide: (run, body) => postJson(`/api/runs/${encodeURIComponent(run)}/decisions`, body),
-  task: (run, task) => getJson(`/api/runs/${encodeURIComponent(run)}/tasks/${encodeURIComponent(task)}`),
+  /**
+   * @param {string} run
+   * @param {string[]} ids
+   */
+  rerollPrice: async (run, ids) =>
+    /** @type {RerollPrice} */ (
+      await getJson(`${runPath(run)}/reroll-price?taskIds=${encodeURIComponent(ids.join(','))}`)
+    ),
+  /**
+   * @param {string} run
+   * @param {{ taskIds: string[], verdict: string, note: string, expectedVersions: Record<string, number> }} body
+   */
+  decide: async (run, body) =>
+    /** @type {DecisionAnswer} */ (await postJson(`${runPath(run)}/decisions`, body)),
+  /**
+   * @param {string} run
+   * @param {string} task
+   */
+  task: async (run, task) =>
+    /** @type {TaskDetail} */ (await getJson(`${runPath(run)}/tasks/${encodeURIComponent(task)}`)),
 };

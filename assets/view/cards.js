@@ -1,8 +1,17 @@
+// @ts-check
 // One result card: thumbnails, players, an oc-maker sheet or songs with their lyrics, the prompt, the
 // state and what it cost. The heading links to the task page (keyboard: Tab to it, Enter).
-import { h, taskHref, tokens } from './dom.js';
+import { h, taskHref } from './dom.js';
+import { stateLabel, tokens } from './format.js';
 import { reviewBadge, reviewControls } from './review.js';
 
+/** @typedef {import('./api-types').TaskRow} TaskRow */
+/** @typedef {import('./api-types').FileRow} FileRow */
+
+/**
+ * @param {FileRow} f
+ * @param {string} alt
+ */
 function media(f, alt) {
   // Lazy and decoded off the main thread: a fast run's new results cost nothing until scrolled to.
   if (f.kind === 'image') return h('img.thumb', { src: f.url, alt, loading: 'lazy', decoding: 'async' });
@@ -11,6 +20,7 @@ function media(f, alt) {
   return h('a.file', { href: f.url }, f.name);
 }
 
+/** @param {unknown} value */
 function sheet(value) {
   if (value === null || typeof value !== 'object') return null;
   return h(
@@ -23,6 +33,7 @@ function sheet(value) {
   );
 }
 
+/** @param {TaskRow['songs']} list */
 function songs(list) {
   if (!Array.isArray(list) || list.length === 0) return null;
   return h(
@@ -39,10 +50,27 @@ function songs(list) {
   );
 }
 
+/** @param {Pick<TaskRow, 'text'>} t */
 export function promptOf(t) {
-  return t.text.prompt ?? t.text.text ?? t.text.lyrics ?? t.text.description ?? '';
+  return t.text['prompt'] ?? t.text['text'] ?? t.text['lyrics'] ?? t.text['description'] ?? '';
 }
 
+/**
+ * The state as a card says it: a task held for a person's review of its upstream names that upstream
+ * ("waiting for still-4's review"), apart from the reviewed result itself (its badge: "awaiting review").
+ * @param {Pick<TaskRow, 'state' | 'waits_for_review'>} t
+ */
+export function stateText(t) {
+  const upstreams = t.waits_for_review ?? [];
+  if (t.state !== 'awaiting_review' || upstreams.length === 0) return stateLabel(t.state);
+  const names = upstreams.length > 2 ? `${upstreams.slice(0, 2).join(', ')} …` : upstreams.join(' and ');
+  return `waiting for ${names}'s review`;
+}
+
+/**
+ * @param {string} run
+ * @param {TaskRow} t
+ */
 export function card(run, t) {
   const prompt = promptOf(t);
   return h(
@@ -53,7 +81,9 @@ export function card(run, t) {
         task: t.id,
         state: t.state,
         model: t.model,
-        ...(t.review ? { review: t.review.status, version: String(t.review.version) } : {}),
+        ...(t.review
+          ? { review: t.review.status, version: String(t.review.version), attempt: String(t.review.attempt) }
+          : {}),
       },
     },
     h('h3.card-title', {}, h('a', { href: taskHref(run, t.id) }, t.id)),
@@ -69,7 +99,7 @@ export function card(run, t) {
     h(
       'p.meta',
       {},
-      h(`span.state.s-${t.state}`, {}, t.state.replace('_', ' ')),
+      h(`span.state.s-${t.state}`, {}, stateText(t)),
       ` · ${t.model} · ${tokens(t.net)} tokens `,
       reviewBadge(t),
     ),

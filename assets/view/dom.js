@@ -1,15 +1,25 @@
+// @ts-check
 // A tiny element builder: every text goes in as a text node, so nothing from the state file is parsed
-// as HTML (results carry prompts and errors written by others).
+// as HTML (results carry prompts and errors written by others). Plus the page's links and tables.
 
-/** h('a.card', { href: '#/x' }, 'text', child) */
+/** @typedef {import('./page-types').Child} Child */
+
+/**
+ * h('a.card', { href: '#/x' }, 'text', child)
+ * @param {string} tag
+ * @param {Record<string, unknown>} [attrs]
+ * @param {...Child} children
+ * @returns {HTMLElement}
+ */
 export function h(tag, attrs = {}, ...children) {
   const [name, ...classes] = tag.split('.');
   const el = document.createElement(name || 'div');
   if (classes.length > 0) el.className = classes.join(' ');
   for (const [key, value] of Object.entries(attrs ?? {})) {
     if (value === undefined || value === null || value === false) continue;
-    if (key.startsWith('on') && typeof value === 'function') el.addEventListener(key.slice(2), value);
-    else if (key === 'dataset') Object.assign(el.dataset, value);
+    if (key.startsWith('on') && typeof value === 'function') {
+      el.addEventListener(key.slice(2), /** @type {EventListener} */ (value));
+    } else if (key === 'dataset') Object.assign(el.dataset, value);
     else if (value === true) el.setAttribute(key, '');
     else el.setAttribute(key, String(value));
   }
@@ -17,6 +27,10 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/**
+ * @param {HTMLElement} el
+ * @param {Child[]} children
+ */
 function append(el, children) {
   for (const child of children) {
     if (child === undefined || child === null || child === false) continue;
@@ -26,36 +40,68 @@ function append(el, children) {
   }
 }
 
-export function tokens(n) {
-  if (n === null || n === undefined) return '–';
-  return Number(n).toLocaleString('en-US', { maximumFractionDigits: 3 });
+/**
+ * A table that scrolls sideways inside its own box on a narrow screen (the page itself never does).
+ * @param {Child[]} headers
+ * @param {Child[][]} rows
+ * @param {Record<string, unknown>} [attrs]
+ */
+export function table(headers, rows, attrs = {}) {
+  return h(
+    'div.table-box',
+    {},
+    h(
+      'table',
+      attrs,
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          headers.map((x) => h('th', { scope: 'col' }, x)),
+        ),
+      ),
+      h(
+        'tbody',
+        {},
+        rows.map((r) =>
+          h(
+            'tr',
+            {},
+            r.map((c) => h('td', {}, c)),
+          ),
+        ),
+      ),
+    ),
+  );
 }
 
-export function time(iso) {
-  if (!iso) return '–';
-  const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? String(iso) : d.toISOString().slice(0, 19).replace('T', ' ');
+/**
+ * Puts `el` where the element with this id is, unless that one already shows the same (no redraw).
+ * @param {string} id
+ * @param {HTMLElement} el
+ */
+export function replace(id, el) {
+  const old = document.getElementById(id);
+  el.id = id;
+  if (old?.isEqualNode(el)) return old;
+  if (old) old.replaceWith(el);
+  return el;
 }
 
-export function duration(ms) {
-  if (ms === null || ms === undefined) return '–';
-  const s = Math.round(ms / 1000);
-  if (s < 60) return `${s} s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m} min ${s % 60} s`;
-  return `${Math.floor(m / 60)} h ${m % 60} min`;
-}
-
-export function bytes(n) {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
-}
-
+/** @param {string} run */
 export function runHref(run) {
   return `#/run/${encodeURIComponent(run)}`;
 }
 
+/**
+ * @param {string} run
+ * @param {string} task
+ */
 export function taskHref(run, task) {
   return `#/run/${encodeURIComponent(run)}/task/${encodeURIComponent(task)}`;
 }
+
+/** Pages are given this by the router: still the route the reader is on (a stale answer draws nothing). */
+export const always = () => true;

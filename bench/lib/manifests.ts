@@ -7,6 +7,8 @@ export interface RepeatedImages {
   name: string;
   count: number;
   concurrency?: number;
+  /** A budget in tokens, so that every spend is checked against one. */
+  budget?: number;
 }
 
 /** `count` flat-image tasks `img-1` … `img-<count>`; raising `count` later adds tasks and keeps the others. */
@@ -15,6 +17,7 @@ export async function writeImagesManifest(dir: string, m: RepeatedImages, file =
     version: 1,
     name: m.name,
     concurrency: m.concurrency ?? 64,
+    ...(m.budget !== undefined ? { budget: m.budget } : {}),
     output: 'out',
     tasks: [
       {

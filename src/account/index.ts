@@ -7,6 +7,7 @@
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
+import { commandLine, DEFAULT_STATE_FILE, type RunInvocation } from '../results/invocation.js';
 import {
   type AccountFacts,
   type AccountLedgerRow,
@@ -152,29 +153,35 @@ function nextSteps(
 }
 
 /**
- * The commands as the run's manifest path and id give them, for a caller without the run's invocation
- * (its flags). Surfaces that know how the run was started pass the command builder of src/run/.
+ * Each next step as the one command builder words it (src/results/invocation.ts), from how the run was
+ * started and is reached now: its state file, `--sandbox`, `--config`, shard and run id.
+ */
+export function invocationCommand(inv: RunInvocation): StepCommand {
+  return (step) => {
+    switch (step.action) {
+      case 'retry-in-doubt':
+        return commandLine(inv, { command: 'run', retryInDoubt: true });
+      case 'review':
+        return commandLine(inv, { command: 'review' });
+      case 'continue':
+        return commandLine(inv, { command: 'run' });
+      default:
+        return null;
+    }
+  };
+}
+
+/**
+ * The commands for a caller without the run's invocation (a report read back from its file): the run's
+ * manifest and id on the default state file. Surfaces that know how the run was reached pass
+ * invocationCommand.
  */
 export function plainCommand(
   step: Omit<NextStep, 'command'>,
   account: Omit<RunAccount, 'next'>,
 ): string | null {
-  const manifest = shellWord(account.run.manifest);
-  switch (step.action) {
-    case 'retry-in-doubt':
-      return `mediabatch run ${manifest} --retry-in-doubt`;
-    case 'review':
-      return `mediabatch review ${shellWord(account.run.shard?.run ?? account.run.id)}`;
-    case 'continue':
-      return `mediabatch run ${manifest}`;
-    default:
-      return null;
-  }
-}
-
-/** A word the shell reads back as it is: quoted only when it needs to be. */
-function shellWord(word: string): string {
-  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+  const inv = { runId: account.run.id, manifest: account.run.manifest, state: DEFAULT_STATE_FILE };
+  return invocationCommand(inv)(step, account);
 }
 
 /** Money by kind: the ledger's totals, and the few tasks charged more than once told apart job by job. */

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type { Config } from '../config.js';
+import { DEFAULT_STATE_FILE, SANDBOX_STATE_FILE } from '../results/invocation.js';
 import type { SandboxCommandOptions } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
 import type { Logger } from '../util/log.js';
@@ -28,8 +29,7 @@ export interface GlobalOptions {
   config?: string;
 }
 
-/** Where `run --sandbox` keeps its runs, apart from real ones. */
-export const SANDBOX_STATE_FILE = 'state/sandbox.db';
+export { SANDBOX_STATE_FILE };
 
 /**
  * Long on purpose: the declarative table of every command and option; each action only calls its command.
@@ -41,7 +41,11 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       'Run batches of paid media-generation tasks from YAML manifests: priced first, never charged twice.',
     )
     .version('0.1.0')
-    .option('--state <file>', 'state database', 'state/mediabatch.db')
+    .option(
+      '--state <file>',
+      'state database: a SQLite file, or postgres://… (default: MEDIABATCH_STATE_URL, else state/mediabatch.db)',
+      DEFAULT_STATE_FILE,
+    )
     .option('--base-url <url>', 'API base URL (default: MEDIABATCH_BASE_URL or base_url in the config file)')
     .option('--log-level <level>', 'log level: fatal, error, warn, info, debug, trace', 'info')
     .option('--log-file <file>', 'append structured JSON log lines to this file')
@@ -56,6 +60,14 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       writeErr: (s) => io.stderr.write(s),
     });
 
+  // A fleet's workers take their state from the environment (a Secret): MEDIABATCH_STATE_URL stands for
+  // --state when the flag is not given.
+  program.hook('preAction', () => {
+    const url = io.env.MEDIABATCH_STATE_URL;
+    if (url !== undefined && url !== '' && program.getOptionValueSource('state') === 'default') {
+      program.setOptionValueWithSource('state', url, 'env');
+    }
+  });
   const globals = () => program.opts<GlobalOptions>();
   /** The state file: the sandbox's own for sandbox runs, unless --state was given. */
   const stateFor = (sandbox: boolean | undefined): string => {
@@ -63,6 +75,11 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       sandbox && program.getOptionValueSource('state') === 'default' ? SANDBOX_STATE_FILE : globals().state;
     stateInUse.set(program, path);
     return path;
+  };
+  /** How a command reached its state file and account, for the commands it prints (src/run/invocation.ts). */
+  const reach = (sandbox: boolean | undefined) => {
+    const configFile = globals().config;
+    return { statePath: stateFor(sandbox), ...(configFile !== undefined ? { configFile } : {}) };
   };
   const config = async () => {
     const g = globals();
@@ -117,23 +134,25 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .addOption(shardOption())
     .addOption(shardFromEnvOption())
     .addOption(shardCountOption())
+    .addOption(sandboxOption('plan'))
     .action(
       async (
         file: string,
-        opts: { json?: boolean; probe: boolean; allowOutsideData?: boolean } & ShardFlags,
+        opts: { json?: boolean; probe: boolean; allowOutsideData?: boolean; sandbox?: boolean } & ShardFlags,
       ) => {
         const { shardOfFlags } = await import('./shard.js');
         const shard = shardOfFlags(opts, io.env);
         const cfg = await config();
         const { planCommand } = await import('./commands/plan.js');
         const { makeBalanceSource, makeMeasure } = await import('./wiring.js');
-        const balance = makeBalanceSource(cfg);
+        const statePath = stateFor(opts.sandbox);
+        const balance = makeBalanceSource(cfg, opts.sandbox ? resolve(io.cwd, statePath) : undefined);
         result.code = await planCommand(file, opts, {
           io,
           config: cfg,
           ...(shard ? { shard } : {}),
           allowOutside: opts.allowOutsideData ?? false,
-          statePath: globals().state,
+          statePath,
           ...(opts.probe ? { measure: makeMeasure() } : {}),
           ...(balance ? { balance } : {}),
         });
@@ -208,6 +227,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     )
     .option('--sandbox', 'start an embedded sandbox of the API and run against it (no account, no money)')
     .option(
+      '--sandbox-reset',
+      "with --sandbox: start the embedded sandbox's account afresh (it keeps its balance across sandbox runs)",
+    )
+    .option(
       '--sandbox-speed <factor>',
       'job timing of the embedded sandbox: 1 realistic, 0 instant',
       nonNegative('--sandbox-speed'),
@@ -226,9 +249,12 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .option('--view', 'serve the live page of the run while it goes and print its address (see `view`)')
     .action(async (file: string, opts: RunFlags) => {
       // Trying things never touches real runs: sandbox runs keep their own state file unless --state says.
-      const statePath = opts.sandbox ? stateFor(true) : globals().state;
+      const reached = reach(opts.sandbox);
+      const baseUrlFlag = globals().baseUrl;
       const { runCommand } = await import('./commands/run.js');
-      result.code = await withLogger((ctx) => runCommand(file, opts, { ...ctx, statePath }));
+      result.code = await withLogger((ctx) =>
+        runCommand(file, opts, { ...ctx, ...reached, ...(baseUrlFlag ? { baseUrlFlag } : {}) }),
+      );
     });
 
   program
@@ -262,13 +288,13 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .description('progress of one run (its tasks by state and the failing ones), or the list of runs')
     .argument('[run]', 'run id (default: list every run)')
     .option('--json', 'print as JSON')
-    .option('--sandbox', `the runs of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
+    .addOption(sandboxOption('status'))
     .addOption(shardOption())
     .addOption(shardFromEnvOption())
     .addOption(shardCountOption())
     .action(async (run: string | undefined, opts: { json?: boolean; sandbox?: boolean } & ShardFlags) => {
       const { statusCommand } = await import('./commands/status.js');
-      result.code = await statusCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
+      result.code = await statusCommand(run, opts, { io, ...reach(opts.sandbox) });
     });
 
   program
@@ -289,10 +315,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .option('--note <text>', 'a note kept with the decision')
     .option('-y, --yes', 'do not ask before a re-roll')
     .option('--json', 'print as JSON')
-    .option('--sandbox', `a run of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
+    .addOption(sandboxOption('review'))
     .action(async (run: string, opts: import('./commands/review.js').ReviewFlags & { sandbox?: boolean }) => {
       const { reviewCommand } = await import('./commands/review.js');
-      result.code = await reviewCommand(run, opts, { io, statePath: stateFor(opts.sandbox) });
+      result.code = await reviewCommand(run, opts, { io, ...reach(opts.sandbox) });
     });
 
   program
@@ -302,7 +328,7 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     )
     .argument('[run]', 'run id (default: the newest run)')
     .option('--json', 'print report.json instead of report.md')
-    .option('--sandbox', `a run of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
+    .addOption(sandboxOption('report'))
     .option(
       '--merge <inputs...>',
       'one report and gallery for a run split into shards, from their report.shard-i-of-n.json files: the files, their folder, or an s3:// prefix',
@@ -322,14 +348,14 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
         return;
       }
       const { reportCommand } = await import('./commands/report.js');
-      result.code = await reportCommand(run, opts, { io, statePath: stateFor(opts.sandbox), config: cfg });
+      result.code = await reportCommand(run, opts, { io, ...reach(opts.sandbox), config: cfg });
     });
 
   program
     .command('view')
     .description('serve a live page of the runs (progress, spend, failures, results) until Ctrl-C; read-only')
     .argument('[run]', 'run id the printed address opens (default: the list of runs)')
-    .option('--sandbox', `the runs of \`run --sandbox\` (${SANDBOX_STATE_FILE} unless --state)`)
+    .addOption(sandboxOption('view'))
     .option(
       '--host <address>',
       'address to listen on; 0.0.0.0 exposes it to the network (warned)',
@@ -339,23 +365,30 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .action(async (run: string | undefined, opts: { sandbox?: boolean; host: string; port: number }) => {
       const cfg = await config();
       const { viewCommand } = await import('./commands/view.js');
-      result.code = await viewCommand(run, opts, { io, statePath: stateFor(opts.sandbox), config: cfg });
+      result.code = await viewCommand(run, opts, { io, ...reach(opts.sandbox), config: cfg });
     });
 
   program
     .command('balance')
     .description("the account balance, and the local ledger's spend per month and API key")
     .option('--json', 'print as JSON')
-    .action(async (opts: { json?: boolean }) => {
+    .addOption(sandboxOption('balance'))
+    .action(async (opts: { json?: boolean; sandbox?: boolean }) => {
       const cfg = await config();
       const { balanceCommand } = await import('./commands/balance.js');
       const { makeBalanceSource } = await import('./wiring.js');
-      const balance = makeBalanceSource(cfg);
+      const statePath = stateFor(opts.sandbox);
+      const balance = makeBalanceSource(cfg, opts.sandbox ? resolve(io.cwd, statePath) : undefined);
+      // The sandbox's account is not the real one: its key is the embedded sandbox's, its quota none.
+      const account = opts.sandbox
+        ? { apiKey: (await import('../sandbox/embedded.js')).EMBEDDED_SANDBOX_KEY }
+        : cfg;
       result.code = await balanceCommand(opts, {
         io,
-        statePath: globals().state,
-        config: cfg,
+        ...reach(opts.sandbox),
+        config: account,
         ...(balance ? { balance } : {}),
+        ...(opts.sandbox ? { sandbox: true } : {}),
       });
     });
 
@@ -394,6 +427,19 @@ function shardCountOption(): Option {
   return new Option('--shard-count <n>', 'the shard count for --shard-from-env').argParser(
     positiveInt('--shard-count'),
   );
+}
+
+/** `--sandbox` of the commands that read state or the account: the sandbox's own state file and balance. */
+function sandboxOption(command: 'plan' | 'balance' | 'status' | 'review' | 'report' | 'view'): Option {
+  const what = {
+    plan: "the run of `run --sandbox` and the embedded sandbox's balance",
+    balance: "the embedded sandbox's balance (what sandbox runs spent so far) and its ledger",
+    status: 'the runs of `run --sandbox`',
+    review: 'a run of `run --sandbox`',
+    report: 'a run of `run --sandbox`',
+    view: 'the runs of `run --sandbox`',
+  }[command];
+  return new Option('--sandbox', `${what} (${SANDBOX_STATE_FILE} unless --state)`);
 }
 
 function noProbeOption(): Option {

@@ -1,6 +1,7 @@
 // The lines and JSON of `mediabatch status`: one run's screen, and what the list of runs shows of each.
 
 import type { RunAccount } from '../account/index.js';
+import { commandLine, type RunInvocation } from '../results/invocation.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import type { ChainLine, RunStatus } from '../run/run-status.js';
 import { PROBLEM_STATES, STATUS_PROBLEM_LIMIT } from '../run/run-status.js';
@@ -93,7 +94,7 @@ export function runStatusJson(s: RunStatus, folder: string, cwd: string): string
 }
 
 /** `status <run>`: the run, its tasks and money, what to do next, its chains and the tasks that need the user. */
-export function runStatusLines(s: RunStatus, folder: string, cwd: string): string[] {
+export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: RunInvocation): string[] {
   const { run, counts, spent } = s;
   const lines = [
     `Run ${run.id} (${displayPath(cwd, run.manifestPath)})`,
@@ -108,7 +109,7 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string): strin
     `  Files: ${displayPath(cwd, folder)}`,
     ...(s.account.review ? [`  ${reviewStatusLine(s.account)}`] : []),
   ];
-  for (const paragraph of [...nextSteps(s, cwd), ...chainTable(s), ...problemTable(s)])
+  for (const paragraph of [...nextSteps(s, inv), ...chainTable(s, inv), ...problemTable(s, inv)])
     lines.push('', ...paragraph);
   return lines;
 }
@@ -144,9 +145,8 @@ function jobsLine(account: RunAccount): string[] {
 }
 
 /** Paid tasks not on disk, tasks in doubt, unfinished tasks: each with the command that deals with it. */
-function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, cwd: string): string[][] {
+function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, inv: RunInvocation): string[][] {
   const out: string[][] = [];
-  const manifest = displayPath(cwd, run.manifestPath);
   if (paidTasks > 0) {
     const parts = NOT_ON_DISK.filter((st) => paid[st].tasks > 0).map(
       (st) => `${paid[st].tasks} ${LABEL[st]}, ${fmtTokens(roundTokens(paid[st].tokens))} tokens`,
@@ -154,12 +154,12 @@ function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, cwd:
     out.push([
       `${paidTasks} paid task(s) not on disk (${fmtTokens(roundTokens(paidTokens))} tokens: ${parts.join('; ')}). ` +
         (paid.unfetched.tasks + paid.stalled.tasks > 0
-          ? `Run the same command again, \`mediabatch run ${manifest}\`, to fetch the results without paying again.`
+          ? `\`${commandLine(inv, { command: 'run' })}\` fetches the results without paying again.`
           : 'The service no longer has the lost results: the errors say why.'),
     ]);
   }
   if (counts.in_doubt > 0) {
-    out.push([inDoubtAdvice(counts.in_doubt, manifest)]);
+    out.push([inDoubtAdvice(counts.in_doubt, inv)]);
   }
   // Tasks held by a review go on after it: the Review line says so, with its command.
   const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st) && st !== 'awaiting_review').reduce(
@@ -167,12 +167,12 @@ function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, cwd:
     0,
   );
   if (unfinished > 0 && run.state !== 'running') {
-    out.push([unfinishedAdvice(unfinished, manifest)]);
+    out.push([unfinishedAdvice(unfinished, inv)]);
   }
   return out;
 }
 
-function chainTable({ run, chains }: RunStatus): string[][] {
+function chainTable({ chains }: RunStatus, inv: RunInvocation): string[][] {
   if (chains.list.length === 0) return [];
   const lines = [
     table([
@@ -190,11 +190,13 @@ function chainTable({ run, chains }: RunStatus): string[][] {
     ]),
   ];
   if (chains.more > 0)
-    lines.push(`…and ${chains.more} more chained task(s); \`mediabatch report ${run.id}\` lists every task.`);
+    lines.push(
+      `…and ${chains.more} more chained task(s); \`${commandLine(inv, { command: 'report' })}\` lists every task.`,
+    );
   return [lines];
 }
 
-function problemTable({ run, counts, problems, others }: RunStatus): string[][] {
+function problemTable({ counts, problems, others }: RunStatus, inv: RunInvocation): string[][] {
   if (problems.length === 0) return [];
   const lines = [
     table([
@@ -204,7 +206,9 @@ function problemTable({ run, counts, problems, others }: RunStatus): string[][] 
   ];
   const listed = [...PROBLEM_STATES, ...others].reduce((n, st) => n + counts[st], 0);
   if (problems.length === STATUS_PROBLEM_LIMIT && listed > problems.length) {
-    lines.push(`…the first ${STATUS_PROBLEM_LIMIT} shown; \`mediabatch report ${run.id}\` lists every task.`);
+    lines.push(
+      `…the first ${STATUS_PROBLEM_LIMIT} shown; \`${commandLine(inv, { command: 'report' })}\` lists every task.`,
+    );
   }
   return [lines];
 }

@@ -15,6 +15,8 @@ export interface ViewFlags {
 export interface ViewContext {
   io: CliIO;
   statePath: string;
+  /** `--config` as given: the commands the page shows carry it. */
+  configFile?: string;
   config: Config;
 }
 
@@ -31,6 +33,7 @@ export async function openView(
   try {
     server = await startView({
       stateFile: ctx.statePath,
+      ...(ctx.configFile !== undefined ? { configFile: ctx.configFile } : {}),
       cwd: io.cwd,
       ...(flags.host !== undefined ? { host: flags.host } : {}),
       ...(flags.port !== undefined ? { port: flags.port } : {}),

@@ -13,8 +13,28 @@ export function unauthorizedError(): ExitError {
   return new ExitError(EXIT.unauthorized, UNAUTHORIZED_MESSAGE);
 }
 
-/** A balance query, when credentials are set; undefined otherwise. */
-export function makeBalanceSource(config: Config): (() => Promise<number>) | undefined {
+/**
+ * A balance query, when credentials are set; undefined otherwise. With `sandboxStateFile` (`--sandbox`),
+ * the embedded sandbox's: what its journal beside that state file leaves of the starting balance, read
+ * without starting it (its API would answer the same).
+ */
+export function makeBalanceSource(
+  config: Config,
+  sandboxStateFile?: string,
+): (() => Promise<number>) | undefined {
+  if (sandboxStateFile !== undefined) {
+    return async () => {
+      const { journalAccount, journalBeside } = await import('../sandbox/journal.js');
+      const { SANDBOX_DEFAULTS } = await import('../sandbox/options.js');
+      const account = journalAccount(
+        journalBeside(sandboxStateFile),
+        SANDBOX_DEFAULTS.balance,
+        SANDBOX_DEFAULTS.quota,
+      );
+      // As the API's GET /balance answers: whole tokens.
+      return Math.floor(account.balance);
+    };
+  }
   const { apiKey, baseUrl } = config;
   if (!apiKey || !baseUrl) return undefined;
   return async () => {

@@ -9,6 +9,7 @@ import { DEFAULT_PRICES } from '../catalog/prices.js';
 import type { PriceTable } from '../catalog/types.js';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
+import type { CheckPartial } from '../manifest/declaration.js';
 import { loadManifest } from '../manifest/index.js';
 import { foldProblems, formatProblem, ProblemFold, sortProblems } from '../manifest/problems.js';
 import type {
@@ -33,7 +34,7 @@ import {
   mediaNeeds,
   type PlannedTask,
   type PlanTotals,
-  partialProblems,
+  partialCheck,
   planTotals,
   pricedTasks,
   priceTasks,
@@ -162,22 +163,24 @@ export async function loadChecked(
   o: Pick<PlanOptions, 'cwd' | 'now' | 'allowOutside' | 'vars'>,
 ): Promise<{ manifest: LoadedManifest; tasks: CheckedTask[] }> {
   await requireFile(file, o.cwd);
+  const partial = localChecks(file, o);
   const result = await loadManifest(file, {
     now: o.now,
     cwd: o.cwd,
     allowOutside: o.allowOutside ?? false,
-    checkPartial: partialProblems,
+    checkPartial: partialChecker(partial),
     ...(o.vars ? { overrideVars: o.vars } : {}),
   });
   if (!result.ok) {
     const tasks = result.tasks ?? [];
     const checked = checkTasks(tasks);
+    for (const task of checked.tasks) partial.add(task);
     const chains = tasks.some((t) => t.after !== undefined) ? chainPlanOf(checked.tasks, tasks) : undefined;
     throw new ManifestProblemsError(file, [
       ...result.problems,
       ...checked.problems,
       ...(chains?.problems(result.unexpanded) ?? []),
-      ...(await localProblems(file, o, checked.tasks)),
+      ...(await partial.problems()),
     ]);
   }
   const checked = checkTasks(result.manifest.tasks);
@@ -190,6 +193,18 @@ export async function loadChecked(
   ];
   if (problems.length > 0) throw new ManifestProblemsError(file, problems);
   return { manifest: result.manifest, tasks: checked.tasks };
+}
+
+/**
+ * The request of a task that did not expand, checked in the fields its failure leaves alone; its local
+ * `file:` inputs among them are noted in `local`, to be checked on the disk with the others.
+ */
+function partialChecker(local: LocalInputChecks): CheckPartial {
+  return (spec, broken) => {
+    const { problems, task } = partialCheck(spec, broken);
+    if (task) local.add(task);
+    return problems;
+  };
 }
 
 /** The local `file:` inputs of these tasks checked on the disk (no network), as located problems. */
@@ -310,19 +325,24 @@ export interface StreamedPlan {
 }
 
 /** The manifest loaded for a streamed plan; its problems, with the catalog's for the tasks that expanded, thrown. */
-async function loadStreaming(file: string, o: PlanOptions) {
+async function loadStreaming(file: string, o: PlanOptions, local: LocalInputChecks) {
   await requireFile(file, o.cwd);
   const result = await loadManifest(file, {
     now: o.now,
     cwd: o.cwd,
     allowOutside: o.allowOutside ?? false,
     streaming: true,
-    checkPartial: partialProblems,
+    checkPartial: partialChecker(local),
     ...(o.vars ? { overrideVars: o.vars } : {}),
   });
   if (!result.ok) {
     const checked = checkTasks(result.tasks ?? []);
-    throw new ManifestProblemsError(file, [...result.problems, ...checked.problems]);
+    for (const task of checked.tasks) local.add(task);
+    throw new ManifestProblemsError(file, [
+      ...result.problems,
+      ...checked.problems,
+      ...(await local.problems()),
+    ]);
   }
   return result.manifest;
 }
@@ -365,7 +385,8 @@ function pricing(
 
 /** planManifest's result, streamed (see StreamedPlan): every problem is found before this returns. */
 export async function planStreamed(file: string, o: PlanOptions): Promise<StreamedPlan> {
-  const manifest = await loadStreaming(file, o);
+  const local = localChecks(file, o);
+  const manifest = await loadStreaming(file, o, local);
   const { settings } = manifest;
   let source: TaskSource | undefined = manifest.source ?? listedSource(manifest.tasks);
   const prices = o.prices ?? DEFAULT_PRICES;
@@ -383,7 +404,6 @@ export async function planStreamed(file: string, o: PlanOptions): Promise<Stream
   // Each expected duration and the last position holding it: a handful of entries, however many tasks.
   const lastAt = new Map<number, number>();
   let localInputs = false;
-  const local = localChecks(file, o);
   const first = source.expand();
   for (const spec of first.tasks) {
     const one = checkTask(spec);

@@ -94,9 +94,14 @@ const MAX_PARTIAL_TRIES = 32;
  * The problems of a task's request that do not depend on its `broken` fields (top-level input fields
  * whose template failed, left undefined): the request is checked with each broken field standing for
  * each of its model's sample values (left out when it has none), and only the problems that every try
- * finds, outside the broken fields, are its own. A try that passes means none.
+ * finds, outside the broken fields, are its own. A try that passes means none, and gives the task
+ * checked (without the broken fields), so that what else its request holds (a local `file:` input) can be
+ * checked too.
  */
-export function partialProblems(spec: TaskSpec, broken: ReadonlySet<string>): ManifestProblem[] {
+export function partialCheck(
+  spec: TaskSpec,
+  broken: ReadonlySet<string>,
+): { problems: ManifestProblem[]; task?: CheckedTask } {
   const entry = findEntry(spec.model);
   const choices = [...broken].map((key) => {
     const samples = entry?.fieldSamples?.(key)?.samples ?? [];
@@ -108,13 +113,25 @@ export function partialProblems(spec: TaskSpec, broken: ReadonlySet<string>): Ma
     for (const [key, value] of Object.entries(spec.input)) if (!broken.has(key)) input[key] = value;
     for (const choice of combo) if ('value' in choice) input[choice.key] = choice.value;
     const result = checkTask({ ...spec, input });
-    if (result.ok) return [];
+    if (result.ok) return { problems: [], task: withoutFields(result.task, broken) };
     const found = new Map(result.problems.map((p) => [`${p.path}\0${p.message}`, p]));
     if (common === undefined) common = found;
     else for (const key of common.keys()) if (!found.has(key)) common.delete(key);
   }
   const inBroken = (path: string) => broken.has(path.replace(/^input\./, '').split('.')[0] ?? '');
-  return [...(common?.values() ?? [])].filter((p) => !inBroken(p.path));
+  return { problems: [...(common?.values() ?? [])].filter((p) => !inBroken(p.path)) };
+}
+
+/** A checked task without the fields a sample stood for (by the name written or the canonical one). */
+function withoutFields(task: CheckedTask, fields: ReadonlySet<string>): CheckedTask {
+  const gone = new Set(fields);
+  for (const key of fields) {
+    const canonical = task.entry.fieldSamples?.(key)?.field;
+    if (canonical !== undefined) gone.add(canonical);
+  }
+  const body: RequestBody = {};
+  for (const [key, value] of Object.entries(task.body)) if (!gone.has(key)) body[key] = value;
+  return { ...task, body };
 }
 
 function lookupEntry(model: string): CatalogEntry {

@@ -3,11 +3,12 @@
 // from the store, never from the manifest: the manifest may have changed since the run.
 
 import { relative, sep } from 'node:path';
-import { describeRun, type NextAction, type RunAccount } from '../account/index.js';
+import { describeRun, invocationCommand, type NextAction, type RunAccount } from '../account/index.js';
 import type { Estimate } from '../catalog/types.js';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
+import { DEFAULT_STATE_FILE, invocationOf, type Reader, type RunInvocation } from '../results/invocation.js';
 import { taskFolderName } from '../results/names.js';
 import { reportReview, reviewFacts } from '../review/index.js';
 import {
@@ -40,6 +41,11 @@ import type { Report, ReportSummary, ReportTask, TaskReview } from './schema.js'
 
 export interface ReportOptions {
   now: Date;
+  /**
+   * How the person reaches the run (their working folder, `--state`, `--config`): the commands the report
+   * prints carry them. Without it, the state file's own path and absolute paths.
+   */
+  reader?: Reader;
   /** `<output>/<run>`: file paths in the report are relative to it. */
   runDir: string;
   /** The monthly quota from configuration (MEDIABATCH_QUOTA), when the user set one. */
@@ -69,6 +75,8 @@ export interface ReportInput {
   quotaKeys: QuotaKeyInput[];
   now: Date;
   runDir: string;
+  /** How the commands the report prints reach the run (ReportOptions' reader). */
+  reader?: Reader;
   /** Reviewed tasks (issue 25): their review, and the run's review figures. */
   reviews?: ReadonlyMap<string, TaskReview>;
   review?: Report['review'];
@@ -103,7 +111,9 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
   const quotaKeys = store.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota));
   const review = reportReview(store, runId);
   return {
-    account: describeRun(store, runId),
+    account: describeRun(store, runId, {
+      command: invocationCommand(invocationOf(run, opts.reader ?? { state: store.file })),
+    }),
     run,
     tasks,
     files: store.filesOfRun(runId),
@@ -115,6 +125,7 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
     quotaKeys,
     now: opts.now,
     runDir: opts.runDir,
+    reader: opts.reader ?? { state: store.file },
     reviews: reviewFacts(store, runId),
     ...(review !== undefined && { review }),
   };
@@ -172,6 +183,7 @@ export function assembleReport(input: ReportInput): Report {
     .map((t) => inDoubtEntry(t, input.inDoubtSentAt.get(t.id) ?? null));
   const head = assembleHead({
     run: input.run,
+    reader: input.reader ?? { state: DEFAULT_STATE_FILE },
     now: input.now,
     quotaKeys: input.quotaKeys,
     totals,
@@ -197,6 +209,7 @@ export interface ReportHead extends Omit<Report, 'in_doubt' | 'tasks'> {
 
 export interface HeadInput {
   run: RunRecord;
+  reader: Reader;
   now: Date;
   quotaKeys: readonly QuotaKeyInput[];
   totals: ReportSummary;
@@ -210,6 +223,7 @@ export interface HeadInput {
 export function assembleHead(input: HeadInput): ReportHead {
   const { run, account } = input;
   const totals = totalsOfAccount(input.totals, account);
+  const inv = invocationOf(run, input.reader);
   return {
     version: 2,
     generated_at: input.now.toISOString(),
@@ -226,6 +240,7 @@ export function assembleHead(input: HeadInput): ReportHead {
       finished_at: isoOrNull(run.finishedAt),
       active_s: Math.round(run.activeMs / 1000),
       ...shardOfRun(run.id),
+      invocation: reportInvocation(inv),
     },
     advice: [...adviceFor(totals, account), ...reviewAdvice(account)],
     totals,
@@ -482,6 +497,38 @@ function paidWithoutResult(f: NotOnDiskFigures): ReportSummary['paid_without_res
   };
 }
 
+/** report.json's `run.invocation`: what the commands of the report carry, in the report's words. */
+function reportInvocation(inv: RunInvocation): NonNullable<Report['run']['invocation']> {
+  return {
+    manifest: inv.manifest,
+    state: inv.state,
+    ...(inv.sandbox ? { sandbox: true } : {}),
+    ...(inv.config !== undefined ? { config: inv.config } : {}),
+    ...(inv.baseUrl !== undefined ? { base_url: inv.baseUrl } : {}),
+    ...(inv.budget !== undefined ? { budget: inv.budget } : {}),
+    ...(inv.allowOutsideData ? { allow_outside_data: true } : {}),
+  };
+}
+
+/**
+ * The invocation of a report's run, back from report.json: for report.md and `report --merge`. A report
+ * written before reports kept it names the manifest and the default state file only.
+ */
+export function invocationOfReport(run: Report['run']): RunInvocation {
+  const r = run.invocation;
+  if (r === undefined) return { runId: run.id, manifest: run.manifest, state: DEFAULT_STATE_FILE };
+  return {
+    runId: run.id,
+    manifest: r.manifest,
+    state: r.state,
+    ...(r.sandbox ? { sandbox: true } : {}),
+    ...(r.config !== undefined ? { config: r.config } : {}),
+    ...(r.base_url !== undefined ? { baseUrl: r.base_url } : {}),
+    ...(r.budget !== undefined ? { budget: r.budget } : {}),
+    ...(r.allow_outside_data ? { allowOutsideData: true } : {}),
+  };
+}
+
 /**
  * The report's totals as the account states them: counts by shown state (a result rejected in review
  * is a rejection), retries that are retries (not re-rolls), the estimate that follows decisions.
@@ -540,13 +587,13 @@ function adviceFor(totals: ReportSummary, account: RunAccount): string[] {
   if (paid.unfetched.tasks > 0) {
     advice.push(
       `${countOf(paid.unfetched.tasks, 'task')} paid, result not on disk yet (${fmtTokens(paid.unfetched.tokens)} tokens): the download did not finish. ` +
-        `Run the same command again, ${goOn}, to fetch ${paid.unfetched.tasks === 1 ? 'it' : 'them'} without paying again.`,
+        `${goOn} fetches ${paid.unfetched.tasks === 1 ? 'it' : 'them'} without paying again.`,
     );
   }
   if (paid.stalled.tasks > 0) {
     advice.push(
       `${countOf(paid.stalled.tasks, 'task')} stalled (${fmtTokens(paid.stalled.tokens)} tokens paid): the service is past the deadline and still working. ` +
-        `Run the same command again, ${goOn}, to keep watching ${paid.stalled.tasks === 1 ? 'it' : 'them'}.`,
+        `${goOn} keeps watching ${paid.stalled.tasks === 1 ? 'it' : 'them'}.`,
     );
   }
   if (paid.lost.tasks > 0) {
@@ -560,7 +607,7 @@ function adviceFor(totals: ReportSummary, account: RunAccount): string[] {
     UNFINISHED.filter((state) => !isNotOnDisk(state) && state !== 'awaiting_review').map((state) => s[state]),
   );
   if (unfinished > 0) {
-    advice.push(`${countOf(unfinished, 'task')} unfinished: run ${goOn} again to continue where it stopped.`);
+    advice.push(`${countOf(unfinished, 'task')} unfinished: ${goOn} continues where it stopped.`);
   }
   if (s.failed > 0) {
     advice.push(

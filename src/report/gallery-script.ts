@@ -29,8 +29,8 @@ export const GALLERY_JS = `
     unfetched: '\\u2913', stalled: '\\u231B', lost: '\\u2205' };
   // What a paid card without its result says, in place of the picture or player.
   var PAID = {
-    unfetched: ['Paid, result not on disk yet', 'Run the same command again to fetch it (nothing is charged twice).'],
-    stalled: ['Paid, still being made past its deadline', 'Run the same command again to keep watching it.'],
+    unfetched: ['Paid, result not on disk yet', 'The command under "Needs your attention" fetches it (nothing is charged twice).'],
+    stalled: ['Paid, still being made past its deadline', 'The command under "Needs your attention" keeps watching it.'],
     lost: ['Paid, result lost', 'The service no longer has it; the reason is below.']
   };
   var AUDIO_TYPES = { mp3: 'audio/mpeg', wav: 'audio/wav', m4a: 'audio/mp4', ogg: 'audio/ogg', flac: 'audio/flac' };

@@ -26,6 +26,7 @@ export function collectReportHead(store: Store, runId: string, opts: ReportOptio
   }));
   return assembleHead({
     run,
+    reader: opts.reader ?? { state: store.file },
     now: opts.now,
     quotaKeys: store.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota)),
     totals: summaryOf(countsOf(figures), store.runSpent(runId), estimatedOf(figures)),

@@ -1,12 +1,13 @@
 // report.md: the cost report as tables a person reads (and `mediabatch report` prints). Pure: the
 // text comes a line at a time, so the writer streams it to the file.
 
+import { commandLine } from '../results/invocation.js';
 import { isNotOnDisk, NOT_ON_DISK } from '../store/report-reads.js';
 import { UNFINISHED } from '../store/transitions.js';
 import type { TaskState } from '../store/types.js';
 import { tokensToUsd } from '../util/money.js';
 import { countOf, fmtCount } from '../util/numbers.js';
-import { headOfReport, type ReportHead } from './build.js';
+import { headOfReport, invocationOfReport, type ReportHead } from './build.js';
 import { COST_COLUMNS, costCells, moneyByKindPhrases } from './figures.js';
 import { fmtBytes, fmtSeconds, fmtTime, fmtTokens, fmtUsd } from './format.js';
 import type { Report, ReportSummary, ReportTask } from './schema.js';
@@ -109,7 +110,7 @@ export function* markdownChunks(
       `${head.usd_per_token} per token. "Charged ÷ list" compares what the API charged with the list price of the jobs whose price is known exactly.`,
   ) + line('');
 
-  if (head.review !== undefined) yield* reviewSection(head.review, head.run.id);
+  if (head.review !== undefined) yield* reviewSection(head.review, head.run);
 
   yield line('## Tasks by status') + line('');
   yield line(
@@ -157,7 +158,7 @@ export function* markdownChunks(
     yield line('## Paid, not on disk') + line('');
     yield line(
       `${countOf(paid.tasks, 'task')} charged ${fmtTokens(paid.tokens)} tokens and ${paid.tasks === 1 ? 'its' : 'their'} result is not on disk. ` +
-        `To resume, run the same command again (${code(`mediabatch run ${run.manifest}`)}): it fetches unfetched results and keeps watching stalled jobs, and charges nothing twice. ` +
+        `To resume, run ${code(commandLine(invocationOfReport(run), { command: 'run' }))}: it fetches unfetched results and keeps watching stalled jobs, and charges nothing twice. ` +
         'A lost result cannot be fetched: the service no longer has it.',
     ) + line('');
     yield line(row(['Task', 'Model', 'Status', 'Net (tokens)', 'Attempts', 'Reason'])) +
@@ -310,10 +311,14 @@ export function code(value: string): string {
 }
 
 /** Issue 25: where the decisions stand, and what re-rolls cost, apart from the first attempts. */
-function* reviewSection(r: NonNullable<ReportHead['review']>, runId: string): Generator<string, void, void> {
+function* reviewSection(
+  r: NonNullable<ReportHead['review']>,
+  run: ReportHead['run'],
+): Generator<string, void, void> {
   yield '## Review\n\n';
   yield `- ${countOf(r.reviewed, 'reviewed task')}: ${fmtCount(r.awaiting)} awaiting a decision, ${fmtCount(r.approved)} approved, ${fmtCount(r.rejected)} rejected.\n`;
   yield `- Re-rolls: ${fmtCount(r.rerolls.asked)} asked, ${countOf(r.rerolls.jobs, 'job')} charged, net ${fmtTokens(r.rerolls.net)} tokens (${fmtUsd(tokensToUsd(r.rerolls.net))}); each is one more charge the user asked for, included in the totals above.\n`;
-  if (r.awaiting > 0) yield `- Decide with ${code(`mediabatch review ${runId}`)}.\n`;
+  if (r.awaiting > 0)
+    yield `- Decide with ${code(commandLine(invocationOfReport(run), { command: 'review' }))}.\n`;
   yield '\n';
 }

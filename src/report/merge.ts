@@ -6,8 +6,11 @@
 import { type RunAccount, sumAccounts } from '../account/index.js';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
+import { shardRunId } from '../plan/shard.js';
+import { commandLine } from '../results/invocation.js';
 import { UNFINISHED } from '../store/index.js';
 import { fromMicro, roundTokens, tokensToUsd, toMicro } from '../util/money.js';
+import { invocationOfReport } from './build.js';
 import type { Report, ReportSummary } from './schema.js';
 
 export interface ShardReportInput {
@@ -48,12 +51,13 @@ export function mergeShardReports(inputs: readonly ShardReportInput[], now: Date
     seen.add(t.id);
   }
   const run = mergedRun(reports, base, missing.length === 0 && unfinished.length === 0);
+  const commands = shardCommands(reports, base, count, [...missing, ...unfinished]);
   return {
     version: 2,
     generated_at: now.toISOString(),
     usd_per_token: first.report.usd_per_token,
     run,
-    advice: mergedAdvice(reports, count, missing, unfinished),
+    advice: mergedAdvice(reports, count, { missing, unfinished, commands }),
     in_doubt: reports.flatMap((r) => r.in_doubt),
     totals: sumSummaries(reports.map((r) => r.totals)),
     ...mergedAccount(reports, run, [...missing, ...unfinished]),
@@ -61,7 +65,13 @@ export function mergeShardReports(inputs: readonly ShardReportInput[], now: Date
     balance: mergedBalance(reports),
     quota: mergedQuota(reports),
     tasks,
-    shards: { count, merged, missing, unfinished },
+    shards: {
+      count,
+      merged,
+      missing,
+      unfinished,
+      ...(Object.keys(commands).length > 0 ? { commands } : {}),
+    },
   };
 }
 
@@ -87,6 +97,29 @@ function mergedAccount(
       [...new Set(pending)].sort((a, b) => a - b),
     ),
   };
+}
+
+/**
+ * The command of each shard to run again: an unfinished one's from its own report (its state file, its
+ * flags); a missing one's from another shard's, with its own `--shard i/n` (the shards of a run are
+ * started with one command line that differs only there, as an engine's array or matrix does).
+ */
+function shardCommands(
+  reports: readonly Report[],
+  base: string,
+  count: number,
+  indexes: readonly number[],
+): Record<string, string> {
+  const commands: Record<string, string> = {};
+  const template = reports[0];
+  for (const index of indexes) {
+    const own = reports.find((r) => r.run.shard?.index === index);
+    const from = own ?? template;
+    if (from === undefined) continue;
+    const inv = { ...invocationOfReport(from.run), runId: shardRunId(base, { index, count }) };
+    commands[String(index)] = commandLine(inv, { command: 'run' });
+  }
+  return commands;
 }
 
 /** The inputs by shard index, checked to be shards of one run and one count. */
@@ -149,18 +182,21 @@ function mergedRun(reports: readonly Report[], base: string, complete: boolean):
 function mergedAdvice(
   reports: readonly Report[],
   count: number,
-  missing: number[],
-  unfinished: number[],
+  shards: { missing: number[]; unfinished: number[]; commands: Record<string, string> },
 ): string[] {
   const advice: string[] = [];
-  if (missing.length > 0) {
+  const command = (i: number) => {
+    const line = shards.commands[String(i)];
+    return line === undefined ? '' : `: \`${line}\``;
+  };
+  for (const i of shards.missing) {
     advice.push(
-      `Missing: no report of shard${missing.length === 1 ? '' : 's'} ${missing.join(', ')} of ${count}: their tasks are not in this report; run their command (--shard i/${count}) and merge again.`,
+      `Missing: no report of shard ${i} of ${count}: its tasks are not in this report; run it${command(i)} (on its machine, with its state file), then merge again.`,
     );
   }
-  if (unfinished.length > 0) {
+  for (const i of shards.unfinished) {
     advice.push(
-      `Unfinished: shard${unfinished.length === 1 ? '' : 's'} ${unfinished.join(', ')} of ${count} did not finish; run their command again, then merge again.`,
+      `Unfinished: shard ${i} of ${count} did not finish; continue it${command(i)}, then merge again.`,
     );
   }
   for (const r of reports) {

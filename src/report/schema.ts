@@ -243,6 +243,21 @@ export const reportSchema = z
           .strict()
           .optional()
           .describe('Present when the run is one shard of a run split over machines (`--shard i/n`).'),
+        invocation: z
+          .object({
+            manifest: z.string().describe('The manifest as the commands of this report name it.'),
+            state: z.string().describe('The state file (`--state`) as the commands of this report name it.'),
+            sandbox: z.boolean().optional().describe('A run of the embedded sandbox (`--sandbox`).'),
+            config: z.string().optional().describe('`--config`: the account settings file.'),
+            base_url: z.string().optional().describe('`--base-url`, when the run was started with one.'),
+            budget: z.number().optional().describe('`--budget`, when the run was started with one.'),
+            allow_outside_data: z.boolean().optional().describe('`--allow-outside-data`.'),
+          })
+          .strict()
+          .optional()
+          .describe(
+            'What a command about this run carries to reach it; the commands in `advice` are built from it, and `report --merge` builds each shard’s command from its report’s.',
+          ),
       })
       .strict(),
     advice: z.array(z.string()).describe('What needs the user’s attention, most urgent first.'),
@@ -324,6 +339,12 @@ export const reportSchema = z
         unfinished: z
           .array(z.number().int().positive())
           .describe('Shards whose run is not finished: run their command again, then merge again.'),
+        commands: z
+          .record(z.string(), z.string())
+          .optional()
+          .describe(
+            'By shard index, the command that runs (missing) or continues (unfinished) that shard, as a person types it: its `--shard i/n`, `--run-id` and state file.',
+          ),
       })
       .strict()
       .optional()

@@ -6,6 +6,7 @@ import { userInfo } from 'node:os';
 import picomatch from 'picomatch';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
+import { decideReserving, runMoney } from '../money/index.js';
 import { type BucketOutput, keepEarlierInBucket } from '../results/bucket.js';
 import { taskFolderName } from '../results/names.js';
 import { isBucketLocation, runLocation } from '../results/output.js';
@@ -17,8 +18,9 @@ import {
   type TaskRecord,
   type Verdict,
 } from '../store/index.js';
-import { fromMicro, roundTokens, toMicro } from '../util/money.js';
+import { fromMicro, roundTokens, tokensText, toMicro } from '../util/money.js';
 import { keepEarlierResult } from './files.js';
+import { type RerollWorstCase, rerollWorstCase } from './reroll-worst.js';
 
 export type { DecideOutcome, Verdict } from '../store/index.js';
 
@@ -90,6 +92,18 @@ export interface RerollPrice {
   left: number | undefined;
   /** Whether they all fit under the budget. */
   fits: boolean;
+  /** What the re-rolls add to the run's worst case: their own prices and their downstreams priced again. */
+  worst: RerollWorstCase & {
+    /** The run's worst case as the next `run` weighs it (net charged plus every pending task at most), now and after. */
+    now: number;
+    after: number;
+    /** What the budget leaves after the re-rolls at worst (negative: over); undefined without a budget. */
+    leftAfter: number | undefined;
+  };
+  /** The next `run` would refuse to start: the worst case after the re-rolls is over the budget. */
+  nextRunRefuses: boolean;
+  /** The prompt's words, the same in the CLI and on the page. */
+  text: string;
 }
 
 /** The price of re-rolling these tasks (each at its worst case), against what the run's budget leaves. */
@@ -100,17 +114,89 @@ export function rerollPrice(store: Store, runId: string, taskIds: readonly strin
     return { taskId, price: task?.estimate.max ?? 0 };
   });
   const totalMicro = tasks.reduce((n, t) => n + toMicro(t.price), 0);
-  const budget = budgetOf(run);
-  const committedMicro = committedOf(store, runId);
-  const leftMicro = budget === undefined ? undefined : toMicro(budget) - committedMicro;
-  return {
+  // The store's budget and figures: what the runner and every other spender of the run check too.
+  const money = runMoney(store, run.id);
+  const budget = money.budget === undefined ? undefined : fromMicro(money.budget);
+  const leftMicro = money.budget === undefined ? undefined : money.budget - money.committed;
+  const worst = runWorstCase(store, runId, taskIds, budget);
+  const price = {
     tasks,
     total: fromMicro(totalMicro),
     budget,
-    committed: fromMicro(committedMicro),
+    committed: fromMicro(money.committed),
     left: leftMicro === undefined ? undefined : fromMicro(Math.max(0, leftMicro)),
     fits: leftMicro === undefined || totalMicro <= leftMicro,
+    worst,
+    nextRunRefuses: worst.leftAfter !== undefined && worst.leftAfter < 0,
   };
+  return { ...price, text: rerollText(price) };
+}
+
+/**
+ * The run's worst case as the next `run`'s preflight weighs it (net charged, plus every pending task at
+ * its worst), now and once these re-rolls are recorded (src/review/reroll-worst.ts).
+ */
+function runWorstCase(
+  store: Store,
+  runId: string,
+  taskIds: readonly string[],
+  budget: number | undefined,
+): RerollPrice['worst'] {
+  const links = store.upstreamsOfRun(runId);
+  const direct = new Map<string, string[]>();
+  for (const [taskId, ups] of links) {
+    for (const { upstreamId } of ups) direct.set(upstreamId, [...(direct.get(upstreamId) ?? []), taskId]);
+  }
+  const below = new Set<string>();
+  const queue = [...taskIds];
+  for (let next = queue.pop(); next !== undefined; next = queue.pop()) {
+    for (const down of direct.get(next) ?? []) {
+      if (below.has(down) || taskIds.includes(down)) continue;
+      below.add(down);
+      queue.push(down);
+    }
+  }
+  const taskOf = (id: string) => store.getTask(runId, id);
+  const known = (t: TaskRecord | undefined): t is TaskRecord => t !== undefined;
+  const figures = rerollWorstCase({
+    rerolled: taskIds.map(taskOf).filter(known),
+    downstreams: [...below].map(taskOf).filter(known),
+    upstreamsOf: (id) => (links.get(id) ?? []).map((l) => l.upstreamId),
+    taskOf,
+  });
+  const pendingMax = store.pendingByModel(runId).reduce((n, m) => n + toMicro(m.max), 0);
+  const nowMicro = toMicro(store.runSpent(runId).net) + pendingMax;
+  const afterMicro = nowMicro + toMicro(figures.adds);
+  return {
+    ...figures,
+    now: fromMicro(nowMicro),
+    after: fromMicro(afterMicro),
+    leftAfter: budget === undefined ? undefined : fromMicro(toMicro(budget) - afterMicro),
+  };
+}
+
+/**
+ * What the prompt says: the re-rolls' own price, their downstreams priced again, the run's worst case
+ * before and after, what the budget leaves, and, when it would, that the next `run` would refuse.
+ */
+function rerollText(p: Omit<RerollPrice, 'text'>): string {
+  const { worst } = p;
+  const n = p.tasks.length;
+  const downs =
+    worst.repriced.length === 0
+      ? ''
+      : ` and ${worst.repriced.length} downstream task(s) priced again (up to ${tokensText(worst.downstreams)} more)`;
+  const parts = [
+    `Re-roll ${n} result(s): up to ${tokensText(worst.own)} tokens for the re-roll${n === 1 ? '' : 's'}${downs}; the run's worst case goes from ${tokensText(worst.now)} to ${tokensText(worst.after)} tokens`,
+  ];
+  if (p.budget === undefined) parts.push('no budget is set.');
+  else if (worst.leftAfter !== undefined && worst.leftAfter >= 0)
+    parts.push(`the budget of ${tokensText(p.budget)} leaves ${tokensText(worst.leftAfter)} after it.`);
+  else
+    parts.push(
+      `over the budget of ${tokensText(p.budget)} by ${tokensText(-(worst.leftAfter ?? 0))}: the next \`run\` would refuse to start (it could cost up to ${tokensText(worst.after)} tokens); re-roll fewer, reject the downstreams you do not need, or raise budget.`,
+    );
+  return parts.join('; ');
 }
 
 export interface DecideOptions {
@@ -122,9 +208,10 @@ export interface DecideOptions {
 }
 
 /**
- * Approves, rejects or re-rolls each task, one transaction each, and says per task what happened. A
- * re-roll is refused (every task of the ask, before anything is recorded or sent) when its worst cases do
- * not fit in what the run's budget leaves; its earlier result is kept at `<task>/attempt-<n>/`.
+ * Approves, rejects or re-rolls each task and says per task what happened. Re-rolls of one ask are
+ * recorded in one transaction that reserves their worst cases in the store: all of them fit in what the
+ * run's budget leaves, or none is recorded (every task refused with the reason), whoever else asks at
+ * the same moment. A re-rolled task's earlier result is kept at `<task>/attempt-<n>/`.
  */
 export async function decide(
   store: Store,
@@ -135,15 +222,7 @@ export async function decide(
 ): Promise<DecideOutcome[]> {
   const run = requireRun(store, runId);
   const by = opts.by ?? localUser();
-  if (verdict === 'reroll') {
-    const price = rerollPrice(store, runId, taskIds);
-    if (!price.fits) {
-      const reason = `re-rolling ${taskIds.length} task(s) may cost up to ${price.total} tokens and the budget of ${price.budget} leaves ${price.left}: nothing was sent; raise budget in the manifest to re-roll`;
-      return taskIds.map((taskId) => ({ taskId, ok: false, reason }));
-    }
-  }
-  const outcomes: DecideOutcome[] = [];
-  for (const taskId of taskIds) {
+  const asks = taskIds.map((taskId) => {
     const expectedVersion =
       typeof opts.expectedVersion === 'number' ? opts.expectedVersion : opts.expectedVersion?.[taskId];
     const req = {
@@ -152,29 +231,22 @@ export async function decide(
       ...(opts.note !== undefined && { note: opts.note }),
       ...(expectedVersion !== undefined && { expectedVersion }),
     };
-    if (verdict !== 'reroll') {
-      outcomes.push(store.decide(runId, taskId, req));
-      continue;
-    }
-    outcomes.push(await rerollOne(store, run, taskId, req));
+    return { taskId, req };
+  });
+  if (verdict !== 'reroll') return asks.map(({ taskId, req }) => store.decide(runId, taskId, req));
+  const outcomes = decideReserving(store, runId, asks);
+  if (outcomes.some((o) => !o.ok && o.overBudget === true)) {
+    const price = rerollPrice(store, runId, taskIds);
+    const reason = `re-rolling ${taskIds.length} task(s) may cost up to ${price.total} tokens and the budget of ${price.budget} leaves ${price.left}: nothing was sent; raise budget in the manifest to re-roll`;
+    return outcomes.map((o) => ({ taskId: o.taskId, ok: false, reason, overBudget: true }));
+  }
+  // The re-rolls are recorded; then each earlier result is moved to `attempt-<n>/` and its rows dropped:
+  // a process dying in between leaves the rows (and the files) for finishEarlierResult, which the next
+  // run calls before it sends the re-roll, so the earlier result is never overwritten nor forgotten.
+  for (const outcome of outcomes) {
+    if (outcome.ok && outcome.changed) await finishEarlierResult(store, run, outcome.taskId);
   }
   return outcomes;
-}
-
-/**
- * The re-roll recorded first, then the earlier result moved to `attempt-<n>/`, then its rows dropped: a
- * process dying between the two leaves the rows (and the files) for finishEarlierResult, which the next
- * run calls before it sends the re-roll, so the earlier result is never overwritten nor forgotten.
- */
-async function rerollOne(
-  store: Store,
-  run: RunRecord,
-  taskId: string,
-  req: Parameters<Store['decide']>[2],
-): Promise<DecideOutcome> {
-  const outcome = store.decide(run.id, taskId, req);
-  if (outcome.ok && outcome.changed) await finishEarlierResult(store, run, taskId);
-  return outcome;
 }
 
 /**
@@ -211,20 +283,6 @@ export function localRunDir(run: RunRecord): string | undefined {
   const { output } = keptSettings(run);
   if (output === undefined || isBucketLocation(output)) return undefined;
   return runLocation(output, run.id);
-}
-
-function budgetOf(run: RunRecord): number | undefined {
-  return keptSettings(run).budget;
-}
-
-/** Net spend, the worst case of what is in doubt or being submitted, and re-rolls already asked for. */
-function committedOf(store: Store, runId: string): number {
-  const spent = store.runSpent(runId);
-  const unsure = store
-    .tasksByState(runId, ['in_doubt', 'submitting'])
-    .reduce((n, t: TaskRecord) => n + toMicro(t.estimate.max), 0);
-  const queued = toMicro(store.queuedRerollMax(runId));
-  return toMicro(spent.charged) - toMicro(spent.refunded) + unsure + queued;
 }
 
 function downstreamIndex(store: Store, runId: string): Map<string, string[]> {

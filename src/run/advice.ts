@@ -1,11 +1,14 @@
-// The advice about a run that needs the user, as text: `status` prints it and the view shows it.
+// The advice about a run that needs the user, as text: `status` prints it and the view shows it. The
+// commands in it are built from the run's own invocation (src/run/invocation.ts).
+
+import { commandLine, type RunInvocation } from '../results/invocation.js';
 
 /** Tasks in doubt: what it means, and the command that submits them again (and what that risks). */
-export function inDoubtAdvice(count: number, manifest: string): string {
-  return `${count} task(s) in doubt: sent, but the answer was lost, so they may have been charged. Check the account, then \`mediabatch run ${manifest} --retry-in-doubt\` submits them again (possibly charged twice).`;
+export function inDoubtAdvice(count: number, inv: RunInvocation): string {
+  return `${count} task(s) in doubt: sent, but the answer was lost, so they may have been charged. Check the account, then \`${commandLine(inv, { command: 'run', retryInDoubt: true })}\` submits them again (possibly charged twice).`;
 }
 
 /** Unfinished tasks of a run that is not going: the command that continues it. */
-export function unfinishedAdvice(count: number, manifest: string): string {
-  return `${count} task(s) unfinished: \`mediabatch run ${manifest}\` continues the run.`;
+export function unfinishedAdvice(count: number, inv: RunInvocation): string {
+  return `${count} task(s) unfinished: \`${commandLine(inv, { command: 'run' })}\` continues the run.`;
 }

@@ -13,15 +13,18 @@ import { findEntry, roundTokens } from '../catalog/index.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
+import { runMoney } from '../money/index.js';
 import { resultsRunId } from '../plan/shard.js';
 import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
 import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from '../results/bucket.js';
+import type { Reader } from '../results/invocation.js';
 import { isBucketLocation } from '../results/output.js';
 import { StorageError } from '../storage/index.js';
 import { type Store, type TaskState, UNFINISHED } from '../store/index.js';
 import { quotaStanding } from '../store/quota.js';
 import type { Logger } from '../util/log.js';
+import { fromMicro } from '../util/money.js';
 import { bucketExtraReader, putReportFiles } from './bucket-report.js';
 import {
   type CallbackHint,
@@ -121,7 +124,9 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     min: roundTokens(pending.reduce((n, m) => n + m.min, 0)),
     max: roundTokens(pending.reduce((n, m) => n + m.max, 0)),
   };
-  const chargedSoFar = store.runSpent(runId).net;
+  // What the store says the run spent (the money module's figures, as every spender reads them).
+  const money = runMoney(store, runId);
+  const chargedSoFar = fromMicro(money.charged - money.refunded);
   const waitingOnReview = store.waitingOnReview(runId);
   const base = {
     counts,
@@ -461,7 +466,7 @@ async function readyBucket(bucket: BucketOutput, logger: Logger): Promise<void> 
  */
 export async function writeRunReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
-  o: { now: Date; quota?: number; unlessCurrent?: boolean; bucket?: BucketOutput },
+  o: { now: Date; quota?: number; unlessCurrent?: boolean; bucket?: BucketOutput; reader?: Reader },
 ): Promise<{ ok: true; markdown: string; gallery: string; current?: true } | { ok: false; error: Error }> {
   const { store, runId, runDir } = session;
   try {
@@ -478,6 +483,7 @@ export async function writeRunReport(
       : await writeReport(store, runId, runDir, {
           now: o.now,
           ...(o.quota !== undefined ? { quota: o.quota } : {}),
+          ...(o.reader !== undefined ? { reader: o.reader } : {}),
         });
     try {
       store.rememberReportBasis(runId, basis);
@@ -494,7 +500,7 @@ export async function writeRunReport(
 export async function writeBucketReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
   bucket: BucketOutput,
-  o: { now: Date; quota?: number },
+  o: { now: Date; quota?: number; reader?: Reader },
   /** Called with the local copies before they are removed (`mediabatch report` prints one). */
   beforeRemoving?: (files: WrittenReport['files']) => Promise<void>,
 ): Promise<{ files: { markdown: string; gallery: string } }> {
@@ -503,6 +509,7 @@ export async function writeBucketReport(
     const written = await writeReport(session.store, session.runId, session.runDir, {
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
+      ...(o.reader !== undefined ? { reader: o.reader } : {}),
       writeTo: join(temp, resultsRunId(session.runId)),
       readExtra: bucketExtraReader(bucket.storage, bucket.runKey),
     });

@@ -7,6 +7,7 @@ import { join, relative, resolve } from 'node:path';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
+import { stateName } from '../store/location.js';
 import { ensureFolderUnder, writeFileAtomic } from '../util/fsatomic.js';
 
 export const MARKER_FILE = '.mediabatch-run.json';
@@ -21,7 +22,7 @@ function claimOf(stateFile: string, runId: string): Marker {
   const shard = parseShardRunId(runId);
   return shard
     ? { run: shard.base, shards: shard.shard.count }
-    : { state_file: resolve(stateFile), run: runId };
+    : { state_file: stateName(stateFile), run: runId };
 }
 
 function sameClaim(a: Marker, b: Marker): boolean {
@@ -35,7 +36,7 @@ function describeMine(stateFile: string, runId: string, shown: (path: string) =>
   const shard = parseShardRunId(runId);
   return shard
     ? `shard ${shard.shard.index} of ${shard.shard.count} of run ${shard.base}`
-    : `run ${runId} of ${shown(resolve(stateFile))}`;
+    : `run ${runId} of ${shown(stateName(stateFile))}`;
 }
 
 function describeClaim(m: Marker, shown: (path: string) => string): string {

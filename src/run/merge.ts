@@ -2,12 +2,14 @@
 // an s3:// prefix), merges them (src/report/merge.ts) and writes the run's one report and gallery beside
 // the results: into the folder, or put into the bucket under the same prefix.
 
-import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, realpath, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { MergeError, mergeShardReports, type ShardReportInput } from '../report/merge.js';
 import { writeMergedReport } from '../report/merge-write.js';
 import { type Report, reportSchema } from '../report/schema.js';
+import { reportFiles } from '../report/write.js';
+import { mergeCommandLine } from '../results/invocation.js';
 import { isBucketLocation, resolveOutput } from '../results/output.js';
 import type { StorageConfig } from '../storage/config.js';
 import { createStorage, type Storage } from '../storage/index.js';
@@ -48,6 +50,7 @@ export async function mergeRunReports(args: readonly string[], o: MergeOptions):
     const first = args[0] as string;
     const target =
       o.out ?? (isBucketLocation(first) ? first.replace(/\/+$/, '') : await folderOf(resolve(o.cwd, first)));
+    await refuseToOverwrite(inputs, target, args, o);
     if (!isBucketLocation(target)) {
       const dir = resolve(o.cwd, target);
       const files = await writeMergedReport(report, dir);
@@ -56,6 +59,47 @@ export async function mergeRunReports(args: readonly string[], o: MergeOptions):
     return { report, files: await writeToBucket(report, target, bucketOf(target, o, buckets)) };
   } finally {
     for (const s of buckets.values()) s.destroy();
+  }
+}
+
+/**
+ * The merge never writes over one of its inputs: given shard reports kept as `shard-1/report.json` (as CI
+ * artifacts arrive), the merged report.json would replace shard 1's, and the next merge would fail. It
+ * refuses, with the command that writes elsewhere, rather than picking another name itself: the merged
+ * report's links to results are relative to the folder it is written in, which the person knows (the
+ * run's folder, where the shards' results are) and a name chosen here would not.
+ */
+async function refuseToOverwrite(
+  inputs: readonly ShardReportInput[],
+  target: string,
+  args: readonly string[],
+  o: MergeOptions,
+): Promise<void> {
+  const written = isBucketLocation(target)
+    ? Object.values(reportFiles('')).map((f) => `${target}/${basename(f)}`)
+    : Object.values(reportFiles(resolve(o.cwd, target)));
+  const same = async (path: string) => (isBucketLocation(path) ? path : await realOrSame(path));
+  const outputs = new Set(await Promise.all(written.map(same)));
+  for (const input of inputs) {
+    if (!outputs.has(await same(input.source))) continue;
+    const out = `${basename(input.report.run.shard?.run ?? 'merged')}-merged`;
+    const again = mergeCommandLine(args, out);
+    throw new MergeError(
+      `${input.source}: the merged report would be written over this input: give another folder with --out, e.g. \`${again}\``,
+    );
+  }
+}
+
+async function realOrSame(path: string): Promise<string> {
+  try {
+    return await realpath(path);
+  } catch {
+    // Not there yet: nothing to overwrite under that name, but its folder may be a link to an input's.
+    try {
+      return join(await realpath(dirname(path)), basename(path));
+    } catch {
+      return path;
+    }
   }
 }
 

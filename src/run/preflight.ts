@@ -1,6 +1,6 @@
 // Whether a run may start, from figures gathered by the caller. Pure, so every refusal is tested as a table.
 
-import { tokensPlainText } from '../util/money.js';
+import { fromMicro, tokensPlainText, toMicro } from '../util/money.js';
 
 export interface PreflightInput {
   /** Worst case of the tasks still to submit. */
@@ -24,29 +24,36 @@ export interface PreflightDecision {
 
 const fmt = tokensPlainText;
 
+/**
+ * Compared in micro-tokens: in floats a budget of 1.2 with 0.8 charged leaves 0.39999999999999997, and a
+ * re-roll of 0.4 the store had let in was refused at the next run, which was then stuck.
+ */
 export function decidePreflight(input: PreflightInput): PreflightDecision {
   const refusals: string[] = [];
   const leftAfter: PreflightDecision['leftAfter'] = {};
   const need = input.remainingMax;
+  const needMicro = toMicro(need);
   if (input.balance !== undefined) {
-    leftAfter.balance = input.balance - need;
-    if (need > input.balance) {
+    leftAfter.balance = fromMicro(toMicro(input.balance) - needMicro);
+    if (needMicro > toMicro(input.balance)) {
       refusals.push(`the run can cost up to ${fmt(need)} tokens but the balance is ${fmt(input.balance)}`);
     }
   }
   if (input.quota) {
-    const room = input.quota.limit - input.quota.used;
-    leftAfter.quota = room - need;
-    if (need > room) {
+    const roomMicro = toMicro(input.quota.limit) - toMicro(input.quota.used);
+    const room = fromMicro(roomMicro);
+    leftAfter.quota = fromMicro(roomMicro - needMicro);
+    if (needMicro > roomMicro) {
       refusals.push(
         `the run can cost up to ${fmt(need)} tokens but only ${fmt(room)} of the quota (${fmt(input.quota.limit)}, ${input.quota.source}) are left this period`,
       );
     }
   }
   if (input.budget !== undefined) {
-    const room = input.budget - input.chargedSoFar;
-    leftAfter.budget = room - need;
-    if (need > room) {
+    const roomMicro = toMicro(input.budget) - toMicro(input.chargedSoFar);
+    const room = fromMicro(roomMicro);
+    leftAfter.budget = fromMicro(roomMicro - needMicro);
+    if (needMicro > roomMicro) {
       refusals.push(
         `the run can cost up to ${fmt(need)} tokens but the budget leaves ${fmt(room)} (budget ${fmt(input.budget)}, ${fmt(input.chargedSoFar)} charged already)`,
       );

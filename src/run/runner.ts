@@ -7,7 +7,6 @@
 // halt, writes, events), submit.ts (slots and budget), outcomes.ts (each submission answer, as a table),
 // watch.ts (polls, callbacks, deadlines, adoption from doubt), fetch.ts (results, files, job.json).
 
-import { toMicro } from '../util/money.js';
 import { RunCore } from './runner/core.js';
 import { Fetcher } from './runner/fetch.js';
 import { Submitter } from './runner/submit.js';
@@ -41,17 +40,11 @@ export class Runner {
     this.#watcher = new Watcher(core, fetcher);
     this.#submitter = new Submitter(core, this.#watcher);
     const onStop = () =>
-      core.requestStop(
-        'interrupted',
-        'interrupted: stopped submitting; run the same command again to continue',
-      );
+      core.requestStop('interrupted', 'interrupted: stopped submitting; run again to continue');
     if (opts.stop.aborted) onStop();
     else opts.stop.addEventListener('abort', onStop, { once: true });
     const onHalt = () =>
-      core.haltNow(
-        'interrupted',
-        'interrupted twice: stopped at once; run the same command again to continue',
-      );
+      core.haltNow('interrupted', 'interrupted twice: stopped at once; run again to continue');
     if (opts.halt?.aborted) onHalt();
     else opts.halt?.addEventListener('abort', onHalt, { once: true });
   }
@@ -125,12 +118,8 @@ export class Runner {
         'submission was interrupted before its answer was recorded: task is in doubt',
       );
     }
-    const spent = store.runSpent(runId);
-    core.money.charged = toMicro(spent.charged);
-    core.money.refunded = toMicro(spent.refunded);
-    core.money.inDoubtMax = store
-      .tasksByState(runId, ['in_doubt'])
-      .reduce((n, t) => n + toMicro(t.estimate.max), 0);
+    // The money is the store's (what earlier processes charged, what is in doubt or reserved by others).
+    core.money.start();
     // Paid results not on disk yet come first: a fresh look at each job re-signs its links.
     for (const task of store.tasksByState(runId, ['unfetched', 'downloading']))
       this.#watcher.watch(task, 0, false);

@@ -131,8 +131,7 @@ export interface PendingModel {
   max: number;
 }
 
-/** The base URL a run of the embedded sandbox is bound to (its port changes at every start). */
-export const EMBEDDED_SANDBOX = 'the embedded sandbox (--sandbox)';
+export { EMBEDDED_SANDBOX } from '../results/invocation.js';
 
 /**
  * Longer than most on purpose: its steps must happen in this order under one lease (choose, lease, bind,
@@ -354,9 +353,11 @@ function takeLease(store: Store, runId: string, name: string, holder: string, tt
     lease = store.acquireLease(name, holder, ttl);
   }
   if (!lease.acquired) {
+    // One line: who drives it, since when, and until when at least (a dead holder's lease runs out then).
+    const since = store.getLease(name)?.acquiredAt;
     throw new RunError(
       'busy',
-      `run ${runId} is being driven by another mediabatch (${lease.holder}) until at least ${lease.expiresAt.toISOString()}: wait for it to finish, then run again`,
+      `run ${runId} is being driven by another mediabatch (${lease.holder})${since ? ` since ${since.toISOString()}` : ''} until at least ${lease.expiresAt.toISOString()}: wait for it to finish, then run again`,
     );
   }
 }

@@ -16,10 +16,18 @@ export function monthOf(epochMs: number): string {
   return new Date(epochMs).toISOString().slice(0, 7);
 }
 
+/** One change of the account's money, as the embedded sandbox's journal keeps it (src/sandbox/journal.ts). */
+export type AccountMove =
+  | { kind: 'charge'; cost: number; month: string }
+  | { kind: 'refund'; cost: number; month: string }
+  | { kind: 'set'; balance: number };
+
 export class Account {
   #balance: number;
   #quota: number | null;
   readonly #usedByMonth = new Map<string, number>();
+  /** Told of every move once it is made (the journal of the embedded sandbox). */
+  onMove: ((move: AccountMove) => void) | undefined;
 
   constructor(balance: number, quota: number | null) {
     this.#balance = roundTokens(balance);
@@ -32,6 +40,16 @@ export class Account {
 
   set balance(tokens: number) {
     this.#balance = roundTokens(tokens);
+    this.onMove?.({ kind: 'set', balance: this.#balance });
+  }
+
+  /** Makes the moves of an earlier process again, in order, without telling onMove (they are kept already). */
+  replay(moves: Iterable<AccountMove>): void {
+    for (const move of moves) {
+      if (move.kind === 'set') this.#balance = roundTokens(move.balance);
+      else if (move.kind === 'charge') this.#charged(move.cost, move.month);
+      else this.#refunded(move.cost, move.month);
+    }
   }
 
   set quota(limit: number | null) {
@@ -56,12 +74,22 @@ export class Account {
   /** Deducts `cost`; returns the month it counts against, so a refund gives quota back to the same month. */
   charge(cost: number, nowMs: number): string {
     const month = monthOf(nowMs);
-    this.#balance = roundTokens(this.#balance - cost);
-    this.#usedByMonth.set(month, roundTokens((this.#usedByMonth.get(month) ?? 0) + cost));
+    this.#charged(cost, month);
+    this.onMove?.({ kind: 'charge', cost, month });
     return month;
   }
 
   refund(cost: number, month: string): void {
+    this.#refunded(cost, month);
+    this.onMove?.({ kind: 'refund', cost, month });
+  }
+
+  #charged(cost: number, month: string): void {
+    this.#balance = roundTokens(this.#balance - cost);
+    this.#usedByMonth.set(month, roundTokens((this.#usedByMonth.get(month) ?? 0) + cost));
+  }
+
+  #refunded(cost: number, month: string): void {
     this.#balance = roundTokens(this.#balance + cost);
     const used = this.#usedByMonth.get(month) ?? 0;
     this.#usedByMonth.set(month, roundTokens(Math.max(0, used - cost)));

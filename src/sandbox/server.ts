@@ -22,7 +22,7 @@ import {
   type SandboxJob,
   type SubmitAnswer,
 } from './jobs.js';
-import { keepJob, restoreJobs } from './journal.js';
+import { journalAccount, keepAccountMove, keepJob, restoreJobs } from './journal.js';
 import { routeSampleMedia } from './media.js';
 import {
   checkSettings,
@@ -130,7 +130,13 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   const seed = opts.seed ?? SANDBOX_DEFAULTS.seed;
   const apiKey = opts.apiKey ?? SANDBOX_DEFAULTS.apiKey;
   const now = opts.now ?? Date.now;
-  const account = new Account(settings.balance, settings.quota);
+  const journal = opts.journal;
+  // With a journal (the embedded sandbox), the account goes on from where the last process left it.
+  const account =
+    journal === undefined
+      ? new Account(settings.balance, settings.quota)
+      : journalAccount(journal, settings.balance, settings.quota);
+  if (journal !== undefined) account.onMove = (move) => keepAccountMove(journal, move);
   const files = new FileStore(seed, quirks.has('link-403'));
   // Quirks draw from generators of their own, so switching one on moves no other random choice.
   const quirkRandom = createRandom((seed ^ 0x7f4a7c15) >>> 0);
@@ -152,7 +158,6 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   });
   const link = (token: string, index: number) =>
     `${baseUrl}/files/${token}${quirks.has('wrong-extension') ? `/${index + 1}.png` : ''}`;
-  const journal = opts.journal;
   const jobs = new Jobs({
     account,
     files,

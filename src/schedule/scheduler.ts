@@ -1,7 +1,7 @@
 // The long-lived loop of `mediabatch schedule`: one timer per manifest, one run at a time per
-// manifest, across processes too. A firing is claimed under the manifest's `schedule:` lease by
-// recording it in the state database before the run starts, so a second scheduler on the same
-// state sees the claim and never fires the same slot again.
+// manifest, across processes too. A firing is claimed by moving the manifest's schedule row to that
+// slot in one conditional statement, so of any number of schedulers on one state (SQLite or
+// PostgreSQL) exactly one owns each slot; the manifest's `schedule:` lease then keeps runs one at a time.
 
 import { EventEmitter } from 'node:events';
 import type { Store } from '../store/index.js';
@@ -249,43 +249,39 @@ export class Scheduler {
   #fire(entry: Entry, at: Date, late: boolean): void {
     const { store, holder } = this.#deps;
     const path = entry.m.path;
+    // The slot is claimed in the database before anything else, not decided from a read: of any number
+    // of schedulers exactly one owns it, and that one fires it or says why it skipped it.
+    if (!store.claimFiring(path, { firedAt: at, nextFireAt: entry.nextAt })) {
+      this.#say(
+        'info',
+        { manifest: path, fire_at: at },
+        `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was already handled by another mediabatch schedule`,
+      );
+      return;
+    }
     if (entry.running) {
       const which = entry.running.runId ? ` (${entry.running.runId})` : '';
-      this.#skip(entry, at, `the previous run${which} is still going`, true);
+      this.#skip(entry, at, `the previous run${which} is still going`);
       return;
     }
     const leaseName = scheduleLeaseName(path);
     const lease = store.acquireLease(leaseName, holder, this.#leaseTtlMs);
     if (!lease.acquired) {
-      this.#skip(entry, at, `another mediabatch schedule (${lease.holder}) is running this manifest`, false);
+      this.#skip(entry, at, `another mediabatch schedule (${lease.holder}) is running this manifest`);
       return;
     }
-    let claimed = false;
+    let launch = false;
     try {
-      const record = store.getSchedule(path);
       const going = runGoing(store, path, this.#deps.now());
-      if (record?.lastFiredAt && record.lastFiredAt.getTime() >= at.getTime()) {
-        this.#say(
-          'info',
-          { manifest: path, fire_at: at, run: record.lastRunId },
-          `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was already handled by another mediabatch schedule`,
-        );
-      } else if (going !== undefined) {
-        this.#skip(entry, at, `its run ${going} is still going`, true);
-      } else {
-        store.recordFiring(path, { firedAt: at, runId: null, nextFireAt: entry.nextAt });
-        claimed = true;
-      }
+      if (going !== undefined) this.#skip(entry, at, `its run ${going} is still going`);
+      else launch = true;
     } finally {
-      if (!claimed) store.releaseLease(leaseName, holder);
+      if (!launch) store.releaseLease(leaseName, holder);
     }
-    if (claimed) this.#launch(entry, at, late);
+    if (launch) this.#launch(entry, at, late);
   }
 
-  #skip(entry: Entry, at: Date, why: string, record: boolean): void {
-    if (record) {
-      this.#deps.store.recordFiring(entry.m.path, { firedAt: at, runId: null, nextFireAt: entry.nextAt });
-    }
+  #skip(entry: Entry, at: Date, why: string): void {
     this.#say(
       'warn',
       { manifest: entry.m.path, fire_at: at, reason: why, next_fire_at: entry.nextAt },

@@ -8,8 +8,11 @@ import { FileStore } from './files.js';
 import { JobStore } from './jobs.js';
 import { LeaseStore } from './leases.js';
 import { LedgerStore } from './ledger.js';
+import { isPostgresUrl, redactUrl } from './location.js';
+import { openPgDatabase } from './pg/open.js';
 import { ReportBasisStore } from './report-basis.js';
 import { ReportReadStore } from './report-reads.js';
+import { ReservationStore } from './reservations.js';
 import { ReviewStore } from './reviews.js';
 import { RunStore } from './runs.js';
 import { ScheduleStore } from './schedules.js';
@@ -45,6 +48,7 @@ export {
   type RunFileTotals,
   type RunTotals,
 } from './report-reads.js';
+export { type MoneyFigures, OverBudgetError } from './reservations.js';
 export {
   type DecideOutcome,
   type DecideRequest,
@@ -68,9 +72,13 @@ export interface StoreOptions {
   now?: Clock;
 }
 
-/** Opens the state database at `file` (default of the CLI: `state/mediabatch.db`), creating it if needed. */
+/**
+ * Opens the state database at `file` (default of the CLI: `state/mediabatch.db`), creating it if needed;
+ * a `postgres://…` URL opens a state kept in PostgreSQL (its `file` is then the URL without password).
+ */
 export function openStore(file: string, opts: StoreOptions = {}): Store {
   const now = opts.now ?? (() => new Date());
+  if (isPostgresUrl(file)) return new Store(redactUrl(file), openPgDatabase(file, now), now);
   return new Store(file, openDatabase(file, now), now);
 }
 
@@ -170,6 +178,7 @@ export class Store {
   readonly decisionsOf: ReviewStore['decisionsOf'];
   readonly queuedRerollMax: ReviewStore['queuedRerollMax'];
   readonly decide: ReviewStore['decide'];
+  readonly decideMany: ReviewStore['decideMany'];
   readonly reviewCounts: ReviewStore['reviewCounts'];
   readonly waitingOnReview: ReviewStore['waitingOnReview'];
   readonly rerollSpend: ReviewStore['rerollSpend'];
@@ -179,6 +188,9 @@ export class Store {
 
   // Submissions
   readonly recordSubmitIntent: SubmissionStore['recordSubmitIntent'];
+  readonly moneyFigures: ReservationStore['figures'];
+  readonly setRunBudget: ReservationStore['setBudget'];
+  readonly heldFor: ReservationStore['heldFor'];
   readonly recordSubmitted: SubmissionStore['recordSubmitted'];
   readonly recordNotCharged: SubmissionStore['recordNotCharged'];
   readonly recordInDoubt: SubmissionStore['recordInDoubt'];
@@ -221,6 +233,7 @@ export class Store {
   readonly releaseLease: LeaseStore['releaseLease'];
   readonly getLease: LeaseStore['getLease'];
   readonly recordFiring: ScheduleStore['recordFiring'];
+  readonly claimFiring: ScheduleStore['claimFiring'];
   readonly setNextFire: ScheduleStore['setNextFire'];
   readonly getSchedule: ScheduleStore['getSchedule'];
   readonly currentReportBasis: ReportBasisStore['currentReportBasis'];
@@ -262,7 +275,11 @@ export class Store {
     this.rejectUnsent = chains.rejectUnsent.bind(chains);
     this.skipDownstreams = chains.skipDownstreams.bind(chains);
 
-    const reviews = new ReviewStore(db, now, chains);
+    const reservations = new ReservationStore(db);
+    this.moneyFigures = reservations.figures.bind(reservations);
+    this.setRunBudget = reservations.setBudget.bind(reservations);
+    this.heldFor = reservations.heldFor.bind(reservations);
+    const reviews = new ReviewStore(db, now, chains, reservations);
     this.awaitingReview = reviews.awaiting.bind(reviews);
     this.countAwaitingReview = reviews.countAwaiting.bind(reviews);
     this.reviewedTasks = reviews.reviewedTasks.bind(reviews);
@@ -271,6 +288,7 @@ export class Store {
     this.decisionsOf = reviews.decisionsOf.bind(reviews);
     this.queuedRerollMax = reviews.queuedRerollMax.bind(reviews);
     this.decide = reviews.decide.bind(reviews);
+    this.decideMany = reviews.decideMany.bind(reviews);
     this.reviewCounts = reviews.reviewCounts.bind(reviews);
     this.waitingOnReview = reviews.waitingOnReview.bind(reviews);
     this.rerollSpend = reviews.rerollSpend.bind(reviews);
@@ -298,7 +316,7 @@ export class Store {
     this.moveTask = tasks.moveTask.bind(tasks);
     this.setTaskError = tasks.setTaskError.bind(tasks);
 
-    const submissions = new SubmissionStore(db, now);
+    const submissions = new SubmissionStore(db, now, reservations);
     this.recordSubmitIntent = submissions.recordSubmitIntent.bind(submissions);
     this.recordSubmitted = submissions.recordSubmitted.bind(submissions);
     this.recordNotCharged = submissions.recordNotCharged.bind(submissions);
@@ -349,6 +367,7 @@ export class Store {
     this.getLease = leases.getLease.bind(leases);
     const schedules = new ScheduleStore(db, now);
     this.recordFiring = schedules.recordFiring.bind(schedules);
+    this.claimFiring = schedules.claimFiring.bind(schedules);
     this.setNextFire = schedules.setNextFire.bind(schedules);
     this.getSchedule = schedules.getSchedule.bind(schedules);
     this.listSchedules = schedules.listSchedules.bind(schedules);

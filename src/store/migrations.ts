@@ -486,4 +486,87 @@ ALTER TABLE ledger ADD COLUMN reroll INTEGER NOT NULL DEFAULT 0 CHECK (reroll IN
 CREATE INDEX IF NOT EXISTS tasks_by_finished ON tasks (run_id, finished_at, task_id) WHERE finished_at IS NOT NULL;
 `,
   },
+  {
+    id: 13,
+    name: 'money in the store: run budgets, ledger totals per run, reservations of worst cases',
+    sql: `
+-- The budget every spender of a run checks (the runner, review, the view): set from the run's settings
+-- when the run is created and by each runner for the budget it works under. Totals of the run's ledger
+-- in micro-tokens, kept by a trigger, so a reservation checks the budget without summing the ledger.
+CREATE TABLE run_money (
+  run_id   TEXT PRIMARY KEY REFERENCES runs (id),
+  budget   INTEGER CHECK (budget IS NULL OR budget >= 0),
+  charged  INTEGER NOT NULL DEFAULT 0 CHECK (charged >= 0),
+  refunded INTEGER NOT NULL DEFAULT 0 CHECK (refunded >= 0)
+) STRICT;
+INSERT INTO run_money (run_id, budget, charged, refunded)
+  SELECT r.id,
+    CASE WHEN json_type(r.settings, '$.budget') IN ('integer', 'real') AND json_extract(r.settings, '$.budget') > 0
+      THEN CAST(round(json_extract(r.settings, '$.budget') * 1000000) AS INTEGER) END,
+    coalesce((SELECT sum(CAST(round(l.tokens * 1000000) AS INTEGER)) FROM ledger l
+      WHERE l.run_id = r.id AND l.kind = 'charge'), 0),
+    coalesce((SELECT sum(CAST(round(l.tokens * 1000000) AS INTEGER)) FROM ledger l
+      WHERE l.run_id = r.id AND l.kind = 'refund'), 0)
+  FROM runs r;
+CREATE TRIGGER run_money_created AFTER INSERT ON runs BEGIN
+  INSERT INTO run_money (run_id, budget) VALUES (NEW.id,
+    CASE WHEN json_type(NEW.settings, '$.budget') IN ('integer', 'real') AND json_extract(NEW.settings, '$.budget') > 0
+      THEN CAST(round(json_extract(NEW.settings, '$.budget') * 1000000) AS INTEGER) END)
+  ON CONFLICT (run_id) DO NOTHING;
+END;
+CREATE TRIGGER run_money_settings AFTER UPDATE OF settings ON runs BEGIN
+  UPDATE run_money SET budget =
+    CASE WHEN json_type(NEW.settings, '$.budget') IN ('integer', 'real') AND json_extract(NEW.settings, '$.budget') > 0
+      THEN CAST(round(json_extract(NEW.settings, '$.budget') * 1000000) AS INTEGER) END
+  WHERE run_id = NEW.id;
+END;
+CREATE TRIGGER run_money_ledger AFTER INSERT ON ledger BEGIN
+  INSERT INTO run_money (run_id) VALUES (NEW.run_id) ON CONFLICT (run_id) DO NOTHING;
+  UPDATE run_money SET
+    charged = charged + CASE WHEN NEW.kind = 'charge' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END,
+    refunded = refunded + CASE WHEN NEW.kind = 'refund' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END
+  WHERE run_id = NEW.run_id;
+END;
+
+-- Every spend's worst case, reserved in the transaction that records its intent and only if the budget
+-- holds it. held: asked for or sent, no answer yet; doubt: sent, answer lost (may have been charged);
+-- settled: answered with a charge (the ledger has it now); released: known not charged, or given up.
+CREATE TABLE reservations (
+  id          INTEGER PRIMARY KEY,
+  run_id      TEXT NOT NULL REFERENCES runs (id),
+  task_id     TEXT NOT NULL,
+  kind        TEXT NOT NULL CHECK (kind IN ('first', 'retry', 'reroll', 'doubt')),
+  amount      INTEGER NOT NULL CHECK (amount >= 0),
+  state       TEXT NOT NULL CHECK (state IN ('held', 'doubt', 'settled', 'released')),
+  charged     INTEGER CHECK (charged IS NULL OR charged >= 0),
+  reserved_at TEXT NOT NULL,
+  closed_at   TEXT,
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+) STRICT;
+-- A task holds at most one open reservation; the open ones of a run (a few dozen: the tasks in flight,
+-- in doubt or re-rolled) are summed through it too. One index: each one more is written at every answer.
+CREATE UNIQUE INDEX reservations_open ON reservations (run_id, task_id) WHERE state IN ('held', 'doubt');
+-- A task that leaves the queue without being sent (blocked, skipped, rejected unsent) gives its held
+-- worst case back; a task in doubt sent back to the queue by the user (--retry-in-doubt) gives its
+-- doubt up: its next intent reserves anew.
+CREATE TRIGGER reservations_unsent AFTER UPDATE OF state ON tasks
+  WHEN OLD.state = 'pending' AND NEW.state NOT IN ('pending', 'submitting') BEGIN
+  UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
+  WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state IN ('held', 'doubt') AND state = 'held';
+END;
+CREATE TRIGGER reservations_requeued AFTER UPDATE OF state ON tasks
+  WHEN OLD.state = 'in_doubt' AND NEW.state = 'pending' BEGIN
+  UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
+  WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state IN ('held', 'doubt') AND state = 'doubt';
+END;
+-- What earlier versions kept in memory: tasks in doubt or being sent keep their worst case, and
+-- re-rolls asked for and not sent yet hold theirs.
+INSERT INTO reservations (run_id, task_id, kind, amount, state, reserved_at)
+  SELECT run_id, task_id, 'first', CAST(round(est_max * 1000000) AS INTEGER), 'doubt', updated_at
+  FROM tasks WHERE state IN ('in_doubt', 'submitting');
+INSERT INTO reservations (run_id, task_id, kind, amount, state, reserved_at)
+  SELECT run_id, task_id, 'reroll', CAST(round(est_max * 1000000) AS INTEGER), 'held', updated_at
+  FROM tasks WHERE review = 1 AND attempt > 1 AND state = 'pending';
+`,
+  },
 ];

@@ -7,6 +7,7 @@ import { scrub } from '../util/secrets.js';
 import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
+import { OverBudgetError, type ReservationStore } from './reservations.js';
 import { awaitsReviewSql, shownStateSql } from './shown-state.js';
 import { type TaskRow, toTask } from './task-rows.js';
 import { fromIso, toIso } from './time.js';
@@ -54,7 +55,14 @@ export type DecideOutcome =
        */
       earlierFiles: FileRecord[];
     }
-  | { taskId: string; ok: false; reason: string; version?: number };
+  | {
+      taskId: string;
+      ok: false;
+      reason: string;
+      version?: number;
+      /** The budget could not hold the re-rolls of the ask: none was recorded. */
+      overBudget?: true;
+    };
 
 interface DecisionRow {
   id: number;
@@ -103,11 +111,14 @@ export class ReviewStore {
   readonly #shownState;
   readonly #rerollSpend;
   readonly #decide;
+  readonly #decideMany;
+  readonly #money: ReservationStore;
 
   // Long on purpose: every statement is prepared once, here, and named for what it does.
-  constructor(db: Db, now: Clock, chains: ChainStore) {
+  constructor(db: Db, now: Clock, chains: ChainStore, money: ReservationStore) {
     this.#now = now;
     this.#chains = chains;
+    this.#money = money;
     this.#selectTask = db.prepare<[string, string], TaskRow>(
       'SELECT * FROM tasks WHERE run_id = ? AND task_id = ?',
     );
@@ -220,6 +231,10 @@ export class ReviewStore {
     this.#decide = db.transaction((runId: string, taskId: string, req: DecideRequest) =>
       this.#decideInTransaction(runId, taskId, req),
     );
+    this.#decideMany = db.transaction(
+      (runId: string, asks: ReadonlyArray<{ taskId: string; req: DecideRequest }>) =>
+        asks.map(({ taskId, req }) => this.#decideInTransaction(runId, taskId, req)),
+    );
   }
 
   /** Reviewed results nobody decided on yet, in manifest order. */
@@ -293,9 +308,25 @@ export class ReviewStore {
     this.#dropEarlierFiles.run({ runId, taskId });
   }
 
-  /** One decision on one task, in one transaction; refused (with why) rather than thrown. */
+  /**
+   * One decision on one task, in one transaction; refused (with why) rather than thrown. A re-roll the
+   * budget cannot hold throws OverBudgetError, with nothing recorded.
+   */
   decide(runId: string, taskId: string, req: DecideRequest): DecideOutcome {
     return this.#decide.immediate(runId, taskId, req);
+  }
+
+  /**
+   * The decisions of one ask, in one transaction: re-rolls reserve their worst cases together, so the
+   * budget holds all of them or none is recorded (every task refused with the reason).
+   */
+  decideMany(runId: string, asks: ReadonlyArray<{ taskId: string; req: DecideRequest }>): DecideOutcome[] {
+    try {
+      return this.#decideMany.immediate(runId, asks);
+    } catch (error) {
+      if (!(error instanceof OverBudgetError)) throw error;
+      return asks.map(({ taskId }) => ({ taskId, ok: false, reason: error.message, overBudget: true }));
+    }
   }
 
   #decideInTransaction(runId: string, taskId: string, req: DecideRequest): DecideOutcome {
@@ -344,6 +375,8 @@ export class ReviewStore {
       // The rows stay: the caller moves the files first, then drops them (dropEarlierFiles).
       earlierFiles = this.#filesOfTask.all(runId, taskId).map(toFile);
       this.#reroll.run(key);
+      // Its worst case is reserved now, before anything of it can be sent.
+      this.#money.reserveRerolls(runId, [taskId], now);
     }
     // Approved or re-rolled: downstreams skipped for an earlier rejection wait for it again; filled-in
     // ones not sent take the new result. Those still behind another rejected upstream are skipped again.

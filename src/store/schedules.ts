@@ -26,6 +26,7 @@ function toSchedule(row: ScheduleRow): ScheduleRecord {
 export class ScheduleStore {
   readonly #now: Clock;
   readonly #recordFiring;
+  readonly #claimFiring;
   readonly #setNextFire;
   readonly #selectSchedule;
   readonly #selectSchedules;
@@ -43,6 +44,21 @@ export class ScheduleStore {
        VALUES (:manifestPath, :firedAt, :runId, :nextFireAt, :now)
        ON CONFLICT (manifest_path) DO UPDATE SET last_fired_at = excluded.last_fired_at,
          last_run_id = coalesce(excluded.last_run_id, schedules.last_run_id), next_fire_at = excluded.next_fire_at, updated_at = excluded.updated_at`,
+    );
+    // One statement decides, on either backend: the row moves forward to this slot only if no one has
+    // handled it or a later one. PostgreSQL locks the conflicting row and re-reads it before the WHERE,
+    // SQLite runs one writer at a time, so of any number of schedulers exactly one sees a change.
+    this.#claimFiring = db.prepare<{
+      manifestPath: string;
+      firedAt: string;
+      nextFireAt: string | null;
+      now: string;
+    }>(
+      `INSERT INTO schedules (manifest_path, last_fired_at, last_run_id, next_fire_at, updated_at)
+       VALUES (:manifestPath, :firedAt, NULL, :nextFireAt, :now)
+       ON CONFLICT (manifest_path) DO UPDATE SET last_fired_at = excluded.last_fired_at,
+         next_fire_at = excluded.next_fire_at, updated_at = excluded.updated_at
+       WHERE schedules.last_fired_at IS NULL OR schedules.last_fired_at < excluded.last_fired_at`,
     );
     this.#setNextFire = db.prepare<{ manifestPath: string; nextFireAt: string | null; now: string }>(
       `INSERT INTO schedules (manifest_path, next_fire_at, updated_at) VALUES (:manifestPath, :nextFireAt, :now)
@@ -67,6 +83,20 @@ export class ScheduleStore {
       nextFireAt: firing.nextFireAt === null ? null : toIso(firing.nextFireAt),
       now: toIso(this.#now()),
     });
+  }
+
+  /**
+   * Takes the firing due `firedAt` for this scheduler: true for exactly one caller across every process
+   * on the state; false when it (or a later firing) was already handled elsewhere.
+   */
+  claimFiring(manifestPath: string, firing: { firedAt: Date; nextFireAt: Date | null }): boolean {
+    const changed = this.#claimFiring.run({
+      manifestPath,
+      firedAt: toIso(firing.firedAt),
+      nextFireAt: firing.nextFireAt === null ? null : toIso(firing.nextFireAt),
+      now: toIso(this.#now()),
+    }).changes;
+    return changed === 1;
   }
 
   setNextFire(manifestPath: string, nextFireAt: Date | null): void {

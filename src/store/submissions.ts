@@ -1,8 +1,10 @@
 // The money-critical path: intent before the POST, the answer right after it, each in one transaction.
 
+import { toMicro } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
 import { StoreError } from './db.js';
+import type { ReservationStore } from './reservations.js';
 import { fromStatesJson, refusedMove } from './task-rows.js';
 import { fromIso, fromIsoOrNull, periodOf, toIso } from './time.js';
 import type {
@@ -66,10 +68,12 @@ export class SubmissionStore {
   readonly #countCharged;
   readonly #lastInDoubtAttempt;
   readonly #adopt;
+  readonly #money: ReservationStore;
 
   // Long on purpose: every statement is prepared once, here, and named for what it does.
-  constructor(db: Db, now: Clock) {
+  constructor(db: Db, now: Clock, money: ReservationStore) {
     this.#now = now;
+    this.#money = money;
     this.#selectState = db
       .prepare<[string, string], TaskState>('SELECT state FROM tasks WHERE run_id = ? AND task_id = ?')
       .pluck();
@@ -110,7 +114,7 @@ export class SubmissionStore {
     >(
       `INSERT INTO ledger (key_fingerprint, period, run_id, task_id, img_uuid, kind, tokens, assumed, at, reroll)
        VALUES (:keyFingerprint, :period, :runId, :taskId, :imgUuid, 'charge', :cost, :assumed, :now,
-         coalesce((SELECT attempt > 1 FROM tasks WHERE run_id = :runId AND task_id = :taskId), 0))
+         coalesce((SELECT CASE WHEN attempt > 1 THEN 1 ELSE 0 END FROM tasks WHERE run_id = :runId AND task_id = :taskId), 0))
        ON CONFLICT (img_uuid, kind) DO NOTHING`,
     );
     this.#selectOwner = db.prepare<[string], { run_id: string; task_id: string }>(
@@ -152,6 +156,8 @@ export class SubmissionStore {
       if (this.#markSubmitting.run({ runId, taskId, now }).changes === 0) {
         throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'submitting');
       }
+      // The worst case is reserved with the intent, or nothing is recorded (OverBudgetError).
+      this.#money.reserveForIntent(runId, taskId, now);
       const attempt = this.#insertAttempt.get({ runId, taskId, now });
       if (attempt === undefined)
         throw new StoreError(`run ${runId}: task ${taskId}: attempt row not written`);
@@ -172,6 +178,7 @@ export class SubmissionStore {
             ...answerValues(runId, taskId, attemptNo, 'in_doubt', { message, httpStatus: 200, code: 0 }, at),
             imgUuid: null,
           });
+          this.#money.doubt(runId, taskId);
           return { state: 'in_doubt', message };
         }
         this.#book(runId, taskId, answer, { from: 'submitted', recovered: 0, at, stateBefore: undefined });
@@ -220,6 +227,7 @@ export class SubmissionStore {
         ) {
           throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, state);
         }
+        this.#money.release(runId, taskId, now);
         this.#recordAnswer.run(answerValues(runId, taskId, attemptNo, answer.outcome, answer, now));
       },
     );
@@ -229,6 +237,7 @@ export class SubmissionStore {
         if (this.#markInDoubt.run({ runId, taskId, error: scrub(answer.message), now }).changes === 0) {
           throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'in_doubt');
         }
+        this.#money.doubt(runId, taskId);
         this.#recordAnswer.run(answerValues(runId, taskId, attemptNo, 'in_doubt', answer, now));
       },
     );
@@ -237,6 +246,7 @@ export class SubmissionStore {
       const taskIds = this.#selectSubmitting.all(runId);
       for (const taskId of taskIds) {
         this.#markInDoubt.run({ runId, taskId, error: INTERRUPTED, now });
+        this.#money.doubt(runId, taskId);
         this.#closeOpenAttempts.run({ runId, taskId, now, message: INTERRUPTED });
       }
       return taskIds;
@@ -299,6 +309,7 @@ export class SubmissionStore {
       keyFingerprint: answer.keyFingerprint,
       period: periodOf(fromIso(how.at)),
     });
+    this.#money.settle(runId, taskId, toMicro(cost), how.at);
   }
 
   /** An answer known not to have charged: `rejected` ends the task, `not_charged` puts it back to pending. */

@@ -108,7 +108,7 @@ export class TaskStore {
     this.#forgetReportBasis = db.prepare<[string]>('UPDATE runs SET report_basis = NULL WHERE id = ?');
     this.#countInserted = db.prepare<[string, number]>(
       `INSERT INTO task_counts (run_id, state, n) VALUES (?, 'pending', ?)
-       ON CONFLICT (run_id, state) DO UPDATE SET n = n + excluded.n`,
+       ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + excluded.n`,
     );
     // One task at a time through the primary key: a resumed run of a million tasks never holds them all.
     this.#selectExisting = db.prepare<[string, string], ExistingTask>(

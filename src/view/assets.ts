@@ -1,7 +1,7 @@
 // The page's files: ours under assets/view (plain ES modules and CSS, no build step, so `npm start`,
 // tsx and the packed package all find them), and uPlot from its npm package. Served only by name.
 
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,17 +23,16 @@ function uplotFile(name: string): string {
   return join(dirname(require.resolve('uplot/package.json')), 'dist', name);
 }
 
-/** Every file the page may load, by the name in its URL (/assets/<name>); nothing else is served. */
+/**
+ * Every file the page may load, by the name in its URL (/assets/<name>): the scripts and styles in
+ * assets/view (not its type declarations nor its tsconfig) and uPlot's two; nothing else is served.
+ */
 export function loadAssets(): Map<string, Asset> {
+  const own = readdirSync(OWN)
+    .filter((name) => /^[\w-]+\.(js|css)$/.test(name))
+    .map((name): [string, string, string] => [name, join(OWN, name), name.endsWith('.css') ? CSS : JS]);
   const files: Array<[string, string, string]> = [
-    ['app.js', join(OWN, 'app.js'), JS],
-    ['api.js', join(OWN, 'api.js'), JS],
-    ['dom.js', join(OWN, 'dom.js'), JS],
-    ['pages.js', join(OWN, 'pages.js'), JS],
-    ['charts.js', join(OWN, 'charts.js'), JS],
-    ['cards.js', join(OWN, 'cards.js'), JS],
-    ['review.js', join(OWN, 'review.js'), JS],
-    ['view.css', join(OWN, 'view.css'), CSS],
+    ...own,
     ['uPlot.esm.js', uplotFile('uPlot.esm.js'), JS],
     ['uPlot.min.css', uplotFile('uPlot.min.css'), CSS],
   ];

@@ -3,7 +3,8 @@
 // cached and recomputed when the database moved, at most every few times their own cost, so that a
 // large run is never read over and over while it changes.
 
-import { describeRun, type RunAccount } from '../account/index.js';
+import { describeRun, invocationCommand, type RunAccount } from '../account/index.js';
+import { invocationOf } from '../results/invocation.js';
 import { runLocation } from '../results/output.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import { shownRunState } from '../run/lease.js';
@@ -37,16 +38,33 @@ interface RunCache {
 export class ViewData {
   readonly #store: Store;
   readonly #cwd: string;
+  /** The state file and account settings as the view was given them: the commands it shows carry them. */
+  readonly #reach: { state: string; config?: string };
   readonly #now: () => Date;
   readonly #onError: (message: string) => void;
   readonly #runs = new Map<string, RunCache>();
   /** Told when a run's costly figures were brought up to date in the background. */
   onFresh: (runId: string) => void = () => undefined;
 
-  constructor(store: Store, opts: { cwd: string; now?: () => Date; onError?: (message: string) => void }) {
+  constructor(
+    store: Store,
+    opts: {
+      cwd: string;
+      /** `--state` as given (default: the store's file). */
+      stateFile?: string;
+      /** `--config` as given. */
+      configFile?: string;
+      now?: () => Date;
+      onError?: (message: string) => void;
+    },
+  ) {
     this.#store = store;
     this.#onError = opts.onError ?? (() => undefined);
     this.#cwd = opts.cwd;
+    this.#reach = {
+      state: opts.stateFile ?? store.file,
+      ...(opts.configFile !== undefined ? { config: opts.configFile } : {}),
+    };
     this.#now = opts.now ?? (() => new Date());
   }
 
@@ -122,8 +140,10 @@ export class ViewData {
   runDetail(run: RunRecord): Record<string, unknown> {
     // The counts and money of the page are the run's one account, of one moment; the series and the
     // cost table (read in the background at a million tasks) are drawn beside it.
+    const inv = invocationOf(run, { cwd: this.#cwd, ...this.#reach });
     const account = describeRun(this.#store, run.id, {
       shownState: (r) => shownRunState(this.#store, r, this.#now()),
+      command: invocationCommand(inv),
     });
     const head = { ...this.runHead(run), ...headOfAccount(account) };
     const counts = account.by_state;
@@ -132,7 +152,6 @@ export class ViewData {
     const finished = finishedSeries(figures.finishedBuckets(), unfinished, this.#now());
     const doubt = this.#store.viewReads.inDoubtFigures(run.id);
     const paid = account.paid_without_result;
-    const manifest = run.manifestPath;
     return {
       account,
       v: VIEW_API_VERSION,
@@ -144,13 +163,13 @@ export class ViewData {
       failures: this.#failures(run.id, counts),
       in_doubt: {
         tasks: account.in_doubt.tasks,
-        advice: account.in_doubt.tasks > 0 ? inDoubtAdvice(account.in_doubt.tasks, manifest) : null,
+        advice: account.in_doubt.tasks > 0 ? inDoubtAdvice(account.in_doubt.tasks, inv) : null,
         retry_estimate: roundTokens(doubt.tokens),
         retry_max: roundTokens(doubt.max),
       },
       unfinished: {
         tasks: unfinished,
-        advice: unfinished > 0 && head['state'] !== 'running' ? unfinishedAdvice(unfinished, manifest) : null,
+        advice: unfinished > 0 && head['state'] !== 'running' ? unfinishedAdvice(unfinished, inv) : null,
       },
       paid_not_on_disk: Object.fromEntries(
         NOT_ON_DISK.map((s) => [s, { tasks: paid[s].tasks, tokens: roundTokens(paid[s].tokens) }]),

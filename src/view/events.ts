@@ -1,7 +1,9 @@
 // Server-sent events: one poller for the whole server looks at cheap signals every POLL_MS (PRAGMA
 // data_version, the newest row ids) and, when something moved, reads the counters of each run and
 // the tasks finished since the last look, and sends them to every open page. Reads only, so the
-// runner in another process is never held up.
+// runner in another process is never held up. Its work is bounded: it looks only while a page listens,
+// and waits at least TICK_COST_FACTOR times what its last look cost, so that under `run --view` (the
+// runner in the same process) an open page takes at most about 5 % of the runner's core.
 
 import type { ServerResponse } from 'node:http';
 import type { RunRecord, TaskState } from '../store/index.js';
@@ -9,6 +11,8 @@ import { scrub } from '../util/secrets.js';
 import { VIEW_API_VERSION, type ViewData } from './data.js';
 
 export const POLL_MS = 250;
+/** The next look waits at least this many times the last one's cost: 5 % of a core at most. */
+const TICK_COST_FACTOR = 20;
 const HEARTBEAT_MS = 15_000;
 /** At most this many task ids in one `tasks` event (the page refetches when it sees more). */
 const TASK_IDS = 200;
@@ -43,15 +47,25 @@ export class ChangeFeed {
 
   start(): void {
     this.tick();
-    this.#timer = setInterval(() => this.tick(), POLL_MS);
+    this.#lookLater(POLL_MS);
     this.#heartbeat = setInterval(() => this.#send(': keep-alive\n\n'), HEARTBEAT_MS);
-    this.#timer.unref();
     this.#heartbeat.unref();
+  }
+
+  /** The next look: only while a page listens (nobody to tell otherwise), paced by the last one's cost. */
+  #lookLater(ms: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      const started = performance.now();
+      if (this.#clients.size > 0) this.tick();
+      this.#lookLater(Math.max(POLL_MS, TICK_COST_FACTOR * (performance.now() - started)));
+    }, ms);
+    this.#timer.unref();
   }
 
   stop(): void {
     this.#stopped = true;
-    clearInterval(this.#timer);
+    clearTimeout(this.#timer);
     clearInterval(this.#heartbeat);
     for (const client of this.#clients) client.end();
     this.#clients.clear();

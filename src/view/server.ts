@@ -19,6 +19,7 @@ import { decideOnce, priceOf, unknownTasks } from './decisions.js';
 import { ChangeFeed } from './events.js';
 import { byteRange, openRecordedFile } from './files.js';
 import { clientErrorAnswer, passGate } from './gate.js';
+import { viewLists } from './lists.js';
 import {
   assetParams,
   type DecisionBody,
@@ -44,6 +45,8 @@ const MAX_PARAM = 64 * 1024;
 
 export interface ViewOptions {
   stateFile: string;
+  /** `--config` as given: the commands the view shows carry it. */
+  configFile?: string;
   /** The working folder: relative output folders of runs are resolved against it. */
   cwd: string;
   /** Default 127.0.0.1. */
@@ -71,6 +74,9 @@ export interface ViewServer {
   feed: ChangeFeed;
   close(): Promise<void>;
 }
+
+/** How long answers in flight may take once the view closes, before their sockets are destroyed. */
+const CLOSE_GRACE_MS = 1000;
 
 export class ViewError extends MediabatchError {
   override name = 'ViewError';
@@ -103,7 +109,13 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   const token = o.token ?? newToken();
   const host = o.host ?? '127.0.0.1';
   const onError = (message: string) => o.onError?.(scrub(message));
-  const data = new ViewData(store, { cwd: o.cwd, onError, ...(o.now ? { now: o.now } : {}) });
+  const data = new ViewData(store, {
+    cwd: o.cwd,
+    stateFile: o.stateFile,
+    ...(o.configFile !== undefined ? { configFile: o.configFile } : {}),
+    onError,
+    ...(o.now ? { now: o.now } : {}),
+  });
   const feed = new ChangeFeed(data);
   const { app, hosts, headers } = gatedApp(o, token, () => ctx.port);
   const ctx: RouteContext = {
@@ -143,7 +155,14 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
     feed,
     async close() {
       feed.stop();
-      await app.close();
+      // Open pages hold keep-alive sockets and reconnect their event streams, which would keep the
+      // server (and `run --view`) alive: after a short grace for answers in flight, all are destroyed.
+      const force = setTimeout(() => app.server.closeAllConnections(), CLOSE_GRACE_MS);
+      try {
+        await app.close();
+      } finally {
+        clearTimeout(force);
+      }
       await data.stop();
       store.close();
     },
@@ -230,6 +249,9 @@ function routes(ctx: RouteContext): void {
     if (asset === undefined) return reply.code(404).send({ v: 1, error: 'not found' });
     return reply.type(asset.type).header('cache-control', 'no-cache').send(asset.body);
   });
+  app.get('/api/lists', takes(undefined), (_r, reply) =>
+    reply.header('cache-control', 'no-store').send(viewLists()),
+  );
   app.get('/api/runs', takes(undefined), (_r, reply) =>
     reply.header('cache-control', 'no-store').send({ v: 1, runs: data.runs() }),
   );

@@ -66,7 +66,7 @@ function cardExtras(store: Store, t: ViewTaskRow): Record<string, unknown> {
   return scrubbed(extrasOf(record === undefined ? null : withoutSignedQueries(record)));
 }
 
-function taskRowJson(t: ViewTaskRow, store: Store): Record<string, unknown> {
+function taskRowJson(t: ViewTaskRow, store: Store, runId: string): Record<string, unknown> {
   return {
     ...cardExtras(store, t),
     id: t.taskId,
@@ -85,7 +85,20 @@ function taskRowJson(t: ViewTaskRow, store: Store): Record<string, unknown> {
     updated_at: t.updatedAt,
     files: t.files.map(fileJson),
     review: t.review ? reviewJson(t) : null,
+    ...(t.state === 'awaiting_review' ? { waits_for_review: waitsForReview(store, runId, t.taskId) } : {}),
   };
+}
+
+/** The reviewed upstreams a task held for a person waits on: done, and nobody decided on them yet. */
+function waitsForReview(store: Store, runId: string, taskId: string): string[] {
+  return store.viewReads
+    .upstreamsWithState(runId, taskId)
+    .filter((u) => {
+      if (u.state !== 'done') return false;
+      const up = store.getTask(runId, u.task);
+      return up?.review === true && up.verdict === null;
+    })
+    .map((u) => u.task);
 }
 
 /** Where a reviewed task's result stands: the page's badge, and the version a decision is taken on. */
@@ -122,7 +135,7 @@ export function taskList(store: Store, runId: string, query: TaskListQuery): Rec
     v: VIEW_API_VERSION,
     run: runId,
     order,
-    tasks: page.tasks.map((t) => taskRowJson(t, store)),
+    tasks: page.tasks.map((t) => taskRowJson(t, store, runId)),
     next_cursor: encodeCursor(page.next),
   };
 }

@@ -31,7 +31,7 @@ describe('a price override that is not a finite number above 0 is refused, namin
     expect(issues).toEqual([
       {
         path: 'flat-imag',
-        message: `unknown model; known models: ${Object.keys(DEFAULT_PRICES).join(', ')}`,
+        message: `unknown model; known models are: ${Object.keys(DEFAULT_PRICES).join(', ')}`,
       },
     ]);
     expect(issues[0]?.message).toContain('flat-image, anime-waifu, pixel-lite');

@@ -73,6 +73,32 @@ tasks:
     ]);
   });
 
+  it('checks a local file of a task whose template failed, in validate, plan and run alike', async () => {
+    const cwd = await folder({
+      'm.yaml': `version: 1
+name: m
+tasks:
+  - id: swap
+    model: video-face-swap
+    input: { reference_video: "file:gone.mp4", reference_img: "{{face}}" }
+`,
+    });
+    const expected = [
+      'm.yaml:6:31  task swap  input.reference_video: file:gone.mp4: no such file',
+      'm.yaml:6:64  task swap  input.reference_img: unknown name "face"; known names are: date, datetime, index, name, run',
+      'mediabatch: 2 problems in m.yaml; fix them and run again',
+    ];
+    for (const argv of [
+      ['validate', 'm.yaml'],
+      ['plan', 'm.yaml'],
+      ['run', 'm.yaml', '--sandbox', '--yes'],
+    ]) {
+      const r = await cli(argv, { cwd });
+      expect(r.code).toBe(1);
+      expect(lines(r.stderr)).toEqual(expected);
+    }
+  });
+
   it('says the same through plan and run, before anything is priced or sent', async () => {
     const cwd = await folder({
       'm.yaml': `version: 1

@@ -29,6 +29,8 @@ import { RunError } from '../../src/run/session.js';
 import { SandboxOptionsError } from '../../src/sandbox/options.js';
 import { StorageError } from '../../src/storage/client.js';
 import { StoreError } from '../../src/store/errors.js';
+import { PgError } from '../../src/store/pg/db.js';
+import { OverBudgetError } from '../../src/store/reservations.js';
 import { UnsafePathError } from '../../src/util/fsatomic.js';
 import { QueryError } from '../../src/view/schemas.js';
 import { ViewError } from '../../src/view/server.js';
@@ -58,6 +60,8 @@ const CASES: Array<[string, MediabatchError, number]> = [
   ['NoStorageError', new NoStorageError('no bucket'), EXIT.invalid],
   ['ViewError', new ViewError('state file x: not found'), EXIT.invalid],
   ['SandboxOptionsError', new SandboxOptionsError('sandbox: --speed must be >= 0'), EXIT.invalid],
+  // A statement of the PostgreSQL state that failed where the store did not expect it: a bug.
+  ['PgError', new PgError('relation "tasks" does not exist', '42P01', undefined), EXIT.internal],
   ['StorageError', new StorageError('no such bucket', EXIT.invalid), EXIT.invalid],
   ['StorageError', new StorageError('refused', EXIT.unauthorized), EXIT.unauthorized],
   ['StoreError', new StoreError('damaged', { kind: 'corrupt', file: `${CWD}/s.db` }), EXIT.invalid],
@@ -76,6 +80,7 @@ const CASES: Array<[string, MediabatchError, number]> = [
   // Caught below the CLI and turned into outcomes: reaching it would be a bug.
   ['FileRefused', new FileRefused('rows.csv', { kind: 'too-big', size: 1 }), EXIT.internal],
   ['UnsafePathError', new UnsafePathError('out/x', 'a link'), EXIT.internal],
+  ['OverBudgetError', new OverBudgetError('t1 may cost up to 0.2 tokens', 0, 200_000), EXIT.internal],
   [
     'DownloadFailure',
     new DownloadFailure({ ok: false, type: 'network', message: 'reset', retrySafe: true }),

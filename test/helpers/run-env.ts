@@ -10,6 +10,7 @@ import { stringify } from 'yaml';
 import type { SandboxOptions } from '../../src/sandbox/options.js';
 import { type Sandbox, type SandboxState, startSandbox } from '../../src/sandbox/server.js';
 import { type CliRun, cli } from './cli.js';
+import { shellWords } from './shell-words.js';
 
 export const SANDBOX_KEY = 'sandbox-key';
 
@@ -65,6 +66,12 @@ export interface RunEnv {
   manifest(decl: ManifestDecl, file?: string): Promise<string>;
   /** `mediabatch --state <db> <args...>` with the sandbox's URL and key in the environment. */
   run(args: string[], opts?: RunOptions): Promise<CliRun>;
+  /**
+   * A command mediabatch printed, typed as printed: split into words by /bin/sh and run in the folder,
+   * with the sandbox's URL and key in the environment (where a user of the API keeps them) and a person
+   * at the terminal who answers yes (`opts.ask` otherwise). Nothing is added to its words.
+   */
+  type(line: string, opts?: RunOptions): Promise<CliRun>;
   state(): SandboxState;
   /** Every file under the folder, relative paths, sorted. */
   files(under?: string): Promise<string[]>;
@@ -112,6 +119,23 @@ export async function makeRunEnv(sandboxOptions: SandboxOptions = {}): Promise<R
         signals: opts.signals ?? signals,
         now: opts.now ?? (() => new Date()),
         ...(opts.ask ? { ask: opts.ask } : {}),
+      });
+    },
+    type(line, opts = {}) {
+      const words = shellWords(line);
+      if (words[0] !== 'mediabatch') throw new Error(`not a mediabatch command: ${line}`);
+      return cli(words.slice(1), {
+        env: {
+          MEDIABATCH_API_KEY: sandboxOptions.apiKey ?? SANDBOX_KEY,
+          MEDIABATCH_BASE_URL: sandbox.baseUrl,
+          MEDIABATCH_POLL_SCALE: FAST_POLLS,
+          ...opts.env,
+        },
+        cwd: dir,
+        signals: opts.signals ?? signals,
+        now: opts.now ?? (() => new Date()),
+        interactive: false,
+        ask: opts.ask ?? (async () => true),
       });
     },
     state: () => sandbox.state(),
@@ -178,4 +202,12 @@ export function reason(result: CliRun): string {
   const lines = result.stderr.trim().split('\n');
   const last = lines[lines.length - 1] ?? '';
   return last.replace(/^mediabatch: /, '');
+}
+
+/** The one command (in backticks) of a line mediabatch printed; fails the test when there is not exactly one. */
+export function hintIn(text: string, which = 0): string {
+  const found = [...text.matchAll(/`(mediabatch [^`]*)`/g)].map((m) => m[1] as string);
+  const hint = found[which];
+  if (hint === undefined) throw new Error(`no command #${which} in: ${text}`);
+  return hint;
 }

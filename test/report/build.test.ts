@@ -5,7 +5,8 @@ import { estimate, submit, T0, task, useStoreWithRun } from '../store/helpers.js
 
 const ctx = useStoreWithRun();
 const RUN_DIR = '/data/out/r1';
-const opts = () => ({ now: ctx.clock().now(), runDir: RUN_DIR });
+// The person reaches the run through the default state file: its commands need no --state.
+const opts = () => ({ now: ctx.clock().now(), runDir: RUN_DIR, reader: { state: 'state/mediabatch.db' } });
 
 describe('buildReport', () => {
   it('lists in-doubt tasks first, says what to do about them, then the rest in manifest order', () => {
@@ -32,10 +33,12 @@ describe('buildReport', () => {
     ]);
     expect(report.advice[0]).toBe(
       '1 task in doubt: sent, but the answer was lost, so the API may have charged up to 3 tokens for it. ' +
-        'Check the account (its balance or job list) first; then `mediabatch run /m/spring.yaml --retry-in-doubt` ' +
+        'Check the account (its balance or job list) first; then `mediabatch run /m/spring.yaml --run-id r1 --retry-in-doubt` ' +
         'submits it again (possibly charged twice), or leave it to pay nothing more.',
     );
-    expect(report.advice[1]).toMatch(/^2 tasks unfinished: run `mediabatch run \/m\/spring\.yaml` again/);
+    expect(report.advice[1]).toBe(
+      '2 tasks unfinished: `mediabatch run /m/spring.yaml --run-id r1` continues where it stopped.',
+    );
     expect(reportSchema.safeParse(report).error).toBeUndefined();
   });
 

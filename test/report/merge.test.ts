@@ -162,10 +162,15 @@ describe('mergeShardReports', () => {
     expect(merged.shards?.unfinished).toEqual([3]);
     expect(merged.run.state).toBe('interrupted');
     expect(merged.run.finished_at).toBeNull();
+    // Reports written before they kept the run's invocation: the manifest and the default state file.
     expect(merged.advice.slice(0, 2)).toEqual([
-      'Missing: no report of shard 2 of 3: their tasks are not in this report; run their command (--shard i/3) and merge again.',
-      'Unfinished: shard 3 of 3 did not finish; run their command again, then merge again.',
+      'Missing: no report of shard 2 of 3: its tasks are not in this report; run it: `mediabatch run /m/wide.yaml --shard 2/3 --run-id wide` (on its machine, with its state file), then merge again.',
+      'Unfinished: shard 3 of 3 did not finish; continue it: `mediabatch run /m/wide.yaml --shard 3/3 --run-id wide`, then merge again.',
     ]);
+    expect(merged.shards?.commands).toEqual({
+      '2': 'mediabatch run /m/wide.yaml --shard 2/3 --run-id wide',
+      '3': 'mediabatch run /m/wide.yaml --shard 3/3 --run-id wide',
+    });
   });
 
   it('keeps the newer report of a shard given twice', () => {

@@ -99,7 +99,8 @@ function statesRun(store: Store, dir: string): void {
 function built(dir: string) {
   const store = ctx.store();
   statesRun(store, dir);
-  return { store, report: buildReport(store, 'r1', { now: ctx.clock().now(), runDir: dir }) };
+  const reader = { state: 'state/mediabatch.db' };
+  return { store, report: buildReport(store, 'r1', { now: ctx.clock().now(), runDir: dir, reader }) };
 }
 
 describe('the report of tasks in the new states', () => {
@@ -136,7 +137,7 @@ describe('the report of tasks in the new states', () => {
       error: 'paid, result lost: the service answered 404 for job uuid-gone',
     });
     expect(report.advice).toContain(
-      '1 task paid, result not on disk yet (2 tokens): the download did not finish. Run the same command again, `mediabatch run /m/spring.yaml`, to fetch it without paying again.',
+      '1 task paid, result not on disk yet (2 tokens): the download did not finish. `mediabatch run /m/spring.yaml --run-id r1` fetches it without paying again.',
     );
     expect(report.advice.join('\n')).toMatch(/1 task paid, result lost \(4 tokens\)/);
   });
@@ -165,7 +166,7 @@ describe('the report of tasks in the new states', () => {
     expect(failedAt).toBeGreaterThan(paidAt);
     const paid = md.slice(paidAt, failedAt);
     expect(paid).toContain(
-      '3 tasks charged 7 tokens and their result is not on disk. To resume, run the same command again (`mediabatch run /m/spring.yaml`)',
+      '3 tasks charged 7 tokens and their result is not on disk. To resume, run `mediabatch run /m/spring.yaml --run-id r1`',
     );
     expect(paid).toContain(
       '| `unf` | flat-image | unfetched (paid, not on disk yet) | 2 | 1 | the download link expired; the next run asks for a new one |',
@@ -204,7 +205,10 @@ describe('the report of tasks in the new states', () => {
   it('streams to disk the same report.json, report.csv and report.md as built in memory, and the gallery', async () => {
     const dir = runDir();
     const { store, report } = built(dir);
-    const written = await writeReport(store, 'r1', dir, { now: ctx.clock().now() });
+    const written = await writeReport(store, 'r1', dir, {
+      now: ctx.clock().now(),
+      reader: { state: 'state/mediabatch.db' },
+    });
     expect(JSON.parse(readFileSync(written.files.json, 'utf8'))).toEqual(report);
     expect(readFileSync(written.files.csv, 'utf8')).toBe(reportCsv(report));
     expect(readFileSync(written.files.markdown, 'utf8')).toBe(reportMarkdown(report));

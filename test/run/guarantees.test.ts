@@ -1,7 +1,7 @@
 // Preflight refusals, the budget as a hard cap, interrupts, leases, manifest edits and finished runs:
 // the CLI in-process against the sandbox, with a real SQLite file.
 import { afterEach, describe, expect, it } from 'vitest';
-import { images, makeRunEnv, type RunEnv, reason, taskStates } from '../helpers/run-env.js';
+import { hintIn, images, makeRunEnv, type RunEnv, reason, taskStates } from '../helpers/run-env.js';
 
 let env: RunEnv | undefined;
 afterEach(async () => {
@@ -55,7 +55,7 @@ describe('run: preflight refusals (exit 3, nothing submitted)', () => {
     const result = await env.run(['run', file, '--yes', '--allow-partial']);
     expect(result.code).toBe(4);
     expect(reason(result)).toBe(
-      'the budget of 0.5 tokens cannot cover the next task (img-3, up to 0.2 tokens): raise budget and run again to continue',
+      `the budget of 0.5 tokens cannot cover the next task (img-3, up to 0.2 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
     );
     const spent = env.state().jobs.reduce((n, j) => n + j.cost, 0);
     expect(spent).toBeLessThanOrEqual(0.5);
@@ -87,12 +87,15 @@ describe('run: interruptions', () => {
       env.signals.emit(signal);
       const first = await run;
       expect(first.code).toBe(4);
-      expect(reason(first)).toBe('interrupted: stopped submitting; run the same command again to continue');
+      expect(reason(first)).toBe(
+        `interrupted: stopped submitting; run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
+      );
       const sent = env.state().jobs.length;
       expect(sent).toBeLessThan(12);
       expect(Object.values(taskStates(env))).not.toContain('submitting');
 
-      const second = await env.run(['run', file, '--yes']);
+      // Typed as printed (a person confirms at the terminal): the same run goes on.
+      const second = await env.type(hintIn(reason(first)));
       expect(second.code).toBe(0);
       expect(env.state().jobs).toHaveLength(12);
       expect(env.state().requests.submit).toBe(12);
@@ -107,7 +110,7 @@ describe('run: interruptions', () => {
     const second = await env.run(['run', file, '--yes']);
     expect(second.code).toBe(4);
     expect(reason(second)).toMatch(
-      /^run batch is being driven by another mediabatch \(\d+@.+#[0-9a-f]{8}\) until at least \S+Z: wait for it to finish, then run again$/,
+      /^run batch is being driven by another mediabatch \(\d+@.+#[0-9a-f]{8}\) since \S+Z until at least \S+Z: wait for it to finish, then run again$/,
     );
     expect((await first).code).toBe(0);
     expect(env.state().requests.submit).toBe(6);

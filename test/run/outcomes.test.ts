@@ -2,7 +2,7 @@
 // SQLite file. Money is read from the sandbox's own books, not from what mediabatch believes.
 import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { images, makeRunEnv, type RunEnv, reason, taskStates } from '../helpers/run-env.js';
+import { hintIn, images, makeRunEnv, type RunEnv, reason, taskStates } from '../helpers/run-env.js';
 
 let env: RunEnv | undefined;
 afterEach(async () => {
@@ -79,8 +79,13 @@ describe('run: outcomes of a submission', () => {
     const [song] = env.query<{ error: string }>("SELECT error FROM tasks WHERE task_id = 'song'");
     expect(song?.error).toMatch(/no successful song task "no-such-task"/);
     expect(reason(result)).toBe(
-      '1 task(s) did not succeed: 1 rejected by the API (not charged); `mediabatch status batch` says why',
+      `1 task(s) did not succeed: 1 rejected by the API (not charged); \`mediabatch status batch --state ${env.db}\` says why`,
     );
+    // Typed as printed, it says why, and sends nothing.
+    const status = await env.type(hintIn(reason(result)));
+    expect(status.code).toBe(0);
+    expect(status.stdout).toMatch(/song .* rejected .*no successful song task "no-such-task"/);
+    expect(env.state().requests.submit).toBe(2);
   });
 
   it('code 100: stops submitting, exit 4; after a top-up the same command completes', async () => {
@@ -88,13 +93,15 @@ describe('run: outcomes of a submission', () => {
     const file = await env.manifest({ tasks: images(5), concurrency: 1 });
     const first = await env.run(['run', file, '--yes', '--allow-partial']);
     expect(first.code).toBe(4);
-    expect(reason(first)).toBe('the balance ran out (code 100): top up, then run again to continue');
+    expect(reason(first)).toBe(
+      `the balance ran out (code 100): top up, then run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
+    );
     expect(env.state().jobs).toHaveLength(2);
     expect(env.state().requests.submit).toBe(3);
     expect(Object.values(taskStates(env))).toEqual(['done', 'done', 'pending', 'pending', 'pending']);
 
     env.sandbox.configure({ balance: 100 });
-    const second = await env.run(['run', file, '--yes']);
+    const second = await env.type(hintIn(reason(first)));
     expect(second.code).toBe(0);
     expect(second.stdout).toContain('Resuming run batch (2 done, 3 unfinished)');
     expect(env.state().jobs).toHaveLength(5);
@@ -108,7 +115,7 @@ describe('run: outcomes of a submission', () => {
     const first = await env.run(['run', file, '--yes']);
     expect(first.code).toBe(4);
     expect(reason(first)).toBe(
-      "the API key's quota is used up (API key quota exceeded: 0.4 of 0.5 tokens used (monthly)): run again in the next period",
+      `the API key's quota is used up (API key quota exceeded: 0.4 of 0.5 tokens used (monthly)): run again in the next period: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
     );
     expect(env.state().jobs).toHaveLength(2);
 
@@ -164,11 +171,14 @@ describe('run: outcomes of a submission', () => {
     expect(again.code).toBe(2);
     expect(again.stdout).toContain('Run batch is already complete: 0 done, 2 in doubt.');
     expect(reason(again)).toBe(
-      '2 task(s) did not succeed: 2 in doubt (resubmitted only with --retry-in-doubt); `mediabatch status batch` says why',
+      `2 task(s) did not succeed: 2 in doubt (resubmitted only with --retry-in-doubt); \`mediabatch status batch --state ${env.db}\` says why`,
     );
     expect(env.state().requests.submit).toBe(2);
 
-    const retry = await env.run(['run', file, '--yes', '--retry-in-doubt']);
+    // The first run's own line names the command that submits them again: typed as printed.
+    const retryHint = hintIn(first.stdout.split('\n').find((l) => l.includes('in doubt: sent')) ?? '');
+    expect(retryHint).toBe(`mediabatch run batch.yaml --run-id batch --state ${env.db} --retry-in-doubt`);
+    const retry = await env.type(retryHint);
     expect(retry.stdout).toContain(
       '--retry-in-doubt: 2 task(s) will be submitted again (they may be charged twice).',
     );
@@ -186,7 +196,7 @@ describe('run: outcomes of a submission', () => {
     });
     expect(first.code).toBe(4);
     expect(reason(first)).toBe(
-      'the API keeps failing (connection refused (ECONNREFUSED): the request was not sent); nothing was charged for those tasks: run again later',
+      `the API keeps failing (connection refused (ECONNREFUSED): the request was not sent); nothing was charged for those tasks: run again later: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
     );
     expect(first.stdout).toContain('  Balance: unknown (connection refused (ECONNREFUSED))');
     const attempts = env.query<{ task_id: string; n: number }>(
@@ -195,7 +205,7 @@ describe('run: outcomes of a submission', () => {
     expect(attempts.filter((a) => a.n === 6).length).toBeGreaterThanOrEqual(3);
     expect(Object.values(taskStates(env)).every((s) => s === 'pending')).toBe(true);
 
-    const second = await env.run(['run', file, '--yes']);
+    const second = await env.type(hintIn(reason(first)));
     expect(second.code).toBe(0);
     expect(env.state().jobs).toHaveLength(5);
   });
@@ -219,6 +229,8 @@ describe('run: outcomes of a submission', () => {
       'batch/report.json',
       'batch/report.md',
     ]);
-    expect(reason(result)).toBe('1 task(s) are unfinished: run the same command again to continue');
+    expect(reason(result)).toBe(
+      `1 task(s) are unfinished: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\` continues the run`,
+    );
   });
 });

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { SandboxState } from '../../src/sandbox/server.js';
 import { type Child, spawnCli, spawnSandbox } from '../helpers/child.js';
+import { shellWords } from '../helpers/shell-words.js';
 
 let dir: string;
 let sandbox: Child;
@@ -112,11 +113,13 @@ describe('run: Ctrl-C once on a large run', () => {
     expect(await child.exited).toBe(4);
     expect(child.stdout()).toMatch(/^Run big: .*\n {2}Charged /m);
     expect(child.stdout()).toContain(
-      '  Report: not written on an interrupt (20,001 tasks take a while); `mediabatch report big` or the next run writes it',
+      `  Report: not written on an interrupt (20,001 tasks take a while); \`mediabatch report big --state ${state}\` or the next run writes it`,
     );
     expect(existsSync(join(dir, 'out/big/report.json'))).toBe(false);
 
-    const report = spawnCli(['--state', state, 'report', 'big'], { cwd: dir, env: env() });
+    // The printed command, typed as printed: split by the shell, run as its own process.
+    const printed = /`(mediabatch report [^`]*)`/.exec(child.stdout())?.[1] ?? '';
+    const report = spawnCli(shellWords(printed).slice(1), { cwd: dir, env: env() });
     expect(await report.exited).toBe(0);
     expect(existsSync(join(dir, 'out/big/report.json'))).toBe(true);
   }, 60_000);

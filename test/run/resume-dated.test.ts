@@ -4,7 +4,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { images, makeRunEnv, type RunEnv, reason } from '../helpers/run-env.js';
+import { hintIn, images, makeRunEnv, type RunEnv, reason } from '../helpers/run-env.js';
 
 let env: RunEnv | undefined;
 afterEach(async () => {
@@ -53,13 +53,25 @@ describe('run: a dated run resumed after the date changed', () => {
     env.sandbox.configure({ refuseDownloads: false });
     const fresh = await env.run(['run', file, '--yes', '--new-run'], { now: day2 });
     expect(fresh.stdout).toContain(
-      '--new-run: run batch-2026-11-23 of this manifest is unfinished and still owes 2 paid or possibly paid task(s); resume it later with --run-id batch-2026-11-23.',
+      `--new-run: run batch-2026-11-23 of this manifest is unfinished and still owes 2 paid or possibly paid task(s); resume it later with \`mediabatch run batch.yaml --run-id batch-2026-11-23 --state ${env.db}\`.`,
     );
     expect(fresh.code).toBe(0);
     expect(env.query<{ id: string }>('SELECT id FROM runs ORDER BY id')).toEqual([
       { id: 'batch-2026-11-23' },
       { id: 'batch-2026-11-24' },
     ]);
+    // Typed as printed on a third day, it resumes the older run (fetching what it paid for), not a new one.
+    const jobs = env.state().requests.submit;
+    const older = await env.type(
+      hintIn(fresh.stdout.split('\n').find((l) => l.startsWith('--new-run')) ?? ''),
+      {
+        now: () => new Date('2026-11-25T09:00:00Z'),
+      },
+    );
+    expect(older.code).toBe(0);
+    expect(older.stdout).toContain('Resuming run batch-2026-11-23');
+    expect(env.state().requests.submit).toBe(jobs);
+    expect(env.query<{ id: string }>('SELECT id FROM runs ORDER BY id')).toHaveLength(2);
   });
 });
 

@@ -57,7 +57,7 @@ describe('review', () => {
     const first = await env.run(['run', file, '--yes']);
     expect(first.code).toBe(4);
     expect(lastLine(first.stderr)).toBe(
-      `mediabatch: 4 result(s) await review (4 task(s) wait for them): decide with \`mediabatch review batch --state ${env.db}\` (--approve, --reject or --reroll <ids>), then run the same command again, or add --wait-for-review`,
+      `mediabatch: 4 result(s) await review (4 task(s) wait for them): \`mediabatch review batch --state ${env.db}\` lists them to approve, reject or re-roll; then \`mediabatch run batch.yaml --run-id batch --state ${env.db}\` sends what was approved (or \`mediabatch run batch.yaml --run-id batch --state ${env.db} --wait-for-review\` waits for the decisions)`,
     );
     const afterStills = await sandboxState(env);
     expect(afterStills.jobs.map((j) => j.model)).toEqual(Array(4).fill('flat-image'));
@@ -82,10 +82,10 @@ describe('review', () => {
     expect(idle.code).toBe(4);
     expect((await sandboxState(env)).jobs).toHaveLength(4);
     expect((await env.run(['status', 'batch'])).stdout).toContain(
-      'Review: 4 reviewed: 4 awaiting a decision (4 tasks wait for them), 0 approved, 0 rejected; `mediabatch review batch` lists them',
+      `Review: 4 reviewed: 4 awaiting a decision (4 tasks wait for them), 0 approved, 0 rejected; \`mediabatch review batch --state ${env.db}\` lists them`,
     );
     expect(readFileSync(join(env.dir, 'out', 'batch', 'report.md'), 'utf8')).toContain(
-      '- 4 results await review: `mediabatch review batch` lists them; approve, reject or re-roll',
+      `- 4 results await review: \`mediabatch review batch --state ${env.db}\` lists them; approve, reject or re-roll`,
     );
 
     const decided = await env.run([
@@ -198,7 +198,9 @@ describe('review', () => {
 
     const asked = await env.run(['review', 'batch', '--reroll', 'still', '--yes', '--note', 'too dark']);
     expect(asked.stderr).toBe('');
-    expect(asked.stdout).toBe('re-rolled still\n');
+    expect(asked.stdout).toBe(
+      `re-rolled still\nThen: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\` sends the 1 pending task(s) (a run going now picks them up itself).\n`,
+    );
     // Recorded, not sent: the next run sends it.
     expect((await sandboxState(env)).jobs).toHaveLength(1);
     expect(await env.files('out/batch/still')).toEqual(firstFiles.map((f) => `attempt-1/${f}`));
@@ -235,8 +237,10 @@ describe('review', () => {
       },
     });
     expect(declined.code).toBe(3);
+    // Its own price, the run's worst case before and after (nothing else pending), what the budget leaves.
+    const t = (n: number) => Number(n.toFixed(4));
     expect(question).toBe(
-      `Re-roll 1 task(s) for up to ${price} tokens (the budget leaves ${100 - 2 * price} of 100)? [y/N] `,
+      `Re-roll 1 result(s): up to ${t(price)} tokens for the re-roll; the run's worst case goes from ${t(2 * price)} to ${t(3 * price)} tokens; the budget of 100 leaves ${t(100 - 3 * price)} after it. Re-roll? [y/N] `,
     );
     expect(lastLine(declined.stderr)).toBe('mediabatch: not confirmed; nothing was re-rolled');
     // Over the budget: refused before anything is recorded or sent.

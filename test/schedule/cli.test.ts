@@ -12,6 +12,7 @@ import { type Sandbox, startSandbox } from '../../src/sandbox/server.js';
 import type { Scheduler } from '../../src/schedule/scheduler.js';
 import { openStore } from '../../src/store/index.js';
 import { cli } from '../helpers/cli.js';
+import { shellWords } from '../helpers/shell-words.js';
 import { FakeClock } from './fake-clock.js';
 
 let dir: string;
@@ -208,7 +209,10 @@ describe('mediabatch schedule against the sandbox', () => {
     // The jobs finish while nobody watches; `run` under cron (no terminal) picks the run up again.
     sandboxNow += 60_000;
     const env = { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: sb.baseUrl };
-    const resumed = await cli(['run', file, '--no-probe'], { env, cwd: dir, now: () => firedAt });
+    // The command the stop line printed, typed as printed (a person confirms: nothing is left to pay).
+    const printed = /`(mediabatch run [^`]*)`/.exec((stopped as ExitError).message)?.[1] ?? '';
+    expect(printed).toBe(`mediabatch run ${file} --run-id ${runId}`);
+    const resumed = await cli(shellWords(printed).slice(1), { env, cwd: dir, now: () => firedAt });
     expect(resumed.stderr).toBe('');
     expect(resumed.stdout).toContain(`Resuming run ${runId}`);
     expect(resumed.code).toBe(0);

@@ -1,6 +1,5 @@
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { task, useStoreWithRun } from './helpers.js';
+import { rawDatabase, task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
 
@@ -16,7 +15,7 @@ describe('batch: several writes, one commit', () => {
     expect(results.map((r) => r.ok)).toEqual([true, false, true]);
     expect(results[0]).toEqual({ ok: true, value: 1 });
     // Another connection sees the committed writes: the batch is durable when it returns.
-    const other = new Database(ctx.file(), { readonly: true });
+    const other = rawDatabase(ctx.file(), { readonly: true });
     const states = other.prepare('SELECT task_id, state FROM tasks ORDER BY task_id').all();
     other.close();
     expect(states).toEqual([

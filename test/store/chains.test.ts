@@ -1,15 +1,14 @@
 // Issue 17: the store's side of chains. `waits` (migration 9) must equal the real number of upstreams not
 // done after any sequence of changes by any writer, so that the ready tasks are an index range; blocked
 // and unblocked downstreams follow their upstreams.
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { STORED_TASK_STATES } from '../../src/store/types.js';
-import { task, useStoreWithRun } from './helpers.js';
+import { rawDatabase, task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
 
 function realWaits(file: string): Record<string, number> {
-  const db = new Database(file, { readonly: true });
+  const db = rawDatabase(file, { readonly: true });
   const rows = db
     .prepare(
       `SELECT t.task_id AS id, t.waits AS stored,
@@ -43,7 +42,7 @@ describe('chains in the store', () => {
       Array.from({ length: 40 }, (_, i) => `still-${i}`),
     );
 
-    const raw = new Database(ctx.file());
+    const raw = rawDatabase(ctx.file());
     const update = raw.prepare("UPDATE tasks SET state = ? WHERE run_id = 'r1' AND task_id = ?");
     let x = 11;
     const random = () => {
@@ -64,7 +63,7 @@ describe('chains in the store', () => {
     store.upsertTasks('r1', specs);
     expect(realWaits(ctx.file())).toEqual({});
     // The ready ones are exactly the pending tasks whose upstreams are all done.
-    const db = new Database(ctx.file(), { readonly: true });
+    const db = rawDatabase(ctx.file(), { readonly: true });
     const state = new Map(
       (
         db.prepare("SELECT task_id, state FROM tasks WHERE run_id = 'r1'").all() as Array<{
@@ -93,7 +92,7 @@ describe('chains in the store', () => {
   it('block the downstreams of a failed upstream, down the chain, and unblock them when it is requeued', () => {
     const store = ctx.store();
     store.upsertTasks('r1', [task('a'), chained('b', 'a'), chained('c', 'b'), task('z')]);
-    const raw = new Database(ctx.file());
+    const raw = rawDatabase(ctx.file());
     raw
       .prepare("UPDATE tasks SET state = 'failed', error = 'the service failed it' WHERE task_id = 'a'")
       .run();
@@ -118,7 +117,7 @@ describe('chains in the store', () => {
   ])('block the downstreams of an upstream that ended %s', (state, reason) => {
     const store = ctx.store();
     store.upsertTasks('r1', [task('a'), chained('b', 'a'), task('z')]);
-    const raw = new Database(ctx.file());
+    const raw = rawDatabase(ctx.file());
     raw.prepare("UPDATE tasks SET state = ?, error = 'the API refused it' WHERE task_id = 'a'").run(state);
     raw.close();
     const blocked = store.blockDownstreams('r1');

@@ -1,15 +1,14 @@
 // Issue 16: the tasks per state of a run are kept in task_counts by triggers, so progress and status read a
 // handful of rows at any size. They must equal a real count after any sequence of changes, and after reopen.
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
 import { STORED_TASK_STATES, TASK_STATES } from '../../src/store/types.js';
-import { task, useStoreWithRun } from './helpers.js';
+import { rawDatabase, stateFor, task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
 
 function counted(file: string, runId: string): Record<string, number> {
-  const db = new Database(file, { readonly: true });
+  const db = rawDatabase(file, { readonly: true });
   const rows = db
     .prepare('SELECT state, count(*) AS n FROM tasks WHERE run_id = ? GROUP BY state')
     .all(runId) as { state: string; n: number }[];
@@ -43,7 +42,7 @@ describe('task counts per state', () => {
     // Moves through the store's own paths, then any state at all by another writer (the triggers see both).
     for (let i = 0; i < 100; i++) store.recordSubmitIntent('r1', `t${i}`);
     store.requeueTasks('r1', ['t1', 't2', 't3'], ['submitting']);
-    const raw = new Database(ctx.file());
+    const raw = rawDatabase(ctx.file());
     const random = sequence(7);
     const update = raw.prepare('UPDATE tasks SET state = ? WHERE run_id = ? AND task_id = ?');
     for (let i = 0; i < 2_000; i++) {
@@ -59,7 +58,7 @@ describe('task counts per state', () => {
     expect(store.countTasksByState('r2')).toEqual(counted(ctx.file(), 'r2'));
 
     store.close();
-    const again = openStore(ctx.file());
+    const again = openStore(stateFor(ctx.file()));
     try {
       expect(again.countTasksByState('r1')).toEqual(expected);
     } finally {

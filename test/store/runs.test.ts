@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { StoreError } from '../../src/store/index.js';
-import { T0, useStoreWithRun } from './helpers.js';
+import { openStore, StoreError } from '../../src/store/index.js';
+import { stateFor, T0, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
 
@@ -102,5 +102,26 @@ describe('schedules', () => {
         updatedAt: T0,
       },
     ]);
+  });
+
+  it('gives a firing to exactly one of two connections, and never an older slot after a newer one', () => {
+    const store = ctx.store();
+    const other = openStore(stateFor(ctx.file()));
+    try {
+      const at = new Date('2025-04-01T03:00:00.000Z');
+      const later = new Date('2025-04-02T03:00:00.000Z');
+      const claims = [store, other, store].map((s) =>
+        s.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later }),
+      );
+      expect(claims).toEqual([true, false, false]);
+      expect(other.claimFiring('/m/nightly.yaml', { firedAt: later, nextFireAt: null })).toBe(true);
+      // A scheduler that stalled past a later slot cannot take the one before it.
+      expect(store.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later })).toBe(false);
+      expect(store.getSchedule('/m/nightly.yaml')).toMatchObject({ lastFiredAt: later, nextFireAt: null });
+      // Another manifest is its own row.
+      expect(store.claimFiring('/m/weekly.yaml', { firedAt: at, nextFireAt: null })).toBe(true);
+    } finally {
+      other.close();
+    }
   });
 });

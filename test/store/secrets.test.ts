@@ -1,16 +1,11 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { keyFingerprint } from '../../src/store/index.js';
-import { FakeClock, submit, task, useTempDirs } from './helpers.js';
+import { FakeClock, storedBytes, submit, task, useTempDirs } from './helpers.js';
 
 const temp = useTempDirs();
 const SENTINEL_KEY = 'sk-SENTINEL-7f3a9c-never-on-disk';
 const SIGNATURE = 'SIGNATURE-5d1e8b';
-
-function bytesOnDisk(file: string): Buffer {
-  return Buffer.concat([file, `${file}-wal`, `${file}-shm`].filter(existsSync).map((f) => readFileSync(f)));
-}
 
 describe('secrets never reach the state database', () => {
   it('gives a short stable fingerprint of an API key', () => {
@@ -45,14 +40,13 @@ describe('secrets never reach the state database', () => {
     });
     store.recordJobStatus('uuid-b', 'failed', { status: 'failed' }, 'callback');
 
-    const whileOpen = bytesOnDisk(file);
-    expect(existsSync(`${file}-wal`)).toBe(true);
+    const whileOpen = storedBytes(file, true);
     expect(whileOpen.includes(fp)).toBe(true); // the search works: what is written is found
     expect(whileOpen.includes(SENTINEL_KEY)).toBe(false);
     expect(whileOpen.includes(SIGNATURE)).toBe(false);
 
     store.close();
-    const afterClose = bytesOnDisk(file);
+    const afterClose = storedBytes(file, false);
     expect(afterClose.includes(SENTINEL_KEY)).toBe(false);
     expect(afterClose.includes(SIGNATURE)).toBe(false);
   });

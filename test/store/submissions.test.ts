@@ -1,13 +1,12 @@
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/store/index.js';
-import { submit, task, useStoreWithRun } from './helpers.js';
+import { rawDatabase, submit, task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
 
 /** What another process (or the same one after kill -9) would read from the file right now. */
 function readFromFile(file: string, sql: string): unknown[] {
-  const db = new Database(file, { readonly: true });
+  const db = rawDatabase(file, { readonly: true });
   try {
     return db.prepare(sql).all();
   } finally {

@@ -3,10 +3,12 @@
 // Prints each figure and exits 1 when a guarantee broke. `--small` runs the size used in `npm test`.
 import { parseArgs } from 'node:util';
 import { crashTorture } from './crash-loop.js';
-import { formatGuarantees, type Guarantee } from './guarantees.js';
+import { formatGuarantees, type Guarantee, guarantee } from './guarantees.js';
 import { hostileTorture } from './hostile.js';
+import { runMoneyModel } from './money-model.js';
 import { scenarioTorture } from './scenarios.js';
 import { FULL, SMALL } from './sizes.js';
+import { twoSpendersRound } from './two-spenders.js';
 
 const { values } = parseArgs({ options: { small: { type: 'boolean', default: false } } });
 const size = values.small ? SMALL : FULL;
@@ -47,7 +49,54 @@ console.log("Faults on the user's own machine (in-process, injected clock)");
 for (const c of scenarios.cases) console.log(`  ${c.name}: ${c.outcome} in ${c.ms} ms`);
 console.log(formatGuarantees(scenarios.guarantees));
 
-const all: Guarantee[] = [...crash.guarantees, ...hostile.guarantees, ...scenarios.guarantees];
+const modelRuns = values.small ? 20 : 2000;
+const modelSeed = Number(process.env['MONEY_MODEL_SEED'] ?? Date.now() % 2_147_483_647);
+log(`money model: ${modelRuns} random sequences of actors against the store, seed ${modelSeed}`);
+const model = runMoneyModel(modelRuns, modelSeed);
+console.log('Money in the store against a model of budget and ledger (fast-check)');
+console.log(`  ${model.runs} runs, seed ${model.seed} (MONEY_MODEL_SEED=${model.seed} replays it)`);
+if (model.failure) console.log(model.failure);
+const moneyGuarantees = [
+  guarantee(
+    'worst cases plus net spend within the budget, one charge per ask, store = model',
+    model.failure === undefined,
+    model.failure ?? '',
+  ),
+];
+console.log(formatGuarantees(moneyGuarantees));
+
+const spenderRounds = values.small ? 2 : 50;
+const spenderSeed = Number(process.env['TWO_SPENDERS_SEED'] ?? Date.now() % 100_000);
+log(`two spenders: ${spenderRounds} rounds of run + review --reroll in processes, seeds from ${spenderSeed}`);
+const spenderProblems: string[] = [];
+let rerolls = 0;
+let maxSpent = 0;
+for (let i = 0; i < spenderRounds; i++) {
+  const round = await twoSpendersRound(spenderSeed + i);
+  rerolls += round.rerollsRecorded;
+  maxSpent = Math.max(maxSpent, round.spent);
+  spenderProblems.push(...round.problems.map((p) => `seed ${round.seed}: ${p}`));
+}
+console.log('Two processes spending from one budget (run and review --reroll, random moments)');
+console.log(
+  `  ${spenderRounds} rounds from seed ${spenderSeed}, ${rerolls} re-rolls recorded, at most ${maxSpent} of 1.6 spent`,
+);
+const spenderGuarantees = [
+  guarantee(
+    'the sandbox never charges past the budget nor a task more than asked',
+    spenderProblems.length === 0,
+    spenderProblems,
+  ),
+];
+console.log(formatGuarantees(spenderGuarantees));
+
+const all: Guarantee[] = [
+  ...spenderGuarantees,
+  ...crash.guarantees,
+  ...hostile.guarantees,
+  ...scenarios.guarantees,
+  ...moneyGuarantees,
+];
 const broken = all.filter((g) => !g.ok);
 console.log(
   `${all.length - broken.length} of ${all.length} guarantees held (${Math.round((performance.now() - started) / 1000)} s)`,

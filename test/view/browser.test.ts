@@ -18,6 +18,7 @@ requireBrowser();
 
 // The callbacks below run in the page: the browser's globals, typed as far as these tests use them.
 declare const window: { marker?: number; scrollTo(x: number, y: number): void };
+declare function fetch(url: string): Promise<{ json(): Promise<unknown> }>;
 /** A card the test marked (an expando: a card drawn again loses it). */
 type Marked = HTMLElement & { seen?: number };
 declare const document: {
@@ -162,8 +163,16 @@ describe.skipIf(SKIP_BROWSER)('mediabatch view in chromium, live', () => {
         })
         .catch(() => undefined);
     };
+    const order = () => page.$$eval('#grid .card', (els) => els.map((e) => (e as HTMLElement).dataset.task));
+    let engaged: Array<string | undefined> | undefined;
     while (runner.proc.exitCode === null) {
       await look();
+      // Once a result is in, the reader starts on the grid (j): from then on no card moves by itself.
+      if (engaged === undefined && marked !== undefined) {
+        await page.keyboard.press('j');
+        await page.waitForSelector('#grid .card.current');
+        engaged = await order();
+      }
       await page.waitForTimeout(200);
     }
     await runner.exited;
@@ -175,6 +184,15 @@ describe.skipIf(SKIP_BROWSER)('mediabatch view in chromium, live', () => {
       { timeout: 3000 },
     );
     await look();
+    // The run's badge follows its state live, colour included (its class names the state).
+    await page.waitForFunction(
+      () => document.querySelector('#run-state')?.textContent === 'finished',
+      undefined,
+      {
+        timeout: 5000,
+      },
+    );
+    expect(await page.getAttribute('#run-state', 'class')).toBe('state r-finished');
     expect(await page.evaluate(() => window.marker)).toBe(1);
     // Several distinct values seen while it went: it moved, not only at the end.
     expect(seen.done.size).toBeGreaterThanOrEqual(3);
@@ -182,6 +200,20 @@ describe.skipIf(SKIP_BROWSER)('mediabatch view in chromium, live', () => {
     expect(seen.cards.size).toBeGreaterThanOrEqual(3);
     expect(marked).toBeDefined();
     expect(await page.$eval(`#grid .card[data-task="${marked}"]`, (el) => (el as Marked).seen ?? 0)).toBe(1);
+    // Newest first, the results that finished since moved on the server; on the page they stayed put, and
+    // the button says so; pressed, it shows the server's order.
+    expect(await order()).toEqual(engaged);
+    const served = (await page.evaluate(() => fetch('/api/runs/batch/tasks').then((r) => r.json()))) as {
+      tasks: Array<{ id: string }>;
+    };
+    const serverOrder = served.tasks.map((t) => t.id);
+    expect(serverOrder).not.toEqual(engaged);
+    await expect.poll(() => page.locator('#grid-news').isVisible(), { timeout: 5000 }).toBe(true);
+    expect(await page.textContent('#grid-news')).toMatch(
+      /^\d+ new or moved result\(s\): show them in order$/,
+    );
+    await page.click('#grid-news');
+    await expect.poll(order, { timeout: 5000 }).toEqual(serverOrder);
     reads.sort((x, y) => x - y);
     const gaps = reads.slice(1).map((t, i) => t - (reads[i] ?? 0));
     expect(reads.length).toBeGreaterThanOrEqual(2);

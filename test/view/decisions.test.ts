@@ -209,8 +209,14 @@ describe('writes', () => {
     expect(price.json).toMatchObject({ budget: 200, fits: true });
     expect(price.json['total']).toBeGreaterThan(0);
     expect(price.json['left']).toBeLessThan(200);
+    // The dialog's words come from the server, the same as the CLI's prompt.
+    expect(price.json['text']).toMatch(
+      /^Re-roll 1 result\(s\): up to [\d.]+ tokens for the re-roll; the run's worst case goes from [\d.]+ to [\d.]+ tokens; the budget of 200 leaves [\d.]+ after it\.$/,
+    );
+    expect(price.json['nextRunRefuses']).toBe(false);
 
-    // The budget lowered in the run's settings (as a resumed run with a smaller budget would record).
+    // The budget lowered in the run's settings (as a resumed run with a smaller budget would record); the
+    // store's budget of the run follows them.
     const before = await sandboxState();
     const spent = Number(price.json['committed']);
     const conn = new Database(env.db);
@@ -220,6 +226,8 @@ describe('writes', () => {
     conn.close();
     const over = await getJson('/api/runs/batch/reroll-price?taskIds=still-mug-3');
     expect(over.json['fits']).toBe(false);
+    expect(over.json['nextRunRefuses']).toBe(true);
+    expect(over.json['text']).toContain('the next `run` would refuse to start');
     const refused = await post(
       '/api/runs/batch/decisions',
       { taskIds: ['still-mug-3'], verdict: 'reroll' },

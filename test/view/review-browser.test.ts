@@ -94,6 +94,32 @@ async function waitUntil(check: () => Promise<boolean> | boolean, what: string, 
 }
 
 const statusText = (p: Page) => p.locator('#review-status').textContent();
+/** The cards in the order the grid shows them. */
+const order = (p: Page) =>
+  p.$$eval('#grid .card', (els) => els.map((e) => (e as HTMLElement).dataset.task ?? ''));
+const currentTask = (p: Page) => p.locator('#grid .card.current').getAttribute('data-task');
+
+/** j or k until this card is the current one (the grid's order is whatever the server gave). */
+async function moveTo(p: Page, task: string): Promise<void> {
+  const ids = await order(p);
+  const target = ids.indexOf(task);
+  expect(target, task).toBeGreaterThanOrEqual(0);
+  const current = (await p.locator('#grid .card.current').count()) > 0 ? await currentTask(p) : null;
+  // With no current card yet, the first j lands on the first card.
+  const from = current === null ? -1 : ids.indexOf(current);
+  const key = target > from ? 'j' : 'k';
+  for (let i = 0; i < Math.abs(target - from); i++) await p.keyboard.press(key);
+  await expect.poll(() => currentTask(p), { timeout: 10_000 }).toBe(task);
+}
+
+/**
+ * After a decision has been read back (its counter moved): the cards are where they were, the decided
+ * one is still the current one and kept its place.
+ */
+async function expectInPlace(p: Page, before: string[], task: string): Promise<void> {
+  expect(await order(p)).toEqual(before);
+  expect(await currentTask(p)).toBe(task);
+}
 const awaitingIds = (p: Page) =>
   p.$$eval('#grid .card', (els) =>
     els.map((e) => `${(e as HTMLElement).dataset.task}@${(e as HTMLElement).dataset.version}`),
@@ -168,44 +194,48 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
     await other.waitForSelector('main[data-ready="task"]');
     expect(await other.locator('#task').getAttribute('data-version')).not.toBeNull();
 
+    // The decisions in the grid's own order (newest first, every task): the order a person sees first.
+    await page.selectOption('#filters select[name="review"]', '');
+    await page.selectOption('#filters select[name="order"]', 'newest');
+    await waitUntil(async () => (await order(page)).length === 8, 'eight cards');
     await blur(page);
-    await page.keyboard.press('j');
-    await expect
-      .poll(() => page.locator('#grid .card.current').getAttribute('data-task'))
-      .toBe('still-mug-1');
+    const before = await order(page);
+    await moveTo(page, 'still-mug-1');
     await page.locator('#results').screenshot({ path: SCREENSHOT });
     await page.keyboard.press('a');
-    await expect.poll(() => statusText(page)).toBe('still-mug-1: approved');
-    await waitUntil(
-      async () => !(await awaitingIds(page)).some((id) => id.startsWith('still-mug-1@')),
-      'card gone',
-    );
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-1: approved');
+    await expect.poll(() => reviewCounter(page, 'approved'), { timeout: 5000 }).toBe(1);
+    await expectInPlace(page, before, 'still-mug-1');
+    expect(await page.getAttribute('#grid .card[data-task="still-mug-1"]', 'data-review')).toBe('approved');
 
-    await page.keyboard.press('j');
-    await expect
-      .poll(() => page.locator('#grid .card.current').getAttribute('data-task'))
-      .toBe('still-mug-2');
+    await moveTo(page, 'still-mug-2');
     await page.keyboard.press('r');
-    await expect.poll(() => statusText(page)).toBe('still-mug-2: rejected');
-    await waitUntil(
-      async () => !(await awaitingIds(page)).some((id) => id.startsWith('still-mug-2@')),
-      'card gone',
-    );
-
-    await page.keyboard.press('j');
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-2: rejected');
+    // Its clip is skipped (it finishes, which would put it first in "newest first"): it stays in place.
+    await waitUntil(() => stateOf('clip-mug-2') === 'skipped', 'clip-mug-2 skipped');
+    await expect.poll(() => reviewCounter(page, 'rejected'), { timeout: 5000 }).toBe(1);
     await expect
-      .poll(() => page.locator('#grid .card.current').getAttribute('data-task'))
-      .toBe('still-mug-3');
+      .poll(() => page.getAttribute('#grid .card[data-task="clip-mug-2"]', 'data-state'), { timeout: 5000 })
+      .toBe('skipped');
+    await expectInPlace(page, before, 'still-mug-2');
+
+    await moveTo(page, 'still-mug-3');
     await page.keyboard.press('Shift+R');
     const price = page.locator('#reroll-price');
     await price.waitFor();
     const priced = listed.awaiting.find((a) => a.taskId === 'still-mug-3')?.rerollPrice ?? -1;
     expect(Number(await price.getAttribute('data-total'))).toBe(priced);
     expect(await price.textContent()).toMatch(
-      /^Re-roll 1 result\(s\): up to [\d.,]+ tokens; the budget of 400 leaves [\d.,]+\.$/,
+      /^Re-roll 1 result\(s\): up to [\d.,]+ tokens for the re-roll(?: and 1 downstream task\(s\) priced again \(up to [\d.,]+ more\))?; the run's worst case goes from [\d.,]+ to [\d.,]+ tokens; the budget of 400 leaves [\d.,]+ after it\.$/,
+    );
+    // The real folder the first result is kept in, as it will be on disk.
+    expect(await page.locator('#reroll-kept').textContent()).toBe(
+      `A re-roll is a second charge: the earlier result is kept in ${join(dir, 'out', 'batch', 'still-mug-3', 'attempt-1')}/.`,
     );
     await page.keyboard.press('Enter');
-    await expect.poll(() => statusText(page)).toBe('still-mug-3: re-roll asked for');
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-3: re-roll asked for');
+    await expect.poll(() => reviewCounter(page, 'rerolls'), { timeout: 5000 }).toBe(1);
+    await expectInPlace(page, before, 'still-mug-3');
 
     // Only the approved variant's clip is submitted, and charged; the rejected one's is skipped.
     await waitUntil(() => stateOf('clip-mug-1') === 'done', 'clip-mug-1 done', 30_000);
@@ -237,16 +267,9 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
       .toBeGreaterThan(spendBefore);
 
     // Two tabs on still-mug-4: this one rejects it; the tab that did not catch up approves, and is refused.
-    await waitUntil(
-      async () => (await awaitingIds(page)).some((id) => id.startsWith('still-mug-4@')),
-      'mug-4',
-    );
-    await page.keyboard.press('j');
-    await expect
-      .poll(() => page.locator('#grid .card.current').getAttribute('data-task'))
-      .toBe('still-mug-4');
+    await moveTo(page, 'still-mug-4');
     await page.keyboard.press('r');
-    await expect.poll(() => statusText(page)).toBe('still-mug-4: rejected');
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-4: rejected');
     await blur(other);
     await other.keyboard.press('a');
     await expect.poll(() => other.locator('#review-status').getAttribute('data-kind')).toBe('refused');
@@ -258,20 +281,23 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
     await other.close();
 
     // The re-rolled variant comes back to be chosen again; rejecting it leaves nothing to decide: the run ends.
-    await waitUntil(
-      async () => (await awaitingIds(page)).some((id) => id.startsWith('still-mug-3@')),
-      'the re-roll',
-    );
-    await page.keyboard.press('j');
+    // Redrawn where it was, awaiting review again on its second attempt.
     await expect
-      .poll(() => page.locator('#grid .card.current').getAttribute('data-task'))
-      .toBe('still-mug-3');
+      .poll(() => page.getAttribute('#grid .card[data-task="still-mug-3"]', 'data-attempt'), {
+        timeout: 30_000,
+      })
+      .toBe('2');
+    expect(await page.getAttribute('#grid .card[data-task="still-mug-3"]', 'data-review')).toBe('awaiting');
+    expect(await order(page)).toEqual(before);
+    await moveTo(page, 'still-mug-3');
     // In bulk this time: x selects it, the bar above the grid rejects the selection with its note.
     await page.keyboard.press('x');
-    await expect.poll(() => page.locator('#selected-count').textContent()).toBe('1 selected');
+    await expect
+      .poll(() => page.locator('#selected-count').textContent(), { timeout: 10_000 })
+      .toBe('1 selected');
     await page.fill('#bulk input.note', 'the handle again');
     await page.click('#bulk button.v-reject');
-    await expect.poll(() => statusText(page)).toBe('still-mug-3: rejected');
+    await expect.poll(() => statusText(page), { timeout: 10_000 }).toBe('still-mug-3: rejected');
     expect(
       rows<{ verdict: string; note: string; attempt: number }>(
         "SELECT verdict, note, attempt FROM decisions WHERE task_id = 'still-mug-3' ORDER BY id",

@@ -275,7 +275,7 @@ describe('headers and secrets', () => {
     const list = JSON.parse((await get('/api/runs/batch/tasks?order=id&limit=200', auth())).text);
     for (const t of list.tasks as { id: string }[]) await get(`/api/runs/batch/tasks/${t.id}`, auth());
     await get('/api/runs/batch', auth());
-    for (const name of ['app.js', 'api.js', 'pages.js', 'cards.js', 'charts.js', 'dom.js', 'view.css']) {
+    for (const name of ['app.js', 'api.js', 'run-page.js', 'cards.js', 'charts.js', 'dom.js', 'view.css']) {
       expect((await get(`/assets/${name}`, auth())).status).toBe(200);
     }
     const all = answers.join('\n') + logged.join('\n');

@@ -13,6 +13,8 @@ export interface BalanceContext extends ReadContext {
   config: Pick<Config, 'apiKey' | 'baseUrl' | 'quota'>;
   /** From makeBalanceSource; undefined when no credentials are set. */
   balance?: () => Promise<number>;
+  /** `--sandbox`: the embedded sandbox's account, kept across runs in its journal. */
+  sandbox?: boolean;
 }
 
 interface LedgerRow {
@@ -59,7 +61,11 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
     store?.close();
   }
   if (opts.json) io.stdout.write(`${balanceJson(view)}\n`);
-  else io.stdout.write(`${balanceLines(view, config.baseUrl, ctx.statePath).join('\n')}\n`);
+  else {
+    const where = ctx.sandbox ? 'in the embedded sandbox' : config.baseUrl ? `at ${config.baseUrl}` : '';
+    io.stdout.write(`${balanceLines(view, where, ctx.statePath).join('\n')}\n`);
+    if (ctx.sandbox && view.balance !== null) io.stdout.write(`${SANDBOX_NOTE}\n`);
+  }
   if (failure) throw failure;
   return EXIT.ok;
 }
@@ -117,12 +123,16 @@ function balanceJson(v: BalanceView): string {
   );
 }
 
-function balanceLines(v: BalanceView, baseUrl: string | undefined, statePath: string): string[] {
+/** What `balance --sandbox` says under its figures: where the pretend money comes from, and how to refill it. */
+const SANDBOX_NOTE =
+  'The embedded sandbox keeps its balance across sandbox runs (pretend money, starting at 1,000 tokens); `--sandbox-reset` on the next `run --sandbox` starts it afresh.';
+
+function balanceLines(v: BalanceView, where: string, statePath: string): string[] {
   const { balance, quota, fingerprint } = v;
   const lines = [
     balance === null
       ? `Balance: unknown (${v.balanceError})`
-      : `Balance: ${fmtTokens(balance)} tokens (${fmtTokensAsUsd(balance)})${baseUrl ? ` at ${baseUrl}` : ''}`,
+      : `Balance: ${fmtTokens(balance)} tokens (${fmtTokensAsUsd(balance)})${where ? ` ${where}` : ''}`,
   ];
   if (fingerprint !== null) lines.push(`API key fingerprint: ${fingerprint}`);
   if (quota !== undefined) {

@@ -1,7 +1,6 @@
 // `mediabatch plan <manifest>`: the dry run. The plan is the library's; what is left of the run against
 // the limits is src/run/left-to-pay.ts; the lines are ../plan-lines.ts.
 
-import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Config } from '../../config.js';
 import { MediabatchError } from '../../errors.js';
@@ -12,6 +11,7 @@ import type { MediaNeed } from '../../plan/plan.js';
 import type { Shard } from '../../plan/shard.js';
 import { judgePlan, type Verdict } from '../../run/left-to-pay.js';
 import { openStore } from '../../store/index.js';
+import { stateExists, stateLocation } from '../../store/location.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import { type BalanceCheck, type PlanLike, planJson, planText, writeLines } from '../plan-lines.js';
@@ -105,8 +105,8 @@ export async function planCommand(
 /** Reads the state file (never creating one) for the run `run` would drive, and compares the rest with every limit. */
 function judge(file: string, plan: PlanLike, balance: BalanceCheck, deps: PlanDeps): Verdict {
   const { io, config } = deps;
-  const path = deps.statePath === undefined ? undefined : resolve(io.cwd, deps.statePath);
-  const store = path !== undefined && existsSync(path) ? openStore(path, { now: io.now }) : undefined;
+  const path = deps.statePath === undefined ? undefined : stateLocation(io.cwd, deps.statePath);
+  const store = path !== undefined && stateExists(path) ? openStore(path, { now: io.now }) : undefined;
   try {
     return judgePlan(
       { settings: plan.manifest.settings, tasks: plan.tasks },

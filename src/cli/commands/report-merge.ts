@@ -34,16 +34,16 @@ export async function reportMergeCommand(
   const unfinished = shards?.unfinished ?? [];
   if (missing.length === 0 && unfinished.length === 0) return EXIT.ok;
   const n = shards?.count ?? 0;
+  const command = (i: number) => {
+    const line = shards?.commands?.[String(i)];
+    return line === undefined ? '' : ` (\`${line}\`)`;
+  };
   const parts = [
-    ...(missing.length > 0
-      ? [`shard${missing.length === 1 ? '' : 's'} ${missing.join(', ')} of ${n} missing (no report)`]
-      : []),
-    ...(unfinished.length > 0
-      ? [`shard${unfinished.length === 1 ? '' : 's'} ${unfinished.join(', ')} of ${n} unfinished`]
-      : []),
+    ...missing.map((i) => `shard ${i} of ${n} missing${command(i)}`),
+    ...unfinished.map((i) => `shard ${i} of ${n} unfinished${command(i)}`),
   ];
   throw new ExitError(
     EXIT.interrupted,
-    `${parts.join('; ')}: the report has the rest; run their command (--shard i/${n}) again, then merge again`,
+    `${parts.join('; ')}: the report has the rest; run ${missing.length + unfinished.length === 1 ? 'it' : 'each'}, then merge again`,
   );
 }

@@ -1,7 +1,7 @@
 // `report [run]`: (re)writes report.json, report.csv, report.md and index.html into the run's folder and
 // prints report.md (or report.json with --json). The newest run when none is named.
 
-import { basename, resolve } from 'node:path';
+import { basename } from 'node:path';
 import type { Config } from '../../config.js';
 import { resultsRunId } from '../../plan/shard.js';
 import { copyReportFile, reportFiles, writeReport } from '../../report/index.js';
@@ -10,9 +10,10 @@ import { writeBucketReport } from '../../run/lifecycle.js';
 import { checkRunFolder } from '../../run/marker.js';
 import { createStorage, joinKey } from '../../storage/index.js';
 import type { RunRecord, Store } from '../../store/index.js';
+import { stateLocation } from '../../store/location.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
-import { openExistingStore, type ReadContext, runFolder, unknownRunError } from '../read.js';
+import { openExistingStore, type ReadContext, readerOf, runFolder, unknownRunError } from '../read.js';
 import { askedRun, type ShardFlags } from '../shard.js';
 
 export interface ReportContext extends ReadContext {
@@ -41,10 +42,11 @@ export async function reportCommand(
     if (isBucketLocation(folder)) return await bucketReport(store, run, folder, opts, ctx);
     let written: Awaited<ReturnType<typeof writeReport>>;
     try {
-      await checkRunFolder(folder, resolve(io.cwd, ctx.statePath), id, (p) => displayPath(io.cwd, p));
+      await checkRunFolder(folder, stateLocation(io.cwd, ctx.statePath), id, (p) => displayPath(io.cwd, p));
       written = await writeReport(store, id, folder, {
         now: io.now(),
         ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
+        reader: readerOf(ctx),
       });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
@@ -84,7 +86,11 @@ async function bucketReport(
   await writeBucketReport(
     { store, runId: run.id, runDir: folder },
     { storage, runKey: joinKey(resolved.bucket.prefix, resultsRunId(run.id)) },
-    { now: io.now(), ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}) },
+    {
+      now: io.now(),
+      ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
+      reader: readerOf(ctx),
+    },
     (files) => copyReportFile(opts.json ? files.json : files.markdown, io.stdout),
   );
   const names = Object.values(reportFiles('', run.id)).map((f) => basename(f));

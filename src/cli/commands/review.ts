@@ -1,7 +1,8 @@
 // `review <run>`: lists the results awaiting a decision, or approves, rejects or re-rolls them (issue 25).
 // Flags to options and outcomes to lines; the decisions themselves are src/review/.
 
-import { describeRun } from '../../account/index.js';
+import { describeRun, invocationCommand } from '../../account/index.js';
+import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import {
   type DecideOutcome,
   decide,
@@ -16,7 +17,7 @@ import type { Store } from '../../store/index.js';
 import { countOf } from '../../util/numbers.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
-import { openExistingStore, type ReadContext, unknownRunError } from '../read.js';
+import { openExistingStore, type ReadContext, runInvocation, unknownRunError } from '../read.js';
 
 export interface ReviewFlags {
   approve?: string;
@@ -32,13 +33,15 @@ const PAST: Record<Verdict, string> = { approve: 'approved', reject: 'rejected',
 export async function reviewCommand(runId: string, flags: ReviewFlags, ctx: ReadContext): Promise<number> {
   const store = openExistingStore(ctx);
   try {
-    if (store?.getRun(runId) === undefined) throw unknownRunError(runId, store, ctx.statePath);
+    const run = store?.getRun(runId);
+    if (store === undefined || run === undefined) throw unknownRunError(runId, store, ctx.statePath);
+    const inv = runInvocation(run, ctx);
     const asked = (['approve', 'reject', 'reroll'] as const).filter((v) => flags[v] !== undefined);
-    if (asked.length === 0) return list(store, runId, flags, ctx);
+    if (asked.length === 0) return list(store, inv, flags, ctx);
     const outcomes: DecideOutcome[] = [];
     let price: RerollPrice | undefined;
     for (const verdict of asked) {
-      const taskIds = idsOf(store, runId, `--${verdict}`, flags[verdict] as string);
+      const taskIds = idsOf(store, inv, `--${verdict}`, flags[verdict] as string);
       if (verdict === 'reroll') {
         price = rerollPrice(store, runId, taskIds);
         await confirmReroll(price, flags, ctx);
@@ -46,17 +49,21 @@ export async function reviewCommand(runId: string, flags: ReviewFlags, ctx: Read
       const note = flags.note !== undefined ? { note: flags.note } : {};
       outcomes.push(...(await decide(store, runId, taskIds, verdict, note)));
     }
-    return printOutcomes(store, runId, outcomes, price, flags, ctx);
+    return printOutcomes(store, inv, outcomes, price, flags, ctx, store.countTasksByState(runId).pending);
   } finally {
     store?.close();
   }
 }
 
-function list(store: Store, runId: string, flags: ReviewFlags, ctx: ReadContext): number {
+function list(store: Store, inv: RunInvocation, flags: ReviewFlags, ctx: ReadContext): number {
+  const runId = inv.runId;
   const awaiting = listAwaiting(store, runId);
   const { io } = ctx;
   if (flags.json) {
-    const account = describeRun(store, runId, { shownState: (r) => shownRunState(store, r, io.now()) });
+    const account = describeRun(store, runId, {
+      shownState: (r) => shownRunState(store, r, io.now()),
+      command: invocationCommand(inv),
+    });
     io.stdout.write(`${JSON.stringify({ run: runId, awaiting, account }, null, 2)}\n`);
     return EXIT.ok;
   }
@@ -74,14 +81,22 @@ function list(store: Store, runId: string, flags: ReviewFlags, ctx: ReadContext)
       `  ${a.taskId}  ${a.model}  attempt ${a.attempt}  version ${a.version}  ${files}  (re-roll up to ${a.rerollPrice} tokens${next})\n`,
     );
   }
+  // A command that works as printed: the first results listed, to approve; the same ids (or others,
+  // or globs) go to --reject or --reroll, and --note keeps a note with the decision.
+  const example = awaiting.slice(0, DECIDE_EXAMPLE_IDS).map((a) => a.taskId);
+  io.stdout.write(`Decide with: ${commandLine(inv, { command: 'review', approve: example })}\n`);
   io.stdout.write(
-    `Decide with: mediabatch review ${runId} --approve <ids> | --reject <ids> | --reroll <ids> [--note text]\n`,
+    `  (or --reject, --reroll in place of --approve; ids or globs, comma-separated; --note text keeps a note)\n`,
   );
   return EXIT.ok;
 }
 
+/** How many of the awaiting results the printed `review --approve` names. */
+const DECIDE_EXAMPLE_IDS = 3;
+
 /** Ids and globs, comma-separated; one that names no task of the run is a usage error (nothing decided). */
-function idsOf(store: Store, runId: string, flag: string, value: string): string[] {
+function idsOf(store: Store, inv: RunInvocation, flag: string, value: string): string[] {
+  const runId = inv.runId;
   const patterns = value
     .split(',')
     .map((p) => p.trim())
@@ -90,7 +105,7 @@ function idsOf(store: Store, runId: string, flag: string, value: string): string
   if (unmatched.length > 0 || taskIds.length === 0) {
     throw new ExitError(
       EXIT.invalid,
-      `${flag} ${unmatched.join(',') || value}: names no task of run ${runId}; \`mediabatch review ${runId}\` lists what awaits a decision`,
+      `${flag} ${unmatched.join(',') || value}: names no task of run ${runId}; \`${commandLine(inv, { command: 'review' })}\` lists what awaits a decision`,
     );
   }
   return taskIds;
@@ -106,8 +121,12 @@ async function confirmReroll(price: RerollPrice, flags: ReviewFlags, ctx: ReadCo
       `re-rolling ${price.tasks.length} task(s) may cost up to ${price.total} tokens and ${left}: nothing was sent; raise budget in the manifest to re-roll`,
     );
   }
-  if (flags.yes) return;
-  const question = `Re-roll ${price.tasks.length} task(s) for up to ${price.total} tokens (${left})? [y/N] `;
+  if (flags.yes) {
+    // Said before it is recorded, even unasked: the run will not go on by itself after it.
+    if (price.nextRunRefuses) ctx.io.stderr.write(`warning: ${price.text}\n`);
+    return;
+  }
+  const question = `${price.text} Re-roll? [y/N] `;
   if (!ctx.io.ask) {
     throw new ExitError(
       EXIT.refused,
@@ -120,21 +139,29 @@ async function confirmReroll(price: RerollPrice, flags: ReviewFlags, ctx: ReadCo
 
 function printOutcomes(
   store: Store,
-  runId: string,
+  inv: RunInvocation,
   outcomes: readonly DecideOutcome[],
   price: RerollPrice | undefined,
   flags: ReviewFlags,
   ctx: ReadContext,
+  toSend: number,
 ): number {
+  const runId = inv.runId;
   const refused = outcomes.filter((o) => !o.ok);
   if (flags.json) {
     const shown = outcomes.map((o) => (o.ok ? { ...o, earlierFiles: o.earlierFiles.map((f) => f.path) } : o));
     ctx.io.stdout.write(
-      `${JSON.stringify({ run: runId, outcomes: shown, ...(price ? { reroll: price } : {}), account: describeRun(store, runId, { shownState: (r) => shownRunState(store, r, ctx.io.now()) }) }, null, 2)}\n`,
+      `${JSON.stringify({ run: runId, outcomes: shown, ...(price ? { reroll: price } : {}), account: describeRun(store, runId, { shownState: (r) => shownRunState(store, r, ctx.io.now()), command: invocationCommand(inv) }) }, null, 2)}\n`,
     );
   } else {
     for (const o of outcomes) {
       if (o.ok) ctx.io.stdout.write(`${PAST[o.verdict]} ${o.taskId}${o.changed ? '' : ' (already)'}\n`);
+    }
+    if (toSend > 0) {
+      // A run that is going picks decisions up; one that is not needs to be continued.
+      ctx.io.stdout.write(
+        `Then: \`${commandLine(inv, { command: 'run' })}\` sends the ${toSend} pending task(s) (a run going now picks them up itself).\n`,
+      );
     }
   }
   if (refused.length === 0) return EXIT.ok;

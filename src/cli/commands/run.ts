@@ -6,15 +6,18 @@ import { type ApiClient, createApiClient } from '../../api/client.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { resultsRunId, type Shard } from '../../plan/shard.js';
+import type { RecordedInvocation } from '../../results/invocation.js';
 import { resolveOutput, sandboxOutput } from '../../results/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession } from '../../run/session.js';
 import { storeFirstFromEnv } from '../../run/settings.js';
 import { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } from '../../sandbox/embedded.js';
+import { journalBeside, resetAccount } from '../../sandbox/journal.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { createStorage, joinKey } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
+import { sandboxJournalAnchor, stateLocation } from '../../store/location.js';
 import { registerSecret } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
@@ -30,10 +33,14 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   const { io, config } = ctx;
   // A bad --shard is said before anything starts (the embedded sandbox included).
   shardOfFlags(flags, io.env);
+  if (flags.sandboxReset) {
+    if (!flags.sandbox) throw new ExitError(EXIT.invalid, '--sandbox-reset: only with --sandbox');
+    resetAccount(journalBeside(resolve(io.cwd, ctx.statePath)));
+  }
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;
   const sandbox = flags.sandbox
-    ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1, resolve(io.cwd, ctx.statePath))
+    ? await startEmbeddedSandbox(flags.sandboxSpeed ?? 0.1, sandboxJournalAnchor(io.cwd, ctx.statePath))
     : undefined;
   try {
     if (sandbox) {
@@ -96,16 +103,16 @@ async function runWithClient(
   if (!receiver.ok) throw new ExitError(EXIT.invalid, receiver.message);
   const callbacks = receiver.receiver;
   const shown = (p: string) => displayPath(io.cwd, p);
-  const store = openStore(resolve(io.cwd, ctx.statePath), { now: io.now });
+  const store = openStore(stateLocation(io.cwd, ctx.statePath), { now: io.now });
   try {
     const session = await openRunSession({
       store,
       plan,
       manifestPath: resolve(io.cwd, file),
-      stateFile: resolve(io.cwd, ctx.statePath),
+      stateFile: stateLocation(io.cwd, ctx.statePath),
       // The embedded sandbox gets a new port at each start: its runs belong to "the embedded sandbox".
       api: { baseUrl: onSandbox ? EMBEDDED_SANDBOX : client.baseUrl, keyFingerprint: fingerprint },
-      settingsToKeep: { ...settings, concurrency: flags.concurrency ?? settings.concurrency },
+      settingsToKeep: settingsToKeepOf(settings, flags, ctx),
       ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
       ...(flags.newRun ? { newRun: true } : {}),
       ...(flags.acceptChanges ? { acceptChanges: true } : {}),
@@ -139,6 +146,26 @@ async function runWithClient(
   } finally {
     store.close();
   }
+}
+
+/** The run's settings as its record keeps them, with the flags its printed commands carry again. */
+function settingsToKeepOf(settings: RunPlan['settings'], flags: RunFlags, ctx: RunContext) {
+  return {
+    ...settings,
+    concurrency: flags.concurrency ?? settings.concurrency,
+    invocation: recordInvocation(flags, ctx),
+  };
+}
+
+/** The flags a command printed later about this run must carry again (src/run/invocation.ts). */
+function recordInvocation(flags: RunFlags, ctx: RunContext): RecordedInvocation {
+  return {
+    ...(flags.sandbox ? { sandbox: true } : {}),
+    ...(ctx.configFile !== undefined ? { config: resolve(ctx.io.cwd, ctx.configFile) } : {}),
+    ...(ctx.baseUrlFlag !== undefined && !flags.sandbox ? { baseUrl: ctx.baseUrlFlag } : {}),
+    ...(flags.budget !== undefined ? { budget: flags.budget } : {}),
+    ...(flags.allowOutsideData ? { allowOutsideData: true } : {}),
+  };
 }
 
 /** The run's folder in the bucket, when its results go to one: shards share their run's prefix. */

@@ -7,6 +7,7 @@ import { MediabatchError } from '../../errors.js';
 import { formatProblem, loadManifest } from '../../manifest/index.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
+import { commandLine } from '../../results/invocation.js';
 import { chooseRun } from '../../run/resume.js';
 import { scaledRunPolicy } from '../../run/settings.js';
 import { runUnattended } from '../../run/unattended.js';
@@ -22,10 +23,12 @@ import {
   type Timers,
 } from '../../schedule/index.js';
 import { keyFingerprint, leaseHolder, openStore, periodOf, type Store } from '../../store/index.js';
+import { stateLocation } from '../../store/location.js';
 import type { Logger } from '../../util/log.js';
 import { scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
+import { runInvocation } from '../read.js';
 
 export interface ScheduleFlags {
   catchUp?: boolean;
@@ -67,7 +70,7 @@ export async function scheduleCommand(
       'no API base URL: set MEDIABATCH_BASE_URL or base_url in mediabatch.config.yaml',
     );
   }
-  const store = openStore(resolve(io.cwd, ctx.statePath), { now: io.now });
+  const store = openStore(stateLocation(io.cwd, ctx.statePath), { now: io.now });
   try {
     const scheduler = new Scheduler(
       manifests,
@@ -94,9 +97,13 @@ export async function scheduleCommand(
       ctx.onStarted?.(scheduler);
       const summary = await scheduler.finished();
       if (summary.interrupted.length > 0) {
+        const commands = summary.interrupted.map((id) => {
+          const run = store.getRun(id);
+          return run === undefined ? id : `\`${commandLine(runInvocation(run, ctx), { command: 'run' })}\``;
+        });
         throw new ExitError(
           EXIT.interrupted,
-          `stopped; interrupted run(s) ${summary.interrupted.join(', ')} are resumable: run the manifest again with the same run id (\`mediabatch run\`), nothing is charged twice`,
+          `stopped; interrupted run(s) ${summary.interrupted.join(', ')} are resumable, nothing is charged twice: ${commands.join('; ')}`,
         );
       }
       io.stdout.write('mediabatch schedule: stopped\n');

@@ -34,6 +34,8 @@ export interface RunFlags extends ShardFlags {
   /** NDJSON events on stdout (./../../run/events.ts); the human display goes to stderr. */
   json?: boolean;
   sandbox?: boolean;
+  /** The embedded sandbox's account starts afresh (its balance is kept across sandbox runs otherwise). */
+  sandboxReset?: boolean;
   /** Job timing of the embedded sandbox (and our polling, scaled alike). */
   sandboxSpeed?: number;
   probe?: boolean;
@@ -60,6 +62,10 @@ export interface RunContext {
   io: CliIO;
   config: Config;
   statePath: string;
+  /** `--config` as the person gave it, kept with the run for the commands printed about it. */
+  configFile?: string;
+  /** `--base-url` as the person gave it (not from the environment or the config file). */
+  baseUrlFlag?: string;
   logger: Logger;
   /** Tests shorten polling; the default is the real schedule (scaled with --sandbox). */
   pollScale?: number;

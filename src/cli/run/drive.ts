@@ -13,7 +13,7 @@ import { EXIT, ExitError } from '../errors.js';
 import { displayPath, fmtTokens } from '../format.js';
 import type { CliIO } from '../io.js';
 import { type DriveArgs, humanOut, type RunFlags } from './context.js';
-import { executeAndReport, printReport } from './execute.js';
+import { executeAndReport, invocationOfDrive, printReport } from './execute.js';
 import { describeCounts, failureLine, runPrinter } from './lines.js';
 
 /** Prints what the session found, the preflight, asks, then executes and prints the outcome. */
@@ -47,7 +47,8 @@ export async function driveRun(a: DriveArgs): Promise<number> {
     // Nothing moved since the last report was written: it stays as it is (a minute at a million tasks).
     await printReport(a, out, { unlessCurrent: true });
     printer.summary(report.counts, code);
-    if (code !== EXIT.ok) throw new ExitError(EXIT.someFailed, failureLine(runId, report.counts));
+    if (code !== EXIT.ok)
+      throw new ExitError(EXIT.someFailed, failureLine(invocationOfDrive(a), report.counts));
     return code;
   }
   printer.preflight(report);

@@ -2,10 +2,12 @@
 // the signals, then the outcome as lines, the report, and the exit.
 
 import { dirname, resolve } from 'node:path';
-import { describeRun } from '../../account/index.js';
+import { describeRun, invocationCommand } from '../../account/index.js';
+import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
 import { shownRunState } from '../../run/lease.js';
 import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
+import type { StopReason } from '../../run/runner/types.js';
 import { runInputLinks } from '../../run/runner/uploads.js';
 import { pollScaleFromEnv, scaledRunPolicy } from '../../run/settings.js';
 import { embeddedInputStorage } from '../../sandbox/uploads.js';
@@ -13,9 +15,10 @@ import { createStorage } from '../../storage/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { ProgressView } from '../progress.js';
+import { readerOf, runInvocation } from '../read.js';
 import { type DriveArgs, humanOut } from './context.js';
 import { interruptsFrom } from './interrupts.js';
-import { failureLine, reviewLine, type runPrinter, stateFlag } from './lines.js';
+import { failureLine, reviewLine, type runPrinter, stoppedLine } from './lines.js';
 
 /**
  * Local `file:` inputs of the unfinished tasks, uploaded once before the first POST (nothing is sent
@@ -47,14 +50,13 @@ export async function executeAndReport(
 ): Promise<number> {
   const { io } = a.ctx;
   const { session, plan, flags } = a;
-  const { runId } = session;
   const interrupts = interruptsFrom(io);
   const view = new ProgressView({
     out: humanOut(io, flags),
     interactive: io.interactive,
     total: Object.values(report.counts).reduce((n, c) => n + c, 0),
     estimate: plan.totals.tokens,
-    reviewCommand: `mediabatch review ${runId}${stateFlag(a.ctx.statePath)}`,
+    reviewCommand: commandLine(invocationOfDrive(a), { command: 'review' }),
   });
   const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
   // The handlers stay until the command ends: a second Ctrl-C while the closing balance is fetched or
@@ -91,7 +93,10 @@ export async function executeAndReport(
       });
       // The line ends on the run's account: the same counts and money as `status` and the report.
       view.finish(
-        describeRun(session.store, runId, { shownState: (r) => shownRunState(session.store, r, io.now()) }),
+        describeRun(session.store, session.runId, {
+          shownState: (r) => shownRunState(session.store, r, io.now()),
+          command: invocationCommand(invocationOfDrive(a)),
+        }),
       );
     } finally {
       view.close();
@@ -104,13 +109,13 @@ export async function executeAndReport(
       const why =
         outcome.result.stopReason === 'interrupted' ? 'on an interrupt' : 'while the run is unfinished';
       out(
-        `  Report: not written ${why} (${total.toLocaleString('en-US')} tasks take a while); \`mediabatch report ${runId}\` or the next run writes it`,
+        `  Report: not written ${why} (${total.toLocaleString('en-US')} tasks take a while); \`${commandLine(invocationOfDrive(a), { command: 'report' })}\` or the next run writes it`,
       );
     } else {
       await printReport(a, out);
     }
     printer.closing(outcome);
-    return endWith(runId, outcome, a.ctx.statePath);
+    return endWith(invocationOfDrive(a), outcome);
   } finally {
     interrupts.dispose();
   }
@@ -124,26 +129,45 @@ export async function executeAndReport(
 const REPORT_UNFINISHED_MAX_TASKS = 20_000;
 
 /** The exit of a run that went: the stop's own line, unfinished tasks, failures, or 0. */
-function endWith(runId: string, outcome: RunOutcome, statePath: string): number {
+function endWith(inv: RunInvocation, outcome: RunOutcome): number {
   const { result, exitCode: code } = outcome;
   if (result.stopReason) {
-    throw new ExitError(
-      code as 4 | 5,
-      result.stopMessage ?? `stopped (${result.stopReason}); run the same command again to continue`,
-    );
+    const message = result.stopMessage ?? `stopped (${result.stopReason}); run again to continue`;
+    throw new ExitError(code as 4 | 5, stoppedLine(inv, message, RESUMABLE.has(result.stopReason)));
   }
   // Only people are left to act: how many results wait, and the command that decides (issue 25).
   if (code === EXIT.interrupted && result.awaitingReview > 0) {
-    throw new ExitError(EXIT.interrupted, reviewLine(runId, outcome, statePath));
+    throw new ExitError(EXIT.interrupted, reviewLine(inv, outcome));
   }
   if (code === EXIT.interrupted) {
     throw new ExitError(
       EXIT.interrupted,
-      `${outcome.unfinished} task(s) are unfinished: run the same command again to continue`,
+      `${outcome.unfinished} task(s) are unfinished: \`${commandLine(inv, { command: 'run' })}\` continues the run`,
     );
   }
-  if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(runId, result.counts));
+  if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(inv, result.counts));
   return code;
+}
+
+/**
+ * Stops after which the same run goes on by running it again (once money, the network or the disk
+ * allow): their line ends with the command. A refused key or a lost lease needs the person first.
+ */
+const RESUMABLE: ReadonlySet<StopReason> = new Set<StopReason>([
+  'interrupted',
+  'insufficient-tokens',
+  'quota-exceeded',
+  'budget',
+  'unreachable',
+  'local-disk',
+  'limit',
+]);
+
+/** The run's invocation as this `run` reached it (its state file, its config, its recorded flags). */
+export function invocationOfDrive(a: DriveArgs): RunInvocation {
+  const run = a.session.store.getRun(a.session.runId);
+  if (run === undefined) throw new Error(`internal: run ${a.session.runId} is not in the state file`);
+  return runInvocation(run, a.ctx);
 }
 
 /** Writes the report; its line is printed (or returned), and a failure is a warning on stderr. */
@@ -158,10 +182,11 @@ export async function printReport(
     ...(a.bucket ? { bucket: a.bucket } : {}),
     now: io.now(),
     ...(config.quota !== undefined ? { quota: config.quota } : {}),
+    reader: readerOf(a.ctx),
   });
   if (!written.ok) {
     io.stderr.write(
-      `warning: the report could not be written (${written.error.message}); run \`mediabatch report ${a.session.runId}\`\n`,
+      `warning: the report could not be written (${written.error.message}); run \`${commandLine(invocationOfDrive(a), { command: 'report' })}\`\n`,
     );
     return undefined;
   }

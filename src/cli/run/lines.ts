@@ -2,6 +2,7 @@
 
 import { roundTokens } from '../../catalog/index.js';
 import type { RunPlan } from '../../plan/build.js';
+import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { type RunEvent, stamp } from '../../run/events.js';
 import type { PreflightReport, RunOutcome } from '../../run/lifecycle.js';
 import { ageOf } from '../../run/resume.js';
@@ -14,12 +15,13 @@ import { scrub } from '../../util/secrets.js';
 import { EXIT } from '../errors.js';
 import { displayPath, fmtRange, fmtTokens, fmtTokensAsUsd, table } from '../format.js';
 import type { CliIO } from '../io.js';
+import { runInvocation } from '../read.js';
 
 /** What the printer needs to know of the run command. */
 export interface PrinterArgs {
   file: string;
   flags: { json?: boolean; allowPartial?: boolean };
-  ctx: { io: CliIO };
+  ctx: { io: CliIO; statePath: string; configFile?: string };
   session: RunSession;
   plan: RunPlan;
   /** `--only`, resolved to task ids. */
@@ -35,6 +37,12 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
   const { session, plan, flags } = a;
   const { runId } = session;
   const settings = plan.settings;
+  /** The commands printed about this run (or another one of this state file) carry its flags. */
+  const inv = (id = runId): RunInvocation => {
+    const run = session.store.getRun(id);
+    if (run === undefined) throw new Error(`internal: run ${id} is not in the state file`);
+    return runInvocation(run, a.ctx);
+  };
   const event = (e: RunEvent) => {
     // With --json, stdout carries one event per line and nothing else.
     if (flags.json) io.stdout.write(`${scrub(JSON.stringify(e))}\n`);
@@ -51,7 +59,7 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       if (choice.leftBehind) {
         const { run, owed } = choice.leftBehind;
         out(
-          `--new-run: run ${run.id} of this manifest is unfinished${owed > 0 ? ` and still owes ${owed} paid or possibly paid task(s); resume it later with --run-id ${run.id}` : ''}.`,
+          `--new-run: run ${run.id} of this manifest is unfinished${owed > 0 ? ` and still owes ${owed} paid or possibly paid task(s); resume it later with \`${commandLine(inv(run.id), { command: 'run' })}\`` : ''}.`,
         );
       }
       if (upsert.changed.length > 0)
@@ -157,10 +165,10 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
         `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtTokensAsUsd(spent.net)}); ${estimated}`,
       );
       if (o.balanceAfter !== undefined) out(`  Balance now: ${fmtTokens(o.balanceAfter)} tokens`);
-      for (const line of attentionLines(result)) out(line);
+      for (const line of attentionLines(result, inv())) out(line);
       if (result.counts.in_doubt > 0) {
         out(
-          `  ${result.counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. They are not resubmitted; check your account, then run again with --retry-in-doubt to submit them anyway.`,
+          `  ${result.counts.in_doubt} task(s) in doubt: sent, but the answer was lost, so they may have been charged. They are not resubmitted; check your account, then \`${commandLine(inv(), { command: 'run', retryInDoubt: true })}\` submits them anyway.`,
         );
       }
       if (o.receiverStats) {
@@ -173,26 +181,27 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
     closing(o: RunOutcome) {
       const { result } = o;
       if (plan.totals.tasks !== result.counts.done && o.exitCode === EXIT.someFailed)
-        out('  `mediabatch status` lists what failed and why.');
+        out(`  \`${commandLine(inv(), { command: 'status' })}\` lists what failed and why.`);
     },
   };
 }
 
 /** What the user should know about tasks that are paid but not on disk, stalled, retried or recovered. */
-export function attentionLines(result: RunResult): string[] {
+export function attentionLines(result: RunResult, inv: RunInvocation): string[] {
   const c = result.counts;
   const lines: string[] = [];
+  const again = commandLine(inv, { command: 'run' });
   if (c.unfetched > 0)
     lines.push(
-      `  ${c.unfetched} task(s) unfetched: charged, but the result is not on disk yet. Run the same command again to fetch them.`,
+      `  ${c.unfetched} task(s) unfetched: charged, but the result is not on disk yet. \`${again}\` fetches them without paying again.`,
     );
   if (c.stalled > 0)
     lines.push(
-      `  ${c.stalled} task(s) stalled: no result long past the expected time. Still watched; run the same command again later.`,
+      `  ${c.stalled} task(s) stalled: no result long past the expected time. Still watched; \`${again}\` later keeps watching them.`,
     );
   if (c.lost > 0)
     lines.push(
-      `  ${c.lost} task(s) paid, result lost: the service no longer has the job (\`mediabatch status\` says why).`,
+      `  ${c.lost} task(s) paid, result lost: the service no longer has the job (\`${commandLine(inv, { command: 'status' })}\` says why).`,
     );
   if (result.retriedFailures > 0)
     lines.push(
@@ -210,7 +219,7 @@ export function attentionLines(result: RunResult): string[] {
 }
 
 /** The one line for exit 2: how many tasks did not succeed, in which way, and where to look. */
-export function failureLine(runId: string, c: Record<TaskState, number>): string {
+export function failureLine(inv: RunInvocation, c: Record<TaskState, number>): string {
   const parts: string[] = [];
   if (c.failed) parts.push(`${c.failed} failed`);
   if (c.rejected) parts.push(`${c.rejected} rejected by the API (not charged)`);
@@ -218,7 +227,7 @@ export function failureLine(runId: string, c: Record<TaskState, number>): string
   if (c.blocked) parts.push(`${c.blocked} blocked`);
   if (c.lost) parts.push(`${c.lost} paid but the result is lost`);
   const n = c.failed + c.rejected + c.in_doubt + c.blocked + c.lost;
-  return `${n} task(s) did not succeed: ${parts.join(', ')}; \`mediabatch status ${runId}\` says why`;
+  return `${n} task(s) did not succeed: ${parts.join(', ')}; \`${commandLine(inv, { command: 'status' })}\` says why`;
 }
 
 export function describeCounts(c: Record<TaskState, number>): string {
@@ -239,21 +248,15 @@ export function describeCounts(c: Record<TaskState, number>): string {
 }
 
 /** The one line for exit 4 when only people are left to act: how many results wait, and the command that decides. */
-/** The flag that names the run's state file again in a command we print: none for the default. */
-export function stateFlag(statePath: string): string {
-  return statePath === 'state/mediabatch.db'
-    ? ''
-    : statePath === 'state/sandbox.db'
-      ? ' --sandbox'
-      : ` --state ${statePath}`;
+export function reviewLine(
+  inv: RunInvocation,
+  outcome: { result: { awaitingReview: number }; unfinished: number },
+): string {
+  const waiting = outcome.unfinished > 0 ? ` (${outcome.unfinished} task(s) wait for them)` : '';
+  return `${outcome.result.awaitingReview} result(s) await review${waiting}: \`${commandLine(inv, { command: 'review' })}\` lists them to approve, reject or re-roll; then \`${commandLine(inv, { command: 'run' })}\` sends what was approved (or \`${commandLine(inv, { command: 'run', waitForReview: true })}\` waits for the decisions)`;
 }
 
-export function reviewLine(
-  runId: string,
-  outcome: { result: { awaitingReview: number }; unfinished: number },
-  statePath: string,
-): string {
-  const state = stateFlag(statePath);
-  const waiting = outcome.unfinished > 0 ? ` (${outcome.unfinished} task(s) wait for them)` : '';
-  return `${outcome.result.awaitingReview} result(s) await review${waiting}: decide with \`mediabatch review ${runId}${state}\` (--approve, --reject or --reroll <ids>), then run the same command again, or add --wait-for-review`;
+/** The one line of a run that stopped before its end, with the command that continues it. */
+export function stoppedLine(inv: RunInvocation, message: string, resumable: boolean): string {
+  return resumable ? `${message}: \`${commandLine(inv, { command: 'run' })}\`` : message;
 }

@@ -11,10 +11,11 @@ import { findEntry } from '../../catalog/index.js';
 import type { CatalogEntry } from '../../catalog/types.js';
 import type { ProbeItem } from '../../media/probe.js';
 import type { ProbeResult } from '../../media/types.js';
+import { RunMoney } from '../../money/index.js';
 import { stateFileError } from '../../store/db.js';
 import type { TaskRecord } from '../../store/index.js';
 import type { Logger } from '../../util/log.js';
-import { fromMicro, toMicro } from '../../util/money.js';
+import { toMicro } from '../../util/money.js';
 import { sleep as defaultSleep } from '../../util/sleep.js';
 import { type RunEventBody, stamp } from '../events.js';
 import { JobDurations } from '../polling.js';
@@ -31,18 +32,6 @@ import {
 import { UpstreamRecords } from './upstream-records.js';
 
 export { UNAUTHORIZED_MESSAGE };
-
-/** Money that decides anything, in whole micro-tokens. */
-export interface Money {
-  /** Worst cases of the submissions waiting for their answer. */
-  inFlightMax: number;
-  /** Worst cases of tasks in doubt: they may have been charged, so the budget keeps room for them. */
-  inDoubtMax: number;
-  charged: number;
-  refunded: number;
-  /** How chained tasks priced exactly in this process moved the plan's estimate (exact − planned). */
-  estimateChange: number;
-}
 
 export class RunCore {
   readonly deps: RunnerDeps;
@@ -75,10 +64,8 @@ export class RunCore {
   /** Tasks this process is handling right now (submitting, watching or downloading). */
   readonly claimed = new Set<string>();
   readonly watched = new Map<string, Watched>();
-  /** Tasks holding a concurrency slot: submitting, or a job the service is producing. */
-  inFlight = 0;
-  readonly money: Money = { inFlightMax: 0, inDoubtMax: 0, charged: 0, refunded: 0, estimateChange: 0 };
-  readonly budgetMicro: number | undefined;
+  /** The run's money and slots: read from the store, owned by ../money.ts. */
+  readonly money: RunMoney;
   readonly counters = { polls: 0, unreadable: 0, recovered: 0, retried: 0 };
   /** How the successes of this process became known: a confirmed callback, or a poll of our own. */
   readonly arrivals = { poll: 0, callback: 0 };
@@ -97,7 +84,11 @@ export class RunCore {
     this.random = deps.random ?? Math.random;
     this.sleep = deps.sleep ?? defaultSleep;
     this.log = deps.logger.child({ run: opts.runId });
-    this.budgetMicro = opts.budget === undefined ? undefined : toMicro(opts.budget);
+    this.money = new RunMoney(
+      deps.store,
+      opts.runId,
+      opts.budget === undefined ? undefined : toMicro(opts.budget),
+    );
     this.pollLimit = pLimit(opts.pollConcurrency);
     this.downloadLimit = pLimit(opts.downloadConcurrency);
     this.durations = new JobDurations(opts.jobTimeScale ?? 1);
@@ -176,17 +167,12 @@ export class RunCore {
     this.#lastProgressAt = now;
     this.deps.onProgress({
       counts: this.deps.store.countTasksByState(this.opts.runId),
-      charged: fromMicro(this.money.charged),
-      refunded: fromMicro(this.money.refunded),
-      inFlight: this.inFlight,
-      estimateChange: fromMicro(this.money.estimateChange),
+      charged: this.money.charged,
+      refunded: this.money.refunded,
+      inFlight: this.money.slots,
+      estimateChange: this.money.estimateChange,
       ...(waitingForDecisions !== undefined ? { waitingForDecisions } : {}),
     });
-  }
-
-  /** What the budget already holds: charged net, plus the worst case of the tasks in doubt. */
-  committedMicro(): number {
-    return this.money.charged - this.money.refunded + this.money.inDoubtMax;
   }
 
   /** Chained tasks the store just blocked: said, as events and in the log. */
@@ -242,7 +228,7 @@ export class RunCore {
   releaseSlot(taskId: string): void {
     if (!this.claimed.delete(taskId)) return;
     const watched = this.watched.get(taskId);
-    if (watched === undefined || watched.holdsSlot) this.inFlight--;
+    if (watched === undefined || watched.holdsSlot) this.money.freeSlot();
     if (watched) watched.holdsSlot = false;
     this.wakeSubmitter();
   }
@@ -251,7 +237,7 @@ export class RunCore {
   giveBackSlot(watched: Watched): void {
     if (!watched.holdsSlot) return;
     watched.holdsSlot = false;
-    this.inFlight--;
+    this.money.freeSlot();
     this.wakeSubmitter();
   }
 }

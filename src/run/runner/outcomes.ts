@@ -6,7 +6,6 @@
 import type { SubmitOutcome } from '../../api/outcome.js';
 import type { CatalogEntry } from '../../catalog/types.js';
 import type { TaskRecord } from '../../store/index.js';
-import { toMicro } from '../../util/money.js';
 import { type RunCore, UNAUTHORIZED_MESSAGE } from './core.js';
 import type { StopReason } from './types.js';
 import type { Watcher } from './watch.js';
@@ -154,13 +153,11 @@ async function recordAccepted(
     return { r, fresh: store.getTask(runId, id) };
   });
   if (recorded.r.state === 'in_doubt') {
-    core.money.inDoubtMax += toMicro(listPrice);
     core.emit({ event: 'in_doubt', task: id, reason: recorded.r.message });
     core.log.warn({ task: id, img_uuid: outcome.imgUuid }, recorded.r.message);
     core.releaseSlot(id);
     return 'done';
   }
-  core.money.charged += toMicro(outcome.cost ?? listPrice);
   accepted();
   core.emit({
     event: 'submitted',
@@ -196,7 +193,6 @@ async function recordInDoubt(
   await core.writes.write(() =>
     core.deps.store.recordInDoubt(core.opts.runId, id, attemptNo, { message: `${outcome.reason}${ref}` }),
   );
-  core.money.inDoubtMax += toMicro(task.estimate.max);
   core.emit({ event: 'in_doubt', task: id, reason: outcome.reason });
   // A callback for this task may have come before its answer was given up on.
   watcher.putInDoubt(id);

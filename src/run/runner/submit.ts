@@ -5,10 +5,10 @@
 import type { SubmitOutcome } from '../../api/outcome.js';
 import { findEntry } from '../../catalog/index.js';
 import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
+import { OverBudgetError } from '../../money/index.js';
 import { finishEarlierResult } from '../../review/index.js';
 import type { TaskRecord } from '../../store/index.js';
 import { fromMicro, toMicro } from '../../util/money.js';
-import { fitsBudget } from '../preflight.js';
 import type { RunCore } from './core.js';
 import { type OutcomeParts, recordOutcome } from './outcomes.js';
 import { type Prepared, prepareChained } from './upstream.js';
@@ -58,7 +58,8 @@ export class Submitter {
         break;
       }
       for (const task of batch) {
-        while (core.inFlight >= concurrency && !core.stopSubmitting.signal.aborted) await core.waitForWake();
+        while (core.money.slots >= concurrency && !core.stopSubmitting.signal.aborted)
+          await core.waitForWake();
         if (core.stopSubmitting.signal.aborted) break outer;
         // A chained task still to be filled in meets the budget with its exact price, once its upstream's
         // result is measured (#roomForExact): the plan's range up to a model's maximum would keep out an
@@ -83,7 +84,7 @@ export class Submitter {
           continue;
         }
         core.claimed.add(task.taskId);
-        core.inFlight++;
+        core.money.takeSlot();
         if (task.state === 'pending') this.#startedIds.add(task.taskId);
         const p = core.track(this.#submitTask(task, entry), `submitting ${task.taskId}`);
         submissions.add(p);
@@ -121,7 +122,7 @@ export class Submitter {
     const core = this.#core;
     if (this.#overBudget.length === 0) return;
     const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
-    const left = (core.budgetMicro ?? 0) - core.committedMicro();
+    const left = (core.money.budgetMicro ?? 0) - core.money.committedMicro();
     core.requestStop(
       'budget',
       `${this.#overBudget.length} task(s) did not fit under the budget of ${core.opts.budget} tokens (${fromMicro(Math.max(0, left))} left; they need up to ${fromMicro(need)}): raise budget and run again to continue`,
@@ -224,7 +225,7 @@ export class Submitter {
     // A task priced once filled in is still kept out when even the plan's least price would not fit: its
     // upstream's record is not fetched, nor its media measured, for nothing.
     const worst = pricedLater ? task.estimate.min : task.estimate.max;
-    if (!fitsBudget(core.budgetMicro, core.committedMicro(), 0, toMicro(worst))) {
+    if (!core.money.fits(this.#need(task, worst), true)) {
       this.#overBudget.push(task);
       this.#skipped.add(task.taskId);
       return 'skip';
@@ -235,11 +236,8 @@ export class Submitter {
   /** Whether the task fits beside the worst cases in flight; `wait` for their answers, `stop` if none are. */
   #room(task: TaskRecord): 'go' | 'wait' | 'stop' {
     const core = this.#core;
-    if (
-      fitsBudget(core.budgetMicro, core.committedMicro(), core.money.inFlightMax, toMicro(task.estimate.max))
-    )
-      return 'go';
-    if (core.money.inFlightMax > 0) return 'wait';
+    if (core.money.fits(this.#need(task, task.estimate.max))) return 'go';
+    if (core.money.inFlightMaxMicro > 0) return 'wait';
     core.requestStop(
       'budget',
       `the budget of ${core.opts.budget} tokens cannot cover the next task (${task.taskId}, up to ${task.estimate.max} tokens): raise budget and run again to continue`,
@@ -250,13 +248,13 @@ export class Submitter {
   /** Whether a filled-in task's exact price fits under the budget now (waiting for answers in flight). */
   async #roomForExact(task: TaskRecord): Promise<boolean> {
     const core = this.#core;
-    const max = toMicro(task.estimate.max);
-    if (!fitsBudget(core.budgetMicro, core.committedMicro(), 0, max)) {
+    const max = this.#need(task, task.estimate.max);
+    if (!core.money.fits(max, true)) {
       this.#overBudget.push(task);
       this.#skipped.add(task.taskId);
       return false;
     }
-    while (!fitsBudget(core.budgetMicro, core.committedMicro(), core.money.inFlightMax, max)) {
+    while (!core.money.fits(max)) {
       await core.waitForWake();
       if (core.stopSubmitting.signal.aborted) return false;
     }
@@ -264,13 +262,12 @@ export class Submitter {
   }
 
   /**
-   * One task's submissions until one is answered for good. Long because the money order is one piece:
-   * worst case booked, intent committed, POST, answer committed, worst case released, then retry or not.
+   * Long on purpose: one task's submissions until one is answered for good; the money order is one piece:
+   * intent committed with its worst case reserved, POST, answer committed (the reservation settled), then retry or not.
    */
   async #submitTask(planned: TaskRecord, entry: CatalogEntry): Promise<void> {
     const core = this.#core;
-    const { store, client } = core.deps;
-    const { runId } = core.opts;
+    const { client } = core.deps;
     const task = core.chained ? await this.#fillIn(planned, entry) : planned;
     if (task === undefined) return;
     // A filled-in task is admitted with its exact price: the budget is a hard cap even when the
@@ -291,8 +288,10 @@ export class Submitter {
     const callbackUrl = core.opts.callbackUrlFor?.(task.taskId);
     if (callbackUrl) body['custom_callback_url'] = callbackUrl;
     const taskMax = toMicro(task.estimate.max);
-    core.money.inFlightMax += taskMax;
-    let answered = false;
+    // Counted from here, before the intent is committed, so the tasks looked at meanwhile see it.
+    core.money.reserving(taskMax);
+    // Where this task's worst case is counted: on its way to the intent, reserved in the store, or not.
+    let counted: 'pending' | 'held' | undefined = 'pending';
     let throttled = 0;
     try {
       for (let attempt = 0; ; ) {
@@ -300,13 +299,15 @@ export class Submitter {
         // Links to local inputs are signed before the intent (signing is local and cannot half-submit)
         // and anew for each attempt, so a resumed or retried task never sends an expired one.
         const sent = core.opts.inputLinks ? await core.opts.inputLinks(body) : body;
-        const attemptNo = await core.writes.write(() => store.recordSubmitIntent(runId, task.taskId));
+        const attemptNo = await this.#intent(task, taskMax);
+        counted = attemptNo === undefined ? undefined : 'held';
+        if (attemptNo === undefined) return;
         const outcome = await client.submit(entry.endpoint, sent);
         const ref = outcome.requestId ? ` (request ${outcome.requestId})` : '';
         const after = await recordOutcome(this.#parts, { task, entry, attemptNo, outcome, ref });
         // Only now is the real cost (or its absence) recorded: until then the worst case stays counted.
-        answered = true;
-        core.money.inFlightMax -= taskMax;
+        counted = undefined;
+        core.money.answered(taskMax);
         // A worst case became a real cost: a task waiting for room under the budget may fit now.
         core.wakeSubmitter();
         if (after === 'done') return;
@@ -331,19 +332,51 @@ export class Submitter {
           core.releaseSlot(task.taskId);
           return;
         }
-        answered = false;
-        core.money.inFlightMax += taskMax;
+        core.money.reserving(taskMax);
+        counted = 'pending';
       }
     } catch (error) {
       // An error after the intent (a store failure, a bug) must not free the task for a second POST in
       // this process; the intent row makes it in doubt for the next run.
       core.log.error({ task: task.taskId, err: error }, 'submission failed unexpectedly');
-      if (!answered) core.money.inFlightMax -= taskMax;
+      if (counted === 'pending') core.money.refused(taskMax);
+      if (counted === 'held') core.money.answered(taskMax);
       core.requestStop('internal', core.stopLine(error, `error while submitting ${task.taskId}`));
       core.releaseSlot(task.taskId);
     } finally {
       core.progress();
     }
+  }
+
+  /**
+   * The intent committed with its worst case reserved in the store: the attempt number, or undefined when
+   * the store refused it for the budget (another spender took the room first). The task stays pending:
+   * looked at again once answers in flight settle, or left out for the budget when none are.
+   */
+  async #intent(task: TaskRecord, taskMax: number): Promise<number | undefined> {
+    const core = this.#core;
+    const { store } = core.deps;
+    try {
+      const attemptNo = await core.writes.write(() => store.recordSubmitIntent(core.opts.runId, task.taskId));
+      core.money.reserved(taskMax);
+      return attemptNo;
+    } catch (error) {
+      if (!(error instanceof OverBudgetError)) throw error;
+      core.money.refused(taskMax);
+      core.log.info({ task: task.taskId, reason: error.message }, 'not sent: the budget is spoken for');
+      if (core.money.inFlightMaxMicro === 0) {
+        this.#overBudget.push(task);
+        this.#skipped.add(task.taskId);
+      }
+      core.releaseSlot(task.taskId);
+      return undefined;
+    }
+  }
+
+  /** A task's worst case less what it holds already (a re-roll reserves when it is asked for). */
+  #need(task: TaskRecord, worst: number): number {
+    const held = task.review && task.attempt > 1 ? this.#core.money.heldFor(task.taskId) : 0;
+    return Math.max(0, toMicro(worst) - held);
   }
 
   /**

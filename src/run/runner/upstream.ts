@@ -98,7 +98,7 @@ export async function prepareChained(
     store.fillIn(runId, task.taskId, JSON.stringify(wire), estimate),
   );
   // The run's estimate tightens as the plan's range of this task becomes its exact price.
-  core.money.estimateChange += toMicro(ready.estimate.tokens) - toMicro(task.estimate.tokens);
+  core.money.estimateMoved(toMicro(ready.estimate.tokens) - toMicro(task.estimate.tokens));
   return { type: 'ready', task: ready };
 }
 

@@ -7,7 +7,6 @@ import { findEntry } from '../../catalog/index.js';
 import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
 import type { TaskRecord } from '../../store/index.js';
 import { jobPhase } from '../../store/index.js';
-import { toMicro } from '../../util/money.js';
 import { DueQueue, nextLookDelay, observedJobMs } from '../polling.js';
 import { type RunCore, UNAUTHORIZED_MESSAGE } from './core.js';
 import { type Fetcher, hasResults, withinNotFoundWindow } from './fetch.js';
@@ -68,7 +67,7 @@ export class Watcher {
     const slot = holdsSlot && !stalled;
     if (!core.claimed.has(task.taskId)) {
       core.claimed.add(task.taskId);
-      if (slot) core.inFlight++;
+      if (slot) core.money.takeSlot();
     }
     const body = requestOf(task);
     const expected = core.durations.expect(entry, body);
@@ -226,8 +225,7 @@ export class Watcher {
       if (!adopted) return true;
       core.counters.recovered++;
       core.emit({ event: 'recovered', task: taskId, img_uuid: imgUuid });
-      core.money.inDoubtMax -= toMicro(listPrice);
-      core.money.charged += toMicro(listPrice);
+      core.money.changed();
       core.log.warn(
         { task: taskId, img_uuid: imgUuid },
         'recovered from doubt: a callback proved the job exists',
@@ -346,6 +344,19 @@ export class Watcher {
     return undefined;
   }
 
+  /**
+   * The look whose record ends the watch schedules no other, so it is counted here: the task's poll
+   * count then matches its job record (the view shows both).
+   */
+  #countLastLook(taskId: string): void {
+    const core = this.#core;
+    core.writes
+      .write(() => core.deps.store.notePolled(core.opts.runId, taskId, new Date(core.now())))
+      .catch((error: unknown) =>
+        core.log.debug({ task: taskId, err: error }, 'poll bookkeeping not recorded'),
+      );
+  }
+
   /** Schedules the next look; the poll bookkeeping is for people reading the state, it rides along. */
   #lookAgain(taskId: string, at: number): void {
     const core = this.#core;
@@ -378,7 +389,8 @@ export class Watcher {
     this.#learn(watched, record, phase === 'success', result.moved);
     const state = result.to ?? core.deps.store.getTask(core.opts.runId, taskId)?.state;
     if (state === 'failed') {
-      if (result.refunded !== null) core.money.refunded += toMicro(result.refunded);
+      this.#countLastLook(taskId);
+      if (result.refunded !== null) core.money.changed();
       core.log.warn({ task: taskId, refunded: result.refunded }, 'job failed (refunded)');
       await this.#retryFailed(watched, result.refunded);
       core.progress();
@@ -386,12 +398,14 @@ export class Watcher {
     }
     const fetchable = state === 'downloading' || state === 'unfetched';
     if (phase === 'success' && fetchable && hasResults(record)) {
+      this.#countLastLook(taskId);
       if (result.moved) core.arrivals[source]++;
       this.#fetcher.start(watched, record);
       core.progress();
       return;
     }
     if (state === 'done' || state === 'lost' || state === 'rejected' || state === 'in_doubt') {
+      this.#countLastLook(taskId);
       this.unwatch(taskId);
       return;
     }

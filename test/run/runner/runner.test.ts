@@ -136,9 +136,7 @@ describe('Runner, driven directly', () => {
     const result = await running;
 
     expect(result.stopReason).toBe('interrupted');
-    expect(result.stopMessage).toBe(
-      'interrupted twice: stopped at once; run the same command again to continue',
-    );
+    expect(result.stopMessage).toBe('interrupted twice: stopped at once; run again to continue');
     // The poll said processing: the task is running, not fetched, and nothing more was looked at.
     expect(stateOf(s.store, 't1')).toBe('running');
     expect(s.api.polled).toEqual(['u1']);

@@ -238,3 +238,59 @@ CREATE TABLE decisions (
 CREATE INDEX decisions_by_task ON decisions (run_id, task_id, id);
 
 CREATE INDEX tasks_by_finished ON tasks (run_id, finished_at, task_id) WHERE finished_at IS NOT NULL;
+
+CREATE TABLE run_money (
+  run_id   TEXT PRIMARY KEY REFERENCES runs (id),
+  budget   INTEGER CHECK (budget IS NULL OR budget >= 0),
+  charged  INTEGER NOT NULL DEFAULT 0 CHECK (charged >= 0),
+  refunded INTEGER NOT NULL DEFAULT 0 CHECK (refunded >= 0)
+) STRICT;
+
+CREATE TRIGGER run_money_created AFTER INSERT ON runs BEGIN
+  INSERT INTO run_money (run_id, budget) VALUES (NEW.id,
+    CASE WHEN json_type(NEW.settings, '$.budget') IN ('integer', 'real') AND json_extract(NEW.settings, '$.budget') > 0
+      THEN CAST(round(json_extract(NEW.settings, '$.budget') * 1000000) AS INTEGER) END)
+  ON CONFLICT (run_id) DO NOTHING;
+END;
+
+CREATE TRIGGER run_money_settings AFTER UPDATE OF settings ON runs BEGIN
+  UPDATE run_money SET budget =
+    CASE WHEN json_type(NEW.settings, '$.budget') IN ('integer', 'real') AND json_extract(NEW.settings, '$.budget') > 0
+      THEN CAST(round(json_extract(NEW.settings, '$.budget') * 1000000) AS INTEGER) END
+  WHERE run_id = NEW.id;
+END;
+
+CREATE TRIGGER run_money_ledger AFTER INSERT ON ledger BEGIN
+  INSERT INTO run_money (run_id) VALUES (NEW.run_id) ON CONFLICT (run_id) DO NOTHING;
+  UPDATE run_money SET
+    charged = charged + CASE WHEN NEW.kind = 'charge' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END,
+    refunded = refunded + CASE WHEN NEW.kind = 'refund' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END
+  WHERE run_id = NEW.run_id;
+END;
+
+CREATE TABLE reservations (
+  id          INTEGER PRIMARY KEY,
+  run_id      TEXT NOT NULL REFERENCES runs (id),
+  task_id     TEXT NOT NULL,
+  kind        TEXT NOT NULL CHECK (kind IN ('first', 'retry', 'reroll', 'doubt')),
+  amount      INTEGER NOT NULL CHECK (amount >= 0),
+  state       TEXT NOT NULL CHECK (state IN ('held', 'doubt', 'settled', 'released')),
+  charged     INTEGER CHECK (charged IS NULL OR charged >= 0),
+  reserved_at TEXT NOT NULL,
+  closed_at   TEXT,
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+) STRICT;
+
+CREATE UNIQUE INDEX reservations_open ON reservations (run_id, task_id) WHERE state IN ('held', 'doubt');
+
+CREATE TRIGGER reservations_unsent AFTER UPDATE OF state ON tasks
+  WHEN OLD.state = 'pending' AND NEW.state NOT IN ('pending', 'submitting') BEGIN
+  UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
+  WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state IN ('held', 'doubt') AND state = 'held';
+END;
+
+CREATE TRIGGER reservations_requeued AFTER UPDATE OF state ON tasks
+  WHEN OLD.state = 'in_doubt' AND NEW.state = 'pending' BEGIN
+  UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
+  WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state IN ('held', 'doubt') AND state = 'doubt';
+END;

@@ -1,0 +1,95 @@
+// @ts-check
+// A run's page: counters, money, charts, what needs the reader, the cost table, chains and the results.
+// It returns the object whose `refresh()` the live feed calls; sections are replaced in place by id.
+import { api } from './api.js';
+import { finishedChart, spendChart } from './charts.js';
+import { always, h, replace } from './dom.js';
+import { resultsGrid, resultsSection } from './results.js';
+import {
+  advice,
+  chains,
+  counters,
+  failures,
+  figuresNote,
+  models,
+  money,
+  reviewCounters,
+} from './run-sections.js';
+
+/** @typedef {import('./api-types').RunDetail} RunDetail */
+/** @typedef {import('./api-types').RunEvent} RunEvent */
+
+/**
+ * The run's state as a badge whose colour follows it (its class names the state).
+ * @param {string} state
+ */
+const runState = (state) => h(`span.state.r-${state}`, { id: 'run-state' }, state);
+
+/**
+ * @param {HTMLElement} main
+ * @param {string} run
+ * @param {() => boolean} [isCurrent]
+ */
+export async function runPage(main, run, isCurrent = always) {
+  const results = resultsGrid(run, isCurrent);
+  /** @type {RunDetail} */
+  let d = await api.run(run);
+  if (!isCurrent()) return null;
+  const spendEl = h('div.chart', { id: 'spend-chart' });
+  const finishedEl = h('div.chart', { id: 'finished-chart' });
+  main.replaceChildren(
+    h('nav.crumbs', {}, h('a', { href: '#/' }, 'Runs'), ' / ', run),
+    h('h1', {}, h('span.run-id', {}, run), ' ', runState(d.run.state)),
+    h('p.muted.manifest', {}, d.run.manifest),
+    counters(d.run),
+    reviewCounters(d.review),
+    money(d),
+    figuresNote(d),
+    h(
+      'div.charts',
+      {},
+      h('figure', {}, h('figcaption', {}, 'Spend over time'), spendEl),
+      h('figure', {}, h('figcaption', {}, 'Tasks finished over time'), finishedEl),
+    ),
+    advice(d),
+    failures(run, d),
+    models(d),
+    chains(run, d),
+    resultsSection(run, d, results),
+  );
+  const spend = spendChart(spendEl, d.spend_series);
+  const finished = finishedChart(finishedEl, d.finished_series);
+  const draw = () => {
+    replace('run-state', runState(d.run.state));
+    replace('counters', counters(d.run));
+    replace('review-counters', reviewCounters(d.review));
+    replace('money', money(d));
+    replace('figures-note', figuresNote(d));
+    replace('models', models(d));
+    replace('failures', failures(run, d));
+    replace('in-doubt', advice(d));
+    replace('chains', chains(run, d));
+    spend.update(d.spend_series);
+    finished.update(d.finished_series);
+  };
+  await results.load('new');
+  if (!isCurrent()) return null;
+  main.dataset['ready'] = 'run';
+  return {
+    /** The live counters, straight from the event (the rest waits for the next read). @param {RunEvent} event */
+    onRun(event) {
+      if (event.run !== run) return;
+      const { by_state, tasks, finished: done, net, charged, refunded, state } = event;
+      d = { ...d, run: { ...d.run, by_state, tasks, finished: done, net, charged, refunded, state } };
+      replace('counters', counters(d.run));
+      replace('run-state', runState(state));
+    },
+    async refresh() {
+      const next = await api.run(run);
+      if (!isCurrent()) return;
+      d = next;
+      draw();
+      await results.refresh();
+    },
+  };
+}

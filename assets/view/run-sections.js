@@ -1,0 +1,194 @@
+// @ts-check
+// The run page's sections above the results: counters, review counters, money and rate, the cost table,
+// failures by reason, what needs the reader, chains waiting. Each is drawn whole and put in place by id.
+import { h, table, taskHref } from './dom.js';
+import { count, duration, rate, stateLabel, time, tokens } from './format.js';
+import { lists } from './lists.js';
+
+/** @typedef {import('./api-types').RunDetail} RunDetail */
+/** @typedef {import('./api-types').RunHead} RunHead */
+
+/** Always shown, even at 0: the states a reader looks for first. */
+const ALWAYS = ['pending', 'running', 'done', 'failed'];
+
+/**
+ * @param {string} cls
+ * @param {Record<string, string>} dataset
+ * @param {number} value
+ * @param {string} label
+ */
+const counter = (cls, dataset, value, label) =>
+  h(`div.counter.${cls}`, { dataset }, h('span.n', {}, count(value)), h('span.l', {}, label));
+
+/** @param {Pick<RunHead, 'tasks' | 'by_state'>} run */
+export function counters(run) {
+  const shown = lists().task_states.filter((s) => (run.by_state[s] ?? 0) > 0 || ALWAYS.includes(s));
+  return h(
+    'div.counters',
+    { id: 'counters' },
+    counter('total', { state: 'total' }, run.tasks, 'tasks'),
+    shown.map((s) => counter(`s-${s}`, { state: s }, run.by_state[s] ?? 0, stateLabel(s))),
+  );
+}
+
+/**
+ * A run with reviewed tasks: how many await a decision, were approved, rejected, re-rolled.
+ * @param {RunDetail['review']} review
+ */
+export function reviewCounters(review) {
+  if (!review) return h('div', { id: 'review-counters', hidden: true });
+  /**
+   * @param {string} state
+   * @param {number} value
+   * @param {string} label
+   */
+  const n = (state, value, label) => counter(`rv-${state}`, { review: state }, value, label);
+  return h(
+    'div.counters.review-counters',
+    { id: 'review-counters' },
+    n('awaiting', review.awaiting, 'awaiting review'),
+    n('waiting', review.waiting, 'wait for a review'),
+    n('approved', review.approved, 'approved'),
+    n('rejected', review.rejected, 'rejected'),
+    n('rerolls', review.rerolls.asked, `re-rolls (${tokens(review.rerolls.net)} tokens)`),
+  );
+}
+
+/** Said instead of figures while a large run's cost table and series are first read (figures_ready). */
+export const READING = 'figures are being read…';
+
+/** @param {RunHead} run */
+const progress = (run) => `${count(run.finished)}/${count(run.tasks)} finished`;
+
+/** @param {RunDetail} d */
+export function money(d) {
+  const { run, finished_series: f } = d;
+  const perMinute = f.rate_per_minute === null ? 'no rate yet' : `${rate(f.rate_per_minute)} tasks/min`;
+  const eta = f.estimated_end
+    ? `estimated end ${time(f.estimated_end)} UTC`
+    : f.unfinished === 0
+      ? 'all finished'
+      : 'no estimate yet';
+  if (!d.figures_ready) {
+    return h(
+      'p.money',
+      { id: 'money', dataset: { figures: 'reading' } },
+      `Spend: ${READING}`,
+      h('br'),
+      h('span', { id: 'rate' }, `${progress(run)} · active ${duration(run.active_ms)}`),
+    );
+  }
+  return h(
+    'p.money',
+    { id: 'money' },
+    `Net ${tokens(run.net)} tokens (charged ${tokens(run.charged)}, refunded ${tokens(run.refunded)}) · estimated ${tokens(run.estimated)} · worst case ${tokens(run.worst_case)}`,
+    run.budget === null ? '' : ` · budget ${tokens(run.budget)}`,
+    h('br'),
+    h('span', { id: 'rate' }, `${progress(run)} · ${perMinute} · ${eta} · active ${duration(run.active_ms)}`),
+  );
+}
+
+/** @param {RunDetail} d */
+export function models(d) {
+  if (!d.figures_ready) {
+    return h('section', { id: 'models' }, h('h2', {}, 'Cost by model'), h('p.muted.reading', {}, READING));
+  }
+  return h(
+    'section',
+    { id: 'models' },
+    h('h2', {}, 'Cost by model'),
+    table(
+      ['model', 'tasks', 'done', 'estimated', 'charged', 'refunded', 'net'],
+      d.models.map((m) => [
+        m.model,
+        count(m.tasks),
+        count(m.done),
+        tokens(m.estimated),
+        tokens(m.charged),
+        tokens(m.refunded),
+        tokens(m.net),
+      ]),
+      { class: 'cost' },
+    ),
+  );
+}
+
+/**
+ * @param {string} run
+ * @param {RunDetail} d
+ */
+export function failures(run, d) {
+  const body =
+    d.failures.length === 0
+      ? h('p.muted', {}, 'No failures.')
+      : table(
+          ['reason', 'count', 'tasks'],
+          d.failures.map((f) => [
+            h('span.reason', {}, f.reason),
+            h('span.count', {}, count(f.count)),
+            h(
+              'span',
+              {},
+              f.tasks.map((t, i) => [i > 0 ? ', ' : '', h('a', { href: taskHref(run, t) }, t)]),
+              f.count > f.tasks.length ? ' …' : '',
+            ),
+          ]),
+          { class: 'failures' },
+        );
+  return h('section', { id: 'failures' }, h('h2', {}, 'Failures by reason'), body);
+}
+
+/** @param {RunDetail} d */
+export function advice(d) {
+  const parts = [];
+  if (d.in_doubt.tasks > 0) {
+    parts.push(
+      h('p.advice.in-doubt', {}, d.in_doubt.advice),
+      h(
+        'p.advice',
+        {},
+        `--retry-in-doubt would cost about ${tokens(d.in_doubt.retry_estimate)} tokens, at most ${tokens(d.in_doubt.retry_max)}.`,
+      ),
+    );
+  }
+  if (d.unfinished.advice) parts.push(h('p.advice', {}, d.unfinished.advice));
+  const paid = Object.entries(d.paid_not_on_disk).filter(([, v]) => v.tasks > 0);
+  if (paid.length > 0) {
+    const list = paid.map(([s, v]) => `${count(v.tasks)} ${stateLabel(s)} (${tokens(v.tokens)} tokens)`);
+    parts.push(h('p.advice', {}, `Paid, not on disk: ${list.join(', ')}.`));
+  }
+  return h('section', { id: 'in-doubt' }, parts.length === 0 ? null : h('h2', {}, 'Needs you'), parts);
+}
+
+/**
+ * @param {string} run
+ * @param {RunDetail} d
+ */
+export function chains(run, d) {
+  if (d.chains.length === 0) return h('section', { id: 'chains' });
+  return h(
+    'section',
+    { id: 'chains' },
+    h('h2', {}, 'Chains waiting'),
+    table(
+      ['task', 'state', 'waits for'],
+      d.chains.map((c) => [
+        h('a', { href: taskHref(run, c.task) }, c.task),
+        stateLabel(c.state),
+        c.after.map((u, i) => [
+          i > 0 ? ', ' : '',
+          h('a', { href: taskHref(run, u.task) }, u.task),
+          ` (${u.state === null ? 'not in the run' : stateLabel(u.state)})`,
+        ]),
+      ]),
+    ),
+  );
+}
+
+/**
+ * Said above the charts while the figures are first read; empty once they are in.
+ * @param {RunDetail} d
+ */
+export function figuresNote(d) {
+  return h('p.muted.reading', { id: 'figures-note' }, d.figures_ready ? null : `Charts: ${READING}`);
+}

@@ -1,0 +1,157 @@
+// The one owner of a run's money in the code. The store is the authority (src/store/reservations.ts):
+// every spend reserves its worst case in the transaction of its intent, checked against the budget there,
+// whoever asks (the runner, `review`, the view, a second process). This module is what every spender
+// calls: the runner's view of the money (figures read back from the store, never summed on its own), its
+// concurrency slots, the reservation of a run's re-rolls, and the figures the preflights and prices read.
+// No other file writes a money figure (test/code/money-owner.test.ts).
+
+import type { DecideOutcome, DecideRequest, MoneyFigures, Store } from '../store/index.js';
+import { OverBudgetError } from '../store/index.js';
+import { fromMicro } from '../util/money.js';
+
+export { OverBudgetError };
+
+/** What a run's budget holds now, in micro-tokens (the store's figures, summed one way for everyone). */
+export interface RunMoneyFigures extends MoneyFigures {
+  /** charged − refunded + held + doubt: what the budget already holds. */
+  committed: number;
+  /** What the budget leaves (undefined without a budget), never below zero. */
+  left: number | undefined;
+}
+
+/** The store's money of one run, as every spender reads it. */
+export function runMoney(store: Store, runId: string): RunMoneyFigures {
+  const f = store.moneyFigures(runId);
+  const committed = f.charged - f.refunded + f.held + f.doubt;
+  return { ...f, committed, left: f.budget === undefined ? undefined : Math.max(0, f.budget - committed) };
+}
+
+/**
+ * Re-rolls (and other decisions) of one ask, recorded together: the re-rolls' worst cases are reserved in
+ * the same transaction, all or none; refused tasks say why.
+ */
+export function decideReserving(
+  store: Store,
+  runId: string,
+  asks: ReadonlyArray<{ taskId: string; req: DecideRequest }>,
+): DecideOutcome[] {
+  return store.decideMany(runId, asks);
+}
+
+/**
+ * The runner's money: its slots, the worst cases it has in flight, and the store's figures read back when
+ * something changed. It never decides alone: a submission's intent reserves in the store, which may
+ * refuse it (OverBudgetError) because another process took the room first.
+ */
+export class RunMoney {
+  readonly #store: Store;
+  readonly #runId: string;
+  readonly budgetMicro: number | undefined;
+  #figures: RunMoneyFigures | undefined;
+  /** Worst cases of this process's submissions waiting for their answer (also held in the store). */
+  #ownHeld = 0;
+  /** Worst cases of this process's submissions whose intent is not committed yet (not in the store). */
+  #pending = 0;
+  #slots = 0;
+  #estimateChange = 0;
+
+  constructor(store: Store, runId: string, budgetMicro: number | undefined) {
+    this.#store = store;
+    this.#runId = runId;
+    this.budgetMicro = budgetMicro;
+  }
+
+  /** The budget this run works under becomes the one every spender of the run checks. */
+  start(): void {
+    this.#store.setRunBudget(this.#runId, this.budgetMicro);
+    this.changed();
+  }
+
+  /** Something moved money in the store (an answer, a refund, an adoption): read it again when asked. */
+  changed(): void {
+    this.#figures = undefined;
+  }
+
+  get figures(): RunMoneyFigures {
+    this.#figures ??= runMoney(this.#store, this.#runId);
+    return this.#figures;
+  }
+
+  /** What the budget holds besides this process's own submissions in flight. */
+  committedMicro(): number {
+    return this.figures.committed - this.#ownHeld;
+  }
+
+  /** Worst cases of this process's submissions in flight. */
+  get inFlightMaxMicro(): number {
+    return this.#ownHeld + this.#pending;
+  }
+
+  /** Whether a spend of `priceMicro` fits: beside what is in flight, or (alone) once it has been answered. */
+  fits(priceMicro: number, alone = false): boolean {
+    if (this.budgetMicro === undefined) return true;
+    const f = this.figures;
+    const budget = f.budget ?? this.budgetMicro;
+    return this.committedMicro() + (alone ? 0 : this.inFlightMaxMicro) + priceMicro <= budget;
+  }
+
+  /** What the task holds already in the store (a re-roll reserved when it was asked for). */
+  heldFor(taskId: string): number {
+    return this.#store.heldFor(this.#runId, taskId);
+  }
+
+  /** A submission is on its way to its intent: counted at once, before the store has it. */
+  reserving(priceMicro: number): void {
+    this.#pending += priceMicro;
+  }
+
+  /** Its intent was committed with its reservation. */
+  reserved(priceMicro: number): void {
+    this.#pending -= priceMicro;
+    this.#ownHeld += priceMicro;
+    this.changed();
+  }
+
+  /** Its intent was refused (the budget is spoken for) or failed: nothing was recorded. */
+  refused(priceMicro: number): void {
+    this.#pending -= priceMicro;
+    this.changed();
+  }
+
+  /** Its answer was committed: the store settled, released or kept the reservation as doubt. */
+  answered(priceMicro: number): void {
+    this.#ownHeld -= priceMicro;
+    this.changed();
+  }
+
+  /** A chained task priced exactly moved the plan's estimate (exact − planned). */
+  estimateMoved(deltaMicro: number): void {
+    this.#estimateChange += deltaMicro;
+  }
+
+  get estimateChange(): number {
+    return fromMicro(this.#estimateChange);
+  }
+
+  get charged(): number {
+    return fromMicro(this.figures.charged);
+  }
+
+  get refunded(): number {
+    return fromMicro(this.figures.refunded);
+  }
+
+  // ---- slots: tasks holding a concurrency slot (submitting, or a job the service is producing) ----
+
+  get slots(): number {
+    return this.#slots;
+  }
+
+  takeSlot(): void {
+    this.#slots++;
+  }
+
+  freeSlot(): void {
+    this.#slots--;
+  }
+}

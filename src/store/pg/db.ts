@@ -1,0 +1,444 @@
+// A PostgreSQL connection that answers the store as better-sqlite3 does: prepare(sql) → run/get/all/
+// iterate, pluck and raw, transaction(fn) with immediate/deferred, all synchronous. The store's SQL is
+// rewritten once per statement (sql.ts) and prepared on the server at its first use.
+
+import { MediabatchError } from '../../errors.js';
+import { StoreError } from '../errors.js';
+import { redactUrl } from '../location.js';
+import { finish, keepFailed, type Libpq, newLibpq } from './libpq.js';
+import { pgOverride } from './overrides.js';
+import { type PgStatementText, toPostgres } from './sql.js';
+
+/** One value bound to a parameter, as the store passes them (better-sqlite3's kinds). */
+type Bindable = string | number | bigint | boolean | null | undefined;
+type Row = Record<string, unknown>;
+
+/** PostgreSQL's type ids of the numbers and booleans; every other type is read as text. */
+const NUMBER_TYPES = new Set([20, 21, 23, 26, 700, 701, 1700]);
+const BOOL_TYPE = 16;
+
+/**
+ * Every connection's one lock for writing transactions: SQLite lets one writer at a time into a state
+ * file, and the store's logic (read, decide, write in one transaction) relies on that. A transaction-level
+ * advisory lock gives every process on the database the same guarantee; it ends with the transaction.
+ */
+const WRITER_LOCK = 0x6d656469; // "medi"
+
+/** SQLSTATEs a statement's parameter types could not be inferred from: bound again with explicit casts. */
+const UNTYPED = new Set(['42P18', '42725', '42883', '42804']);
+
+/** What the store's callers read from SQLite errors (`code`), for PostgreSQL's SQLSTATE. */
+function sqliteCode(sqlState: string, constraint: string | undefined): string {
+  if (sqlState === '23505') {
+    return constraint?.endsWith('_pkey') === true
+      ? 'SQLITE_CONSTRAINT_PRIMARYKEY'
+      : 'SQLITE_CONSTRAINT_UNIQUE';
+  }
+  if (sqlState === '23503') return 'SQLITE_CONSTRAINT_FOREIGNKEY';
+  if (sqlState === '23514') return 'SQLITE_CONSTRAINT_CHECK';
+  if (sqlState === '23502') return 'SQLITE_CONSTRAINT_NOTNULL';
+  return `PG_${sqlState}`;
+}
+
+/**
+ * An error of PostgreSQL, with the code SQLite would have given (`code`) and its own (`sqlState`). One that
+ * reaches the CLI is a statement the store did not expect to fail: a bug (exit 70), as a SqliteError is.
+ */
+export class PgError extends MediabatchError {
+  override name = 'PgError';
+  readonly code: string;
+  readonly sqlState: string;
+  constructor(message: string, sqlState: string, constraint: string | undefined) {
+    super(message);
+    this.sqlState = sqlState;
+    this.code = sqliteCode(sqlState, constraint);
+  }
+}
+
+/** libpq's options that keep a worker from waiting forever on a server or a network that went away. */
+const DEFAULT_OPTIONS: Record<string, string> = {
+  connect_timeout: '10',
+  keepalives: '1',
+  keepalives_idle: '10',
+  keepalives_interval: '5',
+  keepalives_count: '3',
+  tcp_user_timeout: '30000',
+  application_name: 'mediabatch',
+  options:
+    '-c statement_timeout=60000 -c idle_in_transaction_session_timeout=60000 -c TimeZone=UTC -c client_min_messages=warning',
+};
+
+/** The URL with mediabatch's defaults added where the user set none. */
+export function connectionString(url: string): string {
+  const parsed = new URL(url);
+  for (const [key, value] of Object.entries(DEFAULT_OPTIONS)) {
+    if (!parsed.searchParams.has(key)) parsed.searchParams.set(key, value);
+  }
+  // URLSearchParams writes spaces as "+", which libpq reads literally.
+  return parsed.toString().replace(/\+/g, '%20');
+}
+
+function toParam(value: Bindable): string | null {
+  if (value === null || value === undefined) return null;
+  if (typeof value === 'boolean') return value ? '1' : '0';
+  return String(value);
+}
+
+/** The explicit type of a parameter, for statements whose parameters PostgreSQL cannot infer. */
+function castOf(value: Bindable): string {
+  if (typeof value === 'number') return Number.isInteger(value) ? 'bigint' : 'double precision';
+  if (typeof value === 'bigint' || typeof value === 'boolean') return 'bigint';
+  return 'text';
+}
+
+export class PgStatement {
+  readonly source: string;
+  readonly reader: boolean;
+  readonly readonly = false;
+  readonly busy = false;
+  readonly #db: PgDb;
+  readonly #sql: PgStatementText;
+  #pluck = false;
+  #raw = false;
+  #bound: Bindable[] | undefined;
+
+  constructor(db: PgDb, source: string) {
+    this.#db = db;
+    this.source = source;
+    this.#sql = toPostgres(pgOverride(source));
+    this.reader = /^\s*(SELECT|WITH)\b/i.test(source) || /\bRETURNING\b/i.test(source);
+  }
+
+  get database(): PgDb {
+    return this.#db;
+  }
+
+  pluck(on = true): this {
+    this.#pluck = on;
+    if (on) this.#raw = false;
+    return this;
+  }
+
+  raw(on = true): this {
+    this.#raw = on;
+    if (on) this.#pluck = false;
+    return this;
+  }
+
+  expand(): this {
+    throw new Error('expand() is not offered by the PostgreSQL state');
+  }
+
+  safeIntegers(): this {
+    return this;
+  }
+
+  columns(): never {
+    throw new Error('columns() is not offered by the PostgreSQL state');
+  }
+
+  bind(...params: unknown[]): this {
+    this.#bound = this.#values(params);
+    return this;
+  }
+
+  run(...params: unknown[]): { changes: number; lastInsertRowid: number } {
+    const pq = this.#db.execute(this.#sql, this.#args(params));
+    return { changes: Number(pq.cmdTuples() || 0), lastInsertRowid: 0 };
+  }
+
+  get(...params: unknown[]): unknown {
+    const pq = this.#db.execute(this.#sql, this.#args(params));
+    return pq.ntuples() === 0 ? undefined : this.#row(pq, 0);
+  }
+
+  all(...params: unknown[]): unknown[] {
+    const pq = this.#db.execute(this.#sql, this.#args(params));
+    const rows: unknown[] = [];
+    for (let r = 0; r < pq.ntuples(); r++) rows.push(this.#row(pq, r));
+    return rows;
+  }
+
+  *iterate(...params: unknown[]): IterableIterator<unknown> {
+    yield* this.all(...params);
+  }
+
+  #args(params: unknown[]): Bindable[] {
+    if (params.length === 0 && this.#bound !== undefined) return this.#bound;
+    return this.#values(params);
+  }
+
+  /** better-sqlite3's calling forms: values in order, or one object of named values. */
+  #values(params: unknown[]): Bindable[] {
+    const { names, positional } = this.#sql;
+    if (names.length > 0) {
+      const named = (params[0] ?? {}) as Record<string, Bindable>;
+      return names.map((name) => {
+        if (!(name in named)) throw new RangeError(`Missing named parameter "${name}"`);
+        return named[name];
+      });
+    }
+    const values = params.flat() as Bindable[];
+    if (values.length !== positional) {
+      throw new RangeError(
+        `Too ${values.length < positional ? 'few' : 'many'} parameter values were provided`,
+      );
+    }
+    return values;
+  }
+
+  #row(pq: Libpq, r: number): unknown {
+    const n = pq.nfields();
+    if (this.#pluck) return n === 0 ? undefined : readValue(pq, r, 0);
+    if (this.#raw) {
+      const values: unknown[] = [];
+      for (let c = 0; c < n; c++) values.push(readValue(pq, r, c));
+      return values;
+    }
+    const row: Row = {};
+    for (let c = 0; c < n; c++) row[pq.fname(c)] = readValue(pq, r, c);
+    // SQLite's `SELECT *` never shows rowid; the PostgreSQL tables carry it as a column.
+    if ('rowid' in row && !/\browid\b/i.test(this.source)) delete row.rowid;
+    return row;
+  }
+}
+
+function readValue(pq: Libpq, r: number, c: number): unknown {
+  if (pq.getisnull(r, c)) return null;
+  const text = pq.getvalue(r, c);
+  const type = pq.ftype(c);
+  if (NUMBER_TYPES.has(type)) return Number(text);
+  if (type === BOOL_TYPE) return text === 't' ? 1 : 0;
+  return text;
+}
+
+type TxMode = 'default' | 'deferred' | 'immediate' | 'exclusive';
+
+/** The database side of the PostgreSQL state: one connection, its prepared statements, transactions. */
+export class PgDb {
+  readonly name: string;
+  readonly memory = false;
+  readonly readonly = false;
+  readonly #conninfo: string;
+  #pq: Libpq | undefined;
+  readonly #prepared = new Map<string, string>();
+  #depth = 0;
+  /** A statement failed inside the open transaction: it was undone to the transaction's start, and the
+   *  transaction may only read and then end by a throw, never commit (SQLite would have kept the rest). */
+  #failed: Error | undefined;
+  /** Per transaction level: whether its write savepoint exists (see #markWrite). */
+  readonly #writeMarks: boolean[] = [];
+  #open = true;
+
+  constructor(url: string) {
+    this.name = redactUrl(url);
+    this.#conninfo = connectionString(url);
+    this.#connection();
+  }
+
+  get open(): boolean {
+    return this.#open;
+  }
+
+  get inTransaction(): boolean {
+    return this.#depth > 0;
+  }
+
+  /** The connection, opened again after it was lost (outside a transaction only: one cannot resume). */
+  #connection(): Libpq {
+    if (!this.#open) throw new TypeError('The database connection is not open');
+    if (this.#pq !== undefined) return this.#pq;
+    const pq = newLibpq();
+    try {
+      pq.connectSync(this.#conninfo);
+    } catch (error) {
+      keepFailed(pq);
+      throw new StoreError(
+        `the PostgreSQL state at ${this.name} cannot be reached: ${(error as Error).message.trim()}`,
+        { kind: 'busy', file: this.name },
+      );
+    }
+    this.#pq = pq;
+    this.#prepared.clear();
+    return pq;
+  }
+
+  prepare(source: string): PgStatement {
+    return new PgStatement(this, source);
+  }
+
+  exec(source: string): this {
+    const pq = this.#connection();
+    pq.exec(source);
+    this.#check(pq, source);
+    return this;
+  }
+
+  /** SQLite's pragmas have no meaning here; the few the store reads get a stand-in answer. */
+  pragma(source: string): unknown {
+    if (/^\s*data_version\b/i.test(source)) {
+      return this.#scalar(`SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn`);
+    }
+    if (/^\s*journal_mode\b/i.test(source)) return 'postgres';
+    return null;
+  }
+
+  #scalar(sql: string): unknown {
+    const pq = this.#connection();
+    pq.exec(sql);
+    this.#check(pq, sql);
+    return pq.ntuples() === 0 ? undefined : readValue(pq, 0, 0);
+  }
+
+  close(): this {
+    if (this.#pq !== undefined) finish(this.#pq);
+    this.#pq = undefined;
+    this.#open = false;
+    return this;
+  }
+
+  /** Runs one statement, prepared on the server at its first use; its result stays on the connection. */
+  execute(sql: PgStatementText, values: readonly Bindable[], typed = false): Libpq {
+    const params = values.map(toParam);
+    const pq = this.#connection();
+    let name = this.#prepared.get(sql.text);
+    if (name === undefined) {
+      name = `s${this.#prepared.size + 1}`;
+      // A failed PREPARE inside a transaction would abort it: tried under a savepoint there.
+      if (this.#depth > 0) pq.exec('SAVEPOINT prepare');
+      pq.prepare(name, sql.text, params.length);
+      if (!typed && pq.resultStatus() === 'PGRES_FATAL_ERROR' && UNTYPED.has(this.#sqlState(pq))) {
+        if (this.#depth > 0) pq.exec('ROLLBACK TO SAVEPOINT prepare; RELEASE SAVEPOINT prepare');
+        return this.#executeCast(sql, values);
+      }
+      if (this.#depth > 0 && pq.resultStatus() === 'PGRES_FATAL_ERROR') {
+        const message = pq.resultErrorMessage();
+        const fields = pq.resultErrorFields() ?? {};
+        pq.exec('ROLLBACK TO SAVEPOINT prepare; RELEASE SAVEPOINT prepare');
+        throw new PgError(
+          `${message.trim()} (in: ${sql.text.replace(/\s+/g, ' ').slice(0, 120)})`,
+          fields.sqlState ?? '',
+          undefined,
+        );
+      }
+      this.#check(pq, sql.text);
+      if (this.#depth > 0) pq.exec('RELEASE SAVEPOINT prepare');
+      this.#prepared.set(sql.text, name);
+    }
+    const guarded = sql.writes && this.#depth > 0;
+    if (guarded) this.#markWrite(pq);
+    pq.execPrepared(name, params);
+    this.#check(pq, sql.text, guarded);
+    return pq;
+  }
+
+  /**
+   * A write inside a transaction runs after a savepoint of its own (the previous one released in the same
+   * round trip), so that when it fails only it is undone, as in SQLite, and the transaction goes on.
+   */
+  #markWrite(pq: Libpq): void {
+    const level = this.#depth;
+    const name = `w${level}`;
+    pq.exec(
+      this.#writeMarks[level] === true ? `RELEASE SAVEPOINT ${name}; SAVEPOINT ${name}` : `SAVEPOINT ${name}`,
+    );
+    this.#check(pq, 'SAVEPOINT');
+    this.#writeMarks[level] = true;
+  }
+
+  /** A statement whose parameter types PostgreSQL cannot infer (`? IS NULL`): typed by the values bound. */
+  #executeCast(sql: PgStatementText, values: readonly Bindable[]): Libpq {
+    const casts = values.map(castOf);
+    const text = sql.text.replace(
+      /\$(\d+)/g,
+      (match, n: string) => `${match}::${casts[Number(n) - 1] ?? 'text'}`,
+    );
+    return this.execute({ ...sql, text }, values, true);
+  }
+
+  #sqlState(pq: Libpq): string {
+    return pq.resultErrorFields()?.sqlState ?? '';
+  }
+
+  #check(pq: Libpq, sql: string, guarded = false): void {
+    const status = pq.resultStatus();
+    if (
+      status !== 'PGRES_FATAL_ERROR' &&
+      status !== 'PGRES_BAD_RESPONSE' &&
+      status !== 'PGRES_NONFATAL_ERROR'
+    ) {
+      return;
+    }
+    const fields = pq.resultErrorFields() ?? {};
+    const sqlState = fields.sqlState ?? '';
+    const message = (pq.resultErrorMessage() || pq.errorMessage()).trim();
+    if (sqlState === '' || sqlState.startsWith('08') || sqlState === '57P01') {
+      // The connection is gone: the next statement outside a transaction opens a new one.
+      finish(pq);
+      this.#pq = undefined;
+      throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
+        kind: 'busy',
+        file: this.name,
+      });
+    }
+    const error = new PgError(
+      `${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`,
+      sqlState,
+      fields.constraintName,
+    );
+    if (guarded) {
+      pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
+    } else if (this.#depth > 0 && this.#failed === undefined) {
+      // PostgreSQL refuses every statement after an error until a rollback: back to the savepoint
+      // taken when this transaction began, so the caller's reads before it throws still work.
+      this.#failed = error;
+      pq.exec(`ROLLBACK TO SAVEPOINT sp${this.#depth - 1}`);
+    }
+    throw error;
+  }
+
+  /** better-sqlite3's transaction(): BEGIN…COMMIT, a savepoint when nested, rolled back on a throw. */
+  transaction<F extends (...args: never[]) => unknown>(fn: F): F & Record<TxMode, F> {
+    const wrap = (mode: TxMode) =>
+      ((...args: Parameters<F>) => this.#inTransaction(mode, () => fn(...args))) as unknown as F;
+    return Object.assign(wrap('default'), {
+      default: wrap('default'),
+      deferred: wrap('deferred'),
+      immediate: wrap('immediate'),
+      exclusive: wrap('exclusive'),
+    });
+  }
+
+  #inTransaction<T>(_mode: TxMode, body: () => T): T {
+    const depth = this.#depth;
+    const savepoint = `sp${depth}`;
+    this.exec(
+      depth === 0
+        ? `BEGIN; SELECT pg_advisory_xact_lock(${WRITER_LOCK}); SAVEPOINT ${savepoint}`
+        : `SAVEPOINT ${savepoint}`,
+    );
+    this.#depth = depth + 1;
+    this.#writeMarks[depth + 1] = false;
+    try {
+      const result = body();
+      if (result instanceof Promise) throw new TypeError('Transaction function cannot return a promise');
+      if (this.#failed !== undefined) throw this.#failed;
+      this.exec(depth === 0 ? 'COMMIT' : `RELEASE SAVEPOINT ${savepoint}`);
+      return result;
+    } catch (error) {
+      this.#failed = undefined;
+      if (this.#pq !== undefined) {
+        try {
+          this.#pq.exec(
+            depth === 0 ? 'ROLLBACK' : `ROLLBACK TO SAVEPOINT ${savepoint}; RELEASE SAVEPOINT ${savepoint}`,
+          );
+        } catch {
+          // The connection went while rolling back: the server rolls the transaction back itself.
+        }
+      }
+      throw error;
+    } finally {
+      this.#depth = depth;
+    }
+  }
+}

@@ -1,0 +1,70 @@
+// The synchronous PostgreSQL client: npm `libpq`, node bindings of PostgreSQL's own C library, built
+// against Debian's libpq-dev. Synchronous on purpose, like better-sqlite3: the store's contract is that a
+// transaction never spans an await, and every caller of the store stays as it is.
+
+import { createRequire } from 'node:module';
+import { StoreError } from '../errors.js';
+
+/** The part of libpq's binding the store uses (the package ships no types). */
+export interface Libpq {
+  connectSync(conninfo: string): void;
+  exec(sql: string): void;
+  execParams(sql: string, params: readonly (string | null)[]): void;
+  prepare(name: string, sql: string, nParams: number): void;
+  execPrepared(name: string, params: readonly (string | null)[]): void;
+  resultStatus(): string;
+  resultErrorMessage(): string;
+  resultErrorFields(): Record<string, string | undefined> | undefined;
+  errorMessage(): string;
+  ntuples(): number;
+  nfields(): number;
+  fname(column: number): string;
+  ftype(column: number): number;
+  getvalue(row: number, column: number): string;
+  getisnull(row: number, column: number): boolean;
+  cmdTuples(): string;
+  transactionStatus(): number;
+  finish(): void;
+  clear(): void;
+}
+
+type LibpqConstructor = new () => Libpq;
+
+let loaded: LibpqConstructor | undefined;
+
+/** Loads the binding when a PostgreSQL state is first opened: SQLite users never need it built. */
+export function newLibpq(): Libpq {
+  if (loaded === undefined) {
+    try {
+      loaded = createRequire(import.meta.url)('libpq') as LibpqConstructor;
+    } catch (error) {
+      throw new StoreError(
+        `a PostgreSQL state needs the optional package libpq, which is not installed or not built (${(error as Error).message.split('\n')[0]}): install libpq-dev and a C compiler, then npm install libpq`,
+        { kind: 'path', file: 'postgres' },
+      );
+    }
+  }
+  return new loaded();
+}
+
+/**
+ * libpq's finish() closes the connection's libuv handle, which libuv finishes closing on a later turn of
+ * the event loop; if the object holding that handle is collected first, node aborts
+ * (uv__finish_close). So a finished connection is kept reachable for a while after finish().
+ */
+const finishing = new Set<Libpq>();
+
+export function finish(pq: Libpq): void {
+  finishing.add(pq);
+  try {
+    pq.finish();
+  } finally {
+    setTimeout(() => finishing.delete(pq), 1000).unref();
+  }
+}
+
+/** Keeps a connection that failed to open (libpq finished it already) reachable for the same reason. */
+export function keepFailed(pq: Libpq): void {
+  finishing.add(pq);
+  setTimeout(() => finishing.delete(pq), 1000).unref();
+}

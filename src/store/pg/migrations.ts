@@ -1,0 +1,414 @@
+// The schema of a PostgreSQL state: the same numbered migrations as SQLite's (src/store/migrations.ts),
+// each written in PostgreSQL's dialect, so "schema 12" means the same tables, columns, indexes and
+// triggers on either backend. APPEND ONLY, as there: a released migration is never edited.
+//
+// Differences kept on purpose: text compares byte by byte (COLLATE "C", as SQLite does), so ids sort the
+// same; INTEGER is 64 bits (BIGINT) and REAL double precision, as in SQLite; the tables SQLite reads by
+// rowid carry one as a column; a CHECK changes with ALTER TABLE where SQLite had to rebuild the table.
+
+import type { Migration } from '../migrations.js';
+
+/** SQLite's functions the store's statements use, defined in PostgreSQL under the same names. */
+const COMPAT = `
+CREATE FUNCTION json_valid(doc text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+BEGIN
+  PERFORM doc::json;
+  RETURN true;
+EXCEPTION WHEN others THEN
+  RETURN false;
+END $$;
+-- Booleans read as 1 and 0, as SQLite's json_extract gives them.
+CREATE FUNCTION json_extract(doc text, path text) RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT CASE jsonb_typeof(v) WHEN 'boolean' THEN CASE WHEN v = 'true'::jsonb THEN '1' ELSE '0' END
+                              WHEN 'null' THEN NULL ELSE v #>> '{}' END
+  FROM (SELECT doc::jsonb #> string_to_array(substr(path, 3), '.') AS v) AS x
+$$;
+CREATE FUNCTION json_type(doc text, path text) RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT CASE jsonb_typeof(v) WHEN 'string' THEN 'text' WHEN 'boolean' THEN v #>> '{}'
+           WHEN 'number' THEN CASE WHEN v #>> '{}' ~ '^-?[0-9]+$' THEN 'integer' ELSE 'real' END
+           ELSE jsonb_typeof(v) END
+  FROM (SELECT doc::jsonb #> string_to_array(substr(path, 3), '.') AS v) AS x
+$$;
+CREATE FUNCTION json_each(doc text) RETURNS TABLE (value text) LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT jsonb_array_elements_text(doc::jsonb)
+$$;
+CREATE FUNCTION instr(haystack text, needle text) RETURNS bigint LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT strpos(haystack, needle)::bigint
+$$;
+CREATE FUNCTION julianday(at text) RETURNS double precision LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT extract(epoch FROM at::timestamptz)::double precision / 86400.0 + 2440587.5
+$$;
+-- SQLite's total(): a sum that is 0.0, never NULL, over no rows.
+CREATE AGGREGATE total(double precision) (SFUNC = float8pl, STYPE = double precision, INITCOND = '0');
+`;
+
+const TASK_STATES_1 = `'pending', 'submitting', 'in_doubt', 'submitted', 'running', 'downloading', 'done', 'failed', 'rejected', 'blocked'`;
+const TASK_STATES_2 = `'pending', 'submitting', 'in_doubt', 'submitted', 'running', 'stalled', 'downloading', 'unfetched', 'done', 'failed', 'rejected', 'blocked', 'lost'`;
+
+export const PG_MIGRATIONS: readonly Migration[] = [
+  {
+    id: 1,
+    name: 'runs, tasks, attempts, job events, files, ledger, quota, leases, schedules',
+    sql: `${COMPAT}
+CREATE TABLE runs (
+  id             TEXT COLLATE "C" PRIMARY KEY,
+  manifest_path  TEXT COLLATE "C" NOT NULL,
+  manifest_name  TEXT COLLATE "C" NOT NULL,
+  state          TEXT COLLATE "C" NOT NULL CHECK (state IN ('running', 'interrupted', 'finished', 'refused')),
+  exit_code      BIGINT,
+  settings       TEXT COLLATE "C" NOT NULL CHECK (json_valid(settings)),
+  callback_token TEXT COLLATE "C",
+  balance_before DOUBLE PRECISION,
+  balance_after  DOUBLE PRECISION,
+  created_at     TEXT COLLATE "C" NOT NULL,
+  started_at     TEXT COLLATE "C",
+  finished_at    TEXT COLLATE "C"
+);
+CREATE INDEX runs_by_manifest ON runs (manifest_path, created_at);
+
+CREATE TABLE tasks (
+  rowid          BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+  run_id         TEXT COLLATE "C" NOT NULL REFERENCES runs (id),
+  task_id        TEXT COLLATE "C" NOT NULL,
+  seq            BIGINT NOT NULL,
+  model          TEXT COLLATE "C" NOT NULL,
+  endpoint       TEXT COLLATE "C" NOT NULL,
+  body           TEXT COLLATE "C" NOT NULL,
+  body_hash      TEXT COLLATE "C" NOT NULL,
+  est_tokens     DOUBLE PRECISION NOT NULL,
+  est_min        DOUBLE PRECISION NOT NULL,
+  est_max        DOUBLE PRECISION NOT NULL,
+  est_basis      TEXT COLLATE "C" NOT NULL,
+  est_assumed    BIGINT NOT NULL CHECK (est_assumed IN (0, 1)),
+  state          TEXT COLLATE "C" NOT NULL DEFAULT 'pending',
+  img_uuid       TEXT COLLATE "C",
+  cost           DOUBLE PRECISION,
+  refunded       DOUBLE PRECISION,
+  error          TEXT COLLATE "C",
+  submitted_at   TEXT COLLATE "C",
+  finished_at    TEXT COLLATE "C",
+  job_status     TEXT COLLATE "C",
+  job_duration   DOUBLE PRECISION,
+  last_polled_at TEXT COLLATE "C",
+  next_poll_at   TEXT COLLATE "C",
+  poll_count     BIGINT NOT NULL DEFAULT 0,
+  source         TEXT COLLATE "C" CHECK (source IN ('poll', 'callback')),
+  updated_at     TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (run_id, task_id),
+  CONSTRAINT tasks_state_check CHECK (state IN (${TASK_STATES_1}))
+);
+CREATE UNIQUE INDEX tasks_by_img_uuid ON tasks (img_uuid) WHERE img_uuid IS NOT NULL;
+CREATE INDEX tasks_by_state ON tasks (run_id, state, seq);
+CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running');
+
+CREATE TABLE attempts (
+  rowid       BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+  run_id      TEXT COLLATE "C" NOT NULL,
+  task_id     TEXT COLLATE "C" NOT NULL,
+  attempt_no  BIGINT NOT NULL CHECK (attempt_no >= 1),
+  sent_at     TEXT COLLATE "C" NOT NULL,
+  answered_at TEXT COLLATE "C",
+  outcome     TEXT COLLATE "C" CHECK (outcome IN ('submitted', 'rejected', 'not_charged', 'in_doubt')),
+  http_status BIGINT,
+  code        BIGINT,
+  message     TEXT COLLATE "C",
+  img_uuid    TEXT COLLATE "C",
+  PRIMARY KEY (run_id, task_id, attempt_no),
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+);
+
+CREATE TABLE job_events (
+  rowid    BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+  img_uuid TEXT COLLATE "C" NOT NULL,
+  status   TEXT COLLATE "C" NOT NULL,
+  at       TEXT COLLATE "C" NOT NULL,
+  source   TEXT COLLATE "C" NOT NULL CHECK (source IN ('poll', 'callback')),
+  record   TEXT COLLATE "C" CHECK (record IS NULL OR json_valid(record)),
+  PRIMARY KEY (img_uuid, status)
+);
+
+CREATE TABLE files (
+  rowid        BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+  run_id       TEXT COLLATE "C" NOT NULL,
+  task_id      TEXT COLLATE "C" NOT NULL,
+  idx          BIGINT NOT NULL CHECK (idx >= 0),
+  kind         TEXT COLLATE "C" NOT NULL CHECK (kind IN ('image', 'audio', 'video', 'json')),
+  path         TEXT COLLATE "C" NOT NULL,
+  bytes        BIGINT NOT NULL CHECK (bytes >= 0),
+  sha256       TEXT COLLATE "C" NOT NULL,
+  source_host  TEXT COLLATE "C",
+  completed_at TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (run_id, task_id, idx),
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+);
+
+CREATE TABLE ledger (
+  id              BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+  key_fingerprint TEXT COLLATE "C" NOT NULL,
+  period          TEXT COLLATE "C" NOT NULL CHECK (period ~ '^[0-9]{4}-[0-1][0-9]$'),
+  run_id          TEXT COLLATE "C" NOT NULL REFERENCES runs (id),
+  task_id         TEXT COLLATE "C" NOT NULL,
+  img_uuid        TEXT COLLATE "C" NOT NULL,
+  kind            TEXT COLLATE "C" NOT NULL CHECK (kind IN ('charge', 'refund')),
+  tokens          DOUBLE PRECISION NOT NULL CHECK (tokens >= 0),
+  at              TEXT COLLATE "C" NOT NULL,
+  UNIQUE (img_uuid, kind)
+);
+CREATE INDEX ledger_by_key_period ON ledger (key_fingerprint, period);
+CREATE INDEX ledger_by_run ON ledger (run_id, task_id);
+
+CREATE TABLE quota (
+  key_fingerprint TEXT COLLATE "C" PRIMARY KEY,
+  used            DOUBLE PRECISION NOT NULL,
+  quota           DOUBLE PRECISION NOT NULL,
+  period          TEXT COLLATE "C" NOT NULL,
+  learned_at      TEXT COLLATE "C" NOT NULL
+);
+
+CREATE TABLE leases (
+  name         TEXT COLLATE "C" PRIMARY KEY,
+  holder       TEXT COLLATE "C" NOT NULL,
+  acquired_at  TEXT COLLATE "C" NOT NULL,
+  heartbeat_at TEXT COLLATE "C" NOT NULL,
+  expires_at   TEXT COLLATE "C" NOT NULL
+);
+
+CREATE TABLE schedules (
+  manifest_path TEXT COLLATE "C" PRIMARY KEY,
+  last_fired_at TEXT COLLATE "C",
+  last_run_id   TEXT COLLATE "C",
+  next_fire_at  TEXT COLLATE "C",
+  updated_at    TEXT COLLATE "C" NOT NULL
+);
+`,
+  },
+  {
+    id: 2,
+    name: 'task states stalled, unfetched and lost; automatic retries; unknown costs; recovery from doubt',
+    sql: `
+ALTER TABLE tasks DROP CONSTRAINT tasks_state_check;
+ALTER TABLE tasks ADD CONSTRAINT tasks_state_check CHECK (state IN (${TASK_STATES_2}));
+ALTER TABLE tasks ADD COLUMN retries BIGINT NOT NULL DEFAULT 0 CHECK (retries >= 0);
+ALTER TABLE tasks ADD COLUMN cost_assumed BIGINT NOT NULL DEFAULT 0 CHECK (cost_assumed IN (0, 1));
+ALTER TABLE tasks ADD COLUMN recovered BIGINT NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1));
+DROP INDEX tasks_due_for_poll;
+CREATE INDEX tasks_due_for_poll ON tasks (run_id, next_poll_at) WHERE state IN ('submitted', 'running', 'stalled');
+ALTER TABLE ledger ADD COLUMN assumed BIGINT NOT NULL DEFAULT 0 CHECK (assumed IN (0, 1));
+`,
+  },
+  {
+    id: 3,
+    name: 'runs: first start, active time, and the API and key they belong to; tasks: file name',
+    sql: `
+ALTER TABLE runs ADD COLUMN first_started_at TEXT COLLATE "C";
+UPDATE runs SET first_started_at = coalesce(started_at, created_at);
+ALTER TABLE runs ADD COLUMN active_ms BIGINT NOT NULL DEFAULT 0 CHECK (active_ms >= 0);
+ALTER TABLE runs ADD COLUMN api_base_url TEXT COLLATE "C";
+ALTER TABLE runs ADD COLUMN key_fingerprint TEXT COLLATE "C";
+ALTER TABLE tasks ADD COLUMN file_name TEXT COLLATE "C";
+`,
+  },
+  {
+    id: 4,
+    name: 'tasks: expected job duration, so the longest go first',
+    sql: `
+ALTER TABLE tasks ADD COLUMN expected_ms BIGINT NOT NULL DEFAULT 0 CHECK (expected_ms >= 0);
+CREATE INDEX tasks_pending_longest ON tasks (run_id, state, expected_ms DESC, seq);
+`,
+  },
+  {
+    id: 5,
+    name: 'task_counts: tasks per run and state, kept by triggers, so progress never counts every task',
+    sql: `
+CREATE TABLE task_counts (
+  run_id TEXT COLLATE "C" NOT NULL,
+  state  TEXT COLLATE "C" NOT NULL,
+  n      BIGINT NOT NULL CHECK (n >= 0),
+  PRIMARY KEY (run_id, state)
+);
+INSERT INTO task_counts (run_id, state, n) SELECT run_id, state, count(*) FROM tasks GROUP BY run_id, state;
+
+CREATE FUNCTION task_counts_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
+  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
+    ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + 1;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks
+  FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION task_counts_move();
+CREATE FUNCTION task_counts_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks FOR EACH ROW EXECUTE FUNCTION task_counts_delete();
+`,
+  },
+  {
+    id: 6,
+    name: 'runs: what the report on disk was written from',
+    sql: `
+ALTER TABLE runs ADD COLUMN report_basis TEXT COLLATE "C";
+`,
+  },
+  {
+    id: 7,
+    name: 'chains: the tasks a task waits for, and the request as planned before its references are filled in',
+    sql: `
+CREATE TABLE task_upstreams (
+  run_id      TEXT COLLATE "C" NOT NULL,
+  task_id     TEXT COLLATE "C" NOT NULL,
+  name        TEXT COLLATE "C" NOT NULL,
+  upstream_id TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (run_id, task_id, name),
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+);
+CREATE INDEX task_upstreams_by_upstream ON task_upstreams (run_id, upstream_id);
+ALTER TABLE tasks ADD COLUMN planned_body TEXT COLLATE "C";
+ALTER TABLE tasks ADD COLUMN planned_estimate TEXT COLLATE "C" CHECK (planned_estimate IS NULL OR json_valid(planned_estimate));
+`,
+  },
+  {
+    id: 8,
+    name: 'uploads: local input files already in a bucket, by content',
+    sql: `
+CREATE TABLE uploads (
+  storage     TEXT COLLATE "C" NOT NULL,
+  key         TEXT COLLATE "C" NOT NULL,
+  sha256      TEXT COLLATE "C" NOT NULL CHECK (length(sha256) = 64),
+  bytes       BIGINT NOT NULL CHECK (bytes >= 0),
+  uploaded_at TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (storage, key)
+);
+`,
+  },
+  {
+    id: 9,
+    name: 'chains: how many upstreams each task still waits for, kept by triggers',
+    sql: `
+ALTER TABLE tasks ADD COLUMN waits BIGINT NOT NULL DEFAULT 0 CHECK (waits >= 0);
+UPDATE tasks SET waits = (
+  SELECT count(*) FROM task_upstreams u
+  WHERE u.run_id = tasks.run_id AND u.task_id = tasks.task_id
+    AND (SELECT up.state FROM tasks up WHERE up.run_id = u.run_id AND up.task_id = u.upstream_id) IS DISTINCT FROM 'done')
+WHERE EXISTS (SELECT 1 FROM task_upstreams u WHERE u.run_id = tasks.run_id AND u.task_id = tasks.task_id);
+DROP INDEX tasks_pending_longest;
+CREATE INDEX tasks_ready_longest ON tasks (run_id, state, waits, expected_ms DESC, seq);
+DROP INDEX tasks_by_state;
+CREATE INDEX tasks_by_state ON tasks (run_id, state, seq, waits);
+
+CREATE FUNCTION task_upstreams_add() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id
+    AND (SELECT state FROM tasks WHERE run_id = NEW.run_id AND task_id = NEW.upstream_id) IS DISTINCT FROM 'done';
+  RETURN NULL;
+END $$;
+CREATE TRIGGER task_upstreams_add AFTER INSERT ON task_upstreams FOR EACH ROW EXECUTE FUNCTION task_upstreams_add();
+CREATE FUNCTION task_upstreams_remove() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE tasks SET waits = waits - 1 WHERE run_id = OLD.run_id AND task_id = OLD.task_id
+    AND (SELECT state FROM tasks WHERE run_id = OLD.run_id AND task_id = OLD.upstream_id) IS DISTINCT FROM 'done';
+  RETURN NULL;
+END $$;
+CREATE TRIGGER task_upstreams_remove AFTER DELETE ON task_upstreams FOR EACH ROW EXECUTE FUNCTION task_upstreams_remove();
+CREATE FUNCTION task_upstream_done() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE tasks SET waits = waits - 1 WHERE run_id = NEW.run_id
+    AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER task_upstream_done AFTER UPDATE OF state ON tasks FOR EACH ROW
+  WHEN (NEW.state = 'done' AND OLD.state IS DISTINCT FROM 'done') EXECUTE FUNCTION task_upstream_done();
+CREATE FUNCTION task_upstream_undone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id
+    AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER task_upstream_undone AFTER UPDATE OF state ON tasks FOR EACH ROW
+  WHEN (OLD.state = 'done' AND NEW.state IS DISTINCT FROM 'done') EXECUTE FUNCTION task_upstream_undone();
+`,
+  },
+  {
+    id: 10,
+    name: 'view: finished tasks by time, for the newest results first',
+    sql: `
+CREATE INDEX tasks_by_finished ON tasks (run_id, finished_at, task_id) WHERE finished_at IS NOT NULL;
+`,
+  },
+  {
+    id: 11,
+    name: 'review: decisions, the states skipped, reviewed tasks, attempts of a task, and waits that need approval',
+    sql: `
+ALTER TABLE tasks DROP CONSTRAINT tasks_state_check;
+ALTER TABLE tasks ADD CONSTRAINT tasks_state_check CHECK (state IN (${TASK_STATES_2}, 'skipped'));
+ALTER TABLE tasks ADD COLUMN review BIGINT NOT NULL DEFAULT 0 CHECK (review IN (0, 1));
+ALTER TABLE tasks ADD COLUMN verdict TEXT COLLATE "C" CHECK (verdict IN ('approved', 'rejected'));
+ALTER TABLE tasks ADD COLUMN attempt BIGINT NOT NULL DEFAULT 1 CHECK (attempt >= 1);
+ALTER TABLE tasks ADD COLUMN version BIGINT NOT NULL DEFAULT 1 CHECK (version >= 1);
+CREATE INDEX tasks_reviewed ON tasks (run_id, state, seq) WHERE review = 1;
+
+-- A result gives itself to its downstreams when done, and approved if it is reviewed.
+CREATE FUNCTION task_gives_result(s text, review bigint, verdict text) RETURNS boolean
+  LANGUAGE sql IMMUTABLE AS $$ SELECT coalesce(s = 'done' AND (review = 0 OR verdict IS NOT DISTINCT FROM 'approved'), false) $$;
+
+CREATE OR REPLACE FUNCTION task_upstreams_add() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id
+    AND NOT coalesce((SELECT task_gives_result(state, review, verdict) FROM tasks
+                      WHERE run_id = NEW.run_id AND task_id = NEW.upstream_id), false);
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION task_upstreams_remove() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE tasks SET waits = waits - 1 WHERE run_id = OLD.run_id AND task_id = OLD.task_id
+    AND NOT coalesce((SELECT task_gives_result(state, review, verdict) FROM tasks
+                      WHERE run_id = OLD.run_id AND task_id = OLD.upstream_id), false);
+  RETURN NULL;
+END $$;
+DROP TRIGGER task_upstream_done ON tasks;
+DROP TRIGGER task_upstream_undone ON tasks;
+CREATE TRIGGER task_upstream_done AFTER UPDATE OF state, review, verdict ON tasks FOR EACH ROW
+  WHEN (task_gives_result(NEW.state, NEW.review, NEW.verdict) AND NOT task_gives_result(OLD.state, OLD.review, OLD.verdict))
+  EXECUTE FUNCTION task_upstream_done();
+CREATE TRIGGER task_upstream_undone AFTER UPDATE OF state, review, verdict ON tasks FOR EACH ROW
+  WHEN (task_gives_result(OLD.state, OLD.review, OLD.verdict) AND NOT task_gives_result(NEW.state, NEW.review, NEW.verdict))
+  EXECUTE FUNCTION task_upstream_undone();
+
+CREATE FUNCTION task_review_version() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE tasks SET version = version + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER task_review_version AFTER UPDATE OF state, verdict, attempt ON tasks FOR EACH ROW
+  WHEN (NEW.review = 1 AND (OLD.state IS DISTINCT FROM NEW.state OR OLD.verdict IS DISTINCT FROM NEW.verdict
+        OR OLD.attempt IS DISTINCT FROM NEW.attempt))
+  EXECUTE FUNCTION task_review_version();
+
+CREATE TABLE decisions (
+  id         BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+  run_id     TEXT COLLATE "C" NOT NULL,
+  task_id    TEXT COLLATE "C" NOT NULL,
+  attempt    BIGINT NOT NULL CHECK (attempt >= 1),
+  verdict    TEXT COLLATE "C" NOT NULL CHECK (verdict IN ('approve', 'reject', 'reroll')),
+  note       TEXT COLLATE "C",
+  decided_by TEXT COLLATE "C" NOT NULL,
+  decided_at TEXT COLLATE "C" NOT NULL,
+  version    BIGINT NOT NULL,
+  FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
+);
+CREATE INDEX decisions_by_task ON decisions (run_id, task_id, id);
+
+ALTER TABLE ledger ADD COLUMN reroll BIGINT NOT NULL DEFAULT 0 CHECK (reroll IN (0, 1));
+`,
+  },
+  {
+    id: 12,
+    name: "view: the index of finished tasks again, after review's rebuild of tasks",
+    sql: `
+-- PostgreSQL altered the table in place, so the index of migration 10 is still there.
+CREATE INDEX IF NOT EXISTS tasks_by_finished ON tasks (run_id, finished_at, task_id) WHERE finished_at IS NOT NULL;
+`,
+  },
+];

@@ -1,0 +1,79 @@
+// Opening a PostgreSQL state: the connection, and its schema brought up to date under a lock, so that
+// many workers starting at once migrate it once.
+
+import type { Db } from '../db.js';
+import { StoreError } from '../errors.js';
+import type { Migration } from '../migrations.js';
+import type { Clock } from '../types.js';
+
+export { isPostgresUrl } from '../location.js';
+
+import { PgDb } from './db.js';
+import { PG_MIGRATIONS } from './migrations.js';
+
+/** Held while migrating: another worker waits here, then finds the schema current. */
+const MIGRATION_LOCK = 0x6d696772; // "migr"
+
+/** Opens the state in the database at `url`, creating its tables on first use. */
+export function openPgDatabase(
+  url: string,
+  now: Clock,
+  migrations: readonly Migration[] = PG_MIGRATIONS,
+): Db {
+  const db = new PgDb(url);
+  try {
+    migrate(db, now, migrations);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  // The store's sub-stores call better-sqlite3's methods; PgDb offers the ones they call, with the same
+  // meaning (tested by the contract suite over both backends), not the whole of its type.
+  return db as unknown as Db;
+}
+
+function migrate(db: PgDb, now: Clock, migrations: readonly Migration[]): void {
+  db.exec(`SELECT pg_advisory_lock(${MIGRATION_LOCK})`);
+  try {
+    const foreign = db
+      .prepare(
+        `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name <> 'migrations'`,
+      )
+      .pluck()
+      .get() as number;
+    const ours = db
+      .prepare(
+        `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'migrations'`,
+      )
+      .pluck()
+      .get() as number;
+    if (foreign > 0 && ours === 0) {
+      throw new StoreError(
+        `the PostgreSQL state at ${db.name} holds other tables and no mediabatch schema: give mediabatch a database (or a schema, with ?options=-csearch_path%3Dname) of its own`,
+        { kind: 'corrupt', file: db.name },
+      );
+    }
+    db.exec(`CREATE TABLE IF NOT EXISTS migrations (
+  id         BIGINT PRIMARY KEY,
+  name       TEXT NOT NULL,
+  applied_at TEXT NOT NULL
+)`);
+    const latest = (db.prepare('SELECT max(id) FROM migrations').pluck().get() as number | null) ?? 0;
+    if (latest > migrations.length) {
+      throw new StoreError(
+        `the PostgreSQL state at ${db.name} was written by a newer mediabatch (schema ${latest}, this one knows ${migrations.length}): upgrade mediabatch`,
+        { kind: 'newer', file: db.name },
+      );
+    }
+    const record = db.prepare('INSERT INTO migrations (id, name, applied_at) VALUES (?, ?, ?)');
+    for (const migration of migrations) {
+      if (migration.id <= latest) continue;
+      db.transaction(() => {
+        db.exec(migration.sql);
+        record.run(migration.id, migration.name, now().toISOString());
+      })();
+    }
+  } finally {
+    if (db.open) db.exec(`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`);
+  }
+}

@@ -1,0 +1,226 @@
+// Money the store arbitrates (table `reservations`, `run_money` of migration 13). Every spend of a run —
+// a first submission, an automatic retry, a re-roll, a retry of doubt, a downstream an approval let go —
+// reserves its worst case inside the transaction that records its intent, and only if the run's budget
+// still holds it: reserved + charged − refunded + price ≤ budget. The transactions that take a write lock
+// first (BEGIN IMMEDIATE) make that check and the row one step for every process on the state file.
+// An answer settles the reservation (the ledger has the charge), a refusal or a not-charged answer
+// releases it, an answer lost keeps it as doubt until the task is resolved. Amounts are micro-tokens.
+//
+// These methods run inside the callers' transactions (submissions, reviews, tasks); only `figures` and
+// `setBudget` stand alone.
+
+import { MediabatchError } from '../errors.js';
+import { fromMicro } from '../util/money.js';
+import type { Db } from './db.js';
+
+export type ReservationKind = 'first' | 'retry' | 'reroll' | 'doubt';
+export type ReservationState = 'held' | 'doubt' | 'settled' | 'released';
+
+/** A run's money as the store knows it, in micro-tokens. */
+export interface MoneyFigures {
+  /** The budget spenders check against; undefined when the run has none. */
+  budget: number | undefined;
+  charged: number;
+  refunded: number;
+  /** Worst cases of spends asked for or sent and not answered yet. */
+  held: number;
+  /** Worst cases of spends whose answer was lost: they may have been charged. */
+  doubt: number;
+}
+
+/**
+ * A spend the budget cannot hold: nothing was recorded. The runner and review turn it into an outcome
+ * (the task left pending, the re-roll refused with the reason), so it keeps EXIT.internal.
+ */
+export class OverBudgetError extends MediabatchError {
+  override name = 'OverBudgetError';
+  /** What the budget leaves, and what the spend needs, in micro-tokens. */
+  readonly leftMicro: number;
+  readonly needMicro: number;
+
+  constructor(message: string, leftMicro: number, needMicro: number) {
+    super(message);
+    this.leftMicro = leftMicro;
+    this.needMicro = needMicro;
+  }
+}
+
+interface FiguresRow {
+  budget: number | null;
+  charged: number;
+  refunded: number;
+  held: number;
+  doubt: number;
+}
+
+type Key = { runId: string; taskId: string };
+
+export class ReservationStore {
+  readonly #figures;
+  readonly #open;
+  readonly #insert;
+  readonly #grow;
+  readonly #close;
+  readonly #toDoubt;
+  readonly #setBudget;
+  readonly #kindOf;
+  readonly #priceOf;
+
+  constructor(db: Db) {
+    this.#figures = db.prepare<{ runId: string }, FiguresRow>(
+      `SELECT m.budget AS budget, coalesce(m.charged, 0) AS charged, coalesce(m.refunded, 0) AS refunded,
+         coalesce(o.held, 0) AS held, coalesce(o.doubt, 0) AS doubt
+       FROM runs r LEFT JOIN run_money m ON m.run_id = r.id
+       LEFT JOIN (SELECT run_id, sum(CASE WHEN state = 'held' THEN amount END) AS held,
+           sum(CASE WHEN state = 'doubt' THEN amount END) AS doubt
+         FROM reservations INDEXED BY reservations_open
+         WHERE run_id = :runId AND state IN ('held', 'doubt') GROUP BY run_id) o ON o.run_id = r.id
+       WHERE r.id = :runId`,
+    );
+    this.#open = db.prepare<[string, string], { id: number; amount: number; state: ReservationState }>(
+      `SELECT id, amount, state FROM reservations
+       WHERE run_id = ? AND task_id = ? AND state IN ('held', 'doubt')`,
+    );
+    this.#insert = db.prepare<Key & { kind: ReservationKind; amount: number; now: string }>(
+      `INSERT INTO reservations (run_id, task_id, kind, amount, state, reserved_at)
+       VALUES (:runId, :taskId, :kind, :amount, 'held', :now)`,
+    );
+    this.#grow = db.prepare<{ id: number; amount: number }>(
+      'UPDATE reservations SET amount = :amount WHERE id = :id',
+    );
+    // `state IN ('held', 'doubt')` written out, so the partial index of open reservations finds the row
+    // (with the states as a parameter, each answer scanned every reservation of the state file).
+    this.#close = db.prepare<
+      Key & {
+        state: 'settled' | 'released';
+        charged: number | null;
+        now: string;
+        held: number;
+        doubt: number;
+      }
+    >(
+      `UPDATE reservations SET state = :state, charged = :charged, closed_at = :now
+       WHERE run_id = :runId AND task_id = :taskId AND state IN ('held', 'doubt')
+         AND ((state = 'held' AND :held = 1) OR (state = 'doubt' AND :doubt = 1))`,
+    );
+    this.#toDoubt = db.prepare<Key>(
+      `UPDATE reservations SET state = 'doubt'
+       WHERE run_id = :runId AND task_id = :taskId AND state IN ('held', 'doubt') AND state = 'held'`,
+    );
+    this.#setBudget = db.prepare<{ runId: string; budget: number | null }>(
+      `INSERT INTO run_money (run_id, budget) VALUES (:runId, :budget)
+       ON CONFLICT (run_id) DO UPDATE SET budget = excluded.budget`,
+    );
+    // A submission after a lost answer is a retry of doubt; after a charged one, an automatic retry.
+    this.#kindOf = db.prepare<[string, string], { doubt: number; charged: number }>(
+      `SELECT coalesce(max(outcome = 'in_doubt'), 0) AS doubt, coalesce(max(outcome = 'submitted'), 0) AS charged
+       FROM attempts WHERE run_id = ? AND task_id = ?`,
+    );
+    this.#priceOf = db
+      .prepare<[string, string], number>(
+        'SELECT CAST(round(est_max * 1000000) AS INTEGER) FROM tasks WHERE run_id = ? AND task_id = ?',
+      )
+      .pluck();
+  }
+
+  figures(runId: string): MoneyFigures {
+    const row = this.#figures.get({ runId });
+    return {
+      budget: row?.budget ?? undefined,
+      charged: row?.charged ?? 0,
+      refunded: row?.refunded ?? 0,
+      held: row?.held ?? 0,
+      doubt: row?.doubt ?? 0,
+    };
+  }
+
+  /** The worst case the task holds, not sent yet or in flight (0 when none). */
+  heldFor(runId: string, taskId: string): number {
+    const open = this.#open.get(runId, taskId);
+    return open?.state === 'held' ? open.amount : 0;
+  }
+
+  /** The budget the run's spenders check from now on (micro-tokens; undefined: none). */
+  setBudget(runId: string, budgetMicro: number | undefined): void {
+    this.#setBudget.run({ runId, budget: budgetMicro ?? null });
+  }
+
+  /**
+   * In the intent's transaction: the task's worst case (its `est_max` now) reserved, or the re-roll's
+   * reservation taken over (grown if the price grew). Throws OverBudgetError when the budget cannot hold it.
+   */
+  reserveForIntent(runId: string, taskId: string, now: string): void {
+    const price = this.#priceOf.get(runId, taskId) ?? 0;
+    const open = this.#open.get(runId, taskId);
+    if (open?.state === 'held') {
+      if (price <= open.amount) return;
+      this.#check(runId, [taskId], price - open.amount);
+      this.#grow.run({ id: open.id, amount: price });
+      return;
+    }
+    // A task back in the queue from doubt gives its doubt up when it is sent again (tasks.ts releases it
+    // on requeue; this covers a path that did not).
+    if (open !== undefined) this.release(runId, taskId, now, ['doubt']);
+    const seen = this.#kindOf.get(runId, taskId);
+    const kind: ReservationKind = seen?.doubt ? 'doubt' : seen?.charged ? 'retry' : 'first';
+    this.#check(runId, [taskId], price);
+    this.#insert.run({ runId, taskId, kind, amount: price, now });
+  }
+
+  /**
+   * In a decision's transaction: every re-roll of one ask reserved at once, or none (OverBudgetError).
+   * Tasks that already hold one keep it.
+   */
+  reserveRerolls(runId: string, taskIds: readonly string[], now: string): void {
+    const fresh = taskIds.filter((taskId) => this.#open.get(runId, taskId) === undefined);
+    const prices = fresh.map((taskId) => this.#priceOf.get(runId, taskId) ?? 0);
+    this.#check(
+      runId,
+      fresh,
+      prices.reduce((n, p) => n + p, 0),
+    );
+    fresh.forEach((taskId, i) => {
+      this.#insert.run({ runId, taskId, kind: 'reroll', amount: prices[i] ?? 0, now });
+    });
+  }
+
+  /** The answer charged: the ledger has the charge now, the worst case is no longer held. */
+  settle(runId: string, taskId: string, chargedMicro: number, now: string): void {
+    this.#close.run({ runId, taskId, state: 'settled', charged: chargedMicro, now, held: 1, doubt: 1 });
+  }
+
+  /** Known not charged (refused, not sent, a retry of doubt asked for): the worst case is given back. */
+  release(
+    runId: string,
+    taskId: string,
+    now: string,
+    from: ReadonlyArray<'held' | 'doubt'> = ['held'],
+  ): void {
+    const held = from.includes('held') ? 1 : 0;
+    const doubt = from.includes('doubt') ? 1 : 0;
+    this.#close.run({ runId, taskId, state: 'released', charged: null, now, held, doubt });
+  }
+
+  /** Sent, answer lost: the worst case stays reserved until the task is resolved. */
+  doubt(runId: string, taskId: string): void {
+    this.#toDoubt.run({ runId, taskId });
+  }
+
+  #check(runId: string, taskIds: readonly string[], needMicro: number): void {
+    const f = this.figures(runId);
+    if (f.budget === undefined) return;
+    const committed = f.charged - f.refunded + f.held + f.doubt;
+    if (committed + needMicro <= f.budget) return;
+    const left = Math.max(0, f.budget - committed);
+    const what = taskIds.length === 1 ? (taskIds[0] ?? '') : `${taskIds.length} tasks`;
+    throw new OverBudgetError(
+      `${what} may cost up to ${tokens(needMicro)} tokens and the budget of ${tokens(f.budget)} leaves ${tokens(left)} (${tokens(f.charged - f.refunded)} spent, ${tokens(f.held + f.doubt)} reserved for tasks asked for, in flight or in doubt)`,
+      left,
+      needMicro,
+    );
+  }
+}
+
+function tokens(micro: number): string {
+  return String(fromMicro(micro));
+}

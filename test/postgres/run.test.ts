@@ -1,0 +1,98 @@
+// `mediabatch run --state postgres://…` end to end: the CLI against the sandbox over HTTP, its state in a
+// real PostgreSQL server started for this file. The money in the database equals the sandbox's books;
+// a second run of the same manifest resumes the run and sends nothing again; status reads the same run
+// through MEDIABATCH_STATE_URL; the password of the URL is never printed.
+
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/index.js';
+import { cli } from '../helpers/cli.js';
+import { type Postgres, startPostgres } from '../helpers/postgres.js';
+import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY, walk } from '../helpers/run-env.js';
+
+const pg: Postgres = await startPostgres();
+afterAll(() => pg.stop());
+
+const PASSWORD = 'pw-SENTINEL-4e1d';
+let env: RunEnv;
+let url: string;
+beforeEach(async () => {
+  env = await makeRunEnv({ balance: 1000 });
+  // The test server trusts loopback, so any password is accepted: one that must never be written anywhere.
+  url = pg.freshDatabase().replace('postgres@', `postgres:${PASSWORD}@`);
+});
+afterEach(async () => {
+  await env.close();
+});
+
+function mediabatch(args: string[], extraEnv: Record<string, string> = {}) {
+  return cli(args, {
+    env: {
+      MEDIABATCH_API_KEY: SANDBOX_KEY,
+      MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
+      MEDIABATCH_POLL_SCALE: FAST_POLLS,
+      ...extraEnv,
+    },
+    cwd: env.dir,
+    now: () => new Date(),
+  });
+}
+
+describe('a run whose state is in PostgreSQL', () => {
+  it('runs, books every charge the sandbox made, and resumes without sending anything again', async () => {
+    const file = await env.manifest({ name: 'pgrun', budget: 500, tasks: images(8) });
+    const first = await mediabatch(['--state', url, 'run', file, '--yes']);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+
+    const jobs = env.state().jobs;
+    expect(jobs).toHaveLength(8);
+    const sandboxNet = jobs.reduce((n, j) => n + j.cost - j.refunded, 0);
+    const store = openStore(url);
+    try {
+      expect(store.countTasksByState('pgrun').done).toBe(8);
+      expect(store.runSpent('pgrun').net).toBe(sandboxNet);
+    } finally {
+      store.close();
+    }
+    const files = (await walk(`${env.dir}/out`)).filter((f) => f.endsWith('.png'));
+    expect(files).toHaveLength(8);
+
+    for (const path of await walk(env.dir)) {
+      expect(readFileSync(join(env.dir, path)).includes(PASSWORD), path).toBe(false);
+    }
+    expect(`${first.stdout}${first.stderr}`).not.toContain(PASSWORD);
+    // The run folder's mark names the database it belongs to, without the password.
+    const mark = JSON.parse(readFileSync(join(env.dir, 'out', 'pgrun', '.mediabatch-run.json'), 'utf8'));
+    expect(mark.state_file).toBe(url.replace(PASSWORD, '***').replace(/\?.*$/, ''));
+
+    const again = await mediabatch(['--state', url, 'run', file, '--yes']);
+    expect(again.code).toBe(0);
+    expect(env.state().jobs).toHaveLength(8);
+
+    const status = await mediabatch(['status', 'pgrun'], { MEDIABATCH_STATE_URL: url });
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain('pgrun');
+    expect(status.stdout).toMatch(/8 done/);
+  });
+
+  it('names the server it cannot reach in one line, without the password, and exits as for a state it cannot use', async () => {
+    const file = await env.manifest({ name: 'pgrun', tasks: images(1) });
+    const port = pg.port + 1;
+    const r = await mediabatch([
+      '--state',
+      `postgres://mb:s3cret-pw@127.0.0.1:${port}/nowhere?connect_timeout=2`,
+      'run',
+      file,
+      '--yes',
+    ]);
+    expect(r.code).not.toBe(0);
+    expect(r.code).not.toBe(70);
+    expect(r.stderr).toContain(
+      `the PostgreSQL state at postgres://mb:***@127.0.0.1:${port}/nowhere cannot be reached`,
+    );
+    expect(`${r.stdout}${r.stderr}`).not.toContain('s3cret-pw');
+    expect(env.state().jobs).toHaveLength(0);
+  });
+});

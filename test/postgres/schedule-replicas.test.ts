@@ -1,0 +1,124 @@
+// Two `mediabatch schedule` replicas (real processes) on one state, a cron firing every 3 seconds: each
+// slot is fired by exactly one of them, the other says it was handled elsewhere, and the sandbox is asked
+// once per task of each run. On PostgreSQL (the fleet's case) and on one SQLite file.
+
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EXIT } from '../../src/exit-codes.js';
+import { openStore } from '../../src/store/index.js';
+import { type Child, spawnCli } from '../helpers/child.js';
+import { type Postgres, startPostgres } from '../helpers/postgres.js';
+import { FAST_POLLS, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
+
+const pg: Postgres = await startPostgres();
+afterAll(() => pg.stop());
+
+let env: RunEnv;
+beforeEach(async () => {
+  env = await makeRunEnv({ balance: 1000 });
+});
+afterEach(async () => {
+  await env.close();
+});
+
+const MANIFEST = [
+  'version: 1',
+  'name: tick',
+  'run: "{{name}}-{{datetime}}"',
+  'schedule: "*/3 * * * * *"',
+  'timezone: UTC',
+  'output: out',
+  'tasks:',
+  '  - id: "shot-{{n}}"',
+  '    model: flat-image',
+  '    matrix: { n: [1, 2] }',
+  '    input: { prompt: "A studio photo of mug {{n}}" }',
+  '',
+].join('\n');
+
+function replica(state: string): Child {
+  return spawnCli(['--state', state, 'schedule', 'tick.yaml', '--no-probe'], {
+    cwd: env.dir,
+    env: {
+      MEDIABATCH_API_KEY: SANDBOX_KEY,
+      MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
+      MEDIABATCH_POLL_SCALE: FAST_POLLS,
+    },
+  });
+}
+
+function slots(out: string, pattern: RegExp): string[] {
+  return [...out.matchAll(pattern)].map((m) => m[1] ?? '');
+}
+const FIRED = /tick\.yaml: firing \(due ([^)]+)\)/g;
+/** Slots this replica owned and did not fire: its own previous run, or the other's, was still going. */
+const SKIPPED = /tick\.yaml: skipped the firing due (\S+): /g;
+const ELSEWHERE = /tick\.yaml: the firing due (\S+) was already handled by another mediabatch schedule/g;
+
+async function until(what: string, check: () => boolean, ms = 90_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function twoReplicas(state: string): Promise<void> {
+  writeFileSync(join(env.dir, 'tick.yaml'), MANIFEST);
+  const replicas = [replica(state), replica(state)];
+  try {
+    const [a, b] = replicas as [Child, Child];
+    const finished = () => `${a.stdout()}${b.stdout()}`.match(/: run tick-\S+ finished:/g)?.length ?? 0;
+    const bothTalked = () =>
+      slots(a.stdout(), ELSEWHERE).length > 0 && slots(b.stdout(), ELSEWHERE).length > 0;
+    await until('four finished runs, and each replica having seen one fired elsewhere', () => {
+      return finished() >= 4 && bothTalked();
+    });
+  } finally {
+    for (const r of replicas) r.proc.kill('SIGTERM');
+  }
+  const codes = await Promise.all(replicas.map((r) => r.exited));
+  for (const [i, r] of replicas.entries()) {
+    expect([EXIT.ok, EXIT.interrupted], `replica ${i}: ${r.stderr()}`).toContain(codes[i]);
+  }
+  const [a, b] = replicas.map((r) => r.stdout()) as [string, string];
+  const firedA = slots(a, FIRED);
+  const firedB = slots(b, FIRED);
+  const ownedA = [...firedA, ...slots(a, SKIPPED)];
+  const ownedB = [...firedB, ...slots(b, SKIPPED)];
+  // Every slot is owned (fired, or skipped with a reason) by exactly one replica; the other, when it was
+  // up, says it was handled elsewhere.
+  expect(ownedA.filter((s) => ownedB.includes(s))).toEqual([]);
+  const elsewhereA = slots(a, ELSEWHERE);
+  const elsewhereB = slots(b, ELSEWHERE);
+  expect(elsewhereA.length).toBeGreaterThan(0);
+  expect(elsewhereB.length).toBeGreaterThan(0);
+  for (const s of elsewhereA) expect(ownedB, `A says ${s} was handled elsewhere`).toContain(s);
+  for (const s of elsewhereB) expect(ownedA, `B says ${s} was handled elsewhere`).toContain(s);
+  expect(firedA.length).toBeGreaterThan(0);
+  expect(firedB.length).toBeGreaterThan(0);
+
+  // One run per fired slot, with its own id; the sandbox was asked once per task the runs sent.
+  const store = openStore(state);
+  try {
+    const runs = store.listRuns({ manifestPath: join(env.dir, 'tick.yaml') });
+    expect(runs).toHaveLength(firedA.length + firedB.length);
+    expect(new Set(runs.map((r) => r.id)).size).toBe(runs.length);
+    const sent = runs.flatMap((r) => store.tasksOfRun(r.id)).filter((t) => t.state !== 'pending');
+    expect(env.state().jobs).toHaveLength(sent.length);
+    expect(runs.filter((r) => store.countTasksByState(r.id).done === 2).length).toBeGreaterThanOrEqual(4);
+  } finally {
+    store.close();
+  }
+}
+
+describe('two mediabatch schedule replicas on one state', () => {
+  it('on PostgreSQL: one run per period, the other replica says it was fired elsewhere', async () => {
+    await twoReplicas(pg.freshDatabase());
+  }, 150_000);
+
+  it('on one SQLite file: the same', async () => {
+    await twoReplicas(join(env.dir, 'state.db'));
+  }, 150_000);
+});

@@ -1,0 +1,72 @@
+// The rewriting of the store's SQLite statements for PostgreSQL, and the connection's defaults: pure
+// functions, as tables. (Whether the rewritten statements do the same is the contract suite's work:
+// test/store/postgres.test.ts.)
+
+import { describe, expect, it } from 'vitest';
+import { redactUrl, stateLocation } from '../../src/store/location.js';
+import { connectionString } from '../../src/store/pg/db.js';
+import { toPostgres } from '../../src/store/pg/sql.js';
+
+describe('toPostgres', () => {
+  it.each([
+    ['SELECT * FROM t WHERE a = ? AND b = ?', 'SELECT * FROM t WHERE a = $1 AND b = $2'],
+    ["SELECT '?' || x FROM t WHERE y = ?", "SELECT '?' || x FROM t WHERE y = $1"],
+    ['UPDATE t SET a = :a WHERE id = :id AND a <> :a', 'UPDATE t SET a = $1 WHERE id = $2 AND a <> $1'],
+    ["SELECT x::text FROM t WHERE s = 'a:b'", "SELECT x::text FROM t WHERE s = 'a:b'"],
+    ['SELECT 1 FROM t WHERE a IS NOT ?', 'SELECT 1 FROM t WHERE a IS DISTINCT FROM $1'],
+    ["SELECT 1 FROM t WHERE v IS 'approved'", "SELECT 1 FROM t WHERE v IS NOT DISTINCT FROM 'approved'"],
+    [
+      'SELECT 1 FROM t WHERE a IS NOT NULL AND b IS NULL',
+      'SELECT 1 FROM t WHERE a IS NOT NULL AND b IS NULL',
+    ],
+    ['SELECT max(0, a - b), max(a) FROM t', 'SELECT GREATEST(0, a - b), max(a) FROM t'],
+    ['SELECT min(a, min(b, c)) FROM t', 'SELECT LEAST(a, LEAST(b, c)) FROM t'],
+    ["SELECT json_object('a', x, 'b', y) FROM t", "SELECT (json_build_object('a', x, 'b', y)::text) FROM t"],
+    ['INSERT OR IGNORE INTO t (a) VALUES (?)', 'INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING'],
+    [
+      'INSERT OR IGNORE INTO t (a) VALUES (?) RETURNING a',
+      'INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING RETURNING a',
+    ],
+    ['SELECT a FROM t INDEXED BY t_by_a WHERE +run_id = ?', 'SELECT a FROM t WHERE run_id = $1'],
+    ['SELECT CAST(x AS INTEGER) FROM t', 'SELECT CAST(x AS BIGINT) FROM t'],
+    ['SELECT task_id AS taskId, n AS total FROM t', 'SELECT task_id AS "taskId", n AS total FROM t'],
+    [
+      'SELECT 1 FROM t WHERE rowid IN (SELECT value FROM json_each(?))',
+      'SELECT 1 FROM t WHERE rowid IN (SELECT value::bigint FROM json_each($1))',
+    ],
+    ['SELECT n + 1, a +b FROM t', 'SELECT n + 1, a +b FROM t'],
+  ])('%s', (sqlite, pg) => {
+    expect(toPostgres(sqlite).text).toBe(pg);
+  });
+
+  it('counts positional parameters, names named ones in order, and tells writes from reads', () => {
+    expect(toPostgres('SELECT ? , ?')).toMatchObject({ positional: 2, names: [], writes: false });
+    expect(toPostgres('UPDATE t SET a = @a, b = $b WHERE c = :a')).toMatchObject({
+      positional: 0,
+      names: ['a', 'b'],
+      writes: true,
+    });
+  });
+
+  it('refuses a statement that mixes ? with named parameters', () => {
+    expect(() => toPostgres('SELECT ? WHERE a = :a')).toThrow('a statement mixes ? and named parameters');
+  });
+});
+
+describe('the connection', () => {
+  it('adds timeouts and keepalives the URL does not set, and keeps those it does', () => {
+    const conninfo = new URL(connectionString('postgres://u:p@db:5432/mb?connect_timeout=3'));
+    expect(conninfo.searchParams.get('connect_timeout')).toBe('3');
+    expect(conninfo.searchParams.get('keepalives_idle')).toBe('10');
+    expect(conninfo.searchParams.get('tcp_user_timeout')).toBe('30000');
+    expect(conninfo.searchParams.get('options')).toContain('statement_timeout=60000');
+    expect(connectionString('postgres://db/mb')).not.toContain('+');
+  });
+
+  it('names a state without its password or query, and leaves a URL unresolved', () => {
+    expect(redactUrl('postgres://mb:s3cret@db:5432/mb?sslmode=require')).toBe('postgres://mb:***@db:5432/mb');
+    expect(redactUrl('postgresql://db/mb')).toBe('postgresql://db/mb');
+    expect(stateLocation('/work', 'postgres://db/mb')).toBe('postgres://db/mb');
+    expect(stateLocation('/work', 'state/x.db')).toBe('/work/state/x.db');
+  });
+});
