@@ -349,6 +349,7 @@ export function sumAccounts(
   const sum = emptyAccount(run);
   const micro = { charged: 0, refunded: 0, estimate: [0, 0, 0], atMost: 0, left: 0, paid: 0 };
   const kindMicro = Object.fromEntries(MONEY_KINDS.map((k) => [k, { charged: 0, refunded: 0 }]));
+  let jobs = 0;
   for (const a of accounts) {
     sum.tasks += a.tasks;
     for (const s of TASK_STATES) sum.by_state[s] += a.by_state[s];
@@ -361,7 +362,7 @@ export function sumAccounts(
       const r = sum.review;
       for (const key of Object.keys(r) as (keyof typeof r)[]) r[key] += a.review[key];
     }
-    sum.money.jobs += a.money.jobs;
+    jobs += a.money.jobs;
     micro.charged += toMicro(a.money.charged);
     micro.refunded += toMicro(a.money.refunded);
     for (const k of MONEY_KINDS) {
@@ -388,10 +389,16 @@ export function sumAccounts(
     sum.worst_case_left.tasks += a.worst_case_left.tasks;
     micro.left += toMicro(a.worst_case_left.tokens);
   }
-  sum.money.charged = fromMicro(micro.charged);
-  sum.money.refunded = fromMicro(micro.refunded);
-  sum.money.net = fromMicro(micro.charged - micro.refunded);
-  sum.money.net_usd = tokensToUsd(sum.money.net);
+  // A sum of read accounts (the shards'), built whole: the run's own money is the money module's.
+  const net = fromMicro(micro.charged - micro.refunded);
+  sum.money = {
+    ...sum.money,
+    jobs,
+    charged: fromMicro(micro.charged),
+    refunded: fromMicro(micro.refunded),
+    net,
+    net_usd: tokensToUsd(net),
+  };
   for (const k of MONEY_KINDS) {
     const m = kindMicro[k] as { charged: number; refunded: number };
     Object.assign(sum.money.by_kind[k], {

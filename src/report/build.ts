@@ -8,7 +8,13 @@ import type { Estimate } from '../catalog/types.js';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
-import { DEFAULT_STATE_FILE, invocationOf, type Reader, type RunInvocation } from '../results/invocation.js';
+import {
+  commandLine,
+  DEFAULT_STATE_FILE,
+  invocationOf,
+  type Reader,
+  type RunInvocation,
+} from '../results/invocation.js';
 import { taskFolderName } from '../results/names.js';
 import { reportReview, reviewFacts } from '../review/index.js';
 import {
@@ -242,7 +248,7 @@ export function assembleHead(input: HeadInput): ReportHead {
       ...shardOfRun(run.id),
       invocation: reportInvocation(inv),
     },
-    advice: [...adviceFor(totals, account), ...reviewAdvice(account)],
+    advice: [...adviceFor(totals, account, inv), ...reviewAdvice(account, inv)],
     totals,
     account,
     by_model: input.byModel,
@@ -556,27 +562,27 @@ function commandOf(account: RunAccount, action: NextAction, fallback: string): s
 }
 
 /** Issue 25: results waiting for a person, and the command that decides. */
-function reviewAdvice(account: RunAccount): string[] {
+function reviewAdvice(account: RunAccount, inv: RunInvocation): string[] {
   const awaiting = account.review?.awaiting ?? 0;
   if (awaiting === 0) return [];
-  const review = commandOf(account, 'review', `mediabatch review ${account.run.id}`);
-  const goOn = commandOf(account, 'continue', `mediabatch run ${account.run.manifest}`);
+  const review = commandOf(account, 'review', commandLine(inv, { command: 'review' }));
+  const goOn = commandOf(account, 'continue', commandLine(inv, { command: 'run' }));
   return [
     `${countOf(awaiting, 'result')} ${awaiting === 1 ? 'awaits' : 'await'} review: ${review} lists ${awaiting === 1 ? 'it' : 'them'}; approve, reject or re-roll, then ${goOn} sends on what was approved.`,
   ];
 }
 
-function adviceFor(totals: ReportSummary, account: RunAccount): string[] {
+function adviceFor(totals: ReportSummary, account: RunAccount, inv: RunInvocation): string[] {
   const s = account.by_state;
   const advice: string[] = [];
-  const goOn = commandOf(account, 'continue', `mediabatch run ${account.run.manifest}`);
+  const goOn = commandOf(account, 'continue', commandLine(inv, { command: 'run' }));
   if (account.in_doubt.tasks > 0) {
     const n = account.in_doubt.tasks;
     const them = n === 1 ? 'it' : 'them';
     const retry = commandOf(
       account,
       'retry-in-doubt',
-      `mediabatch run ${account.run.manifest} --retry-in-doubt`,
+      commandLine(inv, { command: 'run', retryInDoubt: true }),
     );
     advice.push(
       `${countOf(n, 'task')} in doubt: sent, but the answer was lost, so the API may have charged up to ${fmtTokens(account.in_doubt.at_most)} tokens for ${them}. ` +

@@ -2,7 +2,8 @@
 // tasks of a run of any size are summed without being loaded: the figures are those assembleReport
 // computes from every task in memory, up to the float noise of adding in another order (all rounded).
 
-import { describeRun } from '../account/index.js';
+import { describeRun, invocationCommand } from '../account/index.js';
+import { invocationOf } from '../results/invocation.js';
 import { reportReview } from '../review/index.js';
 import type { ReportModelFigures, Store } from '../store/index.js';
 import { emptyNotOnDisk, emptyTaskCounts, NOT_ON_DISK, TASK_STATES } from '../store/index.js';
@@ -37,7 +38,9 @@ export function collectReportHead(store: Store, runId: string, opts: ReportOptio
     },
     files: store.runFileTotals(runId),
     ...withReview(reportReview(store, runId)),
-    account: describeRun(store, runId),
+    account: describeRun(store, runId, {
+      command: invocationCommand(invocationOf(run, opts.reader ?? { state: store.file })),
+    }),
   });
 }
 

@@ -162,9 +162,9 @@ describe('the counts and the next steps', () => {
     expect(account.tasks).toBe(8);
     expect(account.unfinished).toBe(3);
     expect(account.next.map((s) => [s.action, s.tasks, s.command])).toEqual([
-      ['retry-in-doubt', 1, 'mediabatch run shop.yaml --retry-in-doubt'],
+      ['retry-in-doubt', 1, 'mediabatch run shop.yaml --run-id r1 --retry-in-doubt'],
       ['review', 1, 'mediabatch review r1'],
-      ['continue', 2, 'mediabatch run shop.yaml'],
+      ['continue', 2, 'mediabatch run shop.yaml --run-id r1'],
     ]);
   });
 

@@ -119,7 +119,7 @@ describe('one account of a run on every surface', () => {
     expect(step).toMatchObject({
       action: 'continue',
       tasks: 7,
-      command: `mediabatch run ${join(e.dir, file)}`,
+      command: `mediabatch run ${file} --run-id batch --state ${e.db}`,
     });
     expect(step?.task_ids).toEqual(['img-4', 'img-5', 'img-6', 'img-7', 'img-8', 'img-9', 'img-10']);
     await expectEverySurface(e, 'batch', a);
