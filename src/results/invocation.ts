@@ -198,8 +198,9 @@ export function typableState(state: string): string {
   try {
     const url = new URL(state);
     url.password = '';
-    url.searchParams.delete('password');
-    return url.toString();
+    if (url.searchParams.has('password')) url.searchParams.delete('password');
+    // URLSearchParams writes spaces as "+", which libpq reads literally (a "+" of the URL is %2B then).
+    return url.toString().replace(/\+/g, '%20');
   } catch {
     return 'postgres://(unreadable URL)';
   }

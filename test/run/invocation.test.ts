@@ -116,12 +116,12 @@ describe('shellQuote', () => {
 
 describe('a PostgreSQL state in a printed command', () => {
   const run = { id: 'shop', manifestPath: '/w/shop.yaml', settings: {}, api: null };
-  it('names the database without its password, in the user part or as a parameter', () => {
+  it('names the database without its password, in the user part or as a parameter, the rest as given', () => {
     for (const [given, printed] of [
       ['postgres://mb:pw-SENTINEL@db.local:5433/mb', 'postgres://mb@db.local:5433/mb'],
       [
-        'postgresql://db.local/mb?password=pw-SENTINEL&sslmode=require',
-        'postgresql://db.local/mb?sslmode=require',
+        'postgresql://db.local/mb?password=pw-SENTINEL&options=-c%20statement_timeout%3D5000',
+        'postgresql://db.local/mb?options=-c%20statement_timeout%3D5000',
       ],
     ] as const) {
       const inv = invocationOf(run, { cwd: '/w', state: given });
