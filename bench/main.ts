@@ -6,6 +6,12 @@ import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { REPO, spawnSandbox } from '../test/helpers/child.js';
+import {
+  ACCOUNT_RSS_TARGET_MB,
+  ACCOUNT_SECONDS_TARGET,
+  type AccountScaleFigures,
+  measureAccountScale,
+} from './account-scale.js';
 import { downloadRow, measureDownloads } from './download.js';
 import { machine } from './lib/measure.js';
 import { type MakespanFigures, measureMakespan, repetitionRow } from './makespan.js';
@@ -77,6 +83,8 @@ try {
   const million = await measureMillion(baseUrl, { big: 1_000_000, small: 100_000, rateSeconds: 15 }, log);
   log('10 the view of a 1,000,000-task run: first render, memory, change to page, runner with a view');
   const view = await measureView(1_000_000, log);
+  log('11 the account of a 1,000,000-task run (describeRun), in a process of its own');
+  const account = await measureAccountScale(1_000_000, log);
   figures = {
     sandboxLoad: load,
     throughput,
@@ -86,6 +94,7 @@ try {
     makespan,
     million,
     view,
+    account,
   };
 } finally {
   sandbox.proc.kill('SIGTERM');
@@ -110,6 +119,7 @@ const f = figures as {
   million: MillionFigures;
   startup: StartupFigures;
   view: ViewFigures;
+  account: AccountScaleFigures;
 };
 const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
 const { polling, callbacks } = f.requests;
@@ -229,6 +239,11 @@ const rows: [string, string, string][] = [
     '8 status of the 1,000,000-task run',
     `${f.million.status.seconds} s, ${f.million.status.peakRssMb} MB`,
     `<= 500 MB ${mark(f.million.status.peakRssMb <= 500)}`,
+  ],
+  [
+    '11 account of the 1,000,000-task run (describeRun, one read)',
+    `${f.account.seconds} s, ${f.account.peakRssMb} MB`,
+    `< ${ACCOUNT_SECONDS_TARGET} s, < ${ACCOUNT_RSS_TARGET_MB} MB ${mark(f.account.seconds < ACCOUNT_SECONDS_TARGET && f.account.peakRssMb < ACCOUNT_RSS_TARGET_MB)}`,
   ],
   ...f.makespan.filter((m) => m.repeated.polling.length > 1).map(repetitionRow),
   [

@@ -109,6 +109,11 @@ export function fillStatusRun(file: string, count: number): void {
              'cdn.example.com', :at
            FROM tasks WHERE run_id = :run AND state = 'done'`,
         ).run({ run: id, at });
+        // The counts the store keeps beside the rows (its own inserts keep them; these rows bypass it).
+        db.prepare(
+          `INSERT INTO task_counts (run_id, state, n) SELECT run_id, state, count(*) FROM tasks
+           WHERE run_id = :run GROUP BY state ON CONFLICT (run_id, state) DO UPDATE SET n = excluded.n`,
+        ).run({ run: id });
       }
     })();
   } finally {

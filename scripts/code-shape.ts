@@ -180,6 +180,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['view', 'schedule'],
   ['run'],
   ['report'],
+  ['account'],
   ['review'],
   ['results'],
   ['plan', 'sandbox', 'money'],

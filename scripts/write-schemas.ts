@@ -3,6 +3,7 @@
 
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { runAccountJsonSchema } from '../src/account/index.js';
 import { manifestJsonSchema } from '../src/manifest/index.js';
 import { runEventsJsonSchema } from '../src/run/events.js';
 import { writeReportSchema } from './write-report-schema.js';
@@ -23,10 +24,20 @@ export function runEventsSchemaText(): string {
   return `${JSON.stringify(runEventsJsonSchema(), null, 2)}\n`;
 }
 
+export const RUN_ACCOUNT_SCHEMA_FILE = fileURLToPath(
+  new URL('../schemas/run-account.schema.json', import.meta.url),
+);
+
+export function runAccountSchemaText(): string {
+  return `${JSON.stringify(runAccountJsonSchema(), null, 2)}\n`;
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   await writeFile(MANIFEST_SCHEMA_FILE, manifestSchemaText());
   console.log(`wrote ${MANIFEST_SCHEMA_FILE}`);
   await writeReportSchema();
   await writeFile(RUN_EVENTS_SCHEMA_FILE, runEventsSchemaText());
   console.log(`wrote ${RUN_EVENTS_SCHEMA_FILE}`);
+  await writeFile(RUN_ACCOUNT_SCHEMA_FILE, runAccountSchemaText());
+  console.log(`wrote ${RUN_ACCOUNT_SCHEMA_FILE}`);
 }

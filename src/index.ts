@@ -19,6 +19,16 @@ import { stateLocation } from './store/location.js';
 import { createLogger, type Logger } from './util/log.js';
 import { registerSecret } from './util/secrets.js';
 
+export {
+  type DescribeRunOptions,
+  describeRun,
+  type MoneyKind,
+  type NextAction,
+  type NextStep,
+  type RunAccount,
+  runAccountSchema,
+  type StepCommand,
+} from './account/index.js';
 export { MediabatchError } from './errors.js';
 export { EXIT, type ExitCode } from './exit-codes.js';
 export { ManifestFileError, ManifestProblemsError, type PlanResult, type RunPlan } from './plan/build.js';

@@ -1,29 +1,66 @@
 // What the user sees while a run goes: a live line on a terminal, plain lines otherwise.
 
 import cliProgress from 'cli-progress';
+import type { RunAccount } from '../account/index.js';
 import type { RunProgress } from '../run/runner.js';
-import type { TaskState } from '../store/index.js';
-import { tokensPlainText as fmt, roundTokens } from '../util/money.js';
+import { TASK_STATES, type TaskState, UNFINISHED } from '../store/index.js';
+import { tokensText as fmt, roundTokens } from '../util/money.js';
+import { countOf, fmtCount } from '../util/numbers.js';
 import type { Out } from './io.js';
 
-export function describeProgress(p: RunProgress, total: number, estimate: number): string {
-  const c = p.counts;
-  const finished = finishedCount(c);
-  const parts = [`${finished}/${total} finished`, `${c.done} done`];
-  if (c.failed) parts.push(`${c.failed} failed`);
-  if (c.in_doubt) parts.push(`${c.in_doubt} in doubt`);
-  if (c.rejected) parts.push(`${c.rejected} rejected`);
+/** What a progress line shows: the counts by shown state, the net spent and the estimate. */
+export interface ProgressFigures {
+  byState: Record<TaskState, number>;
+  tasks: number;
+  net: number;
+  estimate: number;
+}
+
+/** `12/30 finished · 10 done · 2 failed · 3 in flight · 1,604 of ~3,000 tokens`, from live counts or the account. */
+export function progressLine(f: ProgressFigures): string {
+  const c = f.byState;
+  const parts = [`${fmtCount(finishedCount(c))}/${fmtCount(f.tasks)} finished`, `${fmtCount(c.done)} done`];
+  const named: Array<[TaskState, string]> = [
+    ['failed', 'failed'],
+    ['in_doubt', 'in doubt'],
+    ['rejected', 'rejected'],
+    ['skipped', 'skipped'],
+  ];
+  for (const [state, label] of named) if (c[state]) parts.push(`${fmtCount(c[state])} ${label}`);
   const running = c.submitting + c.submitted + c.running + c.downloading;
-  if (running) parts.push(`${running} in flight`);
-  if (c.awaiting_review) parts.push(`${c.awaiting_review} awaiting review`);
-  parts.push(
-    `${fmt(p.charged - p.refunded)} of ~${fmt(roundTokens(estimate + (p.estimateChange ?? 0)))} tokens`,
-  );
+  if (running) parts.push(`${fmtCount(running)} in flight`);
+  if (c.awaiting_review) parts.push(`${fmtCount(c.awaiting_review)} awaiting review`);
+  parts.push(`${fmt(roundTokens(f.net))} of ~${fmt(roundTokens(f.estimate))} tokens`);
   return parts.join(' · ');
 }
 
+export function describeProgress(p: RunProgress, total: number, estimate: number): string {
+  return progressLine({
+    byState: p.counts,
+    tasks: total,
+    net: p.charged - p.refunded,
+    estimate: estimate + (p.estimateChange ?? 0),
+  });
+}
+
+/** The last frame: the run's account, so the line ends on what `status` and the report say. */
+export function accountProgressLine(account: RunAccount): string {
+  return progressLine({
+    byState: account.by_state,
+    tasks: account.tasks,
+    net: account.money.net,
+    estimate: account.estimate.tokens,
+  });
+}
+
+/** While only people can move the run on: what it waits for and the command that decides; no ETA. */
+export function waitingLine(decisions: number, reviewCommand: string): string {
+  return `waiting for ${countOf(decisions, 'decision')} — ${reviewCommand}`;
+}
+
+/** Tasks at an end, as the account counts them: every task a later run has nothing left to do for. */
 export function finishedCount(counts: Record<TaskState, number>): number {
-  return counts.done + counts.failed + counts.rejected + counts.in_doubt + counts.blocked;
+  return TASK_STATES.reduce((n, s) => n + counts[s], 0) - UNFINISHED.reduce((n, s) => n + counts[s], 0);
 }
 
 /** Renders progress: a live bar with an ETA on a terminal (cli-progress), otherwise a line every 10 %. */
@@ -35,7 +72,18 @@ export class ProgressView {
   #lastDecile = -1;
   #lastLine = '';
 
-  constructor(opts: { out: Out; interactive: boolean; total: number; estimate: number; now?: () => number }) {
+  readonly #reviewCommand: string;
+
+  constructor(opts: {
+    out: Out;
+    interactive: boolean;
+    total: number;
+    estimate: number;
+    now?: () => number;
+    /** The command that decides on results awaiting review, for the `--wait-for-review` line. */
+    reviewCommand?: string;
+  }) {
+    this.#reviewCommand = opts.reviewCommand ?? 'mediabatch review';
     this.#now = opts.now ?? Date.now;
     this.#startedAt = this.#now();
     this.#out = opts.out;
@@ -60,13 +108,31 @@ export class ProgressView {
 
   update(p: RunProgress): void {
     const finished = finishedCount(p.counts);
+    const waiting = p.waitingForDecisions ?? 0;
+    // Nothing moves without a person: no ETA, and the time spent waiting is not pace.
+    if (waiting > 0) {
+      this.#frame(finished, waitingLine(waiting, this.#reviewCommand), '');
+      this.#firstFinished = undefined;
+      this.#startedAt = this.#now();
+      return;
+    }
     const line = describeProgress(p, this.#total, this.#estimate);
+    this.#frame(finished, line, this.#bar ? this.#eta(finished) : '');
+  }
+
+  /** The last frame, from the run's account: what `status` and the report say too. */
+  finish(account: RunAccount): void {
+    this.#frame(account.finished, accountProgressLine(account), '', true);
+  }
+
+  #frame(finished: number, line: string, etaText: string, last = false): void {
     if (this.#bar) {
-      this.#bar.update(finished, { summary: line, etaText: this.#eta(finished) });
+      this.#bar.update(finished, { summary: line, etaText });
       return;
     }
     const decile = this.#total === 0 ? 10 : Math.floor((finished / this.#total) * 10);
-    if (decile !== this.#lastDecile && line !== this.#lastLine) {
+    const waiting = line.startsWith('waiting for ');
+    if ((decile !== this.#lastDecile || waiting || last) && line !== this.#lastLine) {
       this.#lastDecile = decile;
       this.#lastLine = line;
       this.#out.write(`${line}\n`);
@@ -74,7 +140,7 @@ export class ProgressView {
   }
 
   readonly #now: () => number;
-  readonly #startedAt: number;
+  #startedAt: number;
   #firstFinished: number | undefined;
 
   /** From the pace since the view started (a resumed run's earlier tasks do not count). */

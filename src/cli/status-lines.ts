@@ -1,7 +1,7 @@
 // The lines and JSON of `mediabatch status`: one run's screen, and what the list of runs shows of each.
 
+import type { RunAccount } from '../account/index.js';
 import { commandLine, type RunInvocation } from '../results/invocation.js';
-import type { ReviewSummary } from '../review/index.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
 import type { ChainLine, RunStatus } from '../run/run-status.js';
 import { PROBLEM_STATES, STATUS_PROBLEM_LIMIT } from '../run/run-status.js';
@@ -15,6 +15,7 @@ import {
   UNFINISHED,
 } from '../store/index.js';
 import { roundTokens, tokensToUsd } from '../util/money.js';
+import { countOf, fmtCount } from '../util/numbers.js';
 import { displayPath, fmtTokens, fmtTokensAsUsd, table } from './format.js';
 
 export const LABEL: Record<TaskState, string> = {
@@ -85,6 +86,7 @@ export function runStatusJson(s: RunStatus, folder: string, cwd: string): string
       chains: s.chains.list,
       ...(s.chains.more > 0 ? { chains_not_listed: s.chains.more } : {}),
       ...(s.review ? { review: s.review } : {}),
+      account: s.account,
     },
     null,
     2,
@@ -97,14 +99,15 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: R
   const lines = [
     `Run ${run.id} (${displayPath(cwd, run.manifestPath)})`,
     `  State: ${run.state}${run.exitCode === null ? '' : ` (exit ${run.exitCode})`} · started ${shortTime(run.startedAt ?? run.createdAt)}${run.finishedAt ? ` · ended ${shortTime(run.finishedAt)}` : ''}`,
-    `  Tasks: ${total(counts)} (${
+    `  Tasks: ${fmtCount(s.account.tasks)} (${
       TASK_STATES.filter((st) => counts[st] > 0)
-        .map((st) => `${counts[st]} ${LABEL[st]}`)
+        .map((st) => `${fmtCount(counts[st])} ${LABEL[st]}`)
         .join(', ') || 'none'
     })`,
+    ...jobsLine(s.account),
     `  Tokens: estimated ${fmtTokens(roundTokens(spent.estimated))}, charged ${fmtTokens(roundTokens(spent.charged))}, refunded ${fmtTokens(roundTokens(spent.refunded))}, net ${fmtTokens(roundTokens(spent.net))} (${fmtTokensAsUsd(spent.net)})`,
     `  Files: ${displayPath(cwd, folder)}`,
-    ...(s.review ? [`  ${reviewStatusLine(inv, s.review)}`] : []),
+    ...(s.account.review ? [`  ${reviewStatusLine(s.account)}`] : []),
   ];
   for (const paragraph of [...nextSteps(s, inv), ...chainTable(s, inv), ...problemTable(s, inv)])
     lines.push('', ...paragraph);
@@ -112,14 +115,33 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: R
 }
 
 /** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart (issue 25). */
-function reviewStatusLine(inv: RunInvocation, r: ReviewSummary): string {
+function reviewStatusLine(account: RunAccount): string {
+  const r = account.review;
+  if (r === null) return '';
+  const reroll = account.money.by_kind.reroll;
   const rerolls =
-    r.rerolls.asked > 0
-      ? `; ${r.rerolls.asked} re-roll(s) asked, ${fmtTokens(roundTokens(r.rerolls.net))} tokens net`
+    r.rerolls_asked > 0
+      ? `; ${countOf(r.rerolls_asked, 're-roll')} asked, ${fmtTokens(reroll.net)} tokens net`
       : '';
-  const next = r.awaiting > 0 ? `; \`${commandLine(inv, { command: 'review' })}\` lists them` : '';
-  const waiting = r.waiting > 0 ? ` (${r.waiting} task(s) wait for them)` : '';
-  return `Review: ${r.reviewed} reviewed: ${r.awaiting} awaiting a decision${waiting}, ${r.approved} approved, ${r.rejected} rejected${rerolls}${next}`;
+  const command = account.next.find((step) => step.action === 'review')?.command;
+  const next = r.awaiting > 0 && command ? `; \`${command}\` lists them` : '';
+  const waiting =
+    r.waiting > 0 ? ` (${countOf(r.waiting, 'task')} ${r.waiting === 1 ? 'waits' : 'wait'} for them)` : '';
+  return `Review: ${fmtCount(r.reviewed)} reviewed: ${fmtCount(r.awaiting)} awaiting a decision${waiting}, ${fmtCount(r.approved)} approved, ${fmtCount(r.rejected)} rejected${rerolls}${next}`;
+}
+
+/** `Jobs: …` when some jobs were more than each task's first: retries, re-rolls, retries of doubt apart. */
+function jobsLine(account: RunAccount): string[] {
+  const k = account.money.by_kind;
+  if (k.first.jobs === account.money.jobs) return [];
+  const parts = [
+    `${fmtCount(k.first.jobs)} first`,
+    k.retry.jobs > 0 ? `${countOf(k.retry.jobs, 'retry', 'retries')} after a failed, refunded job` : '',
+    k.reroll.jobs > 0 ? countOf(k.reroll.jobs, 're-roll') : '',
+    k.doubt_retry.jobs > 0 ? `${fmtCount(k.doubt_retry.jobs)} sent again after doubt` : '',
+    k.sent_again.jobs > 0 ? `${fmtCount(k.sent_again.jobs)} sent again with a changed request` : '',
+  ].filter(Boolean);
+  return [`  Jobs: ${fmtCount(account.money.jobs)} charged (${parts.join(', ')})`];
 }
 
 /** Paid tasks not on disk, tasks in doubt, unfinished tasks: each with the command that deals with it. */
@@ -139,7 +161,11 @@ function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, inv:
   if (counts.in_doubt > 0) {
     out.push([inDoubtAdvice(counts.in_doubt, inv)]);
   }
-  const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st)).reduce((n, st) => n + counts[st], 0);
+  // Tasks held by a review go on after it: the Review line says so, with its command.
+  const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st) && st !== 'awaiting_review').reduce(
+    (n, st) => n + counts[st],
+    0,
+  );
   if (unfinished > 0 && run.state !== 'running') {
     out.push([unfinishedAdvice(unfinished, inv)]);
   }

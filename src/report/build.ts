@@ -3,17 +3,12 @@
 // from the store, never from the manifest: the manifest may have changed since the run.
 
 import { relative, sep } from 'node:path';
+import { describeRun, invocationCommand, type NextAction, type RunAccount } from '../account/index.js';
 import type { Estimate } from '../catalog/types.js';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { parseShardRunId } from '../plan/shard.js';
-import {
-  commandLine,
-  DEFAULT_STATE_FILE,
-  invocationOf,
-  type Reader,
-  type RunInvocation,
-} from '../results/invocation.js';
+import { DEFAULT_STATE_FILE, invocationOf, type Reader, type RunInvocation } from '../results/invocation.js';
 import { taskFolderName } from '../results/names.js';
 import { reportReview, reviewFacts } from '../review/index.js';
 import {
@@ -40,7 +35,8 @@ import {
 } from '../store/index.js';
 import { type QuotaStore, quotaStanding } from '../store/quota.js';
 import { roundTokens, tokensToUsd, USD_PER_TOKEN } from '../util/money.js';
-import { plural } from './format.js';
+import { countOf } from '../util/numbers.js';
+import { fmtTokens } from './format.js';
 import type { Report, ReportSummary, ReportTask, TaskReview } from './schema.js';
 
 export interface ReportOptions {
@@ -84,6 +80,8 @@ export interface ReportInput {
   /** Reviewed tasks (issue 25): their review, and the run's review figures. */
   reviews?: ReadonlyMap<string, TaskReview>;
   review?: Report['review'];
+  /** The run's one account: the report's totals agree with it. */
+  account: RunAccount;
 }
 
 /** Thrown for a run id the store does not know; the CLI words it. */
@@ -113,6 +111,9 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
   const quotaKeys = store.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota));
   const review = reportReview(store, runId);
   return {
+    account: describeRun(store, runId, {
+      command: invocationCommand(invocationOf(run, opts.reader ?? { state: store.file })),
+    }),
     run,
     tasks,
     files: store.filesOfRun(runId),
@@ -193,6 +194,7 @@ export function assembleReport(input: ReportInput): Report {
       bytes: sum(tasks.map((t) => t.bytes)),
     },
     ...(input.review !== undefined && { review: input.review }),
+    account: input.account,
   });
   return reportOf(head, inDoubt, tasks);
 }
@@ -215,10 +217,12 @@ export interface HeadInput {
   inDoubt: { count: number; atMost: number };
   files: RunFileTotals;
   review?: Report['review'];
+  account: RunAccount;
 }
 
 export function assembleHead(input: HeadInput): ReportHead {
-  const { run, totals } = input;
+  const { run, account } = input;
+  const totals = totalsOfAccount(input.totals, account);
   const inv = invocationOf(run, input.reader);
   return {
     version: 2,
@@ -238,8 +242,9 @@ export function assembleHead(input: HeadInput): ReportHead {
       ...shardOfRun(run.id),
       invocation: reportInvocation(inv),
     },
-    advice: [...adviceFor(totals, input.inDoubt, inv), ...reviewAdvice(input.review, inv)],
+    advice: [...adviceFor(totals, account), ...reviewAdvice(account)],
     totals,
+    account,
     by_model: input.byModel,
     balance: {
       before: run.balanceBefore,
@@ -283,6 +288,7 @@ export function reportOf(head: ReportHead, inDoubt: Report['in_doubt'], tasks: R
     advice: head.advice,
     in_doubt: inDoubt,
     totals: head.totals,
+    ...(head.account !== undefined && { account: head.account }),
     by_model: head.by_model,
     balance: head.balance,
     quota: head.quota,
@@ -399,7 +405,8 @@ function summarise(
   const byStatus = emptyTaskCounts();
   const notOnDisk = emptyNotOnDisk();
   for (const t of tasks) {
-    byStatus[t.status]++;
+    // As the account counts it: a result a person rejected is a rejection.
+    byStatus[t.review?.status === 'rejected' && t.status === 'done' ? 'rejected' : t.status]++;
     if (isNotOnDisk(t.status)) {
       notOnDisk[t.status].tasks++;
       notOnDisk[t.status].tokens += t.net;
@@ -416,7 +423,9 @@ function summarise(
       pricedCharged: sum(priced.map((t) => t.charged)),
       notOnDisk,
       recovered: tasks.filter((t) => t.recovered_from_doubt).length,
-      retried: tasks.filter((t) => t.charged_attempts > 1).length,
+      // Sent again after a refunded job; a re-roll (one more attempt of a reviewed task) is no retry.
+      retried: tasks.filter((t) => t.charged_attempts - ((t.review?.attempt ?? 1) - 1) > 1 && t.refunded > 0)
+        .length,
       costAssumed: tasks.filter((t) => t.cost_assumed).length,
     },
     money,
@@ -520,64 +529,97 @@ export function invocationOfReport(run: Report['run']): RunInvocation {
   };
 }
 
+/**
+ * The report's totals as the account states them: counts by shown state (a result rejected in review
+ * is a rejection), retries that are retries (not re-rolls), the estimate that follows decisions.
+ */
+function totalsOfAccount(totals: ReportSummary, account: RunAccount): ReportSummary {
+  return {
+    ...totals,
+    tasks: account.tasks,
+    by_status: account.by_state,
+    jobs: account.money.jobs,
+    estimated: {
+      tokens: account.estimate.tokens,
+      min: account.estimate.min,
+      max: account.estimate.max,
+      usd: account.estimate.usd,
+    },
+    retried: account.money.by_kind.retry.tasks,
+    paid_without_result: account.paid_without_result,
+  };
+}
+
+/** The command of the account's next step of this kind, in code style; the fallback when it has none. */
+function commandOf(account: RunAccount, action: NextAction, fallback: string): string {
+  return `\`${account.next.find((s) => s.action === action)?.command ?? fallback}\``;
+}
+
 /** Issue 25: results waiting for a person, and the command that decides. */
-function reviewAdvice(review: Report['review'], inv: RunInvocation): string[] {
-  if (review === undefined || review.awaiting === 0) return [];
+function reviewAdvice(account: RunAccount): string[] {
+  const awaiting = account.review?.awaiting ?? 0;
+  if (awaiting === 0) return [];
+  const review = commandOf(account, 'review', `mediabatch review ${account.run.id}`);
+  const goOn = commandOf(account, 'continue', `mediabatch run ${account.run.manifest}`);
   return [
-    `${plural(review.awaiting, 'result')} await review: \`${commandLine(inv, { command: 'review' })}\` lists ${review.awaiting === 1 ? 'it' : 'them'}; approve, reject or re-roll, then \`${commandLine(inv, { command: 'run' })}\` sends on what was approved.`,
+    `${countOf(awaiting, 'result')} ${awaiting === 1 ? 'awaits' : 'await'} review: ${review} lists ${awaiting === 1 ? 'it' : 'them'}; approve, reject or re-roll, then ${goOn} sends on what was approved.`,
   ];
 }
 
-function adviceFor(
-  totals: ReportSummary,
-  inDoubt: { count: number; atMost: number },
-  inv: RunInvocation,
-): string[] {
-  const s = totals.by_status;
+function adviceFor(totals: ReportSummary, account: RunAccount): string[] {
+  const s = account.by_state;
   const advice: string[] = [];
-  const again = commandLine(inv, { command: 'run' });
-  if (inDoubt.count > 0) {
-    const atMost = roundTokens(inDoubt.atMost);
-    const them = inDoubt.count === 1 ? 'it' : 'them';
+  const goOn = commandOf(account, 'continue', `mediabatch run ${account.run.manifest}`);
+  if (account.in_doubt.tasks > 0) {
+    const n = account.in_doubt.tasks;
+    const them = n === 1 ? 'it' : 'them';
+    const retry = commandOf(
+      account,
+      'retry-in-doubt',
+      `mediabatch run ${account.run.manifest} --retry-in-doubt`,
+    );
     advice.push(
-      `${plural(inDoubt.count, 'task')} in doubt: sent, but the answer was lost, so the API may have charged up to ${atMost} tokens for ${them}. ` +
-        `Check the account (its balance or job list) first; then \`${commandLine(inv, { command: 'run', retryInDoubt: true })}\` submits ${them} again (possibly charged twice), or leave ${them} to pay nothing more.`,
+      `${countOf(n, 'task')} in doubt: sent, but the answer was lost, so the API may have charged up to ${fmtTokens(account.in_doubt.at_most)} tokens for ${them}. ` +
+        `Check the account (its balance or job list) first; then ${retry} submits ${them} again (possibly charged twice), or leave ${them} to pay nothing more.`,
     );
   }
   const paid = totals.paid_without_result;
   if (paid.unfetched.tasks > 0) {
     advice.push(
-      `${plural(paid.unfetched.tasks, 'task')} paid, result not on disk yet (${paid.unfetched.tokens} tokens): the download did not finish. ` +
-        `\`${again}\` fetches ${paid.unfetched.tasks === 1 ? 'it' : 'them'} without paying again.`,
+      `${countOf(paid.unfetched.tasks, 'task')} paid, result not on disk yet (${fmtTokens(paid.unfetched.tokens)} tokens): the download did not finish. ` +
+        `${goOn} fetches ${paid.unfetched.tasks === 1 ? 'it' : 'them'} without paying again.`,
     );
   }
   if (paid.stalled.tasks > 0) {
     advice.push(
-      `${plural(paid.stalled.tasks, 'task')} stalled (${paid.stalled.tokens} tokens paid): the service is past the deadline and still working. ` +
-        `\`${again}\` keeps watching ${paid.stalled.tasks === 1 ? 'it' : 'them'}.`,
+      `${countOf(paid.stalled.tasks, 'task')} stalled (${fmtTokens(paid.stalled.tokens)} tokens paid): the service is past the deadline and still working. ` +
+        `${goOn} keeps watching ${paid.stalled.tasks === 1 ? 'it' : 'them'}.`,
     );
   }
   if (paid.lost.tasks > 0) {
     advice.push(
-      `${plural(paid.lost.tasks, 'task')} paid, result lost (${paid.lost.tokens} tokens): the service no longer has ${paid.lost.tasks === 1 ? 'it' : 'them'}. The errors say why; ask the service about a refund.`,
+      `${countOf(paid.lost.tasks, 'task')} paid, result lost (${fmtTokens(paid.lost.tokens)} tokens): the service no longer has ${paid.lost.tasks === 1 ? 'it' : 'them'}. The errors say why; ask the service about a refund.`,
     );
   }
-  // Unfetched and stalled tasks are unfinished too, but said above with what they cost.
-  const unfinished = sum(UNFINISHED.filter((state) => !isNotOnDisk(state)).map((state) => s[state]));
+  // Unfetched and stalled tasks are unfinished too, but said above with what they cost; tasks held by a
+  // review are said with the review.
+  const unfinished = sum(
+    UNFINISHED.filter((state) => !isNotOnDisk(state) && state !== 'awaiting_review').map((state) => s[state]),
+  );
   if (unfinished > 0) {
-    advice.push(`${plural(unfinished, 'task')} unfinished: \`${again}\` continues where it stopped.`);
+    advice.push(`${countOf(unfinished, 'task')} unfinished: ${goOn} continues where it stopped.`);
   }
   if (s.failed > 0) {
     advice.push(
-      `${plural(s.failed, 'task')} failed; failed jobs were refunded (${totals.refunded.tokens} tokens). The errors say why.`,
+      `${countOf(s.failed, 'task')} failed; failed jobs were refunded (${fmtTokens(totals.refunded.tokens)} tokens). The errors say why.`,
     );
   }
-  if (s.rejected > 0) {
+  if (account.rejected.by_api > 0) {
     advice.push(
-      `${plural(s.rejected, 'task')} rejected by the API and not charged: fix the request in the manifest (see the errors) and run again.`,
+      `${countOf(account.rejected.by_api, 'task')} rejected by the API and not charged: fix the request in the manifest (see the errors) and run again.`,
     );
   }
-  if (s.blocked > 0) advice.push(`${plural(s.blocked, 'task')} blocked: the errors say what to do.`);
+  if (s.blocked > 0) advice.push(`${countOf(s.blocked, 'task')} blocked: the errors say what to do.`);
   return advice;
 }
 

@@ -58,8 +58,16 @@ export const GALLERY_JS = `
   }
   function url(path) { return path.split('/').map(encodeURIComponent).join('/'); }
   function ext(path) { var m = /\\.([a-z0-9]+)$/i.exec(path); return m ? m[1].toLowerCase() : ''; }
-  function tokens(n) { return String(Number(n.toFixed(4))); }
-  function usd(n) { return '$' + (n !== 0 && Math.abs(n) < 1 ? n.toFixed(4).replace(/0{1,2}$/, '') : n.toFixed(2)); }
+  // The rules of src/util/numbers.ts: tokens grouped with at most 4 decimals; cents, or up to 4
+  // decimals for a non-zero amount under a cent.
+  var TOKENS = new Intl.NumberFormat('en-US', { maximumFractionDigits: 4 });
+  var CENTS = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  function tokens(n) { return TOKENS.format(Number(n.toFixed(4))); }
+  function usd(n) {
+    var a = Math.abs(n);
+    var t = a !== 0 && a < 0.005 ? TOKENS.format(a) : CENTS.format(a);
+    return (n < 0 && t !== '0.00' ? '-' : '') + '$' + t;
+  }
   function bytes(n) {
     if (n < 1024) return n + ' B';
     var units = ['KB', 'MB', 'GB', 'TB'], v = n / 1024, u = 0;

@@ -5,7 +5,9 @@
 
 import { createHash } from 'node:crypto';
 import { taskFolderName } from '../results/names.js';
+import { fmtCount } from '../util/numbers.js';
 import { headOfReport, type ReportHead } from './build.js';
+import { COST_COLUMNS, costCells, moneyByKindPhrases } from './figures.js';
 import { fmtBytes, fmtPercent, fmtTime, fmtTokens, fmtUsd } from './format.js';
 import { GALLERY_JS } from './gallery-script.js';
 import { GALLERY_CSS } from './gallery-style.js';
@@ -190,16 +192,18 @@ function tiles(report: ReportHead): string {
   const items: { label: string; value: string; sub: string; tone?: string }[] = [
     {
       label: 'Tasks done',
-      value: `${s.done} / ${totals.tasks}`,
+      value: `${fmtCount(s.done)} / ${fmtCount(totals.tasks)}`,
       sub:
         [
-          s.unfetched > 0 ? `${s.unfetched} not on disk` : '',
-          s.stalled > 0 ? `${s.stalled} stalled` : '',
-          s.lost > 0 ? `${s.lost} lost` : '',
-          s.failed > 0 ? `${s.failed} failed` : '',
-          s.blocked > 0 ? `${s.blocked} blocked` : '',
-          s.rejected > 0 ? `${s.rejected} rejected` : '',
-          s.in_doubt > 0 ? `${s.in_doubt} in doubt` : '',
+          s.unfetched > 0 ? `${fmtCount(s.unfetched)} not on disk` : '',
+          s.stalled > 0 ? `${fmtCount(s.stalled)} stalled` : '',
+          s.lost > 0 ? `${fmtCount(s.lost)} lost` : '',
+          s.failed > 0 ? `${fmtCount(s.failed)} failed` : '',
+          s.blocked > 0 ? `${fmtCount(s.blocked)} blocked` : '',
+          s.rejected > 0 ? `${fmtCount(s.rejected)} rejected` : '',
+          s.skipped > 0 ? `${fmtCount(s.skipped)} skipped` : '',
+          s.awaiting_review > 0 ? `${fmtCount(s.awaiting_review)} awaiting review` : '',
+          s.in_doubt > 0 ? `${fmtCount(s.in_doubt)} in doubt` : '',
         ]
           .filter(Boolean)
           .join(' · ') || 'nothing failed',
@@ -208,7 +212,10 @@ function tiles(report: ReportHead): string {
     {
       label: 'Net cost',
       value: `${fmtTokens(totals.net.tokens)} tokens`,
-      sub: `${fmtUsd(totals.net.usd)} · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}`,
+      sub: [
+        `${fmtUsd(totals.net.usd)} · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}`,
+        ...moneyByKindPhrases(report.account),
+      ].join(' · '),
     },
     {
       label: 'Estimated',
@@ -226,12 +233,12 @@ function tiles(report: ReportHead): string {
           ? 'tokens after the run'
           : `tokens; ${fmtTokens(balance.before)} before the run`,
     },
-    { label: 'Files', value: String(files), sub: fmtBytes(bytes) },
+    { label: 'Files', value: fmtCount(files), sub: fmtBytes(bytes) },
   ];
   if (paid.tasks > 0) {
     items.splice(1, 0, {
       label: 'Paid, not on disk',
-      value: String(paid.tasks),
+      value: fmtCount(paid.tasks),
       sub: `${fmtTokens(paid.tokens)} tokens paid without a result${paid.lost.tasks > 0 ? ` · ${paid.lost.tasks} lost` : ''}`,
       tone: paid.lost.tasks > 0 ? 'bad' : 'warn',
     });
@@ -239,7 +246,7 @@ function tiles(report: ReportHead): string {
   if (s.in_doubt > 0) {
     items.splice(1, 0, {
       label: 'In doubt',
-      value: String(s.in_doubt),
+      value: fmtCount(s.in_doubt),
       sub: 'may have been charged',
       tone: 'warn',
     });
@@ -272,21 +279,9 @@ function attention(report: ReportHead, inDoubt: readonly Report['in_doubt'][numb
 }
 
 function costTable(report: ReportHead): string {
-  const head = `<thead><tr><th>Model</th><th class="num">Tasks</th><th class="num">Done</th><th class="num">Failed</th><th class="num">In doubt</th><th class="num">Not on disk</th><th class="num">Estimated</th><th class="num">Charged</th><th class="num">Refunded</th><th class="num">Net</th><th class="num">Net USD</th><th class="num">Charged ÷ list</th></tr></thead>`;
+  const head = `<thead><tr><th>Model</th>${COST_COLUMNS.map((c) => `<th class="num">${esc(c)}</th>`).join('')}</tr></thead>`;
   const line = (label: string, s: ReportSummary, cls = '') =>
-    `<tr${cls ? ` class="${cls}"` : ''}><td>${label}</td>${[
-      String(s.tasks),
-      String(s.by_status.done),
-      String(s.by_status.failed),
-      String(s.by_status.in_doubt),
-      String(s.paid_without_result.tasks),
-      fmtTokens(s.estimated.tokens),
-      fmtTokens(s.charged.tokens),
-      fmtTokens(s.refunded.tokens),
-      fmtTokens(s.net.tokens),
-      fmtUsd(s.net.usd),
-      fmtPercent(s.charge_ratio),
-    ]
+    `<tr${cls ? ` class="${cls}"` : ''}><td>${label}</td>${costCells(s)
       .map((v) => `<td class="num">${esc(v)}</td>`)
       .join('')}</tr>`;
   const body = report.by_model.map((m) => line(esc(m.model), m)).join('');

@@ -2,6 +2,7 @@
 // tasks of a run of any size are summed without being loaded: the figures are those assembleReport
 // computes from every task in memory, up to the float noise of adding in another order (all rounded).
 
+import { describeRun } from '../account/index.js';
 import { reportReview } from '../review/index.js';
 import type { ReportModelFigures, Store } from '../store/index.js';
 import { emptyNotOnDisk, emptyTaskCounts, NOT_ON_DISK, TASK_STATES } from '../store/index.js';
@@ -36,6 +37,7 @@ export function collectReportHead(store: Store, runId: string, opts: ReportOptio
     },
     files: store.runFileTotals(runId),
     ...withReview(reportReview(store, runId)),
+    account: describeRun(store, runId),
   });
 }
 

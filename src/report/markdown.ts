@@ -6,8 +6,10 @@ import { isNotOnDisk, NOT_ON_DISK } from '../store/report-reads.js';
 import { UNFINISHED } from '../store/transitions.js';
 import type { TaskState } from '../store/types.js';
 import { tokensToUsd } from '../util/money.js';
+import { countOf, fmtCount } from '../util/numbers.js';
 import { headOfReport, invocationOfReport, type ReportHead } from './build.js';
-import { fmtBytes, fmtPercent, fmtSeconds, fmtTime, fmtTokens, fmtUsd, plural } from './format.js';
+import { COST_COLUMNS, costCells, moneyByKindPhrases } from './figures.js';
+import { fmtBytes, fmtSeconds, fmtTime, fmtTokens, fmtUsd } from './format.js';
 import type { Report, ReportSummary, ReportTask } from './schema.js';
 
 /** The states listed under "Failed, rejected and blocked", after the paid ones without a result. */
@@ -63,14 +65,16 @@ export function* markdownChunks(
       .join(' · '),
   ) + line('');
   yield line(
-    `**${totals.by_status.done} of ${totals.tasks} tasks done** · net **${fmtTokens(totals.net.tokens)} tokens (${fmtUsd(totals.net.usd)})** · ` +
+    `**${fmtCount(totals.by_status.done)} of ${countOf(totals.tasks, 'task')} done** · net **${fmtTokens(totals.net.tokens)} tokens (${fmtUsd(totals.net.usd)})** · ` +
       `estimated ${fmtTokens(totals.estimated.tokens)} tokens · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}` +
       (totals.paid_without_result.tasks > 0
-        ? ` · **${totals.paid_without_result.tasks} paid without a result (${fmtTokens(totals.paid_without_result.tokens)} tokens)**`
+        ? ` · **${fmtCount(totals.paid_without_result.tasks)} paid without a result (${fmtTokens(totals.paid_without_result.tokens)} tokens)**`
         : ''),
   ) + line('');
   const notes = [
-    totals.retried > 0 ? `${plural(totals.retried, 'task')} retried after a failed, refunded job` : '',
+    ...(head.account === undefined
+      ? [totals.retried > 0 ? `${countOf(totals.retried, 'task')} retried after a failed, refunded job` : '']
+      : moneyByKindPhrases(head.account)),
     totals.recovered_from_doubt > 0 ? `${totals.recovered_from_doubt} recovered from doubt` : '',
     totals.cost_assumed > 0
       ? `${totals.cost_assumed} with an assumed cost (the API did not state it; the list price is booked)`
@@ -98,11 +102,9 @@ export function* markdownChunks(
   }
 
   yield line('## Cost by model') + line('');
-  yield line(
-    row(['Model', 'Tasks', 'Jobs', 'Estimated', 'Charged', 'Refunded', 'Net', 'Net USD', 'Charged ÷ list']),
-  ) + line(row(['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']));
-  for (const m of head.by_model) yield line(moneyRow(text(m.model), m));
-  yield line(moneyRow('**Total**', totals)) + line('');
+  yield line(row(['Model', ...COST_COLUMNS])) + line(row(['---', ...COST_COLUMNS.map(() => '---:')]));
+  for (const m of head.by_model) yield line(row([text(m.model), ...costCells(m)]));
+  yield line(row(['**Total**', ...costCells(totals)])) + line('');
   yield line(
     'Tokens; USD at $' +
       `${head.usd_per_token} per token. "Charged ÷ list" compares what the API charged with the list price of the jobs whose price is known exactly.`,
@@ -122,9 +124,10 @@ export function* markdownChunks(
       'In doubt',
       'Rejected',
       'Blocked',
+      'Skipped',
       'Unfinished',
     ]),
-  ) + line(row(['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']));
+  ) + line(row(['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']));
   for (const m of head.by_model) yield line(statusRow(text(m.model), m));
   yield line(statusRow('**Total**', totals)) + line('');
 
@@ -154,7 +157,7 @@ export function* markdownChunks(
   if (paid.tasks > 0) {
     yield line('## Paid, not on disk') + line('');
     yield line(
-      `${plural(paid.tasks, 'task')} charged ${fmtTokens(paid.tokens)} tokens and ${paid.tasks === 1 ? 'its' : 'their'} result is not on disk. ` +
+      `${countOf(paid.tasks, 'task')} charged ${fmtTokens(paid.tokens)} tokens and ${paid.tasks === 1 ? 'its' : 'their'} result is not on disk. ` +
         `To resume, run ${code(commandLine(invocationOfReport(run), { command: 'run' }))}: it fetches unfetched results and keeps watching stalled jobs, and charges nothing twice. ` +
         'A lost result cannot be fetched: the service no longer has it.',
     ) + line('');
@@ -222,7 +225,7 @@ export function* markdownChunks(
   if (totals.tasks > MARKDOWN_LIST_LIMIT) {
     yield line('') +
       line(
-        `This list shows the first ${MARKDOWN_LIST_LIMIT} of ${totals.tasks} tasks (in doubt first, then manifest order): ` +
+        `This list shows the first ${fmtCount(MARKDOWN_LIST_LIMIT)} of ${fmtCount(totals.tasks)} tasks (in doubt first, then manifest order): ` +
           'report.csv and report.json list every task, and the gallery (index.html) shows them all.',
       );
   }
@@ -233,7 +236,7 @@ export function* markdownChunks(
 /** After a list cut at MARKDOWN_LIST_LIMIT: how many more, and where they all are. */
 function* more(total: number, what: string): Generator<string, void, void> {
   if (total <= MARKDOWN_LIST_LIMIT) return;
-  yield `…and ${total - MARKDOWN_LIST_LIMIT} more ${what}: report.csv and report.json list every task.\n\n`;
+  yield `…and ${fmtCount(total - MARKDOWN_LIST_LIMIT)} more ${what}: report.csv and report.json list every task.\n\n`;
 }
 
 const STATUS_TEXT: Partial<Record<TaskState, string>> = {
@@ -259,33 +262,20 @@ function netText(t: ReportTask): string {
   return t.cost_assumed ? `${fmtTokens(t.net)} (assumed: list price)` : fmtTokens(t.net);
 }
 
-function moneyRow(label: string, s: ReportSummary): string {
-  return row([
-    label,
-    String(s.tasks),
-    String(s.jobs),
-    fmtTokens(s.estimated.tokens),
-    fmtTokens(s.charged.tokens),
-    fmtTokens(s.refunded.tokens),
-    fmtTokens(s.net.tokens),
-    fmtUsd(s.net.usd),
-    fmtPercent(s.charge_ratio),
-  ]);
-}
-
 function statusRow(label: string, s: ReportSummary): string {
   const c = s.by_status;
   // Unfetched and stalled tasks are unfinished too, but have their own columns.
   const unfinished = UNFINISHED.filter((state) => !isNotOnDisk(state)).reduce((n, state) => n + c[state], 0);
   return row([
     label,
-    String(c.done),
-    ...NOT_ON_DISK.map((state) => String(c[state])),
-    String(c.failed),
-    String(c.in_doubt),
-    String(c.rejected),
-    String(c.blocked),
-    String(unfinished),
+    fmtCount(c.done),
+    ...NOT_ON_DISK.map((state) => fmtCount(c[state])),
+    fmtCount(c.failed),
+    fmtCount(c.in_doubt),
+    fmtCount(c.rejected),
+    fmtCount(c.blocked),
+    fmtCount(c.skipped),
+    fmtCount(unfinished),
   ]);
 }
 
@@ -326,8 +316,8 @@ function* reviewSection(
   run: ReportHead['run'],
 ): Generator<string, void, void> {
   yield '## Review\n\n';
-  yield `- ${r.reviewed} reviewed task(s): ${r.awaiting} awaiting a decision, ${r.approved} approved, ${r.rejected} rejected.\n`;
-  yield `- Re-rolls: ${r.rerolls.asked} asked, ${r.rerolls.jobs} job(s) charged, net ${fmtTokens(r.rerolls.net)} tokens (${fmtUsd(tokensToUsd(r.rerolls.net))}); each is one more charge the user asked for, included in the totals above.\n`;
+  yield `- ${countOf(r.reviewed, 'reviewed task')}: ${fmtCount(r.awaiting)} awaiting a decision, ${fmtCount(r.approved)} approved, ${fmtCount(r.rejected)} rejected.\n`;
+  yield `- Re-rolls: ${fmtCount(r.rerolls.asked)} asked, ${countOf(r.rerolls.jobs, 'job')} charged, net ${fmtTokens(r.rerolls.net)} tokens (${fmtUsd(tokensToUsd(r.rerolls.net))}); each is one more charge the user asked for, included in the totals above.\n`;
   if (r.awaiting > 0)
     yield `- Decide with ${code(commandLine(invocationOfReport(run), { command: 'review' }))}.\n`;
   yield '\n';

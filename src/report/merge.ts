@@ -3,6 +3,7 @@
 // Token sums are added in micro-tokens (src/util/money.ts), so the totals are the exact sums of the
 // shards' figures; every task appears once; the shards that are missing or unfinished are named.
 
+import { type RunAccount, sumAccounts } from '../account/index.js';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { shardRunId } from '../plan/shard.js';
@@ -49,15 +50,17 @@ export function mergeShardReports(inputs: readonly ShardReportInput[], now: Date
       throw new MergeError(`task ${t.id} is in two shard reports: they are not shards of one run`);
     seen.add(t.id);
   }
+  const run = mergedRun(reports, base, missing.length === 0 && unfinished.length === 0);
   const commands = shardCommands(reports, base, count, [...missing, ...unfinished]);
   return {
     version: 2,
     generated_at: now.toISOString(),
     usd_per_token: first.report.usd_per_token,
-    run: mergedRun(reports, base, missing.length === 0 && unfinished.length === 0),
+    run,
     advice: mergedAdvice(reports, count, { missing, unfinished, commands }),
     in_doubt: reports.flatMap((r) => r.in_doubt),
     totals: sumSummaries(reports.map((r) => r.totals)),
+    ...mergedAccount(reports, run, [...missing, ...unfinished]),
     by_model: byModel(reports),
     balance: mergedBalance(reports),
     quota: mergedQuota(reports),
@@ -69,6 +72,30 @@ export function mergeShardReports(inputs: readonly ShardReportInput[], now: Date
       unfinished,
       ...(Object.keys(commands).length > 0 ? { commands } : {}),
     },
+  };
+}
+
+/** The whole run's account: the sum of the shards' accounts (absent when a shard's report has none). */
+function mergedAccount(
+  reports: readonly Report[],
+  run: Report['run'],
+  pending: number[],
+): { account?: RunAccount } {
+  const accounts = reports.map((r) => r.account);
+  if (accounts.some((a) => a === undefined)) return {};
+  const head = {
+    id: run.id,
+    name: run.name,
+    manifest: run.manifest,
+    state: run.state,
+    exit_code: run.exit_code,
+  };
+  return {
+    account: sumAccounts(
+      accounts as RunAccount[],
+      head,
+      [...new Set(pending)].sort((a, b) => a - b),
+    ),
   };
 }
 

@@ -4,6 +4,7 @@
 // Add fields freely; renaming or removing one, or changing its meaning, needs version 3.
 
 import { z } from 'zod';
+import { runAccountSchema } from '../account/schema.js';
 import { RUN_STATES, TASK_STATES } from '../store/types.js';
 
 const tokens = z.number().describe('Tokens (may be fractional).');
@@ -38,7 +39,9 @@ const summary = z
       .describe('Jobs charged; more than tasks when a task was sent again (--retry-in-doubt).'),
     estimated: z
       .object({
-        tokens: tokens.describe('Sum of the best estimates (list price) of every task.'),
+        tokens: tokens.describe(
+          'Sum of the best estimates (list price) of every task still in the run: a skipped task leaves it.',
+        ),
         min: tokens,
         max: tokens,
         usd: z.number(),
@@ -78,7 +81,9 @@ const summary = z
       .number()
       .int()
       .nonnegative()
-      .describe('Tasks the API accepted more than once: a failed (refunded) job submitted again.'),
+      .describe(
+        'Tasks submitted again automatically after a failed (refunded) job. Re-rolls and retries of doubt are not retries: see `account.money.by_kind`.',
+      ),
     cost_assumed: z
       .number()
       .int()
@@ -262,6 +267,11 @@ export const reportSchema = z
         'Tasks sent whose answer was lost: they may have been charged. Never resubmitted automatically.',
       ),
     totals: summary,
+    account: runAccountSchema
+      .optional()
+      .describe(
+        "The run's one account (describeRun(), schemas/run-account.schema.json): the counts, money by kind, estimate and next steps that `status --json`, the view and `review --json` state too. `totals` agrees with it. Absent only in reports written before it existed.",
+      ),
     by_model: z.array(summary.extend({ model: z.string() }).strict()),
     balance: z
       .object({

@@ -1,9 +1,9 @@
 // One run as `mediabatch status <run>` shows it: its counts, its money, the tasks that need the user
 // (most urgent first) and its chains, read from the store.
 
+import { describeRun, type RunAccount, type StepCommand } from '../account/index.js';
 import { type ReviewSummary, reviewSummary } from '../review/index.js';
 import {
-  NOT_ON_DISK,
   type ProblemTaskRow,
   type RunRecord,
   type Store,
@@ -76,24 +76,41 @@ export interface RunStatus {
   chains: { list: ChainLine[]; more: number };
   /** Reviewed tasks' decisions and re-roll spend (issue 25); undefined without `review: true` tasks. */
   review?: ReviewSummary;
+  /** The run's one account: counts, money and next steps come from it. */
+  account: RunAccount;
 }
 
 /** Everything `status <run>` shows of one run. */
-export function readRunStatus(store: Store, recorded: RunRecord, now: Date): RunStatus {
+export function readRunStatus(
+  store: Store,
+  recorded: RunRecord,
+  now: Date,
+  command?: StepCommand,
+): RunStatus {
   const run = { ...recorded, state: shownRunState(store, recorded, now) };
+  const account = describeRun(store, run.id, {
+    shownState: (r) => shownRunState(store, r, now),
+    ...(command ? { command } : {}),
+  });
+  const paid = account.paid_without_result;
   // Pending tasks that gave up for now (retries exhausted) carry their reason too: listed last.
   const others = UNFINISHED.filter((s) => !PROBLEM_STATES.includes(s));
   const problems = store.problemTasks(run.id, [...PROBLEM_STATES, ...others], STATUS_PROBLEM_LIMIT, others);
-  const paid = store.notOnDiskByState(run.id);
   return {
     run,
-    counts: store.countTasksByState(run.id),
-    spent: store.runTotals(run.id),
+    account,
+    counts: account.by_state,
+    spent: {
+      estimated: account.estimate.tokens,
+      charged: account.money.charged,
+      refunded: account.money.refunded,
+      net: account.money.net,
+    },
     problems,
     others,
-    paid,
-    paidTasks: NOT_ON_DISK.reduce((n, s) => n + paid[s].tasks, 0),
-    paidTokens: NOT_ON_DISK.reduce((n, s) => n + paid[s].tokens, 0),
+    paid: { unfetched: paid.unfetched, stalled: paid.stalled, lost: paid.lost },
+    paidTasks: paid.tasks,
+    paidTokens: paid.tokens,
     chains: chainsOf(store, run.id),
     ...withReview(reviewSummary(store, run.id)),
   };

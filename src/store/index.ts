@@ -1,6 +1,7 @@
 // The state database: the one module that holds SQL. Everything is synchronous on purpose: a
 // transaction can never span an `await`, so no other work interleaves with a half-written change.
 
+import { type AccountFacts, AccountReadStore } from './account-reads.js';
 import { ChainStore } from './chains.js';
 import { type Db, openDatabase, openDatabaseReadOnly } from './db.js';
 import { FileStore } from './files.js';
@@ -22,6 +23,7 @@ import type { Clock } from './types.js';
 import { UploadStore } from './uploads.js';
 import { ViewReadStore } from './view-reads.js';
 
+export type { AccountAttemptRow, AccountFacts, AccountLedgerRow } from './account-reads.js';
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
 export { StoreError } from './db.js';
 export { bodyHash, keyFingerprint } from './fingerprint.js';
@@ -99,6 +101,24 @@ export class Store {
   get viewReads(): ViewReadStore {
     this.#viewReads ??= new ViewReadStore(this.#db);
     return this.#viewReads;
+  }
+
+  #accountReads: AccountReadStore | undefined;
+  #readAll: ((read: () => unknown) => unknown) | undefined;
+
+  /**
+   * Runs reads in one read transaction: every statement in `read` sees the database as of its first
+   * one, whatever other connections commit meanwhile (WAL snapshots). Nothing in `read` may await.
+   */
+  readAtOnce<T>(read: () => T): T {
+    this.#readAll ??= this.#db.transaction((fn: () => unknown) => fn());
+    return this.#readAll(read) as T;
+  }
+
+  /** Every fact of a run's account (src/account/), in one read transaction; prepared on first use. */
+  accountFacts(runId: string): AccountFacts {
+    this.#accountReads ??= new AccountReadStore(this.#db);
+    return this.#accountReads.accountFacts(runId);
   }
 
   // Runs

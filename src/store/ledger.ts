@@ -55,8 +55,11 @@ export class LedgerStore {
       { runId: string },
       SumsRow & { model: string; tasks: number; estimated: number; est_min: number; est_max: number }
     >(
-      `SELECT tasks.model AS model, count(*) AS tasks, sum(est_tokens) AS estimated, sum(est_min) AS est_min,
-         sum(est_max) AS est_max, coalesce(sum(spent.charged), 0) AS charged,
+      `SELECT tasks.model AS model, count(*) AS tasks,
+         -- A skipped task left the run's estimate (src/account/): a rejected upstream took it out.
+         total(CASE WHEN state <> 'skipped' THEN est_tokens END) AS estimated,
+         total(CASE WHEN state <> 'skipped' THEN est_min END) AS est_min,
+         total(CASE WHEN state <> 'skipped' THEN est_max END) AS est_max, coalesce(sum(spent.charged), 0) AS charged,
          coalesce(sum(spent.refunded), 0) AS refunded
        FROM tasks LEFT JOIN (
          SELECT task_id, ${SUMS} FROM ledger WHERE run_id = :runId GROUP BY task_id

@@ -180,6 +180,7 @@ interface FigureRow {
   refunded: number;
   jobs: number;
   charged_attempts: number;
+  refunds: number;
   assumed_jobs: number;
   recovered: number;
   cost_assumed: number;
@@ -204,6 +205,10 @@ interface ProblemRow {
   net: number;
   est_max: number;
 }
+
+/** The state as the account counts it: a result a person rejected is a rejection (src/account/). */
+const REVIEWED_STATE_SQL = `(CASE WHEN t.review = 1 AND t.verdict = 'rejected' AND t.state = 'done' THEN 'rejected'
+  ELSE ${shownStateSql('t')} END)`;
 
 /** The net of one task from the ledger, through its (run_id, task_id) index. */
 const TASK_NET = `(SELECT total(CASE kind WHEN 'charge' THEN tokens ELSE -tokens END) FROM ledger AS l
@@ -322,7 +327,7 @@ export class ReportReadStore {
     // One pass over the run's tasks, summed in JavaScript: GROUP BY would sort every task (SQLite
     // groups by sorting), and the ledger is read through its (run_id, task_id) index for each.
     this.#selectFigures = db.prepare<[string], FigureRow>(
-      `SELECT model, ${shownStateSql('t')} AS state, est_tokens, est_min, est_max,
+      `SELECT model, ${REVIEWED_STATE_SQL} AS state, est_tokens, est_min, est_max,
          (SELECT total(tokens) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
             AND kind = 'charge') AS charged,
          (SELECT total(tokens) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
@@ -331,8 +336,10 @@ export class ReportReadStore {
             AND kind = 'charge') AS jobs,
          (SELECT count(*) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
             AND kind = 'charge' AND assumed = 1) AS assumed_jobs,
-         (SELECT count(*) FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
-            AND outcome = 'submitted') AS charged_attempts,
+         (SELECT count(*) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
+            AND kind = 'charge' AND reroll = 0) AS charged_attempts,
+         (SELECT count(*) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
+            AND kind = 'refund') AS refunds,
          recovered, cost_assumed
        FROM tasks AS t WHERE run_id = ?`,
     );
@@ -471,9 +478,12 @@ export class ReportReadStore {
         figures.set(row.model, f);
       }
       f.byState[row.state]++;
-      f.estimated += row.est_tokens;
-      f.estimatedMin += row.est_min;
-      f.estimatedMax += row.est_max;
+      // A skipped task left the run's estimate (src/account/): a rejected upstream took it out.
+      if (row.state !== 'skipped') {
+        f.estimated += row.est_tokens;
+        f.estimatedMin += row.est_min;
+        f.estimatedMax += row.est_max;
+      }
       f.charged += row.charged;
       f.refunded += row.refunded;
       f.jobs += row.jobs;
@@ -484,7 +494,8 @@ export class ReportReadStore {
         f.notOnDisk[row.state].tokens += roundTokens(row.charged - row.refunded);
       }
       if (row.recovered === 1) f.recovered++;
-      if (row.charged_attempts > 1) f.retried++;
+      // Sent again after a refunded (failed) job: a re-roll is no retry (src/account/ tells them apart).
+      if (row.charged_attempts > 1 && row.refunds > 0) f.retried++;
       if (row.cost_assumed === 1 || row.assumed_jobs > 0) f.costAssumed++;
       if (row.jobs > 0 && row.est_min === row.est_max) {
         f.pricedTasks++;

@@ -3,6 +3,7 @@
 // cached and recomputed when the database moved, at most every few times their own cost, so that a
 // large run is never read over and over while it changes.
 
+import { describeRun, invocationCommand, type RunAccount } from '../account/index.js';
 import { invocationOf } from '../results/invocation.js';
 import { runLocation } from '../results/output.js';
 import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
@@ -137,15 +138,22 @@ export class ViewData {
 
   /** Everything the run page shows. */
   runDetail(run: RunRecord): Record<string, unknown> {
-    const head = this.runHead(run);
-    const counts = head['by_state'] as Record<TaskState, number>;
+    // The counts and money of the page are the run's one account, of one moment; the series and the
+    // cost table (read in the background at a million tasks) are drawn beside it.
+    const inv = invocationOf(run, { cwd: this.#cwd, ...this.#reach });
+    const account = describeRun(this.#store, run.id, {
+      shownState: (r) => shownRunState(this.#store, r, this.#now()),
+      command: invocationCommand(inv),
+    });
+    const head = { ...this.runHead(run), ...headOfAccount(account) };
+    const counts = account.by_state;
     const figures = this.#cache(run.id).figures;
-    const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
+    const unfinished = account.unfinished;
     const finished = finishedSeries(figures.finishedBuckets(), unfinished, this.#now());
     const doubt = this.#store.viewReads.inDoubtFigures(run.id);
-    const paid = this.#store.notOnDiskByState(run.id);
-    const inv = invocationOf(run, { cwd: this.#cwd, ...this.#reach });
+    const paid = account.paid_without_result;
     return {
+      account,
       v: VIEW_API_VERSION,
       // False while a large run's cost table and series are first read (in the background): they are
       // empty or behind, and a `run` event follows when they are in.
@@ -154,8 +162,8 @@ export class ViewData {
       models: modelsJson(figures.models ?? [], figures.spend.byModel),
       failures: this.#failures(run.id, counts),
       in_doubt: {
-        tasks: doubt.tasks,
-        advice: doubt.tasks > 0 ? inDoubtAdvice(doubt.tasks, inv) : null,
+        tasks: account.in_doubt.tasks,
+        advice: account.in_doubt.tasks > 0 ? inDoubtAdvice(account.in_doubt.tasks, inv) : null,
         retry_estimate: roundTokens(doubt.tokens),
         retry_max: roundTokens(doubt.max),
       },
@@ -220,6 +228,21 @@ export class ViewData {
     }
     return figures;
   }
+}
+
+/** The run head's counts and money as the account states them (the list of runs reads them cheaper). */
+function headOfAccount(account: RunAccount): Record<string, unknown> {
+  return {
+    state: account.run.state,
+    tasks: account.tasks,
+    finished: account.finished,
+    by_state: account.by_state,
+    estimated: account.estimate.tokens,
+    worst_case: account.estimate.max,
+    charged: account.money.charged,
+    refunded: account.money.refunded,
+    net: account.money.net,
+  };
 }
 
 /** The plan's estimate and worst case (every estimate's max), from the per-model rows. */

@@ -236,7 +236,7 @@ describe('plan, as a person reads it', () => {
       'Media not measured (--no-probe): lengths come from media_seconds or are priced up to the maximum.',
     );
     expect(out).toContain('MODEL                    TASKS           TOKENS          USD');
-    expect(out).toContain('flat-image                   3              0.6       $0.012');
+    expect(out).toContain('flat-image                   3              0.6        $0.01');
     expect(out).toContain('Total                        9  169.005–226.005  $3.38–$4.52');
     expect(out).toContain(
       'Cost: 169.005–226.005 tokens ($3.38–$4.52) at $0.02 per token; budget and balance are compared with the most, 226.005.',

@@ -126,7 +126,9 @@ describe('the cost report of a real run', () => {
   it('writes report.md with the cost table and the failures, and index.html', () => {
     const md = readFileSync(join(run.runDir, 'report.md'), 'utf8');
     expect(md).toContain('# Cost report: run `money`');
-    expect(md).toMatch(/\| \*\*Total\*\* \| 5 \| 5 \| 2\.8 \| 2\.1 \| 0\.15 \| 1\.95 \| \$0\.039 \| 75% \|/);
+    expect(md).toMatch(
+      /\| \*\*Total\*\* \| 5 \| 5 \| 4 \| 1 \| 0 \| 0 \| 2\.8 \| 2\.1 \| 0\.15 \| 1\.95 \| \$0\.04 \| 75% \|/,
+    );
     expect(md).toMatch(/## Failed, rejected and blocked tasks[\s\S]*`broken`/);
     expect(existsSync(join(run.runDir, 'index.html'))).toBe(true);
   });
@@ -153,7 +155,7 @@ describe('status, report and balance', () => {
     const out = await run.mb(['status', 'money']);
     expect(out.code).toBe(0);
     expect(out.stdout).toContain('Tasks: 5 (4 done, 1 failed)');
-    expect(out.stdout).toMatch(/estimated 2\.8, charged 2\.1, refunded 0\.15, net 1\.95 \(\$0\.039\)/);
+    expect(out.stdout).toMatch(/estimated 2\.8, charged 2\.1, refunded 0\.15, net 1\.95 \(\$0\.04\)/);
     expect(out.stdout).toMatch(/broken\s+flat-image\s+failed\s+0\s+the job failed/);
     const json = JSON.parse((await run.mb(['status', 'money', '--json'])).stdout) as {
       problems: { id: string; state: string; error: string }[];
@@ -187,7 +189,7 @@ describe('status, report and balance', () => {
     const exact = run.sandbox.state().balance;
     expect(out.stdout).toContain(`Balance: ${Math.floor(exact)} tokens`);
     expect(out.stdout).toMatch(/API key fingerprint: [0-9a-f]{12}/);
-    expect(out.stdout).toMatch(/\d{4}-\d\d\s+[0-9a-f]{12} \(this key\)\s+2\.1\s+0\.15\s+1\.95\s+\$0\.039/);
+    expect(out.stdout).toMatch(/\d{4}-\d\d\s+[0-9a-f]{12} \(this key\)\s+2\.1\s+0\.15\s+1\.95\s+\$0\.04/);
     expect(out.stdout).not.toContain('sandbox-key');
     const json = JSON.parse((await run.mb(['balance', '--json'])).stdout) as {
       balance: number;

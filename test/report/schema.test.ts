@@ -23,7 +23,7 @@ describe('schemas/report.schema.json', () => {
     expect(schema.properties.version.const).toBe(2);
     expect(schema.additionalProperties).toBe(false);
     // Every key is required but the ones added since version 2 came out (compatible additions).
-    const optional = ['review', 'shards'];
+    const optional = ['account', 'review', 'shards'];
     expect(schema.required).toEqual(Object.keys(reportSchema.shape).filter((k) => !optional.includes(k)));
     expect(schema.properties.tasks.items.properties.status.enum).toEqual([...TASK_STATES]);
   });

@@ -183,7 +183,7 @@ describe('the report of tasks in the new states', () => {
     expect(md).toContain('| `assumed` | flat-image | done | 1 | 5 | 5 | 0 | 5 (assumed: list price) |');
     expect(md).toContain('| `rec` | flat-image | done, recovered from doubt | 1 |');
     expect(md).toContain(
-      '1 task retried after a failed, refunded job · 1 recovered from doubt · 1 with an assumed cost',
+      '1 task retried after a failed, refunded job (2 retries, net 3 tokens) · 1 recovered from doubt · 1 with an assumed cost',
     );
   });
 

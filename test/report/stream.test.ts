@@ -171,7 +171,7 @@ describe(`the streamed report of ${TASKS} tasks`, () => {
     const md = readFileSync(streamed.files.markdown, 'utf8');
     expect(md).toBe(reportMarkdown(report));
     expect(md).toContain(
-      `This list shows the first ${MARKDOWN_LIST_LIMIT} of ${TASKS} tasks (in doubt first, then manifest order)`,
+      `This list shows the first ${MARKDOWN_LIST_LIMIT.toLocaleString('en-US')} of ${TASKS.toLocaleString('en-US')} tasks (in doubt first, then manifest order)`,
     );
     const section = md.slice(md.indexOf('## Tasks\n'));
     expect(section.split('\n').filter((line) => line.startsWith('| `t-'))).toHaveLength(MARKDOWN_LIST_LIMIT);

@@ -129,10 +129,11 @@ describe('awaiting_review, a state the user sees', () => {
       store.close();
     }
 
-    // Approve one, reject one: one clip sent, one skipped, one still awaiting review.
+    // Approve one, reject one: one clip sent, one skipped, one still awaiting review. The rejected
+    // result counts as a rejection, not as a task done.
     expect((await env.run(['review', 'batch', '--approve', 'still-2', '--reject', 'still-3'])).code).toBe(0);
     expect((await env.run(['status', 'batch'])).stdout).toContain(
-      '  Tasks: 6 (1 pending, 1 awaiting review (of an upstream), 3 done, 1 skipped (upstream rejected))\n',
+      '  Tasks: 6 (1 pending, 1 awaiting review (of an upstream), 2 done, 1 rejected, 1 skipped (upstream rejected))\n',
     );
     expect((await env.run(['run', file, '--yes'])).code).toBe(4);
     expect(await jobModels(env)).toEqual([...Array(3).fill('flat-image'), 'studio-2-6']);

@@ -82,7 +82,7 @@ describe('review', () => {
     expect(idle.code).toBe(4);
     expect((await sandboxState(env)).jobs).toHaveLength(4);
     expect((await env.run(['status', 'batch'])).stdout).toContain(
-      `Review: 4 reviewed: 4 awaiting a decision (4 task(s) wait for them), 0 approved, 0 rejected; \`mediabatch review batch --state ${env.db}\` lists them`,
+      `Review: 4 reviewed: 4 awaiting a decision (4 tasks wait for them), 0 approved, 0 rejected; \`mediabatch review batch --state ${env.db}\` lists them`,
     );
     expect(readFileSync(join(env.dir, 'out', 'batch', 'report.md'), 'utf8')).toContain(
       `- 4 results await review: \`mediabatch review batch --state ${env.db}\` lists them; approve, reject or re-roll`,
@@ -172,7 +172,7 @@ describe('review', () => {
     expect(csv.find((l) => l.startsWith('still-mug-2,'))).toMatch(/,approved,1$/);
     expect(csv.find((l) => l.startsWith('clip-mug-2,'))).toMatch(/,,$/);
     expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain(
-      '- 4 reviewed task(s): 0 awaiting a decision, 1 approved, 3 rejected.',
+      '- 4 reviewed tasks: 0 awaiting a decision, 1 approved, 3 rejected.',
     );
     const gallery = readFileSync(join(runDir, 'index.html'), 'utf8');
     expect(gallery).toContain('"rv":{"s":"approved","a":1');

@@ -121,7 +121,7 @@ describe('run subsets and try again', () => {
     const smoke = await env.run(['run', file, '--yes', '--limit', '2']);
     expect(smoke.code).toBe(4);
     expect(reason(smoke)).toBe(
-      'submitted 2 task(s) as --limit asked; the rest stays pending: run again without --limit to continue',
+      `submitted 2 task(s) as --limit asked; the rest stays pending: run again without --limit to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
     );
     expect(smoke.stdout).toContain('To submit: 2 task(s)');
     expect(Object.values(taskStates(env)).sort()).toEqual(['done', 'done', 'pending', 'pending', 'pending']);
@@ -188,7 +188,7 @@ describe('run subsets and try again', () => {
       'late-3': 'done',
     });
     expect(reason(result)).toBe(
-      '1 task(s) did not fit under the budget of 1.5 tokens (0.7 left; they need up to 2): raise budget and run again to continue',
+      `1 task(s) did not fit under the budget of 1.5 tokens (0.7 left; they need up to 2): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
     );
   });
 });

@@ -44,6 +44,6 @@ export async function reportMergeCommand(
   ];
   throw new ExitError(
     EXIT.interrupted,
-    `${parts.join('; ')}: the report has the rest; run ${missing.length + unfinished.length === 1 ? 'it' : 'each'}, then merge again`,
+    `${parts.join('; ')}: the report has the rest; run ${missing.length + unfinished.length === 1 ? 'it' : 'each'}${missing.length > 0 ? ' (a missing shard on its own machine, with its own state file)' : ''}, then merge again`,
   );
 }

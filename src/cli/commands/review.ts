@@ -1,6 +1,7 @@
 // `review <run>`: lists the results awaiting a decision, or approves, rejects or re-rolls them (issue 25).
 // Flags to options and outcomes to lines; the decisions themselves are src/review/.
 
+import { describeRun, invocationCommand } from '../../account/index.js';
 import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import {
   type DecideOutcome,
@@ -11,7 +12,9 @@ import {
   rerollPrice,
   type Verdict,
 } from '../../review/index.js';
+import { shownRunState } from '../../run/lease.js';
 import type { Store } from '../../store/index.js';
+import { countOf } from '../../util/numbers.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { openExistingStore, type ReadContext, runInvocation, unknownRunError } from '../read.js';
@@ -46,7 +49,7 @@ export async function reviewCommand(runId: string, flags: ReviewFlags, ctx: Read
       const note = flags.note !== undefined ? { note: flags.note } : {};
       outcomes.push(...(await decide(store, runId, taskIds, verdict, note)));
     }
-    return printOutcomes(inv, outcomes, price, flags, ctx, store.countTasksByState(runId).pending);
+    return printOutcomes(store, inv, outcomes, price, flags, ctx, store.countTasksByState(runId).pending);
   } finally {
     store?.close();
   }
@@ -57,14 +60,20 @@ function list(store: Store, inv: RunInvocation, flags: ReviewFlags, ctx: ReadCon
   const awaiting = listAwaiting(store, runId);
   const { io } = ctx;
   if (flags.json) {
-    io.stdout.write(`${JSON.stringify({ run: runId, awaiting }, null, 2)}\n`);
+    const account = describeRun(store, runId, {
+      shownState: (r) => shownRunState(store, r, io.now()),
+      command: invocationCommand(inv),
+    });
+    io.stdout.write(`${JSON.stringify({ run: runId, awaiting, account }, null, 2)}\n`);
     return EXIT.ok;
   }
   if (awaiting.length === 0) {
     io.stdout.write(`Run ${runId}: no result awaits review.\n`);
     return EXIT.ok;
   }
-  io.stdout.write(`Run ${runId}: ${awaiting.length} result(s) await review:\n`);
+  io.stdout.write(
+    `Run ${runId}: ${countOf(awaiting.length, 'result')} ${awaiting.length === 1 ? 'awaits' : 'await'} review:\n`,
+  );
   for (const a of awaiting) {
     const files = a.files.map((f) => displayPath(io.cwd, f)).join(', ') || 'no files';
     const next = a.downstreams.length > 0 ? `; then ${a.downstreams.join(', ')}` : '';
@@ -129,6 +138,7 @@ async function confirmReroll(price: RerollPrice, flags: ReviewFlags, ctx: ReadCo
 }
 
 function printOutcomes(
+  store: Store,
   inv: RunInvocation,
   outcomes: readonly DecideOutcome[],
   price: RerollPrice | undefined,
@@ -141,7 +151,7 @@ function printOutcomes(
   if (flags.json) {
     const shown = outcomes.map((o) => (o.ok ? { ...o, earlierFiles: o.earlierFiles.map((f) => f.path) } : o));
     ctx.io.stdout.write(
-      `${JSON.stringify({ run: runId, outcomes: shown, ...(price ? { reroll: price } : {}) }, null, 2)}\n`,
+      `${JSON.stringify({ run: runId, outcomes: shown, ...(price ? { reroll: price } : {}), account: describeRun(store, runId, { shownState: (r) => shownRunState(store, r, ctx.io.now()), command: invocationCommand(inv) }) }, null, 2)}\n`,
     );
   } else {
     for (const o of outcomes) {

@@ -1,6 +1,7 @@
 // `status [run]`: the list of runs, or one run's tasks by state with the failing ones and their errors.
 // Read only: a missing state file means "no runs yet", and no database is created for it.
 
+import { invocationCommand } from '../../account/index.js';
 import { plural } from '../../report/format.js';
 import { shownRunState } from '../../run/lease.js';
 import { readRunStatus } from '../../run/run-status.js';
@@ -99,10 +100,10 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
 
 function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ctx: ReadContext): number {
   const { io } = ctx;
-  const status = readRunStatus(store, recorded, io.now());
+  const inv = runInvocation(recorded, ctx);
+  const status = readRunStatus(store, recorded, io.now(), invocationCommand(inv));
   const folder = runFolder(status.run, io.cwd);
   if (opts.json) io.stdout.write(`${runStatusJson(status, folder, io.cwd)}\n`);
-  else
-    io.stdout.write(`${runStatusLines(status, folder, io.cwd, runInvocation(recorded, ctx)).join('\n')}\n`);
+  else io.stdout.write(`${runStatusLines(status, folder, io.cwd, inv).join('\n')}\n`);
   return EXIT.ok;
 }

@@ -2,8 +2,10 @@
 // the signals, then the outcome as lines, the report, and the exit.
 
 import { dirname, resolve } from 'node:path';
+import { describeRun, invocationCommand } from '../../account/index.js';
 import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
+import { shownRunState } from '../../run/lease.js';
 import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
 import type { StopReason } from '../../run/runner/types.js';
 import { runInputLinks } from '../../run/runner/uploads.js';
@@ -54,6 +56,7 @@ export async function executeAndReport(
     interactive: io.interactive,
     total: Object.values(report.counts).reduce((n, c) => n + c, 0),
     estimate: plan.totals.tokens,
+    reviewCommand: commandLine(invocationOfDrive(a), { command: 'review' }),
   });
   const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
   // The handlers stay until the command ends: a second Ctrl-C while the closing balance is fetched or
@@ -88,6 +91,13 @@ export async function executeAndReport(
         onReceiver: (receiver, base) =>
           out(`  Callbacks: receiver on ${receiver.localUrl}; the service is told ${base}${CALLBACK_PATH}/…`),
       });
+      // The line ends on the run's account: the same counts and money as `status` and the report.
+      view.finish(
+        describeRun(session.store, session.runId, {
+          shownState: (r) => shownRunState(session.store, r, io.now()),
+          command: invocationCommand(invocationOfDrive(a)),
+        }),
+      );
     } finally {
       view.close();
     }

@@ -160,7 +160,7 @@ export class RunCore {
   }
 
   /** Counting tasks is a query: at most a few times a second, and always at the end. */
-  progress(final = false): void {
+  progress(final = false, waitingForDecisions?: number): void {
     if (!this.deps.onProgress) return;
     const now = this.now();
     if (!final && now - this.#lastProgressAt < 200) return;
@@ -171,6 +171,7 @@ export class RunCore {
       refunded: this.money.refunded,
       inFlight: this.money.slots,
       estimateChange: this.money.estimateChange,
+      ...(waitingForDecisions !== undefined ? { waitingForDecisions } : {}),
     });
   }
 

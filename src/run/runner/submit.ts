@@ -165,6 +165,8 @@ export class Submitter {
     const core = this.#core;
     const { store } = core.deps;
     const mark = store.decisionMark();
+    // Said at once, not throttled: the last frame before the wait must not show tasks in flight.
+    core.progress(true, store.countAwaitingReview(core.opts.runId));
     while (store.decisionMark() === mark && !core.stopSubmitting.signal.aborted) {
       await core.sleep(core.opts.reviewPollMs ?? REVIEW_POLL_MS, core.stopSubmitting.signal);
     }

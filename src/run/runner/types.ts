@@ -155,6 +155,8 @@ export interface RunProgress {
   inFlight: number;
   /** Tokens by which chained tasks priced exactly in this process moved the run's estimate (negative: tightened). */
   estimateChange?: number;
+  /** Set while `--wait-for-review` waits for a person: the results awaiting a decision; nothing else moves. */
+  waitingForDecisions?: number;
 }
 
 export interface RunResult {
