@@ -189,6 +189,23 @@ function fromCwd(cwd: string | undefined, path: string): string {
   return rel === '' ? '.' : rel.startsWith('..') || isAbsolute(rel) ? path : rel;
 }
 
+/**
+ * A state as a printed command names it: a PostgreSQL URL without its password (in the user part or as
+ * `password=`), which then comes from PGPASSWORD or ~/.pgpass as libpq reads them; a file as it is.
+ */
+export function typableState(state: string): string {
+  if (!/^postgres(ql)?:\/\//i.test(state)) return state;
+  try {
+    const url = new URL(state);
+    url.password = '';
+    if (url.searchParams.has('password')) url.searchParams.delete('password');
+    // URLSearchParams writes spaces as "+", which libpq reads literally (a "+" of the URL is %2B then).
+    return url.toString().replace(/\+/g, '%20');
+  } catch {
+    return 'postgres://(unreadable URL)';
+  }
+}
+
 /** The recorded flags of a run's settings; nothing for a run recorded before they were kept. */
 export function recordedInvocation(settings: unknown): RecordedInvocation {
   const raw = (settings as { invocation?: unknown } | null)?.invocation;
@@ -217,7 +234,7 @@ export function invocationOf(run: RunOfInvocation, reader: Reader): RunInvocatio
   return {
     runId: run.id,
     manifest: fromCwd(reader.cwd, run.manifestPath),
-    state: reader.state,
+    state: typableState(reader.state),
     ...(recorded.sandbox || run.api?.baseUrl === EMBEDDED_SANDBOX ? { sandbox: true } : {}),
     ...(config !== undefined ? { config: reader.config ?? fromCwd(reader.cwd, config) } : {}),
     ...(recorded.baseUrl !== undefined ? { baseUrl: recorded.baseUrl } : {}),

@@ -9,7 +9,15 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
 import { cli } from '../helpers/cli.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
-import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY, walk } from '../helpers/run-env.js';
+import {
+  FAST_POLLS,
+  images,
+  makeRunEnv,
+  type RunEnv,
+  reason,
+  SANDBOX_KEY,
+  walk,
+} from '../helpers/run-env.js';
 
 const pg: Postgres = await startPostgres();
 afterAll(() => pg.stop());
@@ -75,6 +83,33 @@ describe('a run whose state is in PostgreSQL', () => {
     expect(status.code).toBe(0);
     expect(status.stdout).toContain('pgrun');
     expect(status.stdout).toMatch(/8 done/);
+  });
+
+  it('keeps the budget as a hard cap: the database refuses the spend that would pass it, nothing held after', async () => {
+    const file = await env.manifest({ name: 'pgcap', tasks: images(5), budget: 0.5, concurrency: 4 });
+    const result = await mediabatch(['--state', url, 'run', file, '--yes', '--allow-partial']);
+    expect(result.code).toBe(4);
+    const shown = url.replace(`:${PASSWORD}`, '');
+    expect(reason(result)).toBe(
+      `the budget of 0.5 tokens cannot cover the next task (img-3, up to 0.2 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id pgcap --state '${shown}'\``,
+    );
+    const jobs = env.state().jobs;
+    expect(jobs).toHaveLength(2);
+    expect(jobs.reduce((n, j) => n + j.cost, 0)).toBeLessThanOrEqual(0.5);
+    const store = openStore(url);
+    try {
+      // In micro-tokens: the ledger's charges, and no worst case left reserved by a finished runner.
+      expect(store.moneyFigures('pgcap')).toEqual({
+        budget: 500_000,
+        charged: jobs.reduce((n, j) => n + Math.round(j.cost * 1_000_000), 0),
+        refunded: 0,
+        held: 0,
+        doubt: 0,
+      });
+    } finally {
+      store.close();
+    }
+    expect(`${result.stdout}${result.stderr}`).not.toContain(PASSWORD);
   });
 
   it('names the server it cannot reach in one line, without the password, and exits as for a state it cannot use', async () => {

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import {
   type CommandStep,
   commandLine,
+  invocationOf,
   type RunInvocation,
   shellQuote,
 } from '../../src/results/invocation.js';
@@ -110,5 +111,23 @@ describe('shellQuote', () => {
     expect(shellQuote('--shard')).toBe('--shard');
     expect(shellQuote('2/3')).toBe('2/3');
     expect(shellQuote('a,b')).toBe('a,b');
+  });
+});
+
+describe('a PostgreSQL state in a printed command', () => {
+  const run = { id: 'shop', manifestPath: '/w/shop.yaml', settings: {}, api: null };
+  it('names the database without its password, in the user part or as a parameter, the rest as given', () => {
+    for (const [given, printed] of [
+      ['postgres://mb:pw-SENTINEL@db.local:5433/mb', 'postgres://mb@db.local:5433/mb'],
+      [
+        'postgresql://db.local/mb?password=pw-SENTINEL&options=-c%20statement_timeout%3D5000',
+        'postgresql://db.local/mb?options=-c%20statement_timeout%3D5000',
+      ],
+    ] as const) {
+      const inv = invocationOf(run, { cwd: '/w', state: given });
+      const line = commandLine(inv, { command: 'status' });
+      expect(line).toBe(`mediabatch status shop --state ${shellQuote(printed)}`);
+      expect(line).not.toContain('SENTINEL');
+    }
   });
 });

@@ -36,6 +36,11 @@ export function useBackend(fresh: () => string): void {
   freshDatabase = fresh;
 }
 
+/** Whether the tests run on PostgreSQL (test/store/postgres.test.ts) rather than on SQLite files. */
+export function onPostgres(): boolean {
+  return freshDatabase !== undefined;
+}
+
 /** The state to open for a file a test names: the file, or its database. */
 export function stateFor(file: string): string {
   if (freshDatabase === undefined) return file;

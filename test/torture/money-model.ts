@@ -47,11 +47,29 @@ export interface Model {
 
 interface Real {
   file: string;
+  backend: Backend;
   /** One connection per actor: runner A, runner B (a second process), the reviewer (page or CLI). */
   conns: Store[];
 }
 
 type Cmd = fc.Command<Model, Real>;
+
+/**
+ * Where a run's state lives: a SQLite file by default; the PostgreSQL suite passes a database per file and
+ * a raw connection to it (test/store/helpers.ts), and whether a raw transaction must take the writer's
+ * lock as the store's BEGIN IMMEDIATE does there.
+ */
+export interface Backend {
+  state(file: string): string;
+  raw(file: string): Database.Database;
+  begin: string;
+}
+
+const SQLITE: Backend = {
+  state: (file) => file,
+  raw: (file) => new Database(file),
+  begin: 'BEGIN IMMEDIATE',
+};
 
 const micro = (n: number) => Math.round(n * 1_000_000);
 const held = (m: Model, state: 'held' | 'doubt') =>
@@ -285,9 +303,9 @@ class Kill implements Cmd {
   check = () => true;
   run(m: Model, r: Real): void {
     const t = taskOf(m, this.task);
-    const raw = new Database(r.file);
+    const raw = r.backend.raw(r.file);
     raw.pragma('busy_timeout = 5000');
-    raw.exec('BEGIN IMMEDIATE');
+    raw.exec(r.backend.begin);
     raw
       .prepare("UPDATE tasks SET state = 'submitting' WHERE run_id = ? AND task_id = ? AND state = 'pending'")
       .run(RUN, t.id);
@@ -394,12 +412,13 @@ export interface ModelRun {
 }
 
 /** Runs `runs` random sequences; the seed is printed by the caller, a failure comes back shrunk. */
-export function runMoneyModel(runs: number, seed: number): ModelRun {
+export function runMoneyModel(runs: number, seed: number, backend: Backend = SQLITE): ModelRun {
   const property = fc.property(setupArb, fc.commands(COMMANDS, { maxCommands: 60 }), (setup, cmds) => {
     // Memory-backed when the machine has it: the store syncs every commit, thousands of them per run.
     const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'mb-money-model-'));
     const file = join(dir, 'state.db');
-    const conns = [openStore(file), openStore(file), openStore(file)];
+    const state = backend.state(file);
+    const conns = [openStore(state), openStore(state), openStore(state)];
     try {
       const first = conns[0] as Store;
       const budget = setup.budget * 50_000;
@@ -432,7 +451,7 @@ export function runMoneyModel(runs: number, seed: number): ModelRun {
           charges: 0,
         })),
       };
-      fc.modelRun(() => ({ model, real: { file, conns } }), cmds);
+      fc.modelRun(() => ({ model, real: { file, backend, conns } }), cmds);
     } finally {
       for (const c of conns) c.close();
       rmSync(dir, { recursive: true, force: true });

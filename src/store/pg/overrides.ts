@@ -40,6 +40,19 @@ const OVERRIDES = new Map<string, string>(
          LEFT JOIN ledger c ON c.run_id = x.run_id AND c.kind = 'charge' AND c.reroll = 1
        GROUP BY x.run_id`,
     ],
+    [
+      `SELECT coalesce(max(outcome = 'in_doubt'), 0) AS doubt, coalesce(max(outcome = 'submitted'), 0) AS charged
+       FROM attempts WHERE run_id = ? AND task_id = ?`,
+      `SELECT count(*) FILTER (WHERE outcome = 'in_doubt') > 0 AS doubt,
+         count(*) FILTER (WHERE outcome = 'submitted') > 0 AS charged
+       FROM attempts WHERE run_id = ? AND task_id = ?`,
+    ],
+    // PostgreSQL's round() of a double breaks ties to even; micro() (migration 13) rounds as the money
+    // module does.
+    [
+      'SELECT CAST(round(est_max * 1000000) AS INTEGER) FROM tasks WHERE run_id = ? AND task_id = ?',
+      'SELECT micro(est_max) FROM tasks WHERE run_id = ? AND task_id = ?',
+    ],
   ].map(([sqlite, pg]) => [fold(sqlite as string), pg as string]),
 );
 
