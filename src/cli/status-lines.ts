@@ -111,7 +111,7 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: R
   return lines;
 }
 
-/** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart (issue 25). */
+/** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart. */
 function reviewStatusLine(inv: RunInvocation, r: ReviewSummary): string {
   const rerolls =
     r.rerolls.asked > 0

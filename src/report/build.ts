@@ -81,7 +81,7 @@ export interface ReportInput {
   runDir: string;
   /** How the commands the report prints reach the run (ReportOptions' reader). */
   reader?: Reader;
-  /** Reviewed tasks (issue 25): their review, and the run's review figures. */
+  /** Reviewed tasks: their review, and the run's review figures. */
   reviews?: ReadonlyMap<string, TaskReview>;
   review?: Report['review'];
 }
@@ -520,7 +520,7 @@ export function invocationOfReport(run: Report['run']): RunInvocation {
   };
 }
 
-/** Issue 25: results waiting for a person, and the command that decides. */
+/** Results waiting for a person, and the command that decides. */
 function reviewAdvice(review: Report['review'], inv: RunInvocation): string[] {
   if (review === undefined || review.awaiting === 0) return [];
   return [
