@@ -5,7 +5,7 @@
 //
 //   npx tsx bench/account-scale.ts [--tasks 1000000]
 //
-// Target (issue 31): under 1 s and under 300 MB.
+// Target: under 1 s and under 300 MB.
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

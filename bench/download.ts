@@ -23,7 +23,7 @@ import { REPO } from '../test/helpers/child.js';
 import { round, spawnMeasured } from './lib/measure.js';
 import { writeResultsPart } from './lib/results.js';
 
-/** The target of issue 28: ours at least this share of curl + sync. */
+/** The target: ours at least this share of curl + sync. */
 export const DOWNLOAD_TARGET = 0.8;
 
 interface Sample {

@@ -1,4 +1,4 @@
-// `npm run bench`: every figure of issue 8 from one run, printed as a table and written to
+// `npm run bench`: every figure from one run, printed as a table and written to
 // bench/results.json with the commit and the machine. Each figure is a ratio or a count, so it holds
 // on a noisy machine. Takes about 8 minutes on 2 cores (2 of them the 100,000-task run, stopped then),
 // plus about 4 for the three repetitions of the 48-task makespan at half speed, plus the view's figures.
@@ -76,7 +76,7 @@ try {
   const makespan = [
     await measureMakespan({ tasks: 64, concurrency: 8, speed: MAKESPAN_SPEED }),
     await measureMakespan({ tasks: 256, concurrency: 32, speed: MAKESPAN_SPEED }),
-    // Issue 28's figure: half speed, the target in every one of three repetitions.
+    // The figure: half speed, the target in every one of three repetitions.
     await measureMakespan({ tasks: 48, concurrency: 8, speed: 0.5, repetitions: 3 }),
   ];
   log('8/8 a million tasks against 100,000: plan, first submission, rate, Ctrl-C, status; validate start');

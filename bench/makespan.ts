@@ -1,4 +1,4 @@
-// Issue 16: how soon a mixed batch finishes, against the sandbox's own job durations packed onto the same
+// How soon a mixed batch finishes, against the sandbox's own job durations packed onto the same
 // slots with zero overhead (the ideal), beside the naive script the service's docs suggest (a look every
 // 5 s, in manifest order) run at the same time against its own sandbox. Also: requests per task, and the
 // delay from a job's success to its file on disk, by kind.
@@ -33,7 +33,7 @@ export interface MakespanOptions {
   repetitions?: number;
 }
 
-/** Issue 16/28: mediabatch polling at most this many times the ideal of its order, in every repetition. */
+/** mediabatch polling at most this many times the ideal of its order, in every repetition. */
 export const MAKESPAN_TARGET = 1.05;
 
 export interface RunFigures {

@@ -1,4 +1,4 @@
-// Issue 16 at scale: `validate` start-up, and for a batch of `big` flat-image tasks (1,000,000 in
+// At scale: `validate` start-up, and for a batch of `big` flat-image tasks (1,000,000 in
 // `npm run bench`) against one of `small` (100,000): `plan` time and peak memory, `run` from start to the
 // first submission, submissions per second once running (big against small), peak memory, Ctrl-C to
 // exit, and `status` of the big run. The sandbox runs at speed 0 in a process of its own.

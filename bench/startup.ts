@@ -1,4 +1,4 @@
-// Issue 28: the CLI's start-up as a user meets it, `node bin/mediabatch.js` (the built package, so run
+// The CLI's start-up as a user meets it, `node bin/mediabatch.js` (the built package, so run
 // `npm run prepare` first): --version, --help, and validate of a 3-task manifest (two images and a video),
 // each the median of 5 wall times, taken in turn with the bare `node -e 0` anchor so that a busy machine
 // slows all of them alike. `npx tsx bench/startup.ts` prints the figures; bench/main.ts includes them.
@@ -20,7 +20,7 @@ export interface StartupFigures {
   validateMs: number;
 }
 
-/** The targets of issue 28, in milliseconds. */
+/** The targets, in milliseconds. */
 export const STARTUP_TARGETS = { versionMs: 250, helpMs: 250, validateMs: 300 } as const;
 
 const COMMANDS: Record<keyof Omit<StartupFigures, 'repetitions'>, string[]> = {

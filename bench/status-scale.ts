@@ -4,7 +4,7 @@
 //
 //   npx tsx bench/status-scale.ts [--tasks 1000000] [--json]
 //
-// Target (issue 13): under 2 s and under 300 MB each.
+// Target: under 2 s and under 300 MB each.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// `mediabatch view` at 1,000,000 tasks (issue 24's figures, in `npm run bench`): the state file built
+// `mediabatch view` at 1,000,000 tasks (the figures, in `npm run bench`): the state file built
 // through the store (bench/view-fill.ts), the view served by the compiled CLI in a process of its own
 // (its peak RSS), Chromium's first render of the run page (counters, both charts, the first page of
 // results), how long a task's change takes to reach the open page (p95), and what an open page costs

@@ -1,4 +1,4 @@
-// The CLI as one bundle (issue 28): `npm run prepare` compiles the library with tsc (dist/, with its types,
+// The CLI as one bundle: `npm run prepare` compiles the library with tsc (dist/, with its types,
 // for `import 'mediabatch'`), then this bundles src/cli/main.ts into dist/bin/ for bin/mediabatch.js.
 // One file for what every command needs (the manifest, the catalog, zod, YAML, commander) instead of about
 // 170 modules read one by one: validate starts about 100 ms sooner. Commands stay lazy (their own chunks),

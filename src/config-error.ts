@@ -1,5 +1,5 @@
 // Apart from src/config.ts, which loads zod, YAML and the catalog: the CLI's error handling needs only the
-// class, and `--version` must not load the rest (issue 28).
+// class, and `--version` must not load the rest.
 
 import { MediabatchError } from './errors.js';
 import { EXIT } from './exit-codes.js';

@@ -1,4 +1,4 @@
-// What a model's result holds, for chains (issue 17): whether a task of this model can give what a
+// What a model's result holds, for chains: whether a task of this model can give what a
 // downstream `{{after…}}` reference asks for, and how long its video or audio will be when the request
 // alone decides it (a studio-2-6 clip of `duration: 5` is 5 s long), so a downstream is priced exactly.
 

@@ -6,7 +6,7 @@ import { runCli } from './program.js';
 
 // Expanding and storing a million tasks makes short-lived objects by the gigabyte; by default V8 lets
 // the heap grow to about four times what is live before a full collection, which at 1,000,000 tasks is
-// 450-550 MB of garbage-laden heap. Growing it by at most half keeps the peak near what is live (issue 16:
+// 450-550 MB of garbage-laden heap. Growing it by at most half keeps the peak near what is live (
 // plan 444 -> 239 MB, run 440 -> 284 MB at 1M tasks) for a few cheap extra collections (live is ~70 MB).
 setFlagsFromString('--heap-growing-percent=50');
 

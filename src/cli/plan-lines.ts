@@ -179,7 +179,7 @@ export function* planText(
 }
 
 /**
- * Issue 25: downstreams of results marked `review: true` are priced as if every result were approved, the
+ * Downstreams of results marked `review: true` are priced as if every result were approved, the
  * worst case, and the plan says so; the budget and the balance are compared with that.
  */
 function reviewTally(reviewAll: boolean) {

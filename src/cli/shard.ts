@@ -1,4 +1,4 @@
-// The shard flags of run, plan, validate, status and report (issue 26), turned into a Shard, and the
+// The shard flags of run, plan, validate, status and report, turned into a Shard, and the
 // lines a shard's preflight adds. The rules (which tasks, the budget share) are in src/plan/shard.ts.
 
 import type { PlanTotals } from '../plan/plan.js';

@@ -114,7 +114,7 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: R
   return lines;
 }
 
-/** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart (issue 25). */
+/** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart. */
 function reviewStatusLine(account: RunAccount): string {
   const r = account.review;
   if (r === null) return '';

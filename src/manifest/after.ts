@@ -1,4 +1,4 @@
-// Chains (issue 17): `after:` names the task(s) whose result a task takes, and `{{after…}}` placeholders in
+// Chains: `after:` names the task(s) whose result a task takes, and `{{after…}}` placeholders in
 // its input name the part of that result. The placeholders cannot be rendered when the manifest is
 // expanded (the result does not exist yet): they stay in the request as written, `{{after.image}}`, and
 // are filled in when the task is submitted. This module is the grammar of those references. Pure.

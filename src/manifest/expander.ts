@@ -60,7 +60,7 @@ export class Expander {
   #ctx: ExpandContext;
   /**
    * Each id's first task, as its place in the expansion: a number, not an Origin, so that a million ids
-   * cost a map of small integers (issue 16); the Origin is worked out again from `#spans` for a duplicate.
+   * cost a map of small integers; the Origin is worked out again from `#spans` for a duplicate.
    */
   #firsts = new Map<string, number>();
   /** Where each combination of each declaration starts in the expansion, in order. */

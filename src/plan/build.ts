@@ -268,7 +268,7 @@ export async function planManifest(file: string, o: PlanOptions): Promise<PlanRe
 /**
  * Like planManifest, for a run, streaming: the tasks are expanded, checked and priced one at a time, once
  * to find every problem and the totals, and again when the store takes the rows; nothing per task is
- * kept but its id, so a run of 1,000,000 tasks never holds them all (issue 16).
+ * kept but its id, so a run of 1,000,000 tasks never holds them all.
  */
 export async function planRun(file: string, o: PlanOptions): Promise<RunPlan> {
   const plan = await planStreamed(file, o);

@@ -1,4 +1,4 @@
-// Chains in planning (issue 17): a task with `after` is checked with each `{{after…}}` standing for a
+// Chains in planning: a task with `after` is checked with each `{{after…}}` standing for a
 // valid value of its kind, its upstreams must exist and make what it asks for, no task may wait for
 // itself through others, and a length the upstream's request decides prices the downstream exactly.
 // Pure: the caller hands over every checked task, then asks.

@@ -1,4 +1,4 @@
-// Shards (issue 26): a run split over n machines, each started by an engine with its own index (a
+// Shards: a run split over n machines, each started by an engine with its own index (a
 // Kubernetes Indexed Job, an AWS Batch array, a Slurm array, a CI matrix). Pure: which shard a task
 // belongs to, the shard a command or an environment names, a shard run's id, and its budget share.
 //

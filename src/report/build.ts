@@ -83,7 +83,7 @@ export interface ReportInput {
   runDir: string;
   /** How the commands the report prints reach the run (ReportOptions' reader). */
   reader?: Reader;
-  /** Reviewed tasks (issue 25): their review, and the run's review figures. */
+  /** Reviewed tasks: their review, and the run's review figures. */
   reviews?: ReadonlyMap<string, TaskReview>;
   review?: Report['review'];
   /** The run's one account: the report's totals agree with it. */
@@ -561,7 +561,7 @@ function commandOf(account: RunAccount, action: NextAction, fallback: string): s
   return `\`${account.next.find((s) => s.action === action)?.command ?? fallback}\``;
 }
 
-/** Issue 25: results waiting for a person, and the command that decides. */
+/** Results waiting for a person, and the command that decides. */
 function reviewAdvice(account: RunAccount, inv: RunInvocation): string[] {
   const awaiting = account.review?.awaiting ?? 0;
   if (awaiting === 0) return [];

@@ -43,7 +43,7 @@ export const CSV_COLUMNS: readonly Column[] = [
   { name: 'after', value: (t) => afterText(t), text: true },
   { name: 'planned_estimate_min', value: (t) => t.planned_estimate?.min ?? null },
   { name: 'planned_estimate_max', value: (t) => t.planned_estimate?.max ?? null },
-  // Issue 25: a reviewed task's status (waiting, awaiting, approved, rejected) and its attempt; empty otherwise.
+  // A reviewed task's status (waiting, awaiting, approved, rejected) and its attempt; empty otherwise.
   { name: 'review', value: (t) => t.review?.status ?? null },
   { name: 'attempt', value: (t) => t.review?.attempt ?? null },
 ];

@@ -22,7 +22,7 @@ export const GALLERY_JS = `
     submitting: 'submitting', submitted: 'submitted', running: 'running', downloading: 'downloading',
     unfetched: 'not on disk', stalled: 'stalled', lost: 'lost', skipped: 'skipped',
     awaiting_review: 'waits for review' };
-  // Issue 25: a reviewed task's decision, as a badge and as filters ("awaiting review").
+  // A reviewed task's decision, as a badge and as filters ("awaiting review").
   var REVIEW = ['awaiting', 'approved', 'rejected', 'waiting'];
   var REVIEW_LABEL = { awaiting: 'awaiting review', approved: 'approved', rejected: 'rejected', waiting: 'review pending' };
   var ICON = { failed: '\\u2715', in_doubt: '?', rejected: '\\u2298', blocked: '\\u23F8', done: '\\u2713',

@@ -48,7 +48,7 @@ interface CardData {
   so: readonly Record<string, unknown>[] | null;
   /** The tasks it takes results from (chains): name, task id, folder. */
   up: { n: string; t: string; f: string }[] | null;
-  /** Issue 25, a reviewed task: its review status, attempt, and the last decision's author and note. */
+  /** A reviewed task: its review status, attempt, and the last decision's author and note. */
   rv?: { s: string; a: number; by: string | null; note: string | null };
 }
 

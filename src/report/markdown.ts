@@ -310,7 +310,7 @@ export function code(value: string): string {
   return `${fence}${pad}${inner}${pad}${fence}`;
 }
 
-/** Issue 25: where the decisions stand, and what re-rolls cost, apart from the first attempts. */
+/** Where the decisions stand, and what re-rolls cost, apart from the first attempts. */
 function* reviewSection(
   r: NonNullable<ReportHead['review']>,
   run: ReportHead['run'],

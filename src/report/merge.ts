@@ -1,4 +1,4 @@
-// One report for a run split into shards (issue 26, `report --merge`): the shards' report.json files,
+// One report for a run split into shards (`report --merge`): the shards' report.json files,
 // each from its own state file, summed into the report of the whole run. Pure: reports in, a report out.
 // Token sums are added in micro-tokens (src/util/money.ts), so the totals are the exact sums of the
 // shards' figures; every task appears once; the shards that are missing or unfinished are named.

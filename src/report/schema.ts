@@ -101,7 +101,7 @@ const file = z
   })
   .strict();
 
-/** Issue 25: where a reviewed task's result stands, and every decision taken on it. */
+/** Where a reviewed task's result stands, and every decision taken on it. */
 export const taskReviewSchema = z
   .object({
     status: z
@@ -192,7 +192,7 @@ export const reportTaskSchema = z
       ),
     review: taskReviewSchema
       .optional()
-      .describe('Only for a task marked `review: true`: its review status and decisions (issue 25).'),
+      .describe('Only for a task marked `review: true`: its review status and decisions.'),
   })
   .strict();
 
@@ -314,7 +314,7 @@ export const reportSchema = z
       })
       .strict()
       .optional()
-      .describe('Only for a run with `review: true` tasks (issue 25).'),
+      .describe('Only for a run with `review: true` tasks.'),
     tasks: z.array(reportTaskSchema).describe('In-doubt tasks first, then in manifest order.'),
     shards: z
       .object({

@@ -1,4 +1,4 @@
-// Results straight into a bucket (issue 18): `output: s3://bucket/prefix` or `output: storage` puts each
+// Results straight into a bucket: `output: s3://bucket/prefix` or `output: storage` puts each
 // result file, job.json, sheet.json and the reports under `<prefix>/<run>/<task>/` exactly as on disk,
 // streamed (multipart for large files, size and SHA-256 checked), with no local copy. A result is done
 // only when its object is complete; a multipart upload cut off by a crash is aborted by the next run.

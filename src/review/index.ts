@@ -1,4 +1,4 @@
-// Choosing results (issue 25): what the CLI's `review` and the view's POST routes call. Listing what
+// Choosing results: what the CLI's `review` and the view's POST routes call. Listing what
 // awaits a decision, pricing a re-roll against what the run's budget leaves, and deciding (approve,
 // reject, re-roll) with a per-task outcome. No CLI concerns here: no printing, no exit codes, no prompts.
 

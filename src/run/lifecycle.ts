@@ -53,7 +53,7 @@ export interface QuotaFigures {
 
 export interface PreflightReport {
   counts: Record<TaskState, number>;
-  /** Of the tasks to submit, those that wait for a reviewed result: priced as if it were approved (issue 25). */
+  /** Of the tasks to submit, those that wait for a reviewed result: priced as if it were approved. */
   waitingOnReview: number;
   /** Nothing is pending or being watched: the run has nothing left to do. */
   complete: boolean;
@@ -400,7 +400,7 @@ export function exitCodeFor(
 ): ExitCode {
   if (stopReason === 'unauthorized') return EXIT.unauthorized;
   if (stopReason) return EXIT.interrupted;
-  // Results waiting for a person: resumable once they are decided (issue 25).
+  // Results waiting for a person: resumable once they are decided.
   if (awaitingReview > 0) return EXIT.interrupted;
   // Tasks left unfinished (retries exhausted, a job the API did not know, a download to retry) are
   // picked up by the next run: resumable, like an interruption.

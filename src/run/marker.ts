@@ -12,7 +12,7 @@ import { ensureFolderUnder, writeFileAtomic } from '../util/fsatomic.js';
 
 export const MARKER_FILE = '.mediabatch-run.json';
 
-// The shards of a run (issue 26) share its folder, each with a state file of its own on its own machine
+// The shards of a run share its folder, each with a state file of its own on its own machine
 // (often at the same path): their mark names the run and the shard count instead of one state file. A run
 // that is not a shard, or shards of another count, are still refused.
 type Marker = { state_file: string; run: string } | { run: string; shards: number };

@@ -1,4 +1,4 @@
-// `report --merge` (issue 26): finds the shards' report.json files (given one by one, in a folder, or under
+// `report --merge`: finds the shards' report.json files (given one by one, in a folder, or under
 // an s3:// prefix), merges them (src/report/merge.ts) and writes the run's one report and gallery beside
 // the results: into the folder, or put into the bucket under the same prefix.
 

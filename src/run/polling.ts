@@ -81,7 +81,7 @@ const LEARNT_FROM = 5;
 /**
  * Below this many, what is learnt may bring the first look earlier than the catalog's but not later. A few
  * jobs say little of the shortest: five videos drawn evenly from 30-90 s are all over 46 s one time in five,
- * and the next 33 s video then waited for a first look at 44 s (issue 28: one late video made the p95 of
+ * and the next 33 s video then waited for a first look at 44 s (one late video made the p95 of
  * success -> file 12.8 s in the 64-task bench, and the makespan vary between repetitions).
  */
 const LEARNT_LOW_FROM = 20;

@@ -74,7 +74,7 @@ export interface RunStatus {
   paidTasks: number;
   paidTokens: number;
   chains: { list: ChainLine[]; more: number };
-  /** Reviewed tasks' decisions and re-roll spend (issue 25); undefined without `review: true` tasks. */
+  /** Reviewed tasks' decisions and re-roll spend; undefined without `review: true` tasks. */
   review?: ReviewSummary;
   /** The run's one account: counts, money and next steps come from it. */
   account: RunAccount;

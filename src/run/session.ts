@@ -91,7 +91,7 @@ export interface OpenRunOptions {
   storeFirst?: number;
 }
 
-/** Tasks a new run stores before it starts; a larger run stores the rest while it runs (issue 16). */
+/** Tasks a new run stores before it starts; a larger run stores the rest while it runs. */
 export const STORE_FIRST = 20_000;
 
 export interface RunSession {

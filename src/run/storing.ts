@@ -1,4 +1,4 @@
-// A new run of many tasks starts submitting before all of them are stored (issue 16: the first submission
+// A new run of many tasks starts submitting before all of them are stored (the first submission
 // of a fresh 1,000,000-task run within seconds, not after every row is in SQLite). The session stores the
 // first rows; the rest go in here, a chunk per transaction between turns of the event loop, while the
 // runner submits what is stored. Each chunk is committed like any other write: a kill -9 leaves a run

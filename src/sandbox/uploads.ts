@@ -1,4 +1,4 @@
-// Local `file:` inputs for a run against the embedded sandbox (issue 27). The real service fetches inputs
+// Local `file:` inputs for a run against the embedded sandbox. The real service fetches inputs
 // from links, so a run uploads them to a bucket first; the embedded sandbox lives in the run's own process,
 // so it keeps them itself and serves them at /_sandbox/uploads/<key> on loopback: a manifest with local
 // files runs with --sandbox and no bucket. It stands in for the bucket of inputs only, through the same

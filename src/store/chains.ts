@@ -1,4 +1,4 @@
-// Chains in the store (issue 17): which tasks a task waits for (`task_upstreams`, migration 7), the
+// Chains in the store: which tasks a task waits for (`task_upstreams`, migration 7), the
 // request filled in just before it is sent (the planned one kept beside it), and the `blocked` state of
 // a task whose upstream will not give it a result in this run.
 
@@ -94,7 +94,7 @@ export class ChainStore {
          WHERE up.run_id = ? AND up.state IN (${states.map((x) => `'${x}'`).join(', ')}) AND t.state = 'pending'
          ORDER BY t.seq`,
       );
-    // Downstreams of a result the user rejected (issue 25), or of a task skipped for that: with the
+    // Downstreams of a result the user rejected, or of a task skipped for that: with the
     // rejection (who, note) their reason names.
     this.#waitingOnRejected = db.prepare<
       [string],

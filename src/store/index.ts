@@ -153,12 +153,12 @@ export class Store {
   readonly moveTask: TaskStore['moveTask'];
   readonly setTaskError: TaskStore['setTaskError'];
 
-  // Local inputs in a bucket (issue 18)
+  // Local inputs in a bucket
   readonly hasUpload: UploadStore['hasUpload'];
   readonly recordUpload: UploadStore['recordUpload'];
   readonly pendingRequestsWith: UploadStore['pendingRequestsWith'];
 
-  // Chains (issue 17)
+  // Chains
   readonly hasChains: ChainStore['hasChains'];
   readonly upstreamsOf: ChainStore['upstreamsOf'];
   readonly upstreamsOfRun: ChainStore['upstreamsOfRun'];
@@ -169,7 +169,7 @@ export class Store {
   readonly rejectUnsent: ChainStore['rejectUnsent'];
   readonly skipDownstreams: ChainStore['skipDownstreams'];
 
-  // Choosing results (issue 25)
+  // Choosing results
   readonly awaitingReview: ReviewStore['awaiting'];
   readonly countAwaitingReview: ReviewStore['countAwaiting'];
   readonly reviewedTasks: ReviewStore['reviewedTasks'];

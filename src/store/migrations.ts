@@ -283,7 +283,7 @@ ALTER TABLE tasks ADD COLUMN planned_estimate TEXT CHECK (planned_estimate IS NU
     id: 8,
     name: 'uploads: local input files already in a bucket, by content',
     sql: `
--- A local input uploaded once (issue 18): its object is named by its SHA-256, so a rerun or another
+-- A local input uploaded once: its object is named by its SHA-256, so a rerun or another
 -- manifest that uses the same bytes finds it here and uploads nothing. \`storage\` names the bucket
 -- (endpoint and bucket), never a credential.
 CREATE TABLE uploads (

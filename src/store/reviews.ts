@@ -1,4 +1,4 @@
-// Choosing results (issue 25): the decisions a person takes on a reviewed task's result, and what they do
+// Choosing results: the decisions a person takes on a reviewed task's result, and what they do
 // to the task and its downstreams, each in one transaction. Approval releases the downstreams (the
 // `waits` triggers of migration 11 count an unapproved upstream as not done); rejection skips them; a
 // re-roll sends the done task back to pending as a new attempt, submitted like every other submission.

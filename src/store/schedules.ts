@@ -1,4 +1,4 @@
-// Issue 6: what `schedule` remembers per manifest across restarts, so missed firings are known
+// What `schedule` remembers per manifest across restarts, so missed firings are known
 // (and not replayed) and `status` can show the next firing.
 
 import type { Db } from './db.js';

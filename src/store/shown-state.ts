@@ -1,4 +1,4 @@
-// `awaiting_review` (issue 25): the state a user sees for a downstream whose reviewed upstream has its
+// `awaiting_review`: the state a user sees for a downstream whose reviewed upstream has its
 // result and nobody approved it yet. It is DERIVED here, in this one place, and never stored: the task stays
 // `pending` in the tasks table with `waits` > 0 (migration 11's triggers count an unapproved reviewed
 // upstream as not done), so the only thing that ever decides a submission -- nextPending's `waits = 0` --

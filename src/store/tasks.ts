@@ -319,7 +319,7 @@ export class TaskStore {
     const resumed = !allNew && this.#anyTask.get(runId) !== undefined;
     const hadChains = resumed && this.#chains.hasChains(runId);
     // A resumed run needs every id to find the tasks the manifest no longer lists; a new run does not, and
-    // its primary key refuses a duplicate: no set of a million ids (issue 16).
+    // its primary key refuses a duplicate: no set of a million ids.
     const seen = resumed ? new Set<string>() : undefined;
     const now = toIso(this.#now());
     let nextSeq = (this.#selectMaxSeq.get(runId) ?? -1) + 1;

@@ -7,7 +7,7 @@ import type { TaskState } from './types.js';
 /** Which states a task may move to from each state, through the store's ordinary operations. */
 export const TASK_MOVES: Readonly<Record<TaskState, readonly TaskState[]>> = {
   // `rejected` without a POST: a chained task whose filled-in request breaks its model's rules.
-  // `skipped`: a downstream of a result the user rejected (issue 25); never sent, nothing charged.
+  // `skipped`: a downstream of a result the user rejected; never sent, nothing charged.
   pending: ['submitting', 'blocked', 'rejected', 'skipped'],
   // Shown, never stored (src/store/shown-state.ts): the table keeps such a task `pending`, so nothing moves
   // from or to it.

@@ -48,7 +48,7 @@ export interface NewRun {
   manifestName: string;
   /** The manifest settings (or whatever the runner wants to keep), stored as JSON. */
   settings: unknown;
-  /** The per-run secret that callback URLs carry (issue 7); kept so a restarted run accepts late callbacks. */
+  /** The per-run secret that callback URLs carry; kept so a restarted run accepts late callbacks. */
   callbackToken?: string;
   /** The API (base URL) and key (fingerprint) the run is started against; it is never resumed against another. */
   api?: { baseUrl: string; keyFingerprint: string };

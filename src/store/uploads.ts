@@ -1,4 +1,4 @@
-// Local input files already in a bucket (issue 18, migration 8): one row per object, keyed by the
+// Local input files already in a bucket (migration 8): one row per object, keyed by the
 // bucket and the object's content-addressed key, so a file is uploaded once across runs and manifests.
 
 import type { Db } from './db.js';

@@ -1,4 +1,4 @@
-// `review <run>`: lists the results awaiting a decision, or approves, rejects or re-rolls them (issue 25).
+// `review <run>`: lists the results awaiting a decision, or approves, rejects or re-rolls them.
 // Flags to options and outcomes to lines; the decisions themselves are src/review/.
 
 import { describeRun, invocationCommand } from '../../account/index.js';

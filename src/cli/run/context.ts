@@ -16,7 +16,7 @@ export interface RunFlags extends ShardFlags {
   budget?: number;
   yes?: boolean;
   allowPartial?: boolean;
-  /** Keep going until every reviewed result is decided (issue 25). */
+  /** Keep going until every reviewed result is decided. */
   waitForReview?: boolean;
   retryInDoubt?: boolean;
   acceptChanges?: boolean;

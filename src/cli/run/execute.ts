@@ -135,7 +135,7 @@ function endWith(inv: RunInvocation, outcome: RunOutcome): number {
     const message = result.stopMessage ?? `stopped (${result.stopReason}); run again to continue`;
     throw new ExitError(code as 4 | 5, stoppedLine(inv, message, RESUMABLE.has(result.stopReason)));
   }
-  // Only people are left to act: how many results wait, and the command that decides (issue 25).
+  // Only people are left to act: how many results wait, and the command that decides.
   if (code === EXIT.interrupted && result.awaitingReview > 0) {
     throw new ExitError(EXIT.interrupted, reviewLine(inv, outcome));
   }

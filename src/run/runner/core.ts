@@ -47,7 +47,7 @@ export class RunCore {
   readonly downloadLimit: LimitFunction;
   /** Job durations learnt per model from this run's jobs: when to look at the next job of that model. */
   readonly durations: JobDurations;
-  /** Some task of the run waits for another (issue 17): submissions look at upstreams. */
+  /** Some task of the run waits for another: submissions look at upstreams. */
   readonly chained: boolean;
   /** Success records of this process's jobs, links signed, for the downstreams that take their results. */
   readonly upstreamRecords = new UpstreamRecords();

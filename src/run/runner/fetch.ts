@@ -156,7 +156,7 @@ export class Fetcher {
 
   /**
    * A task's folder in the run's folder. The run's folder is checked once per run, from the output folder,
-   * so that one planted as a link is refused (issue 13); each task's then costs one mkdir. A run folder
+   * so that one planted as a link is refused; each task's then costs one mkdir. A run folder
    * that went away meanwhile is made and checked again.
    */
   async #taskFolder(folderName: string): Promise<{ path: string; created: boolean }> {

@@ -110,7 +110,7 @@ export interface RunnerOptions extends RunnerPolicy {
   runId: string;
   /** `<output>/<run>`; `s3://bucket/<prefix>/<run>` when results go to a bucket. */
   runDir: string;
-  /** Results go to this bucket instead of the local disk (issue 18). */
+  /** Results go to this bucket instead of the local disk. */
   bucket?: BucketOutput;
   concurrency: number;
   budget?: number;
@@ -142,7 +142,7 @@ export interface RunnerOptions extends RunnerPolicy {
   watch?: Partial<WatchPolicy>;
   /** A new run's tasks still being stored: submitted as they arrive, the longest first (../storing.ts). */
   incoming?: IncomingTasks;
-  /** `run --wait-for-review`: go on until every reviewed result is decided (issue 25). */
+  /** `run --wait-for-review`: go on until every reviewed result is decided. */
   waitForReview?: boolean;
   /** How often the store is looked at for new decisions (approvals, re-rolls) while the run waits; 1000 ms. */
   reviewPollMs?: number;
@@ -161,7 +161,7 @@ export interface RunProgress {
 
 export interface RunResult {
   stopReason?: StopReason;
-  /** Reviewed results nobody decided on yet when the run ended (issue 25). */
+  /** Reviewed results nobody decided on yet when the run ended. */
   awaitingReview: number;
   /** One line for the user about why the run stopped early. */
   stopMessage?: string;

@@ -1,4 +1,4 @@
-// A chained task's references filled in just before it is submitted (issue 17): each `{{after…}}` takes
+// A chained task's references filled in just before it is submitted: each `{{after…}}` takes
 // its value from the upstream's job record, whose links are fresh (a record older than the links' life,
 // or any record of an earlier process, is fetched again); the filled-in request is checked against its
 // model's rules, its media measured and priced exactly, and stored before the intent. Nothing is sent
