@@ -40,9 +40,9 @@ async function runOnce(state: string, sandboxUrl: string): Promise<number> {
 
 /** Microseconds per statement: a point read of one task, n times. */
 function pointRead(store: Store, n: number): number {
-  store.createRun({ id: 'lat', manifestPath: '/m', manifestName: 'm', settings: {} });
+  store.runs.createRun({ id: 'lat', manifestPath: '/m', manifestName: 'm', settings: {} });
   const start = performance.now();
-  for (let i = 0; i < n; i++) store.getTask('lat', 'none');
+  for (let i = 0; i < n; i++) store.tasks.getTask('lat', 'none');
   return ((performance.now() - start) * 1000) / n;
 }
 

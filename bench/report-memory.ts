@@ -43,7 +43,7 @@ export interface ReportMemory {
 
 /** A run of `count` flat-image tasks: 95 % done with one file, then failed, in doubt, rejected, pending. */
 export function fillRun(store: Store, count: number): void {
-  store.createRun({ id: RUN, manifestPath: 'bench.yaml', manifestName: 'bench', settings: {} });
+  store.runs.createRun({ id: RUN, manifestPath: 'bench.yaml', manifestName: 'bench', settings: {} });
   const specs: NewTask[] = [];
   for (let i = 1; i <= count; i++) {
     specs.push({
@@ -59,19 +59,19 @@ export function fillRun(store: Store, count: number): void {
       estimate: { tokens: 0.2, min: 0.2, max: 0.2, basis: '0.2 tokens per image', assumedPrice: false },
     });
   }
-  store.upsertTasks(RUN, specs);
+  store.tasks.upsertTasks(RUN, specs);
   specs.length = 0;
   for (let i = 1; i <= count; i++) {
     const taskId = `img-${i}`;
     const kind = i % 100;
     if (kind === 99) continue; // pending
-    const attempt = store.recordSubmitIntent(RUN, taskId);
+    const attempt = store.submissions.recordSubmitIntent(RUN, taskId);
     if (kind === 98) {
-      store.recordInDoubt(RUN, taskId, attempt, { message: 'connection reset after sending' });
+      store.submissions.recordInDoubt(RUN, taskId, attempt, { message: 'connection reset after sending' });
       continue;
     }
     if (kind === 97) {
-      store.recordNotCharged(RUN, taskId, attempt, {
+      store.submissions.recordNotCharged(RUN, taskId, attempt, {
         outcome: 'rejected',
         httpStatus: 400,
         message: 'ratio: must be one of 1:1, 16:9, got 1:3',
@@ -79,13 +79,17 @@ export function fillRun(store: Store, count: number): void {
       continue;
     }
     const imgUuid = `uuid-${i.toString(16).padStart(8, '0')}`;
-    store.recordSubmitted(RUN, taskId, attempt, { imgUuid, cost: 0.15, keyFingerprint: 'fp0123456789' });
+    store.submissions.recordSubmitted(RUN, taskId, attempt, {
+      imgUuid,
+      cost: 0.15,
+      keyFingerprint: 'fp0123456789',
+    });
     if (kind === 96 || kind === 95) {
-      store.recordJobStatus(imgUuid, 'failed', { status: 'failed' }, 'poll');
+      store.jobs.recordJobStatus(imgUuid, 'failed', { status: 'failed' }, 'poll');
       continue;
     }
-    store.recordJobStatus(imgUuid, 'success', { status: 'success', duration: 7.5 }, 'poll');
-    store.recordFile(RUN, taskId, {
+    store.jobs.recordJobStatus(imgUuid, 'success', { status: 'success', duration: 7.5 }, 'poll');
+    store.files.recordFile(RUN, taskId, {
       index: 1,
       kind: 'image',
       path: `/bench/out/${RUN}/${taskId}/1.png`,
@@ -93,7 +97,7 @@ export function fillRun(store: Store, count: number): void {
       sha256: i.toString(16).padStart(64, '0'),
       url: `https://cdn.example.com/${imgUuid}.png?sig=secret`,
     });
-    store.markDone(RUN, taskId);
+    store.tasks.markDone(RUN, taskId);
   }
 }
 

@@ -29,13 +29,13 @@ const STATE = `CASE WHEN seq % 1000 < 10 THEN 'in_doubt' WHEN seq % 1000 < 30 TH
 export function fillViewRun(file: string, count: number, outDir = '/bench/out'): void {
   const store = openStore(file);
   try {
-    store.createRun({
+    store.runs.createRun({
       id: VIEW_RUN,
       manifestPath: '/bench/big.yaml',
       manifestName: 'big',
       settings: { output: outDir, budget: count },
     });
-    store.upsertTasks(VIEW_RUN, tasks(count), { allNew: true });
+    store.tasks.upsertTasks(VIEW_RUN, tasks(count), { allNew: true });
   } finally {
     store.close();
   }

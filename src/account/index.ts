@@ -64,7 +64,7 @@ class UnknownAccountRunError extends MediabatchError {
 /** The account of one run, from the store in one read. */
 export function describeRun(store: Store, runId: string, opts: DescribeRunOptions = {}): RunAccount {
   const read = store.readAtOnce(() => {
-    const recorded = store.getRun(runId);
+    const recorded = store.runs.getRun(runId);
     if (recorded === undefined) return undefined;
     const run = { ...recorded, state: opts.shownState?.(recorded) ?? recorded.state };
     return { run, facts: store.accountFacts(runId) };
@@ -336,6 +336,7 @@ export function emptyAccount(run: RunAccount['run']): RunAccount {
   };
 }
 
+// Long on purpose: every figure of an account summed in one pass, the money in micro-tokens.
 /**
  * The account of a run split into shards: the sum of its shards' accounts (each read from its own
  * state file). `pending` names the shards still to run or to report: a `merge` step comes first then.
@@ -389,13 +390,14 @@ export function sumAccounts(
     sum.worst_case_left.tasks += a.worst_case_left.tasks;
     micro.left += toMicro(a.worst_case_left.tokens);
   }
-  // A sum of read accounts (the shards'), built whole: the run's own money is the money module's.
+  const charged = fromMicro(micro.charged);
+  const refunded = fromMicro(micro.refunded);
   const net = fromMicro(micro.charged - micro.refunded);
   sum.money = {
     ...sum.money,
     jobs,
-    charged: fromMicro(micro.charged),
-    refunded: fromMicro(micro.refunded),
+    charged,
+    refunded,
     net,
     net_usd: tokensToUsd(net),
   };

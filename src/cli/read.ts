@@ -30,7 +30,7 @@ export function openExistingStore(ctx: ReadContext): Store | undefined {
 
 /** Exit 1 for a run id the state database does not know, naming the known ones. */
 export function unknownRunError(runId: string, store: Store | undefined, statePath: string): ExitError {
-  const known = store?.listRuns().map((r) => r.id) ?? [];
+  const known = store?.runs.listRuns().map((r) => r.id) ?? [];
   const hint =
     known.length === 0
       ? 'there are no runs yet: start one with `mediabatch run <manifest>`'

@@ -21,7 +21,7 @@ export interface RunMoneyFigures extends MoneyFigures {
 
 /** The store's money of one run, as every spender reads it. */
 export function runMoney(store: Store, runId: string): RunMoneyFigures {
-  const f = store.moneyFigures(runId);
+  const f = store.reservations.figures(runId);
   const committed = f.charged - f.refunded + f.held + f.doubt;
   return { ...f, committed, left: f.budget === undefined ? undefined : Math.max(0, f.budget - committed) };
 }
@@ -35,7 +35,7 @@ export function decideReserving(
   runId: string,
   asks: ReadonlyArray<{ taskId: string; req: DecideRequest }>,
 ): DecideOutcome[] {
-  return store.decideMany(runId, asks);
+  return store.reviews.decideMany(runId, asks);
 }
 
 /**
@@ -63,7 +63,7 @@ export class RunMoney {
 
   /** The budget this run works under becomes the one every spender of the run checks. */
   start(): void {
-    this.#store.setRunBudget(this.#runId, this.budgetMicro);
+    this.#store.reservations.setBudget(this.#runId, this.budgetMicro);
     this.changed();
   }
 
@@ -97,7 +97,7 @@ export class RunMoney {
 
   /** What the task holds already in the store (a re-roll reserved when it was asked for). */
   heldFor(taskId: string): number {
-    return this.#store.heldFor(this.#runId, taskId);
+    return this.#store.reservations.heldFor(this.#runId, taskId);
   }
 
   /** A submission is on its way to its intent: counted at once, before the store has it. */

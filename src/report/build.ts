@@ -106,15 +106,15 @@ export function buildReport(store: Store, runId: string, opts: ReportOptions): R
 }
 
 export function collectReportInput(store: Store, runId: string, opts: ReportOptions): ReportInput {
-  const run = store.getRun(runId);
+  const run = store.runs.getRun(runId);
   if (run === undefined) throw new UnknownRunError(runId);
-  const tasks = store.tasksOfRun(runId);
+  const tasks = store.tasks.tasksOfRun(runId);
   const inDoubtSentAt = new Map<string, Date | null>();
   for (const task of tasks) {
     if (task.state !== 'in_doubt') continue;
-    inDoubtSentAt.set(task.taskId, store.attemptsOf(runId, task.taskId).at(-1)?.sentAt ?? null);
+    inDoubtSentAt.set(task.taskId, store.submissions.attemptsOf(runId, task.taskId).at(-1)?.sentAt ?? null);
   }
-  const quotaKeys = store.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota));
+  const quotaKeys = store.spend.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota));
   const review = reportReview(store, runId);
   return {
     account: describeRun(store, runId, {
@@ -122,11 +122,11 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
     }),
     run,
     tasks,
-    files: store.filesOfRun(runId),
-    spend: store.taskSpend(runId),
-    attempts: store.taskAttemptCounts(runId),
-    runSpent: store.runSpent(runId),
-    modelTotals: store.modelTotals(runId),
+    files: store.files.filesOfRun(runId),
+    spend: store.spend.taskSpend(runId),
+    attempts: store.reportReads.taskAttemptCounts(runId),
+    runSpent: store.ledger.runSpent(runId),
+    modelTotals: store.ledger.modelTotals(runId),
     inDoubtSentAt,
     quotaKeys,
     now: opts.now,

@@ -18,9 +18,9 @@ import {
 } from './build.js';
 
 export function collectReportHead(store: Store, runId: string, opts: ReportOptions): ReportHead {
-  const run = store.getRun(runId);
+  const run = store.runs.getRun(runId);
   if (run === undefined) throw new UnknownRunError(runId);
-  const figures = store.reportModelFigures(runId);
+  const figures = store.reportReads.reportModelFigures(runId);
   const byModel = figures.map((f) => ({
     model: f.model,
     ...summaryOf(countsOf([f]), f, estimatedOf([f])),
@@ -29,14 +29,14 @@ export function collectReportHead(store: Store, runId: string, opts: ReportOptio
     run,
     reader: opts.reader ?? { state: store.file },
     now: opts.now,
-    quotaKeys: store.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota)),
-    totals: summaryOf(countsOf(figures), store.runSpent(runId), estimatedOf(figures)),
+    quotaKeys: store.spend.runKeys(runId).map((key) => quotaOfKey(store, key, opts.now, opts.quota)),
+    totals: summaryOf(countsOf(figures), store.ledger.runSpent(runId), estimatedOf(figures)),
     byModel,
     inDoubt: {
       count: sum(figures.map((f) => f.byState.in_doubt)),
       atMost: sum(figures.map((f) => f.inDoubtMax)),
     },
-    files: store.runFileTotals(runId),
+    files: store.reportReads.runFileTotals(runId),
     ...withReview(reportReview(store, runId)),
     account: describeRun(store, runId, {
       command: invocationCommand(invocationOf(run, opts.reader ?? { state: store.file })),

@@ -79,7 +79,7 @@ export async function writeReport(
   // process cannot belong to a writer still at work beside us.
   await removeLeftoverTemps(folder, Date.now() - process.uptime() * 1000);
   const files = reportFiles(folder, runId);
-  const pages = (o: ReportPagesOptions = {}) => store.reportTaskPages(runId, o);
+  const pages = (o: ReportPagesOptions = {}) => store.reportReads.reportTaskPages(runId, o);
   // Reviewed tasks are the few a person looks at: their decisions are held, not streamed.
   const reviews = reviewFacts(store, runId);
   const tasks = (o: ReportPagesOptions = {}) => reportTasks(pages(o), runDir, reviews);

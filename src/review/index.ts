@@ -49,14 +49,14 @@ export interface AwaitingItem {
 export function listAwaiting(store: Store, runId: string): AwaitingItem[] {
   requireRun(store, runId);
   const downstreams = downstreamIndex(store, runId);
-  return store.awaitingReview(runId).map((t) => ({
+  return store.reviews.awaiting(runId).map((t) => ({
     taskId: t.taskId,
     model: t.model,
     attempt: t.attempt,
     version: t.version,
     cost: t.cost,
     finishedAt: t.finishedAt?.toISOString() ?? null,
-    files: store.filesOfTask(runId, t.taskId).map((f) => f.path),
+    files: store.files.filesOfTask(runId, t.taskId).map((f) => f.path),
     downstreams: downstreams.get(t.taskId) ?? [],
     rerollPrice: t.estimate.max,
   }));
@@ -68,7 +68,7 @@ export function matchTasks(
   runId: string,
   patterns: readonly string[],
 ): { taskIds: string[]; unmatched: string[] } {
-  const tasks = store.tasksOfRun(runId).map((t) => t.taskId);
+  const tasks = store.tasks.tasksOfRun(runId).map((t) => t.taskId);
   const hits = new Set<string>();
   const unmatched: string[] = [];
   for (const pattern of patterns) {
@@ -110,7 +110,7 @@ export interface RerollPrice {
 export function rerollPrice(store: Store, runId: string, taskIds: readonly string[]): RerollPrice {
   const run = requireRun(store, runId);
   const tasks = taskIds.map((taskId) => {
-    const task = store.getTask(runId, taskId);
+    const task = store.tasks.getTask(runId, taskId);
     return { taskId, price: task?.estimate.max ?? 0 };
   });
   const totalMicro = tasks.reduce((n, t) => n + toMicro(t.price), 0);
@@ -142,7 +142,7 @@ function runWorstCase(
   taskIds: readonly string[],
   budget: number | undefined,
 ): RerollPrice['worst'] {
-  const links = store.upstreamsOfRun(runId);
+  const links = store.chains.upstreamsOfRun(runId);
   const direct = new Map<string, string[]>();
   for (const [taskId, ups] of links) {
     for (const { upstreamId } of ups) direct.set(upstreamId, [...(direct.get(upstreamId) ?? []), taskId]);
@@ -156,7 +156,7 @@ function runWorstCase(
       queue.push(down);
     }
   }
-  const taskOf = (id: string) => store.getTask(runId, id);
+  const taskOf = (id: string) => store.tasks.getTask(runId, id);
   const known = (t: TaskRecord | undefined): t is TaskRecord => t !== undefined;
   const figures = rerollWorstCase({
     rerolled: taskIds.map(taskOf).filter(known),
@@ -164,8 +164,8 @@ function runWorstCase(
     upstreamsOf: (id) => (links.get(id) ?? []).map((l) => l.upstreamId),
     taskOf,
   });
-  const pendingMax = store.pendingByModel(runId).reduce((n, m) => n + toMicro(m.max), 0);
-  const nowMicro = toMicro(store.runSpent(runId).net) + pendingMax;
+  const pendingMax = store.tasks.pendingByModel(runId).reduce((n, m) => n + toMicro(m.max), 0);
+  const nowMicro = toMicro(store.ledger.runSpent(runId).net) + pendingMax;
   const afterMicro = nowMicro + toMicro(figures.adds);
   return {
     ...figures,
@@ -233,7 +233,7 @@ export async function decide(
     };
     return { taskId, req };
   });
-  if (verdict !== 'reroll') return asks.map(({ taskId, req }) => store.decide(runId, taskId, req));
+  if (verdict !== 'reroll') return asks.map(({ taskId, req }) => store.reviews.decide(runId, taskId, req));
   const outcomes = decideReserving(store, runId, asks);
   if (outcomes.some((o) => !o.ok && o.overBudget === true)) {
     const price = rerollPrice(store, runId, taskIds);
@@ -261,9 +261,9 @@ export async function finishEarlierResult(
   taskId: string,
   bucket?: BucketOutput,
 ): Promise<void> {
-  const task = store.getTask(run.id, taskId);
+  const task = store.tasks.getTask(run.id, taskId);
   if (task === undefined || !task.review || task.attempt < 2 || task.state !== 'pending') return;
-  const rows = store.filesOfTask(run.id, taskId);
+  const rows = store.files.filesOfTask(run.id, taskId);
   // No rows: already kept (a later failure of the re-roll may have left its own job.json: not the earlier one).
   if (rows.length === 0) return;
   const earlier = task.attempt - 1;
@@ -275,7 +275,7 @@ export async function finishEarlierResult(
     const locations = rows.map((f) => f.path);
     await keepEarlierInBucket(bucket, taskFolderName(taskId), earlier, locations);
   }
-  store.dropEarlierFiles(run.id, taskId);
+  store.reviews.dropEarlierFiles(run.id, taskId);
 }
 
 /** The run's folder on disk, or undefined for a bucket (its objects are not moved; a re-roll overwrites them). */
@@ -287,14 +287,14 @@ export function localRunDir(run: RunRecord): string | undefined {
 
 function downstreamIndex(store: Store, runId: string): Map<string, string[]> {
   const index = new Map<string, string[]>();
-  for (const [taskId, ups] of store.upstreamsOfRun(runId)) {
+  for (const [taskId, ups] of store.chains.upstreamsOfRun(runId)) {
     for (const { upstreamId } of ups) index.set(upstreamId, [...(index.get(upstreamId) ?? []), taskId]);
   }
   return index;
 }
 
 function requireRun(store: Store, runId: string): RunRecord {
-  const run = store.getRun(runId);
+  const run = store.runs.getRun(runId);
   if (run === undefined) throw new ReviewError(`run ${runId}: not found in ${store.file}`);
   return run;
 }
@@ -321,12 +321,12 @@ export interface ReviewSummary {
 
 /** Undefined for a run without `review: true` tasks. */
 export function reviewSummary(store: Store, runId: string): ReviewSummary | undefined {
-  if (!store.hasReviewed(runId)) return undefined;
-  const counts = store.reviewCounts(runId);
-  const spend = store.rerollSpend(runId);
-  const asked = store.decisionsOf(runId).filter((d) => d.verdict === 'reroll').length;
+  if (!store.reviews.hasReviewed(runId)) return undefined;
+  const counts = store.reviews.reviewCounts(runId);
+  const spend = store.reviews.rerollSpend(runId);
+  const asked = store.reviews.decisionsOf(runId).filter((d) => d.verdict === 'reroll').length;
   const net = fromMicro(toMicro(spend.charged) - toMicro(spend.refunded));
-  return { ...counts, waiting: store.waitingOnReview(runId), rerolls: { asked, ...spend, net } };
+  return { ...counts, waiting: store.reviews.waitingOnReview(runId), rerolls: { asked, ...spend, net } };
 }
 
 export interface TaskReviewFacts {
@@ -339,12 +339,12 @@ export interface TaskReviewFacts {
 /** Per reviewed task, where its result stands and every decision on it (reports and gallery). */
 export function reviewFacts(store: Store, runId: string): Map<string, TaskReviewFacts> {
   const facts = new Map<string, TaskReviewFacts>();
-  if (!store.hasReviewed(runId)) return facts;
-  for (const t of store.reviewedTasks(runId)) {
+  if (!store.reviews.hasReviewed(runId)) return facts;
+  for (const t of store.reviews.reviewedTasks(runId)) {
     const status = t.verdict ?? (t.state === 'done' ? ('awaiting' as const) : ('waiting' as const));
     facts.set(t.taskId, { status, attempt: t.attempt, version: t.version, decisions: [] });
   }
-  for (const d of store.decisionsOf(runId)) {
+  for (const d of store.reviews.decisionsOf(runId)) {
     facts.get(d.taskId)?.decisions.push({
       verdict: d.verdict,
       attempt: d.attempt,

@@ -31,7 +31,7 @@ export function holderIsDead(holder: string): boolean {
  */
 export function shownRunState(store: Store, run: RunRecord, now: Date = new Date()): RunState {
   if (run.state !== 'running') return run.state;
-  const lease = store.getLease(runLeaseName(run.id));
+  const lease = store.leases.getLease(runLeaseName(run.id));
   if (lease === undefined || lease.expiresAt.getTime() <= now.getTime() || holderIsDead(lease.holder)) {
     return 'interrupted';
   }

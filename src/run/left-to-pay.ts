@@ -123,15 +123,15 @@ function existingRun(
 ): ExistingRun | undefined {
   const input = { manifestPath, manifestName: settings.name, templateRunId: settings.runId };
   const { runId } = shard ? chooseShardRun(store, input, shard) : chooseRun(store, input);
-  const run = store.getRun(runId);
+  const run = store.runs.getRun(runId);
   if (!run) return undefined;
   const handledStates = TASK_STATES.filter((s) => s !== 'pending');
   return {
     id: run.id,
     state: run.state,
-    counts: store.countTasksByState(run.id),
-    charged: store.runSpent(run.id).net,
-    handled: new Set(store.tasksByState(run.id, handledStates).map((t) => t.taskId)),
+    counts: store.tasks.countTasksByState(run.id),
+    charged: store.ledger.runSpent(run.id).net,
+    handled: new Set(store.tasks.tasksByState(run.id, handledStates).map((t) => t.taskId)),
   };
 }
 

@@ -105,14 +105,14 @@ function sentAndUnfinished(counts: Record<TaskState, number>): number {
 /** Gathers every figure the preflight shows and decides. Throws RunError('unauthorized') on a 401. */
 export async function preflightRun(session: RunSession, o: PreflightOptions): Promise<PreflightReport> {
   const { store, runId } = session;
-  const counts = store.countTasksByState(runId);
+  const counts = store.tasks.countTasksByState(runId);
   // A new run still being stored: its plan says what it will submit (every task of it is pending).
   const storing = session.storing?.ended === false ? session.storing : undefined;
   if (storing) counts.pending += storing.unstored;
   const pending =
     storing && session.plannedPending
       ? session.plannedPending
-      : store.pendingByModel(runId, {
+      : store.tasks.pendingByModel(runId, {
           ...(o.only !== undefined ? { only: o.only } : {}),
           ...(o.limit !== undefined ? { limit: o.limit } : {}),
           ...(o.order !== undefined ? { order: o.order } : {}),
@@ -127,7 +127,7 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
   // What the store says the run spent (the money module's figures, as every spender reads them).
   const money = runMoney(store, runId);
   const chargedSoFar = fromMicro(money.charged - money.refunded);
-  const waitingOnReview = store.waitingOnReview(runId);
+  const waitingOnReview = store.reviews.waitingOnReview(runId);
   const base = {
     counts,
     waitingOnReview,
@@ -140,7 +140,7 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
   };
   // A result awaiting review keeps the run open: a re-roll or an approval may still send something.
   const unsent = counts.pending + counts.awaiting_review;
-  if (unsent === 0 && toWatch === 0 && store.countAwaitingReview(runId) === 0) {
+  if (unsent === 0 && toWatch === 0 && store.reviews.countAwaiting(runId) === 0) {
     const decision = decidePreflight({
       remainingMax: 0,
       remainingTokens: 0,
@@ -155,7 +155,7 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     throw new RunError('unauthorized', UNAUTHORIZED_MESSAGE);
   }
   const balance = answer.type === 'ok' ? answer.value : undefined;
-  if (balance !== undefined && !session.existing) store.setRunBalance(runId, { before: balance });
+  if (balance !== undefined && !session.existing) store.runs.setRunBalance(runId, { before: balance });
   const quota = quotaFigures(store, o.configQuota, o.keyFingerprint, o.now);
   const decision = decidePreflight({
     remainingMax: remaining.max,
@@ -266,7 +266,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
     await readyBucket(o.bucket, o.logger);
     await claimPrefix(o.bucket, session);
   }
-  if (session.existing) store.markRunState(runId, 'running');
+  if (session.existing) store.runs.markRunState(runId, 'running');
   let runner: Runner | undefined;
   const receiver =
     o.receiver && session.callbackToken ? await startReceiver(session, o, (h) => runner?.hint(h)) : undefined;
@@ -305,18 +305,18 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   }
   const after = await o.client.getBalance();
   const balanceAfter = after.type === 'ok' ? after.value : undefined;
-  if (balanceAfter !== undefined) store.setRunBalance(runId, { after: balanceAfter });
+  if (balanceAfter !== undefined) store.runs.setRunBalance(runId, { after: balanceAfter });
   const exitCode = exitCodeFor(result.stopReason, result.counts, result.awaitingReview);
   const unfinished = UNFINISHED.reduce((n, s) => n + result.counts[s], 0);
   const state =
     unfinished === 0 && !result.stopReason && result.awaitingReview === 0 ? 'finished' : 'interrupted';
-  store.markRunState(runId, state, exitCode);
+  store.runs.markRunState(runId, state, exitCode);
   return {
     result,
     exitCode,
     state,
     unfinished,
-    spent: store.runSpent(runId),
+    spent: store.ledger.runSpent(runId),
     balanceAfter,
     ...(receiver
       ? { receiverStats: { received: receiver.stats.received, ignored: receiver.stats.ignored } }
@@ -388,7 +388,8 @@ async function startReceiver(
 export function closeCompleteRun(session: RunSession, counts: Record<TaskState, number>): ExitCode {
   const code = exitCodeFor(undefined, counts);
   // Nothing happened: a finished run's times stay those of its real start and end.
-  if (session.existing?.state !== 'finished') session.store.markRunState(session.runId, 'finished', code);
+  if (session.existing?.state !== 'finished')
+    session.store.runs.markRunState(session.runId, 'finished', code);
   return code;
 }
 
@@ -471,8 +472,8 @@ export async function writeRunReport(
   const { store, runId, runDir } = session;
   try {
     // Read before writing: a change while the report is written makes the next look see it as stale.
-    const basis = store.currentReportBasis(runId, { quota: o.quota ?? null, runDir });
-    if (o.unlessCurrent && store.storedReportBasis(runId) === basis) {
+    const basis = store.basis.currentReportBasis(runId, { quota: o.quota ?? null, runDir });
+    if (o.unlessCurrent && store.basis.storedReportBasis(runId) === basis) {
       const files = reportFiles(runDir, runId);
       if (existsSync(files.json) && existsSync(files.markdown) && existsSync(files.gallery)) {
         return { ok: true, markdown: files.markdown, gallery: files.gallery, current: true };
@@ -486,7 +487,7 @@ export async function writeRunReport(
           ...(o.reader !== undefined ? { reader: o.reader } : {}),
         });
     try {
-      store.rememberReportBasis(runId, basis);
+      store.basis.rememberReportBasis(runId, basis);
     } catch {
       // The report is written; a state file that cannot note it (full) only means the next run writes it again.
     }

@@ -28,11 +28,11 @@ export interface RunChoiceInput {
 
 export function chooseRun(store: Store, input: RunChoiceInput): RunChoice {
   if (input.explicitRunId !== undefined) return { runId: input.explicitRunId };
-  const unfinished = store.unfinishedRunOf(input.manifestPath, input.manifestName);
+  const unfinished = store.runs.unfinishedRunOf(input.manifestPath, input.manifestName);
   if (unfinished === undefined || unfinished.id === input.templateRunId)
     return { runId: input.templateRunId };
   if (input.newRun) {
-    const counts = store.countTasksByState(unfinished.id);
+    const counts = store.tasks.countTasksByState(unfinished.id);
     const owed = OWED.reduce((n, s) => n + counts[s], 0);
     return { runId: input.templateRunId, leftBehind: { run: unfinished, owed } };
   }
@@ -66,7 +66,7 @@ export function chooseShardRun(store: Store, input: RunChoiceInput, shard: Shard
   let resumed: RunRecord | undefined;
   const unfinished =
     input.explicitRunId === undefined && !input.newRun
-      ? store.unfinishedRunOf(input.manifestPath, input.manifestName)
+      ? store.runs.unfinishedRunOf(input.manifestPath, input.manifestName)
       : undefined;
   if (unfinished) {
     const found = parseShardRunId(unfinished.id);
@@ -82,13 +82,13 @@ export function chooseShardRun(store: Store, input: RunChoiceInput, shard: Shard
     }
   }
   const runId = shardRunId(base, shard);
-  for (const run of store.listRuns()) {
+  for (const run of store.runs.listRuns()) {
     const other = parseShardRunId(run.id);
     if (other?.base === base && other.shard.count !== shard.count) {
       throw changedCount(base, run.id, other.shard, shard);
     }
   }
-  const existing = store.getRun(runId);
+  const existing = store.runs.getRun(runId);
   if (
     existing &&
     (existing.manifestPath !== input.manifestPath || existing.manifestName !== input.manifestName)

@@ -33,15 +33,15 @@ export interface ChainLine {
 
 /** The run's chained tasks with their upstreams and states, the first STATUS_PROBLEM_LIMIT of them. */
 function chainsOf(store: Store, runId: string): { list: ChainLine[]; more: number } {
-  const links = store.upstreamsOfRun(runId);
+  const links = store.chains.upstreamsOfRun(runId);
   const list: ChainLine[] = [];
   for (const [taskId, ups] of links) {
     if (list.length === STATUS_PROBLEM_LIMIT) break;
-    const task = store.getTask(runId, taskId);
+    const task = store.tasks.getTask(runId, taskId);
     if (task === undefined) continue;
     list.push({
       task: taskId,
-      state: store.shownStateOf(runId, taskId) ?? task.state,
+      state: store.reviews.shownStateOf(runId, taskId) ?? task.state,
       after: ups.map((u) => upstreamLine(store, runId, u.name, u.upstreamId)),
     });
   }
@@ -55,7 +55,7 @@ function upstreamLine(
   name: string,
   upstreamId: string,
 ): ChainLine['after'][number] {
-  const up = store.getTask(runId, upstreamId);
+  const up = store.tasks.getTask(runId, upstreamId);
   const line = { name, task: upstreamId, state: up?.state ?? null };
   if (up === undefined || !up.review) return line;
   return { ...line, review: up.verdict ?? (up.state === 'done' ? 'awaiting review' : 'review pending') };
@@ -65,12 +65,12 @@ export interface RunStatus {
   /** The run, its state as shown (a run whose holder died is interrupted). */
   run: RunRecord;
   counts: Record<TaskState, number>;
-  spent: ReturnType<Store['runTotals']>;
+  spent: ReturnType<Store['reportReads']['runTotals']>;
   /** The tasks that need the user, the first STATUS_PROBLEM_LIMIT of them. */
   problems: ProblemTaskRow[];
   /** Unfinished states listed after the problem states (pending tasks that gave up for now). */
   others: TaskState[];
-  paid: ReturnType<Store['notOnDiskByState']>;
+  paid: ReturnType<Store['reportReads']['notOnDiskByState']>;
   paidTasks: number;
   paidTokens: number;
   chains: { list: ChainLine[]; more: number };
@@ -95,7 +95,12 @@ export function readRunStatus(
   const paid = account.paid_without_result;
   // Pending tasks that gave up for now (retries exhausted) carry their reason too: listed last.
   const others = UNFINISHED.filter((s) => !PROBLEM_STATES.includes(s));
-  const problems = store.problemTasks(run.id, [...PROBLEM_STATES, ...others], STATUS_PROBLEM_LIMIT, others);
+  const problems = store.reportReads.problemTasks(
+    run.id,
+    [...PROBLEM_STATES, ...others],
+    STATUS_PROBLEM_LIMIT,
+    others,
+  );
   return {
     run,
     account,

@@ -88,7 +88,7 @@ export class Runner {
     await storing;
     await core.settle();
     // Downstreams of upstreams that ended badly are said to be blocked, not left pending without a word.
-    if (core.chained && !core.halt.signal.aborted) core.blocked(store.blockDownstreams(runId));
+    if (core.chained && !core.halt.signal.aborted) core.blocked(store.chains.blockDownstreams(runId));
     core.progress(true);
     if (core.stopReason) {
       core.emit({ event: 'stopped', reason: core.stopReason, message: core.stopMessage ?? core.stopReason });
@@ -97,8 +97,8 @@ export class Runner {
       ...(core.stopReason ? { stopReason: core.stopReason } : {}),
       ...(core.stopMessage ? { stopMessage: core.stopMessage } : {}),
       ...(core.quota ? { quota: core.quota } : {}),
-      counts: withUnstored(store.countTasksByState(runId), incoming?.unstored ?? 0),
-      awaitingReview: store.countAwaitingReview(runId),
+      counts: withUnstored(store.tasks.countTasksByState(runId), incoming?.unstored ?? 0),
+      awaitingReview: store.reviews.countAwaiting(runId),
       polls: core.counters.polls,
       arrivals: { ...core.arrivals },
       unreadableAnswers: core.counters.unreadable,
@@ -112,7 +112,7 @@ export class Runner {
     const core = this.#core;
     const { store } = core.deps;
     const { runId } = core.opts;
-    for (const taskId of store.recoverInterruptedSubmissions(runId)) {
+    for (const taskId of store.submissions.recoverInterruptedSubmissions(runId)) {
       core.log.warn(
         { task: taskId },
         'submission was interrupted before its answer was recorded: task is in doubt',
@@ -121,12 +121,12 @@ export class Runner {
     // The money is the store's (what earlier processes charged, what is in doubt or reserved by others).
     core.money.start();
     // Paid results not on disk yet come first: a fresh look at each job re-signs its links.
-    for (const task of store.tasksByState(runId, ['unfetched', 'downloading']))
+    for (const task of store.tasks.tasksByState(runId, ['unfetched', 'downloading']))
       this.#watcher.watch(task, 0, false);
     // Jobs submitted by an earlier process are watched again; stalled ones slowly, without a slot.
-    for (const task of store.tasksByState(runId, ['submitted', 'running']))
+    for (const task of store.tasks.tasksByState(runId, ['submitted', 'running']))
       this.#watcher.watch(task, 0, true);
-    for (const task of store.tasksByState(runId, ['stalled'])) this.#watcher.watch(task, 0, false);
+    for (const task of store.tasks.tasksByState(runId, ['stalled'])) this.#watcher.watch(task, 0, false);
   }
 }
 

@@ -62,11 +62,11 @@ export function leftOutUpstreams(
 ): LeftOutUpstream[] {
   const chosen = new Set(selected);
   const found: LeftOutUpstream[] = [];
-  for (const [taskId, links] of store.upstreamsOfRun(runId)) {
+  for (const [taskId, links] of store.chains.upstreamsOfRun(runId)) {
     if (!chosen.has(taskId)) continue;
     for (const { upstreamId } of links) {
       if (chosen.has(upstreamId)) continue;
-      const state = store.getTask(runId, upstreamId)?.state;
+      const state = store.tasks.getTask(runId, upstreamId)?.state;
       if (state !== 'done') found.push({ taskId, upstreamId, state });
     }
   }

@@ -149,9 +149,9 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   takeLease(store, runId, leaseName, holder, ttl);
   let storing: BackgroundStoring | undefined;
   try {
-    const existing = store.getRun(runId);
+    const existing = store.runs.getRun(runId);
     const refuse = (code: number) => {
-      if (!existing) store.markRunState(runId, 'refused', code);
+      if (!existing) store.runs.markRunState(runId, 'refused', code);
     };
     bindOrCreate(store, runId, existing, o);
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);
@@ -159,13 +159,13 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     let callbackToken = existing?.callbackToken ?? null;
     if (o.wantsCallbackToken && !callbackToken) {
       callbackToken = newCallbackToken();
-      store.setCallbackToken(runId, callbackToken);
+      store.runs.setCallbackToken(runId, callbackToken);
     }
     // The callback URL is added when sending (see Runner): where answers go is not part of what a task
     // asks for, so changing it (or adding --listen) never makes a sent task look changed.
     const rows = plan.rows({ withoutCallback: true })[Symbol.iterator]();
     const first = existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
-    const upsert = store.upsertTasks(
+    const upsert = store.tasks.upsertTasks(
       runId,
       first < plan.taskIds.length ? take(rows, first) : { [Symbol.iterator]: () => rows },
       {
@@ -178,11 +178,11 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       refuse(EXIT.invalid);
       throw changedError(upsert.changed, shown(o.manifestPath));
     }
-    const recovered = store.recoverInterruptedSubmissions(runId);
+    const recovered = store.submissions.recoverInterruptedSubmissions(runId);
     const requeued = requeue(store, runId, o);
     // Chained tasks blocked by an upstream that is now requeued (or whose result this run fetches) get
     // their chance again; the runner blocks them anew if the upstream still gives them nothing.
-    const unblocked = store.unblockDownstreams(runId);
+    const unblocked = store.chains.unblockDownstreams(runId);
     return {
       store,
       runId,
@@ -199,15 +199,15 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       leaseName,
       holder,
       refuse,
-      renew: () => store.renewLease(leaseName, holder, ttl),
+      renew: () => store.leases.renewLease(leaseName, holder, ttl),
       close: () => {
         storing?.stop();
-        store.releaseLease(leaseName, holder);
+        store.leases.releaseLease(leaseName, holder);
       },
     };
   } catch (error) {
     storing?.stop();
-    store.releaseLease(leaseName, holder);
+    store.leases.releaseLease(leaseName, holder);
     throw error;
   }
 }
@@ -276,12 +276,12 @@ function requeue(
 ): { failed: string[]; inDoubt: string[] } {
   const requeued = { failed: [] as string[], inDoubt: [] as string[] };
   if (o.retryFailed) {
-    const again = store.tasksByState(runId, ['failed', 'rejected']).map((t) => t.taskId);
-    requeued.failed = store.requeueTasks(runId, again, ['failed', 'rejected']);
+    const again = store.tasks.tasksByState(runId, ['failed', 'rejected']).map((t) => t.taskId);
+    requeued.failed = store.tasks.requeueTasks(runId, again, ['failed', 'rejected']);
   }
   if (o.retryInDoubt) {
-    const inDoubt = store.tasksByState(runId, ['in_doubt']).map((t) => t.taskId);
-    requeued.inDoubt = store.requeueTasks(runId, inDoubt, ['in_doubt']);
+    const inDoubt = store.tasks.tasksByState(runId, ['in_doubt']).map((t) => t.taskId);
+    requeued.inDoubt = store.tasks.requeueTasks(runId, inDoubt, ['in_doubt']);
   }
   return requeued;
 }
@@ -346,15 +346,15 @@ function chooseRunOrShard(store: Store, o: OpenRunOptions): RunChoice {
 }
 
 function takeLease(store: Store, runId: string, name: string, holder: string, ttl: number): void {
-  let lease = store.acquireLease(name, holder, ttl);
+  let lease = store.leases.acquireLease(name, holder, ttl);
   if (!lease.acquired && holderIsDead(lease.holder)) {
     // kill -9 or a crash left the lease behind: resuming at once must not wait for it to expire.
-    store.releaseLease(name, lease.holder);
-    lease = store.acquireLease(name, holder, ttl);
+    store.leases.releaseLease(name, lease.holder);
+    lease = store.leases.acquireLease(name, holder, ttl);
   }
   if (!lease.acquired) {
     // One line: who drives it, since when, and until when at least (a dead holder's lease runs out then).
-    const since = store.getLease(name)?.acquiredAt;
+    const since = store.leases.getLease(name)?.acquiredAt;
     throw new RunError(
       'busy',
       `run ${runId} is being driven by another mediabatch (${lease.holder})${since ? ` since ${since.toISOString()}` : ''} until at least ${lease.expiresAt.toISOString()}: wait for it to finish, then run again`,
@@ -365,7 +365,7 @@ function takeLease(store: Store, runId: string, name: string, holder: string, tt
 /** A new run is created bound to this API; an existing one must belong to it (or have spent nothing). */
 function bindOrCreate(store: Store, runId: string, existing: RunRecord | undefined, o: OpenRunOptions): void {
   if (!existing) {
-    store.createRun({
+    store.runs.createRun({
       id: runId,
       manifestPath: o.manifestPath,
       manifestName: o.plan.settings.name,
@@ -377,11 +377,12 @@ function bindOrCreate(store: Store, runId: string, existing: RunRecord | undefin
   const problem = apiMismatch(runId, existing.api, o.api);
   if (problem) {
     // A run that never had a job accepted (a refused key, a wrong URL) owes nothing where it was: it moves.
-    const counts = store.countTasksByState(runId);
-    const mayHaveSpent = store.runSpent(runId).charged > 0 || counts.in_doubt > 0 || counts.submitting > 0;
+    const counts = store.tasks.countTasksByState(runId);
+    const mayHaveSpent =
+      store.ledger.runSpent(runId).charged > 0 || counts.in_doubt > 0 || counts.submitting > 0;
     if (mayHaveSpent) throw new RunError('invalid', problem);
-    store.bindRunToApi(runId, o.api, { force: true });
-  } else if (existing.api === null) store.bindRunToApi(runId, o.api);
+    store.runs.bindRunToApi(runId, o.api, { force: true });
+  } else if (existing.api === null) store.runs.bindRunToApi(runId, o.api);
 }
 
 /** One line when a run would be resumed against another API or key than the one it was started with. */

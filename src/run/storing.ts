@@ -92,7 +92,7 @@ export class BackgroundStoring implements IncomingTasks {
         }
         if (chunk.length === 0) break;
         const started = performance.now();
-        this.#o.store.upsertTasks(this.#o.runId, chunk, { allNew: true });
+        this.#o.store.tasks.upsertTasks(this.#o.runId, chunk, { allNew: true });
         this.#stored += chunk.length;
         const waited = this.#waiters.length > 0;
         this.#wake();

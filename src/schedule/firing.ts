@@ -32,9 +32,9 @@ export function worstCase(
   rows: Iterable<{ taskId: string; estimate: { max: number } }>,
 ): number {
   const known =
-    store.getRun(runId) === undefined
+    store.runs.getRun(runId) === undefined
       ? undefined
-      : new Map(store.tasksOfRun(runId).map((t) => [t.taskId, t.state]));
+      : new Map(store.tasks.tasksOfRun(runId).map((t) => [t.taskId, t.state]));
   let total = 0;
   for (const row of rows) {
     const state = known?.get(row.taskId);

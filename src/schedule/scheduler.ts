@@ -144,11 +144,11 @@ export class Scheduler {
     this.#started = true;
     const now = this.#deps.now();
     for (const m of this.#manifests) {
-      const record = this.#deps.store.getSchedule(m.path);
+      const record = this.#deps.store.schedules.getSchedule(m.path);
       const due = this.#due(m.schedule, resumePoint(record, now), now);
       const entry: Entry = { m, since: now, nextAt: m.schedule.next(now) };
       this.#entries.push(entry);
-      this.#deps.store.setNextFire(m.path, entry.nextAt);
+      this.#deps.store.schedules.setNextFire(m.path, entry.nextAt);
       this.#say(
         'info',
         {
@@ -225,7 +225,7 @@ export class Scheduler {
         const due = this.#due(entry.m.schedule, entry.since, now);
         entry.since = now;
         entry.nextAt = entry.m.schedule.next(now);
-        this.#deps.store.setNextFire(entry.m.path, entry.nextAt);
+        this.#deps.store.schedules.setNextFire(entry.m.path, entry.nextAt);
         this.#act(entry, due, 'while the machine slept or the process stalled');
       }
     } catch (error) {
@@ -251,7 +251,7 @@ export class Scheduler {
     const path = entry.m.path;
     // The slot is claimed in the database before anything else, not decided from a read: of any number
     // of schedulers exactly one owns it, and that one fires it or says why it skipped it.
-    if (!store.claimFiring(path, { firedAt: at, nextFireAt: entry.nextAt })) {
+    if (!store.schedules.claimFiring(path, { firedAt: at, nextFireAt: entry.nextAt })) {
       this.#say(
         'info',
         { manifest: path, fire_at: at },
@@ -265,7 +265,7 @@ export class Scheduler {
       return;
     }
     const leaseName = scheduleLeaseName(path);
-    const lease = store.acquireLease(leaseName, holder, this.#leaseTtlMs);
+    const lease = store.leases.acquireLease(leaseName, holder, this.#leaseTtlMs);
     if (!lease.acquired) {
       this.#skip(entry, at, `another mediabatch schedule (${lease.holder}) is running this manifest`);
       return;
@@ -276,7 +276,7 @@ export class Scheduler {
       if (going !== undefined) this.#skip(entry, at, `its run ${going} is still going`);
       else launch = true;
     } finally {
-      if (!launch) store.releaseLease(leaseName, holder);
+      if (!launch) store.leases.releaseLease(leaseName, holder);
     }
     if (launch) this.#launch(entry, at, late);
   }
@@ -320,7 +320,7 @@ export class Scheduler {
       started: (runId) => {
         running.runId = runId;
         try {
-          store.recordFiring(path, { firedAt: at, runId, nextFireAt: entry.nextAt });
+          store.schedules.recordFiring(path, { firedAt: at, runId, nextFireAt: entry.nextAt });
         } catch (error) {
           logger.error({ err: error, manifest: path, run: runId }, 'could not record the firing');
         }
@@ -337,7 +337,7 @@ export class Scheduler {
     const beat = () => {
       if (entry.running !== running) return;
       try {
-        if (!this.#deps.store.renewLease(leaseName, this.#deps.holder, this.#leaseTtlMs)) {
+        if (!this.#deps.store.leases.renewLease(leaseName, this.#deps.holder, this.#leaseTtlMs)) {
           this.#deps.logger.warn(
             { manifest: entry.m.path },
             'the schedule lease expired and was taken (was the process suspended?); the run keeps its own lease',
@@ -356,7 +356,7 @@ export class Scheduler {
     if (running.heartbeat !== undefined) this.#deps.timers.clearTimeout(running.heartbeat);
     entry.running = undefined;
     try {
-      store.releaseLease(scheduleLeaseName(entry.m.path), holder);
+      store.leases.releaseLease(scheduleLeaseName(entry.m.path), holder);
     } catch (error) {
       this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'could not release the schedule lease');
     }
@@ -417,9 +417,9 @@ const LEVEL: Record<FiringOutcome, 'info' | 'warn' | 'error'> = {
 
 /** A run of the manifest driven right now by anyone (a `run` by hand included): its run lease is live. */
 function runGoing(store: Store, manifestPath: string, now: Date): string | undefined {
-  for (const run of store.listRuns({ manifestPath })) {
+  for (const run of store.runs.listRuns({ manifestPath })) {
     if (run.state !== 'running') continue;
-    const lease = store.getLease(`run:${run.id}`);
+    const lease = store.leases.getLease(`run:${run.id}`);
     if (lease && lease.expiresAt.getTime() > now.getTime()) return run.id;
   }
   return undefined;

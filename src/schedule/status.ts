@@ -19,9 +19,9 @@ export interface ScheduledManifest {
 
 /** For `status`: the scheduled manifests, in path order. */
 export function scheduledManifests(store: Store, now: Date): ScheduledManifest[] {
-  return store.listSchedules().map((s) => {
-    const lease = store.getLease(scheduleLeaseName(s.manifestPath));
-    const lastRun = s.lastRunId === null ? undefined : store.getRun(s.lastRunId);
+  return store.schedules.listSchedules().map((s) => {
+    const lease = store.leases.getLease(scheduleLeaseName(s.manifestPath));
+    const lastRun = s.lastRunId === null ? undefined : store.runs.getRun(s.lastRunId);
     return {
       manifestPath: s.manifestPath,
       nextFireAt: s.nextFireAt,

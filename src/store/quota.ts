@@ -8,7 +8,7 @@ import type { LedgerSums, Store } from './index.js';
 import { periodOf } from './index.js';
 
 /** What `quotaStanding` reads from the store. */
-export type QuotaStore = Pick<Store, 'ledgerSpent' | 'ledgerSpentSince' | 'getQuota'>;
+export type QuotaStore = Pick<Store, 'ledger'>;
 
 export interface QuotaStanding {
   /** What the local ledger spent with the key in the month of `now` (zeros without a store or key). */
@@ -37,7 +37,7 @@ export function quotaStanding(
   now: Date,
 ): QuotaStanding {
   const ledger = store !== undefined && fingerprint !== undefined ? { store, fingerprint } : undefined;
-  const spent = ledger ? ledger.store.ledgerSpent(ledger.fingerprint, periodOf(now)) : NOTHING_SPENT;
+  const spent = ledger ? ledger.store.ledger.ledgerSpent(ledger.fingerprint, periodOf(now)) : NOTHING_SPENT;
   if (configQuota !== undefined) {
     return {
       spent,
@@ -48,12 +48,12 @@ export function quotaStanding(
       learnedAt: null,
     };
   }
-  const learned = ledger?.store.getQuota(ledger.fingerprint);
+  const learned = ledger?.store.ledger.getQuota(ledger.fingerprint);
   if (ledger && learned !== undefined && periodOf(learned.learnedAt) === periodOf(now)) {
     return {
       spent,
       limit: learned.quota,
-      used: learned.used + ledger.store.ledgerSpentSince(ledger.fingerprint, learned.learnedAt).net,
+      used: learned.used + ledger.store.ledger.ledgerSpentSince(ledger.fingerprint, learned.learnedAt).net,
       source: `learned from the API on ${learnedDay(learned.learnedAt)}, plus the ledger since`,
       basis: 'learned',
       learnedAt: learned.learnedAt,

@@ -77,7 +77,7 @@ export class ViewData {
    * (in the background for a large run), so that the last change of a run always reaches the pages.
    */
   keepUp(): void {
-    for (const runId of this.#runs.keys()) this.#figures(runId, this.#store.countTasksByState(runId));
+    for (const runId of this.#runs.keys()) this.#figures(runId, this.#store.tasks.countTasksByState(runId));
   }
 
   /** Stops the background reads (before the store closes); resolves when none is in flight. */
@@ -98,14 +98,14 @@ export class ViewData {
   }
 
   runs(): unknown[] {
-    return this.#store.listRuns().map((run) => this.runHead(run));
+    return this.#store.runs.listRuns().map((run) => this.runHead(run));
   }
 
   /** One line of the runs list (and the head of a run's page). */
   runHead(recorded: RunRecord): Record<string, unknown> {
     const now = this.#now();
     const state = shownRunState(this.#store, recorded, now);
-    const counts = this.#store.countTasksByState(recorded.id);
+    const counts = this.#store.tasks.countTasksByState(recorded.id);
     const figures = this.#figures(recorded.id, counts);
     const last = figures.spend.points().at(-1);
     const plan = planOf(figures.models ?? []);

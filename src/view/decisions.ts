@@ -9,7 +9,7 @@ import type { DecisionBody } from './schemas.js';
 
 /** Task ids the run does not have (a decision names only tasks of the run). */
 export function unknownTasks(store: Store, runId: string, ids: readonly string[]): string[] {
-  return ids.filter((id) => store.getTask(runId, id) === undefined);
+  return ids.filter((id) => store.tasks.getTask(runId, id) === undefined);
 }
 
 export function priceOf(store: Store, runId: string, ids: readonly string[]): RerollPrice {

@@ -40,7 +40,7 @@ export class ChangeFeed {
     this.#data = data;
     // A large run's figures caught up in the background: the pages ask again, so they show them.
     data.onFresh = (runId) => {
-      const run = data.store.getRun(runId);
+      const run = data.store.runs.getRun(runId);
       if (run !== undefined) this.#emit([{ event: 'run', data: this.#runEvent(run) }]);
     };
   }
@@ -135,14 +135,14 @@ export class ChangeFeed {
   #changes(): ViewEvent[] {
     const store = this.#data.store;
     const events: ViewEvent[] = [];
-    const runs = store.listRuns();
+    const runs = store.runs.listRuns();
     const runsKey = JSON.stringify(runs.map((r) => [r.id, r.state, r.exitCode, r.finishedAt, r.startedAt]));
     if (runsKey !== this.#lastRuns) {
       this.#lastRuns = runsKey;
       events.push({ event: 'runs', data: { runs: runs.map((r) => r.id) } });
     }
     for (const run of runs) {
-      const counts = store.countTasksByState(run.id);
+      const counts = store.tasks.countTasksByState(run.id);
       const countsKey = JSON.stringify(counts);
       const finishedAfter = this.#lastFinished.get(run.id) ?? (this.#primed ? '' : undefined);
       // A run seen for the first time: its tasks finished so far are what the page read already.

@@ -99,8 +99,8 @@ export function openViewStore(file: string): Store {
 
 export async function startView(o: ViewOptions): Promise<ViewServer> {
   const store = openViewStore(resolve(o.cwd, o.stateFile));
-  if (o.run !== undefined && store.getRun(o.run) === undefined) {
-    const known = store.listRuns().map((r) => r.id);
+  if (o.run !== undefined && store.runs.getRun(o.run) === undefined) {
+    const known = store.runs.listRuns().map((r) => r.id);
     store.close();
     throw new ViewError(
       `run ${o.run}: not found in ${o.stateFile}; ${known.length === 0 ? 'it has no runs yet' : `known runs, newest first: ${known.slice(0, 5).join(', ')}`}`,
@@ -134,7 +134,7 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   decisionRoutes(ctx);
   // The costly figures of the run the address opens, or the newest, start to be read (in the background
   // at a large run): the address prints at once and the page shows them as they come in.
-  const first = o.run === undefined ? store.listRuns()[0] : store.getRun(o.run);
+  const first = o.run === undefined ? store.runs.listRuns()[0] : store.runs.getRun(o.run);
   if (first !== undefined) data.runHead(first);
   try {
     await app.listen({ host, port: o.port ?? 0 });
@@ -226,7 +226,7 @@ function answers(ctx: RouteContext): void {
 }
 
 function runOr404(ctx: RouteContext, runId: string, reply: FastifyReply): RunRecord | undefined {
-  const run = ctx.data.store.getRun(runId);
+  const run = ctx.data.store.runs.getRun(runId);
   if (run === undefined) reply.code(404).send({ v: 1, error: `run ${runId}: not found in the state file` });
   return run;
 }
@@ -356,9 +356,9 @@ async function serveFile(
 ): Promise<FastifyReply> {
   const notFound = () => reply.code(404).send({ v: 1, error: 'not found' });
   const { run: runId, task, idx } = request.params;
-  const run = ctx.data.store.getRun(runId);
+  const run = ctx.data.store.runs.getRun(runId);
   if (run === undefined || !/^\d+$/.test(idx)) return notFound();
-  const file = ctx.data.store.filesOfTask(run.id, task).find((f) => f.index === Number(idx));
+  const file = ctx.data.store.files.filesOfTask(run.id, task).find((f) => f.index === Number(idx));
   if (file === undefined) return notFound();
   if (/^s3:\/\//i.test(file.path)) {
     const link = await ctx.opts.bucketLink?.(run, file.path);

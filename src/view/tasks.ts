@@ -62,7 +62,7 @@ export function extrasOf(record: unknown): { sheet?: unknown; songs?: Array<Reco
 function cardExtras(store: Store, t: ViewTaskRow): Record<string, unknown> {
   const wants = t.model === 'oc-maker' || t.files.some((f) => f.kind === 'audio');
   if (!wants || t.imgUuid === null) return {};
-  const record = store.jobEvents(t.imgUuid).at(-1)?.record;
+  const record = store.jobs.jobEvents(t.imgUuid).at(-1)?.record;
   return scrubbed(extrasOf(record === undefined ? null : withoutSignedQueries(record)));
 }
 
@@ -95,7 +95,7 @@ function waitsForReview(store: Store, runId: string, taskId: string): string[] {
     .upstreamsWithState(runId, taskId)
     .filter((u) => {
       if (u.state !== 'done') return false;
-      const up = store.getTask(runId, u.task);
+      const up = store.tasks.getTask(runId, u.task);
       return up?.review === true && up.verdict === null;
     })
     .map((u) => u.task);
@@ -160,10 +160,10 @@ export function taskDetail(
   run: RunRecord,
   taskId: string,
 ): Record<string, unknown> | undefined {
-  const t = store.getTask(run.id, taskId);
+  const t = store.tasks.getTask(run.id, taskId);
   if (t === undefined) return undefined;
   const reads = store.viewReads;
-  const events = t.imgUuid === null ? [] : store.jobEvents(t.imgUuid);
+  const events = t.imgUuid === null ? [] : store.jobs.jobEvents(t.imgUuid);
   const latest = events.at(-1);
   return {
     v: VIEW_API_VERSION,
@@ -191,7 +191,7 @@ export function taskDetail(
       last_polled_at: t.lastPolledAt?.toISOString() ?? null,
     },
     request: requestAsSent(t.wireBody),
-    attempts: store.attemptsOf(run.id, taskId).map((a) => ({
+    attempts: store.submissions.attemptsOf(run.id, taskId).map((a) => ({
       attempt: a.attemptNo,
       sent_at: a.sentAt.toISOString(),
       answered_at: a.answeredAt?.toISOString() ?? null,
@@ -215,11 +215,11 @@ export function taskDetail(
           ? null
           : scrubbed(withoutSignedQueries(latest.record)),
     },
-    files: store.filesOfTask(run.id, taskId).map(fileJson),
+    files: store.files.filesOfTask(run.id, taskId).map(fileJson),
     review: t.review
       ? {
           ...reviewJson(t),
-          decisions: store
+          decisions: store.reviews
             .decisionsOf(run.id)
             .filter((d) => d.taskId === taskId)
             .map((d) => ({

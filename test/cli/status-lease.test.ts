@@ -17,8 +17,8 @@ function stateWithRun(holder: string | undefined): { dir: string; db: string } {
   dirs.push(dir);
   const db = join(dir, 'state.db');
   const store = openStore(db);
-  store.createRun({ id: 'r1', manifestPath: join(dir, 'm.yaml'), manifestName: 'm', settings: {} });
-  if (holder) store.acquireLease('run:r1', holder, 60 * 60_000);
+  store.runs.createRun({ id: 'r1', manifestPath: join(dir, 'm.yaml'), manifestName: 'm', settings: {} });
+  if (holder) store.leases.acquireLease('run:r1', holder, 60 * 60_000);
   store.close();
   return { dir, db };
 }

@@ -11,7 +11,7 @@ const FP = 'fp0000000000';
 /** unf (2 tokens, unfetched), gone (4, lost), slow (1, stalled), bad (failed, refunded), ok (done). */
 function seed(): { cwd: string } {
   const store = ctx.store();
-  store.upsertTasks('r1', [
+  store.tasks.upsertTasks('r1', [
     task('bad'),
     task('ok'),
     task('slow', {}, 1),
@@ -19,22 +19,22 @@ function seed(): { cwd: string } {
     task('gone', {}, 4),
   ]);
   submit(store, 'r1', 'bad', 'uuid-bad', 3, FP);
-  store.recordJobStatus('uuid-bad', 'failed', { status: 'failed' }, 'poll');
+  store.jobs.recordJobStatus('uuid-bad', 'failed', { status: 'failed' }, 'poll');
   submit(store, 'r1', 'ok', 'uuid-ok', 3, FP);
-  store.recordJobStatus('uuid-ok', 'success', { status: 'success' }, 'poll');
-  store.markDone('r1', 'ok');
+  store.jobs.recordJobStatus('uuid-ok', 'success', { status: 'success' }, 'poll');
+  store.tasks.markDone('r1', 'ok');
   submit(store, 'r1', 'slow', 'uuid-slow', 1, FP);
-  store.moveTask('r1', 'slow', 'stalled', 'past its deadline of 600 s');
+  store.tasks.moveTask('r1', 'slow', 'stalled', 'past its deadline of 600 s');
   for (const [id, cost] of [
     ['unf', 2],
     ['gone', 4],
   ] as const) {
     submit(store, 'r1', id, `uuid-${id}`, cost, FP);
-    store.recordJobStatus(`uuid-${id}`, 'success', { status: 'success' }, 'poll');
-    store.moveTask('r1', id, 'unfetched', 'the download link expired');
+    store.jobs.recordJobStatus(`uuid-${id}`, 'success', { status: 'success' }, 'poll');
+    store.tasks.moveTask('r1', id, 'unfetched', 'the download link expired');
   }
-  store.moveTask('r1', 'gone', 'lost', 'the service answered 404 for job uuid-gone');
-  store.markRunState('r1', 'interrupted');
+  store.tasks.moveTask('r1', 'gone', 'lost', 'the service answered 404 for job uuid-gone');
+  store.runs.markRunState('r1', 'interrupted');
   // The state file is `<tmp>/state/mediabatch.db`: the CLI runs in <tmp>.
   return { cwd: dirname(dirname(ctx.file())) };
 }

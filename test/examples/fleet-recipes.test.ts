@@ -178,8 +178,8 @@ describe('the compose worker as local processes (PostgreSQL, an S3 server, the s
     const store = openStore(state);
     let tasks: number;
     try {
-      const counts = store.countTasksByState(runId);
-      tasks = store.tasksOfRun(runId).length;
+      const counts = store.tasks.countTasksByState(runId);
+      tasks = store.tasks.tasksOfRun(runId).length;
       expect(counts.done).toBe(tasks);
     } finally {
       store.close();

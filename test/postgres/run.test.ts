@@ -59,8 +59,8 @@ describe('a run whose state is in PostgreSQL', () => {
     const sandboxNet = jobs.reduce((n, j) => n + j.cost - j.refunded, 0);
     const store = openStore(url);
     try {
-      expect(store.countTasksByState('pgrun').done).toBe(8);
-      expect(store.runSpent('pgrun').net).toBe(sandboxNet);
+      expect(store.tasks.countTasksByState('pgrun').done).toBe(8);
+      expect(store.ledger.runSpent('pgrun').net).toBe(sandboxNet);
     } finally {
       store.close();
     }
@@ -99,7 +99,7 @@ describe('a run whose state is in PostgreSQL', () => {
     const store = openStore(url);
     try {
       // In micro-tokens: the ledger's charges, and no worst case left reserved by a finished runner.
-      expect(store.moneyFigures('pgcap')).toEqual({
+      expect(store.reservations.figures('pgcap')).toEqual({
         budget: 500_000,
         charged: jobs.reduce((n, j) => n + Math.round(j.cost * 1_000_000), 0),
         refunded: 0,

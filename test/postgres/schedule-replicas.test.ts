@@ -102,12 +102,14 @@ async function twoReplicas(state: string): Promise<void> {
   // One run per fired slot, with its own id; the sandbox was asked once per task the runs sent.
   const store = openStore(state);
   try {
-    const runs = store.listRuns({ manifestPath: join(env.dir, 'tick.yaml') });
+    const runs = store.runs.listRuns({ manifestPath: join(env.dir, 'tick.yaml') });
     expect(runs).toHaveLength(firedA.length + firedB.length);
     expect(new Set(runs.map((r) => r.id)).size).toBe(runs.length);
-    const sent = runs.flatMap((r) => store.tasksOfRun(r.id)).filter((t) => t.state !== 'pending');
+    const sent = runs.flatMap((r) => store.tasks.tasksOfRun(r.id)).filter((t) => t.state !== 'pending');
     expect(env.state().jobs).toHaveLength(sent.length);
-    expect(runs.filter((r) => store.countTasksByState(r.id).done === 2).length).toBeGreaterThanOrEqual(4);
+    expect(runs.filter((r) => store.tasks.countTasksByState(r.id).done === 2).length).toBeGreaterThanOrEqual(
+      4,
+    );
   } finally {
     store.close();
   }

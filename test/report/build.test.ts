@@ -11,10 +11,10 @@ const opts = () => ({ now: ctx.clock().now(), runDir: RUN_DIR, reader: { state: 
 describe('buildReport', () => {
   it('lists in-doubt tasks first, says what to do about them, then the rest in manifest order', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), task('b'), task('c', {}, 3)]);
+    store.tasks.upsertTasks('r1', [task('a'), task('b'), task('c', {}, 3)]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
-    const attempt = store.recordSubmitIntent('r1', 'c');
-    store.recordInDoubt('r1', 'c', attempt, { message: 'connection reset after sending' });
+    const attempt = store.submissions.recordSubmitIntent('r1', 'c');
+    store.submissions.recordInDoubt('r1', 'c', attempt, { message: 'connection reset after sending' });
 
     const report = buildReport(store, 'r1', opts());
     expect(report.tasks.map((t) => [t.id, t.status])).toEqual([
@@ -44,13 +44,13 @@ describe('buildReport', () => {
 
   it('counts every job of a task sent twice, and sees the discount only where the list price is exact', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [
+    store.tasks.upsertTasks('r1', [
       task('a', {}, 4),
       { ...task('ranged'), estimate: estimate(10, { min: 2, max: 10, basis: 'length unknown' }) },
     ]);
     submit(store, 'r1', 'a', 'uuid-a1', 3);
-    store.recordJobStatus('uuid-a1', 'failed', { status: 'failed' }, 'poll');
-    store.requeueTasks('r1', ['a'], ['failed']);
+    store.jobs.recordJobStatus('uuid-a1', 'failed', { status: 'failed' }, 'poll');
+    store.tasks.requeueTasks('r1', ['a'], ['failed']);
     submit(store, 'r1', 'a', 'uuid-a2', 3);
     submit(store, 'r1', 'ranged', 'uuid-r', 5);
 
@@ -76,7 +76,7 @@ describe('buildReport', () => {
     ['only ranged estimates', ['ranged'], null, null, null],
   ])('leaves the discount unknown with %s', (_name, charged, listPrice, ratio, discount) => {
     const store = ctx.store();
-    store.upsertTasks('r1', [{ ...task('ranged'), estimate: estimate(10, { min: 2, max: 10 }) }]);
+    store.tasks.upsertTasks('r1', [{ ...task('ranged'), estimate: estimate(10, { min: 2, max: 10 }) }]);
     for (const id of charged) submit(store, 'r1', id, `uuid-${id}`, 5);
     expect(buildReport(store, 'r1', opts()).totals).toMatchObject({
       list_price_of_charged: listPrice,
@@ -87,17 +87,17 @@ describe('buildReport', () => {
 
   it('gives file paths relative to the run folder and their sizes', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
-    store.recordJobStatus('uuid-a', 'success', { status: 'success', duration: 7.5 }, 'poll');
-    store.recordFile('r1', 'a', {
+    store.jobs.recordJobStatus('uuid-a', 'success', { status: 'success', duration: 7.5 }, 'poll');
+    store.files.recordFile('r1', 'a', {
       index: 1,
       kind: 'image',
       path: `${RUN_DIR}/a/1.png`,
       bytes: 10,
       sha256: 'x',
     });
-    store.recordFile('r1', 'a', {
+    store.files.recordFile('r1', 'a', {
       index: 2,
       kind: 'image',
       path: `${RUN_DIR}/a/2.png`,
@@ -105,7 +105,7 @@ describe('buildReport', () => {
       sha256: 'y',
     });
     ctx.clock().advance(12_000);
-    store.markDone('r1', 'a');
+    store.tasks.markDone('r1', 'a');
 
     const a = buildReport(store, 'r1', opts()).tasks[0];
     expect(a).toMatchObject({
@@ -135,13 +135,13 @@ describe('buildReport', () => {
     ],
   ])('reports the quota %s', (_name, extra, expected) => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), task('b')]);
+    store.tasks.upsertTasks('r1', [task('a'), task('b')]);
     submit(store, 'r1', 'a', 'uuid-a', 3, 'key-one-0000');
     ctx.clock().advance(1_000);
-    store.recordQuota('key-one-0000', { used: 40, quota: 50, period: 'monthly' });
+    store.ledger.recordQuota('key-one-0000', { used: 40, quota: 50, period: 'monthly' });
     ctx.clock().advance(60_000);
     submit(store, 'r1', 'b', 'uuid-b', 3, 'key-one-0000');
-    store.recordJobStatus('uuid-b', 'failed', { status: 'failed' }, 'poll');
+    store.jobs.recordJobStatus('uuid-b', 'failed', { status: 'failed' }, 'poll');
     ctx.clock().advance(60_000);
 
     const report = buildReport(store, 'r1', { ...opts(), ...extra });
@@ -161,7 +161,7 @@ describe('buildReport', () => {
 
   it('keeps the balance before and after and their difference', () => {
     const store = ctx.store();
-    store.setRunBalance('r1', { before: 100.5, after: 90.25 });
+    store.runs.setRunBalance('r1', { before: 100.5, after: 90.25 });
     expect(buildReport(store, 'r1', opts()).balance).toEqual({ before: 100.5, after: 90.25, change: 10.25 });
   });
 

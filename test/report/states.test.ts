@@ -36,16 +36,16 @@ const FP = 'fp0000000000';
 /** Submitted, then the service's job succeeds: the task is downloading. */
 function succeed(store: Store, id: string, uuid: string, cost: number): void {
   submit(store, 'r1', id, uuid, cost, FP);
-  store.recordJobStatus(uuid, 'success', { status: 'success' }, 'poll');
+  store.jobs.recordJobStatus(uuid, 'success', { status: 'success' }, 'poll');
 }
 
 function finish(store: Store, id: string, dir: string, name: string, kind: 'image' | 'video'): void {
-  store.recordFile('r1', id, { index: 1, kind, path: join(dir, id, name), bytes: 10, sha256: 'h' });
-  store.markDone('r1', id);
+  store.files.recordFile('r1', id, { index: 1, kind, path: join(dir, id, name), bytes: 10, sha256: 'h' });
+  store.tasks.markDone('r1', id);
 }
 
 function statesRun(store: Store, dir: string): void {
-  store.upsertTasks('r1', [
+  store.tasks.upsertTasks('r1', [
     { ...task('retry'), retries: 2 },
     task('unf', {}, 2),
     task('gone', {}, 4),
@@ -58,38 +58,45 @@ function statesRun(store: Store, dir: string): void {
   // Two failed (refunded) jobs, then a third that succeeds: three charges, two refunds.
   for (const n of [1, 2]) {
     submit(store, 'r1', 'retry', `uuid-retry-${n}`, 3, FP);
-    store.recordJobStatus(`uuid-retry-${n}`, 'failed', { status: 'failed' }, 'poll');
-    expect(store.requeueTasks('r1', ['retry'], ['failed'])).toEqual(['retry']);
+    store.jobs.recordJobStatus(`uuid-retry-${n}`, 'failed', { status: 'failed' }, 'poll');
+    expect(store.tasks.requeueTasks('r1', ['retry'], ['failed'])).toEqual(['retry']);
   }
   succeed(store, 'retry', 'uuid-retry-3', 3);
   finish(store, 'retry', dir, '1.png', 'image');
 
   succeed(store, 'unf', 'uuid-unf', 2);
-  store.moveTask('r1', 'unf', 'unfetched', 'the download link expired; the next run asks for a new one');
+  store.tasks.moveTask(
+    'r1',
+    'unf',
+    'unfetched',
+    'the download link expired; the next run asks for a new one',
+  );
   succeed(store, 'gone', 'uuid-gone', 4);
-  store.moveTask('r1', 'gone', 'unfetched', 'connection reset');
-  store.moveTask('r1', 'gone', 'lost', 'paid, result lost: the service answered 404 for job uuid-gone');
+  store.tasks.moveTask('r1', 'gone', 'unfetched', 'connection reset');
+  store.tasks.moveTask('r1', 'gone', 'lost', 'paid, result lost: the service answered 404 for job uuid-gone');
   submit(store, 'r1', 'slow', 'uuid-slow', 1, FP);
-  store.moveTask('r1', 'slow', 'stalled', 'past its deadline of 600 s');
+  store.tasks.moveTask('r1', 'slow', 'stalled', 'past its deadline of 600 s');
 
-  const n = store.recordSubmitIntent('r1', 'assumed');
-  store.recordSubmitted('r1', 'assumed', n, {
+  const n = store.submissions.recordSubmitIntent('r1', 'assumed');
+  store.submissions.recordSubmitted('r1', 'assumed', n, {
     imgUuid: 'uuid-assumed',
     cost: undefined,
     listPrice: 5,
     keyFingerprint: FP,
   });
-  store.recordJobStatus('uuid-assumed', 'success', { status: 'success' }, 'poll');
+  store.jobs.recordJobStatus('uuid-assumed', 'success', { status: 'success' }, 'poll');
   finish(store, 'assumed', dir, '1.png', 'image');
 
-  const r = store.recordSubmitIntent('r1', 'rec');
-  store.recordInDoubt('r1', 'rec', r, { message: 'connection reset after sending' });
-  expect(store.adoptInDoubt('r1', 'rec', { imgUuid: 'uuid-rec', cost: 3, keyFingerprint: FP })).toBe(true);
-  store.recordJobStatus('uuid-rec', 'success', { status: 'success' }, 'callback');
+  const r = store.submissions.recordSubmitIntent('r1', 'rec');
+  store.submissions.recordInDoubt('r1', 'rec', r, { message: 'connection reset after sending' });
+  expect(
+    store.submissions.adoptInDoubt('r1', 'rec', { imgUuid: 'uuid-rec', cost: 3, keyFingerprint: FP }),
+  ).toBe(true);
+  store.jobs.recordJobStatus('uuid-rec', 'success', { status: 'success' }, 'callback');
   finish(store, 'rec', dir, '1.png', 'image');
 
   submit(store, 'r1', 'bad', 'uuid-bad', 3, FP);
-  store.recordJobStatus('uuid-bad', 'failed', { status: 'failed' }, 'poll');
+  store.jobs.recordJobStatus('uuid-bad', 'failed', { status: 'failed' }, 'poll');
 
   // The service returned an mp4 for an image model: stored as what its bytes are.
   succeed(store, 'clip', 'uuid-clip', 3);

@@ -36,8 +36,8 @@ let report: Report;
 
 /** Task i of the big run: mostly done images, and every other state, model and oddity at intervals. */
 function fill(store: Store): void {
-  store.createRun({ id: 'big', manifestPath: 'big.yaml', manifestName: 'big', settings: {} });
-  store.upsertTasks(
+  store.runs.createRun({ id: 'big', manifestPath: 'big.yaml', manifestName: 'big', settings: {} });
+  store.tasks.upsertTasks(
     'big',
     Array.from({ length: TASKS }, (_, i) => {
       const t = task(`t-${i}`, { prompt: i % 7 === 0 ? `a "mug" <b>${i}</b>, =1+1` : `a mug ${i}` });
@@ -59,36 +59,36 @@ function fill(store: Store): void {
     const kind = i % 20;
     if (kind === 19) continue; // pending
     if (kind === 18) {
-      store.markBlocked('big', id, 'quota: set MEDIABATCH_QUOTA higher');
+      store.tasks.markBlocked('big', id, 'quota: set MEDIABATCH_QUOTA higher');
       continue;
     }
-    const attempt = store.recordSubmitIntent('big', id);
+    const attempt = store.submissions.recordSubmitIntent('big', id);
     if (kind === 17 || kind === 16) {
-      store.recordInDoubt('big', id, attempt, { message: 'connection reset after sending' });
+      store.submissions.recordInDoubt('big', id, attempt, { message: 'connection reset after sending' });
       continue;
     }
     if (kind === 15) {
-      store.recordNotCharged('big', id, attempt, {
+      store.submissions.recordNotCharged('big', id, attempt, {
         outcome: 'rejected',
         httpStatus: 400,
         message: 'ratio: bad',
       });
       continue;
     }
-    store.recordSubmitted('big', id, attempt, {
+    store.submissions.recordSubmitted('big', id, attempt, {
       imgUuid: `u-${i}`,
       cost: 0.15,
       keyFingerprint: 'fp0000000000',
     });
     if (kind === 14) {
-      store.recordJobStatus(`u-${i}`, 'failed', { status: 'failed' }, 'poll');
+      store.jobs.recordJobStatus(`u-${i}`, 'failed', { status: 'failed' }, 'poll');
       continue;
     }
     if (kind === 13) continue; // submitted
-    store.recordJobStatus(`u-${i}`, 'success', { status: 'success', duration: 7.5 }, 'poll');
+    store.jobs.recordJobStatus(`u-${i}`, 'success', { status: 'success', duration: 7.5 }, 'poll');
     const folder = join(runDir, id);
     const audio = i % 50 === 2;
-    store.recordFile('big', id, {
+    store.files.recordFile('big', id, {
       index: 1,
       kind: audio ? 'audio' : 'image',
       path: join(folder, audio ? '1.mp3' : '1.png'),
@@ -106,12 +106,12 @@ function fill(store: Store): void {
         JSON.stringify({ songs: [{ file: '1.mp3', title: `Song ${i}` }] }),
       );
     }
-    store.markDone('big', id);
+    store.tasks.markDone('big', id);
   }
   // One task sent twice: two jobs, one refunded.
-  store.requeueTasks('big', ['t-14'], ['failed']);
+  store.tasks.requeueTasks('big', ['t-14'], ['failed']);
   submit(store, 'big', 't-14', 'u-14-again', 0.15);
-  store.setRunBalance('big', { before: 1000, after: 600 });
+  store.runs.setRunBalance('big', { before: 1000, after: 600 });
 }
 
 beforeAll(async () => {
@@ -179,7 +179,7 @@ describe(`the streamed report of ${TASKS} tasks`, () => {
   });
 
   it('writes the same gallery as the one rendered in memory, prompts, sheets and songs included', async () => {
-    const extras = await readGalleryExtras(report, store.tasksOfRun('big'), runDir);
+    const extras = await readGalleryExtras(report, store.tasks.tasksOfRun('big'), runDir);
     const html = readFileSync(streamed.files.gallery, 'utf8');
     expect(html).toBe(renderGallery(report, extras));
     expect(html).toContain('Mascot 1');

@@ -40,7 +40,7 @@ describe('run() with sandbox', () => {
     // Bound to "the embedded sandbox", as `run --sandbox` binds it: a new port at each start is the same API.
     const store = openStore(join(dir, 'state', 'sandbox.db'));
     try {
-      expect(store.getRun(outcome.runId)?.api?.baseUrl).toBe('the embedded sandbox (--sandbox)');
+      expect(store.runs.getRun(outcome.runId)?.api?.baseUrl).toBe('the embedded sandbox (--sandbox)');
     } finally {
       store.close();
     }

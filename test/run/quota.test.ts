@@ -27,7 +27,7 @@ describe('quotaStanding', () => {
   it('a configured quota is used by what the ledger spent with the key this month', () => {
     const store = ctx.store();
     const clock = ctx.clock();
-    store.upsertTasks('r1', [task('a'), task('b')]);
+    store.tasks.upsertTasks('r1', [task('a'), task('b')]);
     submit(store, 'r1', 'a', 'uuid-a', 10, KEY); // March (T0 is 2025-03-31T23:00Z)
     clock.advance(2 * HOUR);
     submit(store, 'r1', 'b', 'uuid-b', 7, KEY); // April
@@ -41,10 +41,10 @@ describe('quotaStanding', () => {
   it('a code-101 figure counts in its own month only, plus what the ledger spent since it was learned', () => {
     const store = ctx.store();
     const clock = ctx.clock();
-    store.upsertTasks('r1', [task('a'), task('b')]);
+    store.tasks.upsertTasks('r1', [task('a'), task('b')]);
     clock.advance(2 * HOUR); // 2025-04-01T01:00Z
     const learnedAt = clock.now();
-    store.recordQuota(KEY, { used: 40, quota: 50, period: '2025-04' });
+    store.ledger.recordQuota(KEY, { used: 40, quota: 50, period: '2025-04' });
     clock.advance(HOUR);
     submit(store, 'r1', 'a', 'uuid-a', 3, KEY);
     expect(quotaStanding(store, undefined, KEY, clock.now())).toEqual({

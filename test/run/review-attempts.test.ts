@@ -43,7 +43,7 @@ describe('a re-roll keeps the earlier result', () => {
 
     // What `review --reroll` records, and nothing after it: the process died before moving anything.
     const store = openStore(env.db);
-    const outcome = store.decide('batch', 'still', { verdict: 'reroll', by: 'ana' });
+    const outcome = store.reviews.decide('batch', 'still', { verdict: 'reroll', by: 'ana' });
     store.close();
     expect(outcome).toMatchObject({ ok: true, attempt: 2 });
     expect(await env.files('out/batch/still')).toEqual(first);

@@ -50,7 +50,7 @@ describe('the library and review', () => {
     const state = openState(env.db);
     try {
       // The run is created by run() in a moment: until then the state does not know it.
-      const look = () => (state.getRun('batch') === undefined ? [] : listAwaiting(state, 'batch'));
+      const look = () => (state.runs.getRun('batch') === undefined ? [] : listAwaiting(state, 'batch'));
       let awaiting = look();
       for (let i = 0; awaiting.length === 0 && i < 400; i++) {
         await new Promise((r) => setTimeout(r, 25));

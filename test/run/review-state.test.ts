@@ -94,11 +94,16 @@ describe('awaiting_review, a state the user sees', () => {
     // The view's read: keyset pages by seq, only the tasks awaiting review.
     const store = openStore(env.db);
     try {
-      const page1 = store.tasksAwaitingReview('batch', { limit: 2 });
+      const page1 = store.reviews.tasksAwaitingReview('batch', { limit: 2 });
       expect(page1.map((t) => t.taskId)).toEqual(['clip-1', 'clip-2']);
-      const page2 = store.tasksAwaitingReview('batch', { afterSeq: page1.at(-1)?.seq ?? -1, limit: 2 });
+      const page2 = store.reviews.tasksAwaitingReview('batch', {
+        afterSeq: page1.at(-1)?.seq ?? -1,
+        limit: 2,
+      });
       expect(page2.map((t) => t.taskId)).toEqual(['clip-3']);
-      const filtered = [...store.reportTaskPages('batch', { states: ['awaiting_review'] })].flat();
+      const filtered = [
+        ...store.reportReads.reportTaskPages('batch', { states: ['awaiting_review'] }),
+      ].flat();
       expect(filtered.map((t) => [t.taskId, t.state])).toEqual([
         ['clip-1', 'awaiting_review'],
         ['clip-2', 'awaiting_review'],

@@ -247,8 +247,8 @@ describe('review', () => {
     const tight = await env.manifest({ tasks, budget: 2 * price + price / 2 });
     expect(tight).toBe(file);
     const store = openStore(env.db);
-    store.updateRunSettings('batch', {
-      ...(store.getRun('batch')?.settings as object),
+    store.runs.updateRunSettings('batch', {
+      ...(store.runs.getRun('batch')?.settings as object),
       budget: 2 * price + price / 2,
     });
     store.close();

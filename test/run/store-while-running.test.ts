@@ -67,7 +67,7 @@ describe('a new run whose tasks are stored while it runs', () => {
     const file = await env.manifest({ tasks: TASKS });
     const { store, client, fingerprint, session, now } = await openSession(env, file, 4);
     try {
-      expect(store.countTasksByState('batch').pending).toBe(4);
+      expect(store.tasks.countTasksByState('batch').pending).toBe(4);
       expect(session.storing?.ended).toBe(false);
       const preflight = await preflightRun(session, {
         client,
@@ -88,7 +88,7 @@ describe('a new run whose tasks are stored while it runs', () => {
       const rows = env.query<{ task_id: string; seq: number }>('SELECT task_id, seq FROM tasks ORDER BY seq');
       expect(rows.map((r) => r.task_id)).toEqual(TASKS.map((t) => t.id));
       expect(rows.map((r) => r.seq)).toEqual(TASKS.map((_, i) => i));
-      expect(store.countTasksByState('batch').pending).toBe(42);
+      expect(store.tasks.countTasksByState('batch').pending).toBe(42);
     } finally {
       session.close();
       store.close();

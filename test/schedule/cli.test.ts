@@ -153,10 +153,10 @@ describe('mediabatch schedule against the sandbox', () => {
 
     const store = openStore(join(dir, 'state/mediabatch.db'));
     try {
-      const runs = store.listRuns({ manifestPath: join(dir, file) });
+      const runs = store.runs.listRuns({ manifestPath: join(dir, file) });
       expect(runs.map((r) => r.state)).toEqual(['finished']);
       expect(
-        store.manifestSpent(join(dir, file), runs[0]!.createdAt.toISOString().slice(0, 7)).net,
+        store.ledger.manifestSpent(join(dir, file), runs[0]!.createdAt.toISOString().slice(0, 7)).net,
       ).toBeCloseTo(0.4);
     } finally {
       store.close();
@@ -199,9 +199,9 @@ describe('mediabatch schedule against the sandbox', () => {
     const runId = (stopped as ExitError).message.match(/nightly-\d{4}-\d\d-\d\dT\d{6}/)![0];
     const store = openStore(join(dir, 'state/mediabatch.db'));
     try {
-      expect(store.getRun(runId)?.state).toBe('interrupted');
-      expect(store.countTasksByState(runId).submitted).toBe(2);
-      expect(store.getSchedule(join(dir, file))?.lastRunId).toBe(runId);
+      expect(store.runs.getRun(runId)?.state).toBe('interrupted');
+      expect(store.tasks.countTasksByState(runId).submitted).toBe(2);
+      expect(store.schedules.getSchedule(join(dir, file))?.lastRunId).toBe(runId);
     } finally {
       store.close();
     }

@@ -144,7 +144,7 @@ describe('Scheduler', () => {
       'nightly.yaml: skipped the firing due 2026-11-21T02:00:00+00:00: the previous run (nightly-2026-11-21T01:00:00.000Z) is still going; next firing 2026-11-21T03:00:00+00:00',
     );
     // The skipped firing is recorded; the last run stays the one that is going.
-    expect(h.store.getSchedule(MANIFEST)).toMatchObject({
+    expect(h.store.schedules.getSchedule(MANIFEST)).toMatchObject({
       lastFiredAt: new Date('2026-11-21T02:00:00Z'),
       lastRunId: 'nightly-2026-11-21T01:00:00.000Z',
     });
@@ -160,8 +160,8 @@ describe('Scheduler', () => {
   it('skips a firing while a run of the manifest started by hand holds its run lease', async () => {
     const clock = new FakeClock(new Date('2026-11-21T00:00:00Z'));
     const h = harness(clock, { expression: '0 * * * *', instant: true });
-    h.store.createRun({ id: 'by-hand', manifestPath: MANIFEST, manifestName: 'nightly', settings: {} });
-    h.store.acquireLease('run:by-hand', 'someone-else', 3 * 3_600_000);
+    h.store.runs.createRun({ id: 'by-hand', manifestPath: MANIFEST, manifestName: 'nightly', settings: {} });
+    h.store.leases.acquireLease('run:by-hand', 'someone-else', 3 * 3_600_000);
     h.scheduler.start();
     await clock.advanceTo(new Date('2026-11-21T01:00:00Z'));
     expect(h.fired).toHaveLength(0);
@@ -198,7 +198,7 @@ describe('Scheduler', () => {
     async ({ catchUp, fired, line }) => {
       const setup = new FakeClock(new Date('2026-11-18T03:00:00Z'));
       const before = harness(setup, { instant: true });
-      before.store.recordFiring(MANIFEST, {
+      before.store.schedules.recordFiring(MANIFEST, {
         firedAt: new Date('2026-11-18T03:00:00Z'),
         runId: 'nightly-2026-11-18',
         nextFireAt: new Date('2026-11-19T03:00:00Z'),
@@ -210,7 +210,7 @@ describe('Scheduler', () => {
       expect(h.fired.map((f) => f.at.toISOString())).toEqual(fired);
       expect(h.fired.every((f) => f.late)).toBe(true);
       expect(h.lines.join('\n')).toContain(line);
-      expect(h.store.getSchedule(MANIFEST)?.nextFireAt).toEqual(new Date('2026-11-22T03:00:00Z'));
+      expect(h.store.schedules.getSchedule(MANIFEST)?.nextFireAt).toEqual(new Date('2026-11-22T03:00:00Z'));
     },
   );
 
@@ -243,7 +243,7 @@ describe('Scheduler', () => {
     await clock.advanceTo(new Date('2026-11-23T00:00:00Z'));
     expect(h.fired).toHaveLength(1);
     // The schedule lease is free again for the next scheduler.
-    expect(h.store.getLease(`schedule:${MANIFEST}`)).toBeUndefined();
+    expect(h.store.leases.getLease(`schedule:${MANIFEST}`)).toBeUndefined();
   });
 
   it('keeps the schedule lease alive while a long run goes on', async () => {
@@ -251,7 +251,7 @@ describe('Scheduler', () => {
     const a = harness(clock, { holder: 'scheduler-a' });
     a.scheduler.start();
     await clock.advanceTo(new Date('2026-11-21T05:00:00Z'));
-    const lease = a.store.getLease(`schedule:${MANIFEST}`);
+    const lease = a.store.leases.getLease(`schedule:${MANIFEST}`);
     expect(lease?.holder).toBe('scheduler-a');
     expect(lease!.expiresAt.getTime()).toBeGreaterThan(clock.now().getTime());
   });
@@ -263,7 +263,7 @@ describe('scheduledManifests (for `status`)', () => {
     const h = harness(clock);
     h.scheduler.start();
     await clock.advanceTo(new Date('2026-11-21T03:00:00Z'));
-    h.store.createRun({
+    h.store.runs.createRun({
       id: 'nightly-2026-11-21T03:00:00.000Z',
       manifestPath: MANIFEST,
       manifestName: 'nightly',

@@ -16,12 +16,12 @@ describe('status shows scheduled manifests', () => {
     dir = mkdtempSync(join(tmpdir(), 'mediabatch-status-'));
     const db = join(dir, 'state.db');
     const store = openStore(db, { now: () => new Date('2026-11-21T08:00:00Z') });
-    store.recordFiring(join(dir, 'nightly.yaml'), {
+    store.schedules.recordFiring(join(dir, 'nightly.yaml'), {
       firedAt: new Date('2026-11-21T02:30:00Z'),
       runId: null,
       nextFireAt: new Date('2026-11-22T02:30:00Z'),
     });
-    store.recordFiring(join(dir, 'stale.yaml'), {
+    store.schedules.recordFiring(join(dir, 'stale.yaml'), {
       firedAt: new Date('2026-11-19T02:30:00Z'),
       runId: null,
       nextFireAt: new Date('2026-11-20T02:30:00Z'),

@@ -8,10 +8,10 @@ const ctx = useStoreWithRun();
 describe('answers to a submission', () => {
   it('a second task answered with an img_uuid another task has is in doubt, not a crash; nothing is booked twice', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), task('b')]);
+    store.tasks.upsertTasks('r1', [task('a'), task('b')]);
     submit(store, 'r1', 'a', 'uuid-1', 3);
-    const attempt = store.recordSubmitIntent('r1', 'b');
-    const recorded = store.recordSubmitted('r1', 'b', attempt, {
+    const attempt = store.submissions.recordSubmitIntent('r1', 'b');
+    const recorded = store.submissions.recordSubmitted('r1', 'b', attempt, {
       imgUuid: 'uuid-1',
       cost: 3,
       keyFingerprint: 'fp',
@@ -21,40 +21,44 @@ describe('answers to a submission', () => {
       message:
         'the API answered with job uuid-1, which task a of run r1 already has: this submission may or may not have been charged',
     });
-    expect(store.getTask('r1', 'b')).toMatchObject({ state: 'in_doubt', imgUuid: null });
-    expect(store.getTask('r1', 'a')).toMatchObject({ state: 'submitted', imgUuid: 'uuid-1' });
-    expect(store.runSpent('r1')).toEqual({ charged: 3, refunded: 0, net: 3 });
+    expect(store.tasks.getTask('r1', 'b')).toMatchObject({ state: 'in_doubt', imgUuid: null });
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({ state: 'submitted', imgUuid: 'uuid-1' });
+    expect(store.ledger.runSpent('r1')).toEqual({ charged: 3, refunded: 0, net: 3 });
   });
 
   it('a cost the API did not state is booked at the list price and marked as assumed', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a', {}, 2.5)]);
-    const attempt = store.recordSubmitIntent('r1', 'a');
-    store.recordSubmitted('r1', 'a', attempt, {
+    store.tasks.upsertTasks('r1', [task('a', {}, 2.5)]);
+    const attempt = store.submissions.recordSubmitIntent('r1', 'a');
+    store.submissions.recordSubmitted('r1', 'a', attempt, {
       imgUuid: 'uuid-a',
       cost: undefined,
       listPrice: 2.5,
       keyFingerprint: 'fp',
     });
-    expect(store.getTask('r1', 'a')).toMatchObject({ state: 'submitted', cost: 2.5, costAssumed: true });
-    expect(store.runSpent('r1')).toEqual({ charged: 2.5, refunded: 0, net: 2.5 });
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({
+      state: 'submitted',
+      cost: 2.5,
+      costAssumed: true,
+    });
+    expect(store.ledger.runSpent('r1')).toEqual({ charged: 2.5, refunded: 0, net: 2.5 });
   });
 
   it('a task in doubt adopts the job a callback proved, once; its attempt says it was recovered', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a', {}, 2)]);
-    const attempt = store.recordSubmitIntent('r1', 'a');
-    store.recordInDoubt('r1', 'a', attempt, { message: 'connection reset after sending' });
+    store.tasks.upsertTasks('r1', [task('a', {}, 2)]);
+    const attempt = store.submissions.recordSubmitIntent('r1', 'a');
+    store.submissions.recordInDoubt('r1', 'a', attempt, { message: 'connection reset after sending' });
     const answer = { imgUuid: 'uuid-a', cost: undefined, listPrice: 2, keyFingerprint: 'fp' };
-    expect(store.adoptInDoubt('r1', 'a', answer)).toBe(true);
-    expect(store.adoptInDoubt('r1', 'a', answer)).toBe(false);
-    expect(store.getTask('r1', 'a')).toMatchObject({
+    expect(store.submissions.adoptInDoubt('r1', 'a', answer)).toBe(true);
+    expect(store.submissions.adoptInDoubt('r1', 'a', answer)).toBe(false);
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({
       state: 'submitted',
       imgUuid: 'uuid-a',
       recovered: true,
       costAssumed: true,
     });
-    expect(store.attemptsOf('r1', 'a')).toMatchObject([
+    expect(store.submissions.attemptsOf('r1', 'a')).toMatchObject([
       {
         attemptNo: 1,
         outcome: 'submitted',
@@ -62,22 +66,22 @@ describe('answers to a submission', () => {
         message: expect.stringMatching(/^recovered from doubt/),
       },
     ]);
-    expect(store.runSpent('r1').charged).toBe(2);
+    expect(store.ledger.runSpent('r1').charged).toBe(2);
   });
 
   it('a failed job goes back to pending as a new attempt; each job keeps its charge and refund', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a', {}, 2)]);
+    store.tasks.upsertTasks('r1', [task('a', {}, 2)]);
     submit(store, 'r1', 'a', 'uuid-1', 2);
-    store.recordJobStatus('uuid-1', 'failed', { status: 'failed' }, 'poll');
-    expect(store.chargedAttempts('r1', 'a')).toBe(1);
-    expect(store.requeueTasks('r1', ['a'], ['failed'])).toEqual(['a']);
+    store.jobs.recordJobStatus('uuid-1', 'failed', { status: 'failed' }, 'poll');
+    expect(store.submissions.chargedAttempts('r1', 'a')).toBe(1);
+    expect(store.tasks.requeueTasks('r1', ['a'], ['failed'])).toEqual(['a']);
     submit(store, 'r1', 'a', 'uuid-2', 2);
-    expect(store.chargedAttempts('r1', 'a')).toBe(2);
-    expect(store.attemptsOf('r1', 'a').map((a) => [a.attemptNo, a.imgUuid])).toEqual([
+    expect(store.submissions.chargedAttempts('r1', 'a')).toBe(2);
+    expect(store.submissions.attemptsOf('r1', 'a').map((a) => [a.attemptNo, a.imgUuid])).toEqual([
       [1, 'uuid-1'],
       [2, 'uuid-2'],
     ]);
-    expect(store.runSpent('r1')).toEqual({ charged: 4, refunded: 2, net: 2 });
+    expect(store.ledger.runSpent('r1')).toEqual({ charged: 4, refunded: 2, net: 2 });
   });
 });

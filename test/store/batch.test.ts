@@ -6,11 +6,11 @@ const ctx = useStoreWithRun();
 describe('batch: several writes, one commit', () => {
   it('commits every write that succeeds and rolls back only the one that throws', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), task('b'), task('c')]);
+    store.tasks.upsertTasks('r1', [task('a'), task('b'), task('c')]);
     const results = store.batch([
-      () => store.recordSubmitIntent('r1', 'a'),
-      () => store.markDone('r1', 'b'), // refused: b is pending, not downloading
-      () => store.recordSubmitIntent('r1', 'c'),
+      () => store.submissions.recordSubmitIntent('r1', 'a'),
+      () => store.tasks.markDone('r1', 'b'), // refused: b is pending, not downloading
+      () => store.submissions.recordSubmitIntent('r1', 'c'),
     ]);
     expect(results.map((r) => r.ok)).toEqual([true, false, true]);
     expect(results[0]).toEqual({ ok: true, value: 1 });
@@ -24,6 +24,8 @@ describe('batch: several writes, one commit', () => {
       { task_id: 'c', state: 'submitting' },
     ]);
     // A second batch starts fresh.
-    expect(store.batch([() => store.recordSubmitIntent('r1', 'b')])).toEqual([{ ok: true, value: 1 }]);
+    expect(store.batch([() => store.submissions.recordSubmitIntent('r1', 'b')])).toEqual([
+      { ok: true, value: 1 },
+    ]);
   });
 });

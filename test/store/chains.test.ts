@@ -36,9 +36,9 @@ describe('chains in the store', () => {
     for (let i = 0; i < 40; i++) specs.push(chained(`poster-${i}`, `clip-${i}`, `still-${i}`));
     for (let i = 0; i < 40; i++) specs.push(chained(`clip-${i}`, `still-${i}`));
     for (let i = 0; i < 40; i++) specs.push(task(`still-${i}`));
-    store.upsertTasks('r1', specs);
+    store.tasks.upsertTasks('r1', specs);
     expect(realWaits(ctx.file())).toEqual({});
-    expect(store.nextPending('r1', 1_000, undefined, 'manifest').map((t) => t.taskId)).toEqual(
+    expect(store.tasks.nextPending('r1', 1_000, undefined, 'manifest').map((t) => t.taskId)).toEqual(
       Array.from({ length: 40 }, (_, i) => `still-${i}`),
     );
 
@@ -60,7 +60,7 @@ describe('chains in the store', () => {
     raw.close();
     expect(realWaits(ctx.file())).toEqual({});
     // A resume of the same manifest rewrites the links: still exact.
-    store.upsertTasks('r1', specs);
+    store.tasks.upsertTasks('r1', specs);
     expect(realWaits(ctx.file())).toEqual({});
     // The ready ones are exactly the pending tasks whose upstreams are all done.
     const db = rawDatabase(ctx.file(), { readonly: true });
@@ -82,7 +82,7 @@ describe('chains in the store', () => {
       .map((s) => s.taskId)
       .sort();
     expect(
-      store
+      store.tasks
         .nextPending('r1', 1_000)
         .map((t) => t.taskId)
         .sort(),
@@ -91,21 +91,21 @@ describe('chains in the store', () => {
 
   it('block the downstreams of a failed upstream, down the chain, and unblock them when it is requeued', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), chained('b', 'a'), chained('c', 'b'), task('z')]);
+    store.tasks.upsertTasks('r1', [task('a'), chained('b', 'a'), chained('c', 'b'), task('z')]);
     const raw = rawDatabase(ctx.file());
     raw
       .prepare("UPDATE tasks SET state = 'failed', error = 'the service failed it' WHERE task_id = 'a'")
       .run();
     raw.close();
-    const blocked = store.blockDownstreams('r1');
+    const blocked = store.chains.blockDownstreams('r1');
     expect(blocked.map((b) => b.taskId)).toEqual(['b', 'c']);
     expect(blocked[0]?.reason).toBe(
       'waits for a, which failed (the service failed it): never submitted, nothing charged; run again with --retry-failed to submit a again, and this task follows',
     );
     expect(blocked[1]?.reason).toBe('waits for b, which is blocked: never submitted, nothing charged');
-    expect(store.requeueTasks('r1', ['a'], ['failed'])).toEqual(['a']);
-    expect(store.unblockDownstreams('r1').sort()).toEqual(['b', 'c']);
-    expect(store.countTasksByState('r1').pending).toBe(4);
+    expect(store.tasks.requeueTasks('r1', ['a'], ['failed'])).toEqual(['a']);
+    expect(store.chains.unblockDownstreams('r1').sort()).toEqual(['b', 'c']);
+    expect(store.tasks.countTasksByState('r1').pending).toBe(4);
   });
 
   it.each([
@@ -116,13 +116,13 @@ describe('chains in the store', () => {
     ],
   ])('block the downstreams of an upstream that ended %s', (state, reason) => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), chained('b', 'a'), task('z')]);
+    store.tasks.upsertTasks('r1', [task('a'), chained('b', 'a'), task('z')]);
     const raw = rawDatabase(ctx.file());
     raw.prepare("UPDATE tasks SET state = ?, error = 'the API refused it' WHERE task_id = 'a'").run(state);
     raw.close();
-    const blocked = store.blockDownstreams('r1');
+    const blocked = store.chains.blockDownstreams('r1');
     expect(blocked.map((b) => b.taskId)).toEqual(['b']);
     expect(blocked[0]?.reason).toMatch(reason);
-    expect(store.nextPending('r1', 10).map((t) => t.taskId)).toEqual(['z']);
+    expect(store.tasks.nextPending('r1', 10).map((t) => t.taskId)).toEqual(['z']);
   });
 });

@@ -30,18 +30,18 @@ function sequence(seed: number): () => number {
 describe('task counts per state', () => {
   it("equal a real count after the store's inserts, moves by every writer, deletes, and a reopen", () => {
     const store = ctx.store();
-    store.createRun({ id: 'r2', manifestPath: '/m/other.yaml', manifestName: 'other', settings: {} });
-    store.upsertTasks(
+    store.runs.createRun({ id: 'r2', manifestPath: '/m/other.yaml', manifestName: 'other', settings: {} });
+    store.tasks.upsertTasks(
       'r1',
       Array.from({ length: 300 }, (_, i) => task(`t${i}`)),
     );
-    store.upsertTasks('r2', [task('x'), task('y')]);
-    expect(store.countTasksByState('r1')).toEqual(counted(ctx.file(), 'r1'));
-    expect(store.countTasksByState('r1').pending).toBe(300);
+    store.tasks.upsertTasks('r2', [task('x'), task('y')]);
+    expect(store.tasks.countTasksByState('r1')).toEqual(counted(ctx.file(), 'r1'));
+    expect(store.tasks.countTasksByState('r1').pending).toBe(300);
 
     // Moves through the store's own paths, then any state at all by another writer (the triggers see both).
-    for (let i = 0; i < 100; i++) store.recordSubmitIntent('r1', `t${i}`);
-    store.requeueTasks('r1', ['t1', 't2', 't3'], ['submitting']);
+    for (let i = 0; i < 100; i++) store.submissions.recordSubmitIntent('r1', `t${i}`);
+    store.tasks.requeueTasks('r1', ['t1', 't2', 't3'], ['submitting']);
     const raw = rawDatabase(ctx.file());
     const random = sequence(7);
     const update = raw.prepare('UPDATE tasks SET state = ? WHERE run_id = ? AND task_id = ?');
@@ -53,14 +53,14 @@ describe('task counts per state', () => {
     raw.close();
 
     const expected = counted(ctx.file(), 'r1');
-    expect(store.countTasksByState('r1')).toEqual(expected);
+    expect(store.tasks.countTasksByState('r1')).toEqual(expected);
     expect(Object.values(expected).reduce((a, b) => a + b, 0)).toBe(298);
-    expect(store.countTasksByState('r2')).toEqual(counted(ctx.file(), 'r2'));
+    expect(store.tasks.countTasksByState('r2')).toEqual(counted(ctx.file(), 'r2'));
 
     store.close();
     const again = openStore(stateFor(ctx.file()));
     try {
-      expect(again.countTasksByState('r1')).toEqual(expected);
+      expect(again.tasks.countTasksByState('r1')).toEqual(expected);
     } finally {
       again.close();
     }
@@ -68,10 +68,10 @@ describe('task counts per state', () => {
 
   it('are not changed by a transaction that rolls back', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), task('b')]);
-    const before = store.countTasksByState('r1');
-    expect(() => store.upsertTasks('r1', [task('c'), task('c')])).toThrow(/listed twice/);
-    expect(store.countTasksByState('r1')).toEqual(before);
+    store.tasks.upsertTasks('r1', [task('a'), task('b')]);
+    const before = store.tasks.countTasksByState('r1');
+    expect(() => store.tasks.upsertTasks('r1', [task('c'), task('c')])).toThrow(/listed twice/);
+    expect(store.tasks.countTasksByState('r1')).toEqual(before);
     expect(before).toEqual(counted(ctx.file(), 'r1'));
   });
 });

@@ -121,7 +121,12 @@ export function useStoreWithRun(): { store(): Store; clock(): FakeClock; file():
       const clock = new FakeClock();
       const file = join(temp.dir(), 'state', 'mediabatch.db');
       const store = temp.open(file, { now: clock.now });
-      store.createRun({ id: 'r1', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} });
+      store.runs.createRun({
+        id: 'r1',
+        manifestPath: '/m/spring.yaml',
+        manifestName: 'spring',
+        settings: {},
+      });
       current = { store, clock, file };
     }
     return current;
@@ -159,7 +164,7 @@ export function submit(
   cost: number,
   fp = 'fp0000000000',
 ) {
-  const attemptNo = store.recordSubmitIntent(runId, taskId);
-  store.recordSubmitted(runId, taskId, attemptNo, { imgUuid, cost, keyFingerprint: fp });
+  const attemptNo = store.submissions.recordSubmitIntent(runId, taskId);
+  store.submissions.recordSubmitted(runId, taskId, attemptNo, { imgUuid, cost, keyFingerprint: fp });
   return attemptNo;
 }

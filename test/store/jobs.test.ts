@@ -10,10 +10,10 @@ function jobRecord(status: string, extra: Record<string, unknown> = {}) {
 describe('recordJobStatus', () => {
   it('moves a task forward only: a processing event after success leaves it downloading', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
     expect(
-      store.recordJobStatus('uuid-a', 'success', jobRecord('success', { duration: 12.5 }), 'callback'),
+      store.jobs.recordJobStatus('uuid-a', 'success', jobRecord('success', { duration: 12.5 }), 'callback'),
     ).toEqual({
       task: { runId: 'r1', taskId: 'a' },
       newEvent: true,
@@ -23,13 +23,15 @@ describe('recordJobStatus', () => {
       moved: true,
       refunded: null,
     });
-    expect(store.recordJobStatus('uuid-a', 'processing', jobRecord('processing'), 'poll')).toMatchObject({
-      newEvent: true,
-      from: 'downloading',
-      to: 'downloading',
-      moved: false,
-    });
-    expect(store.getTask('r1', 'a')).toMatchObject({
+    expect(store.jobs.recordJobStatus('uuid-a', 'processing', jobRecord('processing'), 'poll')).toMatchObject(
+      {
+        newEvent: true,
+        from: 'downloading',
+        to: 'downloading',
+        moved: false,
+      },
+    );
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({
       state: 'downloading',
       jobStatus: 'success',
       jobDuration: 12.5,
@@ -39,79 +41,79 @@ describe('recordJobStatus', () => {
 
   it('records each img_uuid + status once, however often it is reported', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
-    expect(store.recordJobStatus('uuid-a', 'processing', jobRecord('processing'), 'callback').newEvent).toBe(
-      true,
-    );
+    expect(
+      store.jobs.recordJobStatus('uuid-a', 'processing', jobRecord('processing'), 'callback').newEvent,
+    ).toBe(true);
     ctx.clock().advance(1_000);
-    expect(store.recordJobStatus('uuid-a', 'processing', jobRecord('processing'), 'poll').newEvent).toBe(
+    expect(store.jobs.recordJobStatus('uuid-a', 'processing', jobRecord('processing'), 'poll').newEvent).toBe(
       false,
     );
-    expect(store.jobEvents('uuid-a')).toMatchObject([{ status: 'processing', source: 'callback' }]);
+    expect(store.jobs.jobEvents('uuid-a')).toMatchObject([{ status: 'processing', source: 'callback' }]);
   });
 
   it('refunds a failed job once, for the amount charged, even when the failure is reported twice', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-a', 4.5);
-    const first = store.recordJobStatus('uuid-a', 'failed', jobRecord('failed'), 'callback');
-    const second = store.recordJobStatus('uuid-a', 'failed', jobRecord('failed'), 'poll');
+    const first = store.jobs.recordJobStatus('uuid-a', 'failed', jobRecord('failed'), 'callback');
+    const second = store.jobs.recordJobStatus('uuid-a', 'failed', jobRecord('failed'), 'poll');
     expect(first).toMatchObject({ moved: true, to: 'failed', refunded: 4.5 });
     expect(second).toMatchObject({ newEvent: false, moved: false, refunded: null });
-    expect(store.runSpent('r1')).toEqual({ charged: 4.5, refunded: 4.5, net: 0 });
-    expect(store.getTask('r1', 'a')).toMatchObject({ state: 'failed', cost: 4.5, refunded: 4.5 });
+    expect(store.ledger.runSpent('r1')).toEqual({ charged: 4.5, refunded: 4.5, net: 0 });
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({ state: 'failed', cost: 4.5, refunded: 4.5 });
   });
 
   it('does not refund a job already seen succeeding when a contradicting failure arrives', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
-    store.recordJobStatus('uuid-a', 'success', jobRecord('success'), 'poll');
-    expect(store.recordJobStatus('uuid-a', 'failed', jobRecord('failed'), 'callback')).toMatchObject({
+    store.jobs.recordJobStatus('uuid-a', 'success', jobRecord('success'), 'poll');
+    expect(store.jobs.recordJobStatus('uuid-a', 'failed', jobRecord('failed'), 'callback')).toMatchObject({
       moved: false,
       refunded: null,
     });
-    expect(store.runSpent('r1')).toEqual({ charged: 3, refunded: 0, net: 3 });
+    expect(store.ledger.runSpent('r1')).toEqual({ charged: 3, refunded: 0, net: 3 });
   });
 
   it('waits on statuses the API does not document', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
-    expect(store.recordJobStatus('uuid-a', 'WAITING', jobRecord('WAITING'), 'poll')).toMatchObject({
+    expect(store.jobs.recordJobStatus('uuid-a', 'WAITING', jobRecord('WAITING'), 'poll')).toMatchObject({
       newEvent: true,
       knownStatus: false,
       moved: false,
     });
-    expect(store.getTask('r1', 'a')?.state).toBe('submitted');
+    expect(store.tasks.getTask('r1', 'a')?.state).toBe('submitted');
   });
 
   it('still refunds the old job of a task that was reset after a manifest edit', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-old', 3);
-    store.upsertTasks('r1', [task('a', { prompt: 'edited' })], { acceptChanges: true });
-    expect(store.recordJobStatus('uuid-old', 'failed', { status: 'failed' }, 'poll')).toMatchObject({
+    store.tasks.upsertTasks('r1', [task('a', { prompt: 'edited' })], { acceptChanges: true });
+    expect(store.jobs.recordJobStatus('uuid-old', 'failed', { status: 'failed' }, 'poll')).toMatchObject({
       task: null,
       refunded: 3,
     });
-    expect(store.runSpent('r1')).toEqual({ charged: 3, refunded: 3, net: 0 });
-    expect(store.getTask('r1', 'a')?.state).toBe('pending');
+    expect(store.ledger.runSpent('r1')).toEqual({ charged: 3, refunded: 3, net: 0 });
+    expect(store.tasks.getTask('r1', 'a')?.state).toBe('pending');
   });
 
   it('keeps the job record without the signatures of its result links', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
     const signed = 'https://cdn.example.com/r/abc.png?X-Signature=SECRETSIG&Expires=1';
-    store.recordJobStatus(
+    store.jobs.recordJobStatus(
       'uuid-a',
       'success',
       jobRecord('success', { json: [{ type: 'image', value: signed }] }),
       'poll',
     );
-    expect(store.jobEvents('uuid-a')[0]?.record).toEqual(
+    expect(store.jobs.jobEvents('uuid-a')[0]?.record).toEqual(
       jobRecord('success', { json: [{ type: 'image', value: 'https://cdn.example.com/r/abc.png' }] }),
     );
   });
@@ -120,18 +122,18 @@ describe('recordJobStatus', () => {
 describe('recordFile', () => {
   it('keeps only the host of the link a file came from, and replaces the row on a re-download', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
-    store.recordJobStatus('uuid-a', 'success', jobRecord('success'), 'poll');
+    store.jobs.recordJobStatus('uuid-a', 'success', jobRecord('success'), 'poll');
     const file = { index: 0, kind: 'image' as const, path: '/out/r1/a/1.png', bytes: 100, sha256: 'h1' };
-    store.recordFile('r1', 'a', { ...file, url: 'https://cdn.example.com/x.png?sig=SECRET' });
-    store.recordFile('r1', 'a', {
+    store.files.recordFile('r1', 'a', { ...file, url: 'https://cdn.example.com/x.png?sig=SECRET' });
+    store.files.recordFile('r1', 'a', {
       ...file,
       bytes: 120,
       sha256: 'h2',
       url: 'https://cdn2.example.com/x.png?sig=S',
     });
-    expect(store.filesOfRun('r1')).toEqual([
+    expect(store.files.filesOfRun('r1')).toEqual([
       {
         runId: 'r1',
         taskId: 'a',
@@ -147,7 +149,7 @@ describe('recordFile', () => {
   it('refuses a file for a task that does not exist', () => {
     const store = ctx.store();
     expect(() =>
-      store.recordFile('r1', 'ghost', { index: 0, kind: 'image', path: '/x', bytes: 1, sha256: 'h' }),
+      store.files.recordFile('r1', 'ghost', { index: 0, kind: 'image', path: '/x', bytes: 1, sha256: 'h' }),
     ).toThrow('run r1: task ghost: not found in the state database');
   });
 });

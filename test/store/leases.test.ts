@@ -20,46 +20,54 @@ describe('run leases', () => {
     const b = leaseHolder(202, 'host-b', 'n2');
     const expiresAt = new Date(clock.now().getTime() + TTL);
 
-    expect(first.acquireLease('spring-2025', a, TTL)).toEqual({ acquired: true, holder: a, expiresAt });
-    expect(second.acquireLease('spring-2025', b, TTL)).toEqual({ acquired: false, holder: a, expiresAt });
+    expect(first.leases.acquireLease('spring-2025', a, TTL)).toEqual({
+      acquired: true,
+      holder: a,
+      expiresAt,
+    });
+    expect(second.leases.acquireLease('spring-2025', b, TTL)).toEqual({
+      acquired: false,
+      holder: a,
+      expiresAt,
+    });
 
     clock.advance(TTL - 1);
-    expect(second.acquireLease('spring-2025', b, TTL).acquired).toBe(false);
+    expect(second.leases.acquireLease('spring-2025', b, TTL).acquired).toBe(false);
     clock.advance(1);
-    expect(second.acquireLease('spring-2025', b, TTL)).toMatchObject({ acquired: true, holder: b });
+    expect(second.leases.acquireLease('spring-2025', b, TTL)).toMatchObject({ acquired: true, holder: b });
     // The first holder finds out at its next heartbeat and must stop.
-    expect(first.renewLease('spring-2025', a, TTL)).toBe(false);
-    expect(first.releaseLease('spring-2025', a)).toBe(false);
-    expect(first.getLease('spring-2025')?.holder).toBe(b);
+    expect(first.leases.renewLease('spring-2025', a, TTL)).toBe(false);
+    expect(first.leases.releaseLease('spring-2025', a)).toBe(false);
+    expect(first.leases.getLease('spring-2025')?.holder).toBe(b);
   });
 
   it('keeps a lease alive with heartbeats, and frees it on release', () => {
     const { clock, first, second } = twoProcesses();
     const a = leaseHolder(101, 'host-a', 'n1');
     const b = leaseHolder(202, 'host-b', 'n2');
-    first.acquireLease('r', a, TTL);
+    first.leases.acquireLease('r', a, TTL);
     for (let i = 0; i < 5; i++) {
       clock.advance(TTL / 2);
-      expect(first.renewLease('r', a, TTL)).toBe(true);
-      expect(second.acquireLease('r', b, TTL).acquired).toBe(false);
+      expect(first.leases.renewLease('r', a, TTL)).toBe(true);
+      expect(second.leases.acquireLease('r', b, TTL).acquired).toBe(false);
     }
-    expect(first.releaseLease('r', a)).toBe(true);
-    expect(second.acquireLease('r', b, TTL).acquired).toBe(true);
+    expect(first.leases.releaseLease('r', a)).toBe(true);
+    expect(second.leases.acquireLease('r', b, TTL).acquired).toBe(true);
   });
 
   it('lets the holder take its own lease again (a resumed run in the same process)', () => {
     const { clock, first } = twoProcesses();
     const a = leaseHolder(101, 'host-a', 'n1');
     const acquiredAt = clock.now();
-    first.acquireLease('r', a, TTL);
+    first.leases.acquireLease('r', a, TTL);
     clock.advance(1_000);
-    expect(first.acquireLease('r', a, TTL).acquired).toBe(true);
-    expect(first.getLease('r')).toMatchObject({ acquiredAt, heartbeatAt: clock.now() });
+    expect(first.leases.acquireLease('r', a, TTL).acquired).toBe(true);
+    expect(first.leases.getLease('r')).toMatchObject({ acquiredAt, heartbeatAt: clock.now() });
   });
 
   it.each([0, -1, Number.NaN, Number.POSITIVE_INFINITY])('refuses a ttl of %s', (ttl) => {
     const { first } = twoProcesses();
-    expect(() => first.acquireLease('r', 'x', ttl)).toThrow(
+    expect(() => first.leases.acquireLease('r', 'x', ttl)).toThrow(
       `lease ttlMs: must be a finite number > 0, got ${ttl}`,
     );
   });

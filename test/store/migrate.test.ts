@@ -32,16 +32,16 @@ describe('migration 2 (new task states) on a database written by the first relea
     old.close();
 
     const store = temp.open(file, { now: clock.now });
-    expect(store.tasksOfRun('r1').map((t) => [t.taskId, t.state, t.imgUuid, t.retries])).toEqual([
+    expect(store.tasks.tasksOfRun('r1').map((t) => [t.taskId, t.state, t.imgUuid, t.retries])).toEqual([
       ['a', 'done', 'uuid-a', 0],
       ['b', 'running', 'uuid-b', 0],
     ]);
-    expect(store.attemptsOf('r1', 'a')).toHaveLength(1);
-    expect(store.filesOfTask('r1', 'a')).toHaveLength(1);
-    expect(store.runSpent('r1')).toEqual({ charged: 0.2, refunded: 0, net: 0.2 });
+    expect(store.submissions.attemptsOf('r1', 'a')).toHaveLength(1);
+    expect(store.files.filesOfTask('r1', 'a')).toHaveLength(1);
+    expect(store.ledger.runSpent('r1')).toEqual({ charged: 0.2, refunded: 0, net: 0.2 });
     // The new states are accepted, and the references still hold.
-    store.moveTask('r1', 'b', 'stalled', 'past its deadline');
-    expect(store.getTask('r1', 'b')?.state).toBe('stalled');
+    store.tasks.moveTask('r1', 'b', 'stalled', 'past its deadline');
+    expect(store.tasks.getTask('r1', 'b')?.state).toBe('stalled');
     // Switched off only around the rebuild: the connection keeps enforcing references afterwards.
     expect(store.pragmas().foreignKeys).toBe(1);
     store.close();

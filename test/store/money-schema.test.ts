@@ -59,7 +59,7 @@ function olderState(): string {
 describe('migration 13 on a state an earlier version wrote', () => {
   it('gives each run its budget and ledger totals, and reserves what was in flight, in doubt or re-rolled', () => {
     const store = temp.open(olderState());
-    expect(store.moneyFigures('priced')).toEqual({
+    expect(store.reservations.figures('priced')).toEqual({
       budget: 2_500_000,
       charged: 500_000,
       refunded: 100_000,
@@ -67,23 +67,23 @@ describe('migration 13 on a state an earlier version wrote', () => {
       doubt: 950_000,
     });
     for (const id of ['worded', 'zero', 'none']) {
-      expect(store.moneyFigures(id).budget, id).toBeUndefined();
+      expect(store.reservations.figures(id).budget, id).toBeUndefined();
     }
   });
 
   it('then keeps them: a changed budget, a re-roll blocked, a doubt sent back to the queue', () => {
     const store = temp.open(olderState());
-    store.updateRunSettings('priced', { budget: 3.0000004 });
-    store.updateRunSettings('none', { budget: 1 });
-    store.markBlocked('priced', 'reroll', 'over budget');
-    store.requeueTasks('priced', ['doubt'], ['in_doubt']);
-    expect(store.moneyFigures('priced')).toEqual({
+    store.runs.updateRunSettings('priced', { budget: 3.0000004 });
+    store.runs.updateRunSettings('none', { budget: 1 });
+    store.tasks.markBlocked('priced', 'reroll', 'over budget');
+    store.tasks.requeueTasks('priced', ['doubt'], ['in_doubt']);
+    expect(store.reservations.figures('priced')).toEqual({
       budget: 3_000_000,
       charged: 500_000,
       refunded: 100_000,
       held: 0,
       doubt: 250_000,
     });
-    expect(store.moneyFigures('none').budget).toBe(1_000_000);
+    expect(store.reservations.figures('none').budget).toBe(1_000_000);
   });
 });

@@ -41,17 +41,22 @@ const COST = 3;
 
 /** Brings a new pending task to `state` the way a run would, paying for it where a run would. */
 function reach(store: Store, taskId: string, state: Reachable, runId = 'r1'): void {
-  store.upsertTasks(runId, [task(taskId, {}, COST)]);
+  store.tasks.upsertTasks(runId, [task(taskId, {}, COST)]);
   const uuid = `uuid-${taskId}`;
-  const job = (status: string) => store.recordJobStatus(uuid, status, { img_uuid: uuid, status }, 'poll');
-  const sent = () => store.recordSubmitIntent(runId, taskId);
+  const job = (status: string) =>
+    store.jobs.recordJobStatus(uuid, status, { img_uuid: uuid, status }, 'poll');
+  const sent = () => store.submissions.recordSubmitIntent(runId, taskId);
   const unsent: Partial<Record<Reachable, () => unknown>> = {
     pending: () => undefined,
-    blocked: () => store.markBlocked(runId, taskId, 'over budget'),
+    blocked: () => store.tasks.markBlocked(runId, taskId, 'over budget'),
     submitting: sent,
-    in_doubt: () => store.recordInDoubt(runId, taskId, sent(), { message: 'connection reset' }),
+    in_doubt: () => store.submissions.recordInDoubt(runId, taskId, sent(), { message: 'connection reset' }),
     rejected: () =>
-      store.recordNotCharged(runId, taskId, sent(), { outcome: 'rejected', httpStatus: 400, message: 'bad' }),
+      store.submissions.recordNotCharged(runId, taskId, sent(), {
+        outcome: 'rejected',
+        httpStatus: 400,
+        message: 'bad',
+      }),
   };
   const before = unsent[state];
   if (before !== undefined) {
@@ -59,16 +64,17 @@ function reach(store: Store, taskId: string, state: Reachable, runId = 'r1'): vo
     return;
   }
   submit(store, runId, taskId, uuid, COST);
-  if (state === 'stalled') store.moveTask(runId, taskId, 'stalled', 'past its deadline');
+  if (state === 'stalled') store.tasks.moveTask(runId, taskId, 'stalled', 'past its deadline');
   else if (state !== 'submitted') {
     job(state === 'running' ? 'processing' : state === 'failed' ? 'failed' : 'success');
-    if (state === 'done') store.markDone(runId, taskId);
-    if (state === 'unfetched' || state === 'lost') store.moveTask(runId, taskId, 'unfetched', 'link expired');
-    if (state === 'lost') store.moveTask(runId, taskId, 'lost', 'the service answered 404');
+    if (state === 'done') store.tasks.markDone(runId, taskId);
+    if (state === 'unfetched' || state === 'lost')
+      store.tasks.moveTask(runId, taskId, 'unfetched', 'link expired');
+    if (state === 'lost') store.tasks.moveTask(runId, taskId, 'lost', 'the service answered 404');
   }
 }
 
-const stateOf = (store: Store, taskId: string) => store.getTask('r1', taskId)?.state;
+const stateOf = (store: Store, taskId: string) => store.tasks.getTask('r1', taskId)?.state;
 
 describe('every legitimate move after payment is accepted and keeps one charge', () => {
   it.each<[Reachable, string, TaskState, (s: Store, id: string) => unknown]>([
@@ -77,13 +83,13 @@ describe('every legitimate move after payment is accepted and keeps one charge',
     // A late callback names the job of a submission in doubt: the doubt is resolved, not paid again.
     ['in_doubt', 'a late answer', 'submitted', (s, id) => adopt(s, id)],
     // Past its deadline the slot is released, the job still watched.
-    ['submitted', 'past its deadline', 'stalled', (s, id) => s.moveTask('r1', id, 'stalled', 'late')],
-    ['running', 'past its deadline', 'stalled', (s, id) => s.moveTask('r1', id, 'stalled', 'late')],
+    ['submitted', 'past its deadline', 'stalled', (s, id) => s.tasks.moveTask('r1', id, 'stalled', 'late')],
+    ['running', 'past its deadline', 'stalled', (s, id) => s.tasks.moveTask('r1', id, 'stalled', 'late')],
     // The job finished: its files are fetched, from wherever the job was.
-    ['submitted', 'files fetched', 'downloading', (s, id) => s.moveTask('r1', id, 'downloading', null)],
-    ['running', 'files fetched', 'downloading', (s, id) => s.moveTask('r1', id, 'downloading', null)],
-    ['stalled', 'files fetched', 'downloading', (s, id) => s.moveTask('r1', id, 'downloading', null)],
-    ['unfetched', 'fetched again', 'downloading', (s, id) => s.moveTask('r1', id, 'downloading', null)],
+    ['submitted', 'files fetched', 'downloading', (s, id) => s.tasks.moveTask('r1', id, 'downloading', null)],
+    ['running', 'files fetched', 'downloading', (s, id) => s.tasks.moveTask('r1', id, 'downloading', null)],
+    ['stalled', 'files fetched', 'downloading', (s, id) => s.tasks.moveTask('r1', id, 'downloading', null)],
+    ['unfetched', 'fetched again', 'downloading', (s, id) => s.tasks.moveTask('r1', id, 'downloading', null)],
     ['stalled', 'success news', 'downloading', (s, id) => news(s, id, 'success')],
     ['stalled', 'failure news', 'failed', (s, id) => news(s, id, 'failed')],
     ['submitted', 'processing news', 'running', (s, id) => news(s, id, 'processing')],
@@ -93,16 +99,21 @@ describe('every legitimate move after payment is accepted and keeps one charge',
     ['submitted', 'failure news', 'failed', (s, id) => news(s, id, 'failed')],
     ['running', 'failure news', 'failed', (s, id) => news(s, id, 'failed')],
     // A paid result that cannot be had yet waits for a later run.
-    ['submitted', 'link expired', 'unfetched', (s, id) => s.moveTask('r1', id, 'unfetched', 'expired')],
-    ['running', 'link expired', 'unfetched', (s, id) => s.moveTask('r1', id, 'unfetched', 'expired')],
-    ['stalled', 'link expired', 'unfetched', (s, id) => s.moveTask('r1', id, 'unfetched', 'expired')],
-    ['downloading', 'link expired', 'unfetched', (s, id) => s.moveTask('r1', id, 'unfetched', 'expired')],
+    ['submitted', 'link expired', 'unfetched', (s, id) => s.tasks.moveTask('r1', id, 'unfetched', 'expired')],
+    ['running', 'link expired', 'unfetched', (s, id) => s.tasks.moveTask('r1', id, 'unfetched', 'expired')],
+    ['stalled', 'link expired', 'unfetched', (s, id) => s.tasks.moveTask('r1', id, 'unfetched', 'expired')],
+    [
+      'downloading',
+      'link expired',
+      'unfetched',
+      (s, id) => s.tasks.moveTask('r1', id, 'unfetched', 'expired'),
+    ],
     // The files are on disk.
-    ['downloading', 'files on disk', 'done', (s, id) => s.markDone('r1', id)],
-    ['unfetched', 'files on disk', 'done', (s, id) => s.markDone('r1', id)],
+    ['downloading', 'files on disk', 'done', (s, id) => s.tasks.markDone('r1', id)],
+    ['unfetched', 'files on disk', 'done', (s, id) => s.tasks.markDone('r1', id)],
     // The service no longer has the job: given up, the charge kept on the books.
-    ['downloading', 'gone', 'lost', (s, id) => s.moveTask('r1', id, 'lost', 'HTTP 404')],
-    ['unfetched', 'gone', 'lost', (s, id) => s.moveTask('r1', id, 'lost', 'HTTP 404')],
+    ['downloading', 'gone', 'lost', (s, id) => s.tasks.moveTask('r1', id, 'lost', 'HTTP 404')],
+    ['unfetched', 'gone', 'lost', (s, id) => s.tasks.moveTask('r1', id, 'lost', 'HTTP 404')],
   ])('%s + %s -> %s', (from, _what, to, move) => {
     const store = ctx.store();
     reach(store, 't', from);
@@ -111,7 +122,7 @@ describe('every legitimate move after payment is accepted and keeps one charge',
     expect(canMove(from, to)).toBe(true);
     // One charge for the task whatever the path (an answer books it, nothing after charges again); only
     // a failure gives it back.
-    expect(store.runSpent('r1')).toEqual({
+    expect(store.ledger.runSpent('r1')).toEqual({
       charged: COST,
       refunded: to === 'failed' ? COST : 0,
       net: to === 'failed' ? 0 : COST,
@@ -120,50 +131,52 @@ describe('every legitimate move after payment is accepted and keeps one charge',
 });
 
 describe("every move before payment, or on the user's request, is accepted and charges nothing", () => {
-  const attempt = (s: Store, id: string) => s.attemptsOf('r1', id).at(-1)?.attemptNo ?? 0;
+  const attempt = (s: Store, id: string) => s.submissions.attemptsOf('r1', id).at(-1)?.attemptNo ?? 0;
   it.each<[Reachable, string, TaskState, (s: Store, id: string) => unknown]>([
     // A chained task whose filled-in request breaks its model's rules is never sent.
-    ['pending', 'a filled-in request refused', 'rejected', (s, id) => s.rejectUnsent('r1', id, 'bad')],
+    ['pending', 'a filled-in request refused', 'rejected', (s, id) => s.chains.rejectUnsent('r1', id, 'bad')],
     // The answer to the POST says it was refused: the task ends, or waits to be sent again.
     [
       'submitting',
       'HTTP 400',
       'rejected',
-      (s, id) => s.recordNotCharged('r1', id, attempt(s, id), { outcome: 'rejected', message: 'bad' }),
+      (s, id) =>
+        s.submissions.recordNotCharged('r1', id, attempt(s, id), { outcome: 'rejected', message: 'bad' }),
     ],
     [
       'submitting',
       'HTTP 503 before acting',
       'pending',
-      (s, id) => s.recordNotCharged('r1', id, attempt(s, id), { outcome: 'not_charged', message: 'busy' }),
+      (s, id) =>
+        s.submissions.recordNotCharged('r1', id, attempt(s, id), { outcome: 'not_charged', message: 'busy' }),
     ],
     // No answer after the request went out: in doubt, never sent again on its own.
     [
       'submitting',
       'a reset',
       'in_doubt',
-      (s, id) => s.recordInDoubt('r1', id, attempt(s, id), { message: 'x' }),
+      (s, id) => s.submissions.recordInDoubt('r1', id, attempt(s, id), { message: 'x' }),
     ],
-    ['submitting', 'a crash', 'in_doubt', (s) => s.recoverInterruptedSubmissions('r1')],
+    ['submitting', 'a crash', 'in_doubt', (s) => s.submissions.recoverInterruptedSubmissions('r1')],
     // The user asks: --retry-in-doubt, a retry of failures (refunded), --accept-changes, a raised budget.
-    ['in_doubt', '--retry-in-doubt', 'pending', (s, id) => s.requeueTasks('r1', [id], ['in_doubt'])],
-    ['failed', 'a retry', 'pending', (s, id) => s.requeueTasks('r1', [id], ['failed'])],
-    ['rejected', 'a changed request', 'pending', (s, id) => s.requeueTasks('r1', [id], ['rejected'])],
-    ['blocked', 'a raised budget', 'pending', (s, id) => s.unblock('r1', id)],
+    ['in_doubt', '--retry-in-doubt', 'pending', (s, id) => s.tasks.requeueTasks('r1', [id], ['in_doubt'])],
+    ['failed', 'a retry', 'pending', (s, id) => s.tasks.requeueTasks('r1', [id], ['failed'])],
+    ['rejected', 'a changed request', 'pending', (s, id) => s.tasks.requeueTasks('r1', [id], ['rejected'])],
+    ['blocked', 'a raised budget', 'pending', (s, id) => s.tasks.unblock('r1', id)],
   ])('%s + %s -> %s', (from, _what, to, move) => {
     const store = ctx.store();
     reach(store, 't', from);
-    const spent = store.runSpent('r1');
+    const spent = store.ledger.runSpent('r1');
     move(store, 't');
     expect(stateOf(store, 't')).toBe(to);
     expect(canMove(from, to)).toBe(true);
-    expect(store.runSpent('r1')).toEqual(spent);
+    expect(store.ledger.runSpent('r1')).toEqual(spent);
   });
 });
 
 function submit2(store: Store, taskId: string): void {
-  const attempt = store.attemptsOf('r1', taskId).at(-1)?.attemptNo ?? 0;
-  store.recordSubmitted('r1', taskId, attempt, {
+  const attempt = store.submissions.attemptsOf('r1', taskId).at(-1)?.attemptNo ?? 0;
+  store.submissions.recordSubmitted('r1', taskId, attempt, {
     imgUuid: `uuid-${taskId}`,
     cost: COST,
     keyFingerprint: 'fp',
@@ -172,23 +185,27 @@ function submit2(store: Store, taskId: string): void {
 
 function adopt(store: Store, taskId: string): void {
   expect(
-    store.adoptInDoubt('r1', taskId, { imgUuid: `uuid-${taskId}`, cost: COST, keyFingerprint: 'fp' }),
+    store.submissions.adoptInDoubt('r1', taskId, {
+      imgUuid: `uuid-${taskId}`,
+      cost: COST,
+      keyFingerprint: 'fp',
+    }),
   ).toBe(true);
 }
 
 function news(store: Store, taskId: string, status: string): void {
-  store.recordJobStatus(`uuid-${taskId}`, status, { status }, 'callback');
+  store.jobs.recordJobStatus(`uuid-${taskId}`, status, { status }, 'callback');
 }
 
 /** The store's operations that move a task to one state, whatever state it is in. */
 const MOVES: Array<[TaskState, (s: Store, id: string) => unknown]> = [
-  ['stalled', (s, id) => s.moveTask('r1', id, 'stalled', 'late')],
-  ['unfetched', (s, id) => s.moveTask('r1', id, 'unfetched', 'expired')],
-  ['downloading', (s, id) => s.moveTask('r1', id, 'downloading', null)],
-  ['lost', (s, id) => s.moveTask('r1', id, 'lost', 'HTTP 404')],
-  ['done', (s, id) => s.markDone('r1', id)],
-  ['blocked', (s, id) => s.markBlocked('r1', id, 'over budget')],
-  ['submitting', (s, id) => s.recordSubmitIntent('r1', id)],
+  ['stalled', (s, id) => s.tasks.moveTask('r1', id, 'stalled', 'late')],
+  ['unfetched', (s, id) => s.tasks.moveTask('r1', id, 'unfetched', 'expired')],
+  ['downloading', (s, id) => s.tasks.moveTask('r1', id, 'downloading', null)],
+  ['lost', (s, id) => s.tasks.moveTask('r1', id, 'lost', 'HTTP 404')],
+  ['done', (s, id) => s.tasks.markDone('r1', id)],
+  ['blocked', (s, id) => s.tasks.markBlocked('r1', id, 'over budget')],
+  ['submitting', (s, id) => s.submissions.recordSubmitIntent('r1', id)],
 ];
 
 describe('the store moves a task exactly where the life cycle allows', () => {
@@ -196,7 +213,7 @@ describe('the store moves a task exactly where the life cycle allows', () => {
     const store = ctx.store();
     for (const from of REACHABLE) {
       reach(store, from, from);
-      const spent = store.runSpent('r1');
+      const spent = store.ledger.runSpent('r1');
       if (canMove(from, to)) {
         move(store, from);
         expect(stateOf(store, from), `${from} -> ${to}`).toBe(to);
@@ -206,7 +223,7 @@ describe('the store moves a task exactly where the life cycle allows', () => {
         );
         expect(stateOf(store, from)).toBe(from);
       }
-      expect(store.runSpent('r1')).toEqual(spent);
+      expect(store.ledger.runSpent('r1')).toEqual(spent);
     }
   });
 });
@@ -215,7 +232,7 @@ describe('the lists of states the store and the runner read', () => {
   it('sends back to pending, when the user asks, exactly the tasks in doubt, failed, rejected or blocked', () => {
     const store = ctx.store();
     for (const state of REACHABLE) reach(store, state, state);
-    const requeued = store.requeueTasks('r1', [...REACHABLE]);
+    const requeued = store.tasks.requeueTasks('r1', [...REACHABLE]);
     expect(requeued.sort()).toEqual(['blocked', 'failed', 'in_doubt', 'rejected']);
     expect([...REQUEUEABLE].sort()).toEqual(requeued);
     for (const id of requeued) expect(stateOf(store, id)).toBe('pending');
@@ -227,7 +244,7 @@ describe('the lists of states the store and the runner read', () => {
     const store = ctx.store();
     for (const state of REACHABLE) reach(store, state, state);
     const edited = REACHABLE.map((id) => task(id, { seed: 7 }, COST));
-    const result = store.upsertTasks('r1', edited);
+    const result = store.tasks.upsertTasks('r1', edited);
     expect(result.updated.sort()).toEqual(['blocked', 'pending', 'rejected']);
     expect(result.changed.map((c) => c.taskId).sort()).toEqual(
       REACHABLE.filter((s) => !['blocked', 'pending', 'rejected'].includes(s)).sort(),
@@ -239,7 +256,7 @@ describe('the lists of states the store and the runner read', () => {
   it('polls every job still being produced, a stalled one too', () => {
     const store = ctx.store();
     for (const state of REACHABLE) reach(store, state, state);
-    const watched = store.tasksToWatch('r1').map((t) => t.taskId);
+    const watched = store.tasks.tasksToWatch('r1').map((t) => t.taskId);
     expect(watched.sort()).toEqual(['running', 'stalled', 'submitted']);
     expect([...WATCHED].sort()).toEqual(watched);
   });
@@ -250,7 +267,7 @@ describe('a run left behind by --new-run', () => {
 
   it('counts as owed every task that was sent and is not on disk, in doubt included', () => {
     const store = temp.open(`${temp.dir()}/state.db`, { now: () => T0 });
-    store.createRun({ id: 'old', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} });
+    store.runs.createRun({ id: 'old', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} });
     for (const state of REACHABLE) reach(store, state, state, 'old');
     const choice = chooseRun(store, {
       manifestPath: '/m/spring.yaml',

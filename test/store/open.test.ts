@@ -78,7 +78,7 @@ describe('openStore', () => {
     clock.advance(60_000);
     const schemaBefore = schemaOf(file);
     const reopened = temp.open(file, { now: clock.now });
-    reopened.createRun({ id: 'r1', manifestPath: 'm.yaml', manifestName: 'm', settings: {} });
+    reopened.runs.createRun({ id: 'r1', manifestPath: 'm.yaml', manifestName: 'm', settings: {} });
     reopened.close();
     expect(migrationRows(file)).toEqual(first);
     expect(schemaOf(file)).toBe(schemaBefore);
@@ -87,9 +87,14 @@ describe('openStore', () => {
   it('keeps the data across a reopen', () => {
     const file = join(temp.dir(), 'mediabatch.db');
     const store = temp.open(file);
-    store.createRun({ id: 'r1', manifestPath: 'm.yaml', manifestName: 'm', settings: { concurrency: 8 } });
+    store.runs.createRun({
+      id: 'r1',
+      manifestPath: 'm.yaml',
+      manifestName: 'm',
+      settings: { concurrency: 8 },
+    });
     store.close();
-    expect(temp.open(file).getRun('r1')?.settings).toEqual({ concurrency: 8 });
+    expect(temp.open(file).runs.getRun('r1')?.settings).toEqual({ concurrency: 8 });
   });
 
   it('has the schema of the snapshot (a schema change must update it on purpose)', async () => {

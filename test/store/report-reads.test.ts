@@ -6,27 +6,30 @@ import { estimate, submit, T0, task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
 
-function all(store: Store, opts: Parameters<Store['reportTaskPages']>[1] = {}): ReportTaskRow[] {
-  return [...store.reportTaskPages('r1', opts)].flat();
+function all(
+  store: Store,
+  opts: Parameters<Store['reportReads']['reportTaskPages']>[1] = {},
+): ReportTaskRow[] {
+  return [...store.reportReads.reportTaskPages('r1', opts)].flat();
 }
 
 /** a..f in manifest order; c and e in doubt, b failed (refunded), d done with two files, f pending. */
 function mixedRun(store: Store): void {
-  store.upsertTasks(
+  store.tasks.upsertTasks(
     'r1',
     ['a', 'b', 'c', 'd', 'e', 'f'].map((id) => task(id)),
   );
   submit(store, 'r1', 'a', 'uuid-a', 3);
   submit(store, 'r1', 'b', 'uuid-b', 3);
-  store.recordJobStatus('uuid-b', 'failed', { status: 'failed' }, 'poll');
+  store.jobs.recordJobStatus('uuid-b', 'failed', { status: 'failed' }, 'poll');
   for (const id of ['e', 'c']) {
-    const attempt = store.recordSubmitIntent('r1', id);
-    store.recordInDoubt('r1', id, attempt, { message: 'connection reset' });
+    const attempt = store.submissions.recordSubmitIntent('r1', id);
+    store.submissions.recordInDoubt('r1', id, attempt, { message: 'connection reset' });
   }
   submit(store, 'r1', 'd', 'uuid-d', 2.5);
-  store.recordJobStatus('uuid-d', 'success', { status: 'success' }, 'poll');
+  store.jobs.recordJobStatus('uuid-d', 'success', { status: 'success' }, 'poll');
   for (const index of [2, 1]) {
-    store.recordFile('r1', 'd', {
+    store.files.recordFile('r1', 'd', {
       index,
       kind: 'image',
       path: `/o/d/${index}.png`,
@@ -34,14 +37,14 @@ function mixedRun(store: Store): void {
       sha256: 'h',
     });
   }
-  store.markDone('r1', 'd');
+  store.tasks.markDone('r1', 'd');
 }
 
 describe('reportTaskPages', () => {
   it('hands out in-doubt tasks first, then the rest in manifest order, in pages of the size asked', () => {
     const store = ctx.store();
     mixedRun(store);
-    const pages = [...store.reportTaskPages('r1', { pageSize: 4 })];
+    const pages = [...store.reportReads.reportTaskPages('r1', { pageSize: 4 })];
     expect(pages.map((p) => p.map((t) => t.taskId))).toEqual([
       ['c', 'e', 'a', 'b'],
       ['d', 'f'],
@@ -64,8 +67,8 @@ describe('reportTaskPages', () => {
     const store = ctx.store();
     mixedRun(store);
     ctx.clock().advance(5_000);
-    const attempt = store.recordSubmitIntent('r1', 'f');
-    store.recordInDoubt('r1', 'f', attempt, { message: 'timeout' });
+    const attempt = store.submissions.recordSubmitIntent('r1', 'f');
+    store.submissions.recordInDoubt('r1', 'f', attempt, { message: 'timeout' });
     const byId = new Map(all(store).map((t) => [t.taskId, t]));
     expect(byId.get('b')?.spend).toEqual({ taskId: 'b', charged: 3, refunded: 3, net: 0, jobs: 1 });
     expect(byId.get('f')?.spend).toEqual({ taskId: 'f', charged: 0, refunded: 0, net: 0, jobs: 0 });
@@ -81,10 +84,10 @@ describe('reportTaskPages', () => {
 
   it('counts every job of a task sent again, and its latest submission', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-1', 3);
-    store.recordJobStatus('uuid-1', 'failed', { status: 'failed' }, 'poll');
-    store.requeueTasks('r1', ['a'], ['failed']);
+    store.jobs.recordJobStatus('uuid-1', 'failed', { status: 'failed' }, 'poll');
+    store.tasks.requeueTasks('r1', ['a'], ['failed']);
     ctx.clock().advance(60_000);
     submit(store, 'r1', 'a', 'uuid-2', 3);
     const [a] = all(store);
@@ -110,14 +113,14 @@ describe('reportTaskPages', () => {
     ],
   ])('reads only the text fields of the request: %s', (_name, body, text) => {
     const store = ctx.store();
-    store.upsertTasks('r1', [{ ...task('a'), wireBody: JSON.stringify({ model: 'x', ...body }) }]);
+    store.tasks.upsertTasks('r1', [{ ...task('a'), wireBody: JSON.stringify({ model: 'x', ...body }) }]);
     expect(all(store)[0]?.requestText).toEqual(text);
     expect(all(store)[0]).not.toHaveProperty('wireBody');
   });
 
   it('reads a request body that is not JSON as having no text', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [{ ...task('a'), wireBody: 'not json {' }]);
+    store.tasks.upsertTasks('r1', [{ ...task('a'), wireBody: 'not json {' }]);
     expect(all(store)[0]?.requestText).toEqual({
       prompt: null,
       text: null,
@@ -129,8 +132,8 @@ describe('reportTaskPages', () => {
 
   it('lets the database be written between pages', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), task('b')]);
-    const pages = store.reportTaskPages('r1', { pageSize: 1 });
+    store.tasks.upsertTasks('r1', [task('a'), task('b')]);
+    const pages = store.reportReads.reportTaskPages('r1', { pageSize: 1 });
     expect(pages.next().value?.[0]?.taskId).toBe('a');
     submit(store, 'r1', 'b', 'uuid-b', 3);
     expect(pages.next().value?.[0]).toMatchObject({ taskId: 'b', state: 'submitted' });
@@ -142,12 +145,12 @@ describe('reportModelFigures and runFileTotals', () => {
   it('sums each model: tasks by state, estimates, ledger, exactly priced jobs and the in-doubt maximum', () => {
     const store = ctx.store();
     mixedRun(store);
-    store.upsertTasks('r1', [
+    store.tasks.upsertTasks('r1', [
       ...['a', 'b', 'c', 'd', 'e', 'f'].map((id) => task(id)),
       { ...task('song'), model: 'song', estimate: estimate(10, { min: 2, max: 10 }) },
     ]);
     submit(store, 'r1', 'song', 'uuid-s', 4);
-    const [flat, song] = store.reportModelFigures('r1');
+    const [flat, song] = store.reportReads.reportModelFigures('r1');
     expect(flat).toMatchObject({
       model: 'flat-image',
       byState: { in_doubt: 2, submitted: 1, failed: 1, done: 1, pending: 1 },
@@ -170,12 +173,12 @@ describe('reportModelFigures and runFileTotals', () => {
       pricedTasks: 0,
       pricedListPrice: 0,
     });
-    expect(store.runFileTotals('r1')).toEqual({ files: 2, bytes: 30 });
+    expect(store.reportReads.runFileTotals('r1')).toEqual({ files: 2, bytes: 30 });
   });
 
   it('is empty for a run without tasks', () => {
-    expect(ctx.store().reportModelFigures('r1')).toEqual([]);
-    expect(ctx.store().runFileTotals('r1')).toEqual({ files: 0, bytes: 0 });
+    expect(ctx.store().reportReads.reportModelFigures('r1')).toEqual([]);
+    expect(ctx.store().reportReads.runFileTotals('r1')).toEqual({ files: 0, bytes: 0 });
   });
 });
 
@@ -183,15 +186,15 @@ describe('problemTasks and notOnDiskByState', () => {
   it('reads the most urgent states first, stops at the limit, and sums the paid tasks not on disk', () => {
     const store = ctx.store();
     mixedRun(store);
-    store.upsertTasks('r1', [task('g', {}, 2), task('h', {}, 4)]);
+    store.tasks.upsertTasks('r1', [task('g', {}, 2), task('h', {}, 4)]);
     for (const id of ['g', 'h']) {
       submit(store, 'r1', id, `uuid-${id}`, id === 'g' ? 2 : 4);
-      store.recordJobStatus(`uuid-${id}`, 'success', { status: 'success' }, 'poll');
-      store.moveTask('r1', id, 'unfetched', 'link expired');
+      store.jobs.recordJobStatus(`uuid-${id}`, 'success', { status: 'success' }, 'poll');
+      store.tasks.moveTask('r1', id, 'unfetched', 'link expired');
     }
-    store.moveTask('r1', 'h', 'lost', 'the service answered 404');
+    store.tasks.moveTask('r1', 'h', 'lost', 'the service answered 404');
     const ids = (limit: number) =>
-      store
+      store.reportReads
         .problemTasks('r1', ['unfetched', 'lost', 'in_doubt', 'failed'], limit)
         .map((t) => [t.taskId, t.net]);
     expect(ids(10)).toEqual([
@@ -206,7 +209,7 @@ describe('problemTasks and notOnDiskByState', () => {
       ['h', 4],
       ['c', 0],
     ]);
-    expect(store.notOnDiskByState('r1')).toEqual({
+    expect(store.reportReads.notOnDiskByState('r1')).toEqual({
       unfetched: { tasks: 1, tokens: 2 },
       stalled: { tasks: 0, tokens: 0 },
       lost: { tasks: 1, tokens: 4 },

@@ -8,11 +8,12 @@ import { submit, task, useStoreWithRun } from './helpers.js';
 const ctx = useStoreWithRun();
 
 const by = 'ana';
-const ready = (store: Store) => store.nextPending('r1', 100, undefined, 'manifest').map((t) => t.taskId);
+const ready = (store: Store) =>
+  store.tasks.nextPending('r1', 100, undefined, 'manifest').map((t) => t.taskId);
 
 /** still (reviewed) → clip → poster; other (not reviewed) → side. */
 function chain(store: Store): void {
-  store.upsertTasks('r1', [
+  store.tasks.upsertTasks('r1', [
     { ...task('still'), review: true },
     { ...task('clip'), upstreams: [{ name: '', taskId: 'still' }] },
     { ...task('poster'), upstreams: [{ name: '', taskId: 'clip' }] },
@@ -23,8 +24,8 @@ function chain(store: Store): void {
 
 function finish(store: Store, taskId: string, uuid: string): void {
   submit(store, 'r1', taskId, uuid, 3);
-  store.moveTask('r1', taskId, 'downloading', null);
-  store.markDone('r1', taskId);
+  store.tasks.moveTask('r1', taskId, 'downloading', null);
+  store.tasks.markDone('r1', taskId);
 }
 
 describe('review in the store', () => {
@@ -35,36 +36,36 @@ describe('review in the store', () => {
     finish(store, 'other', 'u-other');
     // An unreviewed upstream releases at once; the reviewed one does not.
     expect(ready(store)).toEqual(['side']);
-    expect(store.awaitingReview('r1').map((t) => t.taskId)).toEqual(['still']);
-    expect(store.waitingOnReview('r1')).toBe(1);
+    expect(store.reviews.awaiting('r1').map((t) => t.taskId)).toEqual(['still']);
+    expect(store.reviews.waitingOnReview('r1')).toBe(1);
 
-    const rejected = store.decide('r1', 'still', { verdict: 'reject', by, note: 'too dark' });
+    const rejected = store.reviews.decide('r1', 'still', { verdict: 'reject', by, note: 'too dark' });
     expect(rejected).toMatchObject({ ok: true, verdict: 'reject', changed: true });
-    expect(store.getTask('r1', 'clip')).toMatchObject({
+    expect(store.tasks.getTask('r1', 'clip')).toMatchObject({
       state: 'skipped',
       error:
         'waits for still, whose result was rejected by ana ("too dark"): never submitted, nothing charged; approve or re-roll still to send it on',
     });
-    expect(store.getTask('r1', 'poster')?.state).toBe('skipped');
-    expect(store.getTask('r1', 'poster')?.error).toMatch(/^waits for clip, which is skipped/);
+    expect(store.tasks.getTask('r1', 'poster')?.state).toBe('skipped');
+    expect(store.tasks.getTask('r1', 'poster')?.error).toMatch(/^waits for clip, which is skipped/);
     expect(ready(store)).toEqual(['side']);
 
-    expect(store.decide('r1', 'still', { verdict: 'approve', by })).toMatchObject({ ok: true });
-    expect(store.getTask('r1', 'clip')?.state).toBe('pending');
-    expect(store.getTask('r1', 'poster')?.state).toBe('pending');
+    expect(store.reviews.decide('r1', 'still', { verdict: 'approve', by })).toMatchObject({ ok: true });
+    expect(store.tasks.getTask('r1', 'clip')?.state).toBe('pending');
+    expect(store.tasks.getTask('r1', 'poster')?.state).toBe('pending');
     expect(ready(store)).toEqual(['clip', 'side']);
-    expect(store.reviewCounts('r1')).toEqual({ reviewed: 1, awaiting: 0, approved: 1, rejected: 0 });
+    expect(store.reviews.reviewCounts('r1')).toEqual({ reviewed: 1, awaiting: 0, approved: 1, rejected: 0 });
   });
 
   it('a re-roll makes a new attempt whose downstream waits for its review; stale decisions are refused', () => {
     const store = ctx.store();
     chain(store);
     finish(store, 'still', 'u-still');
-    const seen = store.getTask('r1', 'still')?.version as number;
-    store.decide('r1', 'still', { verdict: 'approve', by, expectedVersion: seen });
+    const seen = store.tasks.getTask('r1', 'still')?.version as number;
+    store.reviews.decide('r1', 'still', { verdict: 'approve', by, expectedVersion: seen });
     expect(ready(store)).toContain('clip');
 
-    const stale = store.decide('r1', 'still', { verdict: 'reroll', by, expectedVersion: seen });
+    const stale = store.reviews.decide('r1', 'still', { verdict: 'reroll', by, expectedVersion: seen });
     expect(stale).toEqual({
       taskId: 'still',
       ok: false,
@@ -72,9 +73,9 @@ describe('review in the store', () => {
       reason: `still changed since you looked (version ${seen}, now ${seen + 1}): approved by ana at 2025-03-31T23:00:00.000Z; its result (attempt 1) is approved; look again and decide anew`,
     });
 
-    const reroll = store.decide('r1', 'still', { verdict: 'reroll', by, expectedVersion: seen + 1 });
+    const reroll = store.reviews.decide('r1', 'still', { verdict: 'reroll', by, expectedVersion: seen + 1 });
     expect(reroll).toMatchObject({ ok: true, attempt: 2 });
-    expect(store.getTask('r1', 'still')).toMatchObject({
+    expect(store.tasks.getTask('r1', 'still')).toMatchObject({
       state: 'pending',
       attempt: 2,
       verdict: null,
@@ -82,21 +83,21 @@ describe('review in the store', () => {
     });
     // The re-roll is ready; its downstream waits again.
     expect(ready(store)).toEqual(['still', 'other']);
-    expect(store.queuedRerollMax('r1')).toBe(3);
+    expect(store.reviews.queuedRerollMax('r1')).toBe(3);
     // Nothing can be decided on it until its new result is on disk.
-    expect(store.decide('r1', 'still', { verdict: 'approve', by })).toMatchObject({
+    expect(store.reviews.decide('r1', 'still', { verdict: 'approve', by })).toMatchObject({
       ok: false,
       reason: 'still is pending, attempt 2: only a result on disk can be decided; wait for it',
     });
     finish(store, 'still', 'u-still-2');
     expect(ready(store)).toEqual(['other']);
-    expect(store.awaitingReview('r1').map((t) => [t.taskId, t.attempt])).toEqual([['still', 2]]);
-    expect(store.decisionsOf('r1', 'still').map((d) => [d.verdict, d.attempt])).toEqual([
+    expect(store.reviews.awaiting('r1').map((t) => [t.taskId, t.attempt])).toEqual([['still', 2]]);
+    expect(store.reviews.decisionsOf('r1', 'still').map((d) => [d.verdict, d.attempt])).toEqual([
       ['approve', 1],
       ['reroll', 1],
     ]);
-    expect(store.rerollSpend('r1')).toEqual({ charged: 3, refunded: 0, jobs: 1 });
-    expect(store.decide('r1', 'other', { verdict: 'approve', by })).toMatchObject({
+    expect(store.reviews.rerollSpend('r1')).toEqual({ charged: 3, refunded: 0, jobs: 1 });
+    expect(store.reviews.decide('r1', 'other', { verdict: 'approve', by })).toMatchObject({
       ok: false,
       reason: 'other is not reviewed (the manifest does not say review: true for it)',
     });

@@ -7,7 +7,7 @@ const ctx = useStoreWithRun();
 describe('runs', () => {
   it('creates a running run and refuses a second one with the same id', () => {
     const store = ctx.store();
-    expect(store.getRun('r1')).toEqual({
+    expect(store.runs.getRun('r1')).toEqual({
       id: 'r1',
       manifestPath: '/m/spring.yaml',
       manifestName: 'spring',
@@ -25,7 +25,12 @@ describe('runs', () => {
       api: null,
     });
     expect(() =>
-      store.createRun({ id: 'r1', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} }),
+      store.runs.createRun({
+        id: 'r1',
+        manifestPath: '/m/spring.yaml',
+        manifestName: 'spring',
+        settings: {},
+      }),
     ).toThrow(StoreError);
   });
 
@@ -33,11 +38,14 @@ describe('runs', () => {
     const store = ctx.store();
     const clock = ctx.clock();
     clock.advance(1000);
-    expect(store.markRunState('r1', 'interrupted', 4)).toMatchObject({ state: 'interrupted', exitCode: 4 });
-    expect(store.unfinishedRuns().map((r) => r.id)).toEqual(['r1']);
+    expect(store.runs.markRunState('r1', 'interrupted', 4)).toMatchObject({
+      state: 'interrupted',
+      exitCode: 4,
+    });
+    expect(store.runs.unfinishedRuns().map((r) => r.id)).toEqual(['r1']);
     clock.advance(1000);
     // The last end is kept while the run goes again; the first start never moves; each session's time adds up.
-    expect(store.markRunState('r1', 'running')).toMatchObject({
+    expect(store.runs.markRunState('r1', 'running')).toMatchObject({
       state: 'running',
       exitCode: null,
       finishedAt: new Date(T0.getTime() + 1000),
@@ -46,9 +54,9 @@ describe('runs', () => {
       activeMs: 1000,
       createdAt: T0,
     });
-    store.setRunBalance('r1', { before: 1000 });
-    store.setRunBalance('r1', { after: 970.5 });
-    expect(store.markRunState('r1', 'finished', 0)).toMatchObject({
+    store.runs.setRunBalance('r1', { before: 1000 });
+    store.runs.setRunBalance('r1', { after: 970.5 });
+    expect(store.runs.markRunState('r1', 'finished', 0)).toMatchObject({
       state: 'finished',
       exitCode: 0,
       balanceBefore: 1000,
@@ -56,30 +64,30 @@ describe('runs', () => {
       finishedAt: clock.now(),
       activeMs: 1000,
     });
-    expect(store.unfinishedRuns()).toEqual([]);
+    expect(store.runs.unfinishedRuns()).toEqual([]);
   });
 
   it('keeps the callback token so a restarted run accepts late callbacks', () => {
     const store = ctx.store();
-    store.setCallbackToken('r1', 'tok-123');
-    expect(store.getRun('r1')?.callbackToken).toBe('tok-123');
+    store.runs.setCallbackToken('r1', 'tok-123');
+    expect(store.runs.getRun('r1')?.callbackToken).toBe('tok-123');
   });
 
   it('lists runs newest first, or one manifest’s runs', () => {
     const store = ctx.store();
     ctx.clock().advance(1000);
-    store.createRun({
+    store.runs.createRun({
       id: 'r2',
       manifestPath: '/m/other.yaml',
       manifestName: 'other',
       settings: { budget: 5 },
     });
-    expect(store.listRuns().map((r) => r.id)).toEqual(['r2', 'r1']);
-    expect(store.listRuns({ manifestPath: '/m/spring.yaml' }).map((r) => r.id)).toEqual(['r1']);
+    expect(store.runs.listRuns().map((r) => r.id)).toEqual(['r2', 'r1']);
+    expect(store.runs.listRuns({ manifestPath: '/m/spring.yaml' }).map((r) => r.id)).toEqual(['r1']);
   });
 
   it('says which run is unknown', () => {
-    expect(() => ctx.store().markRunState('nope', 'finished', 0)).toThrow(
+    expect(() => ctx.store().runs.markRunState('nope', 'finished', 0)).toThrow(
       'run nope: not found in the state database: check the run id with `mediabatch status`',
     );
   });
@@ -89,11 +97,18 @@ describe('schedules', () => {
   it('remembers the last firing and the next one per manifest, keeping the last run over a skipped firing', () => {
     const store = ctx.store();
     const next = new Date('2025-04-01T03:00:00.000Z');
-    store.setNextFire('/m/nightly.yaml', next);
-    expect(store.getSchedule('/m/nightly.yaml')).toMatchObject({ lastFiredAt: null, nextFireAt: next });
-    store.recordFiring('/m/nightly.yaml', { firedAt: next, runId: 'nightly-2025-04-01', nextFireAt: null });
-    store.recordFiring('/m/nightly.yaml', { firedAt: next, runId: null, nextFireAt: next });
-    expect(store.listSchedules()).toEqual([
+    store.schedules.setNextFire('/m/nightly.yaml', next);
+    expect(store.schedules.getSchedule('/m/nightly.yaml')).toMatchObject({
+      lastFiredAt: null,
+      nextFireAt: next,
+    });
+    store.schedules.recordFiring('/m/nightly.yaml', {
+      firedAt: next,
+      runId: 'nightly-2025-04-01',
+      nextFireAt: null,
+    });
+    store.schedules.recordFiring('/m/nightly.yaml', { firedAt: next, runId: null, nextFireAt: next });
+    expect(store.schedules.listSchedules()).toEqual([
       {
         manifestPath: '/m/nightly.yaml',
         lastFiredAt: next,
@@ -111,15 +126,18 @@ describe('schedules', () => {
       const at = new Date('2025-04-01T03:00:00.000Z');
       const later = new Date('2025-04-02T03:00:00.000Z');
       const claims = [store, other, store].map((s) =>
-        s.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later }),
+        s.schedules.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later }),
       );
       expect(claims).toEqual([true, false, false]);
-      expect(other.claimFiring('/m/nightly.yaml', { firedAt: later, nextFireAt: null })).toBe(true);
+      expect(other.schedules.claimFiring('/m/nightly.yaml', { firedAt: later, nextFireAt: null })).toBe(true);
       // A scheduler that stalled past a later slot cannot take the one before it.
-      expect(store.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later })).toBe(false);
-      expect(store.getSchedule('/m/nightly.yaml')).toMatchObject({ lastFiredAt: later, nextFireAt: null });
+      expect(store.schedules.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later })).toBe(false);
+      expect(store.schedules.getSchedule('/m/nightly.yaml')).toMatchObject({
+        lastFiredAt: later,
+        nextFireAt: null,
+      });
       // Another manifest is its own row.
-      expect(store.claimFiring('/m/weekly.yaml', { firedAt: at, nextFireAt: null })).toBe(true);
+      expect(store.schedules.claimFiring('/m/weekly.yaml', { firedAt: at, nextFireAt: null })).toBe(true);
     } finally {
       other.close();
     }

@@ -18,19 +18,19 @@ describe('secrets never reach the state database', () => {
     const file = join(temp.dir(), 'state', 'mediabatch.db');
     const store = temp.open(file, { now: new FakeClock().now });
     const fp = keyFingerprint(SENTINEL_KEY);
-    store.createRun({ id: 'r1', manifestPath: 'm.yaml', manifestName: 'm', settings: {} });
-    store.upsertTasks('r1', [task('a'), task('b')]);
+    store.runs.createRun({ id: 'r1', manifestPath: 'm.yaml', manifestName: 'm', settings: {} });
+    store.tasks.upsertTasks('r1', [task('a'), task('b')]);
     submit(store, 'r1', 'a', 'uuid-a', 3, fp);
     submit(store, 'r1', 'b', 'uuid-b', 3, fp);
-    store.recordQuota(fp, { used: 10, quota: 100, period: 'monthly' });
+    store.ledger.recordQuota(fp, { used: 10, quota: 100, period: 'monthly' });
     const link = `https://cdn.example.com/a.png?X-Amz-Signature=${SIGNATURE}`;
-    store.recordJobStatus(
+    store.jobs.recordJobStatus(
       'uuid-a',
       'success',
       { status: 'success', json: [{ type: 'image', value: link }] },
       'poll',
     );
-    store.recordFile('r1', 'a', {
+    store.files.recordFile('r1', 'a', {
       index: 0,
       kind: 'image',
       path: '/out/a/1.png',
@@ -38,7 +38,7 @@ describe('secrets never reach the state database', () => {
       sha256: 'h',
       url: link,
     });
-    store.recordJobStatus('uuid-b', 'failed', { status: 'failed' }, 'callback');
+    store.jobs.recordJobStatus('uuid-b', 'failed', { status: 'failed' }, 'callback');
 
     const whileOpen = storedBytes(file, true);
     expect(whileOpen.includes(fp)).toBe(true); // the search works: what is written is found

@@ -8,16 +8,16 @@ describe('upsertTasks', () => {
   it('stores 100,000 tasks in one call, in manifest order, with the wire body given back verbatim', () => {
     const store = ctx.store();
     const specs = Array.from({ length: 100_000 }, (_, i) => task(`t-${i}`, { n: i }));
-    const result = store.upsertTasks('r1', specs);
+    const result = store.tasks.upsertTasks('r1', specs);
     expect(result).toEqual({ inserted: 100_000, unchanged: 0, updated: [], changed: [], missing: [] });
-    expect(store.countTasksByState('r1').pending).toBe(100_000);
-    const first = store.nextPending('r1', 2);
+    expect(store.tasks.countTasksByState('r1').pending).toBe(100_000);
+    const first = store.tasks.nextPending('r1', 2);
     expect(first.map((t) => t.taskId)).toEqual(['t-0', 't-1']);
     expect(first[0]?.wireBody).toBe(specs[0]?.wireBody);
     expect(first[0]?.bodyHash).toBe(bodyHash(specs[0]?.wireBody ?? ''));
 
     // Running it again with the same manifest changes nothing.
-    expect(store.upsertTasks('r1', specs)).toEqual({
+    expect(store.tasks.upsertTasks('r1', specs)).toEqual({
       inserted: 0,
       unchanged: 100_000,
       updated: [],
@@ -28,10 +28,10 @@ describe('upsertTasks', () => {
 
   it('is all or nothing: a duplicate task id leaves no task behind', () => {
     const store = ctx.store();
-    expect(() => store.upsertTasks('r1', [task('a'), task('b'), task('a')])).toThrow(
+    expect(() => store.tasks.upsertTasks('r1', [task('a'), task('b'), task('a')])).toThrow(
       new StoreError('run r1: task a: listed twice: task ids must be unique'),
     );
-    expect(store.tasksOfRun('r1')).toEqual([]);
+    expect(store.tasks.tasksOfRun('r1')).toEqual([]);
   });
 
   it.each([
@@ -41,26 +41,32 @@ describe('upsertTasks', () => {
     const store = ctx.store();
     const specs = Array.from({ length: 250 }, (_, i) => task(`t-${i}`));
     specs.splice(at, 0, task('t-7'));
-    expect(() => store.upsertTasks('r1', specs)).toThrow(
+    expect(() => store.tasks.upsertTasks('r1', specs)).toThrow(
       new StoreError('run r1: task t-7: listed twice: task ids must be unique'),
     );
-    expect(store.tasksOfRun('r1')).toEqual([]);
-    expect(store.countTasksByState('r1').pending).toBe(0);
+    expect(store.tasks.tasksOfRun('r1')).toEqual([]);
+    expect(store.tasks.countTasksByState('r1').pending).toBe(0);
   });
 
   it('refuses tasks for a run that does not exist', () => {
-    expect(() => ctx.store().upsertTasks('nope', [task('a')])).toThrow(/run nope: not found/);
+    expect(() => ctx.store().tasks.upsertTasks('nope', [task('a')])).toThrow(/run nope: not found/);
   });
 
   it('after a manifest edit: updates never-charged tasks, lists sent ones, and never touches unchanged ones', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('pending'), task('done'), task('same'), task('rejected'), task('gone')]);
+    store.tasks.upsertTasks('r1', [
+      task('pending'),
+      task('done'),
+      task('same'),
+      task('rejected'),
+      task('gone'),
+    ]);
     submit(store, 'r1', 'done', 'uuid-done', 3);
-    store.recordJobStatus('uuid-done', 'success', {}, 'poll');
-    store.markDone('r1', 'done');
+    store.jobs.recordJobStatus('uuid-done', 'success', {}, 'poll');
+    store.tasks.markDone('r1', 'done');
     submit(store, 'r1', 'same', 'uuid-same', 3);
-    const attempt = store.recordSubmitIntent('r1', 'rejected');
-    store.recordNotCharged('r1', 'rejected', attempt, {
+    const attempt = store.submissions.recordSubmitIntent('r1', 'rejected');
+    store.submissions.recordNotCharged('r1', 'rejected', attempt, {
       outcome: 'rejected',
       httpStatus: 400,
       code: 400,
@@ -74,7 +80,7 @@ describe('upsertTasks', () => {
       task('rejected', { prompt: 'new' }),
       task('added'),
     ];
-    const result = store.upsertTasks('r1', edited);
+    const result = store.tasks.upsertTasks('r1', edited);
     expect(result.inserted).toBe(1);
     expect(result.unchanged).toBe(1);
     expect(result.updated).toEqual(['pending', 'rejected']);
@@ -88,48 +94,54 @@ describe('upsertTasks', () => {
     ]);
     expect(result.missing).toEqual(['gone']);
     // The changed task keeps its result until the user accepts the change.
-    expect(store.getTask('r1', 'done')?.state).toBe('done');
-    expect(store.getTask('r1', 'done')?.wireBody).toBe(task('done').wireBody);
-    expect(store.getTask('r1', 'rejected')).toMatchObject({ state: 'pending', error: null });
-    expect(store.getTask('r1', 'same')).toMatchObject({ state: 'submitted', imgUuid: 'uuid-same' });
+    expect(store.tasks.getTask('r1', 'done')?.state).toBe('done');
+    expect(store.tasks.getTask('r1', 'done')?.wireBody).toBe(task('done').wireBody);
+    expect(store.tasks.getTask('r1', 'rejected')).toMatchObject({ state: 'pending', error: null });
+    expect(store.tasks.getTask('r1', 'same')).toMatchObject({ state: 'submitted', imgUuid: 'uuid-same' });
   });
 
   it('with acceptChanges, resets a changed task to pending with the new body, keeping its charge in the ledger', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [task('a')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
-    store.recordJobStatus('uuid-a', 'success', {}, 'poll');
-    store.recordFile('r1', 'a', { index: 0, kind: 'image', path: '/out/a/1.png', bytes: 10, sha256: 'x' });
-    store.markDone('r1', 'a');
+    store.jobs.recordJobStatus('uuid-a', 'success', {}, 'poll');
+    store.files.recordFile('r1', 'a', {
+      index: 0,
+      kind: 'image',
+      path: '/out/a/1.png',
+      bytes: 10,
+      sha256: 'x',
+    });
+    store.tasks.markDone('r1', 'a');
 
     const edited = task('a', { prompt: 'new' });
-    const result = store.upsertTasks('r1', [edited], { acceptChanges: true });
+    const result = store.tasks.upsertTasks('r1', [edited], { acceptChanges: true });
     expect(result.changed.map((c) => c.taskId)).toEqual(['a']);
-    expect(store.getTask('r1', 'a')).toMatchObject({
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({
       state: 'pending',
       imgUuid: null,
       wireBody: edited.wireBody,
     });
-    expect(store.filesOfTask('r1', 'a')).toEqual([]);
-    expect(store.runSpent('r1')).toEqual({ charged: 3, refunded: 0, net: 3 });
+    expect(store.files.filesOfTask('r1', 'a')).toEqual([]);
+    expect(store.ledger.runSpent('r1')).toEqual({ charged: 3, refunded: 0, net: 3 });
     // The new submission gets the next attempt number.
-    expect(store.recordSubmitIntent('r1', 'a')).toBe(2);
+    expect(store.submissions.recordSubmitIntent('r1', 'a')).toBe(2);
   });
 
   it('refreshes the estimate of an unchanged task', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
-    store.upsertTasks('r1', [{ ...task('a'), estimate: estimate(5, { assumedPrice: true }) }]);
-    expect(store.getTask('r1', 'a')?.estimate).toEqual(estimate(5, { assumedPrice: true }));
+    store.tasks.upsertTasks('r1', [task('a')]);
+    store.tasks.upsertTasks('r1', [{ ...task('a'), estimate: estimate(5, { assumedPrice: true }) }]);
+    expect(store.tasks.getTask('r1', 'a')?.estimate).toEqual(estimate(5, { assumedPrice: true }));
   });
 });
 
 describe('queries', () => {
   it('counts tasks by state, every state present', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), task('b'), task('c')]);
+    store.tasks.upsertTasks('r1', [task('a'), task('b'), task('c')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
-    expect(store.countTasksByState('r1')).toEqual<Record<TaskState, number>>({
+    expect(store.tasks.countTasksByState('r1')).toEqual<Record<TaskState, number>>({
       pending: 2,
       awaiting_review: 0,
       submitting: 0,
@@ -146,66 +158,74 @@ describe('queries', () => {
       lost: 0,
       skipped: 0,
     });
-    expect(store.tasksByState('r1', ['submitted', 'pending']).map((t) => t.taskId)).toEqual(['a', 'b', 'c']);
+    expect(store.tasks.tasksByState('r1', ['submitted', 'pending']).map((t) => t.taskId)).toEqual([
+      'a',
+      'b',
+      'c',
+    ]);
   });
 
   it('hands out for polling only submitted or running tasks whose next poll is due', () => {
     const store = ctx.store();
     const clock = ctx.clock();
-    store.upsertTasks('r1', [task('a'), task('b'), task('c'), task('d')]);
+    store.tasks.upsertTasks('r1', [task('a'), task('b'), task('c'), task('d')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
     submit(store, 'r1', 'b', 'uuid-b', 3);
     submit(store, 'r1', 'c', 'uuid-c', 3);
-    store.recordJobStatus('uuid-c', 'success', {}, 'poll');
+    store.jobs.recordJobStatus('uuid-c', 'success', {}, 'poll');
 
-    expect(store.tasksToWatch('r1').map((t) => t.taskId)).toEqual(['a', 'b']);
+    expect(store.tasks.tasksToWatch('r1').map((t) => t.taskId)).toEqual(['a', 'b']);
     const t0 = clock.now();
-    store.notePolled('r1', 'a', new Date(t0.getTime() + 5_000));
-    store.notePolled('r1', 'b', new Date(t0.getTime() + 10_000));
-    expect(store.tasksToWatch('r1')).toEqual([]);
-    expect(store.nextPollAt('r1')).toEqual(new Date(t0.getTime() + 5_000));
+    store.tasks.notePolled('r1', 'a', new Date(t0.getTime() + 5_000));
+    store.tasks.notePolled('r1', 'b', new Date(t0.getTime() + 10_000));
+    expect(store.tasks.tasksToWatch('r1')).toEqual([]);
+    expect(store.tasks.nextPollAt('r1')).toEqual(new Date(t0.getTime() + 5_000));
 
     clock.advance(5_000);
-    expect(store.tasksToWatch('r1').map((t) => t.taskId)).toEqual(['a']);
-    expect(store.getTask('r1', 'a')).toMatchObject({ pollCount: 1, lastPolledAt: t0 });
+    expect(store.tasks.tasksToWatch('r1').map((t) => t.taskId)).toEqual(['a']);
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({ pollCount: 1, lastPolledAt: t0 });
     clock.advance(5_000);
-    expect(store.tasksToWatch('r1').map((t) => t.taskId)).toEqual(['a', 'b']);
-    store.setNextPoll('r1', 'a', new Date(t0.getTime() + 60_000));
-    expect(store.tasksToWatch('r1').map((t) => t.taskId)).toEqual(['b']);
+    expect(store.tasks.tasksToWatch('r1').map((t) => t.taskId)).toEqual(['a', 'b']);
+    store.tasks.setNextPoll('r1', 'a', new Date(t0.getTime() + 60_000));
+    expect(store.tasks.tasksToWatch('r1').map((t) => t.taskId)).toEqual(['b']);
   });
 
   it('marks a downloaded task done, and refuses done for a task whose job has not succeeded', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), task('b')]);
+    store.tasks.upsertTasks('r1', [task('a'), task('b')]);
     submit(store, 'r1', 'a', 'uuid-a', 3);
     submit(store, 'r1', 'b', 'uuid-b', 3);
-    store.recordJobStatus('uuid-a', 'success', {}, 'poll');
-    store.markDone('r1', 'a');
-    expect(store.getTask('r1', 'a')).toMatchObject({ state: 'done', finishedAt: ctx.clock().now() });
-    expect(() => store.markDone('r1', 'b')).toThrow('run r1: task b: cannot move from submitted to done');
+    store.jobs.recordJobStatus('uuid-a', 'success', {}, 'poll');
+    store.tasks.markDone('r1', 'a');
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({ state: 'done', finishedAt: ctx.clock().now() });
+    expect(() => store.tasks.markDone('r1', 'b')).toThrow(
+      'run r1: task b: cannot move from submitted to done',
+    );
   });
 
   it('requeues in-doubt tasks only on request, and only from the states asked for', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a'), task('b')]);
-    const attempt = store.recordSubmitIntent('r1', 'a');
-    store.recordInDoubt('r1', 'a', attempt, { message: 'timeout after sending' });
+    store.tasks.upsertTasks('r1', [task('a'), task('b')]);
+    const attempt = store.submissions.recordSubmitIntent('r1', 'a');
+    store.submissions.recordInDoubt('r1', 'a', attempt, { message: 'timeout after sending' });
     submit(store, 'r1', 'b', 'uuid-b', 3);
-    expect(store.requeueTasks('r1', ['a', 'b'], ['in_doubt'])).toEqual(['a']);
-    expect(store.getTask('r1', 'a')).toMatchObject({ state: 'pending', error: null });
-    expect(store.getTask('r1', 'b')?.state).toBe('submitted');
+    expect(store.tasks.requeueTasks('r1', ['a', 'b'], ['in_doubt'])).toEqual(['a']);
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({ state: 'pending', error: null });
+    expect(store.tasks.getTask('r1', 'b')?.state).toBe('submitted');
   });
 
   it('blocks and unblocks a pending task', () => {
     const store = ctx.store();
-    store.upsertTasks('r1', [task('a')]);
-    store.markBlocked('r1', 'a', 'over budget: raise `budget` or use --allow-partial');
-    expect(store.getTask('r1', 'a')).toMatchObject({
+    store.tasks.upsertTasks('r1', [task('a')]);
+    store.tasks.markBlocked('r1', 'a', 'over budget: raise `budget` or use --allow-partial');
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({
       state: 'blocked',
       error: expect.stringContaining('budget'),
     });
-    expect(() => store.recordSubmitIntent('r1', 'a')).toThrow('cannot move from blocked to submitting');
-    store.unblock('r1', 'a');
-    expect(store.getTask('r1', 'a')?.state).toBe('pending');
+    expect(() => store.submissions.recordSubmitIntent('r1', 'a')).toThrow(
+      'cannot move from blocked to submitting',
+    );
+    store.tasks.unblock('r1', 'a');
+    expect(store.tasks.getTask('r1', 'a')?.state).toBe('pending');
   });
 });

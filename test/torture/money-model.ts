@@ -95,7 +95,7 @@ class Submit implements Cmd {
     const fits = committed(m) - has + Math.max(has, t.price) <= m.budget;
     let refused = false;
     try {
-      r.conns[this.conn % r.conns.length]?.recordSubmitIntent(RUN, t.id);
+      r.conns[this.conn % r.conns.length]?.submissions.recordSubmitIntent(RUN, t.id);
     } catch (error) {
       if (!(error instanceof OverBudgetError)) throw error;
       refused = true;
@@ -122,7 +122,7 @@ class Answer implements Cmd {
     const t = taskOf(m, this.task);
     const cost = Math.floor((t.price * this.share) / 100);
     const imgUuid = `job-${++m.jobs}`;
-    r.conns[this.conn % r.conns.length]?.recordSubmitted(RUN, t.id, t.attemptNo, {
+    r.conns[this.conn % r.conns.length]?.submissions.recordSubmitted(RUN, t.id, t.attemptNo, {
       imgUuid,
       cost: fromMicro(cost),
       keyFingerprint: FP,
@@ -142,7 +142,7 @@ class Lost implements Cmd {
   check = (m: Readonly<Model>) => taskOf(m as Model, this.task).state === 'submitting';
   run(m: Model, r: Real): void {
     const t = taskOf(m, this.task);
-    r.conns[0]?.recordInDoubt(RUN, t.id, t.attemptNo, { message: 'connection reset' });
+    r.conns[0]?.submissions.recordInDoubt(RUN, t.id, t.attemptNo, { message: 'connection reset' });
     t.state = 'in_doubt';
     if (t.open) t.open.state = 'doubt';
   }
@@ -158,7 +158,7 @@ class NotCharged implements Cmd {
   check = (m: Readonly<Model>) => taskOf(m as Model, this.task).state === 'submitting';
   run(m: Model, r: Real): void {
     const t = taskOf(m, this.task);
-    r.conns[0]?.recordNotCharged(RUN, t.id, t.attemptNo, {
+    r.conns[0]?.submissions.recordNotCharged(RUN, t.id, t.attemptNo, {
       outcome: this.rejected ? 'rejected' : 'not_charged',
       message: this.rejected ? 'bad prompt' : 'service unavailable',
     });
@@ -178,11 +178,11 @@ class FailAndRetry implements Cmd {
   run(m: Model, r: Real): void {
     const t = taskOf(m, this.task);
     const store = r.conns[0] as Store;
-    const result = store.recordJobStatus(t.imgUuid ?? '', 'failed', { status: 'failed' }, 'poll');
+    const result = store.jobs.recordJobStatus(t.imgUuid ?? '', 'failed', { status: 'failed' }, 'poll');
     if (result.refunded === null) throw new Error(`no refund for ${t.id}`);
     m.refunded += micro(result.refunded);
     t.state = 'failed';
-    if (this.retry && store.requeueTasks(RUN, [t.id], ['failed']).length === 1) {
+    if (this.retry && store.tasks.requeueTasks(RUN, [t.id], ['failed']).length === 1) {
       t.state = 'pending';
       t.asks++;
     }
@@ -197,8 +197,8 @@ class Complete implements Cmd {
   run(m: Model, r: Real): void {
     const t = taskOf(m, this.task);
     const store = r.conns[1 % r.conns.length] as Store;
-    store.recordJobStatus(t.imgUuid ?? '', 'completed', { status: 'completed' }, 'poll');
-    store.markDone(RUN, t.id);
+    store.jobs.recordJobStatus(t.imgUuid ?? '', 'completed', { status: 'completed' }, 'poll');
+    store.tasks.markDone(RUN, t.id);
     t.state = 'done';
   }
   toString = () => `complete(t${this.task})`;
@@ -220,7 +220,7 @@ class Reroll implements Cmd {
     const need = ts.reduce((n, t) => n + t.price, 0);
     const fits = committed(m) + need <= m.budget;
     const store = r.conns[this.conn % r.conns.length] as Store;
-    const outcomes = store.decideMany(
+    const outcomes = store.reviews.decideMany(
       RUN,
       ts.map((t) => ({ taskId: t.id, req: { verdict: 'reroll' as const, by: 'model' } })),
     );
@@ -248,7 +248,10 @@ class Decide implements Cmd {
   };
   run(m: Model, r: Real): void {
     const t = taskOf(m, this.task);
-    const out = r.conns[2 % r.conns.length]?.decide(RUN, t.id, { verdict: this.verdict, by: 'model' });
+    const out = r.conns[2 % r.conns.length]?.reviews.decide(RUN, t.id, {
+      verdict: this.verdict,
+      by: 'model',
+    });
     if (!out?.ok) throw new Error(`${this.verdict} ${t.id} refused`);
     t.verdict = this.verdict === 'approve' ? 'approved' : 'rejected';
   }
@@ -261,7 +264,7 @@ class RetryInDoubt implements Cmd {
   check = (m: Readonly<Model>) => taskOf(m as Model, this.task).state === 'in_doubt';
   run(m: Model, r: Real): void {
     const t = taskOf(m, this.task);
-    if (r.conns[1 % r.conns.length]?.requeueTasks(RUN, [t.id], ['in_doubt']).length !== 1) {
+    if (r.conns[1 % r.conns.length]?.tasks.requeueTasks(RUN, [t.id], ['in_doubt']).length !== 1) {
       throw new Error(`${t.id} not requeued`);
     }
     t.state = 'pending';
@@ -278,7 +281,7 @@ class Adopt implements Cmd {
   run(m: Model, r: Real): void {
     const t = taskOf(m, this.task);
     const imgUuid = `job-${++m.jobs}`;
-    const ok = r.conns[0]?.adoptInDoubt(RUN, t.id, {
+    const ok = r.conns[0]?.submissions.adoptInDoubt(RUN, t.id, {
       imgUuid,
       cost: undefined,
       listPrice: fromMicro(t.price),
@@ -312,7 +315,7 @@ class Kill implements Cmd {
     raw.prepare('UPDATE run_money SET budget = budget * 1000 WHERE run_id = ?').run(RUN);
     // Gone without a commit, as a process killed in the middle of its transaction.
     raw.close();
-    r.conns[1 % r.conns.length]?.recoverInterruptedSubmissions(RUN);
+    r.conns[1 % r.conns.length]?.submissions.recoverInterruptedSubmissions(RUN);
     for (const u of m.tasks) {
       if (u.state !== 'submitting') continue;
       u.state = 'in_doubt';
@@ -338,15 +341,15 @@ function check(m: Model, r: Real): void {
   }
   if (f.committed > m.budget) throw new Error(`committed ${f.committed} over the budget ${m.budget}`);
   for (const t of m.tasks) {
-    const charges = store.chargedAttempts(RUN, t.id);
+    const charges = store.submissions.chargedAttempts(RUN, t.id);
     if (charges !== t.charges || charges > t.asks) {
       throw new Error(`${t.id}: ${charges} charges for ${t.asks} asks (model ${t.charges})`);
     }
-    const state = store.getTask(RUN, t.id)?.state;
+    const state = store.tasks.getTask(RUN, t.id)?.state;
     if (state !== t.state && !(t.state === 'submitted' && state === 'running')) {
       throw new Error(`${t.id}: store ${state}, model ${t.state}`);
     }
-    const open = store.heldFor(RUN, t.id);
+    const open = store.reservations.heldFor(RUN, t.id);
     const mayHold = t.state === 'submitting' || (t.state === 'pending' && t.open !== undefined);
     if (open > 0 && !mayHold) throw new Error(`${t.id} is ${t.state} and holds ${open}`);
   }
@@ -422,14 +425,14 @@ export function runMoneyModel(runs: number, seed: number, backend: Backend = SQL
     try {
       const first = conns[0] as Store;
       const budget = setup.budget * 50_000;
-      first.createRun({
+      first.runs.createRun({
         id: RUN,
         manifestPath: '/m/model.yaml',
         manifestName: 'model',
         settings: { budget: fromMicro(budget) },
       });
       const prices = setup.prices.map((p) => p * 50_000);
-      first.upsertTasks(
+      first.tasks.upsertTasks(
         RUN,
         prices.map((p, i) => newTask(`t${i}`, p, setup.reviewed[i] === true)),
       );

@@ -48,7 +48,7 @@ export async function balanceCommand(opts: { json?: boolean }, ctx: BalanceConte
       balanceError,
       fingerprint,
       period: periodOf(now),
-      ledger: (store?.spendByPeriod() ?? []).map((p) => ({
+      ledger: (store?.ledger.spendByPeriod() ?? []).map((p) => ({
         period: p.period,
         key_fingerprint: p.keyFingerprint,
         charged: roundTokens(p.charged),

@@ -28,7 +28,7 @@ export async function reportCommand(
   const { io } = ctx;
   const store = openExistingStore(ctx);
   try {
-    const runs = () => store?.listRuns() ?? [];
+    const runs = () => store?.runs.listRuns() ?? [];
     const id = askedRun(asked, opts, io.env, runs, ctx.statePath) ?? runs()[0]?.id;
     if (id === undefined) {
       throw new ExitError(
@@ -36,7 +36,7 @@ export async function reportCommand(
         `no runs yet in ${ctx.statePath}: start one with \`mediabatch run <manifest>\`, then report on it`,
       );
     }
-    const run = store?.getRun(id);
+    const run = store?.runs.getRun(id);
     if (store === undefined || run === undefined) throw unknownRunError(id, store, ctx.statePath);
     const folder = runFolder(run, io.cwd);
     if (isBucketLocation(folder)) return await bucketReport(store, run, folder, opts, ctx);

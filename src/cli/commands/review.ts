@@ -33,7 +33,7 @@ const PAST: Record<Verdict, string> = { approve: 'approved', reject: 'rejected',
 export async function reviewCommand(runId: string, flags: ReviewFlags, ctx: ReadContext): Promise<number> {
   const store = openExistingStore(ctx);
   try {
-    const run = store?.getRun(runId);
+    const run = store?.runs.getRun(runId);
     if (store === undefined || run === undefined) throw unknownRunError(runId, store, ctx.statePath);
     const inv = runInvocation(run, ctx);
     const asked = (['approve', 'reject', 'reroll'] as const).filter((v) => flags[v] !== undefined);
@@ -49,7 +49,15 @@ export async function reviewCommand(runId: string, flags: ReviewFlags, ctx: Read
       const note = flags.note !== undefined ? { note: flags.note } : {};
       outcomes.push(...(await decide(store, runId, taskIds, verdict, note)));
     }
-    return printOutcomes(store, inv, outcomes, price, flags, ctx, store.countTasksByState(runId).pending);
+    return printOutcomes(
+      store,
+      inv,
+      outcomes,
+      price,
+      flags,
+      ctx,
+      store.tasks.countTasksByState(runId).pending,
+    );
   } finally {
     store?.close();
   }

@@ -98,7 +98,7 @@ export async function scheduleCommand(
       const summary = await scheduler.finished();
       if (summary.interrupted.length > 0) {
         const commands = summary.interrupted.map((id) => {
-          const run = store.getRun(id);
+          const run = store.runs.getRun(id);
           return run === undefined ? id : `\`${commandLine(runInvocation(run, ctx), { command: 'run' })}\``;
         });
         throw new ExitError(
@@ -187,14 +187,14 @@ async function fireRun(
       const period = periodOf(firing.at);
       const decision = checkPeriodBudget({
         cap: settings.budgetPerPeriod,
-        spent: store.manifestSpent(firing.manifestPath, period).net,
+        spent: store.ledger.manifestSpent(firing.manifestPath, period).net,
         worstCase: worstCase(store, runId, plan.rows()),
         period,
       });
       if (!decision.ok && !flags.allowPartial)
         return { outcome: 'refused', runId, message: decision.message };
       // The run itself stops at what is left of the period's cap (its own earlier charges count as its own).
-      budgetCap = decision.remaining + (store.getRun(runId) ? store.runSpent(runId).net : 0);
+      budgetCap = decision.remaining + (store.runs.getRun(runId) ? store.ledger.runSpent(runId).net : 0);
     }
     if (firing.stopping.aborted) {
       return { outcome: 'not-started', runId, message: 'not started: mediabatch schedule is stopping' };

@@ -29,9 +29,9 @@ export async function statusCommand(
 ): Promise<number> {
   const store = openExistingStore(ctx);
   try {
-    const runId = askedRun(asked, opts, ctx.io.env, () => store?.listRuns() ?? [], ctx.statePath);
+    const runId = askedRun(asked, opts, ctx.io.env, () => store?.runs.listRuns() ?? [], ctx.statePath);
     if (runId === undefined) return listRuns(store, opts, ctx);
-    const run = store?.getRun(runId);
+    const run = store?.runs.getRun(runId);
     if (store === undefined || run === undefined) throw unknownRunError(runId, store, ctx.statePath);
     return showRun(store, run, opts, ctx);
   } finally {
@@ -41,9 +41,9 @@ export async function statusCommand(
 
 function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadContext): number {
   const { io } = ctx;
-  const runs = (store?.listRuns() ?? []).map((run) => {
-    const counts = store?.countTasksByState(run.id) ?? emptyTaskCounts();
-    const spent = store?.runTotals(run.id) ?? { charged: 0, refunded: 0, net: 0 };
+  const runs = (store?.runs.listRuns() ?? []).map((run) => {
+    const counts = store?.tasks.countTasksByState(run.id) ?? emptyTaskCounts();
+    const spent = store?.reportReads.runTotals(run.id) ?? { charged: 0, refunded: 0, net: 0 };
     // A run recorded as running with nobody alive holding it (kill -9) is shown as interrupted.
     const shown = store ? { ...run, state: shownRunState(store, run, io.now()) } : run;
     return { run: shown, counts, spent };

@@ -165,7 +165,7 @@ const RESUMABLE: ReadonlySet<StopReason> = new Set<StopReason>([
 
 /** The run's invocation as this `run` reached it (its state file, its config, its recorded flags). */
 export function invocationOfDrive(a: DriveArgs): RunInvocation {
-  const run = a.session.store.getRun(a.session.runId);
+  const run = a.session.store.runs.getRun(a.session.runId);
   if (run === undefined) throw new Error(`internal: run ${a.session.runId} is not in the state file`);
   return runInvocation(run, a.ctx);
 }

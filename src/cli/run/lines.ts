@@ -39,7 +39,7 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
   const settings = plan.settings;
   /** The commands printed about this run (or another one of this state file) carry its flags. */
   const inv = (id = runId): RunInvocation => {
-    const run = session.store.getRun(id);
+    const run = session.store.runs.getRun(id);
     if (run === undefined) throw new Error(`internal: run ${id} is not in the state file`);
     return runInvocation(run, a.ctx);
   };
@@ -146,7 +146,7 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
         );
     },
     summary(counts: Record<TaskState, number>, code: number) {
-      const spent = session.store.runSpent(runId);
+      const spent = session.store.ledger.runSpent(runId);
       const { charged, refunded, net } = spent;
       event(stamp({ event: 'summary', counts, charged, refunded, net, exit_code: code }, runId, io.now()));
     },
@@ -156,7 +156,9 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       out('');
       out(`Run ${runId}: ${describeCounts(result.counts)}`);
       // Chained tasks are priced exactly once their upstreams are done: the estimate tightens as they go.
-      const now = session.store.hasChains(runId) ? session.store.runTotals(runId).estimated : undefined;
+      const now = session.store.chains.hasChains(runId)
+        ? session.store.reportReads.runTotals(runId).estimated
+        : undefined;
       const estimated =
         now === undefined || fmtTokens(now) === fmtTokens(plan.totals.tokens)
           ? `estimated ${fmtTokens(plan.totals.tokens)}`

@@ -93,7 +93,7 @@ export class RunCore {
     this.downloadLimit = pLimit(opts.downloadConcurrency);
     this.durations = new JobDurations(opts.jobTimeScale ?? 1);
     this.writes = new WriteQueue(deps.store);
-    this.chained = deps.store.hasChains(opts.runId);
+    this.chained = deps.store.chains.hasChains(opts.runId);
     this.#measure = deps.measure;
     // Every download and sleep listens on these; dozens at once are expected, not a leak.
     setMaxListeners(0, this.halt.signal, this.stopSubmitting.signal);
@@ -166,7 +166,7 @@ export class RunCore {
     if (!final && now - this.#lastProgressAt < 200) return;
     this.#lastProgressAt = now;
     this.deps.onProgress({
-      counts: this.deps.store.countTasksByState(this.opts.runId),
+      counts: this.deps.store.tasks.countTasksByState(this.opts.runId),
       charged: this.money.charged,
       refunded: this.money.refunded,
       inFlight: this.money.slots,

@@ -81,7 +81,9 @@ export class Fetcher {
   async unfetched(watched: Watched, reason: string, local: boolean): Promise<void> {
     const core = this.#core;
     const taskId = watched.task.taskId;
-    await core.writes.write(() => core.deps.store.moveTask(core.opts.runId, taskId, 'unfetched', reason));
+    await core.writes.write(() =>
+      core.deps.store.tasks.moveTask(core.opts.runId, taskId, 'unfetched', reason),
+    );
     core.emit({ event: 'unfetched', task: taskId, reason });
     core.log.error({ task: taskId, img_uuid: watched.task.imgUuid }, reason);
     // The disk will not get better by itself: paying for more results that cannot be written is pointless.
@@ -98,7 +100,7 @@ export class Fetcher {
     const body = JSON.parse(task.wireBody) as RequestBody;
     const plan = planResults(watched.entry, body, first.json, core.policy.maxResultItems);
     if (task.state === 'unfetched') {
-      await core.writes.write(() => store.moveTask(runId, task.taskId, 'downloading', null));
+      await core.writes.write(() => store.tasks.moveTask(runId, task.taskId, 'downloading', null));
     }
     if (plan.files.length === 0) {
       await this.unfetched(watched, `the job's results cannot be used: ${plan.problems.join('; ')}`, false);
@@ -113,8 +115,8 @@ export class Fetcher {
     if (!(await this.#writeJobFiles(job, jobFile))) return;
     // The files and the task's end in one commit: a task is done exactly when all its files are recorded.
     await core.writes.write(() => {
-      for (const file of done.files) store.recordFile(runId, task.taskId, file);
-      store.markDone(runId, task.taskId);
+      for (const file of done.files) store.files.recordFile(runId, task.taskId, file);
+      store.tasks.markDone(runId, task.taskId);
     });
     // Its links just worked: a downstream submitted soon can take them without asking the service again.
     if (core.chained) core.upstreamRecords.remember(job.record.img_uuid, job.record, core.now());
@@ -224,7 +226,7 @@ export class Fetcher {
       if (fetched.type === 'halted') return undefined;
       if (fetched.type === 'lost') {
         await core.writes.write(() =>
-          core.deps.store.moveTask(core.opts.runId, task.taskId, 'lost', fetched.reason),
+          core.deps.store.tasks.moveTask(core.opts.runId, task.taskId, 'lost', fetched.reason),
         );
         core.emit({ event: 'lost', task: task.taskId, reason: fetched.reason });
         core.log.error({ task: task.taskId, img_uuid: task.imgUuid }, fetched.reason);

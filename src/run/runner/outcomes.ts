@@ -89,7 +89,7 @@ export const OUTCOME_RULES: { readonly [K in OutcomeType]: Rule<OutcomeOf<K>> } 
     learn({ core }, { outcome }) {
       if (outcome.used === undefined || outcome.quota === undefined) return;
       core.quota = { used: outcome.used, quota: outcome.quota, period: outcome.period ?? 'monthly' };
-      core.deps.store.recordQuota(core.deps.keyFingerprint, core.quota);
+      core.deps.store.ledger.recordQuota(core.deps.keyFingerprint, core.quota);
     },
     stops: {
       how: 'stop',
@@ -118,7 +118,7 @@ export async function recordOutcome(parts: OutcomeParts, answer: Answer): Promis
   const { task, outcome } = answer;
   const httpStatus = rule.httpStatus?.(outcome);
   await core.writes.write(() =>
-    store.recordNotCharged(core.opts.runId, task.taskId, answer.attemptNo, {
+    store.submissions.recordNotCharged(core.opts.runId, task.taskId, answer.attemptNo, {
       outcome: rule.recordAs,
       message: `${rule.message(outcome)}${answer.ref}`,
       ...(rule.code !== undefined && { code: rule.code }),
@@ -144,13 +144,13 @@ async function recordAccepted(
   const id = task.taskId;
   const listPrice = task.estimate.max;
   const recorded = await core.writes.write(() => {
-    const r = store.recordSubmitted(runId, id, attemptNo, {
+    const r = store.submissions.recordSubmitted(runId, id, attemptNo, {
       imgUuid: outcome.imgUuid,
       cost: outcome.cost,
       listPrice,
       keyFingerprint,
     });
-    return { r, fresh: store.getTask(runId, id) };
+    return { r, fresh: store.tasks.getTask(runId, id) };
   });
   if (recorded.r.state === 'in_doubt') {
     core.emit({ event: 'in_doubt', task: id, reason: recorded.r.message });
@@ -165,7 +165,7 @@ async function recordAccepted(
     img_uuid: outcome.imgUuid,
     cost: outcome.cost ?? listPrice,
     cost_assumed: outcome.cost === undefined,
-    attempt: store.chargedAttempts(runId, id),
+    attempt: store.submissions.chargedAttempts(runId, id),
   });
   if (outcome.cost === undefined) {
     core.log.warn(
@@ -191,7 +191,9 @@ async function recordInDoubt(
 ): Promise<AfterAnswer> {
   const id = task.taskId;
   await core.writes.write(() =>
-    core.deps.store.recordInDoubt(core.opts.runId, id, attemptNo, { message: `${outcome.reason}${ref}` }),
+    core.deps.store.submissions.recordInDoubt(core.opts.runId, id, attemptNo, {
+      message: `${outcome.reason}${ref}`,
+    }),
   );
   core.emit({ event: 'in_doubt', task: id, reason: outcome.reason });
   // A callback for this task may have come before its answer was given up on.

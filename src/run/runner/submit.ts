@@ -76,7 +76,7 @@ export class Submitter {
         }
         const entry = findEntry(task.model);
         if (!entry) {
-          store.markBlocked(
+          store.tasks.markBlocked(
             runId,
             task.taskId,
             `unknown model ${task.model}: this mediabatch does not know it`,
@@ -101,7 +101,7 @@ export class Submitter {
   #nextBatch() {
     const core = this.#core;
     const { incoming } = core.opts;
-    const batch = core.deps.store
+    const batch = core.deps.store.tasks
       .nextPending(
         core.opts.runId,
         core.opts.concurrency * 2 + core.claimed.size + this.#skipped.size,
@@ -157,17 +157,17 @@ export class Submitter {
   #awaitsDecision(): boolean {
     const core = this.#core;
     if (core.opts.waitForReview !== true || core.stopSubmitting.signal.aborted) return false;
-    return core.deps.store.countAwaitingReview(core.opts.runId) > 0;
+    return core.deps.store.reviews.countAwaiting(core.opts.runId) > 0;
   }
 
   /** Until someone decides anything (the store's decision mark moves), or the run is stopped. */
   async #waitForDecision(): Promise<void> {
     const core = this.#core;
     const { store } = core.deps;
-    const mark = store.decisionMark();
+    const mark = store.reviews.decisionMark();
     // Said at once, not throttled: the last frame before the wait must not show tasks in flight.
-    core.progress(true, store.countAwaitingReview(core.opts.runId));
-    while (store.decisionMark() === mark && !core.stopSubmitting.signal.aborted) {
+    core.progress(true, store.reviews.countAwaiting(core.opts.runId));
+    while (store.reviews.decisionMark() === mark && !core.stopSubmitting.signal.aborted) {
       await core.sleep(core.opts.reviewPollMs ?? REVIEW_POLL_MS, core.stopSubmitting.signal);
     }
   }
@@ -180,10 +180,10 @@ export class Submitter {
   #watchDecisions(): () => void {
     const core = this.#core;
     const { store } = core.deps;
-    if (!store.hasReviewed(core.opts.runId)) return () => {};
-    let mark = store.decisionMark();
+    if (!store.reviews.hasReviewed(core.opts.runId)) return () => {};
+    let mark = store.reviews.decisionMark();
     const timer = setInterval(() => {
-      const now = store.isOpen ? store.decisionMark() : mark;
+      const now = store.isOpen ? store.reviews.decisionMark() : mark;
       if (now === mark) return;
       mark = now;
       core.wakeSubmitter();
@@ -204,9 +204,9 @@ export class Submitter {
     if (core.stopSubmitting.signal.aborted) return false;
     const working = (taskId: string) =>
       core.claimed.has(taskId) && core.watched.get(taskId)?.stalled !== true;
-    const blocked = store.blockDownstreams(runId, (id) => core.claimed.has(id));
+    const blocked = store.chains.blockDownstreams(runId, (id) => core.claimed.has(id));
     core.blocked(blocked);
-    return store.waitingOnActive(runId).some((w) => working(w.upstreamId));
+    return store.chains.waitingOnActive(runId).some((w) => working(w.upstreamId));
   }
 
   /** --limit, then whether the task's worst case fits what is left of the budget even with nothing in flight. */
@@ -357,7 +357,9 @@ export class Submitter {
     const core = this.#core;
     const { store } = core.deps;
     try {
-      const attemptNo = await core.writes.write(() => store.recordSubmitIntent(core.opts.runId, task.taskId));
+      const attemptNo = await core.writes.write(() =>
+        store.submissions.recordSubmitIntent(core.opts.runId, task.taskId),
+      );
       core.money.reserved(taskMax);
       return attemptNo;
     } catch (error) {
@@ -396,13 +398,13 @@ export class Submitter {
     }
     if (prepared.type === 'ready') return prepared.task;
     if (prepared.type === 'rejected') {
-      await core.writes.write(() => store.rejectUnsent(runId, task.taskId, prepared.reason));
+      await core.writes.write(() => store.chains.rejectUnsent(runId, task.taskId, prepared.reason));
       core.emit({ event: 'rejected', task: task.taskId, message: prepared.reason });
       core.log.warn({ task: task.taskId, reason: prepared.reason }, 'chained task not sent');
     } else {
       this.#skipped.add(task.taskId);
       await core.writes.write(() =>
-        store.setTaskError(runId, task.taskId, `not submitted yet: ${prepared.reason}`),
+        store.tasks.setTaskError(runId, task.taskId, `not submitted yet: ${prepared.reason}`),
       );
     }
     core.releaseSlot(task.taskId);
@@ -412,7 +414,7 @@ export class Submitter {
 
   async #keepEarlier(task: TaskRecord): Promise<void> {
     const { store } = this.#core.deps;
-    const run = store.getRun(this.#core.opts.runId);
+    const run = store.runs.getRun(this.#core.opts.runId);
     if (run !== undefined) await finishEarlierResult(store, run, task.taskId, this.#core.opts.bucket);
   }
 
@@ -420,7 +422,7 @@ export class Submitter {
     const core = this.#core;
     this.#skipped.add(task.taskId);
     const reason = outcome.type === 'retryable' ? outcome.reason : outcome.type;
-    core.deps.store.setTaskError(
+    core.deps.store.tasks.setTaskError(
       core.opts.runId,
       task.taskId,
       `not submitted after ${attempts} attempts: ${reason}`,

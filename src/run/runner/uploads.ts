@@ -196,7 +196,7 @@ export async function runInputLinks(
 ): Promise<RunnerOptions['inputLinks']> {
   const requests: Array<{ body: Record<string, unknown>; mediaKinds: Map<string, MediaKind> }> = [];
   // Only the pending requests that mention a file are read: a run of a million tasks is not loaded.
-  for (const task of store.pendingRequestsWith(runId, 'file')) {
+  for (const task of store.uploads.pendingRequestsWith(runId, 'file')) {
     if (!task.body.includes('file:') && !task.body.includes('"file"')) continue;
     const body = JSON.parse(task.body) as Record<string, unknown>;
     const entry = findEntry(task.model);
@@ -204,8 +204,8 @@ export async function runInputLinks(
   }
   const where = `${storage?.config.endpoint ?? 'aws'} ${storage?.config.bucket ?? ''}`;
   const known: UploadOptions['known'] = {
-    has: (key, sha256, bytes) => store.hasUpload(where, key, sha256, bytes),
-    record: (key, sha256, bytes) => store.recordUpload({ storage: where, key, sha256, bytes }),
+    has: (key, sha256, bytes) => store.uploads.hasUpload(where, key, sha256, bytes),
+    record: (key, sha256, bytes) => store.uploads.recordUpload({ storage: where, key, sha256, bytes }),
   };
   return prepareLocalInputs(storage, dir, localInputsOf(requests), { known, ...opts });
 }

@@ -44,11 +44,11 @@ export async function prepareChained(
   const paths = referencesIn(planned);
   if (paths.size === 0) return { type: 'ready', task };
 
-  const links = store.upstreamsOf(runId, task.taskId);
+  const links = store.chains.upstreamsOf(runId, task.taskId);
   const names = links.some((l) => l.name !== SINGLE) ? links.map((l) => l.name) : undefined;
   const upstreams = new Map<string, UpstreamResult>();
   for (const link of links) {
-    const up = store.getTask(runId, link.upstreamId);
+    const up = store.tasks.getTask(runId, link.upstreamId);
     if (up === undefined || up.state !== 'done' || up.imgUuid === null) {
       return { type: 'later', reason: `waits for ${link.upstreamId}, which is not done` };
     }
@@ -95,7 +95,7 @@ export async function prepareChained(
   if (media.notes.length > 0) estimate.basis = `${estimate.basis}; ${media.notes.join('; ')}`;
   const wire = toWireBody(entry, body);
   const ready = await core.writes.write(() =>
-    store.fillIn(runId, task.taskId, JSON.stringify(wire), estimate),
+    store.chains.fillIn(runId, task.taskId, JSON.stringify(wire), estimate),
   );
   // The run's estimate tightens as the plan's range of this task becomes its exact price.
   core.money.estimateMoved(toMicro(ready.estimate.tokens) - toMicro(task.estimate.tokens));

@@ -209,7 +209,7 @@ export class Watcher {
     const core = this.#core;
     const { store, client, keyFingerprint } = core.deps;
     const { runId } = core.opts;
-    const task = store.getTask(runId, taskId);
+    const task = store.tasks.getTask(runId, taskId);
     if (task?.state !== 'in_doubt' || this.#adopting.has(taskId)) return true;
     const entry = findEntry(task.model);
     if (!entry) return true;
@@ -220,7 +220,12 @@ export class Watcher {
       if (outcome.value.img_uuid !== imgUuid) return true;
       const listPrice = task.estimate.max;
       const adopted = await core.writes.write(() =>
-        store.adoptInDoubt(runId, taskId, { imgUuid, cost: undefined, listPrice, keyFingerprint }),
+        store.submissions.adoptInDoubt(runId, taskId, {
+          imgUuid,
+          cost: undefined,
+          listPrice,
+          keyFingerprint,
+        }),
       );
       if (!adopted) return true;
       core.counters.recovered++;
@@ -230,7 +235,7 @@ export class Watcher {
         { task: taskId, img_uuid: imgUuid },
         'recovered from doubt: a callback proved the job exists',
       );
-      const fresh = store.getTask(runId, taskId);
+      const fresh = store.tasks.getTask(runId, taskId);
       if (!fresh) return true;
       this.watch(fresh, 1, true, entry);
       const watched = core.watched.get(taskId);
@@ -321,7 +326,7 @@ export class Watcher {
         // Right after a submission the service may not know the job yet: waited on for a window of time.
         if (withinNotFoundWindow(core, watched)) break;
         const message = `the API does not know job ${imgUuid} (${outcome.message}); it stays ${watched.task.state} for a later run`;
-        await core.writes.write(() => core.deps.store.setTaskError(core.opts.runId, taskId, message));
+        await core.writes.write(() => core.deps.store.tasks.setTaskError(core.opts.runId, taskId, message));
         core.log.error({ task: taskId, img_uuid: imgUuid }, 'job unknown to the API; stopped watching it');
         this.unwatch(taskId);
         return undefined;
@@ -351,7 +356,7 @@ export class Watcher {
   #countLastLook(taskId: string): void {
     const core = this.#core;
     core.writes
-      .write(() => core.deps.store.notePolled(core.opts.runId, taskId, new Date(core.now())))
+      .write(() => core.deps.store.tasks.notePolled(core.opts.runId, taskId, new Date(core.now())))
       .catch((error: unknown) =>
         core.log.debug({ task: taskId, err: error }, 'poll bookkeeping not recorded'),
       );
@@ -361,7 +366,7 @@ export class Watcher {
   #lookAgain(taskId: string, at: number): void {
     const core = this.#core;
     core.writes
-      .write(() => core.deps.store.notePolled(core.opts.runId, taskId, new Date(at)))
+      .write(() => core.deps.store.tasks.notePolled(core.opts.runId, taskId, new Date(at)))
       .catch((error: unknown) =>
         core.log.debug({ task: taskId, err: error }, 'poll bookkeeping not recorded'),
       );
@@ -375,7 +380,7 @@ export class Watcher {
     const status = record.status;
     const phase = jobPhase(status);
     const result = await core.writes.write(() =>
-      core.deps.store.recordJobStatus(watched.task.imgUuid ?? '', status, record, source),
+      core.deps.store.jobs.recordJobStatus(watched.task.imgUuid ?? '', status, record, source),
     );
     if (!result.knownStatus) {
       this.#warnOnce(
@@ -387,7 +392,7 @@ export class Watcher {
       );
     }
     this.#learn(watched, record, phase === 'success', result.moved);
-    const state = result.to ?? core.deps.store.getTask(core.opts.runId, taskId)?.state;
+    const state = result.to ?? core.deps.store.tasks.getTask(core.opts.runId, taskId)?.state;
     if (state === 'failed') {
       this.#countLastLook(taskId);
       if (result.refunded !== null) core.money.changed();
@@ -459,7 +464,7 @@ export class Watcher {
     const minutes = Math.round(core.policy.jobDeadlineMs[watched.entry.kind] / 60_000);
     const reason = `no result ${minutes} min after submission; still watched, and a later run keeps watching it`;
     const moved = await core.writes
-      .write(() => core.deps.store.moveTask(core.opts.runId, taskId, 'stalled', reason))
+      .write(() => core.deps.store.tasks.moveTask(core.opts.runId, taskId, 'stalled', reason))
       .then(
         () => true,
         () => false,
@@ -483,10 +488,10 @@ export class Watcher {
     const { runId } = core.opts;
     const taskId = watched.task.taskId;
     const allowed = core.retriesOf(watched.task);
-    const charged = store.chargedAttempts(runId, taskId);
+    const charged = store.submissions.chargedAttempts(runId, taskId);
     let retrying = false;
     if (allowed > 0 && charged <= allowed && !core.stopSubmitting.signal.aborted) {
-      const requeued = await core.writes.write(() => store.requeueTasks(runId, [taskId], ['failed']));
+      const requeued = await core.writes.write(() => store.tasks.requeueTasks(runId, [taskId], ['failed']));
       retrying = requeued.length === 1;
       if (retrying) {
         core.counters.retried++;

@@ -17,7 +17,7 @@ describe('what a server can make the Runner do, and how long it waits', () => {
     const { runner } = makeRunner(s, { watch: { maxResultItems: 3 } });
     const result = await runner.run();
     expect(result.counts.done).toBe(1);
-    expect(s.store.filesOfTask('r1', 't1').map((f) => f.index)).toEqual([1, 2, 3]);
+    expect(s.store.files.filesOfTask('r1', 't1').map((f) => f.index)).toEqual([1, 2, 3]);
   });
 
   it('ignores a job record that names another job than the one asked for', async () => {
@@ -27,7 +27,7 @@ describe('what a server can make the Runner do, and how long it waits', () => {
     const { runner } = makeRunner(s);
     const result = await runner.run();
     expect(result.counts.done).toBe(1);
-    const [file] = s.store.filesOfTask('r1', 't1');
+    const [file] = s.store.files.filesOfTask('r1', 't1');
     expect(file?.path).toMatch(/t1\/1\.png$/);
     expect(s.api.polled).toEqual(['u1', 'u1']);
   });
@@ -47,7 +47,7 @@ describe('what a server can make the Runner do, and how long it waits', () => {
     const { runner } = makeRunner(s, { watch: { notFoundWindowMs: 5_000 } });
     const result = await runner.run();
     expect(stateOf(s.store, 't1')).toBe('submitted');
-    expect(s.store.getTask('r1', 't1')?.error).toMatch(
+    expect(s.store.tasks.getTask('r1', 't1')?.error).toMatch(
       /^the API does not know job u1 \(job not found \(HTTP 404\)\)/,
     );
     expect(result.counts.submitted).toBe(1);
@@ -79,7 +79,7 @@ describe('what a server can make the Runner do, and how long it waits', () => {
     s.api.jobs.set('u1', [job('u1', 'success', 1)]);
     const { runner, events } = makeRunner(s);
     await runner.run();
-    expect(s.store.getTask('r1', 't1')).toMatchObject({ state: 'done', cost: 2.5, costAssumed: true });
+    expect(s.store.tasks.getTask('r1', 't1')).toMatchObject({ state: 'done', cost: 2.5, costAssumed: true });
     expect(events.find((e) => e.event === 'submitted')).toMatchObject({ cost: 2.5, cost_assumed: true });
   });
 });

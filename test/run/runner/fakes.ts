@@ -201,11 +201,11 @@ export function useRunnerSetup(): (tasks: NewTask[]) => {
     const clock = new VirtualClock();
     const dir = temp.dir();
     const store = temp.open(join(dir, 'state', 'mediabatch.db'), { now: clock.date });
-    store.createRun({ id: 'r1', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} });
-    store.upsertTasks('r1', tasks);
+    store.runs.createRun({ id: 'r1', manifestPath: '/m/spring.yaml', manifestName: 'spring', settings: {} });
+    store.tasks.upsertTasks('r1', tasks);
     return { clock, dir, store, api: new FakeApi() };
   };
 }
 
 /** A task's state in run `r1`. */
-export const stateOf = (store: Store, id: string) => store.getTask('r1', id)?.state;
+export const stateOf = (store: Store, id: string) => store.tasks.getTask('r1', id)?.state;

@@ -27,7 +27,7 @@ describe('input links at submission', () => {
       'https://bucket.test/a.jpg?sig=1',
       'https://bucket.test/a.jpg?sig=2',
     ]);
-    const stored = s.store.getTask('r1', 't1');
+    const stored = s.store.tasks.getTask('r1', 't1');
     expect(JSON.parse(stored?.wireBody ?? '{}')['image_url']).toBe('file:faces/a.jpg');
   });
 });

@@ -35,7 +35,7 @@ describe('Runner, driven directly', () => {
     expect(result.arrivals).toEqual({ poll: 1, callback: 0 });
     expect(s.api.polled).toEqual(['u1', 'u1']);
     expect(eventLines(events)).toEqual(['submitted t1', 'done t1']);
-    const [file] = s.store.filesOfTask('r1', 't1');
+    const [file] = s.store.files.filesOfTask('r1', 't1');
     expect(file?.path.startsWith(runDir)).toBe(true);
     expect(readFileSync(file?.path ?? '', 'utf8')).toBe('bytes of https://cdn.test/u1/0.png');
     const jobJson = JSON.parse(readFileSync(join(file?.path ?? '', '..', 'job.json'), 'utf8'));
@@ -104,8 +104,11 @@ describe('Runner, driven directly', () => {
       'the API keeps failing (HTTP 500); nothing was charged for those tasks: run again later',
     );
     expect(result.counts.pending).toBe(4);
-    expect(s.store.getTask('r1', 't1')?.error).toBe('not submitted after 2 attempts: HTTP 500');
-    expect(s.store.attemptsOf('r1', 't1').map((a) => a.outcome)).toEqual(['not_charged', 'not_charged']);
+    expect(s.store.tasks.getTask('r1', 't1')?.error).toBe('not submitted after 2 attempts: HTTP 500');
+    expect(s.store.submissions.attemptsOf('r1', 't1').map((a) => a.outcome)).toEqual([
+      'not_charged',
+      'not_charged',
+    ]);
     expect(eventLines(events)).toEqual(['stopped']);
   });
 
@@ -160,7 +163,7 @@ describe('Runner, driven directly', () => {
     expect(s.api.submitted).toEqual(['t1']);
     expect(result.stopReason).toBe('interrupted');
     expect(stateOf(s.store, 't1')).toBe('submitted');
-    expect(s.store.getTask('r1', 't1')?.imgUuid).toBe('u1');
+    expect(s.store.tasks.getTask('r1', 't1')?.imgUuid).toBe('u1');
     expect(stateOf(s.store, 't2')).toBe('pending');
     expect(eventLines(events)).toEqual(['submitted t1', 'stopped']);
   });
@@ -177,7 +180,7 @@ describe('Runner, driven directly', () => {
 
     const running = runner.run();
     await until(() => events.some((e) => e.event === 'submitted'), 't1 accepted');
-    await until(() => s.store.getTask('r1', 't1')?.imgUuid === 'u1', 'the job id recorded');
+    await until(() => s.store.tasks.getTask('r1', 't1')?.imgUuid === 'u1', 'the job id recorded');
     const other = await runner.hint({ taskId: 't1', imgUuid: 'u9', status: 'completed' });
     expect(other).toBe(true);
     expect(s.api.polled).toEqual([]);
@@ -247,7 +250,7 @@ describe('Runner, driven directly', () => {
     expect(eventLines(events)).toEqual(['submitted t1', 'failed t1', 'submitted t1', 'done t1']);
     expect(events[1]).toMatchObject({ event: 'failed', retrying: true, refunded: 3 });
     expect(stateOf(s.store, 't1')).toBe('done');
-    expect(s.store.getTask('r1', 't1')?.imgUuid).toBe('u2');
+    expect(s.store.tasks.getTask('r1', 't1')?.imgUuid).toBe('u2');
   });
 
   it('keeps a result it cannot write as unfetched and stops submitting (local-disk)', async () => {
@@ -294,7 +297,7 @@ describe('when a job is looked at', () => {
     let firstLookAfter: number | undefined;
     const getJob = s.api.getJob.bind(s.api);
     s.api.getJob = async (imgUuid) => {
-      const sent = s.store.getTask('r1', 'new')?.submittedAt?.getTime();
+      const sent = s.store.tasks.getTask('r1', 'new')?.submittedAt?.getTime();
       if (imgUuid === 'u1' && sent !== undefined) firstLookAfter ??= s.clock.ms - sent;
       return getJob(imgUuid);
     };
