@@ -13,7 +13,7 @@ describe('decidePreflight', () => {
       { quota: { limit: 5000, used: 4950, source: 'from configuration' } },
       false,
       [
-        'the run can cost up to 100 tokens but only 50 of the quota (5000, from configuration) are left this period',
+        'the run can cost up to 100 tokens but only 50 of the quota (5,000, from configuration) are left this period',
       ],
     ],
     [
