@@ -159,6 +159,13 @@ describe('workers of one run on a PostgreSQL state', () => {
       expect(counts.in_doubt).toBe(atKill.submitting.length);
       expect(store.runs.getRun('kill')?.state).toBe('finished');
     });
+    const status = await cli(['--state', url, 'status', 'kill'], {
+      env: workerEnv(),
+      cwd: env.dir,
+      now: () => new Date(),
+    });
+    expect(status.stdout).toContain('Workers: 0 working, 1 lost, 2 in all');
+    expect(status.stdout).toMatch(new RegExp(`^${victim.proc.pid}@\\S+ .* lost$`, 'm'));
     // Nothing was sent twice: at most one job per prompt, the in-doubt ones never sent again.
     expect([...jobsPerPrompt().values()].every((n) => n === 1)).toBe(true);
     expect(env.state().requests.submit).toBeLessThanOrEqual(12);
