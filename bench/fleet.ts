@@ -93,7 +93,7 @@ try {
     );
   }
   const claimMicros = claimCost(pg.freshDatabase(), 10_000);
-  log(`a claim (and the move off the queue), per task: ${round(claimMicros)} µs`);
+  log(`a claim of 64 from a queue of 10,000, per task claimed: ${round(claimMicros)} µs`);
   const best = (xs: number[]) => Math.max(...xs);
   const figures = {
     tasks,

@@ -96,6 +96,8 @@ describe('workers of one run on a PostgreSQL state', () => {
       expect(out).not.toContain('Submit ');
     }
     expect(first.stdout()).not.toContain('Joined run');
+    // The balance was asked twice in all: by the first worker's preflight, and by the last one out.
+    expect(env.state().requests.balance).toBe(2);
 
     const jobs = env.state().jobs;
     expect(jobs).toHaveLength(30);
