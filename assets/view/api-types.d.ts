@@ -112,6 +112,13 @@ export interface RunEvent {
   net: number;
 }
 
+/** The state database went away or came back, pushed as the `store` event. */
+export interface StoreEvent {
+  reachable: boolean;
+  /** Why it cannot be read (one line), null when it is back. */
+  error: string | null;
+}
+
 export interface FileRow {
   index: number;
   kind: string;

@@ -6,7 +6,7 @@
 // runner in the same process) an open page takes at most about 5 % of the runner's core.
 
 import type { ServerResponse } from 'node:http';
-import type { RunRecord, TaskState } from '../store/index.js';
+import { type RunRecord, StoreError, type TaskState } from '../store/index.js';
 import { scrub } from '../util/secrets.js';
 import { VIEW_API_VERSION, type ViewData } from './data.js';
 
@@ -18,8 +18,20 @@ const HEARTBEAT_MS = 15_000;
 const TASK_IDS = 200;
 
 export interface ViewEvent {
-  event: 'runs' | 'run' | 'tasks';
+  event: 'runs' | 'run' | 'tasks' | 'store';
   data: Record<string, unknown>;
+}
+
+/** How long the poller waits before it knocks again at a database that did not answer. */
+const AWAY_POLL_MS = 1000;
+
+/**
+ * The state cannot be read for now (a PostgreSQL server that went away or cannot be reached, a SQLite
+ * file locked past its timeout): the page says so, in one line, and reads again when it is back.
+ */
+export function unreachable(error: unknown): string | undefined {
+  if (!(error instanceof StoreError) || error.kind !== 'busy') return undefined;
+  return error.message.split('\n')[0]?.trim() ?? error.message;
 }
 
 export class ChangeFeed {
@@ -35,6 +47,8 @@ export class ChangeFeed {
   /** After the first look: a run that appears later is new, and all of it is news. */
   #primed = false;
   #stopped = false;
+  /** Why the state could not be read at the last look, or undefined while it answers. */
+  #away: string | undefined;
 
   constructor(data: ViewData) {
     this.#data = data;
@@ -46,7 +60,7 @@ export class ChangeFeed {
   }
 
   start(): void {
-    this.tick();
+    this.#look();
     this.#lookLater(POLL_MS);
     this.#heartbeat = setInterval(() => this.#send(': keep-alive\n\n'), HEARTBEAT_MS);
     this.#heartbeat.unref();
@@ -57,8 +71,9 @@ export class ChangeFeed {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
       const started = performance.now();
-      if (this.#clients.size > 0) this.tick();
-      this.#lookLater(Math.max(POLL_MS, TICK_COST_FACTOR * (performance.now() - started)));
+      if (this.#clients.size > 0) this.#look();
+      const next = this.#away === undefined ? POLL_MS : AWAY_POLL_MS;
+      this.#lookLater(Math.max(next, TICK_COST_FACTOR * (performance.now() - started)));
     }, ms);
     this.#timer.unref();
   }
@@ -71,6 +86,30 @@ export class ChangeFeed {
     this.#clients.clear();
   }
 
+  /**
+   * One look, through a database that may be away: the pages are told once when it goes (a `store`
+   * event with its one line) and once when it is back (they read again then).
+   */
+  #look(): void {
+    try {
+      this.tick();
+    } catch (error) {
+      const away = unreachable(error);
+      if (away === undefined) throw error;
+      if (this.#away !== away) this.#emit([{ event: 'store', data: { reachable: false, error: away } }]);
+      this.#away = away;
+      return;
+    }
+    if (this.#away === undefined) return;
+    this.#away = undefined;
+    this.#emit([{ event: 'store', data: { reachable: true, error: null } }]);
+  }
+
+  /** Why the state cannot be read now (the last look), or undefined. */
+  get away(): string | undefined {
+    return this.#away;
+  }
+
   /** Adds a page; it gets every later event (it read the current state through the JSON API). */
   subscribe(res: ServerResponse): void {
     // A page that reconnects while the view closes is let go at once: a held stream would keep the
@@ -81,6 +120,10 @@ export class ChangeFeed {
     }
     this.#clients.add(res);
     res.write(`retry: 1000\n\n`);
+    if (this.#away !== undefined) {
+      const data = { v: VIEW_API_VERSION, reachable: false, error: this.#away };
+      res.write(scrub(`event: store\ndata: ${JSON.stringify(data)}\n\n`));
+    }
     res.on('close', () => this.#clients.delete(res));
   }
 
