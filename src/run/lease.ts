@@ -1,28 +1,12 @@
 // Who holds a run: a lease row in the state database, named after the run, renewed while it goes.
 
-import { hostname } from 'node:os';
-import type { RunRecord, RunState, Store } from '../store/index.js';
+import { holderIsDead, type RunRecord, type RunState, type Store } from '../store/index.js';
+
+export { holderIsDead };
 
 /** The lease a run's driver holds. */
 export function runLeaseName(runId: string): string {
   return `run:${runId}`;
-}
-
-/**
- * True only when the holder is a process of this machine that no longer exists. A holder elsewhere,
- * or a pid that is alive (even if reused by another program), keeps its lease until it expires.
- */
-export function holderIsDead(holder: string): boolean {
-  const m = /^(\d+)@(.*)#[^#]*$/.exec(holder);
-  if (!m || m[2] !== hostname()) return false;
-  const pid = Number(m[1]);
-  if (pid === process.pid) return false;
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'ESRCH';
-  }
 }
 
 /**

@@ -22,6 +22,7 @@ import { TaskStore } from './tasks.js';
 import type { Clock } from './types.js';
 import { UploadStore } from './uploads.js';
 import { ViewReadStore } from './view-reads.js';
+import { WorkerStore } from './workers.js';
 
 export type { AccountAttemptRow, AccountFacts, AccountLedgerRow } from './account-reads.js';
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
@@ -64,6 +65,12 @@ export * from './transitions.js';
 export * from './types.js';
 export type { UploadRecord } from './uploads.js';
 export * from './view-reads.js';
+export {
+  holderIsDead,
+  type WorkerCounts,
+  type WorkerRecord,
+  workerIsLost,
+} from './workers.js';
 
 /** The outcome of one write of a `batch`. */
 export type BatchResult = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -139,6 +146,7 @@ export class Store {
   readonly basis: ReportBasisStore;
   readonly leases: LeaseStore;
   readonly schedules: ScheduleStore;
+  readonly workers: WorkerStore;
 
   /** Use openStore(); this takes a database already opened and migrated. Each statement is prepared once. */
   constructor(file: string, db: Db, now: Clock) {
@@ -159,6 +167,7 @@ export class Store {
     this.basis = new ReportBasisStore(db);
     this.leases = new LeaseStore(db, now);
     this.schedules = new ScheduleStore(db, now);
+    this.workers = new WorkerStore(db, now);
   }
 
   get isOpen(): boolean {

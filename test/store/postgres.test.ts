@@ -32,3 +32,4 @@ await import('./secrets.test.js');
 await import('./spend.test.js');
 await import('./submissions.test.js');
 await import('./tasks.test.js');
+await import('./workers.test.js');
