@@ -10,7 +10,13 @@ import { runPage } from './run-page.js';
 import { runsPage } from './runs-page.js';
 import { taskPage } from './task-page.js';
 
-/** @typedef {{ onRun(event: import('./api-types').RunEvent): void, refresh(): Promise<void> }} Page */
+/**
+ * @typedef {{
+ *   onRun(event: import('./api-types').RunEvent): void,
+ *   onWorkers?(event: import('./api-types').WorkersAnswer): void,
+ *   refresh(): Promise<void>,
+ * }} Page
+ */
 
 /**
  * The page reads the run again at most this often while events arrive (counters move at once from the
@@ -127,6 +133,10 @@ function connect() {
     scheduleRefresh();
   });
   for (const name of ['runs', 'tasks']) events.addEventListener(name, scheduleRefresh);
+  // The workers panel is drawn from the event itself: a heartbeat needs no read.
+  events.addEventListener('workers', (e) =>
+    current.onWorkers?.(JSON.parse(/** @type {MessageEvent} */ (e).data)),
+  );
   events.addEventListener('store', (e) => onStore(JSON.parse(/** @type {MessageEvent} */ (e).data)));
 }
 

@@ -9,6 +9,7 @@ import type { ServerResponse } from 'node:http';
 import { type RunRecord, StoreError, type TaskState } from '../store/index.js';
 import { scrub } from '../util/secrets.js';
 import { VIEW_API_VERSION, type ViewData } from './data.js';
+import { nextExpiry, runWorkers } from './workers.js';
 
 export const POLL_MS = 250;
 /** The next look waits at least this many times the last one's cost: 5 % of a core at most. */
@@ -18,7 +19,7 @@ const HEARTBEAT_MS = 15_000;
 const TASK_IDS = 200;
 
 export interface ViewEvent {
-  event: 'runs' | 'run' | 'tasks' | 'store';
+  event: 'runs' | 'run' | 'tasks' | 'workers' | 'store';
   data: Record<string, unknown>;
 }
 
@@ -49,9 +50,15 @@ export class ChangeFeed {
   #stopped = false;
   /** Why the state could not be read at the last look, or undefined while it answers. */
   #away: string | undefined;
+  /** Each run's workers as last sent. */
+  readonly #lastWorkers = new Map<string, string>();
+  /** When a working worker's heartbeat runs out next (ms since the epoch): it is lost from then on. */
+  #nextExpiry = Number.POSITIVE_INFINITY;
+  readonly #now: () => number;
 
-  constructor(data: ViewData) {
+  constructor(data: ViewData, now: () => number = Date.now) {
     this.#data = data;
+    this.#now = now;
     // A large run's figures caught up in the background: the pages ask again, so they show them.
     data.onFresh = (runId) => {
       const run = data.store.runs.getRun(runId);
@@ -140,8 +147,12 @@ export class ChangeFeed {
     const signals = this.#data.store.viewReads.changeSignals();
     const key = JSON.stringify(signals);
     if (key === this.#lastSignals) {
+      // Nothing written, but a worker whose heartbeat ran out is lost from now on: the panel says so.
+      const expired = this.#now() >= this.#nextExpiry;
+      const events = expired ? this.#workerChanges(this.#data.store.runs.listRuns()) : [];
+      this.#emit(events);
       this.#data.keepUp();
-      return [];
+      return events;
     }
     this.#lastSignals = key;
     const events = this.#changes();
@@ -175,10 +186,31 @@ export class ChangeFeed {
     };
   }
 
+  /**
+   * A `workers` event for each run whose workers moved (one joined, beat, left or was lost), with all
+   * of them: the panel is drawn from it. A run without workers says nothing.
+   */
+  #workerChanges(runs: readonly RunRecord[]): ViewEvent[] {
+    const events: ViewEvent[] = [];
+    const now = new Date(this.#now());
+    let next = Number.POSITIVE_INFINITY;
+    for (const run of runs) {
+      const read = runWorkers(this.#data.store, run.id, now);
+      next = Math.min(next, nextExpiry(read.workers));
+      const key = JSON.stringify(read.workers);
+      if (key === (this.#lastWorkers.get(run.id) ?? '[]')) continue;
+      this.#lastWorkers.set(run.id, key);
+      events.push({ event: 'workers', data: { run: run.id, ...read } });
+    }
+    this.#nextExpiry = next;
+    return events;
+  }
+
   #changes(): ViewEvent[] {
     const store = this.#data.store;
     const events: ViewEvent[] = [];
     const runs = store.runs.listRuns();
+    events.push(...this.#workerChanges(runs));
     const runsKey = JSON.stringify(runs.map((r) => [r.id, r.state, r.exitCode, r.finishedAt, r.startedAt]));
     if (runsKey !== this.#lastRuns) {
       this.#lastRuns = runsKey;

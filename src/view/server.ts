@@ -36,6 +36,7 @@ import {
 } from './schemas.js';
 import { allowedHosts, newToken, securityHeaders } from './security.js';
 import { taskDetail, taskList } from './tasks.js';
+import { runWorkers } from './workers.js';
 
 /**
  * Longer than any path Node reads (its header limit is 16 KiB): a task id of any length a manifest
@@ -287,6 +288,14 @@ function routes(ctx: RouteContext): void {
       return reply.code(404).send({ v: 1, error: `task ${request.params.task}: not in run ${run.id}` });
     }
     return reply.header('cache-control', 'no-store').send(detail);
+  });
+  app.get<{ Params: Params<'run'> }>('/api/runs/:run/workers', takes('run'), (request, reply) => {
+    const run = runOr404(ctx, request.params.run, reply);
+    if (run === undefined) return reply;
+    const now = ctx.opts.now?.() ?? new Date();
+    return reply
+      .header('cache-control', 'no-store')
+      .send({ v: 1, run: run.id, ...runWorkers(data.store, run.id, now) });
   });
   app.get('/api/events', takes(undefined), (request, reply) => {
     reply.hijack();

@@ -24,8 +24,8 @@ const BOOL_TYPE = 16;
  */
 const WRITER_LOCK = 0x6d656469; // "medi"
 
-/** SQLSTATEs a statement's parameter types could not be inferred from: bound again with explicit casts. */
-const UNTYPED = new Set(['42P18', '42725', '42883', '42804']);
+/** SQLSTATEs of parameter types PostgreSQL could not infer (or inferred two of): bound again with explicit casts. */
+const UNTYPED = new Set(['42P18', '42P08', '42725', '42883', '42804']);
 
 /** What the store's callers read from SQLite errors (`code`), for PostgreSQL's SQLSTATE. */
 function sqliteCode(sqlState: string, constraint: string | undefined): string {

@@ -1,0 +1,318 @@
+// `view` over a state kept in a real PostgreSQL server (started for this file): every read of the page
+// answers from the database as the store states it, the workers panel's answer and its live event,
+// decisions written through the store with their reservations, reads that never take the writers' lock,
+// and a server that goes away: 503 in one line without the password, a `store` event, and back again.
+import { request } from 'node:http';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openReadOnlyStore, openStore, type Store } from '../../src/store/index.js';
+import { startView, type ViewServer } from '../../src/view/server.js';
+import { cli } from '../helpers/cli.js';
+import { type Postgres, startPostgres } from '../helpers/postgres.js';
+import { VARIANTS } from '../helpers/review-chain.js';
+import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
+import { FAULTY, raw } from './helpers.js';
+
+const PASSWORD = 'pw-SENTINEL-9c2a';
+let pg: Postgres;
+let env: RunEnv;
+let url: string;
+let view: ViewServer;
+/** Failures of the view itself (500s, background reads): none is expected. */
+const errors: string[] = [];
+
+function mediabatch(args: string[]) {
+  return cli(['--state', url, ...args], {
+    env: {
+      MEDIABATCH_API_KEY: SANDBOX_KEY,
+      MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
+      MEDIABATCH_POLL_SCALE: FAST_POLLS,
+    },
+    cwd: env.dir,
+    now: () => new Date(),
+  });
+}
+
+async function get(path: string): Promise<{ status: number; json: Record<string, unknown>; text: string }> {
+  const answer = await raw(view.port, path, { authorization: `Bearer ${view.token}` });
+  return {
+    status: answer.status,
+    json: JSON.parse(answer.text) as Record<string, unknown>,
+    text: answer.text,
+  };
+}
+
+async function ok(path: string): Promise<Record<string, unknown>> {
+  const answer = await get(path);
+  expect(answer.status, `${path}: ${answer.text}`).toBe(200);
+  return answer.json;
+}
+
+function post(path: string, body: unknown) {
+  const text = JSON.stringify(body);
+  return new Promise<{ status: number; json: Record<string, unknown> }>((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: view.port,
+        path,
+        method: 'POST',
+        headers: {
+          host: `127.0.0.1:${view.port}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(text),
+          'x-mediabatch-token': view.token,
+          origin: `http://127.0.0.1:${view.port}`,
+          'sec-fetch-site': 'same-origin',
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) }),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
+/** The live events as they come, and a wait for one that matches. */
+async function listen(): Promise<{ until(match: RegExp, ms?: number): Promise<string>; close(): void }> {
+  let text = '';
+  const req = request({
+    host: '127.0.0.1',
+    port: view.port,
+    path: '/api/events',
+    headers: { host: `127.0.0.1:${view.port}`, authorization: `Bearer ${view.token}` },
+  });
+  await new Promise<void>((resolve) => {
+    req.on('response', (res) => {
+      res.on('data', (c: Buffer) => {
+        text += c.toString('utf8');
+      });
+      resolve();
+    });
+    req.end();
+  });
+  return {
+    async until(match, ms = 10_000) {
+      const end = Date.now() + ms;
+      for (;;) {
+        const event = text.split('\n\n').find((e) => match.test(e));
+        if (event !== undefined) return event;
+        if (Date.now() > end) throw new Error(`no event ${match} in: ${text}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    close: () => req.destroy(),
+  };
+}
+
+function withStore<T>(read: (store: Store) => T): T {
+  const store = openStore(url);
+  try {
+    return read(store);
+  } finally {
+    store.close();
+  }
+}
+
+beforeAll(async () => {
+  pg = await startPostgres();
+  env = await makeRunEnv(FAULTY);
+  // The test server trusts loopback, so any password is accepted: one that must never be shown.
+  url = pg.freshDatabase().replace('postgres@', `postgres:${PASSWORD}@`);
+  const batch = await env.manifest({
+    name: 'batch',
+    tasks: [
+      ...images(12),
+      { id: 'clip', model: 'flow22_spicy', input: { prompt: 'a slow dolly shot', resolution: '480p' } },
+    ],
+  });
+  const first = await mediabatch(['run', batch, '--yes', '--retries', '0']);
+  if (![0, 2].includes(first.code)) throw new Error(`run exited ${first.code}: ${first.stderr}`);
+  env.sandbox.configure({ failRate: 0, chargeThenErrorRate: 0 });
+  const chain = await env.manifest(
+    { name: 'chain', tasks: VARIANTS, concurrency: 8, budget: 200 },
+    'chain.yaml',
+  );
+  const second = await mediabatch(['run', chain, '--yes']);
+  if (second.code !== 4) throw new Error(`chain run exited ${second.code}: ${second.stderr}`);
+  view = await startView({ stateFile: url, cwd: env.dir, onError: (m) => errors.push(m) });
+}, 120_000);
+
+afterEach(() => {
+  expect(errors).toEqual([]);
+});
+
+afterAll(async () => {
+  await view?.close();
+  await env?.close();
+  pg?.stop();
+});
+
+describe('view --state postgres://…', () => {
+  it('answers every read of the page from the database, as the store states it', async () => {
+    const runs = (await ok('/api/runs'))['runs'] as Array<{ id: string }>;
+    expect(runs.map((r) => r.id).sort()).toEqual(['batch', 'chain']);
+    const d = await ok('/api/runs/batch');
+    const counts = withStore((s) => s.tasks.countTasksByState('batch'));
+    const run = d['run'] as { by_state: Record<string, number>; tasks: number; net: number };
+    expect(run.by_state).toEqual(counts);
+    expect(run.tasks).toBe(13);
+    expect(counts.failed).toBeGreaterThan(0);
+    expect(counts.in_doubt).toBeGreaterThan(0);
+    // Money as the ledger in the database books it, and the sandbox charged at least that.
+    const spent = withStore((s) => s.ledger.runSpent('batch'));
+    expect(run.net).toBeCloseTo(spent.net, 6);
+    expect((d['in_doubt'] as { tasks: number }).tasks).toBe(counts.in_doubt);
+    expect((d['failures'] as unknown[]).length).toBeGreaterThan(0);
+    expect((d['spend_series'] as { points: unknown[] }).points.length).toBeGreaterThan(0);
+    // The printed commands name the database without its password.
+    expect(JSON.stringify(d)).not.toContain(PASSWORD);
+    expect(String((d['in_doubt'] as { advice: string }).advice)).toContain(
+      `--state 'postgres://postgres@127.0.0.1:${pg.port}/`,
+    );
+
+    // Every task once over the pages of the list (keyset paging on PostgreSQL), and each one's page.
+    const ids: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = await ok(`/api/runs/batch/tasks?order=newest&limit=5${cursor ? `&cursor=${cursor}` : ''}`);
+      ids.push(...(page['tasks'] as Array<{ id: string }>).map((t) => t.id));
+      cursor = page['next_cursor'] as string | null;
+    } while (cursor !== null);
+    expect(ids.sort()).toEqual(['clip', ...images(12).map((t) => t.id)].sort());
+    const failed = await ok('/api/runs/batch/tasks?state=failed&q=img');
+    expect((failed['tasks'] as unknown[]).length).toBe(counts.failed);
+    const clip = await ok('/api/runs/batch/tasks/clip');
+    expect((clip['task'] as { id: string }).id).toBe('clip');
+    const still = await ok('/api/runs/chain/tasks/still-mug-1');
+    expect((still['review'] as { status: string }).status).toBe('awaiting');
+    const file = (still['files'] as Array<{ index: number }>)[0];
+    const served = await raw(view.port, `/files/chain/still-mug-1/${file?.index}`, {
+      authorization: `Bearer ${view.token}`,
+    });
+    expect(served.status).toBe(200);
+    expect(served.body.length).toBeGreaterThan(0);
+  });
+
+  it('decides from the page through the store: an approval releases its clip, a re-roll reserves its worst case', async () => {
+    const awaiting = (await ok('/api/runs/chain/tasks?review=awaiting&order=id'))['tasks'] as Array<{
+      id: string;
+      review: { version: number };
+    }>;
+    expect(awaiting.map((t) => t.id)).toEqual(['still-mug-1', 'still-mug-2', 'still-mug-3', 'still-mug-4']);
+    const price = await ok('/api/runs/chain/reroll-price?taskIds=still-mug-2');
+    expect(price).toMatchObject({ budget: 200, fits: true });
+    const held = withStore((s) => s.reservations.figures('chain').held);
+
+    const approve = await post('/api/runs/chain/decisions', {
+      taskIds: ['still-mug-1'],
+      verdict: 'approve',
+      expectedVersions: { 'still-mug-1': awaiting[0]?.review.version },
+    });
+    expect(approve.status).toBe(200);
+    const reroll = await post('/api/runs/chain/decisions', { taskIds: ['still-mug-2'], verdict: 'reroll' });
+    expect(reroll.status).toBe(200);
+    expect(reroll.json['outcomes']).toMatchObject([{ task: 'still-mug-2', ok: true }]);
+    // A stale page's decision is refused with its reason; the first stands.
+    const stale = await post('/api/runs/chain/decisions', {
+      taskIds: ['still-mug-1'],
+      verdict: 'reject',
+      expectedVersions: { 'still-mug-1': awaiting[0]?.review.version },
+    });
+    expect(stale.status).toBe(409);
+
+    const after = withStore((s) => ({
+      verdict: s.tasks.getTask('chain', 'still-mug-1')?.verdict,
+      rerolled: s.tasks.getTask('chain', 'still-mug-2')?.state,
+      held: s.reservations.figures('chain').held,
+    }));
+    expect(after.verdict).toBe('approved');
+    expect(after.rerolled).toBe('pending');
+    // The re-roll's worst case is held in the database (the approved still's clip is released to run).
+    expect(after.held).toBeGreaterThanOrEqual(held + Math.round(Number(price['total']) * 1_000_000));
+    const page = await ok('/api/runs/chain/tasks/still-mug-1');
+    expect((page['review'] as { decisions: Array<{ verdict: string }> }).decisions).toMatchObject([
+      { verdict: 'approve' },
+    ]);
+  });
+
+  it('shows the run’s workers, a lost one marked, and pushes their moves as events', async () => {
+    const events = await listen();
+    try {
+      withStore((s) => {
+        s.workers.join('batch', `101@host-a#n1`, 'host-a', 101, 60_000);
+        s.workers.heartbeat('batch', `101@host-a#n1`, { inFlight: 3, submitted: 7 }, 60_000);
+        // A heartbeat that runs out at once: the worker is lost from then on.
+        s.workers.join('batch', `202@host-b#n2`, 'host-b', 202, 1);
+      });
+      const answer = await ok('/api/runs/batch/workers');
+      const workers = answer['workers'] as Array<Record<string, unknown>>;
+      expect(workers.map((w) => [w['host'], w['state'], w['in_flight'], w['submitted']])).toEqual([
+        ['host-a', 'working', 3, 7],
+        ['host-b', 'lost', 0, 0],
+      ]);
+      expect(Date.parse(String(answer['now']))).toBeGreaterThan(
+        Date.parse(String(workers[0]?.['heartbeat_at'])) - 1,
+      );
+      expect((await ok('/api/runs/chain/workers'))['workers']).toEqual([]);
+      const first = await events.until(/event: workers\n.*"host-b"/);
+      expect(first).toContain('"state":"lost"');
+      withStore((s) => s.workers.heartbeat('batch', `101@host-a#n1`, { inFlight: 1, submitted: 9 }, 60_000));
+      await events.until(/event: workers\n.*"in_flight":1,"submitted":9/);
+      expect((await get('/api/runs/nope/workers')).status).toBe(404);
+      expect((await get('/api/runs/batch/workers?x=1')).json['error']).toBe(
+        'unknown parameter "x"; this address takes none',
+      );
+    } finally {
+      events.close();
+    }
+  });
+
+  it('reads in a snapshot that takes no lock: writers go on meanwhile, and it cannot write', () => {
+    const reader = openReadOnlyStore(url);
+    try {
+      const seen = reader.readAtOnce(() => {
+        const before = reader.tasks.countTasksByState('batch').done;
+        // Another connection writes (under the writers' lock) while the read transaction is open: it
+        // would wait for ever (here: fail at the test database's statement timeout) if the view held it.
+        withStore((s) => s.batch([() => s.workers.join('batch', '303@host-c#n3', 'host-c', 303, 60_000)]));
+        return { before, workers: reader.workers.list('batch').length };
+      });
+      // The snapshot did not see the worker that joined during it; a new read does.
+      expect(seen.workers).toBe(2);
+      expect(reader.workers.list('batch')).toHaveLength(3);
+      expect(() => reader.workers.leave('batch', '303@host-c#n3')).toThrow(/read-only transaction/);
+    } finally {
+      reader.close();
+    }
+  });
+
+  it('says in one line, without the password, that the server went away, and reads again when it is back', async () => {
+    const events = await listen();
+    try {
+      pg.pause();
+      const away = await get('/api/runs/batch');
+      expect(away.status).toBe(503);
+      const line = String(away.json['error']);
+      expect(line).toMatch(
+        /^the PostgreSQL state at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+ (went away|cannot be reached): /,
+      );
+      expect(line).not.toContain('\n');
+      expect(away.text).not.toContain(PASSWORD);
+      expect((await get('/api/runs')).status).toBe(503);
+      const told = await events.until(/event: store\n.*"reachable":false/);
+      expect(told).not.toContain(PASSWORD);
+      pg.resume();
+      await events.until(/event: store\n.*"reachable":true/, 15_000);
+      expect((await get('/api/runs/batch')).status).toBe(200);
+    } finally {
+      pg.resume();
+      events.close();
+    }
+  });
+});
