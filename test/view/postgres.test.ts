@@ -5,6 +5,8 @@
 import { request } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openReadOnlyStore, openStore, type Store } from '../../src/store/index.js';
+import { PgDb } from '../../src/store/pg/db.js';
+import { registerSecret } from '../../src/util/secrets.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
 import { cli } from '../helpers/cli.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
@@ -13,6 +15,7 @@ import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../hel
 import { FAULTY, raw } from './helpers.js';
 
 const PASSWORD = 'pw-SENTINEL-9c2a';
+const KEY = 'sk-SENTINEL-key-in-the-database-3e7b';
 let pg: Postgres;
 let env: RunEnv;
 let url: string;
@@ -197,6 +200,42 @@ describe('view --state postgres://…', () => {
     });
     expect(served.status).toBe(200);
     expect(served.body.length).toBeGreaterThan(0);
+  });
+
+  it('finds text as the answers show it: a key in the database is not found by q=, the rows past it are', async () => {
+    registerSecret(KEY);
+    const db = new PgDb(url);
+    try {
+      const set = db.prepare(`UPDATE tasks SET error = ? WHERE run_id = 'batch' AND task_id = ?`);
+      for (const id of ['img-1', 'img-2', 'img-3']) set.run(`server said ${KEY}`, id);
+      set.run('server said sk-visible', 'img-4');
+    } finally {
+      db.close();
+    }
+    const ids = async (query: string) => {
+      const found: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const page = await ok(
+          `/api/runs/batch/tasks?order=id&limit=1&${query}${cursor ? `&cursor=${cursor}` : ''}`,
+        );
+        found.push(...(page['tasks'] as Array<{ id: string }>).map((t) => t.id));
+        cursor = page['next_cursor'] as string | null;
+      } while (cursor !== null);
+      return found;
+    };
+    for (const q of [KEY, KEY.slice(0, 12), 'SENTINEL', 'said sk-SEN']) {
+      expect(await ids(`q=${encodeURIComponent(q)}`), q).toEqual([]);
+    }
+    // The three rows whose plain text holds "sk-" are read past: the first page is the fourth.
+    const first = await ok('/api/runs/batch/tasks?order=id&limit=1&q=sk-');
+    expect((first['tasks'] as Array<{ id: string }>).map((t) => t.id)).toEqual(['img-4']);
+    expect(await ids('q=sk-')).toEqual(['img-4']);
+    expect(await ids(`q=${encodeURIComponent('server said')}`)).toEqual(['img-1', 'img-2', 'img-3', 'img-4']);
+    const newest = await ok('/api/runs/batch/tasks?order=newest&q=sk-');
+    expect((newest['tasks'] as Array<{ id: string; error: string }>).map((t) => [t.id, t.error])).toEqual([
+      ['img-4', 'server said sk-visible'],
+    ]);
   });
 
   it('decides from the page through the store: an approval releases its clip, a re-roll reserves its worst case', async () => {
