@@ -209,6 +209,16 @@ export function ago(iso, skew) {
  */
 export const skewOf = (w) => Date.parse(w.now) - Date.now();
 
+/**
+ * A start time as the charts' axis reads it: `14:34:05` on the server's day, `11-27 14:34` before.
+ * @param {string} iso
+ * @param {string} today
+ */
+const since = (iso, today) => {
+  const shown = time(iso);
+  return iso.startsWith(today) ? shown.slice(11) : shown.slice(5, 16);
+};
+
 /** @param {import('./api-types').WorkerRow} w */
 const workerLabel = (w) => (w.state === 'lost' ? 'lost' : w.state === 'stopped' ? 'stopped' : 'working');
 
@@ -223,19 +233,20 @@ export function workers(answer, skew) {
   if (list.length === 0) return h('section', { id: 'workers', hidden: true });
   /** @param {string} state */
   const n = (state) => list.filter((w) => w.state === state).length;
+  const today = answer.now.slice(0, 10);
   const rows = list.map((w) =>
     h(
       `tr.w-${w.state}`,
       { dataset: { worker: w.id, state: w.state } },
-      h('td', {}, h('span.host', {}, w.host), h('span.muted', {}, ` · pid ${w.pid}`)),
+      h('td', {}, h('span.host', {}, w.host), h('br'), h('span.muted', {}, `pid ${w.pid}`)),
       h('td', {}, h(`span.worker-state.w-${w.state}`, {}, workerLabel(w))),
-      h('td', {}, time(w.started_at)),
+      h('td', {}, h('span.ago', { dataset: { at: w.heartbeat_at } }, ago(w.heartbeat_at, skew))),
       h('td.num', {}, count(w.in_flight)),
       h('td.num', {}, count(w.submitted)),
-      h('td', {}, h('span.ago', { dataset: { at: w.heartbeat_at } }, ago(w.heartbeat_at, skew))),
+      h('td', {}, since(w.started_at, today)),
     ),
   );
-  const headers = ['worker', 'state', 'since (UTC)', 'in flight', 'submitted', 'last heartbeat'];
+  const headers = ['worker', 'state', 'last heartbeat', 'in flight', 'submitted', 'since (UTC)'];
   return h(
     'section',
     { id: 'workers' },
