@@ -2,8 +2,10 @@
 // answers from the database as the store states it, the workers panel's answer and its live event,
 // decisions written through the store with their reservations, reads that never take the writers' lock,
 // and a server that goes away: 503 in one line without the password, a `store` event, and back again.
+import { EventEmitter } from 'node:events';
 import { request } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/program.js';
 import { openReadOnlyStore, openStore, type Store } from '../../src/store/index.js';
 import { PgDb } from '../../src/store/pg/db.js';
 import { registerSecret } from '../../src/util/secrets.js';
@@ -157,6 +159,48 @@ afterAll(async () => {
 });
 
 describe('view --state postgres://…', () => {
+  it('is opened by the command from MEDIABATCH_STATE_URL: one line, the run it names, never the password', async () => {
+    const signals = new EventEmitter();
+    let stdout = '';
+    let printed: (line: string) => void = () => undefined;
+    const line = new Promise<string>((resolve) => {
+      printed = resolve;
+    });
+    let stderr = '';
+    const io = {
+      stdout: {
+        write: (s: string) => {
+          stdout += s;
+          if (stdout.includes('\n')) printed(stdout);
+        },
+      },
+      stderr: { write: (s: string) => (stderr += s) },
+      env: { MEDIABATCH_STATE_URL: url },
+      cwd: env.dir,
+      now: () => new Date(),
+      interactive: false,
+      signals,
+    };
+    const done = runCli(['view', 'chain'], io);
+    const shown = await line;
+    expect(shown).toMatch(/^View: http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43}\n$/);
+    const port = Number(/:(\d+)\//.exec(shown)?.[1]);
+    const token = /token=(.*)\n/.exec(shown)?.[1] ?? '';
+    const answer = await raw(port, '/api/runs/chain', { authorization: `Bearer ${token}` });
+    expect(answer.status).toBe(200);
+    expect(answer.text).not.toContain(PASSWORD);
+    signals.emit('SIGINT');
+    expect(await done).toBe(0);
+    expect(stderr).toBe('');
+
+    const missing = await cli(['view', 'nope'], { env: { MEDIABATCH_STATE_URL: url }, cwd: env.dir });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(
+      /run nope: not found in postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+; known runs, newest first: chain, batch/,
+    );
+    expect(missing.stderr).not.toContain(PASSWORD);
+  });
+
   it('answers every read of the page from the database, as the store states it', async () => {
     const runs = (await ok('/api/runs'))['runs'] as Array<{ id: string }>;
     expect(runs.map((r) => r.id).sort()).toEqual(['batch', 'chain']);
