@@ -3,6 +3,7 @@
 
 import { type AccountFacts, AccountReadStore } from './account-reads.js';
 import { ChainStore } from './chains.js';
+import { ClaimStore } from './claims.js';
 import { type Db, openDatabase, openDatabaseReadOnly } from './db.js';
 import { FileStore } from './files.js';
 import { JobStore } from './jobs.js';
@@ -26,6 +27,7 @@ import { WorkerStore } from './workers.js';
 
 export type { AccountAttemptRow, AccountFacts, AccountLedgerRow } from './account-reads.js';
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
+export { JOB_STATES, type LeaveResult, type SweepResult } from './claims.js';
 export { StoreError } from './db.js';
 export { bodyHash, keyFingerprint } from './fingerprint.js';
 export type { JobEvent } from './jobs.js';
@@ -147,6 +149,7 @@ export class Store {
   readonly leases: LeaseStore;
   readonly schedules: ScheduleStore;
   readonly workers: WorkerStore;
+  readonly claims: ClaimStore;
 
   /** Use openStore(); this takes a database already opened and migrated. Each statement is prepared once. */
   constructor(file: string, db: Db, now: Clock) {
@@ -168,6 +171,7 @@ export class Store {
     this.leases = new LeaseStore(db, now);
     this.schedules = new ScheduleStore(db, now);
     this.workers = new WorkerStore(db, now);
+    this.claims = new ClaimStore(db, this.workers, this.submissions);
   }
 
   get isOpen(): boolean {
