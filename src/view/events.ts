@@ -56,9 +56,19 @@ export class ChangeFeed {
   #nextExpiry = Number.POSITIVE_INFINITY;
   readonly #now: () => number;
 
-  constructor(data: ViewData, now: () => number = Date.now) {
+  readonly #onError: (error: unknown) => void;
+
+  constructor(
+    data: ViewData,
+    opts: {
+      now?: () => number;
+      /** A look that failed for another reason than the database being away: told, and the next look tries again. */
+      onError?: (error: unknown) => void;
+    } = {},
+  ) {
     this.#data = data;
-    this.#now = now;
+    this.#now = opts.now ?? Date.now;
+    this.#onError = opts.onError ?? (() => undefined);
     // A large run's figures caught up in the background: the pages ask again, so they show them.
     data.onFresh = (runId) => {
       const run = data.store.runs.getRun(runId);
@@ -102,7 +112,12 @@ export class ChangeFeed {
       this.tick();
     } catch (error) {
       const away = unreachable(error);
-      if (away === undefined) throw error;
+      // Our own failure: told, never thrown from the timer, which would end the process (and under
+      // `run --view`, the run with it).
+      if (away === undefined) {
+        this.#onError(error);
+        return;
+      }
       if (this.#away !== away) this.#emit([{ event: 'store', data: { reachable: false, error: away } }]);
       this.#away = away;
       return;

@@ -120,7 +120,9 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
     onError,
     ...(o.now ? { now: o.now } : {}),
   });
-  const feed = new ChangeFeed(data);
+  const feed = new ChangeFeed(data, {
+    onError: (error) => onError(error instanceof Error ? (error.stack ?? error.message) : String(error)),
+  });
   const { app, hosts, headers } = gatedApp(o, token, () => ctx.port);
   const ctx: RouteContext = {
     app,

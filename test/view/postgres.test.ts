@@ -356,6 +356,27 @@ describe('view --state postgres://…', () => {
     }
   });
 
+  it('keeps serving when a look of the live feed fails for a reason of its own, and tells it', async () => {
+    const events = await listen();
+    const db = new PgDb(url);
+    try {
+      // A table gone under the view (what a botched manual migration does): a bug-like failure, not an outage.
+      // The rename itself moves the feed's signals (the write-ahead log), so the next look reads the workers.
+      db.exec('ALTER TABLE workers RENAME TO workers_away');
+      await expect.poll(() => errors.length, { timeout: 5_000 }).toBeGreaterThan(0);
+      expect(errors[0]).toContain('workers');
+      expect((await get('/api/runs/batch/workers')).status).toBe(500);
+      db.exec('ALTER TABLE workers_away RENAME TO workers');
+      withStore((s) => s.workers.heartbeat('batch', '101@host-a#n1', { inFlight: 4, submitted: 11 }, 60_000));
+      await events.until(/event: workers\n.*"in_flight":4,"submitted":11/);
+      expect((await get('/api/runs/batch/workers')).status).toBe(200);
+    } finally {
+      db.close();
+      events.close();
+      errors.length = 0;
+    }
+  });
+
   it('reads in a snapshot that takes no lock: writers go on meanwhile, and it cannot write', () => {
     const reader = openReadOnlyStore(url);
     try {
