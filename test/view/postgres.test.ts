@@ -356,6 +356,18 @@ describe('view --state postgres://…', () => {
     }
   });
 
+  it('serves the view of a run while it goes with run --view, and closes it with the run', async () => {
+    const file = await env.manifest({ name: 'viewed', tasks: images(1, 'seen') }, 'viewed.yaml');
+    const result = await mediabatch(['run', file, '--yes', '--view']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const lines = result.stdout.split('\n').filter((l) => l.startsWith('View: '));
+    expect(lines).toHaveLength(1);
+    const port = Number(/:(\d+)\//.exec(lines[0] ?? '')?.[1]);
+    await expect(raw(port, '/api/runs')).rejects.toThrow(/ECONNREFUSED/);
+    expect(withStore((s) => s.tasks.countTasksByState('viewed').done)).toBe(1);
+  });
+
   it('keeps serving when a look of the live feed fails for a reason of its own, and tells it', async () => {
     const events = await listen();
     const db = new PgDb(url);
