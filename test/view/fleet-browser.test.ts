@@ -3,7 +3,8 @@
 // workers of the run, and the one killed with SIGKILL is marked lost; the page never scrolls sideways.
 // The three workers are rows of the run's workers table whose heartbeats this test beats, each held by a
 // real process of this machine (the runner itself and two stand-ins), so a kill -9 is seen as the store
-// sees a dead worker (its pid gone from this host). Writes docs/images/view-workers.png.
+// sees a dead worker (its pid gone from this host). When the database then goes away the page says so,
+// and clears it when it is back. Writes docs/images/view-workers.png.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -166,5 +167,19 @@ describe.skipIf(SKIP_BROWSER)('the view of a fleet over PostgreSQL', () => {
     }
     expect(await runner.exited).toBe(0);
     expect(runner.stderr()).toBe('');
+
+    // The database goes away under the open page: it says so in one line, and clears it when it is back.
+    const away = page.locator('#away');
+    pg.pause();
+    try {
+      await expect.poll(() => away.isVisible(), { timeout: 15_000 }).toBe(true);
+      expect(await away.textContent()).toMatch(
+        /^the PostgreSQL state at postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+ (went away|cannot be reached): [^\n]+: the page reads again when it is back$/,
+      );
+    } finally {
+      pg.resume();
+    }
+    await expect.poll(() => away.isVisible(), { timeout: 15_000 }).toBe(false);
+    expect(await doneShown(page)).toBe(TASKS);
   });
 });
