@@ -10,11 +10,13 @@ export function runLeaseName(runId: string): string {
 }
 
 /**
- * The state to show for a run: one recorded as `running` whose lease nobody alive holds (kill -9, a
- * crash, a power loss) is `interrupted`, which is what the next `run` will treat it as.
+ * The state to show for a run: one recorded as `running` whose lease nobody alive holds and that has no
+ * live worker (kill -9, a crash, a power loss) is `interrupted`, which is what the next `run` will treat it as.
  */
 export function shownRunState(store: Store, run: RunRecord, now: Date = new Date()): RunState {
   if (run.state !== 'running') return run.state;
+  // A fleet's run (PostgreSQL) is running while one of its workers is alive.
+  if (store.workers.list(run.id).some((w) => w.stoppedAt === undefined && !w.lost)) return 'running';
   const lease = store.leases.getLease(runLeaseName(run.id));
   if (lease === undefined || lease.expiresAt.getTime() <= now.getTime() || holderIsDead(lease.holder)) {
     return 'interrupted';

@@ -32,6 +32,7 @@ export { StoreError } from './db.js';
 export { bodyHash, keyFingerprint } from './fingerprint.js';
 export type { JobEvent } from './jobs.js';
 export { leaseHolder } from './leases.js';
+export { isPostgresUrl } from './location.js';
 export { MIGRATIONS, type Migration } from './migrations.js';
 export { hostOf, withoutSignedQueries } from './redact.js';
 export {
