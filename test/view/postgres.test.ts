@@ -247,6 +247,63 @@ describe('view --state postgres://…', () => {
     expect(served.body.length).toBeGreaterThan(0);
   });
 
+  it('answers every read of the view’s store on PostgreSQL as the run’s own rows say', () => {
+    const reader = openReadOnlyStore(url);
+    try {
+      const r = reader.viewReads;
+      const counts = reader.tasks.countTasksByState('batch');
+      const tasks = Object.values(counts).reduce((n, c) => n + c, 0);
+      const spent = reader.ledger.runSpent('batch');
+      const sum = (rows: ReadonlyArray<{ kind: string; tokens: number }>, kind: string) =>
+        rows.filter((b) => b.kind === kind).reduce((n, b) => n + b.tokens, 0);
+      // The spend series, read whole and in id ranges, add up to the ledger.
+      const upTo = r.maxLedgerId();
+      expect(upTo).toBeGreaterThan(0);
+      for (const rows of [r.spendAfter('batch', 0), r.spendBetween('batch', 0, upTo)]) {
+        expect(sum(rows, 'charge')).toBeCloseTo(spent.charged, 9);
+        expect(sum(rows, 'refund')).toBeCloseTo(spent.refunded, 9);
+      }
+      // The rows per model and state, whole and by rowid range, count every task.
+      const bounds = r.taskRowids('batch');
+      expect(bounds).toBeDefined();
+      for (const rows of [
+        r.modelStates('batch'),
+        r.modelStatesIn('batch', bounds?.lo ?? 0, bounds?.hi ?? 0),
+      ]) {
+        expect(rows.reduce((n, m) => n + m.tasks, 0)).toBe(tasks);
+        expect(rows.filter((m) => m.state === 'failed').reduce((n, m) => n + m.tasks, 0)).toBe(counts.failed);
+      }
+      // Finishes: by cursor, per second, since a time and the newest, all agree.
+      const finishedTasks = r.finishedAfter('batch', '', '', 1_000);
+      expect(r.finishedBuckets('batch').reduce((n, b) => n + b.n, 0)).toBe(finishedTasks.length);
+      expect(r.finishedSince('batch', '', 1_000)).toHaveLength(finishedTasks.length);
+      expect(r.latestFinish('batch')).toBe(finishedTasks.at(-1)?.[0]);
+      expect(finishedTasks.length).toBeGreaterThan(0);
+      // Failures, chains, doubt, a task's state, its ledger lines and its chain neighbours.
+      const failures = r.failuresByReason('batch');
+      expect(failures.reduce((n, f) => n + f.count, 0)).toBe(counts.failed + counts.in_doubt);
+      expect(r.inDoubtFigures('batch').tasks).toBe(counts.in_doubt);
+      expect(
+        r
+          .blockedChains('chain', 50)
+          .map((c) => c.task)
+          .sort(),
+      ).toEqual(['clip-mug-1', 'clip-mug-2', 'clip-mug-3', 'clip-mug-4']);
+      expect(r.upstreamsWithState('chain', 'clip-mug-1')).toEqual([
+        { name: '', task: 'still-mug-1', state: 'done' },
+      ]);
+      expect(r.downstreamsWithState('chain', 'still-mug-1').map((d) => d.task)).toEqual(['clip-mug-1']);
+      expect(r.taskState('batch', 'clip')).toBe(reader.tasks.getTask('batch', 'clip')?.state);
+      const charged = r.ledgerOfTask('batch', 'clip');
+      expect(charged.map((l) => l.kind)).toContain('charge');
+      const signals = r.changeSignals();
+      expect(signals.dataVersion).toBeGreaterThan(0);
+      expect(signals.ledger).toBe(upTo);
+    } finally {
+      reader.close();
+    }
+  });
+
   it('finds text as the answers show it: a key in the database is not found by q=, the rows past it are', async () => {
     registerSecret(KEY);
     const db = new PgDb(url);
