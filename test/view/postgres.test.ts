@@ -380,6 +380,29 @@ describe('view --state postgres://…', () => {
     expect((page['review'] as { decisions: Array<{ verdict: string }> }).decisions).toMatchObject([
       { verdict: 'approve' },
     ]);
+
+    // The budget lowered to what is committed (as a resumed run with a smaller budget records it): the
+    // database refuses a re-roll over it before anything is recorded or sent.
+    const committed = Number((await ok('/api/runs/chain/reroll-price?taskIds=still-mug-3'))['committed']);
+    const db = new PgDb(url);
+    try {
+      db.prepare(
+        `UPDATE runs SET settings = jsonb_set(settings::jsonb, '{budget}', to_jsonb(?::float8))::text WHERE id = 'chain'`,
+      ).run(committed + 0.001);
+    } finally {
+      db.close();
+    }
+    const balance = env.state().balance;
+    const over = await ok('/api/runs/chain/reroll-price?taskIds=still-mug-3');
+    expect(over['fits']).toBe(false);
+    const refused = await post('/api/runs/chain/decisions', { taskIds: ['still-mug-3'], verdict: 'reroll' });
+    expect(refused.status).toBe(409);
+    expect((refused.json['outcomes'] as Array<{ reason: string }>)[0]?.reason).toMatch(
+      /^re-rolling 1 task\(s\) may cost up to .* nothing was sent; raise budget/,
+    );
+    expect(withStore((st) => st.tasks.getTask('chain', 'still-mug-3')?.state)).toBe('done');
+    expect(withStore((st) => st.reservations.figures('chain').held)).toBe(after.held);
+    expect(env.state().balance).toBe(balance);
   });
 
   it('shows the run’s workers, a lost one marked, and pushes their moves as events', async () => {
