@@ -200,6 +200,25 @@ describe('view --state postgres://…', () => {
       /run nope: not found in postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+; known runs, newest first: chain, batch/,
     );
     expect(missing.stderr).not.toContain(PASSWORD);
+
+    // A database mediabatch never wrote to: refused in one line, and left as it was.
+    const empty = pg.url('postgres').replace('postgres@', `postgres:${PASSWORD}@`);
+    const none = await cli(['view'], { env: { MEDIABATCH_STATE_URL: empty }, cwd: env.dir });
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe(
+      `mediabatch: the PostgreSQL state at postgres://postgres:***@127.0.0.1:${pg.port}/postgres holds no mediabatch state (no run was ever recorded there): check --state or MEDIABATCH_STATE_URL\n`,
+    );
+    const db = new PgDb(pg.url('postgres'));
+    try {
+      expect(
+        db
+          .prepare(`SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'`)
+          .pluck()
+          .get(),
+      ).toBe(0);
+    } finally {
+      db.close();
+    }
   });
 
   it('answers every read of the page from the database, as the store states it', async () => {

@@ -34,7 +34,7 @@ export function openPgDatabase(
 
 /**
  * Opens the state at `url` for reading only (`view`): nothing is created or migrated. A database without
- * the schema is refused; one of an older schema with kind 'older' (the caller migrates it through
+ * the schema is refused (kind 'path'); one of an older schema with kind 'older' (the caller migrates it through
  * openPgDatabase first, as a SQLite file is), a newer one with kind 'newer'.
  */
 export function openPgDatabaseReadOnly(url: string, migrations: readonly Migration[] = PG_MIGRATIONS): Db {
@@ -46,8 +46,14 @@ export function openPgDatabaseReadOnly(url: string, migrations: readonly Migrati
       )
       .pluck()
       .get() as number;
-    const latest =
-      ours === 0 ? 0 : ((db.prepare('SELECT max(id) FROM migrations').pluck().get() as number | null) ?? 0);
+    // A database no mediabatch ever wrote to: a reader has nothing to show, and creates nothing.
+    if (ours === 0) {
+      throw new StoreError(
+        `the PostgreSQL state at ${db.name} holds no mediabatch state (no run was ever recorded there): check --state or MEDIABATCH_STATE_URL`,
+        { kind: 'path', file: db.name },
+      );
+    }
+    const latest = (db.prepare('SELECT max(id) FROM migrations').pluck().get() as number | null) ?? 0;
     if (latest > migrations.length) {
       throw new StoreError(
         `the PostgreSQL state at ${db.name} was written by a newer mediabatch (schema ${latest}, this one knows ${migrations.length}): upgrade mediabatch`,
