@@ -57,6 +57,7 @@ export class ChangeFeed {
   readonly #now: () => number;
 
   readonly #onError: (error: unknown) => void;
+  readonly #onAway: (line: string | undefined) => void;
 
   constructor(
     data: ViewData,
@@ -64,8 +65,11 @@ export class ChangeFeed {
       now?: () => number;
       /** A look that failed for another reason than the database being away: told, and the next look tries again. */
       onError?: (error: unknown) => void;
+      /** The database went away (its one line) or is back (undefined). */
+      onAway?: (line: string | undefined) => void;
     } = {},
   ) {
+    this.#onAway = opts.onAway ?? (() => undefined);
     this.#data = data;
     this.#now = opts.now ?? Date.now;
     this.#onError = opts.onError ?? (() => undefined);
@@ -118,13 +122,18 @@ export class ChangeFeed {
         this.#onError(error);
         return;
       }
-      if (this.#away !== away) this.#emit([{ event: 'store', data: { reachable: false, error: away } }]);
+      // Told once when it goes, whatever the next looks say (it went away, then cannot be reached).
+      if (this.#away === undefined) {
+        this.#emit([{ event: 'store', data: { reachable: false, error: away } }]);
+        this.#onAway(away);
+      }
       this.#away = away;
       return;
     }
     if (this.#away === undefined) return;
     this.#away = undefined;
     this.#emit([{ event: 'store', data: { reachable: true, error: null } }]);
+    this.#onAway(undefined);
   }
 
   /** Why the state cannot be read now (the last look), or undefined. */

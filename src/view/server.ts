@@ -64,6 +64,11 @@ export interface ViewOptions {
   mediaOrigins?: readonly string[];
   /** Where failures of the server itself are told (scrubbed); default: nowhere. */
   onError?: (message: string) => void;
+  /**
+   * Told when the state database goes away (its one line) and when it is back (undefined), as the open
+   * pages are (their `store` event): the terminal says so too.
+   */
+  onAway?: (line: string | undefined) => void;
   now?: () => Date;
 }
 
@@ -122,6 +127,7 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
   });
   const feed = new ChangeFeed(data, {
     onError: (error) => onError(error instanceof Error ? (error.stack ?? error.message) : String(error)),
+    onAway: (line: string | undefined) => o.onAway?.(line === undefined ? undefined : scrub(line)),
   });
   const { app, hosts, headers } = gatedApp(o, token, () => ctx.port);
   const ctx: RouteContext = {

@@ -25,6 +25,8 @@ let url: string;
 let view: ViewServer;
 /** Failures of the view itself (500s, background reads): none is expected. */
 const errors: string[] = [];
+/** What the view told its terminal about the database going away and coming back. */
+const awayLines: string[] = [];
 
 function mediabatch(args: string[]) {
   return cli(['--state', url, ...args], {
@@ -146,7 +148,12 @@ beforeAll(async () => {
   );
   const second = await mediabatch(['run', chain, '--yes', '--allow-local-output']);
   if (second.code !== 4) throw new Error(`chain run exited ${second.code}: ${second.stderr}`);
-  view = await startView({ stateFile: url, cwd: env.dir, onError: (m) => errors.push(m) });
+  view = await startView({
+    stateFile: url,
+    cwd: env.dir,
+    onError: (m) => errors.push(m),
+    onAway: (line) => awayLines.push(line ?? 'back'),
+  });
 }, 120_000);
 
 afterEach(() => {
@@ -542,6 +549,10 @@ describe('view --state postgres://…', () => {
       pg.resume();
       await events.until(/event: store\n.*"reachable":true/, 15_000);
       expect((await get('/api/runs/batch')).status).toBe(200);
+      // The terminal was told as the page was: the same line when it went, once, and once when back.
+      expect(awayLines).toHaveLength(2);
+      expect(awayLines[0]).toMatch(/^the PostgreSQL state at postgres:\/\/postgres:\*\*\*@/);
+      expect(awayLines[1]).toBe('back');
     } finally {
       pg.resume();
       events.close();
