@@ -10,7 +10,7 @@ import { JobStore } from './jobs.js';
 import { LeaseStore } from './leases.js';
 import { LedgerStore } from './ledger.js';
 import { isPostgresUrl, redactUrl } from './location.js';
-import { openPgDatabase } from './pg/open.js';
+import { openPgDatabase, openPgDatabaseReadOnly } from './pg/open.js';
 import { ReportBasisStore } from './report-basis.js';
 import { ReportReadStore } from './report-reads.js';
 import { ReservationStore } from './reservations.js';
@@ -94,11 +94,13 @@ export function openStore(file: string, opts: StoreOptions = {}): Store {
 
 /**
  * Opens an existing state database read-only (`mediabatch view`): no write lock is ever taken, so a run
- * in another process is never slowed or blocked. Every write method fails (SQLITE_READONLY). A file of
- * an older schema is refused with kind 'older' (open it once with openStore to migrate it).
+ * in another process is never slowed or blocked. Every write method fails (SQLITE_READONLY; on
+ * PostgreSQL, a read-only transaction's refusal). A state of an older schema is refused with kind
+ * 'older' (open it once with openStore to migrate it).
  */
 export function openReadOnlyStore(file: string, opts: StoreOptions = {}): Store {
   const now = opts.now ?? (() => new Date());
+  if (isPostgresUrl(file)) return new Store(redactUrl(file), openPgDatabaseReadOnly(file), now);
   return new Store(file, openDatabaseReadOnly(file), now);
 }
 
