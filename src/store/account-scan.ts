@@ -101,6 +101,7 @@ function kindOfCharge(
   attempts: readonly AttemptRow[],
   refunded: ReadonlySet<string>,
 ): MoneyKind {
+  // Each answer recorded, a job's own attempt carries it; the latest when none does.
   const own = attempts.find((a) => a.img_uuid === charge.img_uuid) ?? attempts.at(-1);
   const before = attempts.filter(
     (a) =>

@@ -639,9 +639,11 @@ CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
 END;
 
 -- What each job's money was spent on, decided when its charge is booked: a re-roll when the ledger says
--- so; else the last earlier answer of its task (before the attempt that carries its job, or the latest
--- attempt, the one being answered): in doubt makes a retry of doubt, a job refunded (failed) an
--- automatic retry, a job kept a sending again, none the first job. A refund is of its charge's kind.
+-- so; else the last earlier answer of its task, before its own attempt: in doubt makes a retry of doubt,
+-- a job refunded (failed) an automatic retry, a job kept a sending again, none the first job. A refund
+-- is of its charge's kind. Its own attempt: the one that carries its job; while the charge is booked
+-- (before the answer is recorded on it) the attempt still waiting for its answer, or for a job found
+-- for an answer in doubt the last attempt in doubt; else the latest.
 ALTER TABLE ledger ADD COLUMN money_kind TEXT
   CHECK (money_kind IN ('first', 'retry', 'reroll', 'doubt_retry', 'sent_again'));
 UPDATE ledger SET money_kind = CASE WHEN reroll = 1 THEN 'reroll' ELSE coalesce((
@@ -653,7 +655,11 @@ UPDATE ledger SET money_kind = CASE WHEN reroll = 1 THEN 'reroll' ELSE coalesce(
       AND b.attempt_no < coalesce(
         (SELECT o.attempt_no FROM attempts o
          WHERE o.run_id = ledger.run_id AND o.task_id = ledger.task_id AND o.img_uuid = ledger.img_uuid),
-        (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = ledger.run_id AND o.task_id = ledger.task_id), 0)
+        (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = ledger.run_id AND o.task_id = ledger.task_id AND o.outcome IS NULL),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = ledger.run_id AND o.task_id = ledger.task_id AND o.outcome = 'in_doubt'),
+          (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = ledger.run_id AND o.task_id = ledger.task_id), 0)
     ORDER BY b.attempt_no DESC LIMIT 1), 'first') END
 WHERE kind = 'charge';
 UPDATE ledger SET money_kind = coalesce((SELECT c.money_kind FROM ledger c
@@ -678,8 +684,7 @@ INSERT INTO account_money (run_id, kind, jobs, tasks, charged, refunded)
     coalesce(sum(CASE WHEN kind = 'refund' THEN CAST(round(tokens * 1000000) AS INTEGER) END), 0)
   FROM ledger GROUP BY run_id, money_kind;
 
--- In the transaction that books the charge or refund. A charge is booked before its attempt records the
--- answer, so its own attempt is found by its job, else it is the task's latest.
+-- In the transaction that books the charge or refund.
 CREATE TRIGGER account_money_kind AFTER INSERT ON ledger BEGIN
   UPDATE ledger SET money_kind = CASE
     WHEN NEW.kind = 'refund' THEN coalesce((SELECT c.money_kind FROM ledger c
@@ -694,6 +699,10 @@ CREATE TRIGGER account_money_kind AFTER INSERT ON ledger BEGIN
         AND b.attempt_no < coalesce(
           (SELECT o.attempt_no FROM attempts o
            WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.img_uuid = NEW.img_uuid),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.outcome IS NULL),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.outcome = 'in_doubt'),
           (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id), 0)
       ORDER BY b.attempt_no DESC LIMIT 1), 'first') END
   WHERE id = NEW.id;

@@ -573,7 +573,11 @@ CREATE FUNCTION ledger_money_kind(l_run text, l_task text, l_img text) RETURNS t
     WHERE b.run_id = l_run AND b.task_id = l_task AND b.outcome IN ('in_doubt', 'submitted')
       AND b.attempt_no < coalesce(
         (SELECT o.attempt_no FROM attempts o WHERE o.run_id = l_run AND o.task_id = l_task AND o.img_uuid = l_img),
-        (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = l_run AND o.task_id = l_task), 0)
+        (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = l_run AND o.task_id = l_task AND o.outcome IS NULL),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = l_run AND o.task_id = l_task AND o.outcome = 'in_doubt'),
+          (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = l_run AND o.task_id = l_task), 0)
     ORDER BY b.attempt_no DESC LIMIT 1), 'first')
 $$;
 ALTER TABLE ledger ADD COLUMN money_kind TEXT COLLATE "C"

@@ -350,6 +350,10 @@ CREATE TRIGGER account_money_kind AFTER INSERT ON ledger BEGIN
         AND b.attempt_no < coalesce(
           (SELECT o.attempt_no FROM attempts o
            WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.img_uuid = NEW.img_uuid),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.outcome IS NULL),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.outcome = 'in_doubt'),
           (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id), 0)
       ORDER BY b.attempt_no DESC LIMIT 1), 'first') END
   WHERE id = NEW.id;
