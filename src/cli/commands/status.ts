@@ -3,6 +3,7 @@
 
 import { describeRun, invocationCommand } from '../../account/index.js';
 import { plural } from '../../report/format.js';
+import { newRunCommandLine } from '../../results/invocation.js';
 import { shownRunState } from '../../run/lease.js';
 import { readRunStatus } from '../../run/run-status.js';
 import { scheduledManifests } from '../../schedule/status.js';
@@ -10,7 +11,14 @@ import type { RunRecord, Store } from '../../store/index.js';
 import { roundTokens } from '../../util/money.js';
 import { EXIT } from '../errors.js';
 import { displayPath, fmtTokens, table } from '../format.js';
-import { openExistingStore, type ReadContext, runFolder, runInvocation, unknownRunError } from '../read.js';
+import {
+  openExistingStore,
+  type ReadContext,
+  readerOf,
+  runFolder,
+  runInvocation,
+  unknownRunError,
+} from '../read.js';
 import { askedRun, type ShardFlags } from '../shard.js';
 import {
   describeCounts,
@@ -73,7 +81,9 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
     io.stdout.write(`${table(rows)}\n\n`);
   }
   if (runs.length === 0) {
-    io.stdout.write(`No runs yet in ${ctx.statePath}: start one with \`mediabatch run <manifest>\`.\n`);
+    io.stdout.write(
+      `No runs yet in ${ctx.statePath}: start one with \`${newRunCommandLine(readerOf(ctx))}\`.\n`,
+    );
     return EXIT.ok;
   }
   const rows = [
