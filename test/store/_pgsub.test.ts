@@ -1,0 +1,13 @@
+import { afterAll, vi } from 'vitest';
+import { startPostgres } from '../helpers/postgres.js';
+import { useBackend } from './helpers.js';
+vi.setConfig({ testTimeout: 600_000, hookTimeout: 120_000 });
+const pg = await startPostgres();
+afterAll(() => pg.stop());
+useBackend(() => pg.freshDatabase());
+await import('./ledger.test.js');
+await import('./submissions.test.js');
+await import('./jobs.test.js');
+await import('./reviews.test.js');
+await import('./money-model.test.js');
+await import('./report-reads.test.js');
