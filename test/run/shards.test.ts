@@ -1,4 +1,4 @@
-// Issue 26, end to end with real processes: three shards of one run started at once against one sandbox
+// Shards (docs/shards.md), end to end with real processes: three shards of one run started at once against one sandbox
 // and one s3rver bucket, each with its own state file; one of them killed with SIGKILL in the middle and
 // started again with its own command; then `report --merge` of the three. The money comes from the
 // sandbox's /_sandbox/state, the results from the bucket, the codes and lines from the processes.

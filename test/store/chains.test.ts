@@ -1,4 +1,4 @@
-// Issue 17: the store's side of chains. `waits` (migration 9) must equal the real number of upstreams not
+// The store's side of chains. `waits` (migration 9) must equal the real number of upstreams not
 // done after any sequence of changes by any writer, so that the ready tasks are an index range; blocked
 // and unblocked downstreams follow their upstreams.
 import { describe, expect, it } from 'vitest';
@@ -50,13 +50,16 @@ describe('chains in the store', () => {
       return x / 2 ** 31;
     };
     const ids = specs.map((s) => s.taskId);
-    for (let i = 0; i < 1_500; i++) {
-      const state =
-        random() < 0.4
-          ? 'done'
-          : (STORED_TASK_STATES[Math.floor(random() * STORED_TASK_STATES.length)] ?? 'pending');
-      update.run(state, ids[Math.floor(random() * ids.length)]);
-    }
+    // One transaction: the triggers fire per row all the same, and PostgreSQL is spared 1,500 commits.
+    raw.transaction(() => {
+      for (let i = 0; i < 1_500; i++) {
+        const state =
+          random() < 0.4
+            ? 'done'
+            : (STORED_TASK_STATES[Math.floor(random() * STORED_TASK_STATES.length)] ?? 'pending');
+        update.run(state, ids[Math.floor(random() * ids.length)]);
+      }
+    })();
     raw.close();
     expect(realWaits(ctx.file())).toEqual({});
     // A resume of the same manifest rewrites the links: still exact.
