@@ -170,6 +170,33 @@ describe('queries', () => {
     ]);
   });
 
+  it('sums what is left to submit per model, for the whole run and for --only and --limit', () => {
+    const store = ctx.store();
+    store.tasks.upsertTasks('r1', [
+      { ...task('a', {}, 1), model: 'flat-image', expectedMs: 5_000 },
+      { ...task('b', {}, 2), model: 'video', expectedMs: 60_000 },
+      { ...task('c', {}, 4), model: 'flat-image', expectedMs: 1_000 },
+    ]);
+    const row = (model: string, tasks: number, tokens: number) => ({
+      model,
+      tasks,
+      tokens,
+      min: tokens,
+      max: tokens,
+    });
+    expect(store.tasks.pendingByModel('r1')).toEqual([row('flat-image', 2, 5), row('video', 1, 2)]);
+    expect(store.tasks.pendingByModel('r1', { only: ['a', 'c'] })).toEqual([row('flat-image', 2, 5)]);
+    // The longest expected jobs go first; in manifest order the first ones.
+    expect(store.tasks.pendingByModel('r1', { limit: 2 })).toEqual([
+      row('flat-image', 1, 1),
+      row('video', 1, 2),
+    ]);
+    expect(store.tasks.pendingByModel('r1', { limit: 1, order: 'manifest' })).toEqual([
+      row('flat-image', 1, 1),
+    ]);
+    expect(store.tasks.pendingByModel('r1', { only: ['c'], limit: 5 })).toEqual([row('flat-image', 1, 4)]);
+  });
+
   it('hands out for polling only submitted or running tasks whose next poll is due', () => {
     const store = ctx.store();
     const clock = ctx.clock();
