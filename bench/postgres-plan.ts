@@ -5,7 +5,7 @@
 // on a SQLite file in the same run. 100,000 tasks by default; `npm run bench -- --million` runs 1,000,000.
 // PostgreSQL is a throwaway server on loopback (test/helpers/postgres.ts), fsync off as in the tests.
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliArgv, REPO, spawnSandbox } from '../test/helpers/child.js';
@@ -54,26 +54,33 @@ export async function measurePlanInto(
     MEDIABATCH_BASE_URL: sandboxUrl,
     MEDIABATCH_POLL_SCALE: '0.01',
   };
-  const cli = (args: string[]): Promise<Measured> =>
-    o.compiled === false
-      ? spawnMeasured(cliArgv(args), { cwd: dir, env })
-      : cliMeasured(args, { cwd: dir, env });
-  try {
-    const file = await writeImagesManifest(dir, { name: 'planned', count: tasks });
-    const run = (state: string) =>
-      cli(['--state', state, 'run', file, '--yes', '--no-probe', '--limit', '1']);
-    const url = pg.freshDatabase();
-    const onPg = await run(url);
+  const cli = (cwd: string, args: string[]): Promise<Measured> =>
+    o.compiled === false ? spawnMeasured(cliArgv(args), { cwd, env }) : cliMeasured(args, { cwd, env });
+  // Each backend in a folder of its own: a run's output folder belongs to the state that made it.
+  const run = async (backend: string, state: (folder: string) => string) => {
+    const folder = join(dir, backend);
+    await mkdir(folder);
+    const file = await writeImagesManifest(folder, { name: 'planned', count: tasks });
+    const m = await cli(folder, [
+      '--state',
+      state(folder),
+      'run',
+      file,
+      '--yes',
+      '--no-probe',
+      '--limit',
+      '1',
+    ]);
     // --limit 1 leaves the rest pending: exit 4 (unfinished), with every task stored.
-    if (onPg.code !== 4) throw new Error(`run on PostgreSQL exited ${onPg.code}: ${onPg.stderr.slice(-2500)}`);
+    if (m.code !== 4) throw new Error(`run on ${backend} exited ${m.code}: ${m.stderr.slice(-2500)}`);
+    o.log?.(`${backend}: ${tasks} tasks planned and stored in ${round(m.ms / 1000)} s, ${m.peakRssMb} MB`);
+    return m;
+  };
+  try {
+    const url = pg.freshDatabase();
+    const onPg = await run('postgres', () => url);
     const stored = storedTasks(url);
-    o.log?.(
-      `PostgreSQL: ${tasks} tasks planned and stored in ${round(onPg.ms / 1000)} s, ${onPg.peakRssMb} MB`,
-    );
-    const onSqlite = await run(join(dir, 'state.db'));
-    if (onSqlite.code !== 4)
-      throw new Error(`run on SQLite exited ${onSqlite.code}: ${onSqlite.stderr.slice(-2500)}`);
-    o.log?.(`SQLite: ${round(onSqlite.ms / 1000)} s, ${onSqlite.peakRssMb} MB`);
+    const onSqlite = await run('sqlite', (folder) => join(folder, 'state.db'));
     return {
       tasks,
       postgres: { seconds: round(onPg.ms / 1000), peakRssMb: onPg.peakRssMb, stored },
