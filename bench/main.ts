@@ -1,7 +1,8 @@
 // `npm run bench`: every figure from one run, printed as a table and written to
 // bench/results.json with the commit and the machine. Each figure is a ratio or a count, so it holds
 // on a noisy machine. Takes about 8 minutes on 2 cores (2 of them the 100,000-task run, stopped then),
-// plus about 4 for the three repetitions of the 48-task makespan at half speed, plus the view's figures.
+// plus about 4 for the three repetitions of the 48-task makespan at half speed, plus the view's figures,
+// plus about 5 for PostgreSQL's (12-14; `--million` plans 1,000,000 tasks into it instead of 100,000).
 import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +17,7 @@ import { downloadRow, measureDownloads } from './download.js';
 import { machine } from './lib/measure.js';
 import { type MakespanFigures, measureMakespan, repetitionRow } from './makespan.js';
 import { type MillionFigures, measureMillion } from './million.js';
+import { measurePostgres, type PostgresFigures, postgresRows } from './postgres-steps.js';
 import { measureRequests, TIME_SCALE } from './requests.js';
 import { measureScale, RSS_TARGET_MB } from './scale.js';
 import { measureStartup, type StartupFigures, startupRows } from './startup.js';
@@ -85,6 +87,10 @@ try {
   const view = await measureView(1_000_000, log);
   log('11 the account of a 1,000,000-task run (describeRun), in a process of its own');
   const account = await measureAccountScale(1_000_000, log);
+  const postgres = await measurePostgres(baseUrl, {
+    planTasks: process.argv.includes('--million') ? 1_000_000 : 100_000,
+    log,
+  });
   figures = {
     sandboxLoad: load,
     throughput,
@@ -95,6 +101,7 @@ try {
     million,
     view,
     account,
+    postgres,
   };
 } finally {
   sandbox.proc.kill('SIGTERM');
@@ -120,6 +127,7 @@ const f = figures as {
   startup: StartupFigures;
   view: ViewFigures;
   account: AccountScaleFigures;
+  postgres: PostgresFigures;
 };
 const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
 const { polling, callbacks } = f.requests;
@@ -272,6 +280,7 @@ const rows: [string, string, string][] = [
     `<= 0.85 ${mark(m.longestFirstGain <= 0.85)}`,
   ]),
   ...startupRows(f.startup),
+  ...postgresRows(f.postgres),
 ];
 const width = Math.max(...rows.map((r) => r[0].length));
 const valueWidth = Math.max(...rows.map((r) => r[1].length));

@@ -97,6 +97,41 @@ export interface PreflightOptions {
   shown?: (path: string) => string;
 }
 
+/** What the caller of a session knows; the preflight's options are put together from it here, once. */
+export interface PreflightRequest {
+  client: ApiClient;
+  keyFingerprint: string;
+  configQuota: number | undefined;
+  /** The manifest's settings: its budget and its order of submission. */
+  settings: { budget?: number | undefined; order?: TaskOrder | undefined };
+  /** A cap on top of the manifest's budget (`--budget`, or what is left of a period's budget). */
+  budgetCap?: number | undefined;
+  allowPartial?: boolean | undefined;
+  only?: readonly string[] | undefined;
+  limit?: number | undefined;
+  /** The order asked for on the command line, over the manifest's. */
+  order?: TaskOrder | undefined;
+  now: Date;
+  shown?: (path: string) => string;
+}
+
+/** The preflight's options for a session: the budget it works under, the order, partial runs refused by default. */
+export function preflightOptions(r: PreflightRequest): PreflightOptions {
+  const order = r.order ?? r.settings.order;
+  return {
+    client: r.client,
+    keyFingerprint: r.keyFingerprint,
+    configQuota: r.configQuota,
+    budget: effectiveBudget(r.settings.budget, r.budgetCap),
+    allowPartial: r.allowPartial ?? false,
+    ...(r.only !== undefined ? { only: r.only } : {}),
+    ...(r.limit !== undefined ? { limit: r.limit } : {}),
+    ...(order !== undefined ? { order } : {}),
+    now: r.now,
+    ...(r.shown !== undefined ? { shown: r.shown } : {}),
+  };
+}
+
 /** Unfinished tasks already sent: pending and awaiting review (a pending task shown apart) are not. */
 function sentAndUnfinished(counts: Record<TaskState, number>): number {
   return UNFINISHED.reduce((n, s) => (s === 'pending' || s === 'awaiting_review' ? n : n + counts[s]), 0);

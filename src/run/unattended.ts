@@ -13,9 +13,9 @@ import type { Logger } from '../util/log.js';
 import type { RunEvent } from './events.js';
 import {
   closeCompleteRun,
-  effectiveBudget,
   executeRun,
   type PreflightReport,
+  preflightOptions,
   preflightRun,
   type RunOutcome,
   writeRunReport,
@@ -80,7 +80,6 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   const output = outputOf(o.plan.settings.output, o.storage, env);
   const plan = { ...o.plan, settings: { ...o.plan.settings, output: output.output } };
   const settings = plan.settings;
-  const budget = effectiveBudget(settings.budget, o.budgetCap);
   const session = await openRunSession({
     store: o.store,
     plan,
@@ -94,15 +93,17 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   try {
     const runId = session.runId;
     const { bucket, inputs } = await bucketsOf(output.bucket, o.storage, env, runId, o.inputStorage);
-    const preflight = await preflightRun(session, {
+    const options = preflightOptions({
       client: o.client,
       keyFingerprint: o.keyFingerprint,
       configQuota: o.configQuota,
-      budget,
-      allowPartial: o.allowPartial ?? false,
-      ...(settings.order !== undefined ? { order: settings.order } : {}),
+      settings,
+      budgetCap: o.budgetCap,
+      allowPartial: o.allowPartial,
       now: now(),
     });
+    const { budget } = options;
+    const preflight = await preflightRun(session, options);
     const report = () =>
       writeRunReport(session, {
         ...(bucket ? { bucket } : {}),

@@ -40,17 +40,7 @@ export class FileStore {
 
   constructor(db: Db, now: Clock) {
     this.#now = now;
-    this.#upsertFile = db.prepare<{
-      runId: string;
-      taskId: string;
-      index: number;
-      kind: ResultItemKind;
-      path: string;
-      bytes: number;
-      sha256: string;
-      sourceHost: string | null;
-      now: string;
-    }>(
+    this.#upsertFile = db.prepare<Omit<FileRecord, 'completedAt'> & { now: string }>(
       `INSERT INTO files (run_id, task_id, idx, kind, path, bytes, sha256, source_host, completed_at)
        VALUES (:runId, :taskId, :index, :kind, :path, :bytes, :sha256, :sourceHost, :now)
        ON CONFLICT (run_id, task_id, idx) DO UPDATE SET kind = excluded.kind, path = excluded.path,

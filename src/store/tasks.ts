@@ -291,7 +291,7 @@ export class TaskStore {
       >(
         `SELECT model, count(*) AS tasks, sum(est_tokens) AS tokens, sum(est_min) AS min, sum(est_max) AS max
          FROM (SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
-                 AND (? = 0 OR task_id IN (SELECT value FROM json_each(?))) ORDER BY ${order} LIMIT ?)
+                 AND (? = 0 OR task_id IN (SELECT value FROM json_each(?))) ORDER BY ${order} LIMIT ?) AS chosen
          GROUP BY model ORDER BY min(seq)`,
       );
     this.#pendingByModelOf = { manifest: pendingOf('seq'), longest: pendingOf('expected_ms DESC, seq') };
@@ -537,7 +537,8 @@ export class TaskStore {
     if (subset.only === undefined && subset.limit === undefined) return this.#pendingByModel.all(runId);
     const only = subset.only === undefined ? null : JSON.stringify(subset.only);
     const query = this.#pendingByModelOf[subset.order ?? 'longest'];
-    return query.all(runId, only === null ? 0 : 1, only, subset.limit ?? -1);
+    // No limit is the largest one both backends read (PostgreSQL refuses SQLite's -1).
+    return query.all(runId, only === null ? 0 : 1, only, subset.limit ?? Number.MAX_SAFE_INTEGER);
   }
 
   /** Submitted or running tasks whose next poll is due (never polled first), at most `limit`. */

@@ -173,10 +173,24 @@ export async function writeFileAtomic(
   options: AtomicWriteOptions = {},
 ): Promise<void> {
   if (!options.folderReady) await prepareFolderFor(path, options.root);
+  await writeThroughTemp(path, options, async (handle) => {
+    await handle.writeFile(typeof data === 'string' ? scrub(data) : scrubBytes(data));
+  });
+}
+
+/**
+ * Both writers' frame: a temporary file of its own, written by `write`, fsynced, then renamed over
+ * `path`; if `write` throws, the temporary file is removed and `path` keeps what it held.
+ */
+async function writeThroughTemp(
+  path: string,
+  options: AtomicWriteOptions,
+  write: (handle: FileHandle) => Promise<void>,
+): Promise<void> {
   const temp = tempPathFor(path, options.random);
   const handle = await openExclusive(temp);
   try {
-    await handle.writeFile(typeof data === 'string' ? scrub(data) : scrubBytes(data));
+    await write(handle);
     await handle.sync();
   } catch (error) {
     await handle.close().catch(() => {});
@@ -210,8 +224,13 @@ export async function writeFileAtomicStream(
   options: AtomicWriteOptions = {},
 ): Promise<void> {
   await prepareFolderFor(path, options.root);
-  const temp = tempPathFor(path, options.random);
-  const handle = await openExclusive(temp);
+  await writeThroughTemp(path, options, async (handle) => {
+    await streamInto(handle, produce);
+  });
+}
+
+/** `produce`'s text into the file, gathered into large writes and scrubbed as it leaves. */
+async function streamInto(handle: FileHandle, produce: (sink: TextSink) => Promise<void>): Promise<void> {
   let pending: string[] = [];
   let pendingLength = 0;
   const flush = async (final = false): Promise<void> => {
@@ -236,17 +255,8 @@ export async function writeFileAtomicStream(
       if (pendingLength >= STREAM_BUFFER_CHARS + secretOverlap()) await flush();
     },
   };
-  try {
-    await produce(sink);
-    await flush(true);
-    await handle.sync();
-  } catch (error) {
-    await handle.close().catch(() => {});
-    await rm(temp, { force: true });
-    throw error;
-  }
-  await handle.close();
-  await moveIntoPlace(temp, path);
+  await produce(sink);
+  await flush(true);
 }
 
 /** The last step of every writer: the complete, fsynced temporary file takes the final name. */

@@ -1,4 +1,4 @@
-// A large result is hashed and written on a thread of its own (issue 28): the same guarantees as the
+// A large result is hashed and written on a thread of its own (from 16 MB): the same guarantees as the
 // small path (the digest of exactly the bytes written, no temporary file left by any failure), and a
 // thread that dies fails the download cleanly. The bucket sink shares the reading loop: its own digest
 // is compared with the download's.

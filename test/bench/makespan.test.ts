@@ -1,4 +1,4 @@
-// A small slice of `bench/makespan.ts` (issue 16), so that the bench keeps working: eight tasks at a
+// A small slice of `bench/makespan.ts` (the batch's makespan against the ideal), so that the bench keeps working: eight tasks at a
 // twentieth of real time. Sanity only; the figures themselves are the bench's.
 import { describe, expect, it } from 'vitest';
 import { measureMakespan, mixedTasks, packedMakespan } from '../../bench/makespan.js';

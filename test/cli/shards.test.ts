@@ -1,4 +1,4 @@
-// The shard flags of validate, status and report (issue 26), in-process against the embedded sandbox:
+// The shard flags of validate, status and report (docs/shards.md), in-process against the embedded sandbox:
 // a shard's share counted, its run shown and reported by --shard, and one line for what cannot be.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// Issue 13: a key too short to be real is refused with one line naming the variable; the key itself
+// A key too short to be real is refused with one line naming the variable; the key itself
 // (a sentinel here) is never printed, and nothing is sent.
 import { afterEach, describe, expect, it } from 'vitest';
 import { images, makeRunEnv, type RunEnv, reason } from '../helpers/run-env.js';

@@ -1,4 +1,4 @@
-// Issue 28: the CLI runs from a bundle; an internal error's stack still names the sources' files and
+// The CLI runs from a bundle; an internal error's stack still names the sources' files and
 // lines (src/cli/stack.ts reads the bundle's source maps only then), and a stack without maps is kept.
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';

@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { MIGRATIONS, openStore } from '../../src/store/index.js';
 import { cliArgv, spawnCli } from '../helpers/child.js';
+import { cli } from '../helpers/cli.js';
 import { folder, lines } from './helpers.js';
 
 const MANIFEST = `version: 1
@@ -16,12 +17,19 @@ tasks:
     input: { prompt: a mug }
 `;
 
-/** `mediabatch <args>` in `cwd`; nothing listens at the base URL, and the store is opened first. */
-async function mediabatch(cwd: string, args: string[]) {
-  const child = spawnCli(args, {
-    cwd,
-    env: { MEDIABATCH_API_KEY: 'test-key-123456', MEDIABATCH_BASE_URL: 'http://127.0.0.1:9' },
-  });
+const ENV = { MEDIABATCH_API_KEY: 'test-key-123456', MEDIABATCH_BASE_URL: 'http://127.0.0.1:9' };
+
+/**
+ * `mediabatch <args>` in `cwd`; nothing listens at the base URL, and the store is opened first. The first
+ * case of each table runs as a real process (what it prints is all a user sees: no stack, no second line);
+ * the rest run the same CLI in-process, where the line and the code come from, a second or two sooner each.
+ */
+async function mediabatch(cwd: string, args: string[], how: 'process' | 'in-process') {
+  if (how === 'in-process') {
+    const { code, stderr } = await cli(args, { cwd, env: ENV, now: () => new Date() });
+    return { code, stderr };
+  }
+  const child = spawnCli(args, { cwd, env: ENV });
   const code = await child.exited;
   return { code, stderr: child.stderr() };
 }
@@ -83,11 +91,12 @@ describe('a broken state file ends in one line and exit 1', () => {
       },
       `mediabatch: state file state/x.db was written by a newer mediabatch (schema ${MIGRATIONS.length + 3}, this one knows ${MIGRATIONS.length}): upgrade mediabatch`,
     ],
-  ])('status --state on a %s file', async (_name, make, expected) => {
+  ])('status --state on a %s file', async (name, make, expected) => {
     const dir = await folder({});
     mkdirSync(join(dir, 'state'));
     make(dir);
-    const { code, stderr } = await mediabatch(dir, ['--state', 'state/x.db', 'status']);
+    const how = name === 'garbage' ? 'process' : 'in-process';
+    const { code, stderr } = await mediabatch(dir, ['--state', 'state/x.db', 'status'], how);
     expect({ code, stderr: lines(stderr) }).toEqual({ code: 1, stderr: [expected] });
   });
 
@@ -110,17 +119,15 @@ describe('a broken state file ends in one line and exit 1', () => {
       () => {},
       'mediabatch: state file /dev/full cannot be written: the disk is full; free some space and run again',
     ],
-  ])('run --state on %s', async (_name, state, make, expected) => {
+  ])('run --state on %s', async (name, state, make, expected) => {
     const dir = await folder({ 'm.yaml': MANIFEST });
     make(dir);
-    const { code, stderr } = await mediabatch(dir, [
-      '--state',
-      state,
-      'run',
-      'm.yaml',
-      '--yes',
-      '--no-probe',
-    ]);
+    const how = name === 'a full disk' ? 'process' : 'in-process';
+    const { code, stderr } = await mediabatch(
+      dir,
+      ['--state', state, 'run', 'm.yaml', '--yes', '--no-probe'],
+      how,
+    );
     // A full disk is resumable once there is room (exit 4); the other problems need the user's fix (exit 1).
     expect({ code, stderr: lines(stderr) }).toEqual({
       code: state === '/dev/full' ? 4 : 1,

@@ -1,4 +1,4 @@
-// Issue 14: after kill -9 a run is recorded as `running` forever; status shows it as `interrupted` when no
+// After kill -9 a run is recorded as `running` forever; status shows it as `interrupted` when no
 // live process holds its lease (which is what the next `run` treats it as).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';

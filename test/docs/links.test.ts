@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { anchors, docFiles, type Link, links, ROOT, shown } from './markdown.js';
 
 /**
- * Pages other branches write (issues 24, 25, 26) that these pages already link to. Until each lands, a link to
+ * Pages other branches write that these pages already link to. Until each lands, a link to
  * it may not resolve; once the file exists it is checked like any other, anchors included.
  */
 const PAGES_TO_COME = new Set(['docs/view.md', 'docs/review.md', 'docs/shards.md']);

@@ -1,4 +1,4 @@
-// Issue 26: the ready-made recipes (examples/kubernetes, examples/aws-batch, examples/github-actions). Each
+// The ready-made recipes (examples/kubernetes, examples/aws-batch, examples/github-actions). Each
 // recipe's command is rendered for every index the engine would start, with the variables the engine sets,
 // and handed to `mediabatch plan --json` in place of `run` (same flags, no network): the n shards must
 // cover examples/campaign.yaml exactly once, chains whole, and agree on the count.

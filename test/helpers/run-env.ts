@@ -30,10 +30,10 @@ export interface TaskDecl {
   input: Record<string, unknown>;
   repeat?: number;
   media_seconds?: number;
-  /** The task(s) this one waits for and takes results from (issue 17). */
+  /** The task(s) this one waits for and takes results from: the manifest's `after` (docs/chains.md). */
   after?: string | Record<string, string>;
   matrix?: Record<string, unknown>;
-  /** Its result must be approved before its downstreams go on (issue 25). */
+  /** Its result must be approved before its downstreams go on: the manifest's `review` (docs/review.md). */
   review?: boolean;
 }
 

@@ -1,4 +1,4 @@
-// Issue 18: `foreach` over a glob of files: one task per file, in name order, `{{row.path}}`,
+// `foreach` over a glob of files: one task per file, in name order, `{{row.path}}`,
 // `{{row.name}}` and `{{row.stem}}`; files must stay inside the manifest's folder, like data files.
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-// Issue 17: chains before the run. Every problem of a chain is located (missing upstreams, cycles, a task
+// Chains before the run. Every problem of a chain is located (missing upstreams, cycles, a task
 // waiting for itself, references to what the upstream does not make, references without `after`), and a
 // downstream is priced exactly where its upstream's request decides the length, else as a range.
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';

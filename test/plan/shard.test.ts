@@ -1,4 +1,4 @@
-// The pure core of shards (issue 26): which shard a task falls in, chains whole, the flags and the
+// The pure core of shards (docs/shards.md): which shard a task falls in, chains whole, the flags and the
 // engines' variables, a shard run's id, and the budget shares.
 import { describe, expect, it } from 'vitest';
 import {

@@ -1,4 +1,4 @@
-// Issue 15: the packed package is what a TypeScript or JavaScript user imports. `npm pack` builds and packs
+// The packed package is what a TypeScript or JavaScript user imports. `npm pack` builds and packs
 // it; the tarball is unpacked into a fresh project's node_modules (its dependencies linked from ours, since
 // installing them again would rebuild SQLite), and a script plans and runs a manifest against the sandbox.
 import { execFileSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-// Issue 28: a command loads only what it uses. The CLI is bundled as `npm run prepare` bundles it
+// A command loads only what it uses. The CLI is bundled as `npm run prepare` bundles it
 // (scripts/bundle-cli.ts, into a folder of its own here), then run with a module hook that lists every file
 // node loads: validate reads no HTTP server, no AWS SDK, no logger, no media probe and no HTTP client;
 // --version and --help not even the manifest's schema.

@@ -1,4 +1,4 @@
-// report --merge's pure core (issue 26): shard reports in, the run's report out. Totals are exact sums
+// report --merge's pure core (docs/shards.md): shard reports in, the run's report out. Totals are exact sums
 // (micro-tokens underneath), every task once, and the shards missing or unfinished are named.
 import { describe, expect, it } from 'vitest';
 import { MergeError, mergeShardReports } from '../../src/report/merge.js';

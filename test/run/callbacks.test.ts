@@ -1,4 +1,4 @@
-// Callbacks end to end (issue 7): the CLI in-process against the sandbox, which sends real status
+// Callbacks end to end (docs/callbacks.md): the CLI in-process against the sandbox, which sends real status
 // callbacks over loopback to the run's receiver. Where a test must know exactly which requests were
 // made, the sandbox runs on a clock the test moves, and polling runs at its real pace (the fallback is a
 // minute away), so every jobs/detail request the sandbox counts was caused by a callback.

@@ -1,4 +1,4 @@
-// Issue 17: kill -9 anywhere in chains, then the same command again, until the run ends: no task is
+// Kill -9 anywhere in chains, then the same command again, until the run ends: no task is
 // charged twice, no downstream is submitted before its upstream is done, each gets its upstream's own
 // result, and a downstream of an upstream that did not succeed is blocked with nothing charged.
 // The runner is a child process; the sandbox lives in its own process and outlives every kill.

@@ -1,4 +1,4 @@
-// Issue 17: chains. A downstream task waits for its upstream, receives exactly its result (links, ids,
+// Chains. A downstream task waits for its upstream, receives exactly its result (links, ids,
 // sheet fields), is priced exactly before it is sent, and is blocked with nothing charged when its
 // upstream fails. Over real HTTP against the sandbox, with real SQLite files.
 import { readFileSync } from 'node:fs';

@@ -60,7 +60,7 @@ describe('run: kill -9 at random moments', () => {
     );
     const env = {
       ...sandbox.env(),
-      // Five tasks stored before the first submission, the rest while the run goes (issue 16): a kill may
+      // Five tasks stored before the first submission, the rest while the run goes (a 1,000,000-task run submits within seconds): a kill may
       // land while rows are still being stored, and the next run stores what is missing.
       MEDIABATCH_STORE_FIRST: '5',
     };

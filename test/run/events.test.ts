@@ -1,4 +1,4 @@
-// Issue 14: `run --json` writes one event per line on stdout, each valid against the versioned schema,
+// `run --json` writes one event per line on stdout, each valid against the versioned schema,
 // ending with a summary; the human display goes to stderr. The schema file is generated and kept in sync.
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Every command mediabatch prints for a person works as printed (issue 31): each hint is taken from the
+// Every command mediabatch prints for a person works as printed: each hint is taken from the
 // output, split into words by /bin/sh, and run in-process in the same folder, with the sandbox's key and
 // base URL in the environment only where the user keeps them. It does what it says, against the same run,
 // and never submits a task it did not promise: the sandbox's own books (POSTs, jobs) say so.

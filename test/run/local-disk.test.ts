@@ -1,4 +1,4 @@
-// Issue 13: a full or read-only output disk never turns paid results into failures. Before the first
+// A full or read-only output disk never turns paid results into failures. Before the first
 // POST the output folder is checked; a disk that fills up mid-run stops new submissions, leaves the paid
 // tasks unfetched (exit 4), and the same command fetches them once there is room. Real tmpfs mounts.
 

@@ -1,4 +1,4 @@
-// Issue 16: the longest expected jobs are submitted first, so the slots finish together; the manifest's
+// The longest expected jobs are submitted first, so the slots finish together; the manifest's
 // order is kept when asked for (`order: manifest` or `run --order manifest`).
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeRunEnv, type RunEnv, type TaskDecl } from '../helpers/run-env.js';

@@ -1,4 +1,4 @@
-// Issue 16: "already complete" is quick at any size because a report that is current is not written
+// "already complete" is quick at any size because a report that is current is not written
 // again; anything that moved since (a task, a charge, a file, a report file gone) writes it anew.
 import { existsSync } from 'node:fs';
 import { rm, stat } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// Issue 13: a dated run id (`run: "{{name}}-{{date}}"`) resumed after midnight resumes the unfinished
+// A dated run id (`run: "{{name}}-{{date}}"`) resumed after midnight resumes the unfinished
 // run instead of starting (and paying for) a new one; --new-run starts one and says what the old owes.
 // And a budget reached with tasks in flight ends the run instead of waiting forever.
 import { readFile, writeFile } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// Issue 25, follow-ups: a re-roll keeps the result it replaces. A process that dies after recording the
+// Choosing results (docs/review.md): a re-roll keeps the result it replaces. A process that dies after recording the
 // re-roll and before moving the earlier files leaves them for the next run, which moves them before it
 // sends the re-roll (never overwritten, never forgotten); a run whose output is a bucket keeps the earlier
 // result under <task>/attempt-N/ in the bucket, copied server-side. Real sandbox over HTTP (money from its

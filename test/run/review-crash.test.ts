@@ -1,4 +1,4 @@
-// Issue 25: a re-roll is recorded before it is sent, like every submission. kill -9 while its POST is out
+// A re-roll is recorded before it is sent, like every submission. kill -9 while its POST is out
 // (the service took it and charged) leaves it in doubt: the next runs never send it again, and it cannot be
 // re-rolled again while its charge is unknown. The runner is a child process killed for real; the sandbox
 // lives in the test process and outlives it; money from its /_sandbox/state.

@@ -1,4 +1,4 @@
-// Issue 25, from code: the library exports the review functions and run() takes waitForReview. A run()
+// Choosing results from code: the library exports the review functions and run() takes waitForReview. A run()
 // that waits for review is decided on from the same program through openState/listAwaiting/decide, and
 // submits the approved still's clip without restarting. Real sandbox over HTTP, money from its state.
 import { request } from 'undici';

@@ -1,4 +1,4 @@
-// Issue 25, follow-up: the README's review walkthrough with --sandbox across separate commands. Each
+// Choosing results: the README's review walkthrough with --sandbox across separate commands. Each
 // `run --sandbox` starts its own embedded sandbox; its finished jobs are kept beside the state file
 // (state/sandbox-jobs.jsonl, src/sandbox/journal.ts), so the run after `review --approve` still gets the
 // upstream's job record and files, and the approved downstream is submitted and done.

@@ -1,4 +1,4 @@
-// Issue 25, follow-up: a downstream of a reviewed result nobody approved yet is shown in a state of its
+// Choosing results (docs/review.md): a downstream of a reviewed result nobody approved yet is shown in a state of its
 // own, `awaiting_review`, wherever states are shown or filtered: `run`'s end line and --json, `status`,
 // report.json/csv/md, the gallery's data, and a keyset-paged store read for the view. The stored state stays
 // `pending` (never submitted: money from the sandbox's /_sandbox/state). Real HTTP, a real SQLite file.

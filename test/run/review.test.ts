@@ -1,4 +1,4 @@
-// Issue 25: choosing results. A reviewed upstream's downstream is never submitted (nor charged) before the
+// Choosing results. A reviewed upstream's downstream is never submitted (nor charged) before the
 // result is approved; a rejected one skips it; a re-roll is one more charge per ask, keeps the earlier
 // result, and is refused over the budget before anything is sent. Real HTTP to the sandbox, money from its
 // /_sandbox/state, a real SQLite file, the CLI in-process.

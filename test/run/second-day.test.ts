@@ -1,4 +1,4 @@
-// Issue 14: what a user meets right after the demo. A run belongs to the API and key it started with;
+// What a user meets right after the demo. A run belongs to the API and key it started with;
 // an output folder belongs to one run of one state file; a paid run is never started unconfirmed; a
 // run's first start and last end do not move when a re-run has nothing to do; a refusal is `refused`.
 import { readFile, writeFile } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// Issue 27: the API key is scrubbed from every file a run writes — job.json, sheet.json, the four report
+// The API key is scrubbed from every file a run writes — job.json, sheet.json, the four report
 // files, the folder's mark — and from every object it puts in a bucket, even when a hostile or buggy server
 // echoes the key into its job records and the user pasted the key into a prompt.
 import { randomBytes } from 'node:crypto';

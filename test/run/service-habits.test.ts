@@ -1,4 +1,4 @@
-// Issue 12: the service as it is documented to behave, not as our sandbox first imagined it. Each
+// The service as it is documented to behave, not as our sandbox first imagined it. Each
 // test drives `mediabatch run` over real HTTP against the sandbox with its quirks switched on, and
 // checks money from the sandbox's own books and files on disk.
 import { readFile } from 'node:fs/promises';

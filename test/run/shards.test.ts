@@ -1,4 +1,4 @@
-// Issue 26, end to end with real processes: three shards of one run started at once against one sandbox
+// Shards (docs/shards.md), end to end with real processes: three shards of one run started at once against one sandbox
 // and one s3rver bucket, each with its own state file; one of them killed with SIGKILL in the middle and
 // started again with its own command; then `report --merge` of the three. The money comes from the
 // sandbox's /_sandbox/state, the results from the bucket, the codes and lines from the processes.
@@ -16,6 +16,7 @@ import type { Report } from '../../src/report/schema.js';
 import type { SandboxState } from '../../src/sandbox/server.js';
 import { CHROMIUM } from '../helpers/browser.js';
 import { type Child, spawnCli, spawnSandbox } from '../helpers/child.js';
+import { cli as cliInProcess } from '../helpers/cli.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from '../helpers/s3.js';
 
 const IMAGES = 24;
@@ -165,10 +166,12 @@ async function galleryCardIds(html: string): Promise<string[]> {
   }
 }
 
+/**
+ * A command after the shards' processes: in-process (the same CLI, its lines and codes, a process start
+ * sooner each). The shards themselves are processes, for kill -9.
+ */
 async function cli(args: string[]): Promise<{ code: number | string; stdout: string; stderr: string }> {
-  const child = spawnCli(args, { cwd: dir, env });
-  const code = await child.exited;
-  return { code, stdout: child.stdout(), stderr: child.stderr() };
+  return await cliInProcess(args, { cwd: dir, env, now: () => new Date() });
 }
 
 describe('three shards of one run on one sandbox and one bucket', () => {

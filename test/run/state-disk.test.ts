@@ -1,4 +1,4 @@
-// Issue 13: a state disk that fills up mid-run stops the run cleanly: exit 4, one line, no stack trace,
+// A state disk that fills up mid-run stops the run cleanly: exit 4, one line, no stack trace,
 // and what was committed stays consistent (nothing charged twice on the next run). Real tmpfs; root only.
 
 import { execFileSync } from 'node:child_process';
@@ -23,7 +23,7 @@ afterEach(async () => {
 describe.skipIf(cannotMount !== undefined)('run: a full state disk', () => {
   it.each([
     ['every task stored before the first submission', {}],
-    // Issue 16: the first 20 stored, the rest while the run goes; the disk fills while they are stored.
+    // The first 20 stored, the rest while the run goes; the disk fills while they are stored.
     ['the tasks stored while the run goes', { MEDIABATCH_STORE_FIRST: '20' }],
   ])(
     'stops the run with exit 4 and one line, never a stack; after room is made nothing is charged twice (%s)',

@@ -1,4 +1,4 @@
-// Issue 16: a new run of many tasks starts submitting once its first rows are stored; the rest are stored
+// A new run of many tasks starts submitting once its first rows are stored; the rest are stored
 // while it runs. The order stays longest first over every task (stored or not), a stop leaves a run whose
 // missing rows the next run stores, and nothing is charged twice. MEDIABATCH_STORE_FIRST (test-only)
 // makes a small manifest behave like a large one.

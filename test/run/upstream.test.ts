@@ -1,4 +1,4 @@
-// Issue 17: which upstream records may be passed on without asking the service again, and how the
+// Which upstream records may be passed on without asking the service again, and how the
 // references of a stored request are filled in.
 import { describe, expect, it } from 'vitest';
 import type { JobRecord } from '../../src/api/schemas.js';

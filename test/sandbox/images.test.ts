@@ -1,4 +1,4 @@
-// Issue 27: each sandbox image is drawn for its request (model, start of the prompt, seed, place among the
+// Each sandbox image is drawn for its request (model, start of the prompt, seed, place among the
 // job's images), so a gallery can tell results apart; the same request gives the same bytes in any run.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-// Issue 27: `run --sandbox` hands its local inputs to the embedded sandbox, which serves them back by link
+// `run --sandbox` hands its local inputs to the embedded sandbox, which serves them back by link
 // (with ranges, as a bucket does), each content once; a sandbox in another process is never used so.
 import { Readable } from 'node:stream';
 import { request } from 'undici';

@@ -1,4 +1,4 @@
-// Issue 18: kill -9 while results stream into a bucket (12 MB videos in multipart uploads among small images), then the same command again, until the run ends:
+// Kill -9 while results stream into a bucket (12 MB videos in multipart uploads among small images), then the same command again, until the run ends:
 // no task charged twice, and every done task's objects complete in the bucket (sizes as recorded); a
 // cut-off upload never counts as a result. The runner is a child process; the sandbox and s3rver outlive it.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// Issue 18: the pieces of a bucket output that a loopback S3 server cannot show. s3rver does not list
+// The pieces of a bucket output that a loopback S3 server cannot show. s3rver does not list
 // multipart uploads, so the abort of a killed run's unfinished uploads is shown with a scripted bucket.
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';

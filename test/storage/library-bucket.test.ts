@@ -1,4 +1,4 @@
-// Issue 18 through the library: `run()` (and the scheduler, which shares runUnattended) uploads local
+// Local inputs and a bucket output through the library: `run()` (and the scheduler, which shares runUnattended) uploads local
 // inputs and puts the results in the bucket, like the CLI; without a bucket, local inputs are refused.
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// kill -9 in the middle of a multipart result upload, then the same command again (issue 18, "Done when").
+// kill -9 in the middle of a multipart result upload, then the same command again: nothing uploaded twice, nothing lost.
 // Deterministic, not left to a random moment: a proxy in front of s3rver holds the first part of the first
 // multipart upload and the test kills the run right then. s3rver cannot list multipart uploads, so the
 // proxy answers ListMultipartUploads itself from the uploads it saw begin and end; everything else goes to

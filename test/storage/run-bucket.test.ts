@@ -1,4 +1,4 @@
-// Issue 18: results straight into a bucket. `output: s3://bucket/prefix` (or `output: storage`) puts each
+// Results straight into a bucket. `output: s3://bucket/prefix` (or `output: storage`) puts each
 // result file, job.json and the reports under `<prefix>/<run>/<task>/` as on disk, with nothing in a local
 // output folder; a second run finds the run complete. Over real HTTP: the sandbox and s3rver on loopback.
 import { existsSync } from 'node:fs';

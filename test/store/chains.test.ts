@@ -1,4 +1,4 @@
-// Issue 17: the store's side of chains. `waits` (migration 9) must equal the real number of upstreams not
+// The store's side of chains. `waits` (migration 9) must equal the real number of upstreams not
 // done after any sequence of changes by any writer, so that the ready tasks are an index range; blocked
 // and unblocked downstreams follow their upstreams.
 import { describe, expect, it } from 'vitest';
@@ -43,20 +43,24 @@ describe('chains in the store', () => {
     );
 
     const raw = rawDatabase(ctx.file());
-    const update = raw.prepare("UPDATE tasks SET state = ? WHERE run_id = 'r1' AND task_id = ?");
     let x = 11;
     const random = () => {
       x = (x * 1103515245 + 12345) % 2 ** 31;
       return x / 2 ** 31;
     };
     const ids = specs.map((s) => s.taskId);
+    // One script of 1,500 updates, one after another in one transaction: the triggers fire for each row
+    // all the same, and PostgreSQL is spared 1,500 round trips.
+    const updates: string[] = [];
     for (let i = 0; i < 1_500; i++) {
       const state =
         random() < 0.4
           ? 'done'
           : (STORED_TASK_STATES[Math.floor(random() * STORED_TASK_STATES.length)] ?? 'pending');
-      update.run(state, ids[Math.floor(random() * ids.length)]);
+      const id = ids[Math.floor(random() * ids.length)];
+      updates.push(`UPDATE tasks SET state = '${state}' WHERE run_id = 'r1' AND task_id = '${id}';`);
     }
+    raw.exec(`BEGIN; ${updates.join('\n')} COMMIT;`);
     raw.close();
     expect(realWaits(ctx.file())).toEqual({});
     // A resume of the same manifest rewrites the links: still exact.

@@ -4,6 +4,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { redactUrl, stateLocation } from '../../src/store/location.js';
+import { type BulkInsert, bulkInsertParams, bulkInsertText } from '../../src/store/pg/bulk.js';
 import { connectionString } from '../../src/store/pg/db.js';
 import { toPostgres } from '../../src/store/pg/sql.js';
 
@@ -68,5 +69,41 @@ describe('the connection', () => {
     expect(redactUrl('postgresql://db/mb')).toBe('postgresql://db/mb');
     expect(stateLocation('/work', 'postgres://db/mb')).toBe('postgres://db/mb');
     expect(stateLocation('/work', 'state/x.db')).toBe('/work/state/x.db');
+  });
+});
+
+describe('a multi-row INSERT of alike rows', () => {
+  const types = new Map([
+    ['run_id', 'text'],
+    ['seq', 'bigint'],
+    ['state', 'text'],
+    ['cost', 'double precision'],
+  ]);
+  const rows =
+    "INSERT INTO tasks (run_id, seq, state, cost) VALUES (?, ?, 'pending', ?), (?, ?, 'pending', ?)";
+
+  it('is sent as one array per column: as many parameters whatever the number of rows', () => {
+    const { bulk, positional } = toPostgres(rows);
+    expect(positional).toBe(6);
+    expect(bulk).toBeDefined();
+    expect(bulkInsertText(bulk as BulkInsert, types)).toBe(
+      "INSERT INTO tasks (run_id, seq, state, cost) SELECT u.c0, u.c1, 'pending', u.c2 FROM unnest($1::text[], $2::bigint[], $3::double precision[]) AS u(c0, c1, c2)",
+    );
+    expect(bulkInsertParams(bulk as BulkInsert, ['r "1"', 1, 0.5, 'r\\2', 2, null])).toEqual([
+      '{"r \\"1\\"","r\\\\2"}',
+      '{1,2}',
+      '{0.5,NULL}',
+    ]);
+  });
+
+  it.each([
+    ['one row', 'INSERT INTO t (a, b) VALUES (?, ?)'],
+    ['rows that differ', "INSERT INTO t (a, b) VALUES (?, 'x'), (?, 'y')"],
+    ['a parameter inside an expression', 'INSERT INTO t (a, b) VALUES (?, ? + 1), (?, ? + 1)'],
+    ['ON CONFLICT after the rows', 'INSERT INTO t (a) VALUES (?), (?) ON CONFLICT DO NOTHING'],
+    ['INSERT OR IGNORE', 'INSERT OR IGNORE INTO t (a) VALUES (?), (?)'],
+    ['named parameters', 'INSERT INTO t (a) VALUES (:a), (:a)'],
+  ])('is left as it is with %s', (_, sql) => {
+    expect(toPostgres(sql).bulk).toBeUndefined();
   });
 });

@@ -1,4 +1,4 @@
-// Issue 25: the store's side of choosing results. A downstream of a reviewed upstream is ready only once
+// The store's side of choosing results. A downstream of a reviewed upstream is ready only once
 // the upstream is done AND approved, whoever moves what; rejection skips it (and its own downstreams);
 // approval or a re-roll brings it back; a decision on a task that moved since is refused with what changed.
 import { describe, expect, it } from 'vitest';

@@ -78,7 +78,7 @@ describe('the task life cycle', () => {
     ['unfetched', 'lost', true],
     ['lost', 'pending', false],
     ['failed', 'pending', true],
-    // Choosing results (issue 25): a re-roll the user asks for is a new attempt of a done task; a
+    // Choosing results (docs/review.md): a re-roll the user asks for is a new attempt of a done task; a
     // downstream of a rejected result is skipped, and waits again when the result is approved or re-rolled.
     ['done', 'pending', true],
     ['pending', 'skipped', true],

@@ -1,4 +1,4 @@
-// Issue 13's faults on the user's own machine, each run end to end in-process (the CLI's clock can be
+// The faults on the user's own machine, each run end to end in-process (the CLI's clock can be
 // injected only there) against a real sandbox on loopback, real folders and a real state file: a dated
 // run interrupted and resumed after the date changed, a full output disk freed before the resume, a
 // budget reached with tasks in flight, links planted in the output folder, a 2-character API key, and

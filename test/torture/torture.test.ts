@@ -28,7 +28,7 @@ describe('torture: hostile inputs', () => {
   }, 90_000);
 });
 
-describe("torture: faults on the user's own machine (issue 13)", () => {
+describe("torture: faults on the user's own machine", () => {
   it('a dated run resumed the next day, a full disk freed, a budget hit mid-flight, planted links, a 2-character key, every quirk: the money guarantees hold', async () => {
     const { cases, guarantees, skipped } = await scenarioTorture(SMALL.scenarios);
     expect(guarantees.filter((g) => !g.ok)).toEqual([]);

@@ -1,4 +1,4 @@
-// Issue 27: a registered secret is scrubbed from every file written, in each form a file may hold it, even
+// A registered secret is scrubbed from every file written, in each form a file may hold it, even
 // when a streamed writer receives it cut in two across its 64 KiB pieces.
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

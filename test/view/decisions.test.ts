@@ -1,4 +1,4 @@
-// Decisions through the view over real HTTP (issue 25): the token header and the same origin are
+// Decisions through the view over real HTTP (approve, reject, re-roll): the token header and the same origin are
 // required (a cross-site POST changes nothing, money and state read back), a decision on a task that moved
 // since the page read it is refused with the reason, the re-roll price says what the budget leaves and a
 // re-roll over it is refused before anything is recorded, and `review <run> --json` lists what the view

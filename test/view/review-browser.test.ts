@@ -1,4 +1,4 @@
-// Choosing results in Debian's chromium with the keyboard (issue 25). `run --view --wait-for-review` goes
+// Choosing results in Debian's chromium with the keyboard (approve, reject, re-roll). `run --view --wait-for-review` goes
 // in its own process against a sandbox in a third; four reviewed variants each feed one clip. In the page:
 // j/k move, a approves one, r rejects one, shift+R re-rolls one after its price and what the budget leaves
 // are shown; only the approved variant's clip is submitted and charged (money from /_sandbox/state); the

@@ -5,6 +5,7 @@ import {
   closeCompleteRun,
   effectiveBudget,
   type PreflightReport,
+  preflightOptions,
   preflightRun,
 } from '../../run/lifecycle.js';
 import type { RunSession } from '../../run/session.js';
@@ -36,18 +37,20 @@ export async function driveRun(a: DriveArgs): Promise<number> {
   }
   printer.opened();
   if (a.shardLine) out(`  ${a.shardLine}`);
-  const report = await preflightRun(session, {
+  const options = preflightOptions({
     client: a.client,
     keyFingerprint: a.fingerprint,
     configQuota: config.quota,
-    budget,
-    allowPartial: flags.allowPartial ?? false,
-    ...(a.only !== undefined ? { only: a.only } : {}),
-    ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
-    order: flags.order ?? settings.order,
+    settings,
+    budgetCap: flags.budgetCap,
+    allowPartial: flags.allowPartial,
+    only: a.only,
+    limit: flags.limit,
+    order: flags.order,
     now: io.now(),
     shown: (p) => displayPath(io.cwd, p),
   });
+  const report = await preflightRun(session, options);
   if (report.complete) {
     const code = closeCompleteRun(session, report.counts);
     out(

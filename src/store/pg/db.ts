@@ -5,6 +5,7 @@
 import { MediabatchError } from '../../errors.js';
 import { StoreError } from '../errors.js';
 import { redactUrl } from '../location.js';
+import { bulkInsertParams, bulkInsertText } from './bulk.js';
 import { finish, keepFailed, type Libpq, newLibpq } from './libpq.js';
 import { pgOverride } from './overrides.js';
 import { type PgStatementText, toPostgres } from './sql.js';
@@ -107,6 +108,8 @@ export class PgStatement {
   #pluck = false;
   #raw = false;
   #bound: Bindable[] | undefined;
+  /** A bulk insert's statement, built at its first run (it needs the table's column types). */
+  #bulkText: PgStatementText | undefined;
 
   constructor(db: PgDb, source: string) {
     this.#db = db;
@@ -149,6 +152,12 @@ export class PgStatement {
   }
 
   run(...params: unknown[]): { changes: number; lastInsertRowid: number } {
+    const { bulk } = this.#sql;
+    if (bulk !== undefined) {
+      this.#bulkText ??= { ...this.#sql, text: bulkInsertText(bulk, this.#db.columnTypes(bulk.table)) };
+      const pq = this.#db.execute(this.#bulkText, bulkInsertParams(bulk, this.#args(params)));
+      return { changes: Number(pq.cmdTuples() || 0), lastInsertRowid: 0 };
+    }
     const pq = this.#db.execute(this.#sql, this.#args(params));
     return { changes: Number(pq.cmdTuples() || 0), lastInsertRowid: 0 };
   }
@@ -218,6 +227,14 @@ function readValue(pq: Libpq, r: number, c: number): unknown {
   return text;
 }
 
+const COLUMN_TYPES: PgStatementText = {
+  text: `SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+    WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`,
+  positional: 1,
+  names: [],
+  writes: false,
+};
+
 type TxMode = 'default' | 'deferred' | 'immediate' | 'exclusive';
 
 export interface PgDbOptions {
@@ -237,6 +254,7 @@ export class PgDb {
   readonly #conninfo: string;
   #pq: Libpq | undefined;
   readonly #prepared = new Map<string, string>();
+  readonly #columnTypes = new Map<string, Map<string, string>>();
   #depth = 0;
   /** A statement failed inside the open transaction: it was undone to the transaction's start, and the
    *  transaction may only read and then end by a throw, never commit (SQLite would have kept the rest). */
@@ -315,6 +333,18 @@ export class PgDb {
     this.#pq = undefined;
     this.#open = false;
     return this;
+  }
+
+  /** A table's columns and their types (as casts name them), read once per connection's life. */
+  columnTypes(table: string): ReadonlyMap<string, string> {
+    let types = this.#columnTypes.get(table);
+    if (types === undefined) {
+      const pq = this.execute(COLUMN_TYPES, [table]);
+      types = new Map<string, string>();
+      for (let r = 0; r < pq.ntuples(); r++) types.set(pq.getvalue(r, 0), pq.getvalue(r, 1));
+      this.#columnTypes.set(table, types);
+    }
+    return types;
   }
 
   /** Runs one statement, prepared on the server at its first use; its result stays on the connection. */

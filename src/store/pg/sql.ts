@@ -3,6 +3,8 @@
 // What only SQLite has as a function (total, json_each, instr, json_extract, …) is defined in the
 // database instead (src/store/pg/compat.ts), so most statements need no rewriting at all.
 
+import { type BulkInsert, bulkInsertOf } from './bulk.js';
+
 /** A statement in PostgreSQL's dialect and how to bind its parameters. */
 export interface PgStatementText {
   text: string;
@@ -12,6 +14,8 @@ export interface PgStatementText {
   names: readonly string[];
   /** Whether it may change rows (anything but a SELECT). */
   writes: boolean;
+  /** A multi-row INSERT of alike rows: sent as one array per column instead (bulk.ts). */
+  bulk?: BulkInsert;
 }
 
 const LITERAL = /'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*/g;
@@ -118,5 +122,12 @@ export function toPostgres(sql: string): PgStatementText {
     .replace(/\b(rowid\s+IN\s*\(\s*SELECT\s+value)\b/gi, '$1::bigint');
   code = scalarFunctions(code);
   code = insertOrIgnore(code);
-  return { text: unmask(code, literals), positional, names, writes: !/^\s*SELECT\b/i.test(sql) };
+  const bulk = names.length === 0 ? bulkInsertOf(masked, (c) => unmask(c, literals)) : undefined;
+  return {
+    text: unmask(code, literals),
+    positional,
+    names,
+    writes: !/^\s*SELECT\b/i.test(sql),
+    ...(bulk !== undefined ? { bulk } : {}),
+  };
 }

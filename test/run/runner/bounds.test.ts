@@ -1,4 +1,4 @@
-// Issues 12 and 13, on the Runner alone: what a broken or hostile server can make it do is bounded, and
+// The service's documented habits and hostile answers, on the Runner alone: what a broken or hostile server can make it do is bounded, and
 // each wait for the service has an end. Scripted ApiClient, real SQLite, virtual time.
 
 import { describe, expect, it } from 'vitest';

@@ -1,0 +1,84 @@
+// The PostgreSQL steps of `npm run bench`: a run planned into PostgreSQL (bench/postgres-plan.ts), the
+// runner on PostgreSQL against SQLite (bench/postgres.ts) and the fleet's sizing figures
+// (bench/fleet-sizing.ts), the last two in processes of their own as when run alone. Skipped with one
+// line where PostgreSQL's server programs or the libpq client are missing.
+import { execFileSync } from 'node:child_process';
+import { REPO } from '../test/helpers/child.js';
+import { measurePlanInto, type PlanIntoFigures, postgresMissing } from './postgres-plan.js';
+
+export interface PostgresFigures {
+  skipped?: string;
+  plan?: PlanIntoFigures;
+  runner?: {
+    tasks: number;
+    pointReadMicros: { sqlite: number; postgres: number };
+    tasksPerSecond: { sqlite: number; postgres: number };
+    ratio: number;
+  };
+  sizing?: {
+    tasks: number;
+    bytesPerTask: number;
+    walBytesPerTask: number;
+    claimsPerSecond: { oneClient: number; twoClients: number };
+    underWriterLock: { oneClient: number; twoClients: number };
+  };
+}
+
+/** A bench script's figures: the JSON of its last line of output. */
+function script<T>(file: string, args: string[]): T {
+  const out = execFileSync(process.execPath, ['--import', 'tsx', file, ...args], {
+    cwd: REPO,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return JSON.parse(out.trim().split('\n').pop() ?? '{}') as T;
+}
+
+export async function measurePostgres(
+  sandboxUrl: string,
+  o: { planTasks: number; log: (line: string) => void },
+): Promise<PostgresFigures> {
+  const missing = postgresMissing();
+  if (missing !== undefined) {
+    o.log(`PostgreSQL steps skipped: ${missing}`);
+    return { skipped: missing };
+  }
+  o.log(
+    `12 ${o.planTasks.toLocaleString('en-US')} tasks planned into PostgreSQL (run --limit 1), and into SQLite`,
+  );
+  const plan = await measurePlanInto(sandboxUrl, o.planTasks, { log: o.log });
+  o.log('13 the runner on PostgreSQL against SQLite, 5,000 tasks, concurrency 64');
+  const runner = script<NonNullable<PostgresFigures['runner']>>('bench/postgres.ts', ['5000', '64']);
+  o.log('14 the fleet on paper: bytes and WAL per task, SKIP LOCKED claims per second');
+  const sizing = script<NonNullable<PostgresFigures['sizing']>>('bench/fleet-sizing.ts', ['2000']);
+  return { plan, runner, sizing };
+}
+
+/** The table's rows for the PostgreSQL figures (one row saying why, when they were skipped). */
+export function postgresRows(f: PostgresFigures): [string, string, string][] {
+  const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
+  if (f.skipped !== undefined || !f.plan || !f.runner || !f.sizing) {
+    return [['12-14 PostgreSQL', `skipped: ${f.skipped ?? 'no figures'}`, '']];
+  }
+  const { plan, runner, sizing } = f;
+  const million = plan.tasks >= 1_000_000;
+  return [
+    [
+      `12 ${plan.tasks.toLocaleString('en-US')} tasks planned into PostgreSQL (run --limit 1: every task stored first)`,
+      `${plan.postgres.seconds} s, ${plan.postgres.peakRssMb} MB (${plan.postgres.stored.toLocaleString('en-US')} stored); SQLite ${plan.sqlite.seconds} s, ${plan.sqlite.peakRssMb} MB`,
+      million
+        ? `< 60 s ${mark(plan.postgres.seconds < 60)}, < 300 MB ${mark(plan.postgres.peakRssMb < 300)}`
+        : '(1,000,000: npm run bench -- --million)',
+    ],
+    [
+      '13 runner on PostgreSQL / on SQLite (5,000 images, concurrency 64, best of 2 each)',
+      `${runner.ratio} (${runner.tasksPerSecond.postgres} / ${runner.tasksPerSecond.sqlite} tasks/s); a point read ${runner.pointReadMicros.postgres} / ${runner.pointReadMicros.sqlite} µs`,
+      `>= 0.8 ${mark(runner.ratio >= 0.8)}`,
+    ],
+    [
+      `14 fleet sizing (${sizing.tasks.toLocaleString('en-US')} tasks): bytes / WAL per task; SKIP LOCKED claims/s, 1 / 2 clients (under the writer lock)`,
+      `${sizing.bytesPerTask} / ${sizing.walBytesPerTask} B; ${sizing.claimsPerSecond.oneClient} / ${sizing.claimsPerSecond.twoClients} (${sizing.underWriterLock.oneClient} / ${sizing.underWriterLock.twoClients})`,
+      '',
+    ],
+  ];
+}
