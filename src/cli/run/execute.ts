@@ -102,34 +102,48 @@ export async function executeAndReport(
     } finally {
       view.close();
     }
-    if (outcome.left && !outcome.result.stopReason) {
-      out(
-        `Left run ${session.runId}: nothing left for this worker; ${outcome.left.others} other worker(s) still on it, and the last one out closes the run and writes its report.`,
-      );
-      return EXIT.ok;
-    }
-    // The outcome first: a report of a large run takes a while to write, and an interrupted user waits.
-    printer.summary(outcome.result.counts, outcome.exitCode);
-    printer.outcome(outcome);
-    const tasks = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
-    if (outcome.left) {
-      out(
-        `  Report: written by the last worker out (${outcome.left.others} other worker(s) still on the run)`,
-      );
-    } else if (outcome.exitCode === EXIT.interrupted && tasks > REPORT_UNFINISHED_MAX_TASKS) {
-      const why =
-        outcome.result.stopReason === 'interrupted' ? 'on an interrupt' : 'while the run is unfinished';
-      out(
-        `  Report: not written ${why} (${tasks.toLocaleString('en-US')} tasks take a while); \`${commandLine(invocationOfDrive(a), { command: 'report' })}\` or the next run writes it`,
-      );
-    } else {
-      await printReport(a, out);
-    }
+    const left = await reportOutcome(a, outcome, out, printer);
+    if (left !== undefined) return left;
     printer.closing(outcome);
     return endWith(invocationOfDrive(a), outcome);
   } finally {
     interrupts.dispose();
   }
+}
+
+/**
+ * The outcome's lines and the report (written by the last worker out of a fleet's run only); a worker
+ * that left a run others still work on ends here, with its exit code.
+ */
+async function reportOutcome(
+  a: DriveArgs,
+  outcome: RunOutcome,
+  out: (line?: string) => void,
+  printer: ReturnType<typeof runPrinter>,
+): Promise<number | undefined> {
+  const { session } = a;
+  if (outcome.left && !outcome.result.stopReason) {
+    out(
+      `Left run ${session.runId}: nothing left for this worker; ${outcome.left.others} other worker(s) still on it, and the last one out closes the run and writes its report.`,
+    );
+    return EXIT.ok;
+  }
+  // The outcome first: a report of a large run takes a while to write, and an interrupted user waits.
+  printer.summary(outcome.result.counts, outcome.exitCode);
+  printer.outcome(outcome);
+  const tasks = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
+  if (outcome.left) {
+    out(`  Report: written by the last worker out (${outcome.left.others} other worker(s) still on the run)`);
+  } else if (outcome.exitCode === EXIT.interrupted && tasks > REPORT_UNFINISHED_MAX_TASKS) {
+    const why =
+      outcome.result.stopReason === 'interrupted' ? 'on an interrupt' : 'while the run is unfinished';
+    out(
+      `  Report: not written ${why} (${tasks.toLocaleString('en-US')} tasks take a while); \`${commandLine(invocationOfDrive(a), { command: 'report' })}\` or the next run writes it`,
+    );
+  } else {
+    await printReport(a, out);
+  }
+  return undefined;
 }
 
 /**
