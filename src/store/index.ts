@@ -1,7 +1,8 @@
 // The state database: the one module that holds SQL. Everything is synchronous on purpose: a
 // transaction can never span an `await`, so no other work interleaves with a half-written change.
 
-import { type AccountFacts, AccountReadStore } from './account-reads.js';
+import { type AccountFacts, AccountReadStore, type AccountSums } from './account-reads.js';
+import { AccountScanStore } from './account-scan.js';
 import { ChainStore } from './chains.js';
 import { ClaimStore } from './claims.js';
 import { type Db, openDatabase, openDatabaseReadOnly } from './db.js';
@@ -25,7 +26,7 @@ import { UploadStore } from './uploads.js';
 import { ViewReadStore } from './view-reads.js';
 import { WorkerStore } from './workers.js';
 
-export type { AccountAttemptRow, AccountFacts, AccountLedgerRow } from './account-reads.js';
+export type { AccountEstimates, AccountFacts, AccountSums, KindSums } from './account-reads.js';
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
 export { JOB_STATES, type LeaveResult, type SweepResult } from './claims.js';
 export { StoreError } from './db.js';
@@ -131,6 +132,14 @@ export class Store {
   accountFacts(runId: string): AccountFacts {
     this.#accountReads ??= new AccountReadStore(this.#db);
     return this.#accountReads.accountFacts(runId);
+  }
+
+  /**
+   * The sums of accountFacts (estimates, money by kind) computed by reading every row of the run: the
+   * check of the sums the store keeps by triggers, which must always equal it.
+   */
+  accountSumsByScan(runId: string): AccountSums {
+    return new AccountScanStore(this.#db).accountSumsByScan(runId);
   }
 
   // One sub-store per part of the state; a caller names the part it needs (`store.tasks.nextPending`).

@@ -2,7 +2,7 @@
 // the signals, then the outcome as lines, the report, and the exit.
 
 import { dirname, resolve } from 'node:path';
-import { describeRun, invocationCommand } from '../../account/index.js';
+import { describeRun, invocationCommand, type RunAccount } from '../../account/index.js';
 import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
 import { shownRunState } from '../../run/lease.js';
@@ -40,6 +40,14 @@ async function uploadLocalInputsFor(a: DriveArgs, out: (line?: string) => void) 
   });
 }
 
+/** The run's account now, as every frame of the progress line and `status` state it. */
+function accountNow(a: DriveArgs): RunAccount {
+  return describeRun(a.session.store, a.session.runId, {
+    shownState: (r) => shownRunState(a.session.store, r, a.ctx.io.now()),
+    command: invocationCommand(invocationOfDrive(a)),
+  });
+}
+
 /** Signals to abort signals, progress to the view, then the library runs it; the outcome as lines. */
 export async function executeAndReport(
   a: DriveArgs,
@@ -58,6 +66,7 @@ export async function executeAndReport(
     total,
     estimate: plan.totals.tokens,
     reviewCommand: commandLine(invocationOfDrive(a), { command: 'review' }),
+    account: () => accountNow(a),
   });
   const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
   // The handlers stay until the command ends: a second Ctrl-C while the closing balance is fetched or
@@ -93,12 +102,7 @@ export async function executeAndReport(
           out(`  Callbacks: receiver on ${receiver.localUrl}; the service is told ${base}${CALLBACK_PATH}/…`),
       });
       // The line ends on the run's account: the same counts and money as `status` and the report.
-      view.finish(
-        describeRun(session.store, session.runId, {
-          shownState: (r) => shownRunState(session.store, r, io.now()),
-          command: invocationCommand(invocationOfDrive(a)),
-        }),
-      );
+      view.finish(accountNow(a));
     } finally {
       view.close();
     }
