@@ -73,7 +73,6 @@ export async function executeAndReport(
   try {
     const inputLinks = await uploadLocalInputsFor(a, out);
     let outcome: RunOutcome;
-    let account: RunAccount | undefined;
     try {
       outcome = await executeRun(session, {
         ...(a.bucket ? { bucket: a.bucket } : {}),
@@ -102,14 +101,13 @@ export async function executeAndReport(
           out(`  Callbacks: receiver on ${receiver.localUrl}; the service is told ${base}${CALLBACK_PATH}/…`),
       });
       // The line ends on the run's account: the same counts and money as `status` and the report.
-      account = accountNow(a);
-      view.finish(account);
+      view.finish(accountNow(a));
     } finally {
       view.close();
     }
     // The outcome first: a report of a large run takes a while to write, and an interrupted user waits.
     printer.summary(outcome.result.counts, outcome.exitCode);
-    printer.outcome(outcome, account ?? accountNow(a));
+    printer.outcome(outcome);
     const total = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
     if (outcome.exitCode === EXIT.interrupted && total > REPORT_UNFINISHED_MAX_TASKS) {
       const why =

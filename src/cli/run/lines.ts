@@ -1,10 +1,11 @@
 // The lines `run` prints for people, and its --json events: one place that words a run.
 
-import type { RunAccount } from '../../account/index.js';
+import { describeRun, invocationCommand } from '../../account/index.js';
 import { roundTokens } from '../../catalog/index.js';
 import type { RunPlan } from '../../plan/build.js';
 import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { type RunEvent, stamp } from '../../run/events.js';
+import { shownRunState } from '../../run/lease.js';
 import type { PreflightReport, RunOutcome } from '../../run/lifecycle.js';
 import { ageOf } from '../../run/resume.js';
 import type { RunResult } from '../../run/runner.js';
@@ -152,8 +153,12 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       event(stamp({ event: 'summary', counts, charged, refunded, net, exit_code: code }, runId, io.now()));
     },
     /** The run's outcome, up to its files; the report's line follows once it is written, then closing(). */
-    outcome(o: RunOutcome, account: RunAccount) {
+    outcome(o: RunOutcome) {
       const { result } = o;
+      const account = describeRun(session.store, runId, {
+        shownState: (r) => shownRunState(session.store, r, io.now()),
+        command: invocationCommand(inv()),
+      });
       out('');
       // The run's counts and money as its account states them (status, the report, the progress line's
       // last frame): the estimate now follows chained tasks priced exactly and skipped ones left out.
