@@ -16,6 +16,7 @@ import {
   accountOf,
   expectEverySurface,
   expectFrame,
+  expectOutcomeLines,
   expectSandbox,
   expectTotals,
   lastFrame,
@@ -40,6 +41,7 @@ async function run(e: RunEnv, args: string[], codes: number[]): Promise<RunAccou
   expect(codes, out.stderr).toContain(out.code);
   const a = await accountOf(e, 'batch');
   expectFrame(lastFrame(out.stdout), a);
+  expectOutcomeLines(out.stdout, a);
   return a;
 }
 
@@ -156,6 +158,7 @@ describe('one account of a run on every surface', () => {
       const runId = `batch.shard-${i}-of-3`;
       const a = await accountOf(e, runId, state);
       expectFrame(lastFrame(out.stdout), a);
+      expectOutcomeLines(out.stdout, a);
       accounts.push(a);
     }
     const merge = await e.run(['report', '--merge', 'out/batch']);

@@ -71,6 +71,15 @@ export function expectFrame(frame: string, a: RunAccount): void {
   if (a.by_state.in_doubt > 0) expect(frame).toContain(`${fmtCount(a.by_state.in_doubt)} in doubt`);
 }
 
+/** The run's closing lines state the account too: its money, and its estimate when it moved. */
+export function expectOutcomeLines(stdout: string, a: RunAccount): void {
+  const line = stdout.split('\n').find((l) => l.startsWith('  Charged ')) ?? '';
+  expect(line).toContain(
+    `Charged ${fmtTokens(a.money.charged)} tokens, refunded ${fmtTokens(a.money.refunded)}, net ${fmtTokens(a.money.net)} (`,
+  );
+  expect(line).toMatch(new RegExp(`(estimated|, ) ?${regexText(fmtTokens(a.estimate.tokens))}( now)?$`));
+}
+
 function regexText(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

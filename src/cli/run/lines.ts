@@ -1,9 +1,11 @@
 // The lines `run` prints for people, and its --json events: one place that words a run.
 
+import { describeRun, invocationCommand } from '../../account/index.js';
 import { roundTokens } from '../../catalog/index.js';
 import type { RunPlan } from '../../plan/build.js';
 import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { type RunEvent, stamp } from '../../run/events.js';
+import { shownRunState } from '../../run/lease.js';
 import type { PreflightReport, RunOutcome } from '../../run/lifecycle.js';
 import { ageOf } from '../../run/resume.js';
 import type { RunResult } from '../../run/runner.js';
@@ -152,19 +154,23 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
     },
     /** The run's outcome, up to its files; the report's line follows once it is written, then closing(). */
     outcome(o: RunOutcome) {
-      const { result, spent } = o;
+      const { result } = o;
+      const account = describeRun(session.store, runId, {
+        shownState: (r) => shownRunState(session.store, r, io.now()),
+        command: invocationCommand(inv()),
+      });
       out('');
-      out(`Run ${runId}: ${describeCounts(result.counts)}`);
-      // Chained tasks are priced exactly once their upstreams are done: the estimate tightens as they go.
-      const now = session.store.chains.hasChains(runId)
-        ? session.store.reportReads.runTotals(runId).estimated
-        : undefined;
+      // The run's counts and money as its account states them (status, the report, the progress line's
+      // last frame): the estimate now follows chained tasks priced exactly and skipped ones left out.
+      out(`Run ${runId}: ${describeCounts(account.by_state)}`);
+      const { charged, refunded, net } = account.money;
+      const now = account.estimate.tokens;
       const estimated =
-        now === undefined || fmtTokens(now) === fmtTokens(plan.totals.tokens)
+        fmtTokens(now) === fmtTokens(plan.totals.tokens)
           ? `estimated ${fmtTokens(plan.totals.tokens)}`
-          : `estimated ${fmtTokens(plan.totals.tokens)} at the plan, ${fmtTokens(now)} now that chained tasks are priced exactly`;
+          : `estimated ${fmtTokens(plan.totals.tokens)} at the plan, ${fmtTokens(now)} now`;
       out(
-        `  Charged ${fmtTokens(spent.charged)} tokens, refunded ${fmtTokens(spent.refunded)}, net ${fmtTokens(spent.net)} (${fmtTokensAsUsd(spent.net)}); ${estimated}`,
+        `  Charged ${fmtTokens(charged)} tokens, refunded ${fmtTokens(refunded)}, net ${fmtTokens(net)} (${fmtTokensAsUsd(net)}); ${estimated}`,
       );
       if (o.balanceAfter !== undefined) out(`  Balance now: ${fmtTokens(o.balanceAfter)} tokens`);
       for (const line of attentionLines(result, inv())) out(line);
