@@ -142,6 +142,12 @@ export function newRunCommandLine(reach: { state: string; config?: string }, man
   return `mediabatch run ${target} ${shellLine(reachFlags(inv, true))}`.trimEnd();
 }
 
+/** `mediabatch schedule <manifest>` on the same state (and config) as the command that prints it. */
+export function scheduleCommandLine(reach: { state: string; config?: string }, manifest: string): string {
+  const inv = { runId: '', manifest: '', sandbox: reach.state === SANDBOX_STATE_FILE, ...reach };
+  return shellLine(['mediabatch', 'schedule', asOperand(manifest), ...reachFlags(inv, true)]);
+}
+
 /** `mediabatch report --merge …`: it needs no run's invocation. */
 export function mergeCommandLine(inputs: readonly string[], out?: string): string {
   return shellLine(['mediabatch', ...mergeWords(inputs, out)]);

@@ -33,8 +33,9 @@ describe('status shows scheduled manifests', () => {
     const lines = text.stdout.split('\n');
     expect(lines[0]).toMatch(/^SCHEDULED MANIFEST\s+NEXT FIRING\s+LAST FIRED\s+LAST RUN$/);
     expect(lines.find((l) => l.startsWith('nightly.yaml'))).toMatch(/2026-11-22 02:30/);
+    // The command names the state it was asked about, so typing it fires that manifest on that state.
     expect(lines.find((l) => l.startsWith('stale.yaml'))).toContain(
-      'overdue: is `mediabatch schedule` running?',
+      `overdue: is \`mediabatch schedule stale.yaml --state ${db}\` running?`,
     );
 
     const json = await cli(['--state', db, 'status', '--json'], { cwd: dir });

@@ -3,7 +3,7 @@
 
 import { describeRun, invocationCommand } from '../../account/index.js';
 import { plural } from '../../report/format.js';
-import { newRunCommandLine } from '../../results/invocation.js';
+import { newRunCommandLine, scheduleCommandLine } from '../../results/invocation.js';
 import { shownRunState } from '../../run/lease.js';
 import { readRunStatus } from '../../run/run-status.js';
 import { scheduledManifests } from '../../schedule/status.js';
@@ -74,7 +74,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
       ...scheduled.map((s) => [
         displayPath(io.cwd, s.manifestPath),
         s.nextFireAt
-          ? `${shortTime(s.nextFireAt)}${s.overdue ? ' (overdue: is `mediabatch schedule` running?)' : ''}`
+          ? `${shortTime(s.nextFireAt)}${s.overdue ? ` (overdue: is \`${scheduleCommandLine(readerOf(ctx), displayPath(io.cwd, s.manifestPath))}\` running?)` : ''}`
           : '-',
         s.lastFiredAt ? shortTime(s.lastFiredAt) : '-',
         s.lastRunId ? `${s.lastRunId} (${s.lastRunState ?? 'not started'})` : '-',
