@@ -56,6 +56,23 @@ export const MODULES = {
     // them is an aggregate without GROUP BY, which always returns one row.
     tests: [LOADS, 'test/store/ledger.test.ts', 'test/store/spend.test.ts'],
   },
+  reservations: {
+    file: 'src/store/reservations.ts',
+    // The model-based test (test/store/money-model.test.ts) is left out: it covers every mutant and takes
+    // seconds a run, so each mutant would cost minutes; the tests below check each figure directly.
+    tests: [
+      LOADS,
+      'test/store/reservations.test.ts',
+      'test/store/period-budget.test.ts',
+      'test/store/money-schema.test.ts',
+      'test/store/submissions.test.ts',
+      'test/store/reviews.test.ts',
+    ],
+  },
+  runmoney: {
+    file: 'src/money/index.ts',
+    tests: [LOADS, 'test/money/run-money.test.ts', 'test/store/period-budget.test.ts'],
+  },
 };
 
 const name = process.env.MUTATE_MODULE ?? 'outcome';
