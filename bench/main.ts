@@ -1,7 +1,8 @@
 // `npm run bench`: every figure from one run, printed as a table and written to
 // bench/results.json with the commit and the machine. Each figure is a ratio or a count, so it holds
 // on a noisy machine. Takes about 8 minutes on 2 cores (2 of them the 100,000-task run, stopped then),
-// plus about 4 for the three repetitions of the 48-task makespan at half speed, plus the view's figures.
+// plus about 4 for the three repetitions of the 48-task makespan at half speed, plus the view's figures,
+// plus about 2 for what reserving in the store costs the runner (step 12, four runs of 5,000 images).
 import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +18,7 @@ import { machine } from './lib/measure.js';
 import { type MakespanFigures, measureMakespan, repetitionRow } from './makespan.js';
 import { type MillionFigures, measureMillion } from './million.js';
 import { measureRequests, TIME_SCALE } from './requests.js';
+import { measureReserve, RESERVE_RATIO_TARGET, type ReserveFigures } from './reserve.js';
 import { measureScale, RSS_TARGET_MB } from './scale.js';
 import { measureStartup, type StartupFigures, startupRows } from './startup.js';
 import { measureThroughput } from './throughput.js';
@@ -85,6 +87,8 @@ try {
   const view = await measureView(1_000_000, log);
   log('11 the account of a 1,000,000-task run (describeRun), in a process of its own');
   const account = await measureAccountScale(1_000_000, log);
+  log('12 reserving in the store / the code before it: 5,000 images, concurrency 64, two of each');
+  const reserve = await measureReserve(baseUrl, { tasks: 5000, concurrency: 64, repetitions: 2 });
   figures = {
     sandboxLoad: load,
     throughput,
@@ -95,6 +99,7 @@ try {
     million,
     view,
     account,
+    reserve,
   };
 } finally {
   sandbox.proc.kill('SIGTERM');
@@ -120,6 +125,7 @@ const f = figures as {
   startup: StartupFigures;
   view: ViewFigures;
   account: AccountScaleFigures;
+  reserve: ReserveFigures;
 };
 const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
 const { polling, callbacks } = f.requests;
@@ -244,6 +250,11 @@ const rows: [string, string, string][] = [
     '11 account of the 1,000,000-task run (describeRun, one read)',
     `${f.account.seconds} s, ${f.account.peakRssMb} MB`,
     `< ${ACCOUNT_SECONDS_TARGET} s, < ${ACCOUNT_RSS_TARGET_MB} MB ${mark(f.account.seconds < ACCOUNT_SECONDS_TARGET && f.account.peakRssMb < ACCOUNT_RSS_TARGET_MB)}`,
+  ],
+  [
+    '12 runner with reservations in the store / before them (5,000 images, c64, best of 2)',
+    `${f.reserve.ratio} (${f.reserve.beforeSeconds.join(', ')} s before, ${f.reserve.nowSeconds.join(', ')} s now)`,
+    `>= ${RESERVE_RATIO_TARGET} ${mark(f.reserve.ratio >= RESERVE_RATIO_TARGET)}`,
   ],
   ...f.makespan.filter((m) => m.repeated.polling.length > 1).map(repetitionRow),
   [
