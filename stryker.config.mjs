@@ -67,6 +67,7 @@ export const MODULES = {
       'test/store/money-schema.test.ts',
       'test/store/submissions.test.ts',
       'test/store/reviews.test.ts',
+      'test/money/run-money.test.ts',
     ],
   },
   runmoney: {
