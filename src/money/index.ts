@@ -46,10 +46,15 @@ export function periodMoney(store: Store, manifestPath: string, period: string):
 
 /**
  * A fired run spends from its manifest's `budget_per_period` (tokens) of `period`: every spend of the run,
- * whoever asks for it, is then checked against that cap too, in the store.
+ * whoever asks for it, is then checked against that cap too, in the store. Nothing for a run not fired.
  */
-export function spendFromPeriod(store: Store, runId: string, period: string, budget: number): void {
-  store.reservations.setPeriodBudget(runId, period, toMicro(budget));
+export function spendFromPeriod(
+  store: Store,
+  runId: string,
+  periodBudget: { period: string; budget: number } | undefined,
+): void {
+  if (periodBudget === undefined) return;
+  store.reservations.setPeriodBudget(runId, periodBudget.period, toMicro(periodBudget.budget));
 }
 
 /**

@@ -126,11 +126,9 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     min: roundTokens(pending.reduce((n, m) => n + m.min, 0)),
     max: roundTokens(pending.reduce((n, m) => n + m.max, 0)),
   };
-  // What the store says the run spent and may still owe (the money module's figures, as every spender
-  // reads them).
+  // What the store says the run spent and may still owe (src/money's figures, as every spender reads them).
   const owed = owedSoFar(store, runId);
-  const chargedSoFar = fromMicro(owed.spent);
-  const reservedSoFar = fromMicro(owed.reserved);
+  const soFar = { chargedSoFar: fromMicro(owed.spent), reservedSoFar: fromMicro(owed.reserved) };
   const waitingOnReview = store.reviews.waitingOnReview(runId);
   const base = {
     counts,
@@ -140,18 +138,12 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     toWatch,
     remaining,
     budget: o.budget,
-    chargedSoFar,
-    reservedSoFar,
+    ...soFar,
   };
   // A result awaiting review keeps the run open: a re-roll or an approval may still send something.
   const unsent = counts.pending + counts.awaiting_review;
   if (unsent === 0 && toWatch === 0 && store.reviews.countAwaiting(runId) === 0) {
-    const decision = decidePreflight({
-      remainingMax: 0,
-      remainingTokens: 0,
-      chargedSoFar,
-      allowPartial: true,
-    });
+    const decision = decidePreflight({ remainingMax: 0, remainingTokens: 0, ...soFar, allowPartial: true });
     return { ...base, complete: true, balance: undefined, quota: undefined, decision, disk: undefined };
   }
   const answer = await o.client.getBalance();
@@ -165,8 +157,7 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
   const decision = decidePreflight({
     remainingMax: remaining.max,
     remainingTokens: remaining.tokens,
-    chargedSoFar,
-    reservedSoFar,
+    ...soFar,
     ...(balance !== undefined ? { balance } : {}),
     ...(quota ? { quota } : {}),
     ...(o.budget !== undefined ? { budget: o.budget } : {}),

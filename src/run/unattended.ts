@@ -99,9 +99,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   });
   try {
     const runId = session.runId;
-    if (o.periodBudget !== undefined) {
-      spendFromPeriod(o.store, runId, o.periodBudget.period, o.periodBudget.budget);
-    }
+    spendFromPeriod(o.store, runId, o.periodBudget);
     const { bucket, inputs } = await bucketsOf(output.bucket, o.storage, env, runId, o.inputStorage);
     const preflight = await preflightRun(session, {
       client: o.client,

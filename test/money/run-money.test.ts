@@ -77,7 +77,10 @@ describe('owedSoFar: what a preflight adds to what it would send', () => {
 describe('a period budget (budget_per_period) of a fired run', () => {
   it('is set in micro-tokens and read with every run of the manifest', () => {
     const store = storeWithRun();
-    spendFromPeriod(store, 'r', '2025-03', 7.5000004);
+    // A run the scheduler did not fire spends from no period.
+    spendFromPeriod(store, 'r', undefined);
+    expect(runMoney(store, 'r').period).toBeUndefined();
+    spendFromPeriod(store, 'r', { period: '2025-03', budget: 7.5000004 });
     submit(store, 'r', 'a', 'u-a', 2);
     store.submissions.recordSubmitIntent('r', 'b');
     expect(runMoney(store, 'r').period).toEqual({
@@ -183,7 +186,7 @@ describe('RunMoney: the runner’s money', () => {
       leftMicro: 10 * M,
     });
 
-    spendFromPeriod(store, 'r', '2025-03', 9);
+    spendFromPeriod(store, 'r', { period: '2025-03', budget: 9 });
     money.changed();
     // The period leaves 7 (2 spent by the other run), the run's budget 10.
     expect(money.fits(7 * M, true)).toBe(true);
@@ -207,19 +210,19 @@ describe('RunMoney: the runner’s money', () => {
     // Another run's doubt takes the period below nothing: left is 0, never negative.
     store.submissions.recordSubmitIntent('other', 'y');
     store.submissions.recordInDoubt('other', 'y', 1, { message: 'lost' });
-    spendFromPeriod(store, 'r', '2025-03', 4);
+    spendFromPeriod(store, 'r', { period: '2025-03', budget: 4 });
     money.changed();
     expect(money.tightest()).toMatchObject({ setting: 'budget_per_period', leftMicro: 0 });
     expect(money.fits(0)).toBe(false);
 
     // A period wider than the run's budget: the run's budget is the tighter, and named.
-    spendFromPeriod(store, 'r', '2025-03', 100);
+    spendFromPeriod(store, 'r', { period: '2025-03', budget: 100 });
     store.runs.updateRunSettings('r', { budget: 5 });
     const fresh = new RunMoney(store, 'r', 5 * M);
     fresh.start();
     expect(fresh.tightest()).toEqual({ name: 'the budget of 5 tokens', setting: 'budget', leftMicro: 2 * M });
     // Equal room: the run's own budget is named.
-    spendFromPeriod(store, 'r', '2025-03', 10);
+    spendFromPeriod(store, 'r', { period: '2025-03', budget: 10 });
     fresh.changed();
     expect(fresh.tightest()).toMatchObject({ setting: 'budget', leftMicro: 2 * M });
   });

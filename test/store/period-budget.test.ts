@@ -16,7 +16,7 @@ function twoFiredRuns(): Store {
   const store = temp.open(join(temp.dir(), 'state.db'), { now: new FakeClock().now });
   for (const id of ['r1', 'r2']) {
     store.runs.createRun({ id, manifestPath: MANIFEST, manifestName: 'nightly', settings: { budget: 9 } });
-    spendFromPeriod(store, id, '2025-03', 10);
+    spendFromPeriod(store, id, { period: '2025-03', budget: 10 });
   }
   store.tasks.upsertTasks('r1', [{ ...task('still'), review: true }, task('a')]);
   store.tasks.upsertTasks('r2', [task('b'), task('c')]);
