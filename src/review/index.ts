@@ -238,9 +238,14 @@ export async function decide(
   });
   if (verdict !== 'reroll') return asks.map(({ taskId, req }) => store.reviews.decide(runId, taskId, req));
   const outcomes = decideReserving(store, runId, asks);
-  if (outcomes.some((o) => !o.ok && o.overBudget === true)) {
+  const refused = outcomes.find((o) => !o.ok && o.overBudget === true);
+  if (refused !== undefined && !refused.ok) {
     const price = rerollPrice(store, runId, taskIds);
-    const reason = `re-rolling ${taskIds.length} task(s) may cost up to ${price.total} tokens and the budget of ${price.budget} leaves ${price.left}: nothing was sent; raise budget in the manifest to re-roll`;
+    // The run's budget leaves room, so another limit refused (a fired run's budget_per_period): the
+    // store's line names it.
+    const reason = price.fits
+      ? `${refused.reason}: nothing was sent`
+      : `re-rolling ${taskIds.length} task(s) may cost up to ${price.total} tokens and the budget of ${price.budget} leaves ${price.left}: nothing was sent; raise budget in the manifest to re-roll`;
     return outcomes.map((o) => ({ taskId: o.taskId, ok: false, reason, overBudget: true }));
   }
   // The re-rolls are recorded; then each earlier result is moved to `attempt-<n>/` and its rows dropped:
