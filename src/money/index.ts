@@ -127,9 +127,13 @@ export class RunMoney {
     const p = this.figures.period;
     if (p !== undefined && p.spent + p.reserved - this.#ownHeld + inFlight + priceMicro > p.budget)
       return false;
-    if (this.budgetMicro === undefined) return true;
-    const budget = this.figures.budget ?? this.budgetMicro;
-    return this.committedMicro() + inFlight + priceMicro <= budget;
+    const budget = this.#runBudget();
+    return budget === undefined || this.committedMicro() + inFlight + priceMicro <= budget;
+  }
+
+  /** The run's budget as the store keeps it (another spender may have changed it); none if this run has none. */
+  #runBudget(): number | undefined {
+    return this.budgetMicro === undefined ? undefined : (this.figures.budget ?? this.budgetMicro);
   }
 
   /**
@@ -138,16 +142,27 @@ export class RunMoney {
    */
   tightest(): { name: string; setting: 'budget' | 'budget_per_period'; leftMicro: number } | undefined {
     const p = this.figures.period;
+    const budget = this.#runBudget();
+    const run =
+      budget === undefined
+        ? undefined
+        : {
+            name: `the budget of ${fromMicro(budget)} tokens`,
+            setting: 'budget' as const,
+            left: budget - this.committedMicro(),
+          };
     // As fits() alone: this process's own submissions in flight are about to be answered.
-    const periodLeft = p === undefined ? undefined : p.budget - p.spent - p.reserved + this.#ownHeld;
-    const runLeft = this.budgetMicro === undefined ? undefined : this.budgetMicro - this.committedMicro();
-    if (periodLeft !== undefined && p !== undefined && (runLeft === undefined || periodLeft < runLeft)) {
-      const name = `budget_per_period of ${fromMicro(p.budget)} tokens in ${p.period}`;
-      return { name, setting: 'budget_per_period', leftMicro: Math.max(0, periodLeft) };
-    }
-    if (runLeft === undefined || this.budgetMicro === undefined) return undefined;
-    const name = `the budget of ${fromMicro(this.budgetMicro)} tokens`;
-    return { name, setting: 'budget', leftMicro: Math.max(0, runLeft) };
+    const period =
+      p === undefined
+        ? undefined
+        : {
+            name: `budget_per_period of ${fromMicro(p.budget)} tokens in ${p.period}`,
+            setting: 'budget_per_period' as const,
+            left: p.budget - p.spent - p.reserved + this.#ownHeld,
+          };
+    const tighter = period !== undefined && (run === undefined || period.left < run.left) ? period : run;
+    if (tighter === undefined) return undefined;
+    return { name: tighter.name, setting: tighter.setting, leftMicro: Math.max(0, tighter.left) };
   }
 
   /** What the task holds already in the store (a re-roll reserved when it was asked for). */

@@ -173,6 +173,31 @@ describe('RunMoney: the runner’s money', () => {
     expect(unlimited.tightest()).toBeUndefined();
   });
 
+  it('reads the budget the store keeps: another process lowered it', () => {
+    const store = storeWithRun(10);
+    const money = new RunMoney(store, 'r', 10 * M);
+    money.start();
+    store.runs.updateRunSettings('r', { budget: 4 });
+    money.changed();
+    expect(money.fits(4 * M, true)).toBe(true);
+    expect(money.fits(4 * M + 1, true)).toBe(false);
+    expect(money.tightest()).toEqual({ name: 'the budget of 4 tokens', setting: 'budget', leftMicro: 4 * M });
+  });
+
+  it('a fired run without a budget of its own: the period is the only limit', () => {
+    const store = storeWithRun();
+    spendFromPeriod(store, 'r', { period: '2025-03', budget: 5 });
+    const money = new RunMoney(store, 'r', undefined);
+    money.start();
+    expect(money.fits(5 * M, true)).toBe(true);
+    expect(money.fits(5 * M + 1, true)).toBe(false);
+    expect(money.tightest()).toEqual({
+      name: 'budget_per_period of 5 tokens in 2025-03',
+      setting: 'budget_per_period',
+      leftMicro: 5 * M,
+    });
+  });
+
   it('checks the period of a fired run beside its budget, and names the tighter one', () => {
     const store = storeWithRun(10);
     store.runs.createRun({ id: 'other', manifestPath: '/m/a.yaml', manifestName: 'a', settings: {} });
