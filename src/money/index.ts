@@ -131,9 +131,9 @@ export class RunMoney {
     return budget === undefined || this.committedMicro() + inFlight + priceMicro <= budget;
   }
 
-  /** The run's budget as the store keeps it (another spender may have changed it); none if this run has none. */
+  /** The run's budget as the store keeps it (another process may have changed it since), which refuses beyond it. */
   #runBudget(): number | undefined {
-    return this.budgetMicro === undefined ? undefined : (this.figures.budget ?? this.budgetMicro);
+    return this.figures.budget ?? this.budgetMicro;
   }
 
   /**

@@ -171,6 +171,12 @@ describe('RunMoney: the runner’s money', () => {
     expect(runMoney(store, 'r').budget).toBeUndefined();
     expect(unlimited.fits(Number.MAX_SAFE_INTEGER)).toBe(true);
     expect(unlimited.tightest()).toBeUndefined();
+    // A budget set on the run since (the store would refuse beyond it): the runner keeps to it too.
+    store.runs.updateRunSettings('r', { budget: 2 });
+    unlimited.changed();
+    expect(unlimited.fits(2 * M, true)).toBe(true);
+    expect(unlimited.fits(2 * M + 1, true)).toBe(false);
+    expect(unlimited.tightest()).toMatchObject({ setting: 'budget', leftMicro: 2 * M });
   });
 
   it('reads the budget the store keeps: another process lowered it', () => {
