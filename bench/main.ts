@@ -253,7 +253,7 @@ const rows: [string, string, string][] = [
   ],
   [
     '12 runner with reservations in the store / before them (5,000 images, c64, best of 2)',
-    `${f.reserve.ratio} (${f.reserve.beforeSeconds.join(', ')} s before, ${f.reserve.nowSeconds.join(', ')} s now)`,
+    `${f.reserve.ratio} (${f.reserve.beforeSeconds.join(', ')} s before, ${f.reserve.nowSeconds.join(', ')} s now); CPU ${f.reserve.cpuRatio}`,
     `>= ${RESERVE_RATIO_TARGET} ${mark(f.reserve.ratio >= RESERVE_RATIO_TARGET)}`,
   ],
   ...f.makespan.filter((m) => m.repeated.polling.length > 1).map(repetitionRow),
