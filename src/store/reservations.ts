@@ -7,7 +7,7 @@
 // releases it, an answer lost keeps it as doubt until the task is resolved. Amounts are micro-tokens.
 //
 // A run the scheduler fired also spends from its manifest's `budget_per_period` (run_money.period and
-// period_budget, migration 14): the same reservation checks, in the same transaction, that every run of
+// period_budget, migration 16): the same reservation checks, in the same transaction, that every run of
 // the manifest together stays under it — charged − refunded in the period (period_money, kept by a
 // trigger) plus the worst cases they hold open — so whichever of the two budgets is tighter refuses.
 //

@@ -15,9 +15,11 @@ const pg = await startPostgres();
 afterAll(() => pg.stop());
 useBackend(() => pg.freshDatabase());
 
+await import('./account-sums.test.js');
 await import('./answers.test.js');
 await import('./batch.test.js');
 await import('./chains.test.js');
+await import('./claims.test.js');
 await import('./counts.test.js');
 await import('./jobs.test.js');
 await import('./leases.test.js');
@@ -33,3 +35,4 @@ await import('./secrets.test.js');
 await import('./spend.test.js');
 await import('./submissions.test.js');
 await import('./tasks.test.js');
+await import('./workers.test.js');
