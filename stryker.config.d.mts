@@ -2,7 +2,7 @@
 import type { PartialStrykerOptions } from '@stryker-mutator/api/core';
 
 export declare const MODULES: Record<
-  'outcome' | 'prices' | 'pricing' | 'money' | 'transitions' | 'ledger',
+  'outcome' | 'prices' | 'pricing' | 'money' | 'transitions' | 'ledger' | 'reservations' | 'runmoney',
   { file: string; tests: readonly string[] }
 >;
 declare const config: PartialStrykerOptions;

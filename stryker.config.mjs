@@ -56,6 +56,31 @@ export const MODULES = {
     // them is an aggregate without GROUP BY, which always returns one row.
     tests: [LOADS, 'test/store/ledger.test.ts', 'test/store/spend.test.ts'],
   },
+  reservations: {
+    file: 'src/store/reservations.ts',
+    // Equivalent: L177 `row?.period_budget == null` turned false — setPeriodBudget writes the period and its
+    // budget in one UPDATE, so one is null exactly when the other is. L197 and L241 `row?.`, `seen?.` without
+    // the `?.` — each is an aggregate without GROUP BY (or a SELECT without FROM), which always returns one
+    // row. L239 `open !== undefined` turned true — releasing a task that holds nothing updates no row. L288
+    // `taskIds[0] ?? ''` given another string — with one task, taskIds[0] is that task. L289 `f.budget !==
+    // undefined` turned true — a comparison with undefined is false, so nothing is refused without a budget.
+    //
+    // The model-based test (test/store/money-model.test.ts) is left out: it covers every mutant and takes
+    // seconds a run, so each mutant would cost minutes; the tests below check each figure directly.
+    tests: [
+      LOADS,
+      'test/store/reservations.test.ts',
+      'test/store/period-budget.test.ts',
+      'test/store/money-schema.test.ts',
+      'test/store/submissions.test.ts',
+      'test/store/reviews.test.ts',
+      'test/money/run-money.test.ts',
+    ],
+  },
+  runmoney: {
+    file: 'src/money/index.ts',
+    tests: [LOADS, 'test/money/run-money.test.ts', 'test/store/period-budget.test.ts'],
+  },
 };
 
 const name = process.env.MUTATE_MODULE ?? 'outcome';

@@ -44,12 +44,12 @@ export async function measurePostgres(
     return { skipped: missing };
   }
   o.log(
-    `12 ${o.planTasks.toLocaleString('en-US')} tasks planned into PostgreSQL (run --limit 1), and into SQLite`,
+    `13 ${o.planTasks.toLocaleString('en-US')} tasks planned into PostgreSQL (run --limit 1), and into SQLite`,
   );
   const plan = await measurePlanInto(sandboxUrl, o.planTasks, { log: o.log });
-  o.log('13 the runner on PostgreSQL against SQLite, 5,000 tasks, concurrency 64');
+  o.log('14 the runner on PostgreSQL against SQLite, 5,000 tasks, concurrency 64');
   const runner = script<NonNullable<PostgresFigures['runner']>>('bench/postgres.ts', ['5000', '64']);
-  o.log('14 the fleet on paper: bytes and WAL per task, SKIP LOCKED claims per second');
+  o.log('15 the fleet on paper: bytes and WAL per task, SKIP LOCKED claims per second');
   const sizing = script<NonNullable<PostgresFigures['sizing']>>('bench/fleet-sizing.ts', ['2000']);
   return { plan, runner, sizing };
 }
@@ -58,25 +58,25 @@ export async function measurePostgres(
 export function postgresRows(f: PostgresFigures): [string, string, string][] {
   const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
   if (f.skipped !== undefined || !f.plan || !f.runner || !f.sizing) {
-    return [['12-14 PostgreSQL', `skipped: ${f.skipped ?? 'no figures'}`, '']];
+    return [['13-15 PostgreSQL', `skipped: ${f.skipped ?? 'no figures'}`, '']];
   }
   const { plan, runner, sizing } = f;
   const million = plan.tasks >= 1_000_000;
   return [
     [
-      `12 ${plan.tasks.toLocaleString('en-US')} tasks planned into PostgreSQL (run --limit 1: every task stored first)`,
+      `13 ${plan.tasks.toLocaleString('en-US')} tasks planned into PostgreSQL (run --limit 1: every task stored first)`,
       `${plan.postgres.seconds} s, ${plan.postgres.peakRssMb} MB (${plan.postgres.stored.toLocaleString('en-US')} stored); SQLite ${plan.sqlite.seconds} s, ${plan.sqlite.peakRssMb} MB`,
       million
         ? `< 60 s ${mark(plan.postgres.seconds < 60)}, < 300 MB ${mark(plan.postgres.peakRssMb < 300)}`
         : '(1,000,000: npm run bench -- --million)',
     ],
     [
-      '13 runner on PostgreSQL / on SQLite (5,000 images, concurrency 64, best of 2 each)',
+      '14 runner on PostgreSQL / on SQLite (5,000 images, concurrency 64, best of 2 each)',
       `${runner.ratio} (${runner.tasksPerSecond.postgres} / ${runner.tasksPerSecond.sqlite} tasks/s); a point read ${runner.pointReadMicros.postgres} / ${runner.pointReadMicros.sqlite} µs`,
       `>= 0.8 ${mark(runner.ratio >= 0.8)}`,
     ],
     [
-      `14 fleet sizing (${sizing.tasks.toLocaleString('en-US')} tasks): bytes / WAL per task; SKIP LOCKED claims/s, 1 / 2 clients (under the writer lock)`,
+      `15 fleet sizing (${sizing.tasks.toLocaleString('en-US')} tasks): bytes / WAL per task; SKIP LOCKED claims/s, 1 / 2 clients (under the writer lock)`,
       `${sizing.bytesPerTask} / ${sizing.walBytesPerTask} B; ${sizing.claimsPerSecond.oneClient} / ${sizing.claimsPerSecond.twoClients} (${sizing.underWriterLock.oneClient} / ${sizing.underWriterLock.twoClients})`,
       '',
     ],

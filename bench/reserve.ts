@@ -2,7 +2,9 @@
 // budget, run by this code and by the code before reservations (the commit BEFORE_RESERVATIONS, taken
 // out of git into a temporary folder), each as its own process against one sandbox, alternating which
 // goes first. The figure is a ratio in one run: the runner phase (first `submitted` to last `done` of
-// `run --json`) before / now; the target is >= 0.95 (at most 5 % slower).
+// `run --json`) before / now; the target is >= 0.95 (at most 5 % slower). Beside it, the CPU seconds each
+// `run` process used (user + system, from its shell's `times`), before / now: on a machine other work
+// shares, wall time swings with the load far more than the CPU a process needs for the same work.
 //   npx tsx bench/reserve.ts [--tasks 5000] [--concurrency 64] [--repetitions 2] [--json]
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
@@ -16,6 +18,8 @@ import { round } from './lib/measure.js';
 
 /** The last commit whose runner kept the budget in memory only. */
 export const BEFORE_RESERVATIONS = '75f57f5';
+/** At most 5 % slower than the runner that kept the budget in memory. */
+export const RESERVE_RATIO_TARGET = 0.95;
 const KEY = 'sandbox-key';
 
 export interface ReserveFigures {
@@ -27,6 +31,11 @@ export interface ReserveFigures {
   beforeSeconds: number[];
   /** Best of the repetitions, before / now: 1 is no cost, 0.95 is 5 % slower. */
   ratio: number;
+  /** CPU seconds (user + system) of each `run` process, this code and the code before. */
+  nowCpuSeconds: number[];
+  beforeCpuSeconds: number[];
+  /** Least CPU of the repetitions, before / now. */
+  cpuRatio: number;
 }
 
 /** The sources of `commit` in a temporary folder that uses this checkout's node_modules. */
@@ -41,12 +50,21 @@ async function checkoutOf(commit: string): Promise<string> {
   return dir;
 }
 
-/** `run --json` of the sources under `root` as a child process; the runner phase in seconds. */
-function runPhase(root: string, args: string[], cwd: string, env: Record<string, string>): Promise<number> {
+/**
+ * `run --json` of the sources under `root` as a child process of a shell whose `times` reports the CPU
+ * it used: the runner phase and the CPU, in seconds.
+ */
+function runPhase(
+  root: string,
+  args: string[],
+  cwd: string,
+  env: Record<string, string>,
+): Promise<{ phase: number; cpu: number }> {
   const tsx = pathToFileURL(join(REPO, 'node_modules/tsx/dist/loader.mjs')).href;
   const main = join(root, 'src/cli/main.ts');
+  const script = '"$@"; code=$?; times >&2; exit $code';
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', tsx, main, ...args], {
+    const child = spawn('bash', ['-c', script, 'bash', process.execPath, '--import', tsx, main, ...args], {
       cwd,
       env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -57,9 +75,17 @@ function runPhase(root: string, args: string[], cwd: string, env: Record<string,
     child.stderr.on('data', (c: Buffer) => (err += c.toString('utf8')));
     child.on('exit', (code) => {
       if (code !== 0) reject(new Error(`run exited ${code}: ${err.slice(-500)}`));
-      else resolve(phaseOf(out));
+      else resolve({ phase: phaseOf(out), cpu: childCpuOf(err) });
     });
   });
+}
+
+/** The children's line of bash's `times` (its last line): "0m12.345s 0m1.234s", user and system. */
+function childCpuOf(stderr: string): number {
+  const line = stderr.trim().split('\n').at(-1) ?? '';
+  const parts = [...line.matchAll(/(\d+)m([\d.]+)s/g)];
+  if (parts.length !== 2) throw new Error(`no CPU times from the shell: ${line}`);
+  return parts.reduce((n, m) => n + Number(m[1]) * 60 + Number(m[2]), 0);
 }
 
 function phaseOf(ndjson: string): number {
@@ -84,6 +110,8 @@ export async function measureReserve(
   const env = { MEDIABATCH_API_KEY: KEY, MEDIABATCH_BASE_URL: baseUrl, MEDIABATCH_POLL_SCALE: '0.01' };
   const nowSeconds: number[] = [];
   const beforeSeconds: number[] = [];
+  const nowCpuSeconds: number[] = [];
+  const beforeCpuSeconds: number[] = [];
   try {
     for (let i = 0; i < o.repetitions; i++) {
       // Alternating which goes first, so neither always meets a warmer sandbox.
@@ -98,8 +126,9 @@ export async function measureReserve(
           budget: o.tasks,
         });
         const args = ['--state', join(dir, 'state.db'), 'run', file, '--yes', '--no-probe', '--json'];
-        const seconds = await runPhase(who === 'now' ? REPO : before, args, dir, env);
-        (who === 'now' ? nowSeconds : beforeSeconds).push(round(seconds));
+        const { phase, cpu } = await runPhase(who === 'now' ? REPO : before, args, dir, env);
+        (who === 'now' ? nowSeconds : beforeSeconds).push(round(phase));
+        (who === 'now' ? nowCpuSeconds : beforeCpuSeconds).push(round(cpu));
         await rm(dir, { recursive: true, force: true });
       }
     }
@@ -112,6 +141,9 @@ export async function measureReserve(
     nowSeconds,
     beforeSeconds,
     ratio: round(Math.min(...beforeSeconds) / Math.min(...nowSeconds)),
+    nowCpuSeconds,
+    beforeCpuSeconds,
+    cpuRatio: round(Math.min(...beforeCpuSeconds) / Math.min(...nowCpuSeconds)),
   };
 }
 
@@ -134,7 +166,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     if (values.json) console.log(JSON.stringify(f));
     else {
       console.log(
-        `reserving in the store, ${f.tasks} tasks, c${f.concurrency}: before ${f.beforeSeconds.join(' / ')} s, now ${f.nowSeconds.join(' / ')} s; ratio ${f.ratio} (target >= 0.95)`,
+        `reserving in the store, ${f.tasks} tasks, c${f.concurrency}: before ${f.beforeSeconds.join(' / ')} s, now ${f.nowSeconds.join(' / ')} s; ratio ${f.ratio} (target >= ${RESERVE_RATIO_TARGET}); CPU before ${f.beforeCpuSeconds.join(' / ')} s, now ${f.nowCpuSeconds.join(' / ')} s; ratio ${f.cpuRatio}`,
       );
     }
   } finally {

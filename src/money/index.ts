@@ -5,9 +5,9 @@
 // concurrency slots, the reservation of a run's re-rolls, and the figures the preflights and prices read.
 // No other file writes a money figure (test/code/money-owner.test.ts).
 
-import type { DecideOutcome, DecideRequest, MoneyFigures, Store } from '../store/index.js';
+import type { DecideOutcome, DecideRequest, MoneyFigures, PeriodMoney, Store } from '../store/index.js';
 import { OverBudgetError } from '../store/index.js';
-import { fromMicro } from '../util/money.js';
+import { fromMicro, toMicro } from '../util/money.js';
 
 export { OverBudgetError };
 
@@ -24,6 +24,37 @@ export function runMoney(store: Store, runId: string): RunMoneyFigures {
   const f = store.reservations.figures(runId);
   const committed = f.charged - f.refunded + f.held + f.doubt;
   return { ...f, committed, left: f.budget === undefined ? undefined : Math.max(0, f.budget - committed) };
+}
+
+/**
+ * What a run already owes, in micro-tokens, for a preflight to add to what it is about to send: charged −
+ * refunded, and the worst cases the run holds that the tasks to send do not count again (in doubt, in
+ * flight, or a re-roll asked for whose task is no longer pending).
+ */
+export function owedSoFar(store: Store, runId: string): { spent: number; reserved: number } {
+  const f = store.reservations.figures(runId);
+  return {
+    spent: f.charged - f.refunded,
+    reserved: f.held + f.doubt - store.reservations.heldForPending(runId),
+  };
+}
+
+/** What every run of a manifest took of one period (micro-tokens): for the scheduler's check before a firing. */
+export function periodMoney(store: Store, manifestPath: string, period: string): PeriodMoney {
+  return store.reservations.periodFigures(manifestPath, period);
+}
+
+/**
+ * A fired run spends from its manifest's `budget_per_period` (tokens) of `period`: every spend of the run,
+ * whoever asks for it, is then checked against that cap too, in the store. Nothing for a run not fired.
+ */
+export function spendFromPeriod(
+  store: Store,
+  runId: string,
+  periodBudget: { period: string; budget: number } | undefined,
+): void {
+  if (periodBudget === undefined) return;
+  store.reservations.setPeriodBudget(runId, periodBudget.period, toMicro(periodBudget.budget));
 }
 
 /**
@@ -87,12 +118,51 @@ export class RunMoney {
     return this.#ownHeld + this.#pending;
   }
 
-  /** Whether a spend of `priceMicro` fits: beside what is in flight, or (alone) once it has been answered. */
+  /**
+   * Whether a spend of `priceMicro` fits: beside what is in flight, or (alone) once it has been answered;
+   * under the run's budget and, for a fired run, under the period's.
+   */
   fits(priceMicro: number, alone = false): boolean {
-    if (this.budgetMicro === undefined) return true;
-    const f = this.figures;
-    const budget = f.budget ?? this.budgetMicro;
-    return this.committedMicro() + (alone ? 0 : this.inFlightMaxMicro) + priceMicro <= budget;
+    const inFlight = alone ? 0 : this.inFlightMaxMicro;
+    const p = this.figures.period;
+    if (p !== undefined && p.spent + p.reserved - this.#ownHeld + inFlight + priceMicro > p.budget)
+      return false;
+    const budget = this.#runBudget();
+    return budget === undefined || this.committedMicro() + inFlight + priceMicro <= budget;
+  }
+
+  /** The run's budget as the store keeps it (another process may have changed it since), which refuses beyond it. */
+  #runBudget(): number | undefined {
+    return this.figures.budget ?? this.budgetMicro;
+  }
+
+  /**
+   * The limit that leaves the least (micro-tokens), named as a stop line says it: the run's budget, or the
+   * period budget of a fired run when that one is tighter. Undefined when the run has neither.
+   */
+  tightest(): { name: string; setting: 'budget' | 'budget_per_period'; leftMicro: number } | undefined {
+    const p = this.figures.period;
+    const budget = this.#runBudget();
+    const run =
+      budget === undefined
+        ? undefined
+        : {
+            name: `the budget of ${fromMicro(budget)} tokens`,
+            setting: 'budget' as const,
+            left: budget - this.committedMicro(),
+          };
+    // As fits() alone: this process's own submissions in flight are about to be answered.
+    const period =
+      p === undefined
+        ? undefined
+        : {
+            name: `budget_per_period of ${fromMicro(p.budget)} tokens in ${p.period}`,
+            setting: 'budget_per_period' as const,
+            left: p.budget - p.spent - p.reserved + this.#ownHeld,
+          };
+    const tighter = period !== undefined && (run === undefined || period.left < run.left) ? period : run;
+    if (tighter === undefined) return undefined;
+    return { name: tighter.name, setting: tighter.setting, leftMicro: Math.max(0, tighter.left) };
   }
 
   /** What the task holds already in the store (a re-roll reserved when it was asked for). */

@@ -6,7 +6,7 @@ import { userInfo } from 'node:os';
 import picomatch from 'picomatch';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
-import { decideReserving, runMoney } from '../money/index.js';
+import { decideReserving, owedSoFar, runMoney } from '../money/index.js';
 import { type BucketOutput, keepEarlierInBucket } from '../results/bucket.js';
 import { taskFolderName } from '../results/names.js';
 import { isBucketLocation, runLocation } from '../results/output.js';
@@ -133,8 +133,9 @@ export function rerollPrice(store: Store, runId: string, taskIds: readonly strin
 }
 
 /**
- * The run's worst case as the next `run`'s preflight weighs it (net charged, plus every pending task at
- * its worst), now and once these re-rolls are recorded (src/review/reroll-worst.ts).
+ * The run's worst case as the next `run`'s preflight weighs it (net charged, what it holds in doubt or in
+ * flight, plus every pending task at its worst), now and once these re-rolls are recorded
+ * (src/review/reroll-worst.ts).
  */
 function runWorstCase(
   store: Store,
@@ -165,7 +166,9 @@ function runWorstCase(
     taskOf,
   });
   const pendingMax = store.tasks.pendingByModel(runId).reduce((n, m) => n + toMicro(m.max), 0);
-  const nowMicro = toMicro(store.ledger.runSpent(runId).net) + pendingMax;
+  // What the run may still owe counts as the preflight counts it: tasks in doubt or in flight may be charged.
+  const owed = owedSoFar(store, runId);
+  const nowMicro = owed.spent + owed.reserved + pendingMax;
   const afterMicro = nowMicro + toMicro(figures.adds);
   return {
     ...figures,
@@ -235,9 +238,14 @@ export async function decide(
   });
   if (verdict !== 'reroll') return asks.map(({ taskId, req }) => store.reviews.decide(runId, taskId, req));
   const outcomes = decideReserving(store, runId, asks);
-  if (outcomes.some((o) => !o.ok && o.overBudget === true)) {
+  const refused = outcomes.find((o) => !o.ok && o.overBudget === true);
+  if (refused !== undefined && !refused.ok) {
     const price = rerollPrice(store, runId, taskIds);
-    const reason = `re-rolling ${taskIds.length} task(s) may cost up to ${price.total} tokens and the budget of ${price.budget} leaves ${price.left}: nothing was sent; raise budget in the manifest to re-roll`;
+    // The run's budget leaves room, so another limit refused (a fired run's budget_per_period): the
+    // store's line names it.
+    const reason = price.fits
+      ? `${refused.reason}: nothing was sent`
+      : `re-rolling ${taskIds.length} task(s) may cost up to ${price.total} tokens and the budget of ${price.budget} leaves ${price.left}: nothing was sent; raise budget in the manifest to re-roll`;
     return outcomes.map((o) => ({ taskId: o.taskId, ok: false, reason, overBudget: true }));
   }
   // The re-rolls are recorded; then each earlier result is moved to `attempt-<n>/` and its rows dropped:

@@ -2,11 +2,12 @@
 // the state file (never creating one) for the run `run` would drive, so only the rest is priced.
 
 import type { ManifestSettings } from '../manifest/types.js';
+import { owedSoFar } from '../money/index.js';
 import type { PlannedTask } from '../plan/plan.js';
 import type { Shard } from '../plan/shard.js';
 import { keyFingerprint, type RunState, type Store, TASK_STATES, type TaskState } from '../store/index.js';
 import { learnedDay, quotaStanding } from '../store/quota.js';
-import { roundTokens } from '../util/money.js';
+import { fromMicro, roundTokens } from '../util/money.js';
 import { decidePreflight } from './preflight.js';
 import { chooseRun, chooseShardRun } from './resume.js';
 
@@ -17,6 +18,8 @@ export interface ExistingRun {
   counts: Record<TaskState, number>;
   /** Net tokens the ledger holds for the run (charged minus refunded). */
   charged: number;
+  /** Worst cases the run holds for tasks not pending (in doubt, in flight): they may still be charged. */
+  reserved: number;
   /** Task ids already sent, finished or given up on: `run` submits none of them again. */
   handled: ReadonlySet<string>;
 }
@@ -94,6 +97,7 @@ export function judgePlan(plan: PlanToJudge, o: JudgeInputs): Verdict {
     remainingMax: remaining.max,
     remainingTokens: remaining.tokens,
     chargedSoFar: existing?.charged ?? 0,
+    reservedSoFar: existing?.reserved ?? 0,
     ...(o.balance !== undefined ? { balance: o.balance } : {}),
     ...(quota ? { quota } : {}),
     ...(budget !== undefined ? { budget } : {}),
@@ -131,6 +135,7 @@ function existingRun(
     state: run.state,
     counts: store.tasks.countTasksByState(run.id),
     charged: store.ledger.runSpent(run.id).net,
+    reserved: fromMicro(owedSoFar(store, run.id).reserved),
     handled: new Set(store.tasks.tasksByState(run.id, handledStates).map((t) => t.taskId)),
   };
 }

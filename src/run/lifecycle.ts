@@ -13,7 +13,7 @@ import { findEntry, roundTokens } from '../catalog/index.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
-import { runMoney } from '../money/index.js';
+import { owedSoFar } from '../money/index.js';
 import { resultsRunId } from '../plan/shard.js';
 import type { WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
@@ -69,6 +69,8 @@ export interface PreflightReport {
   quota: QuotaFigures | undefined;
   budget: number | undefined;
   chargedSoFar: number;
+  /** Worst cases the run holds beside the tasks it would send (in doubt, in flight): they may be charged. */
+  reservedSoFar: number;
   decision: PreflightDecision;
   /** The output folder's check; undefined when nothing is to be submitted. */
   disk: OutputCheck | undefined;
@@ -159,9 +161,9 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     min: roundTokens(pending.reduce((n, m) => n + m.min, 0)),
     max: roundTokens(pending.reduce((n, m) => n + m.max, 0)),
   };
-  // What the store says the run spent (the money module's figures, as every spender reads them).
-  const money = runMoney(store, runId);
-  const chargedSoFar = fromMicro(money.charged - money.refunded);
+  // What the store says the run spent and may still owe (src/money's figures, as every spender reads them).
+  const owed = owedSoFar(store, runId);
+  const soFar = { chargedSoFar: fromMicro(owed.spent), reservedSoFar: fromMicro(owed.reserved) };
   const waitingOnReview = store.reviews.waitingOnReview(runId);
   const base = {
     counts,
@@ -171,17 +173,12 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
     toWatch,
     remaining,
     budget: o.budget,
-    chargedSoFar,
+    ...soFar,
   };
   // A result awaiting review keeps the run open: a re-roll or an approval may still send something.
   const unsent = counts.pending + counts.awaiting_review;
   if (unsent === 0 && toWatch === 0 && store.reviews.countAwaiting(runId) === 0) {
-    const decision = decidePreflight({
-      remainingMax: 0,
-      remainingTokens: 0,
-      chargedSoFar,
-      allowPartial: true,
-    });
+    const decision = decidePreflight({ remainingMax: 0, remainingTokens: 0, ...soFar, allowPartial: true });
     return { ...base, complete: true, balance: undefined, quota: undefined, decision, disk: undefined };
   }
   const answer = await o.client.getBalance();
@@ -195,7 +192,7 @@ export async function preflightRun(session: RunSession, o: PreflightOptions): Pr
   const decision = decidePreflight({
     remainingMax: remaining.max,
     remainingTokens: remaining.tokens,
-    chargedSoFar,
+    ...soFar,
     ...(balance !== undefined ? { balance } : {}),
     ...(quota ? { quota } : {}),
     ...(o.budget !== undefined ? { budget: o.budget } : {}),

@@ -8,6 +8,11 @@ export interface PreflightInput {
   remainingTokens: number;
   /** Already charged net for this run (a resumed run). */
   chargedSoFar: number;
+  /**
+   * Worst cases the run holds that the tasks to send do not count again: tasks in doubt or in flight may
+   * have been charged, so the budget keeps room for them.
+   */
+  reservedSoFar?: number;
   balance?: number;
   quota?: { limit: number; used: number; source: string };
   budget?: number;
@@ -50,12 +55,17 @@ export function decidePreflight(input: PreflightInput): PreflightDecision {
     }
   }
   if (input.budget !== undefined) {
-    const roomMicro = toMicro(input.budget) - toMicro(input.chargedSoFar);
+    const reservedMicro = toMicro(input.reservedSoFar ?? 0);
+    const roomMicro = toMicro(input.budget) - toMicro(input.chargedSoFar) - reservedMicro;
     const room = fromMicro(roomMicro);
     leftAfter.budget = fromMicro(roomMicro - needMicro);
     if (needMicro > roomMicro) {
+      const held =
+        reservedMicro > 0
+          ? `, ${fmt(fromMicro(reservedMicro))} reserved for tasks in doubt or in flight`
+          : '';
       refusals.push(
-        `the run can cost up to ${fmt(need)} tokens but the budget leaves ${fmt(room)} (budget ${fmt(input.budget)}, ${fmt(input.chargedSoFar)} charged already)`,
+        `the run can cost up to ${fmt(need)} tokens but the budget leaves ${fmt(room)} (budget ${fmt(input.budget)}, ${fmt(input.chargedSoFar)} charged already${held})`,
       );
     }
   }

@@ -5,6 +5,7 @@ import { dirname } from 'node:path';
 import type { ApiClient } from '../api/client.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
+import { spendFromPeriod } from '../money/index.js';
 import { OutputError, resolveOutput } from '../results/output.js';
 import type { StorageConfig } from '../storage/config.js';
 import type { Storage } from '../storage/index.js';
@@ -50,6 +51,11 @@ export interface UnattendedRunOptions {
   runId?: string;
   /** A cap on top of the manifest's budget (the scheduler passes what is left of budget_per_period). */
   budgetCap?: number;
+  /**
+   * The scheduler fired the run in `period` (`YYYY-MM`) under the manifest's `budget_per_period` (tokens):
+   * every spend of the run is checked against it in the store, beside the manifest's other runs.
+   */
+  periodBudget?: { period: string; budget: number };
   allowPartial?: boolean;
   concurrency?: number;
   retries?: number;
@@ -92,6 +98,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   });
   try {
     const runId = session.runId;
+    spendFromPeriod(o.store, runId, o.periodBudget);
     const { bucket, inputs } = await bucketsOf(output.bucket, o.storage, env, runId, o.inputStorage);
     const options = preflightOptions({
       client: o.client,

@@ -9,6 +9,8 @@ export interface PeriodBudgetInput {
   cap: number;
   /** Net spend (charged − refunded) of the manifest's runs in the period, from the ledger. */
   spent: number;
+  /** Worst cases the manifest's runs hold open (in flight, in doubt, re-rolls asked for): they may still charge. */
+  reserved?: number;
   /** The most the run can still charge (the sum of its tasks' maximum estimates). */
   worstCase: number;
   /** `YYYY-MM`, for the message. */
@@ -16,12 +18,15 @@ export interface PeriodBudgetInput {
 }
 
 export function checkPeriodBudget(input: PeriodBudgetInput): PeriodBudgetDecision {
-  const remaining = Math.max(0, input.cap - input.spent);
+  const reserved = input.reserved ?? 0;
+  const remaining = Math.max(0, input.cap - input.spent - reserved);
   if (input.worstCase <= remaining) return { ok: true, remaining };
+  const held =
+    reserved > 0 ? ` (and ${fmt(reserved)} reserved for tasks in flight, in doubt or re-rolled)` : '';
   return {
     ok: false,
     remaining,
-    message: `budget_per_period: ${fmt(input.spent)} of ${fmt(input.cap)} tokens spent in ${input.period}, ${fmt(remaining)} left, but the run can cost up to ${fmt(input.worstCase)}; raise budget_per_period or shrink the manifest`,
+    message: `budget_per_period: ${fmt(input.spent)} of ${fmt(input.cap)} tokens spent in ${input.period}${held}, ${fmt(remaining)} left, but the run can cost up to ${fmt(input.worstCase)}; raise budget_per_period or shrink the manifest`,
   };
 }
 

@@ -53,7 +53,7 @@ export {
   type RunFileTotals,
   type RunTotals,
 } from './report-reads.js';
-export { type MoneyFigures, OverBudgetError } from './reservations.js';
+export { type MoneyFigures, OverBudgetError, type PeriodFigures, type PeriodMoney } from './reservations.js';
 export {
   type DecideOutcome,
   type DecideRequest,

@@ -718,4 +718,37 @@ CREATE TRIGGER account_money_kind AFTER INSERT ON ledger BEGIN
 END;
 `,
   },
+  {
+    id: 16,
+    name: "a schedule's period budget in the store: the period a fired run spends from, ledger totals per manifest and period",
+    sql: `
+-- A run the scheduler fired spends from its manifest's budget_per_period of the period it was fired in:
+-- each reservation of the run checks that cap too, against every run of the manifest (period_money).
+ALTER TABLE run_money ADD COLUMN period TEXT CHECK (period IS NULL OR period GLOB '[0-9][0-9][0-9][0-9]-[0-1][0-9]');
+ALTER TABLE run_money ADD COLUMN period_budget INTEGER CHECK (period_budget IS NULL OR period_budget >= 0);
+-- The ledger's totals per manifest and period (a refund counts in its charge's period, as the ledger
+-- files it), kept by a trigger, so a reservation checks the period without summing a month of ledger.
+CREATE TABLE period_money (
+  manifest_path TEXT NOT NULL,
+  period        TEXT NOT NULL,
+  charged       INTEGER NOT NULL DEFAULT 0 CHECK (charged >= 0),
+  refunded      INTEGER NOT NULL DEFAULT 0 CHECK (refunded >= 0),
+  PRIMARY KEY (manifest_path, period)
+) STRICT;
+INSERT INTO period_money (manifest_path, period, charged, refunded)
+  SELECT r.manifest_path, l.period,
+    coalesce(sum(CASE WHEN l.kind = 'charge' THEN CAST(round(l.tokens * 1000000) AS INTEGER) END), 0),
+    coalesce(sum(CASE WHEN l.kind = 'refund' THEN CAST(round(l.tokens * 1000000) AS INTEGER) END), 0)
+  FROM ledger l JOIN runs r ON r.id = l.run_id GROUP BY r.manifest_path, l.period;
+CREATE TRIGGER period_money_ledger AFTER INSERT ON ledger BEGIN
+  INSERT INTO period_money (manifest_path, period, charged, refunded)
+    SELECT manifest_path, NEW.period,
+      CASE WHEN NEW.kind = 'charge' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END,
+      CASE WHEN NEW.kind = 'refund' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END
+    FROM runs WHERE id = NEW.run_id
+  ON CONFLICT (manifest_path, period) DO UPDATE SET
+    charged = charged + excluded.charged, refunded = refunded + excluded.refunded;
+END;
+`,
+  },
 ];

@@ -6,8 +6,13 @@
 // An answer settles the reservation (the ledger has the charge), a refusal or a not-charged answer
 // releases it, an answer lost keeps it as doubt until the task is resolved. Amounts are micro-tokens.
 //
-// These methods run inside the callers' transactions (submissions, reviews, tasks); only `figures` and
-// `setBudget` stand alone.
+// A run the scheduler fired also spends from its manifest's `budget_per_period` (run_money.period and
+// period_budget, migration 16): the same reservation checks, in the same transaction, that every run of
+// the manifest together stays under it — charged − refunded in the period (period_money, kept by a
+// trigger) plus the worst cases they hold open — so whichever of the two budgets is tighter refuses.
+//
+// These methods run inside the callers' transactions (submissions, reviews, tasks); only `figures`,
+// `periodFigures`, `setBudget` and `setPeriodBudget` stand alone.
 
 import { MediabatchError } from '../errors.js';
 import { fromMicro } from '../util/money.js';
@@ -26,6 +31,23 @@ export interface MoneyFigures {
   held: number;
   /** Worst cases of spends whose answer was lost: they may have been charged. */
   doubt: number;
+  /** The period budget a fired run also spends from (undefined when the scheduler did not fire it). */
+  period: PeriodFigures | undefined;
+}
+
+/** What every run of a manifest took of one period, in micro-tokens. */
+export interface PeriodMoney {
+  /** charged − refunded in the period by the manifest's runs. */
+  spent: number;
+  /** Worst cases the manifest's runs hold open (asked for, in flight or in doubt): they may still charge. */
+  reserved: number;
+}
+
+/** A period budget (`budget_per_period`) and what the manifest's runs took of it, in micro-tokens. */
+export interface PeriodFigures extends PeriodMoney {
+  /** `YYYY-MM` (UTC), the period the run was fired in. */
+  period: string;
+  budget: number;
 }
 
 /**
@@ -47,6 +69,9 @@ export class OverBudgetError extends MediabatchError {
 
 interface FiguresRow {
   budget: number | null;
+  manifest_path: string;
+  period: string | null;
+  period_budget: number | null;
   charged: number;
   refunded: number;
   held: number;
@@ -63,12 +88,16 @@ export class ReservationStore {
   readonly #close;
   readonly #toDoubt;
   readonly #setBudget;
+  readonly #setPeriodBudget;
+  readonly #periodSpend;
+  readonly #heldForPending;
   readonly #kindOf;
   readonly #priceOf;
 
   constructor(db: Db) {
     this.#figures = db.prepare<{ runId: string }, FiguresRow>(
-      `SELECT m.budget AS budget, coalesce(m.charged, 0) AS charged, coalesce(m.refunded, 0) AS refunded,
+      `SELECT m.budget AS budget, r.manifest_path AS manifest_path, m.period AS period,
+         m.period_budget AS period_budget, coalesce(m.charged, 0) AS charged, coalesce(m.refunded, 0) AS refunded,
          coalesce(o.held, 0) AS held, coalesce(o.doubt, 0) AS doubt
        FROM runs r LEFT JOIN run_money m ON m.run_id = r.id
        LEFT JOIN (SELECT run_id, sum(CASE WHEN state = 'held' THEN amount END) AS held,
@@ -111,6 +140,25 @@ export class ReservationStore {
       `INSERT INTO run_money (run_id, budget) VALUES (:runId, :budget)
        ON CONFLICT (run_id) DO UPDATE SET budget = excluded.budget`,
     );
+    this.#setPeriodBudget = db.prepare<{ runId: string; period: string; budget: number }>(
+      'UPDATE run_money SET period = :period, period_budget = :budget WHERE run_id = :runId',
+    );
+    // The open reservations of every run of the manifest count, whenever they were made: any of them may
+    // still be charged, and would be charged now.
+    this.#periodSpend = db.prepare<{ manifestPath: string; period: string }, PeriodMoney>(
+      `SELECT coalesce((SELECT charged - refunded FROM period_money
+           WHERE manifest_path = :manifestPath AND period = :period), 0) AS spent,
+         coalesce((SELECT sum(amount) FROM reservations INDEXED BY reservations_open
+           WHERE state IN ('held', 'doubt')
+             AND run_id IN (SELECT id FROM runs WHERE manifest_path = :manifestPath)), 0) AS reserved`,
+    );
+    this.#heldForPending = db
+      .prepare<[string], number>(
+        `SELECT coalesce(sum(r.amount), 0) FROM reservations AS r INDEXED BY reservations_open
+         JOIN tasks AS t ON t.run_id = r.run_id AND t.task_id = r.task_id
+         WHERE r.run_id = ? AND r.state IN ('held', 'doubt') AND r.state = 'held' AND t.state = 'pending'`,
+      )
+      .pluck();
     // A submission after a lost answer is a retry of doubt; after a charged one, an automatic retry.
     this.#kindOf = db.prepare<[string, string], { doubt: number; charged: number }>(
       `SELECT coalesce(max(outcome = 'in_doubt'), 0) AS doubt, coalesce(max(outcome = 'submitted'), 0) AS charged
@@ -125,19 +173,47 @@ export class ReservationStore {
 
   figures(runId: string): MoneyFigures {
     const row = this.#figures.get({ runId });
+    const period =
+      row?.period_budget == null || row.period === null
+        ? undefined
+        : {
+            period: row.period,
+            budget: row.period_budget,
+            ...this.periodFigures(row.manifest_path, row.period),
+          };
     return {
       budget: row?.budget ?? undefined,
       charged: row?.charged ?? 0,
       refunded: row?.refunded ?? 0,
       held: row?.held ?? 0,
       doubt: row?.doubt ?? 0,
+      period,
     };
+  }
+
+  /** What every run of the manifest took of the period: spent, and held open. */
+  periodFigures(manifestPath: string, period: string): PeriodMoney {
+    const row = this.#periodSpend.get({ manifestPath, period });
+    return { spent: row?.spent ?? 0, reserved: row?.reserved ?? 0 };
+  }
+
+  /**
+   * The run was fired in `period`: from now on each of its spends also needs room under the manifest's
+   * `budget_per_period` (micro-tokens), beside every other run of the manifest.
+   */
+  setPeriodBudget(runId: string, period: string, budgetMicro: number): void {
+    this.#setPeriodBudget.run({ runId, period, budget: budgetMicro });
   }
 
   /** The worst case the task holds, not sent yet or in flight (0 when none). */
   heldFor(runId: string, taskId: string): number {
     const open = this.#open.get(runId, taskId);
     return open?.state === 'held' ? open.amount : 0;
+  }
+
+  /** Worst cases held for tasks still pending (re-rolls asked for, not sent yet), in micro-tokens. */
+  heldForPending(runId: string): number {
+    return this.#heldForPending.get(runId) ?? 0;
   }
 
   /** The budget the run's spenders check from now on (micro-tokens; undefined: none). */
@@ -206,15 +282,26 @@ export class ReservationStore {
     this.#toDoubt.run({ runId, taskId });
   }
 
+  /** Both budgets hold the spend (the run's, and a fired run's period), or OverBudgetError names the one that does not. */
   #check(runId: string, taskIds: readonly string[], needMicro: number): void {
     const f = this.figures(runId);
-    if (f.budget === undefined) return;
-    const committed = f.charged - f.refunded + f.held + f.doubt;
-    if (committed + needMicro <= f.budget) return;
-    const left = Math.max(0, f.budget - committed);
     const what = taskIds.length === 1 ? (taskIds[0] ?? '') : `${taskIds.length} tasks`;
+    if (f.budget !== undefined) {
+      const committed = f.charged - f.refunded + f.held + f.doubt;
+      if (committed + needMicro > f.budget) {
+        const left = Math.max(0, f.budget - committed);
+        throw new OverBudgetError(
+          `${what} may cost up to ${tokens(needMicro)} tokens and the budget of ${tokens(f.budget)} leaves ${tokens(left)} (${tokens(f.charged - f.refunded)} spent, ${tokens(f.held + f.doubt)} reserved for tasks asked for, in flight or in doubt)`,
+          left,
+          needMicro,
+        );
+      }
+    }
+    const p = f.period;
+    if (p === undefined || p.spent + p.reserved + needMicro <= p.budget) return;
+    const left = Math.max(0, p.budget - p.spent - p.reserved);
     throw new OverBudgetError(
-      `${what} may cost up to ${tokens(needMicro)} tokens and the budget of ${tokens(f.budget)} leaves ${tokens(left)} (${tokens(f.charged - f.refunded)} spent, ${tokens(f.held + f.doubt)} reserved for tasks asked for, in flight or in doubt)`,
+      `${what} may cost up to ${tokens(needMicro)} tokens and budget_per_period of ${tokens(p.budget)} leaves ${tokens(left)} in ${p.period} (${tokens(p.spent)} spent by the manifest's runs in ${p.period}, ${tokens(p.reserved)} reserved for their tasks asked for, in flight or in doubt)`,
       left,
       needMicro,
     );

@@ -11,6 +11,8 @@ describe('the money modules load', () => {
     ['../../src/util/money.js', 'usdText'],
     ['../../src/store/transitions.js', 'TASK_MOVES'],
     ['../../src/store/ledger.js', 'LedgerStore'],
+    ['../../src/store/reservations.js', 'ReservationStore'],
+    ['../../src/money/index.js', 'RunMoney'],
   ])('%s', async (path, name) => {
     const module = (await import(path)) as Record<string, unknown>;
     expect(module[name]).toBeDefined();

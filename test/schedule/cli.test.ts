@@ -175,6 +175,56 @@ describe('mediabatch schedule against the sandbox', () => {
     expect(await s.done).toBe(0);
   });
 
+  it("two runs fired in one period: a re-roll each run's budget allows is refused by budget_per_period", async () => {
+    sandbox = await startSandbox({ port: 0, speed: 0 });
+    // Two reviewed images (0.4) a run, each run with a budget of 1; the period holds 0.9 for them all.
+    const file = writeManifest('budget: 1\nbudget_per_period: 0.9\nreview: true');
+    const s = await startSchedule(file, sandbox);
+    const env = { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: sandbox.baseUrl };
+    const review = (args: string[]) =>
+      cli(['review', ...args, '--state', 'state/mediabatch.db'], {
+        env,
+        cwd: dir,
+        now: s.clock.now,
+        ask: async () => true,
+      });
+    const runs = () => {
+      const store = openStore(join(dir, 'state/mediabatch.db'));
+      try {
+        return store.runs.listRuns({ manifestPath: join(dir, file) }).map((r) => [r.id, r.state]);
+      } finally {
+        store.close();
+      }
+    };
+
+    // The first firing's run sends its images and waits for review; approved, the next firing finishes it.
+    await s.clock.advance(30_000);
+    await s.scheduler.idle();
+    const first = runs()[0]?.[0] ?? '';
+    expect((await review([first, '--approve', 'shot-1,shot-2'])).code).toBe(0);
+    await s.clock.advance(60_000);
+    await s.scheduler.idle();
+    // The third firing starts a second run: 0.4 spent and 0.4 at worst fit 0.9.
+    await s.clock.advance(60_000);
+    await s.scheduler.idle();
+    expect(runs()).toHaveLength(2);
+    expect(sandbox.state().jobs).toHaveLength(4);
+
+    // The first run's own budget holds a re-roll (0.4 + 0.2 of 1); the period does not (0.8 + 0.2 > 0.9).
+    const refused = await review([first, '--reroll', 'shot-1']);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toMatch(
+      /^mediabatch: 1 decision\(s\) refused: shot-1 may cost up to 0\.2 tokens and budget_per_period of 0\.9 leaves 0\.1 in \d{4}-\d\d \(0\.8 spent by the manifest's runs in \d{4}-\d\d, 0 reserved for their tasks asked for, in flight or in doubt\): nothing was sent\n$/,
+    );
+    await s.clock.advance(60_000);
+    await s.scheduler.idle();
+    // Nothing was recorded, so nothing more was sent: 0.8 of 0.9 charged in the period.
+    expect(sandbox.state().jobs).toHaveLength(4);
+    expect(1000 - sandbox.state().balance).toBeCloseTo(0.8, 6);
+    s.io.signals.emit('SIGTERM');
+    expect(await s.done).toBe(0);
+  });
+
   it('SIGTERM mid-run leaves a resumable run; `run` then resumes it and a second `run` says already complete', async () => {
     let sandboxNow = Date.now();
     sandbox = await startSandbox({ port: 0, speed: 1, now: () => sandboxNow });

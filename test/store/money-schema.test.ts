@@ -1,4 +1,4 @@
-// Migration 13 as a user's state meets it: an older state's runs get their budget from their settings and
+// Migrations 13 and 16 as a user's state meets them: an older state's runs get their budget from their settings and
 // their ledger's totals, tasks in doubt or being sent keep their worst case, re-rolls asked for hold
 // theirs; afterwards the triggers keep budgets and totals and give worst cases back. Run on SQLite here
 // and on PostgreSQL by postgres.test.ts (each backend's own spelling of the migration).
@@ -85,5 +85,19 @@ describe('migration 13 on a state an earlier version wrote', () => {
       doubt: 250_000,
     });
     expect(store.reservations.figures('none').budget).toBe(1_000_000);
+  });
+
+  it("migration 16 totals the older ledger per manifest and period, for a schedule's period budget", () => {
+    const store = temp.open(olderState());
+    // 0.3 + 0.2 charged, 0.1 refunded in 2026-11; held 0.4 and doubt 0.95 open in the manifest's runs.
+    expect(store.reservations.periodFigures('/m/a.yaml', '2026-11')).toEqual({
+      spent: 400_000,
+      reserved: 1_350_000,
+    });
+    expect(store.reservations.periodFigures('/m/a.yaml', '2026-10')).toEqual({
+      spent: 0,
+      reserved: 1_350_000,
+    });
+    expect(store.reservations.figures('priced').period).toBeUndefined();
   });
 });

@@ -26,6 +26,7 @@ await import('./leases.test.js');
 await import('./ledger.test.js');
 await import('./money-model.test.js');
 await import('./money-schema.test.js');
+await import('./period-budget.test.js');
 await import('./moves.test.js');
 await import('./report-reads.test.js');
 await import('./reviews.test.js');

@@ -173,9 +173,10 @@ function printOutcomes(
     }
   }
   if (refused.length === 0) return EXIT.ok;
-  const first = refused[0] as { reason: string };
+  const first = refused[0] as { reason: string; overBudget?: true };
+  // Over a budget (the run's, or a fired run's period) is a refusal like the preflight's, not bad input.
   throw new ExitError(
-    EXIT.invalid,
+    first.overBudget === true ? EXIT.refused : EXIT.invalid,
     `${refused.length} decision(s) refused: ${first.reason}`,
     refused.slice(1).map((o) => (o.ok ? '' : `refused: ${o.reason}`)),
   );

@@ -5,6 +5,7 @@ import { createApiClient } from '../../api/client.js';
 import type { Config } from '../../config.js';
 import { MediabatchError } from '../../errors.js';
 import { formatProblem, loadManifest } from '../../manifest/index.js';
+import { periodMoney } from '../../money/index.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { commandLine, newRunCommandLine, type Reader } from '../../results/invocation.js';
@@ -25,6 +26,7 @@ import {
 import { keyFingerprint, leaseHolder, openStore, periodOf, type Store } from '../../store/index.js';
 import { stateLocation } from '../../store/location.js';
 import type { Logger } from '../../util/log.js';
+import { fromMicro } from '../../util/money.js';
 import { scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
@@ -183,24 +185,30 @@ async function fireRun(
       templateRunId: settings.runId,
     }).runId;
     let budgetCap: number | undefined;
+    let periodBudget: { period: string; budget: number } | undefined;
     if (settings.budgetPerPeriod !== undefined) {
       const period = periodOf(firing.at);
+      // What the manifest's runs hold open (in flight, in doubt, re-rolls asked for) may still be charged.
+      const taken = periodMoney(store, manifestPath, period);
       const decision = checkPeriodBudget({
         cap: settings.budgetPerPeriod,
-        spent: store.ledger.manifestSpent(firing.manifestPath, period).net,
+        spent: fromMicro(taken.spent),
+        reserved: fromMicro(taken.reserved),
         worstCase: worstCase(store, runId, plan.rows()),
         period,
       });
       if (!decision.ok && !flags.allowPartial)
         return { outcome: 'refused', runId, message: decision.message };
-      // The run itself stops at what is left of the period's cap (its own earlier charges count as its own).
+      // The run itself stops at what is left of the period's cap (its own earlier charges count as its own),
+      // and the store checks each of its spends against the period's cap beside the manifest's other runs.
       budgetCap = decision.remaining + (store.runs.getRun(runId) ? store.ledger.runSpent(runId).net : 0);
+      periodBudget = { period, budget: settings.budgetPerPeriod };
     }
     if (firing.stopping.aborted) {
       return { outcome: 'not-started', runId, message: 'not started: mediabatch schedule is stopping' };
     }
     firing.started(runId);
-    return await runFiring(firing, flags, ctx, store, { plan, manifestPath, runId, budgetCap });
+    return await runFiring(firing, flags, ctx, store, { plan, manifestPath, runId, budgetCap, periodBudget });
   } catch (error) {
     return outcomeOf(error, runId);
   }
@@ -211,7 +219,13 @@ async function runFiring(
   flags: ScheduleFlags,
   ctx: ScheduleContext,
   store: Store,
-  o: { plan: RunPlan; manifestPath: string; runId: string; budgetCap: number | undefined },
+  o: {
+    plan: RunPlan;
+    manifestPath: string;
+    runId: string;
+    budgetCap: number | undefined;
+    periodBudget: { period: string; budget: number } | undefined;
+  },
 ): Promise<FiringResult> {
   const { config } = ctx;
   const apiKey = config.apiKey as string;
@@ -237,6 +251,7 @@ async function runFiring(
       env: ctx.io.env,
       runId: o.runId,
       ...(o.budgetCap !== undefined ? { budgetCap: o.budgetCap } : {}),
+      ...(o.periodBudget !== undefined ? { periodBudget: o.periodBudget } : {}),
       allowPartial: flags.allowPartial ?? false,
       ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
       policy: scaledRunPolicy(ctx.pollScale ?? 1),

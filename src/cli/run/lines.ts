@@ -137,7 +137,7 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       } else out(`  Quota: unknown (set MEDIABATCH_QUOTA or quota: in mediabatch.config.yaml to check it)`);
       if (r.budget !== undefined) {
         out(
-          `  Budget: ${fmtTokens(r.budget)} tokens${r.budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokens(r.chargedSoFar)} charged so far, ${fmtTokens(left.budget ?? 0)} left after the run at most`,
+          `  Budget: ${fmtTokens(r.budget)} tokens${r.budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokens(r.chargedSoFar)} charged so far${r.reservedSoFar > 0 ? `, ${fmtTokens(r.reservedSoFar)} reserved for tasks in doubt or in flight` : ''}, ${fmtTokens(left.budget ?? 0)} left after the run at most`,
         );
       }
       if (r.disk && !r.disk.ok && flags.allowPartial && r.disk.problem === 'space')

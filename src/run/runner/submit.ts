@@ -134,10 +134,15 @@ export class Submitter {
     const core = this.#core;
     if (this.#overBudget.length === 0) return;
     const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
-    const left = (core.money.budgetMicro ?? 0) - core.money.committedMicro();
+    // The run's budget, or the period's of a fired run when that one leaves less.
+    const limit = core.money.tightest() ?? {
+      name: `the budget of ${core.opts.budget} tokens`,
+      setting: 'budget',
+      leftMicro: 0,
+    };
     core.requestStop(
       'budget',
-      `${this.#overBudget.length} task(s) did not fit under the budget of ${core.opts.budget} tokens (${fromMicro(Math.max(0, left))} left; they need up to ${fromMicro(need)}): raise budget and run again to continue`,
+      `${this.#overBudget.length} task(s) did not fit under ${limit.name} (${fromMicro(limit.leftMicro)} left; they need up to ${fromMicro(need)}): raise ${limit.setting} and run again to continue`,
     );
   }
 

@@ -633,4 +633,36 @@ CREATE TRIGGER account_money_kind BEFORE INSERT ON ledger FOR EACH ROW EXECUTE F
 CREATE TRIGGER account_money_sums AFTER INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION account_money_kind();
 `,
   },
+  {
+    id: 16,
+    name: "a schedule's period budget in the store: the period a fired run spends from, ledger totals per manifest and period",
+    sql: `
+ALTER TABLE run_money ADD COLUMN period TEXT COLLATE "C" CHECK (period IS NULL OR period ~ '^[0-9]{4}-[0-1][0-9]$');
+ALTER TABLE run_money ADD COLUMN period_budget BIGINT CHECK (period_budget IS NULL OR period_budget >= 0);
+CREATE TABLE period_money (
+  manifest_path TEXT COLLATE "C" NOT NULL,
+  period        TEXT COLLATE "C" NOT NULL,
+  charged       BIGINT NOT NULL DEFAULT 0 CHECK (charged >= 0),
+  refunded      BIGINT NOT NULL DEFAULT 0 CHECK (refunded >= 0),
+  PRIMARY KEY (manifest_path, period)
+);
+INSERT INTO period_money (manifest_path, period, charged, refunded)
+  SELECT r.manifest_path, l.period,
+    coalesce(sum(CASE WHEN l.kind = 'charge' THEN micro(l.tokens) END), 0),
+    coalesce(sum(CASE WHEN l.kind = 'refund' THEN micro(l.tokens) END), 0)
+  FROM ledger l JOIN runs r ON r.id = l.run_id GROUP BY r.manifest_path, l.period;
+CREATE FUNCTION period_money_ledger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO period_money (manifest_path, period, charged, refunded)
+    SELECT manifest_path, NEW.period,
+      CASE WHEN NEW.kind = 'charge' THEN micro(NEW.tokens) ELSE 0 END,
+      CASE WHEN NEW.kind = 'refund' THEN micro(NEW.tokens) ELSE 0 END
+    FROM runs WHERE id = NEW.run_id
+  ON CONFLICT (manifest_path, period) DO UPDATE SET
+    charged = period_money.charged + excluded.charged, refunded = period_money.refunded + excluded.refunded;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER period_money_ledger AFTER INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION period_money_ledger();
+`,
+  },
 ];

@@ -235,7 +235,7 @@ CREATE TABLE run_money (
   budget   INTEGER CHECK (budget IS NULL OR budget >= 0),
   charged  INTEGER NOT NULL DEFAULT 0 CHECK (charged >= 0),
   refunded INTEGER NOT NULL DEFAULT 0 CHECK (refunded >= 0)
-) STRICT;
+, period TEXT CHECK (period IS NULL OR period GLOB '[0-9][0-9][0-9][0-9]-[0-1][0-9]'), period_budget INTEGER CHECK (period_budget IS NULL OR period_budget >= 0)) STRICT;
 
 CREATE TRIGGER run_money_created AFTER INSERT ON runs BEGIN
   INSERT INTO run_money (run_id, budget) VALUES (NEW.id,
@@ -366,4 +366,22 @@ CREATE TRIGGER account_money_kind AFTER INSERT ON ledger BEGIN
     FROM ledger l WHERE l.id = NEW.id
     ON CONFLICT (run_id, kind) DO UPDATE SET jobs = jobs + excluded.jobs, tasks = tasks + excluded.tasks,
       charged = charged + excluded.charged, refunded = refunded + excluded.refunded;
+END;
+
+CREATE TABLE period_money (
+  manifest_path TEXT NOT NULL,
+  period        TEXT NOT NULL,
+  charged       INTEGER NOT NULL DEFAULT 0 CHECK (charged >= 0),
+  refunded      INTEGER NOT NULL DEFAULT 0 CHECK (refunded >= 0),
+  PRIMARY KEY (manifest_path, period)
+) STRICT;
+
+CREATE TRIGGER period_money_ledger AFTER INSERT ON ledger BEGIN
+  INSERT INTO period_money (manifest_path, period, charged, refunded)
+    SELECT manifest_path, NEW.period,
+      CASE WHEN NEW.kind = 'charge' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END,
+      CASE WHEN NEW.kind = 'refund' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END
+    FROM runs WHERE id = NEW.run_id
+  ON CONFLICT (manifest_path, period) DO UPDATE SET
+    charged = charged + excluded.charged, refunded = refunded + excluded.refunded;
 END;
