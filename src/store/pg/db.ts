@@ -78,6 +78,11 @@ export function connectionString(url: string): string {
   return parsed.toString().replace(/\+/g, '%20');
 }
 
+/** libpq's messages span lines (a hint on a second, indented line); the CLI's reason is one line. */
+function oneLine(message: string): string {
+  return message.trim().replace(/\s*\n\s*/g, ' ');
+}
+
 function toParam(value: Bindable): string | null {
   if (value === null || value === undefined) return null;
   if (typeof value === 'boolean') return value ? '1' : '0';
@@ -229,6 +234,8 @@ export class PgDb {
   /** Per transaction level: whether its write savepoint exists (see #markWrite). */
   readonly #writeMarks: boolean[] = [];
   #open = true;
+  /** Whether a connection was ever opened (an outage, not a wrong address, when a later one fails). */
+  #connected = false;
 
   constructor(url: string) {
     this.name = redactUrl(url);
@@ -253,11 +260,14 @@ export class PgDb {
       pq.connectSync(this.#conninfo);
     } catch (error) {
       keepFailed(pq);
+      // Unreachable at the start is for the user to check (the URL, the server); unreachable after it
+      // answered is an outage, and the run goes on once the server is back.
       throw new StoreError(
-        `the PostgreSQL state at ${this.name} cannot be reached: ${(error as Error).message.trim()}`,
-        { kind: 'busy', file: this.name },
+        `the PostgreSQL state at ${this.name} cannot be reached: ${oneLine((error as Error).message)}`,
+        { kind: this.#connected ? 'gone' : 'busy', file: this.name },
       );
     }
+    this.#connected = true;
     this.#pq = pq;
     this.#prepared.clear();
     return pq;
@@ -371,13 +381,13 @@ export class PgDb {
     }
     const fields = pq.resultErrorFields() ?? {};
     const sqlState = fields.sqlState ?? '';
-    const message = (pq.resultErrorMessage() || pq.errorMessage()).trim();
+    const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
     if (sqlState === '' || sqlState.startsWith('08') || sqlState === '57P01') {
       // The connection is gone: the next statement outside a transaction opens a new one.
       finish(pq);
       this.#pq = undefined;
       throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
-        kind: 'busy',
+        kind: 'gone',
         file: this.name,
       });
     }
