@@ -1,0 +1,113 @@
+// A TCP proxy on loopback (node:net) between a client and a server, for tests of a network that fails:
+// it passes bytes both ways, drops them (a blackhole: nothing forwarded, nothing closed, as a dead route
+// or a hung middlebox behaves), or cuts every connection at once (a reset, as a restarted NAT does).
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+export type ProxyMode = 'pass' | 'drop';
+
+export interface TcpProxy {
+  /** The proxy's own port on 127.0.0.1. */
+  readonly port: number;
+  /** `url` with its host and port replaced by the proxy's (for a postgres:// URL or any other). */
+  through(url: string): string;
+  mode(): ProxyMode;
+  /** Forwards bytes again (connections made while dropping are connected to the server now). */
+  pass(): void;
+  /** Stops forwarding in both directions without closing anything; what arrives is thrown away. */
+  drop(): void;
+  /** Destroys every open connection on both sides; new connections are accepted as the mode says. */
+  cut(): void;
+  /** Connections accepted so far, and those still open. */
+  counts(): { accepted: number; open: number };
+  close(): Promise<void>;
+}
+
+interface Pair {
+  client: Socket;
+  server: Socket | undefined;
+}
+
+export async function startTcpProxy(target: { host?: string; port: number }): Promise<TcpProxy> {
+  const host = target.host ?? '127.0.0.1';
+  let mode: ProxyMode = 'pass';
+  let accepted = 0;
+  const pairs = new Set<Pair>();
+
+  const link = (pair: Pair): void => {
+    const server = connect({ host, port: target.port });
+    pair.server = server;
+    server.setNoDelay(true);
+    server.on('data', (chunk: Buffer) => {
+      if (mode === 'pass') pair.client.write(chunk);
+    });
+    const end = () => {
+      pair.client.destroy();
+      server.destroy();
+      pairs.delete(pair);
+    };
+    server.on('error', end);
+    server.on('close', end);
+  };
+
+  const proxy: Server = createServer((client) => {
+    accepted += 1;
+    client.setNoDelay(true);
+    const pair: Pair = { client, server: undefined };
+    pairs.add(pair);
+    // Bytes a client sends before its server side exists (or while dropping) are not forwarded later:
+    // a blackhole loses them, as the network would.
+    client.on('data', (chunk: Buffer) => {
+      if (mode === 'pass' && pair.server !== undefined) pair.server.write(chunk);
+    });
+    const end = () => {
+      client.destroy();
+      pair.server?.destroy();
+      pairs.delete(pair);
+    };
+    client.on('error', end);
+    client.on('close', end);
+    if (mode === 'pass') link(pair);
+  });
+  await new Promise<void>((resolve, reject) => {
+    proxy.once('error', reject);
+    proxy.listen(0, '127.0.0.1', () => resolve());
+  });
+  const address = proxy.address();
+  if (typeof address !== 'object' || address === null) throw new Error('the TCP proxy has no port');
+  const port = address.port;
+
+  return {
+    port,
+    through(url) {
+      const parsed = new URL(url);
+      parsed.hostname = '127.0.0.1';
+      parsed.port = String(port);
+      return parsed.toString();
+    },
+    mode: () => mode,
+    pass() {
+      mode = 'pass';
+      for (const pair of pairs) if (pair.server === undefined) link(pair);
+    },
+    drop() {
+      mode = 'drop';
+    },
+    cut() {
+      for (const pair of [...pairs]) {
+        pair.client.resetAndDestroy();
+        pair.server?.resetAndDestroy();
+        pairs.delete(pair);
+      }
+    },
+    counts: () => ({ accepted, open: pairs.size }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const pair of pairs) {
+          pair.client.destroy();
+          pair.server?.destroy();
+        }
+        pairs.clear();
+        proxy.close(() => resolve());
+      }),
+  };
+}
