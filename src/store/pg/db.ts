@@ -255,6 +255,14 @@ export class PgDb {
   #connection(): Libpq {
     if (!this.#open) throw new TypeError('The database connection is not open');
     if (this.#pq !== undefined) return this.#pq;
+    if (this.#depth > 0) {
+      // The transaction died with its connection. A new connection here would run the rest of it
+      // outside any transaction and without the writer lock, committing half of it.
+      throw new StoreError(
+        `the PostgreSQL state at ${this.name} went away during a transaction, which the server rolled back`,
+        { kind: 'gone', file: this.name },
+      );
+    }
     const pq = newLibpq();
     try {
       pq.connectSync(this.#conninfo);
