@@ -45,7 +45,8 @@ export interface FleetStage {
 }
 
 export async function startFleetStage(sandboxFlags: string[] = []): Promise<FleetStage> {
-  const pg = await startPostgres();
+  // The tests stop the server as a crash would: what it acknowledged must survive, as in production.
+  const pg = await startPostgres({ durableCommits: true });
   const s3 = await startS3('fleet-results');
   const { child: sandboxChild, baseUrl: sandboxUrl } = await spawnSandbox([
     '--api-key',
