@@ -246,6 +246,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     .addOption(shardOption())
     .addOption(shardFromEnvOption())
     .addOption(shardCountOption())
+    .option(
+      '--allow-local-output',
+      'with a postgres:// state: write results to the local output folder (the workers share that disk)',
+    )
     .option('--view', 'serve the live page of the run while it goes and print its address (see `view`)')
     .action(async (file: string, opts: RunFlags) => {
       // Trying things never touches real runs: sandbox runs keep their own state file unless --state says.

@@ -36,6 +36,8 @@ export interface RunInvocation {
   budget?: number;
   /** `--allow-outside-data`: the manifest reads data files outside its folder. */
   allowOutsideData?: boolean;
+  /** `--allow-local-output`: a PostgreSQL state's workers write to a local folder they share. */
+  allowLocalOutput?: boolean;
 }
 
 /** One command for a person: what it does to the run. */
@@ -100,6 +102,7 @@ function runWords(inv: RunInvocation, step: Extract<CommandStep, { command: 'run
     ...(inv.baseUrl !== undefined && !inv.sandbox ? ['--base-url', inv.baseUrl] : []),
     ...(inv.budget !== undefined ? ['--budget', String(inv.budget)] : []),
     ...(inv.allowOutsideData ? ['--allow-outside-data'] : []),
+    ...(inv.allowLocalOutput ? ['--allow-local-output'] : []),
     ...(step.retryInDoubt ? ['--retry-in-doubt'] : []),
     ...(step.retryFailed ? ['--retry-failed'] : []),
     ...(step.waitForReview ? ['--wait-for-review'] : []),
@@ -162,6 +165,7 @@ export interface RecordedInvocation {
   baseUrl?: string;
   budget?: number;
   allowOutsideData?: boolean;
+  allowLocalOutput?: boolean;
 }
 
 /** How the command printing the hint reached the run: its working folder and its own flags. */
@@ -220,6 +224,7 @@ export function recordedInvocation(settings: unknown): RecordedInvocation {
   if (baseUrl !== undefined) out.baseUrl = baseUrl;
   if (typeof r['budget'] === 'number' && Number.isFinite(r['budget'])) out.budget = r['budget'];
   if (r['allowOutsideData'] === true) out.allowOutsideData = true;
+  if (r['allowLocalOutput'] === true) out.allowLocalOutput = true;
   return out;
 }
 
@@ -240,5 +245,6 @@ export function invocationOf(run: RunOfInvocation, reader: Reader): RunInvocatio
     ...(recorded.baseUrl !== undefined ? { baseUrl: recorded.baseUrl } : {}),
     ...(recorded.budget !== undefined ? { budget: recorded.budget } : {}),
     ...(recorded.allowOutsideData ? { allowOutsideData: true } : {}),
+    ...(recorded.allowLocalOutput ? { allowLocalOutput: true } : {}),
   };
 }

@@ -257,6 +257,8 @@ export interface RunOutcome {
   spent: { charged: number; refunded: number; net: number };
   balanceAfter: number | undefined;
   receiverStats?: { received: number; ignored: number };
+  /** A worker of a fleet that left while others still work on the run: they close it, not this one. */
+  left?: { others: number };
 }
 
 /** Marks the run running, drives it to its end, and closes it. The lease is renewed meanwhile. */
@@ -266,7 +268,8 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
     await readyBucket(o.bucket, o.logger);
     await claimPrefix(o.bucket, session);
   }
-  if (session.existing) store.runs.markRunState(runId, 'running');
+  if (session.existing && session.fleet?.joined !== true) store.runs.markRunState(runId, 'running');
+  session.startWorking();
   let runner: Runner | undefined;
   const receiver =
     o.receiver && session.callbackToken ? await startReceiver(session, o, (h) => runner?.hint(h)) : undefined;
@@ -292,6 +295,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
     runnerOptions(session, o, { callbackUrl, receiving: receiver !== undefined }),
   );
   const active = runner;
+  // A worker of a fleet beats in its runner instead (store.workers); a lone run renews its lease.
   const renew = setInterval(() => {
     if (!session.renew()) active.leaseLost();
   }, o.policy.leaseTtlMs / 4);
@@ -302,6 +306,13 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   } finally {
     clearInterval(renew);
     await receiver?.close();
+  }
+  if (session.fleet) {
+    const leaving = store.claims.leave(runId, session.holder);
+    if (!leaving.last) return leftOutcome(session, result, leaving.others);
+    // The last worker out closes the run: what nobody gives anything any more is said to be blocked.
+    if (store.chains.hasChains(runId)) store.chains.blockDownstreams(runId);
+    result.counts = store.tasks.countTasksByState(runId);
   }
   const after = await o.client.getBalance();
   const balanceAfter = after.type === 'ok' ? after.value : undefined;
@@ -324,6 +335,21 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   };
 }
 
+/** A worker that left a run others still work on: its own figures; the run stays running. */
+function leftOutcome(session: RunSession, result: RunResult, others: number): RunOutcome {
+  const exitCode = result.stopReason ? exitCodeFor(result.stopReason, result.counts) : EXIT.ok;
+  const unfinished = UNFINISHED.reduce((n, s) => n + result.counts[s], 0);
+  return {
+    result,
+    exitCode,
+    state: 'interrupted',
+    unfinished,
+    spent: session.store.ledger.runSpent(session.runId),
+    balanceAfter: undefined,
+    left: { others },
+  };
+}
+
 /** The Runner's options: the run's policy, the caller's options, and where callbacks go (if anywhere). */
 function runnerOptions(
   session: RunSession,
@@ -334,6 +360,15 @@ function runnerOptions(
   const { callbackUrl } = callbacks;
   return {
     runId,
+    ...(session.fleet
+      ? {
+          fleet: {
+            workerId: session.holder,
+            ttlMs: session.fleet.ttlMs,
+            idlePollMs: Math.min(1_000, session.fleet.ttlMs / 8),
+          },
+        }
+      : {}),
     runDir: session.runDir,
     concurrency: o.concurrency,
     ...(o.budget !== undefined ? { budget: o.budget } : {}),

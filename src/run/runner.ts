@@ -7,6 +7,7 @@
 // halt, writes, events), submit.ts (slots and budget), outcomes.ts (each submission answer, as a table),
 // watch.ts (polls, callbacks, deadlines, adoption from doubt), fetch.ts (results, files, job.json).
 
+import type { TaskRecord } from '../store/index.js';
 import { RunCore } from './runner/core.js';
 import { Fetcher } from './runner/fetch.js';
 import { Submitter } from './runner/submit.js';
@@ -16,6 +17,7 @@ import { Watcher } from './runner/watch.js';
 export {
   type CallbackHint,
   DEFAULT_WATCH_POLICY,
+  type FleetWorker,
   type MediaKind,
   RUNNER_POLICY_KEYS,
   type RunnerDeps,
@@ -26,6 +28,9 @@ export {
   type StopReason,
   type WatchPolicy,
 } from './runner/types.js';
+
+/** A worker beats at least this often: its row's figures (in flight, sent) are what `status` and the view show. */
+const BEAT_MAX_MS = 5_000;
 
 export class Runner {
   readonly #core: RunCore;
@@ -67,6 +72,7 @@ export class Runner {
     const core = this.#core;
     const { store } = core.deps;
     const { runId } = core.opts;
+    core.sweepOthers = () => this.#sweep();
     this.#resume();
     core.progress();
     // A new run's later tasks are stored while it runs; a stop stores no more (the next run stores them).
@@ -77,6 +83,7 @@ export class Runner {
     }
     const storing = incoming ? core.guard(incoming.finished, 'storing the tasks') : undefined;
 
+    const beating = this.#beat();
     const watcher = core.guard(this.#watcher.loop(), 'watching jobs');
     await core.guard(this.#submitter.loop(), 'submitting');
     core.submitDone = true;
@@ -87,8 +94,11 @@ export class Runner {
     this.#watcher.closeHints();
     await storing;
     await core.settle();
-    // Downstreams of upstreams that ended badly are said to be blocked, not left pending without a word.
-    if (core.chained && !core.halt.signal.aborted) core.blocked(store.chains.blockDownstreams(runId));
+    beating.stop();
+    // Downstreams of upstreams that ended badly are said to be blocked, not left pending without a word
+    // (in a fleet, by the last worker out: another's upstream may still be fetched again).
+    if (core.chained && !core.halt.signal.aborted && !core.opts.fleet)
+      core.blocked(store.chains.blockDownstreams(runId));
     core.progress(true);
     if (core.stopReason) {
       core.emit({ event: 'stopped', reason: core.stopReason, message: core.stopMessage ?? core.stopReason });
@@ -111,7 +121,13 @@ export class Runner {
   #resume(): void {
     const core = this.#core;
     const { store } = core.deps;
-    const { runId } = core.opts;
+    const { runId, fleet } = core.opts;
+    if (fleet) {
+      // Only what nobody alive holds is this worker's to take over (the sweep decides).
+      core.money.start();
+      this.#sweep();
+      return;
+    }
     for (const taskId of store.submissions.recoverInterruptedSubmissions(runId)) {
       core.log.warn(
         { task: taskId },
@@ -120,13 +136,81 @@ export class Runner {
     }
     // The money is the store's (what earlier processes charged, what is in doubt or reserved by others).
     core.money.start();
-    // Paid results not on disk yet come first: a fresh look at each job re-signs its links.
-    for (const task of store.tasks.tasksByState(runId, ['unfetched', 'downloading']))
-      this.#watcher.watch(task, 0, false);
-    // Jobs submitted by an earlier process are watched again; stalled ones slowly, without a slot.
-    for (const task of store.tasks.tasksByState(runId, ['submitted', 'running']))
-      this.#watcher.watch(task, 0, true);
-    for (const task of store.tasks.tasksByState(runId, ['stalled'])) this.#watcher.watch(task, 0, false);
+    this.#watchLeft([
+      ...store.tasks.tasksByState(runId, ['unfetched', 'downloading']),
+      ...store.tasks.tasksByState(runId, ['submitted', 'running', 'stalled']),
+    ]);
+  }
+
+  /** Jobs another process left: paid results not on disk first, the rest watched again (stalled ones slowly). */
+  #watchLeft(tasks: readonly TaskRecord[]): void {
+    const fetchFirst = (t: TaskRecord) => t.state === 'unfetched' || t.state === 'downloading';
+    for (const task of tasks.filter(fetchFirst)) this.#watcher.watch(task, 0, false);
+    for (const task of tasks.filter((t) => !fetchFirst(t))) {
+      this.#watcher.watch(task, 0, task.state === 'submitted' || task.state === 'running');
+    }
+  }
+
+  /** Declares lost the workers found dead, and takes over what they left (their jobs, their queue). */
+  #sweep(): boolean {
+    const core = this.#core;
+    const { fleet, runId } = core.opts;
+    if (!fleet) return false;
+    const swept = core.deps.store.claims.sweep(runId, fleet.workerId);
+    for (const lost of swept.lost) {
+      core.log.warn({ worker: lost }, 'a worker of this run is lost: its work is taken back');
+    }
+    for (const taskId of swept.inDoubt) {
+      core.log.warn(
+        { task: taskId },
+        'a lost worker may have sent this task: it is in doubt, never sent again',
+      );
+    }
+    this.#watchLeft(swept.adopted);
+    const took = swept.requeued.length > 0 || swept.adopted.length > 0;
+    if (took) {
+      core.wakeSubmitter();
+      core.wakeWatcher?.();
+    }
+    return took;
+  }
+
+  /**
+   * A worker of a fleet beats (its row stays alive; a refused beat means it was declared lost: it stops
+   * at once) and, while it still submits, sweeps the others; four times per time-to-live, or every 5 s.
+   */
+  #beat(): { stop(): void } {
+    const core = this.#core;
+    const { fleet, runId } = core.opts;
+    if (!fleet) return { stop: () => {} };
+    const beat = (): boolean => {
+      const counts = { inFlight: core.claimed.size, submitted: core.counters.accepted };
+      return core.deps.store.workers.heartbeat(runId, fleet.workerId, counts, fleet.ttlMs);
+    };
+    const timer = setInterval(
+      () => {
+        try {
+          if (!beat()) {
+            this.leaseLost();
+            return;
+          }
+          // Once it stops submitting it takes nothing more over: its watch is ending.
+          if (!core.submitDone) this.#sweep();
+        } catch (error) {
+          // The state is unreachable for a moment (a restart, a network cut): the next beat tries again.
+          core.log.warn({ err: error }, 'heartbeat failed; trying again');
+        }
+      },
+      Math.min(fleet.ttlMs / 4, BEAT_MAX_MS),
+    );
+    timer.unref();
+    return {
+      stop: () => {
+        clearInterval(timer);
+        // Its last figures stay on its row (`status`, the view) after it leaves.
+        if (!core.halt.signal.aborted) beat();
+      },
+    };
   }
 }
 

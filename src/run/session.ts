@@ -10,6 +10,7 @@ import type { TaskOrder } from '../manifest/types.js';
 import { parseShardRunId, type Shard } from '../plan/shard.js';
 import { isBucketLocation, runLocation } from '../results/output.js';
 import {
+  isPostgresUrl,
   leaseHolder,
   type NewTask,
   type RunRecord,
@@ -84,6 +85,8 @@ export interface OpenRunOptions {
   leaseTtlMs?: number;
   /** This process drives one shard of the run (`<run>.shard-<i>-of-<n>`); the plan holds its tasks only. */
   shard?: Shard;
+  /** A worker of a fleet waits this long for another one's opening (its plan and preflight) to end. */
+  openingWaitMs?: number;
   /**
    * A new run stores at most this many tasks before it opens; the rest are stored while it runs
    * (default STORE_FIRST). Infinity stores every task first (`--only` and `--limit` need them all).
@@ -114,6 +117,13 @@ export interface RunSession {
   callbackToken: string | null;
   leaseName: string;
   holder: string;
+  /**
+   * On a PostgreSQL state the run may have several workers: this process is one (its id is `holder`).
+   * `joined`: the run was already being worked on, so this one skipped the plan's upsert and the preflight.
+   */
+  fleet: { joined: boolean; workers: number; ttlMs: number } | undefined;
+  /** A worker of a fleet starts working: its worker row, and the opening lease is given back. */
+  startWorking(): void;
   /** Records that a new run never got going (a refusal); an older run is left as it was. */
   refuse(exitCode: number): void;
   /** Renews the lease; false when another process took it. */
@@ -146,10 +156,16 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   const ttl = o.leaseTtlMs ?? DEFAULT_RUN_POLICY.leaseTtlMs;
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = runLeaseName(runId);
-  takeLease(store, runId, leaseName, holder, ttl);
+  const fleet = isPostgresUrl(store.file);
+  // On a PostgreSQL state the lease only orders the opening: workers wait for each other's opening.
+  if (fleet) await takeOpeningLease(store, runId, leaseName, holder, ttl, o.openingWaitMs);
+  else takeLease(store, runId, leaseName, holder, ttl);
   let storing: BackgroundStoring | undefined;
   try {
     const existing = store.runs.getRun(runId);
+    if (fleet && existing && liveWorkers(store, runId) > 0) {
+      return joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
+    }
     const refuse = (code: number) => {
       if (!existing) store.runs.markRunState(runId, 'refused', code);
     };
@@ -198,11 +214,18 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       callbackToken,
       leaseName,
       holder,
+      fleet: fleet ? { joined: false, workers: 1, ttlMs: ttl } : undefined,
+      startWorking: () => {
+        if (!fleet) return;
+        store.workers.join(runId, holder, hostname(), process.pid, ttl);
+        store.leases.releaseLease(leaseName, holder);
+      },
       refuse,
-      renew: () => store.leases.renewLease(leaseName, holder, ttl),
+      renew: () => fleet || store.leases.renewLease(leaseName, holder, ttl),
       close: () => {
         storing?.stop();
         store.leases.releaseLease(leaseName, holder);
+        if (fleet) store.claims.leave(runId, holder);
       },
     };
   } catch (error) {
@@ -343,6 +366,85 @@ function chooseRunOrShard(store: Store, o: OpenRunOptions): RunChoice {
     if (error instanceof ShardRunError) throw new RunError('invalid', error.message);
     throw error;
   }
+}
+
+/** Workers of the run alive now (not stopped, not lost). */
+function liveWorkers(store: Store, runId: string): number {
+  return store.workers.list(runId).filter((w) => w.stoppedAt === undefined && !w.lost).length;
+}
+
+/** How long a worker waits, by default, for another's opening; then it says the run is busy. */
+const OPENING_WAIT_MS = 10 * 60_000;
+
+/** The opening lease of a fleet's run: taken once the worker opening it (planning, asking) is done. */
+async function takeOpeningLease(
+  store: Store,
+  runId: string,
+  name: string,
+  holder: string,
+  ttl: number,
+  waitMs = OPENING_WAIT_MS,
+): Promise<void> {
+  const until = Date.now() + waitMs;
+  for (;;) {
+    try {
+      takeLease(store, runId, name, holder, ttl);
+      return;
+    } catch (error) {
+      if (!(error instanceof RunError) || Date.now() >= until) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+
+/**
+ * A later worker of a run already being worked on: the run's tasks, money and preflight are the first
+ * worker's; this one only checks it talks to the same API with the same key, and joins.
+ */
+function joinRun(
+  store: Store,
+  j: {
+    o: OpenRunOptions;
+    runId: string;
+    runDir: string;
+    existing: RunRecord;
+    choice: RunChoice;
+    holder: string;
+    leaseName: string;
+    ttl: number;
+  },
+): RunSession {
+  const { runId, holder, leaseName, ttl } = j;
+  try {
+    const problem = apiMismatch(runId, j.existing.api, j.o.api);
+    if (problem) throw new RunError('invalid', problem);
+    store.workers.join(runId, holder, hostname(), process.pid, ttl);
+  } finally {
+    store.leases.releaseLease(leaseName, holder);
+  }
+  return {
+    store,
+    runId,
+    runDir: j.runDir,
+    existing: j.existing,
+    choice: j.choice,
+    upsert: { inserted: 0, unchanged: 0, updated: [], changed: [], missing: [] },
+    recovered: [],
+    requeued: { failed: [], inDoubt: [] },
+    unblocked: [],
+    storing: undefined,
+    plannedPending: undefined,
+    callbackToken: j.existing.callbackToken,
+    leaseName,
+    holder,
+    fleet: { joined: true, workers: liveWorkers(store, runId), ttlMs: ttl },
+    startWorking: () => {},
+    refuse: () => {},
+    renew: () => true,
+    close: () => {
+      store.claims.leave(runId, holder);
+    },
+  };
 }
 
 function takeLease(store: Store, runId: string, name: string, holder: string, ttl: number): void {

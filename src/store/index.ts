@@ -3,6 +3,7 @@
 
 import { type AccountFacts, AccountReadStore } from './account-reads.js';
 import { ChainStore } from './chains.js';
+import { ClaimStore } from './claims.js';
 import { type Db, openDatabase, openDatabaseReadOnly } from './db.js';
 import { FileStore } from './files.js';
 import { JobStore } from './jobs.js';
@@ -22,13 +23,16 @@ import { TaskStore } from './tasks.js';
 import type { Clock } from './types.js';
 import { UploadStore } from './uploads.js';
 import { ViewReadStore } from './view-reads.js';
+import { WorkerStore } from './workers.js';
 
 export type { AccountAttemptRow, AccountFacts, AccountLedgerRow } from './account-reads.js';
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
+export { JOB_STATES, type LeaveResult, type SweepResult } from './claims.js';
 export { StoreError } from './db.js';
 export { bodyHash, keyFingerprint } from './fingerprint.js';
 export type { JobEvent } from './jobs.js';
 export { leaseHolder } from './leases.js';
+export { isPostgresUrl } from './location.js';
 export { MIGRATIONS, type Migration } from './migrations.js';
 export { hostOf, withoutSignedQueries } from './redact.js';
 export {
@@ -64,6 +68,12 @@ export * from './transitions.js';
 export * from './types.js';
 export type { UploadRecord } from './uploads.js';
 export * from './view-reads.js';
+export {
+  holderIsDead,
+  type WorkerCounts,
+  type WorkerRecord,
+  workerIsLost,
+} from './workers.js';
 
 /** The outcome of one write of a `batch`. */
 export type BatchResult = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -137,6 +147,8 @@ export class Store {
   readonly basis: ReportBasisStore;
   readonly leases: LeaseStore;
   readonly schedules: ScheduleStore;
+  readonly workers: WorkerStore;
+  readonly claims: ClaimStore;
 
   /** Use openStore(); this takes a database already opened and migrated. Each statement is prepared once. */
   constructor(file: string, db: Db, now: Clock) {
@@ -157,6 +169,8 @@ export class Store {
     this.basis = new ReportBasisStore(db);
     this.leases = new LeaseStore(db, now);
     this.schedules = new ScheduleStore(db, now);
+    this.workers = new WorkerStore(db, now);
+    this.claims = new ClaimStore(db, this.workers, this.submissions);
   }
 
   get isOpen(): boolean {

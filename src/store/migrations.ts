@@ -569,4 +569,32 @@ INSERT INTO reservations (run_id, task_id, kind, amount, state, reserved_at)
   FROM tasks WHERE review = 1 AND attempt > 1 AND state = 'pending';
 `,
   },
+  {
+    id: 14,
+    name: 'workers of a run, tasks claimed by a worker, attempts sent by one',
+    sql: `
+-- Each process driving a run (a worker; several on a PostgreSQL state) has a row, renewed by its
+-- heartbeat. \`lost_at\`: another worker found it dead (expired, or its pid gone on that host) and took its
+-- work back; a heartbeat after that is refused, so the lost one stops.
+CREATE TABLE workers (
+  run_id       TEXT NOT NULL REFERENCES runs (id),
+  worker_id    TEXT NOT NULL,
+  host         TEXT NOT NULL,
+  pid          INTEGER NOT NULL,
+  started_at   TEXT NOT NULL,
+  heartbeat_at TEXT NOT NULL,
+  expires_at   TEXT NOT NULL,
+  stopped_at   TEXT,
+  lost_at      TEXT,
+  in_flight    INTEGER NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+  submitted    INTEGER NOT NULL DEFAULT 0 CHECK (submitted >= 0),
+  PRIMARY KEY (run_id, worker_id)
+) STRICT;
+-- The worker a task belongs to: the one that claimed it from the queue, sent it, or adopted its job.
+ALTER TABLE tasks ADD COLUMN claimed_by TEXT;
+CREATE INDEX tasks_claimed ON tasks (run_id, claimed_by) WHERE claimed_by IS NOT NULL;
+-- Which worker sent an attempt.
+ALTER TABLE attempts ADD COLUMN worker_id TEXT;
+`,
+  },
 ];

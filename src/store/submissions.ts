@@ -77,13 +77,15 @@ export class SubmissionStore {
     this.#selectState = db
       .prepare<[string, string], TaskState>('SELECT state FROM tasks WHERE run_id = ? AND task_id = ?')
       .pluck();
-    this.#markSubmitting = db.prepare<Key & { now: string }>(
+    // A worker of a fleet sends only what it claimed (store.claims): the move is the last word on who sends.
+    this.#markSubmitting = db.prepare<Key & { now: string; worker: string | null }>(
       `UPDATE tasks SET state = 'submitting', error = NULL, updated_at = :now
-       WHERE run_id = :runId AND task_id = :taskId AND state = 'pending'`,
+       WHERE run_id = :runId AND task_id = :taskId AND state = 'pending'
+         AND (CAST(:worker AS TEXT) IS NULL OR claimed_by = :worker)`,
     );
-    this.#insertAttempt = db.prepare<Key & { now: string }, { attempt_no: number }>(
-      `INSERT INTO attempts (run_id, task_id, attempt_no, sent_at)
-       SELECT :runId, :taskId, coalesce(max(attempt_no), 0) + 1, :now FROM attempts
+    this.#insertAttempt = db.prepare<Key & { now: string; worker: string | null }, { attempt_no: number }>(
+      `INSERT INTO attempts (run_id, task_id, attempt_no, sent_at, worker_id)
+       SELECT :runId, :taskId, coalesce(max(attempt_no), 0) + 1, :now, CAST(:worker AS TEXT) FROM attempts
        WHERE run_id = :runId AND task_id = :taskId
        RETURNING attempt_no`,
     );
@@ -138,9 +140,13 @@ export class SubmissionStore {
       `UPDATE tasks SET state = 'in_doubt', error = :error, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND state = 'submitting'`,
     );
+    // A live worker's submissions are its own to answer: only those nobody alive is sending are cut off.
     this.#selectSubmitting = db
       .prepare<[string], string>(
-        `SELECT task_id FROM tasks WHERE run_id = ? AND state = 'submitting' ORDER BY seq`,
+        `SELECT task_id FROM tasks t WHERE run_id = ? AND state = 'submitting'
+           AND (claimed_by IS NULL OR NOT EXISTS (SELECT 1 FROM workers w WHERE w.run_id = t.run_id
+             AND w.worker_id = t.claimed_by AND w.lost_at IS NULL AND w.stopped_at IS NULL))
+         ORDER BY seq`,
       )
       .pluck();
     this.#closeOpenAttempts = db.prepare<Key & { now: string; message: string }>(
@@ -151,14 +157,18 @@ export class SubmissionStore {
       'SELECT * FROM attempts WHERE run_id = ? AND task_id = ? ORDER BY attempt_no',
     );
 
-    this.#intent = db.transaction((runId: string, taskId: string): number => {
+    this.#intent = db.transaction((runId: string, taskId: string, worker: string | null): number => {
       const now = toIso(this.#now());
-      if (this.#markSubmitting.run({ runId, taskId, now }).changes === 0) {
-        throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'submitting');
+      if (this.#markSubmitting.run({ runId, taskId, now, worker }).changes === 0) {
+        const state = this.#selectState.get(runId, taskId);
+        if (state === 'pending' && worker !== null) {
+          throw new StoreError(`run ${runId}: task ${taskId} is not claimed by worker ${worker}`);
+        }
+        throw refusedMove(state, runId, taskId, 'submitting');
       }
       // The worst case is reserved with the intent, or nothing is recorded (OverBudgetError).
       this.#money.reserveForIntent(runId, taskId, now);
-      const attempt = this.#insertAttempt.get({ runId, taskId, now });
+      const attempt = this.#insertAttempt.get({ runId, taskId, now, worker });
       if (attempt === undefined)
         throw new StoreError(`run ${runId}: task ${taskId}: attempt row not written`);
       return attempt.attempt_no;
@@ -257,8 +267,8 @@ export class SubmissionStore {
    * Commits the intent to submit (the task becomes `submitting`, an attempt row is written) and returns
    * the attempt number. Call it, and let it return, before the POST is sent.
    */
-  recordSubmitIntent(runId: string, taskId: string): number {
-    return this.#intent.immediate(runId, taskId);
+  recordSubmitIntent(runId: string, taskId: string, workerId?: string): number {
+    return this.#intent.immediate(runId, taskId, workerId ?? null);
   }
 
   /**

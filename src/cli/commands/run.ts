@@ -16,7 +16,7 @@ import { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } from '../../sandbox/embedd
 import { journalBeside, resetAccount } from '../../sandbox/journal.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { createStorage, joinKey } from '../../storage/index.js';
-import { keyFingerprint, openStore } from '../../store/index.js';
+import { isPostgresUrl, keyFingerprint, openStore } from '../../store/index.js';
 import { sandboxJournalAnchor, stateLocation } from '../../store/location.js';
 import { registerSecret } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
@@ -91,18 +91,19 @@ async function runWithClient(
     ...(onSandbox ? { vars: sandboxVars(client.baseUrl) } : {}),
     ...(shard ? { shard } : {}),
   });
+  const shown = (p: string) => displayPath(io.cwd, p);
   // `output: storage` is the account's bucket; a bucket output streams the results there.
   const tried = onSandbox ? sandboxOutput(plan.settings.output, config.storage, io.cwd) : undefined;
   if (tried?.line) humanOut(io, flags).write(`${tried.line}\n`);
   const output = resolveOutput(tried?.output ?? plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
+  refuseLocalOutputOfFleet(ctx.statePath, output, flags, shown);
   const shardLine = applyBudget(plan, shard, flags.budget);
   const settings = plan.settings;
   const only = onlyOf(flags, plan.taskIds);
   const receiver = receiverOf(flags, settings, onSandbox);
   if (!receiver.ok) throw new ExitError(EXIT.invalid, receiver.message);
   const callbacks = receiver.receiver;
-  const shown = (p: string) => displayPath(io.cwd, p);
   const store = openStore(stateLocation(io.cwd, ctx.statePath), { now: io.now });
   try {
     const session = await openRunSession({
@@ -148,6 +149,23 @@ async function runWithClient(
   }
 }
 
+/**
+ * Workers of a PostgreSQL state may run on many machines: each would write its results to its own disk.
+ * A bucket is the fleet's output; a local folder only when the user says the workers share it.
+ */
+function refuseLocalOutputOfFleet(
+  statePath: string,
+  output: ReturnType<typeof resolveOutput>,
+  flags: RunFlags,
+  shown: (p: string) => string,
+): void {
+  if (!isPostgresUrl(statePath) || output.bucket || flags.allowLocalOutput) return;
+  throw new ExitError(
+    EXIT.invalid,
+    `output: ${shown(output.output)} is a local folder, and the state is in PostgreSQL, where workers on other machines would write their results to their own disks: use a bucket (output: s3://bucket/prefix, or output: storage), or pass --allow-local-output when every worker shares this disk`,
+  );
+}
+
 /** The run's settings as its record keeps them, with the flags its printed commands carry again. */
 function settingsToKeepOf(settings: RunPlan['settings'], flags: RunFlags, ctx: RunContext) {
   return {
@@ -165,6 +183,7 @@ function recordInvocation(flags: RunFlags, ctx: RunContext): RecordedInvocation 
     ...(ctx.baseUrlFlag !== undefined && !flags.sandbox ? { baseUrl: ctx.baseUrlFlag } : {}),
     ...(flags.budget !== undefined ? { budget: flags.budget } : {}),
     ...(flags.allowOutsideData ? { allowOutsideData: true } : {}),
+    ...(flags.allowLocalOutput ? { allowLocalOutput: true } : {}),
   };
 }
 

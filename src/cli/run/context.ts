@@ -54,6 +54,8 @@ export interface RunFlags extends ShardFlags {
   callbackUrl?: string;
   /** `foreach` may read data files outside the manifest's folder. */
   allowOutsideData?: boolean;
+  /** A PostgreSQL state may write results to a local folder: its workers share that disk. */
+  allowLocalOutput?: boolean;
   /** Serve `mediabatch view` of this run while it goes (src/cli/view.ts). */
   view?: boolean;
 }

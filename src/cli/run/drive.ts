@@ -24,9 +24,18 @@ export async function driveRun(a: DriveArgs): Promise<number> {
   const settings = plan.settings;
   const out = (line = '') => humanOut(io, flags).write(`${line}\n`);
   const printer = runPrinter(a, out);
+  const budget = effectiveBudget(settings.budget, flags.budgetCap);
+  if (session.fleet?.joined) {
+    // The run's preflight (balance, quota, budget) was the first worker's, once for the run.
+    out(
+      `Joined run ${runId} as a worker (${session.fleet.workers} worker${session.fleet.workers === 1 ? '' : 's'} now, ${session.holder}); the run was planned and checked by the worker that started it.`,
+    );
+    const counts = session.store.tasks.countTasksByState(runId);
+    const total = Object.values(counts).reduce((n, c) => n + c, 0);
+    return await executeAndReport(a, total, budget, out, printer);
+  }
   printer.opened();
   if (a.shardLine) out(`  ${a.shardLine}`);
-  const budget = effectiveBudget(settings.budget, flags.budgetCap);
   const report = await preflightRun(session, {
     client: a.client,
     keyFingerprint: a.fingerprint,
@@ -54,7 +63,8 @@ export async function driveRun(a: DriveArgs): Promise<number> {
   printer.preflight(report);
   refuseIfNeeded(session, report, flags);
   await confirmOrRefuse(session, report, flags, io);
-  return await executeAndReport(a, report, budget, out, printer);
+  const total = Object.values(report.counts).reduce((n, c) => n + c, 0);
+  return await executeAndReport(a, total, budget, out, printer);
 }
 
 /** The preflight's refusals: the output folder, then money; each one line, exit 3. */

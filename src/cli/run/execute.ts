@@ -43,7 +43,8 @@ async function uploadLocalInputsFor(a: DriveArgs, out: (line?: string) => void) 
 /** Signals to abort signals, progress to the view, then the library runs it; the outcome as lines. */
 export async function executeAndReport(
   a: DriveArgs,
-  report: PreflightReport,
+  /** Tasks of the run, for the progress bar. */
+  total: number,
   budget: number | undefined,
   out: (line?: string) => void,
   printer: ReturnType<typeof runPrinter>,
@@ -54,7 +55,7 @@ export async function executeAndReport(
   const view = new ProgressView({
     out: humanOut(io, flags),
     interactive: io.interactive,
-    total: Object.values(report.counts).reduce((n, c) => n + c, 0),
+    total,
     estimate: plan.totals.tokens,
     reviewCommand: commandLine(invocationOfDrive(a), { command: 'review' }),
   });
@@ -101,15 +102,25 @@ export async function executeAndReport(
     } finally {
       view.close();
     }
+    if (outcome.left && !outcome.result.stopReason) {
+      out(
+        `Left run ${session.runId}: nothing left for this worker; ${outcome.left.others} other worker(s) still on it, and the last one out closes the run and writes its report.`,
+      );
+      return EXIT.ok;
+    }
     // The outcome first: a report of a large run takes a while to write, and an interrupted user waits.
     printer.summary(outcome.result.counts, outcome.exitCode);
     printer.outcome(outcome);
-    const total = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
-    if (outcome.exitCode === EXIT.interrupted && total > REPORT_UNFINISHED_MAX_TASKS) {
+    const tasks = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
+    if (outcome.left) {
+      out(
+        `  Report: written by the last worker out (${outcome.left.others} other worker(s) still on the run)`,
+      );
+    } else if (outcome.exitCode === EXIT.interrupted && tasks > REPORT_UNFINISHED_MAX_TASKS) {
       const why =
         outcome.result.stopReason === 'interrupted' ? 'on an interrupt' : 'while the run is unfinished';
       out(
-        `  Report: not written ${why} (${total.toLocaleString('en-US')} tasks take a while); \`${commandLine(invocationOfDrive(a), { command: 'report' })}\` or the next run writes it`,
+        `  Report: not written ${why} (${tasks.toLocaleString('en-US')} tasks take a while); \`${commandLine(invocationOfDrive(a), { command: 'report' })}\` or the next run writes it`,
       );
     } else {
       await printReport(a, out);

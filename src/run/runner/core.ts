@@ -66,10 +66,15 @@ export class RunCore {
   readonly watched = new Map<string, Watched>();
   /** The run's money and slots: read from the store, owned by ../money.ts. */
   readonly money: RunMoney;
-  readonly counters = { polls: 0, unreadable: 0, recovered: 0, retried: 0 };
+  readonly counters = { polls: 0, unreadable: 0, recovered: 0, retried: 0, accepted: 0 };
   /** How the successes of this process became known: a confirmed callback, or a poll of our own. */
   readonly arrivals = { poll: 0, callback: 0 };
   submitDone = false;
+  /**
+   * A worker of a fleet with nothing to do looks for lost workers' work with this (the Runner's sweep);
+   * true when it took some over (tasks back in the queue, jobs to watch).
+   */
+  sweepOthers: (() => boolean) | undefined;
   /** Wakes the watch loop early (a job due sooner, a halt, the end of submitting). */
   wakeWatcher: (() => void) | undefined;
   #slotFreed: (() => void) | undefined;

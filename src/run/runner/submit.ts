@@ -35,6 +35,7 @@ export class Submitter {
       watcher,
       accepted: () => {
         this.#giveUpStreak = 0;
+        core.counters.accepted++;
       },
     };
   }
@@ -100,15 +101,26 @@ export class Submitter {
   /** The next pending tasks to look at, neither claimed nor skipped; longest first over tasks still to come. */
   #nextBatch() {
     const core = this.#core;
-    const { incoming } = core.opts;
-    const batch = core.deps.store.tasks
-      .nextPending(
-        core.opts.runId,
-        core.opts.concurrency * 2 + core.claimed.size + this.#skipped.size,
-        core.opts.only,
-        core.opts.order,
-      )
-      .filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
+    const { incoming, fleet, runId } = core.opts;
+    const { store } = core.deps;
+    // A worker of a fleet claims what it takes, about as many as it has free slots: the rest of the queue
+    // stays for the others. Its own claims come back too (retries it left, re-rolls), filtered below.
+    const batch = (
+      fleet
+        ? store.claims.claimPending(
+            runId,
+            fleet.workerId,
+            Math.max(1, core.opts.concurrency - core.money.slots) + core.claimed.size + this.#skipped.size,
+            core.opts.only,
+            core.opts.order,
+          )
+        : store.tasks.nextPending(
+            runId,
+            core.opts.concurrency * 2 + core.claimed.size + this.#skipped.size,
+            core.opts.only,
+            core.opts.order,
+          )
+    ).filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
     if (incoming && !incoming.ended && core.opts.order !== 'manifest') {
       // Longest first over every task, not only the stored ones: a longer one still to come goes first.
       const longestToCome = incoming.longestUnstoredMs();
@@ -151,7 +163,21 @@ export class Submitter {
       await this.#waitForDecision();
       return true;
     }
-    return false;
+    return this.#waitForOthers();
+  }
+
+  /**
+   * A worker of a fleet with nothing of its own stays while other workers hold work: their tasks may
+   * make downstreams ready, fail back into the queue, or come to it when they are found lost.
+   */
+  async #waitForOthers(): Promise<boolean> {
+    const core = this.#core;
+    const { fleet, runId } = core.opts;
+    if (!fleet || core.stopSubmitting.signal.aborted) return false;
+    if (core.sweepOthers?.() === true) return true;
+    if (core.deps.store.claims.heldByOthers(runId, fleet.workerId) === 0) return false;
+    await core.sleep(fleet.idlePollMs, core.stopSubmitting.signal);
+    return true;
   }
 
   #awaitsDecision(): boolean {
@@ -358,7 +384,7 @@ export class Submitter {
     const { store } = core.deps;
     try {
       const attemptNo = await core.writes.write(() =>
-        store.submissions.recordSubmitIntent(core.opts.runId, task.taskId),
+        store.submissions.recordSubmitIntent(core.opts.runId, task.taskId, core.opts.fleet?.workerId),
       );
       core.money.reserved(taskMax);
       return attemptNo;

@@ -106,8 +106,20 @@ export const RUNNER_POLICY_KEYS = [
   'giveUpAfterTasks',
 ] as const satisfies readonly (keyof RunnerPolicy)[];
 
+/** This runner is one worker of a fleet on a shared (PostgreSQL) state. */
+export interface FleetWorker {
+  /** Its row in store.workers (`pid@host#nonce`). */
+  workerId: string;
+  /** Its heartbeat keeps it alive this long; it beats, and sweeps the others, four times in that. */
+  ttlMs: number;
+  /** With nothing of its own to do while others hold work, it looks at the queue again this often. */
+  idlePollMs: number;
+}
+
 export interface RunnerOptions extends RunnerPolicy {
   runId: string;
+  /** Several processes work on the run (store.claims): only what this one claimed is its own. */
+  fleet?: FleetWorker;
   /** `<output>/<run>`; `s3://bucket/<prefix>/<run>` when results go to a bucket. */
   runDir: string;
   /** Results go to this bucket instead of the local disk. */

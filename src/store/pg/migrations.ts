@@ -502,4 +502,27 @@ INSERT INTO reservations (run_id, task_id, kind, amount, state, reserved_at)
   FROM tasks WHERE review = 1 AND attempt > 1 AND state = 'pending';
 `,
   },
+  {
+    id: 14,
+    name: 'workers of a run, tasks claimed by a worker, attempts sent by one',
+    sql: `
+CREATE TABLE workers (
+  run_id       TEXT COLLATE "C" NOT NULL REFERENCES runs (id),
+  worker_id    TEXT COLLATE "C" NOT NULL,
+  host         TEXT COLLATE "C" NOT NULL,
+  pid          BIGINT NOT NULL,
+  started_at   TEXT COLLATE "C" NOT NULL,
+  heartbeat_at TEXT COLLATE "C" NOT NULL,
+  expires_at   TEXT COLLATE "C" NOT NULL,
+  stopped_at   TEXT COLLATE "C",
+  lost_at      TEXT COLLATE "C",
+  in_flight    BIGINT NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+  submitted    BIGINT NOT NULL DEFAULT 0 CHECK (submitted >= 0),
+  PRIMARY KEY (run_id, worker_id)
+);
+ALTER TABLE tasks ADD COLUMN claimed_by TEXT COLLATE "C";
+CREATE INDEX tasks_claimed ON tasks (run_id, claimed_by) WHERE claimed_by IS NOT NULL;
+ALTER TABLE attempts ADD COLUMN worker_id TEXT COLLATE "C";
+`,
+  },
 ];

@@ -53,6 +53,38 @@ const OVERRIDES = new Map<string, string>(
       'SELECT CAST(round(est_max * 1000000) AS INTEGER) FROM tasks WHERE run_id = ? AND task_id = ?',
       'SELECT micro(est_max) FROM tasks WHERE run_id = ? AND task_id = ?',
     ],
+    // A claim skips the rows another worker's claim holds locked (graphile-worker's and pg-boss's way):
+    // the workers never queue behind each other for the same pending tasks.
+    [
+      `UPDATE tasks SET claimed_by = :worker
+     WHERE rowid IN (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
+       AND (claimed_by IS NULL OR claimed_by = :worker)
+       AND (:only IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
+       ORDER BY expected_ms DESC, seq LIMIT :limit)
+     RETURNING *`,
+      `WITH next AS (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
+         AND (claimed_by IS NULL OR claimed_by = :worker)
+         AND (CAST(:only AS TEXT) IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
+         ORDER BY expected_ms DESC, seq LIMIT :limit FOR UPDATE SKIP LOCKED)
+       UPDATE tasks SET claimed_by = :worker FROM next WHERE tasks.rowid = next.rowid
+       RETURNING tasks.*`,
+    ],
+    [
+      `UPDATE tasks SET claimed_by = :worker
+     WHERE rowid IN (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
+       AND (claimed_by IS NULL OR claimed_by = :worker)
+       AND (:only IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
+       ORDER BY seq LIMIT :limit)
+     RETURNING *`,
+      `WITH next AS (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
+         AND (claimed_by IS NULL OR claimed_by = :worker)
+         AND (CAST(:only AS TEXT) IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
+         ORDER BY seq LIMIT :limit FOR UPDATE SKIP LOCKED)
+       UPDATE tasks SET claimed_by = :worker FROM next WHERE tasks.rowid = next.rowid
+       RETURNING tasks.*`,
+    ],
+    // The workers leaving one run take its row's lock in turn: one of them is the last.
+    ['SELECT id FROM runs WHERE id = ?', 'SELECT id FROM runs WHERE id = ? FOR UPDATE'],
   ].map(([sqlite, pg]) => [fold(sqlite as string), pg as string]),
 );
 

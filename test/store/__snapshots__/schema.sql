@@ -31,7 +31,7 @@ CREATE TABLE attempts (
   http_status INTEGER,
   code        INTEGER,
   message     TEXT,
-  img_uuid    TEXT,
+  img_uuid    TEXT, worker_id TEXT,
   PRIMARY KEY (run_id, task_id, attempt_no),
   FOREIGN KEY (run_id, task_id) REFERENCES tasks (run_id, task_id)
 ) STRICT;
@@ -167,7 +167,7 @@ CREATE TABLE "tasks" (
   review           INTEGER NOT NULL DEFAULT 0 CHECK (review IN (0, 1)),
   verdict          TEXT CHECK (verdict IN ('approved', 'rejected')),
   attempt          INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
-  version          INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1),
+  version          INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1), claimed_by TEXT,
   PRIMARY KEY (run_id, task_id)
 ) STRICT;
 
@@ -294,3 +294,20 @@ CREATE TRIGGER reservations_requeued AFTER UPDATE OF state ON tasks
   UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
   WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state IN ('held', 'doubt') AND state = 'doubt';
 END;
+
+CREATE TABLE workers (
+  run_id       TEXT NOT NULL REFERENCES runs (id),
+  worker_id    TEXT NOT NULL,
+  host         TEXT NOT NULL,
+  pid          INTEGER NOT NULL,
+  started_at   TEXT NOT NULL,
+  heartbeat_at TEXT NOT NULL,
+  expires_at   TEXT NOT NULL,
+  stopped_at   TEXT,
+  lost_at      TEXT,
+  in_flight    INTEGER NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+  submitted    INTEGER NOT NULL DEFAULT 0 CHECK (submitted >= 0),
+  PRIMARY KEY (run_id, worker_id)
+) STRICT;
+
+CREATE INDEX tasks_claimed ON tasks (run_id, claimed_by) WHERE claimed_by IS NOT NULL;

@@ -1,0 +1,183 @@
+// Workers of one run on a PostgreSQL state, each its own `mediabatch run` process against one sandbox:
+// the first plans and checks the run, later ones join; each task is sent once (the sandbox's POSTs),
+// the money in the database is the sandbox's books, the last worker out closes the run. A worker killed
+// with kill -9: its unsent claims go back to the queue, its task being sent is in doubt and never sent
+// again, its jobs are finished by another worker.
+
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { openStore, type Store } from '../../src/store/index.js';
+import { type Child, spawnCli } from '../helpers/child.js';
+import { cli } from '../helpers/cli.js';
+import { type Postgres, startPostgres } from '../helpers/postgres.js';
+import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY, walk } from '../helpers/run-env.js';
+
+// Worker processes start in seconds each on a loaded 2-core machine.
+vi.setConfig({ testTimeout: 180_000 });
+
+const pg: Postgres = await startPostgres();
+afterAll(() => pg.stop());
+
+let env: RunEnv;
+let url: string;
+const children: Child[] = [];
+beforeEach(() => {
+  url = pg.freshDatabase();
+});
+afterEach(async () => {
+  for (const child of children.splice(0)) if (child.proc.exitCode === null) child.proc.kill('SIGKILL');
+  await env?.close();
+});
+
+function workerEnv(): Record<string, string> {
+  return {
+    MEDIABATCH_API_KEY: SANDBOX_KEY,
+    MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
+    MEDIABATCH_POLL_SCALE: FAST_POLLS,
+  };
+}
+
+/** One worker: `mediabatch run` in its own process, on the test's database. */
+function worker(file: string, extra: string[] = []): Child {
+  const child = spawnCli(['--state', url, 'run', file, '--yes', '--allow-local-output', ...extra], {
+    cwd: env.dir,
+    env: workerEnv(),
+  });
+  children.push(child);
+  return child;
+}
+
+function withStore<T>(read: (store: Store) => T): T {
+  const store = openStore(url);
+  try {
+    return read(store);
+  } finally {
+    store.close();
+  }
+}
+
+async function until(check: () => boolean, what: string, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** How many POSTs the sandbox accepted per prompt: every task's prompt is its own. */
+function jobsPerPrompt(): Map<string, number> {
+  const per = new Map<string, number>();
+  for (const job of env.state().jobs) {
+    const prompt = String((job.request as { prompt?: unknown }).prompt);
+    per.set(prompt, (per.get(prompt) ?? 0) + 1);
+  }
+  return per;
+}
+
+describe('workers of one run on a PostgreSQL state', () => {
+  it('share the run: each task sent once, one preflight, the money the sandbox booked, closed once', async () => {
+    env = await makeRunEnv({ balance: 1000, speed: 0.1, latencyMs: 30 });
+    const file = await env.manifest({ name: 'fleet', concurrency: 2, budget: 100, tasks: images(30) });
+    const first = worker(file);
+    await until(
+      () => withStore((store) => store.workers.list('fleet').length > 0),
+      'the first worker to start working',
+    );
+    const second = worker(file);
+    const third = worker(file);
+    const codes = await Promise.all([first.exited, second.exited, third.exited]);
+    expect(codes, `${first.stderr()}${second.stderr()}${third.stderr()}`).toEqual([0, 0, 0]);
+
+    // One preflight: the balance was asked by the first worker only (and once more by the last one out).
+    const joined = [second, third].map((w) => w.stdout());
+    for (const out of joined) {
+      expect(out).toMatch(
+        /^Joined run fleet as a worker \([23] workers now, \d+@[^#]+#[0-9a-f]+\); the run was planned and checked by the worker that started it\.$/m,
+      );
+      expect(out).not.toContain('Submit ');
+    }
+    expect(first.stdout()).not.toContain('Joined run');
+
+    const jobs = env.state().jobs;
+    expect(jobs).toHaveLength(30);
+    expect([...jobsPerPrompt().values()].every((n) => n === 1)).toBe(true);
+    expect(env.state().requests.submit).toBe(30);
+    const sandboxNet = jobs.reduce((n, j) => n + j.cost - j.refunded, 0);
+    withStore((store) => {
+      expect(store.tasks.countTasksByState('fleet').done).toBe(30);
+      expect(store.ledger.runSpent('fleet').net).toBeCloseTo(sandboxNet, 9);
+      expect(store.runs.getRun('fleet')?.state).toBe('finished');
+      const workers = store.workers.list('fleet');
+      expect(workers).toHaveLength(3);
+      expect(workers.every((w) => w.stoppedAt !== undefined && !w.lost)).toBe(true);
+      // The work was shared: each worker's POSTs are recorded with its attempts.
+      expect(workers.reduce((n, w) => n + w.submitted, 0)).toBe(30);
+      expect(workers.filter((w) => w.submitted > 0).length).toBeGreaterThanOrEqual(2);
+    });
+    // Exactly one worker wrote the report: the last one out.
+    const reports = [first, second, third].filter((w) => /Report: .*report\.md/.test(w.stdout()));
+    expect(reports).toHaveLength(1);
+    expect((await walk(`${env.dir}/out/fleet`)).filter((f) => f.endsWith('.png'))).toHaveLength(30);
+  });
+
+  it('takes a killed worker’s work back: unsent claims re-queued, the one being sent in doubt, its jobs finished', async () => {
+    // POSTs take 600 ms: the killed worker has a task being sent while its earlier jobs are running.
+    env = await makeRunEnv({ balance: 1000, speed: 0.1, latencyMs: 600 });
+    const file = await env.manifest({ name: 'kill', concurrency: 3, tasks: images(12) });
+    const victim = worker(file);
+    let atKill = { submitting: [] as string[], submitted: [] as string[] };
+    await until(
+      () =>
+        withStore((store) => {
+          const submitting = store.tasks.tasksByState('kill', ['submitting']).map((t) => t.taskId);
+          const submitted = store.tasks.tasksByState('kill', ['submitted', 'running']).map((t) => t.taskId);
+          atKill = { submitting, submitted };
+          return submitting.length > 0 && submitted.length > 0;
+        }),
+      'a task being sent beside a running job',
+    );
+    victim.proc.kill('SIGKILL');
+    expect(await victim.exited).toBe('SIGKILL');
+    const postsAtKill = env.state().requests.submit;
+
+    const rescuer = worker(file);
+    const code = await rescuer.exited;
+    expect(rescuer.stderr()).toMatch(/in doubt/);
+    expect(code).toBe(2);
+
+    withStore((store) => {
+      const [lost, alive] = store.workers.list('kill');
+      expect(lost?.lost).toBe(true);
+      expect(alive?.lost).toBe(false);
+      for (const id of atKill.submitting) {
+        expect(store.tasks.getTask('kill', id)?.state).toBe('in_doubt');
+        expect(store.submissions.attemptsOf('kill', id)).toHaveLength(1);
+      }
+      // The victim's jobs were watched and fetched by the rescuer.
+      for (const id of atKill.submitted) expect(store.tasks.getTask('kill', id)?.state).toBe('done');
+      const counts = store.tasks.countTasksByState('kill');
+      expect(counts.done + counts.in_doubt).toBe(12);
+      expect(counts.in_doubt).toBe(atKill.submitting.length);
+      expect(store.runs.getRun('kill')?.state).toBe('finished');
+    });
+    // Nothing was sent twice: at most one job per prompt, the in-doubt ones never sent again.
+    expect([...jobsPerPrompt().values()].every((n) => n === 1)).toBe(true);
+    expect(env.state().requests.submit).toBeLessThanOrEqual(12);
+    expect(env.state().requests.submit).toBeGreaterThanOrEqual(12 - atKill.submitting.length);
+    expect(postsAtKill).toBeGreaterThanOrEqual(atKill.submitted.length);
+  });
+
+  it('refuses a local output folder for a PostgreSQL state unless the workers share the disk', async () => {
+    env = await makeRunEnv({ balance: 1000 });
+    const file = await env.manifest({ name: 'local', tasks: images(1) });
+    const r = await cli(['--state', url, 'run', file, '--yes'], {
+      env: workerEnv(),
+      cwd: env.dir,
+      now: () => new Date(),
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      'mediabatch: output: out is a local folder, and the state is in PostgreSQL, where workers on other machines would write their results to their own disks: use a bucket (output: s3://bucket/prefix, or output: storage), or pass --allow-local-output when every worker shares this disk\n',
+    );
+    expect(env.state().requests.submit).toBe(0);
+  });
+});

@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { leaseHolder } from '../../src/store/index.js';
+import { onPostgres, rawDatabase, submit, task, useStoreWithRun } from './helpers.js';
+
+const ctx = useStoreWithRun();
+const TTL = 30_000;
+const A = leaseHolder(101, 'host-a', 'a');
+const B = leaseHolder(202, 'host-b', 'b');
+
+/** A run of `n` tasks t01…, and workers A and B on it. */
+function fleetOf(n: number) {
+  const store = ctx.store();
+  store.tasks.upsertTasks(
+    'r1',
+    Array.from({ length: n }, (_, i) => task(`t${String(i + 1).padStart(2, '0')}`)),
+  );
+  store.workers.join('r1', A, 'host-a', 101, TTL);
+  store.workers.join('r1', B, 'host-b', 202, TTL);
+  return store;
+}
+
+const ids = (tasks: ReadonlyArray<{ taskId: string }>) => tasks.map((t) => t.taskId);
+
+describe('claims of a fleet', () => {
+  it('gives each pending task to one worker, and only the claimer may move it to submitting', () => {
+    const store = fleetOf(5);
+    const a = store.claims.claimPending('r1', A, 3, undefined, 'manifest');
+    const b = store.claims.claimPending('r1', B, 3, undefined, 'manifest');
+    expect(ids(a)).toEqual(['t01', 't02', 't03']);
+    expect(ids(b)).toEqual(['t04', 't05']);
+    expect(store.claims.claimPending('r1', B, 3)).toEqual(
+      ids(b).map((id) => expect.objectContaining({ taskId: id })),
+    );
+    expect(() => store.submissions.recordSubmitIntent('r1', 't01', B)).toThrow(
+      `run r1: task t01 is not claimed by worker ${B}`,
+    );
+    expect(store.submissions.recordSubmitIntent('r1', 't01', A)).toBe(1);
+    // Sent once: its claimer cannot send it a second time either.
+    expect(() => store.submissions.recordSubmitIntent('r1', 't01', A)).toThrow(/submitting/);
+    const sentBy = rawDatabase(ctx.file())
+      .prepare(`SELECT worker_id FROM attempts WHERE task_id = 't01'`)
+      .all();
+    expect(sentBy).toEqual([{ worker_id: A }]);
+  });
+
+  it('hands a lost worker its work back: unsent to the queue, being sent in doubt, jobs to the sweeper', () => {
+    const store = fleetOf(4);
+    const clock = ctx.clock();
+    store.claims.claimPending('r1', B, 4, undefined, 'manifest');
+    submit(store, 'r1', 't01', 'uuid-1', 2, 'fp');
+    store.submissions.recordSubmitIntent('r1', 't02', B);
+    // B is alive: nothing of its own is touched, by the sweep or by a resuming process.
+    expect(store.submissions.recoverInterruptedSubmissions('r1')).toEqual([]);
+    expect(store.claims.sweep('r1', A)).toEqual({ lost: [], requeued: [], inDoubt: [], adopted: [] });
+
+    clock.advance(TTL / 2);
+    store.workers.heartbeat('r1', A, { inFlight: 0, submitted: 0 }, TTL);
+    clock.advance(TTL / 2);
+    const swept = store.claims.sweep('r1', A);
+    expect({ ...swept, adopted: ids(swept.adopted) }).toEqual({
+      lost: [B],
+      requeued: ['t03', 't04'],
+      inDoubt: ['t02'],
+      adopted: ['t01'],
+    });
+    expect(store.tasks.getTask('r1', 't02')?.state).toBe('in_doubt');
+    expect(store.workers.heartbeat('r1', B, { inFlight: 2, submitted: 1 }, TTL)).toBe(false);
+    // The queue is A's now, and nothing B held is B's any more.
+    expect(ids(store.claims.claimPending('r1', A, 10, undefined, 'manifest'))).toEqual(['t03', 't04']);
+    expect(store.claims.heldByOthers('r1', A)).toBe(0);
+    expect(store.claims.sweep('r1', A).lost).toEqual([]);
+  });
+
+  it('lets exactly the last live worker out close the run', () => {
+    const store = fleetOf(2);
+    store.claims.claimPending('r1', A, 1);
+    expect(store.claims.heldByOthers('r1', B)).toBe(1);
+    expect(store.claims.leave('r1', A)).toEqual({ last: false, others: 1 });
+    // What A held is free again for B.
+    expect(store.claims.heldByOthers('r1', B)).toBe(0);
+    expect(ids(store.claims.claimPending('r1', B, 5, undefined, 'manifest'))).toEqual(['t01', 't02']);
+    expect(store.claims.leave('r1', B)).toEqual({ last: true, others: 0 });
+    expect(store.claims.leave('r1', B)).toEqual({ last: true, others: 0 });
+  });
+
+  it.runIf(onPostgres())('skips the rows another connection holds locked instead of waiting for them', () => {
+    const store = fleetOf(3);
+    const other = rawDatabase(ctx.file());
+    try {
+      other.exec(`BEGIN; SELECT * FROM tasks WHERE task_id = 't01' FOR UPDATE`);
+      expect(ids(store.claims.claimPending('r1', A, 2, undefined, 'manifest'))).toEqual(['t02', 't03']);
+      other.exec('ROLLBACK');
+      expect(ids(store.claims.claimPending('r1', B, 2, undefined, 'manifest'))).toEqual(['t01']);
+    } finally {
+      other.close();
+    }
+  });
+});
