@@ -55,6 +55,9 @@ export interface FleetChaosFigures {
   budgetMicro: number;
   /** The largest net spend the ledger ever held, in the order its rows were recorded. */
   peakLedgerMicro: number;
+  /** Worker processes that sent at least one task, and those the others marked lost. */
+  senders: number;
+  lostWorkers: number;
   finished: boolean;
   seconds: number;
 }
@@ -161,9 +164,16 @@ async function reviewRound(
 
 /** The moments of chaos, as counts of jobs accepted by the sandbox, spread over the run. */
 function schedule(o: FleetChaosOptions, random: () => number, tasks: number) {
-  const at = () => Math.max(1, Math.floor((0.05 + random() * 0.75) * tasks));
-  const kills = Array.from({ length: o.kills }, at).sort((a, b) => a - b);
-  return { kills, pgPause: at(), blackhole: at(), delays: () => Math.floor(random() * 300) };
+  // Within a share of the run: the database's stop and the dropped packets in windows of their own, so
+  // each is felt on its own and not hidden by the other.
+  const at = (from: number, to: number) => Math.max(1, Math.floor((from + random() * (to - from)) * tasks));
+  const kills = Array.from({ length: o.kills }, () => at(0.05, 0.8)).sort((a, b) => a - b);
+  return {
+    kills,
+    pgPause: at(0.2, 0.45),
+    blackhole: at(0.55, 0.8),
+    delays: () => Math.floor(random() * 300),
+  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -232,7 +242,9 @@ async function drive(
         }),
       );
     }
-    if (!holeDone && accepted >= plan.blackhole) {
+    // The proxied worker must be up and connected, or there is nothing for the drop to hit.
+    const proxiedUp = crew.children[o.workers - 1] !== undefined && proxy.counts().open > 0;
+    if (!holeDone && accepted >= plan.blackhole && proxiedUp) {
       holeDone = true;
       log(`worker ${o.workers - 1}'s database packets dropped for ${o.blackholeMs} ms at ${accepted} jobs`);
       const t = Date.now();
@@ -344,6 +356,15 @@ async function judge(
     .map((key) => `${key} (${taskState.get(key.split('/')[2] ?? '?')})`);
   const unfinished = [...taskState].filter(([, s]) => !TERMINAL.has(s)).map(([id, s]) => `${id} ${s}`);
 
+  const senders = Number(
+    stage.sql(state, `SELECT count(DISTINCT worker_id) FROM attempts WHERE run_id = '${RUN}'`)[0]?.[0] ?? 0,
+  );
+  const lostWorkers = Number(
+    stage.sql(
+      state,
+      `SELECT count(*) FROM workers WHERE run_id = '${RUN}' AND lost_at IS NOT NULL`,
+    )[0]?.[0] ?? 0,
+  );
   const inDoubt = states['in_doubt'] ?? 0;
   const status = await cli(['--state', state, 'status', RUN], {
     env: stage.env(),
@@ -370,6 +391,8 @@ async function judge(
     inDoubtNetMicro,
     budgetMicro,
     peakLedgerMicro: peak,
+    senders,
+    lostWorkers,
     finished: run.finished,
     seconds: Math.round((Date.now() - run.started) / 1000),
   };
@@ -407,6 +430,7 @@ async function judge(
       inDoubt === 0 || /in doubt/.test(status.stdout),
       `${inDoubt} in doubt; status said: ${status.stdout.split('\n').slice(0, 6).join(' / ')}`,
     ),
+    guarantee('the work was shared: more than one worker process sent tasks', senders > 1, `${senders} sent`),
     guarantee('the chaos happened', run.crew.kills === o.kills, `${run.crew.kills} of ${o.kills} kills`),
   ];
   return { figures, guarantees };
