@@ -430,11 +430,18 @@ export class PgDb {
   #inTransaction<T>(_mode: TxMode, body: () => T): T {
     const depth = this.#depth;
     const savepoint = `sp${depth}`;
-    this.exec(
-      depth === 0
-        ? `BEGIN; SELECT pg_advisory_xact_lock(${WRITER_LOCK}); SAVEPOINT ${savepoint}`
-        : `SAVEPOINT ${savepoint}`,
-    );
+    try {
+      this.exec(
+        depth === 0
+          ? `BEGIN; SELECT pg_advisory_xact_lock(${WRITER_LOCK}); SAVEPOINT ${savepoint}`
+          : `SAVEPOINT ${savepoint}`,
+      );
+    } catch (error) {
+      // A transaction that began but never got the writer lock (the wait timed out) is still open and
+      // aborted on the connection: every later statement would fail until it is rolled back.
+      if (depth === 0 && this.#pq !== undefined) this.#pq.exec('ROLLBACK');
+      throw error;
+    }
     this.#depth = depth + 1;
     this.#writeMarks[depth + 1] = false;
     try {
