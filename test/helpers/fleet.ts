@@ -23,7 +23,7 @@ export interface FleetStage {
   dir: string;
   /** The sandbox's own base URL (no proxy in front). */
   sandboxUrl: string;
-  /** A fresh database for one test, its URL (with the test's statement timeout). */
+  /** A fresh database for one test, its URL (mediabatch's own timeouts). */
   database(): string;
   /** Writes a manifest into the folder whose results go to the bucket under `out/`. */
   manifest(
@@ -74,7 +74,9 @@ export async function startFleetStage(sandboxFlags: string[] = []): Promise<Flee
     s3,
     dir,
     sandboxUrl,
-    database: () => pg.freshDatabase(),
+    // Without the helper's 5 s statement timeout: workers wait for the writer lock as long as mediabatch
+    // lets them by default, as on a real server.
+    database: () => pg.freshDatabase().replace(/\?options=[^&]*/, '?application_name=mediabatch-worker'),
     async manifest(file, body) {
       await writeFile(
         join(dir, file),

@@ -32,9 +32,16 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
   let mode: ProxyMode = 'pass';
   let accepted = 0;
   const pairs = new Set<Pair>();
+  /** Every socket on either side, so close() ends them all whatever state their pair is in. */
+  const sockets = new Set<Socket>();
+  const track = (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  };
 
   const link = (pair: Pair): void => {
     const server = connect({ host, port: target.port });
+    track(server);
     pair.server = server;
     server.setNoDelay(true);
     server.on('data', (chunk: Buffer) => {
@@ -51,6 +58,7 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
 
   const proxy: Server = createServer((client) => {
     accepted += 1;
+    track(client);
     client.setNoDelay(true);
     const pair: Pair = { client, server: undefined };
     pairs.add(pair);
@@ -102,10 +110,7 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
     counts: () => ({ accepted, open: pairs.size }),
     close: () =>
       new Promise<void>((resolve) => {
-        for (const pair of pairs) {
-          pair.client.destroy();
-          pair.server?.destroy();
-        }
+        for (const socket of sockets) socket.destroy();
         pairs.clear();
         proxy.close(() => resolve());
       }),
