@@ -1,7 +1,10 @@
 // A TCP proxy on loopback (node:net) between a client and a server, for tests of a network that fails:
 // it passes bytes both ways, drops them (a blackhole: nothing forwarded, nothing closed, as a dead route
 // or a hung middlebox behaves), or cuts every connection at once (a reset, as a restarted NAT does).
+import { spawn } from 'node:child_process';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { createInterface } from 'node:readline';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export type ProxyMode = 'pass' | 'drop';
 
@@ -114,5 +117,63 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
         pairs.clear();
         proxy.close(() => resolve());
       }),
+  };
+}
+
+/** The proxy in a child process (tcp-proxy-child.ts): each command resolves once the proxy has done it. */
+export interface TcpProxyProcess {
+  readonly port: number;
+  through(url: string): string;
+  pass(): Promise<void>;
+  drop(): Promise<void>;
+  cut(): Promise<void>;
+  counts(): Promise<{ accepted: number; open: number }>;
+  close(): Promise<void>;
+}
+
+const CHILD = fileURLToPath(new URL('./tcp-proxy-child.ts', import.meta.url));
+const TSX = pathToFileURL(
+  fileURLToPath(new URL('../../node_modules/tsx/dist/loader.mjs', import.meta.url)),
+).href;
+
+export async function spawnTcpProxy(target: { port: number }): Promise<TcpProxyProcess> {
+  const child = spawn(process.execPath, ['--import', TSX, CHILD, String(target.port)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async (): Promise<string> => {
+    const line = await lines.next();
+    if (line.done === true) throw new Error('the TCP proxy process ended');
+    return line.value;
+  };
+  const port = Number(await next());
+  // One command at a time, each with its answer, in order.
+  let turn: Promise<unknown> = Promise.resolve();
+  const ask = (command: string): Promise<string> => {
+    const answer = turn.then(async () => {
+      child.stdin.write(`${command}\n`);
+      return next();
+    });
+    turn = answer.catch(() => undefined);
+    return answer;
+  };
+  return {
+    port,
+    through(url) {
+      const parsed = new URL(url);
+      parsed.hostname = '127.0.0.1';
+      parsed.port = String(port);
+      return parsed.toString();
+    },
+    pass: async () => void (await ask('pass')),
+    drop: async () => void (await ask('drop')),
+    cut: async () => void (await ask('cut')),
+    counts: async () => JSON.parse(await ask('counts')) as { accepted: number; open: number },
+    close: async () => {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.stdin.end();
+      child.kill('SIGTERM');
+      await exited;
+    },
   };
 }

@@ -12,7 +12,7 @@ import type { Child } from '../helpers/child.js';
 import { seeded } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
 import { type FleetStage, jobsByPrompt, startFleetStage } from '../helpers/fleet.js';
-import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
+import { spawnTcpProxy, type TcpProxyProcess } from '../helpers/tcp-proxy.js';
 import { type Guarantee, guarantee } from './guarantees.js';
 
 export interface FleetChaosOptions {
@@ -184,7 +184,7 @@ async function drive(
   stage: FleetStage,
   o: FleetChaosOptions,
   state: string,
-  proxy: TcpProxy,
+  proxy: TcpProxyProcess,
   manifest: string,
   tasks: number,
 ): Promise<{
@@ -243,18 +243,18 @@ async function drive(
       );
     }
     // The proxied worker must be up and connected, or there is nothing for the drop to hit.
-    const proxiedUp = crew.children[o.workers - 1] !== undefined && proxy.counts().open > 0;
+    const proxiedUp = crew.children[o.workers - 1] !== undefined && (await proxy.counts()).open > 0;
     if (!holeDone && accepted >= plan.blackhole && proxiedUp) {
       holeDone = true;
       log(`worker ${o.workers - 1}'s database packets dropped for ${o.blackholeMs} ms at ${accepted} jobs`);
       const t = Date.now();
-      proxy.drop();
+      await proxy.drop();
       chaos.push(
-        sleep(o.blackholeMs).then(() => {
+        sleep(o.blackholeMs).then(async () => {
           // What the worker's kernel does once tcp_user_timeout passes on a real network: the proxy's own
           // kernel acknowledged every byte, so only a cut ends the connection here.
-          proxy.cut();
-          proxy.pass();
+          await proxy.cut();
+          await proxy.pass();
           blackholedMs = Date.now() - t;
         }),
       );
@@ -280,7 +280,8 @@ export async function fleetChaos(o: FleetChaosOptions): Promise<FleetChaos> {
     '--seed',
     String(o.seed),
   ]);
-  const proxy = await startTcpProxy({ port: stage.pg.port });
+  // In a process of its own: this one blocks on its synchronous database calls (the reviews).
+  const proxy = await spawnTcpProxy({ port: stage.pg.port });
   try {
     const { tasks, owner, budget } = tasksOf(o);
     const manifest = await stage.manifest('fleet.yaml', {
