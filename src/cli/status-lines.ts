@@ -13,6 +13,7 @@ import {
   TASK_STATES,
   type TaskState,
   UNFINISHED,
+  type WorkerRecord,
 } from '../store/index.js';
 import { roundTokens, tokensToUsd } from '../util/money.js';
 import { countOf, fmtCount } from '../util/numbers.js';
@@ -252,6 +253,42 @@ export function notOnDisk(counts: Record<TaskState, number>): number {
 
 export function total(counts: Record<TaskState, number>): number {
   return TASK_STATES.reduce((n, s) => n + counts[s], 0);
+}
+
+/** A run's workers (a PostgreSQL state): where each runs, since when, what it holds, when it last beat. */
+export function workerLines(workers: readonly WorkerRecord[], now: Date): string[] {
+  const live = workers.filter((w) => w.stoppedAt === undefined && !w.lost).length;
+  const lost = workers.filter((w) => w.lost).length;
+  const rows = [
+    ['WORKER', 'HOST', 'SINCE', 'IN FLIGHT', 'SENT', 'LAST HEARTBEAT', 'STATE'],
+    ...workers.map((w) => [
+      w.workerId,
+      w.host,
+      shortTime(w.startedAt),
+      String(w.inFlight),
+      String(w.submitted),
+      `${Math.max(0, Math.round((now.getTime() - w.heartbeatAt.getTime()) / 1000))} s ago`,
+      w.lost ? 'lost' : w.stoppedAt !== undefined ? `left ${shortTime(w.stoppedAt)}` : 'working',
+    ]),
+  ];
+  return [
+    `Workers: ${live} working${lost > 0 ? `, ${lost} lost` : ''}, ${workers.length} in all`,
+    table(rows),
+  ];
+}
+
+export function workerJson(w: WorkerRecord): Record<string, unknown> {
+  return {
+    worker: w.workerId,
+    host: w.host,
+    pid: w.pid,
+    started_at: w.startedAt.toISOString(),
+    heartbeat_at: w.heartbeatAt.toISOString(),
+    stopped_at: w.stoppedAt?.toISOString() ?? null,
+    in_flight: w.inFlight,
+    submitted: w.submitted,
+    lost: w.lost,
+  };
 }
 
 export function shortTime(date: Date): string {

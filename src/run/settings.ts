@@ -91,3 +91,12 @@ export function storeFirstFromEnv(env: NodeJS.ProcessEnv): number | undefined {
   const n = Number(env['MEDIABATCH_STORE_FIRST'] ?? '');
   return Number.isInteger(n) && n > 0 ? n : undefined;
 }
+
+/**
+ * MEDIABATCH_LEASE_TTL_MS, for tests only: how long a run's lease, and a fleet worker's row, live past
+ * their last renewal (chaos tests find a silent worker lost in seconds, not a minute).
+ */
+export function leaseTtlFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const n = Number(env['MEDIABATCH_LEASE_TTL_MS'] ?? '');
+  return Number.isInteger(n) && n > 0 ? n : undefined;
+}

@@ -96,6 +96,8 @@ describe('workers of one run on a PostgreSQL state', () => {
       expect(out).not.toContain('Submit ');
     }
     expect(first.stdout()).not.toContain('Joined run');
+    // The balance was asked twice in all: by the first worker's preflight, and by the last one out.
+    expect(env.state().requests.balance).toBe(2);
 
     const jobs = env.state().jobs;
     expect(jobs).toHaveLength(30);
@@ -159,6 +161,13 @@ describe('workers of one run on a PostgreSQL state', () => {
       expect(counts.in_doubt).toBe(atKill.submitting.length);
       expect(store.runs.getRun('kill')?.state).toBe('finished');
     });
+    const status = await cli(['--state', url, 'status', 'kill'], {
+      env: workerEnv(),
+      cwd: env.dir,
+      now: () => new Date(),
+    });
+    expect(status.stdout).toContain('Workers: 0 working, 1 lost, 2 in all');
+    expect(status.stdout).toMatch(new RegExp(`^${victim.proc.pid}@\\S+ .* lost$`, 'm'));
     // Nothing was sent twice: at most one job per prompt, the in-doubt ones never sent again.
     expect([...jobsPerPrompt().values()].every((n) => n === 1)).toBe(true);
     expect(env.state().requests.submit).toBeLessThanOrEqual(12);

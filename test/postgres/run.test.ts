@@ -50,7 +50,7 @@ function mediabatch(args: string[], extraEnv: Record<string, string> = {}) {
 describe('a run whose state is in PostgreSQL', () => {
   it('runs, books every charge the sandbox made, and resumes without sending anything again', async () => {
     const file = await env.manifest({ name: 'pgrun', budget: 500, tasks: images(8) });
-    const first = await mediabatch(['--state', url, 'run', file, '--yes']);
+    const first = await mediabatch(['--state', url, 'run', file, '--yes', '--allow-local-output']);
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
 
@@ -75,7 +75,7 @@ describe('a run whose state is in PostgreSQL', () => {
     const mark = JSON.parse(readFileSync(join(env.dir, 'out', 'pgrun', '.mediabatch-run.json'), 'utf8'));
     expect(mark.state_file).toBe(url.replace(PASSWORD, '***').replace(/\?.*$/, ''));
 
-    const again = await mediabatch(['--state', url, 'run', file, '--yes']);
+    const again = await mediabatch(['--state', url, 'run', file, '--yes', '--allow-local-output']);
     expect(again.code).toBe(0);
     expect(env.state().jobs).toHaveLength(8);
 
@@ -87,11 +87,19 @@ describe('a run whose state is in PostgreSQL', () => {
 
   it('keeps the budget as a hard cap: the database refuses the spend that would pass it, nothing held after', async () => {
     const file = await env.manifest({ name: 'pgcap', tasks: images(5), budget: 0.5, concurrency: 4 });
-    const result = await mediabatch(['--state', url, 'run', file, '--yes', '--allow-partial']);
+    const result = await mediabatch([
+      '--state',
+      url,
+      'run',
+      file,
+      '--yes',
+      '--allow-partial',
+      '--allow-local-output',
+    ]);
     expect(result.code).toBe(4);
     const shown = url.replace(`:${PASSWORD}`, '');
     expect(reason(result)).toBe(
-      `the budget of 0.5 tokens cannot cover the next task (img-3, up to 0.2 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id pgcap --state '${shown}'\``,
+      `the budget of 0.5 tokens cannot cover the next task (img-3, up to 0.2 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id pgcap --state '${shown}' --allow-local-output\``,
     );
     const jobs = env.state().jobs;
     expect(jobs).toHaveLength(2);
@@ -121,6 +129,7 @@ describe('a run whose state is in PostgreSQL', () => {
       'run',
       file,
       '--yes',
+      '--allow-local-output',
     ]);
     expect(r.code).not.toBe(0);
     expect(r.code).not.toBe(70);

@@ -11,7 +11,7 @@ import { resolveOutput, sandboxOutput } from '../../results/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession } from '../../run/session.js';
-import { storeFirstFromEnv } from '../../run/settings.js';
+import { leaseTtlFromEnv, storeFirstFromEnv } from '../../run/settings.js';
 import { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } from '../../sandbox/embedded.js';
 import { journalBeside, resetAccount } from '../../sandbox/journal.js';
 import { sandboxVars } from '../../sandbox/media.js';
@@ -123,6 +123,7 @@ async function runWithClient(
       shown,
       ...(shard ? { shard } : {}),
       ...storeFirstOf(flags, only, io.env),
+      ...leaseTtlOf(io.env),
     });
     const view = flags.view ? await viewDuringRun(ctx, session.runId, humanOut(io, flags)) : undefined;
     try {
@@ -219,6 +220,11 @@ function onlyOf(flags: RunFlags, taskIds: readonly string[]): string[] | undefin
     );
   }
   return selection?.taskIds;
+}
+
+function leaseTtlOf(env: NodeJS.ProcessEnv): { leaseTtlMs?: number } {
+  const ttl = leaseTtlFromEnv(env);
+  return ttl === undefined ? {} : { leaseTtlMs: ttl };
 }
 
 /**

@@ -20,6 +20,8 @@ import {
   runStatusLines,
   shortTime,
   total,
+  workerJson,
+  workerLines,
 } from '../status-lines.js';
 
 export async function statusCommand(
@@ -103,7 +105,15 @@ function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ct
   const inv = runInvocation(recorded, ctx);
   const status = readRunStatus(store, recorded, io.now(), invocationCommand(inv));
   const folder = runFolder(status.run, io.cwd);
-  if (opts.json) io.stdout.write(`${runStatusJson(status, folder, io.cwd)}\n`);
-  else io.stdout.write(`${runStatusLines(status, folder, io.cwd, inv).join('\n')}\n`);
+  const workers = store.workers.list(recorded.id);
+  if (opts.json) {
+    const json = JSON.parse(runStatusJson(status, folder, io.cwd)) as Record<string, unknown>;
+    if (workers.length > 0) json['workers'] = workers.map(workerJson);
+    io.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
+  } else {
+    const lines = runStatusLines(status, folder, io.cwd, inv);
+    if (workers.length > 0) lines.push('', ...workerLines(workers, io.now()));
+    io.stdout.write(`${lines.join('\n')}\n`);
+  }
   return EXIT.ok;
 }

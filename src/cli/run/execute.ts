@@ -6,7 +6,7 @@ import { describeRun, invocationCommand } from '../../account/index.js';
 import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
 import { shownRunState } from '../../run/lease.js';
-import { executeRun, type PreflightReport, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
+import { executeRun, type RunOutcome, writeRunReport } from '../../run/lifecycle.js';
 import type { StopReason } from '../../run/runner/types.js';
 import { runInputLinks } from '../../run/runner/uploads.js';
 import { pollScaleFromEnv, scaledRunPolicy } from '../../run/settings.js';
