@@ -127,6 +127,8 @@ export interface TcpProxyProcess {
   pass(): Promise<void>;
   drop(): Promise<void>;
   cut(): Promise<void>;
+  /** Drops for `ms`, then cuts every connection and passes again, timed by the proxy's own process. */
+  hole(ms: number): Promise<void>;
   counts(): Promise<{ accepted: number; open: number }>;
   close(): Promise<void>;
 }
@@ -168,6 +170,7 @@ export async function spawnTcpProxy(target: { port: number }): Promise<TcpProxyP
     pass: async () => void (await ask('pass')),
     drop: async () => void (await ask('drop')),
     cut: async () => void (await ask('cut')),
+    hole: async (ms) => void (await ask(`hole ${ms}`)),
     counts: async () => JSON.parse(await ask('counts')) as { accepted: number; open: number },
     close: async () => {
       const exited = new Promise((resolve) => child.once('exit', resolve));

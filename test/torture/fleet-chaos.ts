@@ -23,6 +23,8 @@ export interface FleetChaosOptions {
   kills: number;
   /** How long PostgreSQL stays stopped (0: never stopped). */
   pgPauseMs: number;
+  /** The budget as a share of the run's worst case: below 1 it runs out, and the workers stop on it. */
+  budgetShare: number;
   /** How long the proxied worker's packets are dropped before its connection is cut (0: never). */
   blackholeMs: number;
   seed: number;
@@ -58,6 +60,7 @@ export interface FleetChaosFigures {
   /** Worker processes that sent at least one task, and those the others marked lost. */
   senders: number;
   lostWorkers: number;
+  budgetStops: number;
   finished: boolean;
   seconds: number;
 }
@@ -98,8 +101,8 @@ function tasksOf(o: FleetChaosOptions): { tasks: unknown[]; owner: Map<string, s
     },
     { id: 'image-{{index}}', model: 'flat-image', repeat: o.images, input: { prompt: 'image {{index}}' } },
   ];
-  // The worst case exactly (every still approved): the budget binds only if a worker overspends it.
-  const budget = o.stills * (STILL_PRICE + CLIP_PRICE) + o.images * IMAGE_PRICE;
+  // A share of the worst case (every still approved): below 1, three workers race for its last tokens.
+  const budget = o.budgetShare * (o.stills * (STILL_PRICE + CLIP_PRICE) + o.images * IMAGE_PRICE);
   return { tasks, owner, budget: Math.round(budget * 1e6) / 1e6 };
 }
 
@@ -110,6 +113,8 @@ interface Crew {
   codes: Map<string, number>;
   /** Worker slots whose last run ended with 0 or 2 (the run is over as far as it knows). */
   settled: Set<number>;
+  /** Runs that stopped because the budget could not cover the next task. */
+  budgetStops: number;
   stopping: boolean;
   log: (line: string) => void;
 }
@@ -117,7 +122,15 @@ interface Crew {
 /** Starts worker `i` and, whenever it exits with anything but 0 or 2, starts it again after a pause. */
 function keep(stage: FleetStage, crew: Crew, i: number, state: string, manifest: string): void {
   if (crew.stopping) return;
-  const child = stage.spawn(state, ['run', manifest, '--yes', '--run-id', RUN, '--wait-for-review']);
+  const child = stage.spawn(state, [
+    'run',
+    manifest,
+    '--yes',
+    '--run-id',
+    RUN,
+    '--wait-for-review',
+    '--allow-partial',
+  ]);
   crew.children[i] = child;
   crew.starts += 1;
   crew.settled.delete(i);
@@ -129,7 +142,10 @@ function keep(stage: FleetStage, crew: Crew, i: number, state: string, manifest:
     crew.codes.set(String(code), (crew.codes.get(String(code)) ?? 0) + 1);
     if (crew.children[i] !== child) return;
     crew.children[i] = undefined;
-    if (code === 0 || code === 2) {
+    // Stopped by the budget (exit 4, saying so): starting it again would stop again at once.
+    const budgetStop = code === 4 && /the budget of .* cannot cover/.test(said.at(-1) ?? '');
+    if (budgetStop) crew.budgetStops += 1;
+    if (code === 0 || code === 2 || budgetStop) {
       crew.settled.add(i);
       return;
     }
@@ -203,6 +219,7 @@ async function drive(
     kills: 0,
     codes: new Map(),
     settled: new Set(),
+    budgetStops: 0,
     stopping: false,
     log,
   };
@@ -247,17 +264,10 @@ async function drive(
     if (!holeDone && accepted >= plan.blackhole && proxiedUp) {
       holeDone = true;
       log(`worker ${o.workers - 1}'s database packets dropped for ${o.blackholeMs} ms at ${accepted} jobs`);
-      const t = Date.now();
-      await proxy.drop();
-      chaos.push(
-        sleep(o.blackholeMs).then(async () => {
-          // What the worker's kernel does once tcp_user_timeout passes on a real network: the proxy's own
-          // kernel acknowledged every byte, so only a cut ends the connection here.
-          await proxy.cut();
-          await proxy.pass();
-          blackholedMs = Date.now() - t;
-        }),
-      );
+      await proxy.hole(o.blackholeMs);
+      // What the worker's kernel does once tcp_user_timeout passes on a real network: the proxy's own
+      // kernel acknowledged every byte, so only the cut after the drop ends the connection here.
+      blackholedMs = o.blackholeMs;
     }
     await reviewRound(stage, state, random, tally).catch(() => undefined);
     const chaosOver = plan.kills.length === 0 && pgDone && holeDone;
@@ -355,7 +365,10 @@ async function judge(
   const strayObjects = objects
     .filter((key) => taskState.get(key.split('/')[2] ?? '?') !== 'done')
     .map((key) => `${key} (${taskState.get(key.split('/')[2] ?? '?')})`);
-  const unfinished = [...taskState].filter(([, s]) => !TERMINAL.has(s)).map(([id, s]) => `${id} ${s}`);
+  // Tasks the budget could not cover stay pending; anything else unfinished is a run that did not end.
+  const unfinished = [...taskState]
+    .filter(([, s]) => !TERMINAL.has(s) && !(s === 'pending' && run.crew.budgetStops > 0))
+    .map(([id, s]) => `${id} ${s}`);
 
   const senders = Number(
     stage.sql(state, `SELECT count(DISTINCT worker_id) FROM attempts WHERE run_id = '${RUN}'`)[0]?.[0] ?? 0,
@@ -394,6 +407,7 @@ async function judge(
     peakLedgerMicro: peak,
     senders,
     lostWorkers,
+    budgetStops: run.crew.budgetStops,
     finished: run.finished,
     seconds: Math.round((Date.now() - run.started) / 1000),
   };
@@ -432,6 +446,11 @@ async function judge(
       `${inDoubt} in doubt; status said: ${status.stdout.split('\n').slice(0, 6).join(' / ')}`,
     ),
     guarantee('the work was shared: more than one worker process sent tasks', senders > 1, `${senders} sent`),
+    guarantee(
+      'a budget below the worst case ran out and stopped the workers',
+      o.budgetShare >= 1 || run.crew.budgetStops > 0,
+      `${run.crew.budgetStops} stops on the budget`,
+    ),
     guarantee('the chaos happened', run.crew.kills === o.kills, `${run.crew.kills} of ${o.kills} kills`),
   ];
   return { figures, guarantees };

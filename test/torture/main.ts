@@ -114,7 +114,7 @@ console.log(
     .join(', ')}; most POSTs for one task: ${ff.maxPostsPerTask}; results in the bucket: ${ff.results}`,
 );
 console.log(
-  `  ledger ${ff.ledgerNetMicro} + in doubt ${ff.inDoubtNetMicro} = sandbox ${ff.sandboxNetMicro} micro-tokens; peak ${ff.peakLedgerMicro} of budget ${ff.budgetMicro}; ${ff.seconds} s`,
+  `  ledger ${ff.ledgerNetMicro} + in doubt ${ff.inDoubtNetMicro} = sandbox ${ff.sandboxNetMicro} micro-tokens; peak ${ff.peakLedgerMicro} of budget ${ff.budgetMicro} (${ff.budgetStops} stops on it); ${ff.senders} worker processes sent, ${ff.lostWorkers} marked lost; ${ff.seconds} s`,
 );
 console.log(formatGuarantees(fleet.guarantees));
 
