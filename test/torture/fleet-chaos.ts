@@ -117,6 +117,8 @@ interface Crew {
   budgetStops: number;
   stopping: boolean;
   log: (line: string) => void;
+  /** Endings no worker should have: a bug (70), a crash (1 with a stack), anything but 0, 2, 4 or a kill. */
+  odd: string[];
 }
 
 /** Starts worker `i` and, whenever it exits with anything but 0 or 2, starts it again after a pause. */
@@ -140,6 +142,7 @@ function keep(stage: FleetStage, crew: Crew, i: number, state: string, manifest:
       `worker ${i} exited ${code}: ${(code === 1 || code === 70 ? said.slice(-12) : said.slice(-1)).join('\n')}`,
     );
     crew.codes.set(String(code), (crew.codes.get(String(code)) ?? 0) + 1);
+    if (![0, 2, 4, 'SIGKILL'].includes(code)) crew.odd.push(`exit ${code}: ${said.slice(-3).join(' / ')}`);
     if (crew.children[i] !== child) return;
     crew.children[i] = undefined;
     // Stopped by the budget (exit 4, saying so): starting it again would stop again at once.
@@ -220,6 +223,7 @@ async function drive(
     codes: new Map(),
     settled: new Set(),
     budgetStops: 0,
+    odd: [],
     stopping: false,
     log,
   };
