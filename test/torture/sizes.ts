@@ -20,7 +20,7 @@ export const FULL: { crash: CrashTortureOptions; scenarios: ScenarioOptions; fle
     seed: Number(process.env['FLEET_CHAOS_SEED'] ?? Date.now() % 1_000_000),
     concurrency: 8,
     speed: 0.02,
-    deadlineMs: 20 * 60_000,
+    deadlineMs: 12 * 60_000,
   },
   crash: {
     images: 400,
