@@ -86,7 +86,11 @@ try {
     MEDIABATCH_BASE_URL: baseUrl,
     MEDIABATCH_POLL_SCALE: '0.01',
   };
-  const run = await cliInProcess(['--state', state, 'run', file, '--yes', '--no-probe', '--allow-local-output'], dir, env);
+  const run = await cliInProcess(
+    ['--state', state, 'run', file, '--yes', '--no-probe', '--allow-local-output'],
+    dir,
+    env,
+  );
   if (run.code !== 0) throw new Error(`run exited ${run.code}: ${run.stderr}`);
   const walBytes = Number(psql(plain, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '${walBefore}')`));
   const sizes = tableSizes(plain).filter((t) => t.rows > 0);

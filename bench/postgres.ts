@@ -27,7 +27,15 @@ async function runOnce(state: string, sandboxUrl: string): Promise<number> {
     };
     const start = performance.now();
     const run = await cliInProcess(
-      ['--state', state === 'sqlite' ? join(dir, 'state.db') : state, 'run', file, '--yes', '--no-probe', '--allow-local-output'],
+      [
+        '--state',
+        state === 'sqlite' ? join(dir, 'state.db') : state,
+        'run',
+        file,
+        '--yes',
+        '--no-probe',
+        '--allow-local-output',
+      ],
       dir,
       env,
     );

@@ -109,10 +109,15 @@ export function fillStatusRun(file: string, count: number): void {
              'cdn.example.com', :at
            FROM tasks WHERE run_id = :run AND state = 'done'`,
         ).run({ run: id, at });
-        // The counts the store keeps beside the rows (its own inserts keep them; these rows bypass it).
+        // The counts and estimates the store keeps beside the rows (its own inserts keep them; these rows
+        // bypass it).
         db.prepare(
-          `INSERT INTO task_counts (run_id, state, n) SELECT run_id, state, count(*) FROM tasks
-           WHERE run_id = :run GROUP BY state ON CONFLICT (run_id, state) DO UPDATE SET n = excluded.n`,
+          `INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+           SELECT run_id, state, count(*), sum(CAST(round(est_tokens * 1000000) AS INTEGER)),
+             sum(CAST(round(est_min * 1000000) AS INTEGER)), sum(CAST(round(est_max * 1000000) AS INTEGER))
+           FROM tasks WHERE run_id = :run GROUP BY state ON CONFLICT (run_id, state) DO UPDATE SET
+             n = excluded.n, est_micro = excluded.est_micro, est_min_micro = excluded.est_min_micro,
+             est_max_micro = excluded.est_max_micro`,
         ).run({ run: id });
       }
     })();

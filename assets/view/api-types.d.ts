@@ -112,6 +112,37 @@ export interface RunEvent {
   net: number;
 }
 
+/** One process that drives the run (a worker of a fleet, or the one runner of a SQLite state). */
+export interface WorkerRow {
+  id: string;
+  host: string;
+  pid: number;
+  /** working, stopped (left on its own) or lost (died or stopped beating) */
+  state: string;
+  started_at: string;
+  heartbeat_at: string;
+  expires_at: string;
+  stopped_at: string | null;
+  lost_at: string | null;
+  in_flight: number;
+  submitted: number;
+}
+
+/** `GET /api/runs/:run/workers`, and the `workers` event when one of them moves. */
+export interface WorkersAnswer {
+  run: string;
+  /** The server's time they were read at: how long ago a heartbeat was is counted from it. */
+  now: string;
+  workers: WorkerRow[];
+}
+
+/** The state database went away or came back, pushed as the `store` event. */
+export interface StoreEvent {
+  reachable: boolean;
+  /** Why it cannot be read (one line), null when it is back. */
+  error: string | null;
+}
+
 export interface FileRow {
   index: number;
   kind: string;

@@ -9,6 +9,7 @@
 /** @typedef {import('./api-types').TaskDetail} TaskDetail */
 /** @typedef {import('./api-types').RerollPrice} RerollPrice */
 /** @typedef {import('./api-types').DecisionAnswer} DecisionAnswer */
+/** @typedef {import('./api-types').WorkersAnswer} WorkersAnswer */
 
 export class ApiError extends Error {}
 
@@ -110,6 +111,8 @@ export const api = {
     }
     return /** @type {TaskPage} */ (await getJson(`${runPath(run)}/tasks?${q}`));
   },
+  /** @param {string} run */
+  workers: async (run) => /** @type {WorkersAnswer} */ (await getJson(`${runPath(run)}/workers`)),
   /**
    * @param {string} run
    * @param {string[]} ids

@@ -10,7 +10,13 @@ import { runPage } from './run-page.js';
 import { runsPage } from './runs-page.js';
 import { taskPage } from './task-page.js';
 
-/** @typedef {{ onRun(event: import('./api-types').RunEvent): void, refresh(): Promise<void> }} Page */
+/**
+ * @typedef {{
+ *   onRun(event: import('./api-types').RunEvent): void,
+ *   onWorkers?(event: import('./api-types').WorkersAnswer): void,
+ *   refresh(): Promise<void>,
+ * }} Page
+ */
 
 /**
  * The page reads the run again at most this often while events arrive (counters move at once from the
@@ -26,6 +32,7 @@ const GATHER_MS = 150;
 const READ_COST_FACTOR = 20;
 const main = /** @type {HTMLElement} */ (document.getElementById('main'));
 const live = /** @type {HTMLElement} */ (document.getElementById('live'));
+const away = /** @type {HTMLElement} */ (document.getElementById('away'));
 /** @type {Page} */
 const IDLE = { onRun() {}, refresh: async () => {} };
 let current = IDLE;
@@ -126,6 +133,24 @@ function connect() {
     scheduleRefresh();
   });
   for (const name of ['runs', 'tasks']) events.addEventListener(name, scheduleRefresh);
+  // The workers panel is drawn from the event itself: a heartbeat needs no read.
+  events.addEventListener('workers', (e) =>
+    current.onWorkers?.(JSON.parse(/** @type {MessageEvent} */ (e).data)),
+  );
+  events.addEventListener('store', (e) => onStore(JSON.parse(/** @type {MessageEvent} */ (e).data)));
+}
+
+/**
+ * The state database went away (a PostgreSQL server stopped or out of reach) or came back: said above
+ * the page while it is away; when it is back the page reads again (its first read, if that failed).
+ * @param {import('./api-types').StoreEvent} e
+ */
+function onStore(e) {
+  away.hidden = e.reachable;
+  away.textContent = e.reachable ? '' : `${e.error}: the page reads again when it is back`;
+  if (!e.reachable) return;
+  if (current === IDLE) route();
+  else scheduleRefresh();
 }
 
 window.addEventListener('hashchange', route);

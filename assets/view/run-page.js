@@ -14,10 +14,17 @@ import {
   models,
   money,
   reviewCounters,
+  skewOf,
+  tickAges,
+  workers,
 } from './run-sections.js';
 
 /** @typedef {import('./api-types').RunDetail} RunDetail */
 /** @typedef {import('./api-types').RunEvent} RunEvent */
+/** @typedef {import('./api-types').WorkersAnswer} WorkersAnswer */
+
+/** The heartbeats' ages move this often (by the clock, nothing read). */
+const AGE_TICK_MS = 1000;
 
 /**
  * The run's state as a badge whose colour follows it (its class names the state).
@@ -32,8 +39,12 @@ const runState = (state) => h(`span.state.r-${state}`, { id: 'run-state' }, stat
  */
 export async function runPage(main, run, isCurrent = always) {
   const results = resultsGrid(run, isCurrent);
+  const first = await Promise.all([api.run(run), api.workers(run)]);
   /** @type {RunDetail} */
-  let d = await api.run(run);
+  let d = first[0];
+  /** @type {WorkersAnswer} */
+  let w = first[1];
+  let skew = skewOf(w);
   if (!isCurrent()) return null;
   const spendEl = h('div.chart', { id: 'spend-chart' });
   const finishedEl = h('div.chart', { id: 'finished-chart' });
@@ -44,6 +55,7 @@ export async function runPage(main, run, isCurrent = always) {
     counters(d.run),
     reviewCounters(d.review),
     money(d),
+    workers(w, skew),
     figuresNote(d),
     h(
       'div.charts',
@@ -64,6 +76,7 @@ export async function runPage(main, run, isCurrent = always) {
     replace('counters', counters(d.run));
     replace('review-counters', reviewCounters(d.review));
     replace('money', money(d));
+    replace('workers', workers(w, skew));
     replace('figures-note', figuresNote(d));
     replace('models', models(d));
     replace('failures', failures(run, d));
@@ -75,6 +88,13 @@ export async function runPage(main, run, isCurrent = always) {
   await results.load('new');
   if (!isCurrent()) return null;
   main.dataset['ready'] = 'run';
+  const ages = setInterval(() => (isCurrent() ? tickAges(skew) : clearInterval(ages)), AGE_TICK_MS);
+  /** @param {WorkersAnswer} next */
+  const showWorkers = (next) => {
+    w = next;
+    skew = skewOf(next);
+    replace('workers', workers(w, skew));
+  };
   return {
     /** The live counters, straight from the event (the rest waits for the next read). @param {RunEvent} event */
     onRun(event) {
@@ -84,10 +104,16 @@ export async function runPage(main, run, isCurrent = always) {
       replace('counters', counters(d.run));
       replace('run-state', runState(state));
     },
+    /** The workers panel, straight from the event. @param {WorkersAnswer} event */
+    onWorkers(event) {
+      if (event.run === run && isCurrent()) showWorkers(event);
+    },
     async refresh() {
-      const next = await api.run(run);
+      const [next, nextWorkers] = await Promise.all([api.run(run), api.workers(run)]);
       if (!isCurrent()) return;
       d = next;
+      w = nextWorkers;
+      skew = skewOf(nextWorkers);
       draw();
       await results.refresh();
     },

@@ -192,3 +192,98 @@ export function chains(run, d) {
 export function figuresNote(d) {
   return h('p.muted.reading', { id: 'figures-note' }, d.figures_ready ? null : `Charts: ${READING}`);
 }
+
+/**
+ * How long ago `iso` was by the server's clock: `skew` is the server's time minus this browser's, so a
+ * browser whose clock is off still reads the heartbeat's age right.
+ * @param {string} iso
+ * @param {number} skew
+ */
+export function ago(iso, skew) {
+  return `${duration(Math.max(0, Date.now() + skew - Date.parse(iso)))} ago`;
+}
+
+/**
+ * The server's time minus this browser's, from an answer's `now`.
+ * @param {import('./api-types').WorkersAnswer} w
+ */
+export const skewOf = (w) => Date.parse(w.now) - Date.now();
+
+/**
+ * A start time as the charts' axis reads it: `14:34:05` on the server's day, `11-27 14:34` before.
+ * @param {string} iso
+ * @param {string} today
+ */
+const since = (iso, today) => {
+  const shown = time(iso);
+  return iso.startsWith(today) ? shown.slice(11) : shown.slice(5, 16);
+};
+
+/** @param {import('./api-types').WorkerRow} w */
+const workerLabel = (w) => (w.state === 'lost' ? 'lost' : w.state === 'stopped' ? 'stopped' : 'working');
+
+/**
+ * The processes that drive the run, a lost one marked: host, since when, tasks in flight, submitted,
+ * and how long ago its last heartbeat was (kept current by `tickAges`). Hidden when the run has none.
+ * @param {import('./api-types').WorkersAnswer} answer
+ * @param {number} skew
+ */
+export function workers(answer, skew) {
+  const list = answer.workers;
+  if (list.length === 0) return h('section', { id: 'workers', hidden: true });
+  /** @param {string} state */
+  const n = (state) => list.filter((w) => w.state === state).length;
+  const today = answer.now.slice(0, 10);
+  const rows = list.map((w) =>
+    h(
+      `tr.w-${w.state}`,
+      { dataset: { worker: w.id, state: w.state } },
+      h('td', {}, h('span.host', {}, w.host), h('br'), h('span.muted', {}, `pid ${w.pid}`)),
+      h('td', {}, h(`span.worker-state.w-${w.state}`, {}, workerLabel(w))),
+      h('td', {}, h('span.ago', { dataset: { at: w.heartbeat_at } }, ago(w.heartbeat_at, skew))),
+      h('td.num', {}, count(w.in_flight)),
+      h('td.num', {}, count(w.submitted)),
+      h('td', {}, since(w.started_at, today)),
+    ),
+  );
+  const headers = ['worker', 'state', 'last heartbeat', 'in flight', 'submitted', 'since (UTC)'];
+  return h(
+    'section',
+    { id: 'workers' },
+    h('h2', {}, 'Workers'),
+    h(
+      'p.muted',
+      { id: 'workers-summary' },
+      `${count(n('working'))} working · ${count(n('lost'))} lost · ${count(n('stopped'))} stopped`,
+    ),
+    h(
+      'div.table-box',
+      {},
+      h(
+        'table.workers',
+        {},
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            headers.map((x) => h('th', { scope: 'col' }, x)),
+          ),
+        ),
+        h('tbody', {}, rows),
+      ),
+    ),
+  );
+}
+
+/**
+ * The heartbeats' ages moved on by the clock alone (nothing read).
+ * @param {number} skew
+ */
+export function tickAges(skew) {
+  for (const el of document.querySelectorAll('#workers .ago')) {
+    const at = el instanceof HTMLElement ? el.dataset['at'] : undefined;
+    if (at !== undefined) el.textContent = ago(at, skew);
+  }
+}

@@ -10,8 +10,8 @@ import { parseShardRunId } from '../plan/shard.js';
 import { commandLine, DEFAULT_STATE_FILE, type RunInvocation } from '../results/invocation.js';
 import {
   type AccountFacts,
-  type AccountLedgerRow,
   emptyTaskCounts,
+  type KindSums,
   type RunRecord,
   type RunState,
   type Store,
@@ -118,16 +118,16 @@ export function accountOf(
           },
     money,
     paid_without_result: paidWithoutResult(facts.notOnDisk),
-    in_doubt: { tasks: byState.in_doubt, at_most: tokens(e.inDoubtMax) },
+    in_doubt: { tasks: byState.in_doubt, at_most: fromMicro(e.inDoubtMax) },
     estimate: {
-      tokens: tokens(e.tokens),
-      min: tokens(e.min),
-      max: tokens(e.max),
-      usd: tokensToUsd(tokens(e.tokens)),
+      tokens: fromMicro(e.tokens),
+      min: fromMicro(e.min),
+      max: fromMicro(e.max),
+      usd: tokensToUsd(fromMicro(e.tokens)),
     },
     worst_case_left: {
       tasks: byState.pending + byState.awaiting_review + byState.submitting,
-      tokens: tokens(e.leftMax),
+      tokens: fromMicro(e.leftMax),
     },
   };
   return { ...head, next: nextSteps(head, facts.ids, command) };
@@ -184,107 +184,34 @@ export function plainCommand(
   return invocationCommand(inv)(step, account);
 }
 
-/** Money by kind: the ledger's totals, and the few tasks charged more than once told apart job by job. */
+/** Money by kind: the sums the store keeps per kind of job, in micro-tokens. */
 function moneyOf(facts: AccountFacts): RunAccount['money'] {
-  const kinds = Object.fromEntries(MONEY_KINDS.map((k) => [k, new KindSum()])) as Record<MoneyKind, KindSum>;
-  const detailed = new KindSum();
-  for (const [kind, rows] of classify(facts)) {
-    for (const row of rows) {
-      kinds[kind].add(row);
-      detailed.add(row);
-    }
+  let jobs = 0;
+  let charged = 0;
+  let refunded = 0;
+  for (const k of MONEY_KINDS) {
+    jobs += facts.money[k].jobs;
+    charged += facts.money[k].charged;
+    refunded += facts.money[k].refunded;
   }
-  // Every other task was sent once: at most one charge (and its refund), its first job's.
-  const first = kinds.first;
-  first.jobs += facts.ledger.charges - detailed.jobs;
-  first.charged += toMicro(facts.ledger.charged) - detailed.charged;
-  first.refunded += toMicro(facts.ledger.refunded) - detailed.refunded;
-  first.tasks += facts.ledger.charges - detailed.jobs;
-  const charged = toMicro(facts.ledger.charged);
-  const refunded = toMicro(facts.ledger.refunded);
+  const kind = (m: KindSums): KindMoney => ({
+    jobs: m.jobs,
+    tasks: m.tasks,
+    charged: fromMicro(m.charged),
+    refunded: fromMicro(m.refunded),
+    net: fromMicro(m.charged - m.refunded),
+  });
   return {
-    jobs: facts.ledger.charges,
+    jobs,
     charged: fromMicro(charged),
     refunded: fromMicro(refunded),
     net: fromMicro(charged - refunded),
     net_usd: tokensToUsd(fromMicro(charged - refunded)),
-    by_kind: Object.fromEntries(MONEY_KINDS.map((k) => [k, kinds[k].money()])) as Record<
+    by_kind: Object.fromEntries(MONEY_KINDS.map((k) => [k, kind(facts.money[k])])) as Record<
       MoneyKind,
       KindMoney
     >,
   };
-}
-
-class KindSum {
-  jobs = 0;
-  tasks = 0;
-  charged = 0;
-  refunded = 0;
-  readonly #tasks = new Set<string>();
-
-  add(row: AccountLedgerRow): void {
-    if (row.kind === 'charge') {
-      this.jobs++;
-      this.charged += toMicro(row.tokens);
-      if (!this.#tasks.has(row.taskId)) {
-        this.#tasks.add(row.taskId);
-        this.tasks++;
-      }
-    } else {
-      this.refunded += toMicro(row.tokens);
-    }
-  }
-
-  money(): KindMoney {
-    return {
-      jobs: this.jobs,
-      tasks: this.tasks,
-      charged: fromMicro(this.charged),
-      refunded: fromMicro(this.refunded),
-      net: fromMicro(this.charged - this.refunded),
-    };
-  }
-}
-
-/**
- * The ledger rows of the detailed tasks by kind. A charge is a re-roll when the ledger says so; else
- * what came before its submission decides: the last earlier answer in doubt makes a retry of doubt, an
- * earlier job refunded (failed) an automatic retry, an earlier job kept a sending again, none the first
- * job. A refund is of the kind of the charge it gives back (the same job).
- */
-function classify(facts: AccountFacts): Map<MoneyKind, AccountLedgerRow[]> {
-  const attemptsOf = new Map<string, AccountFacts['detail']['attempts']>();
-  for (const a of facts.detail.attempts) attemptsOf.set(a.taskId, [...(attemptsOf.get(a.taskId) ?? []), a]);
-  const refundedJobs = new Set(facts.detail.ledger.filter((r) => r.kind === 'refund').map((r) => r.imgUuid));
-  const kindOfJob = new Map<string, MoneyKind>();
-  for (const row of facts.detail.ledger) {
-    if (row.kind !== 'charge') continue;
-    kindOfJob.set(
-      row.imgUuid,
-      row.reroll ? 'reroll' : kindOfCharge(row, attemptsOf.get(row.taskId) ?? [], refundedJobs),
-    );
-  }
-  const out = new Map<MoneyKind, AccountLedgerRow[]>();
-  for (const row of facts.detail.ledger) {
-    const kind = kindOfJob.get(row.imgUuid) ?? 'first';
-    out.set(kind, [...(out.get(kind) ?? []), row]);
-  }
-  return out;
-}
-
-function kindOfCharge(
-  charge: AccountLedgerRow,
-  attempts: AccountFacts['detail']['attempts'],
-  refundedJobs: ReadonlySet<string>,
-): MoneyKind {
-  const own = attempts.find((a) => a.imgUuid === charge.imgUuid);
-  const before = attempts.filter(
-    (a) => (own === undefined || a.attemptNo < own.attemptNo) && a !== own && a.outcome !== null,
-  );
-  const last = before.filter((a) => a.outcome === 'in_doubt' || a.outcome === 'submitted').at(-1);
-  if (last === undefined) return 'first';
-  if (last.outcome === 'in_doubt') return 'doubt_retry';
-  return last.imgUuid !== null && refundedJobs.has(last.imgUuid) ? 'retry' : 'sent_again';
 }
 
 function paidWithoutResult(f: AccountFacts['notOnDisk']): RunAccount['paid_without_result'] {

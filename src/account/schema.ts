@@ -4,14 +4,12 @@
 // tests come from it. Add fields freely; renaming or removing one, or changing its meaning, needs version 2.
 
 import { z } from 'zod';
-import { RUN_STATES, TASK_STATES } from '../store/types.js';
+import { MONEY_KINDS, RUN_STATES, TASK_STATES } from '../store/types.js';
 
 const tokens = z.number().describe('Tokens, to 1e-6 (the API’s unit; USD = tokens × usd_per_token).');
 const count = z.number().int().nonnegative();
 
-/** The kinds of job the ledger charged, each apart. A re-roll is never a retry. */
-export const MONEY_KINDS = ['first', 'retry', 'reroll', 'doubt_retry', 'sent_again'] as const;
-export type MoneyKind = (typeof MONEY_KINDS)[number];
+export { MONEY_KINDS, type MoneyKind } from '../store/types.js';
 
 const kindMoney = z
   .object({

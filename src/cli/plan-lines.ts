@@ -199,7 +199,7 @@ function reviewTally(reviewAll: boolean) {
           ? ''
           : ` ${plural(waiting.length, 'task')} wait for a reviewed result: priced as if every one is approved (the worst case, up to ${fmtTokens(most)} tokens); a rejected result's downstreams are skipped and cost nothing.`;
       return [
-        `Review: ${plural(reviewed.size, 'result')} must be approved with \`mediabatch review\` before anything downstream is submitted.${tail}`,
+        `Review: ${plural(reviewed.size, 'result')} must be approved (the \`review\` command, or the view) before anything downstream is submitted.${tail}`,
       ];
     },
   };

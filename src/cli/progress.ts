@@ -73,6 +73,9 @@ export class ProgressView {
   #lastLine = '';
 
   readonly #reviewCommand: string;
+  readonly #account: (() => RunAccount) | undefined;
+  /** When the account may be read again for a frame (performance.now(), not the injected clock). */
+  #accountDueAt = 0;
 
   constructor(opts: {
     out: Out;
@@ -82,7 +85,13 @@ export class ProgressView {
     now?: () => number;
     /** The command that decides on results awaiting review, for the `--wait-for-review` line. */
     reviewCommand?: string;
+    /**
+     * The run's account, read for each frame: the line then states what `status` and the report state
+     * at that moment, never the runner's own counters.
+     */
+    account?: () => RunAccount;
   }) {
+    this.#account = opts.account;
     this.#reviewCommand = opts.reviewCommand ?? 'mediabatch review';
     this.#now = opts.now ?? Date.now;
     this.#startedAt = this.#now();
@@ -114,6 +123,19 @@ export class ProgressView {
       this.#frame(finished, waitingLine(waiting, this.#reviewCommand), '');
       this.#firstFinished = undefined;
       this.#startedAt = this.#now();
+      return;
+    }
+    if (this.#account !== undefined) {
+      const started = performance.now();
+      if (started < this.#accountDueAt) return;
+      const account = this.#account();
+      // At most a tenth of the run's time goes to the line: at a million tasks a read takes tens of ms.
+      this.#accountDueAt = started + 10 * (performance.now() - started);
+      this.#frame(
+        account.finished,
+        accountProgressLine(account),
+        this.#bar ? this.#eta(account.finished) : '',
+      );
       return;
     }
     const line = describeProgress(p, this.#total, this.#estimate);

@@ -4,6 +4,7 @@
 import { resolve } from 'node:path';
 import {
   invocationOf,
+  newRunCommandLine,
   type Reader,
   type RunInvocation,
   type RunOfInvocation,
@@ -33,7 +34,7 @@ export function unknownRunError(runId: string, store: Store | undefined, statePa
   const known = store?.runs.listRuns().map((r) => r.id) ?? [];
   const hint =
     known.length === 0
-      ? 'there are no runs yet: start one with `mediabatch run <manifest>`'
+      ? `there are no runs yet: start one with \`${newRunCommandLine({ state: statePath })}\``
       : `known runs, newest first: ${known.slice(0, 5).join(', ')}${known.length > 5 ? ', …' : ''}`;
   return new ExitError(EXIT.invalid, `run ${runId}: not found in ${statePath}; ${hint}`);
 }

@@ -41,6 +41,10 @@ export async function openView(
       bucketLink: links.link,
       mediaOrigins: links.origins,
       onError: (message) => io.stderr.write(`mediabatch view: ${message}\n`),
+      onAway: (line) =>
+        io.stderr.write(
+          `mediabatch view: ${line === undefined ? 'the state database is back' : `${line}; the view goes on and reads again when it is back`}\n`,
+        ),
     });
   } catch (error) {
     links.close();

@@ -7,7 +7,7 @@ import { type RunAccount, sumAccounts } from '../account/index.js';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { shardRunId } from '../plan/shard.js';
-import { commandLine } from '../results/invocation.js';
+import { commandLine, DEFAULT_STATE_FILE, SANDBOX_STATE_FILE } from '../results/invocation.js';
 import { UNFINISHED } from '../store/index.js';
 import { fromMicro, roundTokens, tokensToUsd, toMicro } from '../util/money.js';
 import { invocationOfReport } from './build.js';
@@ -111,7 +111,7 @@ function shardCommands(
   indexes: readonly number[],
 ): Record<string, string> {
   const commands: Record<string, string> = {};
-  const template = reports[0];
+  const template = templateOf(reports);
   for (const index of indexes) {
     const own = reports.find((r) => r.run.shard?.index === index);
     const from = own ?? template;
@@ -120,6 +120,21 @@ function shardCommands(
     commands[String(index)] = commandLine(inv, { command: 'run' });
   }
   return commands;
+}
+
+/** The shard report a missing shard's command is made from: the lowest shard's, so every line can name it. */
+function templateOf(reports: readonly Report[]): Report | undefined {
+  return [...reports].sort((a, b) => (a.run.shard?.index ?? 0) - (b.run.shard?.index ?? 0))[0];
+}
+
+/**
+ * What a missing shard's line says of the state file its command names: the template shard's, which is
+ * the missing one's only when every shard uses the same path on its own machine. A default state file is
+ * that path; any other is named, and the person gives the missing shard its own.
+ */
+export function borrowedStateNote(template: number, state: string): string {
+  if (state === DEFAULT_STATE_FILE || state === SANDBOX_STATE_FILE) return ' (on its machine)';
+  return ` on its machine, with its own state file: the command names shard ${template}'s (${state})`;
 }
 
 /** The inputs by shard index, checked to be shards of one run and one count. */
@@ -189,9 +204,14 @@ function mergedAdvice(
     const line = shards.commands[String(i)];
     return line === undefined ? '' : `: \`${line}\``;
   };
+  const template = templateOf(reports);
+  const note =
+    template === undefined
+      ? ''
+      : borrowedStateNote(template.run.shard?.index ?? 1, invocationOfReport(template.run).state);
   for (const i of shards.missing) {
     advice.push(
-      `Missing: no report of shard ${i} of ${count}: its tasks are not in this report; run it${command(i)} (on its machine, with its state file), then merge again.`,
+      `Missing: no report of shard ${i} of ${count}: its tasks are not in this report; run it${command(i)}${note}, then merge again.`,
     );
   }
   for (const i of shards.unfinished) {

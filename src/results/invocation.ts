@@ -9,6 +9,7 @@
 
 import { isAbsolute, relative } from 'node:path';
 import { parseShardRunId, type Shard } from '../plan/shard.js';
+import { shellLine } from '../util/shell.js';
 
 /** The state file of real runs when `--state` is not given. */
 export const DEFAULT_STATE_FILE = 'state/mediabatch.db';
@@ -52,22 +53,7 @@ export type CommandStep =
   /** One report of a run's shards, from their report files (or folders, or s3:// prefixes). */
   | { command: 'merge'; inputs: readonly string[]; out?: string };
 
-/** Characters a POSIX shell reads as part of a plain word anywhere in it. */
-const PLAIN = /^[A-Za-z0-9_@%+=:,./-]+$/;
-
-/**
- * One word for a POSIX shell: as it is when every character is plain, else in single quotes (a single
- * quote inside closes the quotes, adds an escaped one and opens them again).
- */
-export function shellQuote(word: string): string {
-  if (PLAIN.test(word)) return word;
-  return `'${word.replaceAll("'", `'\\''`)}'`;
-}
-
-/** Words joined into one command line, each quoted for the shell. */
-export function shellLine(words: readonly string[]): string {
-  return words.map(shellQuote).join(' ');
-}
+export { shellLine, shellQuote } from '../util/shell.js';
 
 /** The shard a run id names, if it is a shard's run. */
 export function shardOfRun(runId: string): { base: string; shard: Shard } | undefined {
@@ -143,6 +129,17 @@ export function commandWords(inv: RunInvocation, step: CommandStep): string[] {
 /** A merge reads report files only: no state file, no account. */
 function mergeWords(inputs: readonly string[], out: string | undefined): string[] {
   return ['report', '--merge', ...inputs.map(asOperand), ...(out !== undefined ? ['--out', out] : [])];
+}
+
+/**
+ * `mediabatch run <manifest>` for a state that has no run yet: the state file and flags of the command
+ * that found it empty, so the run it starts lands where that command looks (the sandbox's state file
+ * means a sandbox run). `<manifest>` is for the person to fill in, printed as it is.
+ */
+export function newRunCommandLine(reach: { state: string; config?: string }, manifest?: string): string {
+  const inv = { runId: '', manifest: '', sandbox: reach.state === SANDBOX_STATE_FILE, ...reach };
+  const target = manifest === undefined ? '<manifest>' : shellLine([asOperand(manifest)]);
+  return `mediabatch run ${target} ${shellLine(reachFlags(inv, true))}`.trimEnd();
 }
 
 /** `mediabatch report --merge …`: it needs no run's invocation. */

@@ -171,12 +171,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     };
     bindOrCreate(store, runId, existing, o);
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);
-    // One token per run, kept, so that a restarted run still accepts callbacks for jobs sent before.
-    let callbackToken = existing?.callbackToken ?? null;
-    if (o.wantsCallbackToken && !callbackToken) {
-      callbackToken = newCallbackToken();
-      store.runs.setCallbackToken(runId, callbackToken);
-    }
+    const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
     // The callback URL is added when sending (see Runner): where answers go is not part of what a task
     // asks for, so changing it (or adding --listen) never makes a sent task look changed.
     const rows = plan.rows({ withoutCallback: true })[Symbol.iterator]();
@@ -214,14 +209,8 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       callbackToken,
       leaseName,
       holder,
-      fleet: fleet ? { joined: false, workers: 1, ttlMs: ttl } : undefined,
-      startWorking: () => {
-        if (!fleet) return;
-        store.workers.join(runId, holder, hostname(), process.pid, ttl);
-        store.leases.releaseLease(leaseName, holder);
-      },
       refuse,
-      renew: () => fleet || store.leases.renewLease(leaseName, holder, ttl),
+      ...leaseParts(store, { runId, leaseName, holder, ttl, fleet }),
       close: () => {
         storing?.stop();
         store.leases.releaseLease(leaseName, holder);
@@ -233,6 +222,40 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     store.leases.releaseLease(leaseName, holder);
     throw error;
   }
+}
+
+/** One token per run, kept, so that a restarted run still accepts callbacks for jobs sent before. */
+function keptCallbackToken(
+  store: Store,
+  runId: string,
+  existing: RunRecord | undefined,
+  wanted: boolean,
+): string | null {
+  const kept = existing?.callbackToken ?? null;
+  if (!wanted || kept) return kept;
+  const token = newCallbackToken();
+  store.runs.setCallbackToken(runId, token);
+  return token;
+}
+
+/**
+ * How the first process of a run holds it: alone on a SQLite file (its lease, renewed); on PostgreSQL as
+ * the first worker, whose opening lease is given back once it starts working (its worker row then).
+ */
+function leaseParts(
+  store: Store,
+  l: { runId: string; leaseName: string; holder: string; ttl: number; fleet: boolean },
+): Pick<RunSession, 'fleet' | 'startWorking' | 'renew'> {
+  const { runId, leaseName, holder, ttl, fleet } = l;
+  return {
+    fleet: fleet ? { joined: false, workers: 1, ttlMs: ttl } : undefined,
+    startWorking: () => {
+      if (!fleet) return;
+      store.workers.join(runId, holder, hostname(), process.pid, ttl);
+      store.leases.releaseLease(leaseName, holder);
+    },
+    renew: () => fleet || store.leases.renewLease(leaseName, holder, ttl),
+  };
 }
 
 /** The rows after the first `first`, stored while the run runs; none left: the plan's rows are released. */

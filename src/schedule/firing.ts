@@ -7,14 +7,16 @@ import type { UnattendedOutcome } from '../run/unattended.js';
 import type { Store } from '../store/index.js';
 import type { FiringResult } from './scheduler.js';
 
-/** What the scheduler says of a firing, from what the library says of the run. */
-export function firingResult(done: UnattendedOutcome): FiringResult {
+/**
+ * What the scheduler says of a firing, from what the library says of the run; `statusCommand` is the
+ * run's `status` as the one command builder words it (its state file and flags).
+ */
+export function firingResult(done: UnattendedOutcome, statusCommand: string): FiringResult {
   const { runId } = done;
   if (done.kind === 'refused') return { outcome: 'refused', runId, message: done.message };
   if (done.exitCode === EXIT.ok) return { outcome: 'finished', runId, message: 'every task succeeded' };
   const result = done.kind === 'ran' ? done.outcome.result : undefined;
-  const message =
-    result?.stopMessage ?? `finished with exit code ${done.exitCode}: see \`mediabatch status ${runId}\``;
+  const message = result?.stopMessage ?? `finished with exit code ${done.exitCode}: see \`${statusCommand}\``;
   switch (done.exitCode) {
     case EXIT.interrupted:
       return { outcome: 'interrupted', runId, message };

@@ -1,15 +1,16 @@
 // The facts of one run's account (src/account/), read in ONE read transaction, so every figure of it
 // is of the same moment: a runner committing between two statements cannot make the counts and the
-// money disagree. Built for a million tasks: the whole-run sums are range scans in storage order (as
-// runTotals does); only the few tasks whose money needs telling apart (sent more than once, or once in
-// doubt) are read one by one.
+// money disagree. Built for a million tasks: the counts, the estimates and the money are sums the
+// store keeps beside the rows by triggers (task_counts, account_money: migrations 5 and 15), a few rows
+// whatever the run's size; only the tasks paid for and without a result are read one by one.
+// account-scan.ts computes the same sums by reading every row, the check the tests hold these to.
 
 import type { Db } from './db.js';
 import type { ReviewCounts } from './reviews.js';
 import { awaitsReviewSql } from './shown-state.js';
-import { emptyTaskCounts, STORED_TASK_STATES, type TaskState } from './types.js';
+import { emptyTaskCounts, MONEY_KINDS, type MoneyKind, STORED_TASK_STATES, type TaskState } from './types.js';
 
-/** Sums of the run's tasks' estimates, in tokens. */
+/** Sums of the run's tasks' estimates, in micro-tokens. */
 export interface AccountEstimates {
   /** Every task but the skipped ones (a rejected upstream took them out of the run). */
   tokens: number;
@@ -22,36 +23,66 @@ export interface AccountEstimates {
   inDoubtMax: number;
 }
 
-/** One ledger row of a task whose money is told apart job by job. */
-export interface AccountLedgerRow {
-  taskId: string;
-  imgUuid: string;
-  kind: 'charge' | 'refund';
-  tokens: number;
-  reroll: boolean;
+/** The money of one kind of job, in micro-tokens. */
+export interface KindSums {
+  /** Charges (jobs the API accepted). */
+  jobs: number;
+  /** Tasks with at least one such charge. */
+  tasks: number;
+  charged: number;
+  refunded: number;
 }
 
-/** One submission of such a task: its number and what its answer was. */
-export interface AccountAttemptRow {
-  taskId: string;
-  attemptNo: number;
-  outcome: 'submitted' | 'rejected' | 'not_charged' | 'in_doubt' | null;
-  imgUuid: string | null;
+/** The sums the store keeps per run (and account-scan.ts computes by reading every row). */
+export interface AccountSums {
+  estimates: AccountEstimates;
+  money: Record<MoneyKind, KindSums>;
 }
 
-export interface AccountFacts {
+export interface AccountFacts extends AccountSums {
   /** Tasks per stored state, `awaiting_review` taken out of `pending`. */
   counts: Record<TaskState, number>;
   review: ReviewCounts & { waiting: number; rerollsAsked: number };
-  estimates: AccountEstimates;
-  /** Every charge and refund of the run, and how many charges. */
-  ledger: { charged: number; refunded: number; charges: number };
-  /** The ledger rows and attempts of the tasks sent more than once or ever in doubt. */
-  detail: { ledger: AccountLedgerRow[]; attempts: AccountAttemptRow[] };
   /** Charged tasks without a result on disk, per state: how many, and their net (charged − refunded). */
   notOnDisk: Record<'unfetched' | 'stalled' | 'lost', { tasks: number; tokens: number }>;
   /** The first ACCOUNT_ID_LIMIT ids, in manifest order, of the tasks each next step is about. */
   ids: { inDoubt: string[]; awaiting: string[]; unfinished: string[] };
+}
+
+/** Sums with nothing in them, every kind present. */
+export function emptyAccountSums(): AccountSums {
+  return {
+    estimates: { tokens: 0, min: 0, max: 0, leftTokens: 0, leftMax: 0, inDoubtMax: 0 },
+    money: Object.fromEntries(
+      MONEY_KINDS.map((k) => [k, { jobs: 0, tasks: 0, charged: 0, refunded: 0 }]),
+    ) as Record<MoneyKind, KindSums>,
+  };
+}
+
+/** The estimate of one state's tasks, in micro-tokens. */
+export interface StateEstimate {
+  state: TaskState;
+  tokens: number;
+  min: number;
+  max: number;
+}
+
+/** The account's estimates from each state's: what is left is pending or being sent, skipped is out. */
+export function estimatesOf(states: Iterable<StateEstimate>): AccountEstimates {
+  const e = emptyAccountSums().estimates;
+  for (const s of states) {
+    if (s.state !== 'skipped') {
+      e.tokens += s.tokens;
+      e.min += s.min;
+      e.max += s.max;
+    }
+    if (s.state === 'pending' || s.state === 'submitting') {
+      e.leftTokens += s.tokens;
+      e.leftMax += s.max;
+    }
+    if (s.state === 'in_doubt') e.inDoubtMax += s.max;
+  }
+  return e;
 }
 
 /** At most this many task ids per next step. */
@@ -60,18 +91,20 @@ export const ACCOUNT_ID_LIMIT = 20;
 /** The stored states a later `run` goes on with (UNFINISHED of transitions.ts, `pending` for awaiting review). */
 const GOES_ON = ['pending', 'submitting', 'submitted', 'running', 'stalled', 'downloading', 'unfetched'];
 
-interface Range {
-  lo: number | null;
-  hi: number | null;
-}
-
 export class AccountReadStore {
   readonly #read: (runId: string) => AccountFacts;
 
   // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db) {
-    const countByState = db.prepare<[string], { state: TaskState; n: number }>(
-      'SELECT state, n FROM task_counts WHERE run_id = ? AND n > 0',
+    const byState = db.prepare<
+      [string],
+      { state: TaskState; n: number; tokens: number; min: number; max: number }
+    >(
+      `SELECT state, n, est_micro AS tokens, est_min_micro AS min, est_max_micro AS max
+       FROM task_counts WHERE run_id = ? AND n > 0`,
+    );
+    const moneyByKind = db.prepare<[string], KindSums & { kind: MoneyKind }>(
+      'SELECT kind, jobs, tasks, charged, refunded FROM account_money WHERE run_id = ?',
     );
     const countAwaiting = db
       .prepare<[string], number>(
@@ -89,54 +122,6 @@ export class AccountReadStore {
     const rerollsAsked = db
       .prepare<[string], number>(`SELECT count(*) FROM decisions WHERE run_id = ? AND verdict = 'reroll'`)
       .pluck();
-    const taskRange = db.prepare<[string], Range>(
-      'SELECT min(rowid) AS lo, max(rowid) AS hi FROM tasks WHERE run_id = ?',
-    );
-    // One pass over the run's rows in storage order (see runTotals in report-reads.ts for why).
-    const estimates = db.prepare<[number, number, string], AccountEstimates>(
-      `SELECT total(CASE WHEN state <> 'skipped' THEN est_tokens END) AS tokens,
-         total(CASE WHEN state <> 'skipped' THEN est_min END) AS min,
-         total(CASE WHEN state <> 'skipped' THEN est_max END) AS max,
-         total(CASE WHEN state IN ('pending', 'submitting') THEN est_tokens END) AS leftTokens,
-         total(CASE WHEN state IN ('pending', 'submitting') THEN est_max END) AS leftMax,
-         total(CASE WHEN state = 'in_doubt' THEN est_max END) AS inDoubtMax
-       FROM tasks WHERE rowid BETWEEN ? AND ? AND +run_id = ?`,
-    );
-    const ledgerRange = db.prepare<[string], Range>(
-      'SELECT min(id) AS lo, max(id) AS hi FROM ledger WHERE run_id = ?',
-    );
-    const ledgerSums = db.prepare<[number, number, string], AccountFacts['ledger']>(
-      `SELECT total(CASE WHEN kind = 'charge' THEN tokens END) AS charged,
-         total(CASE WHEN kind = 'refund' THEN tokens END) AS refunded,
-         count(CASE WHEN kind = 'charge' THEN 1 END) AS charges
-       FROM ledger WHERE id BETWEEN ? AND ? AND +run_id = ?`,
-    );
-    const attemptRange = db.prepare<[string], Range>(
-      'SELECT min(rowid) AS lo, max(rowid) AS hi FROM attempts WHERE run_id = ?',
-    );
-    // A task sent once has at most one charge (and its refund): its money is its first job's. Only the
-    // tasks sent more than once, or once in doubt, are told apart job by job.
-    const sentAgain = db
-      .prepare<[number, number, string], string>(
-        `SELECT DISTINCT task_id FROM attempts
-         WHERE rowid BETWEEN ? AND ? AND +run_id = ? AND (attempt_no > 1 OR outcome = 'in_doubt')`,
-      )
-      .pluck();
-    const ledgerOf = db.prepare<
-      [string, string],
-      { task_id: string; img_uuid: string; kind: 'charge' | 'refund'; tokens: number; reroll: number }
-    >(
-      `SELECT task_id, img_uuid, kind, tokens, reroll FROM ledger
-       WHERE run_id = ? AND task_id = ? ORDER BY id`,
-    );
-    const attemptsOf = db.prepare<
-      [string, string],
-      { task_id: string; attempt_no: number; outcome: AccountAttemptRow['outcome']; img_uuid: string | null }
-    >(
-      `SELECT task_id, attempt_no, outcome, img_uuid FROM attempts
-       WHERE run_id = ? AND task_id = ? ORDER BY attempt_no`,
-    );
-
     const firstIn = db.prepare<[string, string, number], { task_id: string; seq: number }>(
       'SELECT task_id, seq FROM tasks WHERE run_id = ? AND state = ? ORDER BY seq LIMIT ?',
     );
@@ -163,12 +148,10 @@ export class AccountReadStore {
        FROM tasks AS t WHERE run_id = ? AND state IN ('unfetched', 'stalled', 'lost') GROUP BY state`,
     );
 
-    const sumsIn = <T>(range: Range | undefined, read: (lo: number, hi: number) => T | undefined) =>
-      range?.lo == null || range.hi == null ? undefined : read(range.lo, range.hi);
-
     this.#read = db.transaction((runId: string): AccountFacts => {
       const counts = emptyTaskCounts();
-      for (const { state, n } of countByState.iterate(runId)) {
+      const states = byState.all(runId);
+      for (const { state, n } of states) {
         if (STORED_TASK_STATES.includes(state)) counts[state] = n;
       }
       if (counts.pending > 0) {
@@ -176,32 +159,8 @@ export class AccountReadStore {
         counts.pending -= counts.awaiting_review;
       }
       const review = reviewCounts.get(runId) ?? { reviewed: 0, awaiting: 0, approved: 0, rejected: 0 };
-      const tasks = taskRange.get(runId);
-      const est = sumsIn(tasks, (lo, hi) => estimates.get(lo, hi, runId));
-      const ledger = sumsIn(ledgerRange.get(runId), (lo, hi) => ledgerSums.get(lo, hi, runId));
-      const special = new Set(
-        sumsIn(attemptRange.get(runId), (lo, hi) => sentAgain.all(lo, hi, runId)) ?? [],
-      );
-      const detail: AccountFacts['detail'] = { ledger: [], attempts: [] };
-      for (const taskId of special) {
-        for (const r of ledgerOf.iterate(runId, taskId)) {
-          detail.ledger.push({
-            taskId: r.task_id,
-            imgUuid: r.img_uuid,
-            kind: r.kind,
-            tokens: r.tokens,
-            reroll: r.reroll === 1,
-          });
-        }
-        for (const a of attemptsOf.iterate(runId, taskId)) {
-          detail.attempts.push({
-            taskId: a.task_id,
-            attemptNo: a.attempt_no,
-            outcome: a.outcome,
-            imgUuid: a.img_uuid,
-          });
-        }
-      }
+      const { money } = emptyAccountSums();
+      for (const { kind, ...sums } of moneyByKind.iterate(runId)) money[kind] = sums;
       return {
         counts,
         review: {
@@ -210,9 +169,8 @@ export class AccountReadStore {
           waiting: counts.awaiting_review,
           rerollsAsked: review.reviewed > 0 ? (rerollsAsked.get(runId) ?? 0) : 0,
         },
-        estimates: est ?? { tokens: 0, min: 0, max: 0, leftTokens: 0, leftMax: 0, inDoubtMax: 0 },
-        ledger: ledger ?? { charged: 0, refunded: 0, charges: 0 },
-        detail,
+        estimates: estimatesOf(states),
+        money,
         notOnDisk: notOnDiskOf(notOnDisk.all(runId)),
         ids: {
           inDoubt: firstIn.all(runId, 'in_doubt', ACCOUNT_ID_LIMIT).map((r) => r.task_id),

@@ -3,6 +3,7 @@
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { shellQuote } from '../util/shell.js';
 import { STATE_FILE_KINDS, StoreError, type StoreErrorKind } from './errors.js';
 import { MIGRATIONS, type Migration } from './migrations.js';
 import type { Clock } from './types.js';
@@ -23,7 +24,7 @@ function fileError(
     path: `state file ${file} ${detail}`,
     permission: `state file ${file} cannot be written ${detail}: fix the permissions of the file and its folder, or choose another --state`,
     full: `state file ${file} cannot be written: the disk is full; free some space and run again`,
-    busy: `state file ${file} is locked by another process: wait for it to finish (see \`mediabatch status\`) and run again`,
+    busy: `state file ${file} is locked by another process: wait for it to finish (see \`mediabatch status --state ${shellQuote(file)}\`) and run again`,
   }[kind];
   return new StoreError(message, { kind, file });
 }

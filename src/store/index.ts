@@ -1,7 +1,8 @@
 // The state database: the one module that holds SQL. Everything is synchronous on purpose: a
 // transaction can never span an `await`, so no other work interleaves with a half-written change.
 
-import { type AccountFacts, AccountReadStore } from './account-reads.js';
+import { type AccountFacts, AccountReadStore, type AccountSums } from './account-reads.js';
+import { AccountScanStore } from './account-scan.js';
 import { ChainStore } from './chains.js';
 import { ClaimStore } from './claims.js';
 import { type Db, openDatabase, openDatabaseReadOnly } from './db.js';
@@ -10,7 +11,7 @@ import { JobStore } from './jobs.js';
 import { LeaseStore } from './leases.js';
 import { LedgerStore } from './ledger.js';
 import { isPostgresUrl, redactUrl } from './location.js';
-import { openPgDatabase } from './pg/open.js';
+import { openPgDatabase, openPgDatabaseReadOnly } from './pg/open.js';
 import { ReportBasisStore } from './report-basis.js';
 import { ReportReadStore } from './report-reads.js';
 import { ReservationStore } from './reservations.js';
@@ -25,7 +26,7 @@ import { UploadStore } from './uploads.js';
 import { ViewReadStore } from './view-reads.js';
 import { WorkerStore } from './workers.js';
 
-export type { AccountAttemptRow, AccountFacts, AccountLedgerRow } from './account-reads.js';
+export type { AccountEstimates, AccountFacts, AccountSums, KindSums } from './account-reads.js';
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
 export { JOB_STATES, type LeaveResult, type SweepResult } from './claims.js';
 export { StoreError } from './db.js';
@@ -94,11 +95,13 @@ export function openStore(file: string, opts: StoreOptions = {}): Store {
 
 /**
  * Opens an existing state database read-only (`mediabatch view`): no write lock is ever taken, so a run
- * in another process is never slowed or blocked. Every write method fails (SQLITE_READONLY). A file of
- * an older schema is refused with kind 'older' (open it once with openStore to migrate it).
+ * in another process is never slowed or blocked. Every write method fails (SQLITE_READONLY; on
+ * PostgreSQL, a read-only transaction's refusal). A state of an older schema is refused with kind
+ * 'older' (open it once with openStore to migrate it).
  */
 export function openReadOnlyStore(file: string, opts: StoreOptions = {}): Store {
   const now = opts.now ?? (() => new Date());
+  if (isPostgresUrl(file)) return new Store(redactUrl(file), openPgDatabaseReadOnly(file), now);
   return new Store(file, openDatabaseReadOnly(file), now);
 }
 
@@ -129,6 +132,14 @@ export class Store {
   accountFacts(runId: string): AccountFacts {
     this.#accountReads ??= new AccountReadStore(this.#db);
     return this.#accountReads.accountFacts(runId);
+  }
+
+  /**
+   * The sums of accountFacts (estimates, money by kind) computed by reading every row of the run: the
+   * check of the sums the store keeps by triggers, which must always equal it.
+   */
+  accountSumsByScan(runId: string): AccountSums {
+    return new AccountScanStore(this.#db).accountSumsByScan(runId);
   }
 
   // One sub-store per part of the state; a caller names the part it needs (`store.tasks.nextPending`).

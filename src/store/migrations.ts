@@ -597,4 +597,125 @@ CREATE INDEX tasks_claimed ON tasks (run_id, claimed_by) WHERE claimed_by IS NOT
 ALTER TABLE attempts ADD COLUMN worker_id TEXT;
 `,
   },
+  {
+    id: 15,
+    name: "the account's sums per run, kept by triggers: estimates per state, money per kind of job",
+    sql: `
+-- The estimate of the tasks in each state, in micro-tokens, beside their count: the account's estimate
+-- (every state but skipped), worst case left (pending and submitting) and in doubt are a few rows then,
+-- never a pass over a million tasks. Kept by the trigger that moves the count, which now also follows
+-- an estimate changed in place.
+ALTER TABLE task_counts ADD COLUMN est_micro INTEGER NOT NULL DEFAULT 0 CHECK (est_micro >= 0);
+ALTER TABLE task_counts ADD COLUMN est_min_micro INTEGER NOT NULL DEFAULT 0 CHECK (est_min_micro >= 0);
+ALTER TABLE task_counts ADD COLUMN est_max_micro INTEGER NOT NULL DEFAULT 0 CHECK (est_max_micro >= 0);
+UPDATE task_counts SET est_micro = s.est, est_min_micro = s.est_min, est_max_micro = s.est_max
+FROM (SELECT run_id, state, sum(CAST(round(est_tokens * 1000000) AS INTEGER)) AS est,
+        sum(CAST(round(est_min * 1000000) AS INTEGER)) AS est_min,
+        sum(CAST(round(est_max * 1000000) AS INTEGER)) AS est_max
+      FROM tasks GROUP BY run_id, state) AS s
+WHERE task_counts.run_id = s.run_id AND task_counts.state = s.state;
+DROP TRIGGER task_counts_move;
+CREATE TRIGGER task_counts_move AFTER UPDATE OF state, est_tokens, est_min, est_max ON tasks
+  WHEN OLD.state IS NOT NEW.state OR OLD.est_tokens IS NOT NEW.est_tokens OR OLD.est_min IS NOT NEW.est_min
+    OR OLD.est_max IS NOT NEW.est_max BEGIN
+  UPDATE task_counts SET n = n - 1,
+    est_micro = est_micro - CAST(round(OLD.est_tokens * 1000000) AS INTEGER),
+    est_min_micro = est_min_micro - CAST(round(OLD.est_min * 1000000) AS INTEGER),
+    est_max_micro = est_max_micro - CAST(round(OLD.est_max * 1000000) AS INTEGER)
+  WHERE run_id = OLD.run_id AND state = OLD.state;
+  INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+    VALUES (NEW.run_id, NEW.state, 1, CAST(round(NEW.est_tokens * 1000000) AS INTEGER),
+      CAST(round(NEW.est_min * 1000000) AS INTEGER), CAST(round(NEW.est_max * 1000000) AS INTEGER))
+    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1, est_micro = est_micro + excluded.est_micro,
+      est_min_micro = est_min_micro + excluded.est_min_micro, est_max_micro = est_max_micro + excluded.est_max_micro;
+END;
+DROP TRIGGER task_counts_delete;
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+  UPDATE task_counts SET n = n - 1,
+    est_micro = est_micro - CAST(round(OLD.est_tokens * 1000000) AS INTEGER),
+    est_min_micro = est_min_micro - CAST(round(OLD.est_min * 1000000) AS INTEGER),
+    est_max_micro = est_max_micro - CAST(round(OLD.est_max * 1000000) AS INTEGER)
+  WHERE run_id = OLD.run_id AND state = OLD.state;
+END;
+
+-- What each job's money was spent on, decided when its charge is booked: a re-roll when the ledger says
+-- so; else the last earlier answer of its task, before its own attempt: in doubt makes a retry of doubt,
+-- a job refunded (failed) an automatic retry, a job kept a sending again, none the first job. A refund
+-- is of its charge's kind. Its own attempt: the one that carries its job; while the charge is booked
+-- (before the answer is recorded on it) the attempt still waiting for its answer, or for a job found
+-- for an answer in doubt the last attempt in doubt; else the latest.
+ALTER TABLE ledger ADD COLUMN money_kind TEXT
+  CHECK (money_kind IN ('first', 'retry', 'reroll', 'doubt_retry', 'sent_again'));
+UPDATE ledger SET money_kind = CASE WHEN reroll = 1 THEN 'reroll' ELSE coalesce((
+    SELECT CASE WHEN b.outcome = 'in_doubt' THEN 'doubt_retry'
+      WHEN EXISTS (SELECT 1 FROM ledger r WHERE r.img_uuid = b.img_uuid AND r.kind = 'refund') THEN 'retry'
+      ELSE 'sent_again' END
+    FROM attempts b
+    WHERE b.run_id = ledger.run_id AND b.task_id = ledger.task_id AND b.outcome IN ('in_doubt', 'submitted')
+      AND b.attempt_no < coalesce(
+        (SELECT o.attempt_no FROM attempts o
+         WHERE o.run_id = ledger.run_id AND o.task_id = ledger.task_id AND o.img_uuid = ledger.img_uuid),
+        (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = ledger.run_id AND o.task_id = ledger.task_id AND o.outcome IS NULL),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = ledger.run_id AND o.task_id = ledger.task_id AND o.outcome = 'in_doubt'),
+          (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = ledger.run_id AND o.task_id = ledger.task_id), 0)
+    ORDER BY b.attempt_no DESC LIMIT 1), 'first') END
+WHERE kind = 'charge';
+UPDATE ledger SET money_kind = coalesce((SELECT c.money_kind FROM ledger c
+  WHERE c.img_uuid = ledger.img_uuid AND c.kind = 'charge'), 'first')
+WHERE kind = 'refund';
+
+-- The run's money per kind of job, in micro-tokens: jobs charged, tasks with such a job, charged,
+-- refunded. The account reads five rows, whatever the size of the run.
+CREATE TABLE account_money (
+  run_id   TEXT NOT NULL,
+  kind     TEXT NOT NULL CHECK (kind IN ('first', 'retry', 'reroll', 'doubt_retry', 'sent_again')),
+  jobs     INTEGER NOT NULL DEFAULT 0 CHECK (jobs >= 0),
+  tasks    INTEGER NOT NULL DEFAULT 0 CHECK (tasks >= 0),
+  charged  INTEGER NOT NULL DEFAULT 0 CHECK (charged >= 0),
+  refunded INTEGER NOT NULL DEFAULT 0 CHECK (refunded >= 0),
+  PRIMARY KEY (run_id, kind)
+) STRICT, WITHOUT ROWID;
+INSERT INTO account_money (run_id, kind, jobs, tasks, charged, refunded)
+  SELECT run_id, money_kind, count(CASE WHEN kind = 'charge' THEN 1 END),
+    count(DISTINCT CASE WHEN kind = 'charge' THEN task_id END),
+    coalesce(sum(CASE WHEN kind = 'charge' THEN CAST(round(tokens * 1000000) AS INTEGER) END), 0),
+    coalesce(sum(CASE WHEN kind = 'refund' THEN CAST(round(tokens * 1000000) AS INTEGER) END), 0)
+  FROM ledger GROUP BY run_id, money_kind;
+
+-- In the transaction that books the charge or refund.
+CREATE TRIGGER account_money_kind AFTER INSERT ON ledger BEGIN
+  UPDATE ledger SET money_kind = CASE
+    WHEN NEW.kind = 'refund' THEN coalesce((SELECT c.money_kind FROM ledger c
+      WHERE c.img_uuid = NEW.img_uuid AND c.kind = 'charge'), 'first')
+    WHEN NEW.reroll = 1 THEN 'reroll'
+    ELSE coalesce((
+      SELECT CASE WHEN b.outcome = 'in_doubt' THEN 'doubt_retry'
+        WHEN EXISTS (SELECT 1 FROM ledger r WHERE r.img_uuid = b.img_uuid AND r.kind = 'refund') THEN 'retry'
+        ELSE 'sent_again' END
+      FROM attempts b
+      WHERE b.run_id = NEW.run_id AND b.task_id = NEW.task_id AND b.outcome IN ('in_doubt', 'submitted')
+        AND b.attempt_no < coalesce(
+          (SELECT o.attempt_no FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.img_uuid = NEW.img_uuid),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.outcome IS NULL),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.outcome = 'in_doubt'),
+          (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id), 0)
+      ORDER BY b.attempt_no DESC LIMIT 1), 'first') END
+  WHERE id = NEW.id;
+  INSERT INTO account_money (run_id, kind, jobs, tasks, charged, refunded)
+    SELECT NEW.run_id, l.money_kind, NEW.kind = 'charge',
+      NEW.kind = 'charge' AND NOT EXISTS (SELECT 1 FROM ledger o WHERE o.run_id = NEW.run_id
+        AND o.task_id = NEW.task_id AND o.kind = 'charge' AND o.money_kind = l.money_kind AND o.id <> NEW.id),
+      CASE WHEN NEW.kind = 'charge' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END,
+      CASE WHEN NEW.kind = 'refund' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END
+    FROM ledger l WHERE l.id = NEW.id
+    ON CONFLICT (run_id, kind) DO UPDATE SET jobs = jobs + excluded.jobs, tasks = tasks + excluded.tasks,
+      charged = charged + excluded.charged, refunded = refunded + excluded.refunded;
+END;
+`,
+  },
 ];

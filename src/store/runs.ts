@@ -210,6 +210,6 @@ export class RunStore {
 
 export function unknownRun(id: string): StoreError {
   return new StoreError(
-    `run ${id}: not found in the state database: check the run id with \`mediabatch status\``,
+    `run ${id}: not found in the state database: the runs it holds are listed by \`status\` on the same state`,
   );
 }

@@ -1,4 +1,5 @@
 import type { TaskOrder } from '../manifest/types.js';
+import { toMicro } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
@@ -57,6 +58,13 @@ interface TaskValues {
 
 type Key = { runId: string; taskId: string };
 
+/** The estimates of the tasks one upsert inserted, in micro-tokens (as task_counts keeps them). */
+interface InsertedEstimate {
+  tokens: number;
+  min: number;
+  max: number;
+}
+
 export class TaskStore {
   readonly #now: Clock;
   readonly #upsert;
@@ -106,9 +114,13 @@ export class TaskStore {
     this.#chains = chains;
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#forgetReportBasis = db.prepare<[string]>('UPDATE runs SET report_basis = NULL WHERE id = ?');
-    this.#countInserted = db.prepare<[string, number]>(
-      `INSERT INTO task_counts (run_id, state, n) VALUES (?, 'pending', ?)
-       ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + excluded.n`,
+    this.#countInserted = db.prepare<[string, number, number, number, number]>(
+      `INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+       VALUES (?, 'pending', ?, ?, ?, ?)
+       ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + excluded.n,
+         est_micro = task_counts.est_micro + excluded.est_micro,
+         est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
+         est_max_micro = task_counts.est_max_micro + excluded.est_max_micro`,
     );
     // One task at a time through the primary key: a resumed run of a million tasks never holds them all.
     this.#selectExisting = db.prepare<[string, string], ExistingTask>(
@@ -330,6 +342,7 @@ export class TaskStore {
     // Upstream rows reference their task, so they are written once the batches of new tasks are in.
     const links: Array<[string, UpstreamLink[]]> = [];
     const resetIds: string[] = [];
+    const inserted: InsertedEstimate = { tokens: 0, min: 0, max: 0 };
 
     for (const spec of specs) {
       if (seen?.has(spec.taskId)) throw listedTwice(runId, spec.taskId);
@@ -351,6 +364,9 @@ export class TaskStore {
         if (batch.length === INSERT_BATCH * INSERT_COLUMNS)
           this.#insertRows(runId, this.#insertTaskBatch, batch.splice(0));
         result.inserted++;
+        inserted.tokens += toMicro(values.estTokens);
+        inserted.min += toMicro(values.estMin);
+        inserted.max += toMicro(values.estMax);
       } else if (plannedHash === values.bodyHash) {
         result.unchanged++;
         // A filled-in task's estimate is its exact price: the plan's range does not replace it.
@@ -377,7 +393,7 @@ export class TaskStore {
         }
       }
     }
-    this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen });
+    this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen, inserted });
     return result;
   }
 
@@ -392,6 +408,7 @@ export class TaskStore {
       now: string;
       touched: boolean;
       seen: Set<string> | undefined;
+      inserted: InsertedEstimate;
     },
   ): void {
     const { batch, result } = o;
@@ -400,8 +417,12 @@ export class TaskStore {
     }
     for (const [taskId, upstreams] of o.links) this.#chains.setUpstreams(runId, taskId, upstreams);
     if (o.resetIds.length > 0) this.#resetDownstreams(runId, o.resetIds, result, o.now);
-    // Counted here rather than by a trigger per row (migration 5): every task is inserted pending.
-    if (result.inserted > 0) this.#countInserted.run(runId, result.inserted);
+    // Counted and summed here rather than by a trigger per row (migrations 5 and 15): every task is
+    // inserted pending.
+    if (result.inserted > 0) {
+      const { tokens, min, max } = o.inserted;
+      this.#countInserted.run(runId, result.inserted, tokens, min, max);
+    }
     // A task added or re-estimated is news the report on disk does not have.
     if (o.touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
     if (o.seen) {

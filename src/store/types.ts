@@ -32,6 +32,13 @@ export const TASK_STATES = [
 export type TaskState = (typeof TASK_STATES)[number];
 
 /** The states a row of the tasks table can hold (its CHECK): every shown state but `awaiting_review`. */
+/**
+ * The kinds of job the ledger charged, each apart (migration 15 keeps a run's money per kind). A re-roll
+ * is never a retry.
+ */
+export const MONEY_KINDS = ['first', 'retry', 'reroll', 'doubt_retry', 'sent_again'] as const;
+export type MoneyKind = (typeof MONEY_KINDS)[number];
+
 export const STORED_TASK_STATES: readonly TaskState[] = TASK_STATES.filter((s) => s !== 'awaiting_review');
 
 /** A count of 0 for every task state, in TASK_STATES order: where per-state tallies start. */

@@ -163,15 +163,33 @@ const SCRUBBED = 'mediabatch_scrubbed';
 
 /**
  * Filters shared by every list statement; null parameters switch a filter off. `:stored` are the stored
- * states behind the shown ones of `:states` (awaiting_review is stored as pending).
+ * states behind the shown ones of `:states` (awaiting_review is stored as pending). `inSql`: the text is
+ * scrubbed by a function of the connection (SQLite); else the statement matches the plain text and the
+ * rows are scrubbed and matched again as they are read (PostgreSQL cannot call into this process).
  */
-const FILTERS = `(:states IS NULL OR (state IN (SELECT value FROM json_each(:stored))
+function filters(inSql: boolean): string {
+  const scrubbed = (text: string) => (inSql ? `${SCRUBBED}(${text})` : text);
+  return `(:states IS NULL OR (state IN (SELECT value FROM json_each(:stored))
     AND ${shownStateSql('tasks')} IN (SELECT value FROM json_each(:states))))
   AND (:model IS NULL OR model = :model)
   AND (:awaiting = 0 OR (review = 1 AND verdict IS NULL AND state = 'done'))
   AND (:q IS NULL OR instr(lower(task_id), :q) > 0
-       OR (instr(lower(body), :q) > 0 AND instr(lower(${SCRUBBED}(body)), :q) > 0)
-       OR (instr(lower(coalesce(error, '')), :q) > 0 AND instr(lower(${SCRUBBED}(coalesce(error, ''))), :q) > 0))`;
+       OR (instr(lower(body), :q) > 0 AND instr(lower(${scrubbed('body')}), :q) > 0)
+       OR (instr(lower(coalesce(error, '')), :q) > 0 AND instr(lower(${scrubbed("coalesce(error, '')")}), :q) > 0))`;
+}
+
+/** The text filter as the answers show the row (scrubbed), for rows a statement matched on plain text. */
+function shows(row: TaskListRow, q: string): boolean {
+  return (
+    row.task_id.toLowerCase().includes(q) ||
+    scrub(row.body).toLowerCase().includes(q) ||
+    scrub(row.error ?? '')
+      .toLowerCase()
+      .includes(q)
+  );
+}
+
+type ListStatement = { all(params: ListParams): TaskListRow[] };
 
 /**
  * The keyset bounds are always given (a NULL-or-bound test would stop SQLite from seeking the index):
@@ -190,6 +208,15 @@ interface ListParams {
 }
 
 const END_OF_TIME = '9999';
+/** Rows read at a time when the text filter is matched again on the rows (PostgreSQL). */
+const READ_PAST_ROWS = 200;
+
+/** The keyset bound after a row: of the lists by task id, and of the list by finish time. */
+const byTaskId = (row: TaskListRow): Partial<ListParams> => ({ taskId: row.task_id });
+const byFinish = (row: TaskListRow): Partial<ListParams> => ({
+  finishedAt: row.finished_at ?? END_OF_TIME,
+  taskId: row.task_id,
+});
 
 export class ViewReadStore {
   readonly #db: Db;
@@ -220,10 +247,18 @@ export class ViewReadStore {
   readonly #finishedSince;
   readonly #latestFinish;
 
+  /** The text filter's scrubbing is done on the rows read, not in the statement (PostgreSQL). */
+  readonly #scrubAfter: boolean;
+
   // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db) {
     this.#db = db;
-    db.function(SCRUBBED, (text: unknown) => (typeof text === 'string' ? scrub(text) : text));
+    // better-sqlite3 runs a function of this process inside a statement; PostgreSQL's client cannot.
+    this.#scrubAfter = typeof (db as { function?: unknown }).function !== 'function';
+    if (!this.#scrubAfter) {
+      db.function(SCRUBBED, (text: unknown) => (typeof text === 'string' ? scrub(text) : text));
+    }
+    const FILTERS = filters(!this.#scrubAfter);
     // Newest first: the partial index (run_id, finished_at, task_id) read backwards from the cursor.
     this.#finished = db.prepare<ListParams, TaskListRow>(
       `SELECT ${LIST_COLUMNS} FROM tasks INDEXED BY tasks_by_finished
@@ -402,7 +437,7 @@ export class ViewReadStore {
     if (query.order === 'id') {
       const taskId = after?.phase === 'id' ? after.taskId : '';
       const stmt = small ? this.#byIdSmall : this.#byId;
-      rows = stmt.all({ ...base, finishedAt: END_OF_TIME, taskId, limit: limit + 1 });
+      rows = this.#read(stmt, { ...base, finishedAt: END_OF_TIME, taskId, limit: limit + 1 }, byTaskId);
       if (rows.length > limit) {
         rows = rows.slice(0, limit);
         next = { phase: 'id', taskId: rows[rows.length - 1]?.task_id ?? '' };
@@ -411,12 +446,11 @@ export class ViewReadStore {
       rows = [];
       if (after === undefined || after.phase === 'finished') {
         const stmt = small ? this.#finishedSmall : this.#finished;
-        rows = stmt.all({
-          ...base,
+        const from = {
           finishedAt: after?.phase === 'finished' ? after.finishedAt : END_OF_TIME,
           taskId: after?.phase === 'finished' ? after.taskId : '',
-          limit: limit + 1,
-        });
+        };
+        rows = this.#read(stmt, { ...base, ...from, limit: limit + 1 }, byFinish);
         if (rows.length > limit) {
           rows = rows.slice(0, limit);
           const last = rows[rows.length - 1];
@@ -425,12 +459,11 @@ export class ViewReadStore {
       }
       if (next === null && rows.length < limit + 1) {
         const taskId = after?.phase === 'unfinished' ? after.taskId : '';
-        const more = this.#unfinished.all({
-          ...base,
-          finishedAt: END_OF_TIME,
-          taskId,
-          limit: limit - rows.length + 1,
-        });
+        const more = this.#read(
+          this.#unfinished,
+          { ...base, finishedAt: END_OF_TIME, taskId, limit: limit - rows.length + 1 },
+          byTaskId,
+        );
         const room = limit - rows.length;
         if (more.length > room) next = { phase: 'unfinished', taskId: more[room - 1]?.task_id ?? '' };
         rows = rows.concat(more.slice(0, room));
@@ -438,6 +471,35 @@ export class ViewReadStore {
       }
     }
     return { tasks: this.#withFilesAndSpend(query.runId, rows), next };
+  }
+
+  /**
+   * Up to `params.limit` rows of a list statement. When the text filter is matched again on the rows
+   * (scrubAfter), rows it drops are read past, from the last row read (`next` gives its keyset bound),
+   * until the page is full or the rows run out.
+   */
+  #read(
+    stmt: ListStatement,
+    params: ListParams,
+    next: (row: TaskListRow) => Partial<ListParams>,
+  ): TaskListRow[] {
+    const q = params.q;
+    if (!this.#scrubAfter || q === null) return stmt.all(params);
+    const out: TaskListRow[] = [];
+    // Read in larger steps than a page: where a secret is in many rows, fewer round trips read past them.
+    const step = Math.max(params.limit, READ_PAST_ROWS);
+    let from = { ...params, limit: step };
+    for (;;) {
+      const rows = stmt.all(from);
+      for (const row of rows) {
+        if (!shows(row, q)) continue;
+        out.push(row);
+        if (out.length === params.limit) return out;
+      }
+      const last = rows.at(-1);
+      if (last === undefined || rows.length < step) return out;
+      from = { ...from, ...next(last) };
+    }
   }
 
   #withFilesAndSpend(runId: string, rows: readonly TaskListRow[]): ViewTaskRow[] {

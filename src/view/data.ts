@@ -101,17 +101,17 @@ export class ViewData {
     return this.#store.runs.listRuns().map((run) => this.runHead(run));
   }
 
-  /** One line of the runs list (and the head of a run's page). */
-  runHead(recorded: RunRecord): Record<string, unknown> {
+  /**
+   * One line of the runs list, the head of a run's page and of its live events: its counts and money
+   * are the run's one account (a few rows at any size), the same numbers as on its page.
+   */
+  runHead(recorded: RunRecord, given?: RunAccount): Record<string, unknown> {
     const now = this.#now();
-    const state = shownRunState(this.#store, recorded, now);
-    const counts = this.#store.tasks.countTasksByState(recorded.id);
-    const figures = this.#figures(recorded.id, counts);
-    const last = figures.spend.points().at(-1);
-    const plan = planOf(figures.models ?? []);
+    const account = given ?? this.#accountOf(recorded);
+    const state = account.run.state;
+    // The run's costly figures (series, cost table) are asked to catch up; the head states none of them.
+    this.#figures(recorded.id, account.by_state);
     const running = state === 'running' && recorded.startedAt !== null;
-    const total = TASK_STATES.reduce((n, s) => n + counts[s], 0);
-    const unfinished = UNFINISHED.reduce((n, s) => n + counts[s], 0);
     return {
       id: recorded.id,
       name: recorded.manifestName,
@@ -123,17 +123,19 @@ export class ViewData {
       last_started_at: recorded.startedAt?.toISOString() ?? null,
       finished_at: recorded.finishedAt?.toISOString() ?? null,
       active_ms: recorded.activeMs + (running ? now.getTime() - (recorded.startedAt?.getTime() ?? 0) : 0),
-      tasks: total,
-      finished: total - unfinished,
-      by_state: counts,
-      estimated: roundTokens(plan.estimated),
-      worst_case: roundTokens(plan.max),
       budget: keptSettings(recorded).budget ?? null,
-      charged: last?.[1] ?? 0,
-      refunded: last?.[2] ?? 0,
-      net: last?.[3] ?? 0,
       folder: this.runFolder(recorded),
+      ...headOfAccount(account),
     };
+  }
+
+  /** The run's one account, its commands built from how this view reaches the run. */
+  #accountOf(run: RunRecord): RunAccount {
+    const inv = invocationOf(run, { cwd: this.#cwd, ...this.#reach });
+    return describeRun(this.#store, run.id, {
+      shownState: (r) => shownRunState(this.#store, r, this.#now()),
+      command: invocationCommand(inv),
+    });
   }
 
   /** Everything the run page shows. */
@@ -141,11 +143,8 @@ export class ViewData {
     // The counts and money of the page are the run's one account, of one moment; the series and the
     // cost table (read in the background at a million tasks) are drawn beside it.
     const inv = invocationOf(run, { cwd: this.#cwd, ...this.#reach });
-    const account = describeRun(this.#store, run.id, {
-      shownState: (r) => shownRunState(this.#store, r, this.#now()),
-      command: invocationCommand(inv),
-    });
-    const head = { ...this.runHead(run), ...headOfAccount(account) };
+    const account = this.#accountOf(run);
+    const head = this.runHead(run, account);
     const counts = account.by_state;
     const figures = this.#cache(run.id).figures;
     const unfinished = account.unfinished;
@@ -230,7 +229,7 @@ export class ViewData {
   }
 }
 
-/** The run head's counts and money as the account states them (the list of runs reads them cheaper). */
+/** The run head's counts and money as the account states them. */
 function headOfAccount(account: RunAccount): Record<string, unknown> {
   return {
     state: account.run.state,
@@ -243,14 +242,6 @@ function headOfAccount(account: RunAccount): Record<string, unknown> {
     refunded: account.money.refunded,
     net: account.money.net,
   };
-}
-
-/** The plan's estimate and worst case (every estimate's max), from the per-model rows. */
-function planOf(rows: readonly ModelStateRow[]): { estimated: number; max: number } {
-  return rows.reduce(
-    (sum, r) => ({ estimated: sum.estimated + r.estimated, max: sum.max + r.estimatedMax }),
-    { estimated: 0, max: 0 },
-  );
 }
 
 /** The cost table: per model, its tasks by state and estimates, and what the ledger says it cost. */

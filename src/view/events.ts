@@ -6,9 +6,10 @@
 // runner in the same process) an open page takes at most about 5 % of the runner's core.
 
 import type { ServerResponse } from 'node:http';
-import type { RunRecord, TaskState } from '../store/index.js';
+import { type RunRecord, StoreError, type TaskState } from '../store/index.js';
 import { scrub } from '../util/secrets.js';
 import { VIEW_API_VERSION, type ViewData } from './data.js';
+import { nextExpiry, runWorkers } from './workers.js';
 
 export const POLL_MS = 250;
 /** The next look waits at least this many times the last one's cost: 5 % of a core at most. */
@@ -18,8 +19,20 @@ const HEARTBEAT_MS = 15_000;
 const TASK_IDS = 200;
 
 export interface ViewEvent {
-  event: 'runs' | 'run' | 'tasks';
+  event: 'runs' | 'run' | 'tasks' | 'workers' | 'store';
   data: Record<string, unknown>;
+}
+
+/** How long the poller waits before it knocks again at a database that did not answer. */
+const AWAY_POLL_MS = 1000;
+
+/**
+ * The state cannot be read for now (a PostgreSQL server that went away or cannot be reached, a SQLite
+ * file locked past its timeout): the page says so, in one line, and reads again when it is back.
+ */
+export function unreachable(error: unknown): string | undefined {
+  if (!(error instanceof StoreError) || error.kind !== 'busy') return undefined;
+  return error.message.split('\n')[0]?.trim() ?? error.message;
 }
 
 export class ChangeFeed {
@@ -35,9 +48,31 @@ export class ChangeFeed {
   /** After the first look: a run that appears later is new, and all of it is news. */
   #primed = false;
   #stopped = false;
+  /** Why the state could not be read at the last look, or undefined while it answers. */
+  #away: string | undefined;
+  /** Each run's workers as last sent. */
+  readonly #lastWorkers = new Map<string, string>();
+  /** When a working worker's heartbeat runs out next (ms since the epoch): it is lost from then on. */
+  #nextExpiry = Number.POSITIVE_INFINITY;
+  readonly #now: () => number;
 
-  constructor(data: ViewData) {
+  readonly #onError: (error: unknown) => void;
+  readonly #onAway: (line: string | undefined) => void;
+
+  constructor(
+    data: ViewData,
+    opts: {
+      now?: () => number;
+      /** A look that failed for another reason than the database being away: told, and the next look tries again. */
+      onError?: (error: unknown) => void;
+      /** The database went away (its one line) or is back (undefined). */
+      onAway?: (line: string | undefined) => void;
+    } = {},
+  ) {
+    this.#onAway = opts.onAway ?? (() => undefined);
     this.#data = data;
+    this.#now = opts.now ?? Date.now;
+    this.#onError = opts.onError ?? (() => undefined);
     // A large run's figures caught up in the background: the pages ask again, so they show them.
     data.onFresh = (runId) => {
       const run = data.store.runs.getRun(runId);
@@ -46,7 +81,7 @@ export class ChangeFeed {
   }
 
   start(): void {
-    this.tick();
+    this.#look();
     this.#lookLater(POLL_MS);
     this.#heartbeat = setInterval(() => this.#send(': keep-alive\n\n'), HEARTBEAT_MS);
     this.#heartbeat.unref();
@@ -57,8 +92,9 @@ export class ChangeFeed {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
       const started = performance.now();
-      if (this.#clients.size > 0) this.tick();
-      this.#lookLater(Math.max(POLL_MS, TICK_COST_FACTOR * (performance.now() - started)));
+      if (this.#clients.size > 0) this.#look();
+      const next = this.#away === undefined ? POLL_MS : AWAY_POLL_MS;
+      this.#lookLater(Math.max(next, TICK_COST_FACTOR * (performance.now() - started)));
     }, ms);
     this.#timer.unref();
   }
@@ -71,6 +107,40 @@ export class ChangeFeed {
     this.#clients.clear();
   }
 
+  /**
+   * One look, through a database that may be away: the pages are told once when it goes (a `store`
+   * event with its one line) and once when it is back (they read again then).
+   */
+  #look(): void {
+    try {
+      this.tick();
+    } catch (error) {
+      const away = unreachable(error);
+      // Our own failure: told, never thrown from the timer, which would end the process (and under
+      // `run --view`, the run with it).
+      if (away === undefined) {
+        this.#onError(error);
+        return;
+      }
+      // Told once when it goes, whatever the next looks say (it went away, then cannot be reached).
+      if (this.#away === undefined) {
+        this.#emit([{ event: 'store', data: { reachable: false, error: away } }]);
+        this.#onAway(away);
+      }
+      this.#away = away;
+      return;
+    }
+    if (this.#away === undefined) return;
+    this.#away = undefined;
+    this.#emit([{ event: 'store', data: { reachable: true, error: null } }]);
+    this.#onAway(undefined);
+  }
+
+  /** Why the state cannot be read now (the last look), or undefined. */
+  get away(): string | undefined {
+    return this.#away;
+  }
+
   /** Adds a page; it gets every later event (it read the current state through the JSON API). */
   subscribe(res: ServerResponse): void {
     // A page that reconnects while the view closes is let go at once: a held stream would keep the
@@ -81,6 +151,10 @@ export class ChangeFeed {
     }
     this.#clients.add(res);
     res.write(`retry: 1000\n\n`);
+    if (this.#away !== undefined) {
+      const data = { v: VIEW_API_VERSION, reachable: false, error: this.#away };
+      res.write(scrub(`event: store\ndata: ${JSON.stringify(data)}\n\n`));
+    }
     res.on('close', () => this.#clients.delete(res));
   }
 
@@ -97,8 +171,12 @@ export class ChangeFeed {
     const signals = this.#data.store.viewReads.changeSignals();
     const key = JSON.stringify(signals);
     if (key === this.#lastSignals) {
+      // Nothing written, but a worker whose heartbeat ran out is lost from now on: the panel says so.
+      const expired = this.#now() >= this.#nextExpiry;
+      const events = expired ? this.#workerChanges(this.#data.store.runs.listRuns()) : [];
+      this.#emit(events);
       this.#data.keepUp();
-      return [];
+      return events;
     }
     this.#lastSignals = key;
     const events = this.#changes();
@@ -132,10 +210,31 @@ export class ChangeFeed {
     };
   }
 
+  /**
+   * A `workers` event for each run whose workers moved (one joined, beat, left or was lost), with all
+   * of them: the panel is drawn from it. A run without workers says nothing.
+   */
+  #workerChanges(runs: readonly RunRecord[]): ViewEvent[] {
+    const events: ViewEvent[] = [];
+    const now = new Date(this.#now());
+    let next = Number.POSITIVE_INFINITY;
+    for (const run of runs) {
+      const read = runWorkers(this.#data.store, run.id, now);
+      next = Math.min(next, nextExpiry(read.workers));
+      const key = JSON.stringify(read.workers);
+      if (key === (this.#lastWorkers.get(run.id) ?? '[]')) continue;
+      this.#lastWorkers.set(run.id, key);
+      events.push({ event: 'workers', data: { run: run.id, ...read } });
+    }
+    this.#nextExpiry = next;
+    return events;
+  }
+
   #changes(): ViewEvent[] {
     const store = this.#data.store;
     const events: ViewEvent[] = [];
     const runs = store.runs.listRuns();
+    events.push(...this.#workerChanges(runs));
     const runsKey = JSON.stringify(runs.map((r) => [r.id, r.state, r.exitCode, r.finishedAt, r.startedAt]));
     if (runsKey !== this.#lastRuns) {
       this.#lastRuns = runsKey;

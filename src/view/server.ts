@@ -5,18 +5,18 @@
 
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { reviewSummary } from '../review/index.js';
 import { openReadOnlyStore, openStore, type RunRecord, type Store, StoreError } from '../store/index.js';
+import { isPostgresUrl, redactUrl, stateLocation } from '../store/location.js';
 import { scrub } from '../util/secrets.js';
 import { type Asset, indexHtml, loadAssets } from './assets.js';
 import { ViewData } from './data.js';
 import { decideOnce, priceOf, unknownTasks } from './decisions.js';
-import { ChangeFeed } from './events.js';
+import { ChangeFeed, unreachable } from './events.js';
 import { byteRange, openRecordedFile } from './files.js';
 import { clientErrorAnswer, passGate } from './gate.js';
 import { viewLists } from './lists.js';
@@ -36,6 +36,7 @@ import {
 } from './schemas.js';
 import { allowedHosts, newToken, securityHeaders } from './security.js';
 import { taskDetail, taskList } from './tasks.js';
+import { runWorkers } from './workers.js';
 
 /**
  * Longer than any path Node reads (its header limit is 16 KiB): a task id of any length a manifest
@@ -63,6 +64,11 @@ export interface ViewOptions {
   mediaOrigins?: readonly string[];
   /** Where failures of the server itself are told (scrubbed); default: nowhere. */
   onError?: (message: string) => void;
+  /**
+   * Told when the state database goes away (its one line) and when it is back (undefined), as the open
+   * pages are (their `store` event): the terminal says so too.
+   */
+  onAway?: (line: string | undefined) => void;
   now?: () => Date;
 }
 
@@ -83,9 +89,12 @@ export class ViewError extends MediabatchError {
   override readonly exitCode = EXIT.invalid;
 }
 
-/** The state file read-only; an older schema is brought up to date first, like every command does. */
+/**
+ * The state read-only (a file, or a postgres:// URL); an older schema is brought up to date first, like
+ * every command does.
+ */
 export function openViewStore(file: string): Store {
-  if (!existsSync(file)) {
+  if (!isPostgresUrl(file) && !existsSync(file)) {
     throw new ViewError(`state file ${file}: not found; give the state file of your runs with --state`);
   }
   try {
@@ -98,12 +107,12 @@ export function openViewStore(file: string): Store {
 }
 
 export async function startView(o: ViewOptions): Promise<ViewServer> {
-  const store = openViewStore(resolve(o.cwd, o.stateFile));
+  const store = openViewStore(stateLocation(o.cwd, o.stateFile));
   if (o.run !== undefined && store.runs.getRun(o.run) === undefined) {
     const known = store.runs.listRuns().map((r) => r.id);
     store.close();
     throw new ViewError(
-      `run ${o.run}: not found in ${o.stateFile}; ${known.length === 0 ? 'it has no runs yet' : `known runs, newest first: ${known.slice(0, 5).join(', ')}`}`,
+      `run ${o.run}: not found in ${isPostgresUrl(o.stateFile) ? redactUrl(o.stateFile) : o.stateFile}; ${known.length === 0 ? 'it has no runs yet' : `known runs, newest first: ${known.slice(0, 5).join(', ')}`}`,
     );
   }
   const token = o.token ?? newToken();
@@ -116,7 +125,10 @@ export async function startView(o: ViewOptions): Promise<ViewServer> {
     onError,
     ...(o.now ? { now: o.now } : {}),
   });
-  const feed = new ChangeFeed(data);
+  const feed = new ChangeFeed(data, {
+    onError: (error) => onError(error instanceof Error ? (error.stack ?? error.message) : String(error)),
+    onAway: (line: string | undefined) => o.onAway?.(line === undefined ? undefined : scrub(line)),
+  });
   const { app, hosts, headers } = gatedApp(o, token, () => ctx.port);
   const ctx: RouteContext = {
     app,
@@ -213,6 +225,12 @@ function answers(ctx: RouteContext): void {
   );
   app.setErrorHandler((error, _request, reply) => {
     if (error instanceof QueryError) return reply.code(400).send({ v: 1, error: error.message });
+    // The database away for now (a PostgreSQL server stopped or out of reach): said in one line, and
+    // the next request tries it again.
+    const away = unreachable(error);
+    if (away !== undefined) {
+      return reply.code(503).header('cache-control', 'no-store').send({ v: 1, error: away });
+    }
     // Fastify's own answers to a bad request (a body that is not JSON, another content type): said as they are.
     const { statusCode: status, code } = error as { statusCode?: unknown; code?: unknown };
     if (typeof status === 'number' && status >= 400 && status < 500) {
@@ -279,6 +297,14 @@ function routes(ctx: RouteContext): void {
     }
     return reply.header('cache-control', 'no-store').send(detail);
   });
+  app.get<{ Params: Params<'run'> }>('/api/runs/:run/workers', takes('run'), (request, reply) => {
+    const run = runOr404(ctx, request.params.run, reply);
+    if (run === undefined) return reply;
+    const now = ctx.opts.now?.() ?? new Date();
+    return reply
+      .header('cache-control', 'no-store')
+      .send({ v: 1, run: run.id, ...runWorkers(data.store, run.id, now) });
+  });
   app.get('/api/events', takes(undefined), (request, reply) => {
     reply.hijack();
     reply.raw.writeHead(200, {
@@ -304,7 +330,7 @@ function routes(ctx: RouteContext): void {
  */
 function decisionRoutes(ctx: RouteContext): void {
   const { app, data } = ctx;
-  const stateFile = resolve(ctx.opts.cwd, ctx.opts.stateFile);
+  const stateFile = stateLocation(ctx.opts.cwd, ctx.opts.stateFile);
   app.get<{ Params: Params<'run'>; Querystring: z.output<typeof rerollPriceQuery> }>(
     '/api/runs/:run/reroll-price',
     takes('run', rerollPriceQuery),

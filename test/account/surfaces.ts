@@ -1,6 +1,6 @@
 // What each surface of a run states about its counts and money, read as a user reads it: the progress
 // line's last frame, `status --json`, `report --json`, report.md, report.csv, the gallery's tiles, the
-// view's `GET /api/runs/:run`, `review --json`. Each is checked against the one account (`status --json`'s)
+// view's `GET /api/runs/:run`, the runs lists (`status --json`, `GET /api/runs`), `review --json`. Each is checked against the one account (`status --json`'s)
 // and the account against the sandbox's /_sandbox/state.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -198,9 +198,46 @@ export async function expectView(env: RunEnv, runId: string, a: RunAccount): Pro
     expect(d.run.estimated).toBe(a.estimate.tokens);
     expect(d.in_doubt.tasks).toBe(a.in_doubt.tasks);
     expect(d.unfinished.tasks).toBe(a.unfinished);
+    // The runs list states the run exactly as its page does.
+    const list = await raw(view.port, '/api/runs', { authorization: `Bearer ${view.token}` });
+    expect(list.status, list.text).toBe(200);
+    const listed = (JSON.parse(list.text).runs as Array<Record<string, unknown>>).find(
+      (r) => r['id'] === runId,
+    );
+    const figures = [
+      'state',
+      'tasks',
+      'finished',
+      'by_state',
+      'estimated',
+      'worst_case',
+      'charged',
+      'refunded',
+      'net',
+    ];
+    expect(listed && Object.fromEntries(figures.map((k) => [k, listed[k]]))).toEqual(
+      Object.fromEntries(figures.map((k) => [k, d.run[k]])),
+    );
   } finally {
     await view.close();
   }
+}
+
+/** `status --json` without a run lists the run with its account's counts and money. */
+export async function expectStatusList(env: RunEnv, runId: string, a: RunAccount): Promise<void> {
+  const out = await env.run(['status', '--json']);
+  expect(out.code, out.stderr).toBe(0);
+  const listed = (JSON.parse(out.stdout).runs as Array<Record<string, unknown>>).find(
+    (r) => r['id'] === runId,
+  );
+  expect(listed).toMatchObject({
+    state: a.run.state,
+    tasks: a.tasks,
+    by_state: a.by_state,
+    charged: a.money.charged,
+    refunded: a.money.refunded,
+    net: a.money.net,
+  });
 }
 
 /** `review <run> --json` carries the same account. */
@@ -232,5 +269,6 @@ export async function expectEverySurface(
   await expectSandbox(env, a);
   await expectReportFiles(env, runId, join(env.dir, 'out', a.run.shard?.run ?? runId), a);
   await expectView(env, runId, a);
+  await expectStatusList(env, runId, a);
   if (opts.review) await expectReviewJson(env, runId, a);
 }

@@ -164,7 +164,7 @@ describe('mergeShardReports', () => {
     expect(merged.run.finished_at).toBeNull();
     // Reports written before they kept the run's invocation: the manifest and the default state file.
     expect(merged.advice.slice(0, 2)).toEqual([
-      'Missing: no report of shard 2 of 3: its tasks are not in this report; run it: `mediabatch run /m/wide.yaml --shard 2/3 --run-id wide` (on its machine, with its state file), then merge again.',
+      'Missing: no report of shard 2 of 3: its tasks are not in this report; run it: `mediabatch run /m/wide.yaml --shard 2/3 --run-id wide` (on its machine), then merge again.',
       'Unfinished: shard 3 of 3 did not finish; continue it: `mediabatch run /m/wide.yaml --shard 3/3 --run-id wide`, then merge again.',
     ]);
     expect(merged.shards?.commands).toEqual({

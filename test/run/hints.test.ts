@@ -95,6 +95,27 @@ describe('hints typed as printed', () => {
     expect(posts(env)).toBe(7);
   });
 
+  it('a state with no run yet: the run it offers, its manifest filled in, starts there and nowhere else', async () => {
+    env = await makeRunEnv();
+    await writeFile(join(env.dir, 'acct.yaml'), stringify({ base_url: env.sandbox.baseUrl }));
+    const file = await env.manifest({ tasks: images(3) });
+    const sh = shell(env);
+    const empty = await sh.run(['status', '--state', 'nightly/s.db', '--config', 'acct.yaml']);
+    expect(empty.code).toBe(0);
+    const offered = hintIn(empty.stdout);
+    expect(offered).toBe('mediabatch run <manifest> --state nightly/s.db --config acct.yaml');
+    const started = await sh.type(offered.replace('<manifest>', file));
+    expect(started.code, started.stderr).toBe(0);
+    expect(posts(env)).toBe(3);
+    const listed = await sh.run(['status', '--state', 'nightly/s.db', '--json']);
+    expect(
+      (JSON.parse(listed.stdout).runs as Array<{ id: string; tasks: number }>).map((r) => r.tasks),
+    ).toEqual([3]);
+    // The default state file was not touched: the run is where the person was looking.
+    const elsewhere = await sh.run(['status']);
+    expect(elsewhere.stdout).toContain('No runs yet in state/mediabatch.db');
+  });
+
   it('a re-roll of a still whose clip is done: the next run as printed sends the still alone', async () => {
     env = await makeRunEnv();
     const tasks = [

@@ -42,7 +42,7 @@ describe('review', () => {
     const plan = await env.run(['plan', file]);
     expect(plan.code).toBe(0);
     expect(plan.stdout).toMatch(
-      /^Review: 4 results must be approved with `mediabatch review` before anything downstream is submitted\. 4 tasks wait for a reviewed result: priced as if every one is approved \(the worst case, up to [\d.,]+ tokens\); a rejected result's downstreams are skipped and cost nothing\.$/m,
+      /^Review: 4 results must be approved \(the `review` command, or the view\) before anything downstream is submitted\. 4 tasks wait for a reviewed result: priced as if every one is approved \(the worst case, up to [\d.,]+ tokens\); a rejected result's downstreams are skipped and cost nothing\.$/m,
     );
     const planned = JSON.parse((await env.run(['plan', file, '--json'])).stdout) as {
       tasks: Array<{ id: string; review?: boolean }>;

@@ -279,7 +279,8 @@ describe('three shards of one run on one sandbox and one bucket', () => {
     const partial = await cli(['report', '--merge', 'partial']);
     expect(partial.code).toBe(4);
     expect(partial.stderr.trim().split('\n').at(-1)).toBe(
-      'mediabatch: shard 2 of 3 missing (`mediabatch run wide.yaml --shard 2/3 --run-id wide --state shard-1.db`): the report has the rest; run it (a missing shard on its own machine, with its own state file), then merge again',
+      // The command is made from shard 1's report: the line says which state file it names.
+      "mediabatch: shard 2 of 3 missing (`mediabatch run wide.yaml --shard 2/3 --run-id wide --state shard-1.db`) on its machine, with its own state file: the command names shard 1's (shard-1.db): the report has the rest; run it, then merge again",
     );
     const part = JSON.parse(await readFile(join(dir, 'partial', 'report.json'), 'utf8')) as Report;
     expect(part.shards?.missing).toEqual([2]);

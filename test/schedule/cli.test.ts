@@ -234,10 +234,14 @@ describe('mediabatch schedule refuses to start', () => {
       'version: 1\nname: bad\nschedule: "61 * * * *"\ntasks:\n  - { id: a, model: flat-image, input: { prompt: hi } }\n',
     );
     const env = { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: 'http://127.0.0.1:9' };
-    const result = await cli(['schedule', 'plain.yaml', 'bad.yaml'], { env, cwd: dir });
+    const result = await cli(['--state', 'nightly.db', 'schedule', 'plain.yaml', 'bad.yaml'], {
+      env,
+      cwd: dir,
+    });
     expect(result.code).toBe(1);
+    // The run it offers lands in the state the schedule would use.
     expect(result.stderr).toContain(
-      'plain.yaml: schedule: missing: add e.g. `schedule: "0 3 * * *"` to the manifest, or start it with `mediabatch run`',
+      'plain.yaml: schedule: missing: add e.g. `schedule: "0 3 * * *"` to the manifest, or start it with `mediabatch run plain.yaml --state nightly.db`',
     );
     expect(result.stderr).toContain(
       'bad.yaml: schedule: must be a valid cron expression, like "0 3 * * *", got "61 * * * *"',

@@ -160,7 +160,7 @@ describe('openStore', () => {
     [
       'SQLITE_BUSY',
       'busy',
-      'state file s.db is locked by another process: wait for it to finish (see `mediabatch status`) and run again',
+      'state file s.db is locked by another process: wait for it to finish (see `mediabatch status --state s.db`) and run again',
     ],
     [
       'SQLITE_READONLY_DBMOVED',

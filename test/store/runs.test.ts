@@ -88,7 +88,7 @@ describe('runs', () => {
 
   it('says which run is unknown', () => {
     expect(() => ctx.store().runs.markRunState('nope', 'finished', 0)).toThrow(
-      'run nope: not found in the state database: check the run id with `mediabatch status`',
+      'run nope: not found in the state database: the runs it holds are listed by `status` on the same state',
     );
   });
 });

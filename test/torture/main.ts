@@ -3,6 +3,7 @@
 // fleet of three workers on PostgreSQL, 300 tasks, killed, its database stopped, its packets dropped.
 // Prints each figure and exits 1 when a guarantee broke. `--small` runs the size used in `npm test`.
 import { parseArgs } from 'node:util';
+import { runAccountSums } from './account-sums.js';
 import { crashTorture } from './crash-loop.js';
 import { fleetChaos } from './fleet-chaos.js';
 import { formatGuarantees, type Guarantee, guarantee } from './guarantees.js';
@@ -68,6 +69,22 @@ const moneyGuarantees = [
 ];
 console.log(formatGuarantees(moneyGuarantees));
 
+const sumsRuns = values.small ? 6 : 500;
+const sumsSeed = Number(process.env['ACCOUNT_SUMS_SEED'] ?? Date.now() % 2_147_483_647);
+log(`account sums: ${sumsRuns} random sequences of the store's operations, seed ${sumsSeed}`);
+const sums = runAccountSums(sumsRuns, sumsSeed);
+console.log("The account's sums kept by triggers against the same sums read from every row (fast-check)");
+console.log(`  ${sums.runs} runs, seed ${sums.seed} (ACCOUNT_SUMS_SEED=${sums.seed} replays it)`);
+if (sums.failure) console.log(sums.failure);
+const sumsGuarantees = [
+  guarantee(
+    'estimates and money by kind kept by triggers = read from every row',
+    sums.failure === undefined,
+    sums.failure ?? '',
+  ),
+];
+console.log(formatGuarantees(sumsGuarantees));
+
 const spenderRounds = values.small ? 2 : 50;
 const spenderSeed = Number(process.env['TWO_SPENDERS_SEED'] ?? Date.now() % 100_000);
 log(`two spenders: ${spenderRounds} rounds of run + review --reroll in processes, seeds from ${spenderSeed}`);
@@ -132,6 +149,7 @@ const all: Guarantee[] = [
   ...hostile.guarantees,
   ...scenarios.guarantees,
   ...moneyGuarantees,
+  ...sumsGuarantees,
 ];
 const broken = all.filter((g) => !g.ok);
 console.log(

@@ -4,12 +4,14 @@
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_DEFAULTS } from '../../src/sandbox/options.js';
+import { openStore } from '../../src/store/index.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
 import type { RunEnv } from '../helpers/run-env.js';
 import { faultyRun, raw } from './helpers.js';
 
 let env: RunEnv;
 let view: ViewServer;
+const auth = () => ({ authorization: `Bearer ${view.token}` });
 
 async function json(path: string) {
   const answer = await raw(view.port, path, { authorization: `Bearer ${view.token}` });
@@ -207,6 +209,54 @@ describe('GET /api/events', () => {
       .split('\n\n')
       .filter((e) => e.includes('event: run\n') && e.includes('"run":"second"'));
     expect(runEvents.at(-1)).toContain('"done":1');
+  });
+});
+
+describe('GET /api/runs/:run/workers', () => {
+  it('is empty for a run driven by one process on SQLite, and a worker whose heartbeat runs out is pushed as lost with nothing written', async () => {
+    expect(JSON.parse((await raw(view.port, '/api/runs/batch/workers', auth())).text)).toMatchObject({
+      v: 1,
+      run: 'batch',
+      workers: [],
+    });
+    const events: string[] = [];
+    const req = request({
+      host: '127.0.0.1',
+      port: view.port,
+      path: '/api/events',
+      headers: { host: `127.0.0.1:${view.port}`, ...auth() },
+    });
+    await new Promise<void>((resolve) => {
+      req.on('response', (res) => {
+        res.on('data', (c: Buffer) => events.push(c.toString('utf8')));
+        resolve();
+      });
+      req.end();
+    });
+    try {
+      const store = openStore(env.db);
+      try {
+        store.workers.join('batch', '7@elsewhere#n', 'elsewhere', 7, 1_500);
+      } finally {
+        store.close();
+      }
+      const workerEvents = () =>
+        events
+          .join('')
+          .split('\n\n')
+          .filter((e) => e.startsWith('id:') && e.includes('event: workers\n'));
+      await expect.poll(() => workerEvents().length, { timeout: 5_000 }).toBe(1);
+      expect(workerEvents()[0]).toContain('"state":"working"');
+      // SQLite's data version moves only when another connection commits: nothing does from here on.
+      await expect.poll(() => workerEvents().length, { timeout: 5_000 }).toBe(2);
+      expect(workerEvents()[1]).toContain('"state":"lost"');
+      const answer = JSON.parse((await raw(view.port, '/api/runs/batch/workers', auth())).text);
+      expect(answer.workers.map((w: { host: string; state: string }) => [w.host, w.state])).toEqual([
+        ['elsewhere', 'lost'],
+      ]);
+    } finally {
+      req.destroy();
+    }
   });
 });
 

@@ -6,7 +6,7 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TASK_STATES } from '../../src/store/index.js';
+import { openStore, TASK_STATES } from '../../src/store/index.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
 import { REPO } from '../helpers/child.js';
 import { VARIANTS } from '../helpers/review-chain.js';
@@ -44,6 +44,10 @@ describe('the page and the API share a checked contract', () => {
     const chain = await env.manifest({ name: 'chain', tasks: VARIANTS }, 'chain.yaml');
     await env.run(['run', chain, '--yes']);
     await env.run(['review', 'chain', '--approve', 'still-mug-1']);
+    // A worker of the run (its panel's answer is read through its type like every other answer).
+    const store = openStore(env.db);
+    store.workers.join('batch', `1@host#n`, 'host', 1, 60_000);
+    store.close();
     view = await startView({ stateFile: env.db, cwd: env.dir });
     // Inside the repository (removed after), so that the copies find uPlot's types as the page does.
     scratch = await mkdtemp(join(REPO, '.contract-'));
@@ -77,6 +81,7 @@ describe('the page and the API share a checked contract', () => {
       ['TaskDetail', '/api/runs/chain/tasks/still-mug-1'],
       ['TaskDetail', '/api/runs/chain/tasks/clip-mug-2'],
       ['RerollPrice', '/api/runs/chain/reroll-price?taskIds=still-mug-2'],
+      ['WorkersAnswer', '/api/runs/batch/workers'],
     ];
     const lines = [`import type * as Api from '${join(PAGE, 'api-types')}';`];
     for (const [i, [type, path]] of answers.entries()) {

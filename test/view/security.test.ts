@@ -394,6 +394,7 @@ describe('query parameters', () => {
     ['/api/runs/batch/reroll-price', 'taskIds: missing, the ids separated by commas'],
     ['/api/runs/batch/reroll-price?taskIds=,', 'taskIds: expected 1 to 500 task ids, separated by commas'],
     ['/api/runs?all=1', 'unknown parameter "all"; this address takes none'],
+    ['/api/runs/batch/workers?host=a', 'unknown parameter "host"; this address takes none'],
     ['/files/batch/img-1/1?download=1', 'unknown parameter "download"; this address takes none'],
     [
       '/api/runs/batch/tasks?__proto__=1',
@@ -483,6 +484,7 @@ describe('any query or body', () => {
         '/api/runs/batch/reroll-price',
         '/api/runs',
         '/api/runs/batch/tasks/img-1',
+        '/api/runs/batch/workers',
       ]);
       const path = `${route}?${pairs.join('&')}`;
       const answer = await raw(view.port, path, auth());

@@ -3,6 +3,8 @@
 // then merge again) when some are missing or unfinished, after writing what there is; 1 for bad inputs.
 
 import type { Config } from '../../config.js';
+import { borrowedStateNote } from '../../report/merge.js';
+import { DEFAULT_STATE_FILE } from '../../results/invocation.js';
 import { mergeRunReports } from '../../run/merge.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath, fmtTokens } from '../format.js';
@@ -38,12 +40,18 @@ export async function reportMergeCommand(
     const line = shards?.commands?.[String(i)];
     return line === undefined ? '' : ` (\`${line}\`)`;
   };
+  // A missing shard's command is made from the lowest shard's report: its state file is that shard's.
+  const template = Math.min(...(shards?.merged.map((m) => m.index) ?? [1]));
+  const borrowed = (i: number) => {
+    const state = /--state (\S+)/.exec(shards?.commands?.[String(i)] ?? '')?.[1];
+    return borrowedStateNote(template, state ?? DEFAULT_STATE_FILE);
+  };
   const parts = [
-    ...missing.map((i) => `shard ${i} of ${n} missing${command(i)}`),
+    ...missing.map((i) => `shard ${i} of ${n} missing${command(i)}${borrowed(i)}`),
     ...unfinished.map((i) => `shard ${i} of ${n} unfinished${command(i)}`),
   ];
   throw new ExitError(
     EXIT.interrupted,
-    `${parts.join('; ')}: the report has the rest; run ${missing.length + unfinished.length === 1 ? 'it' : 'each'}${missing.length > 0 ? ' (a missing shard on its own machine, with its own state file)' : ''}, then merge again`,
+    `${parts.join('; ')}: the report has the rest; run ${missing.length + unfinished.length === 1 ? 'it' : 'each'}, then merge again`,
   );
 }

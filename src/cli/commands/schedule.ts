@@ -7,7 +7,7 @@ import { MediabatchError } from '../../errors.js';
 import { formatProblem, loadManifest } from '../../manifest/index.js';
 import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
-import { commandLine } from '../../results/invocation.js';
+import { commandLine, newRunCommandLine, type Reader } from '../../results/invocation.js';
 import { chooseRun } from '../../run/resume.js';
 import { scaledRunPolicy } from '../../run/settings.js';
 import { runUnattended } from '../../run/unattended.js';
@@ -28,7 +28,7 @@ import type { Logger } from '../../util/log.js';
 import { scrub } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
-import { runInvocation } from '../read.js';
+import { readerOf, runInvocation } from '../read.js';
 
 export interface ScheduleFlags {
   catchUp?: boolean;
@@ -57,7 +57,7 @@ export async function scheduleCommand(
   ctx: ScheduleContext,
 ): Promise<number> {
   const { io, config } = ctx;
-  const manifests = await loadSchedules(files, io);
+  const manifests = await loadSchedules(files, io, readerOf(ctx));
   if (!config.apiKey) {
     throw new ExitError(
       EXIT.invalid,
@@ -118,7 +118,7 @@ export async function scheduleCommand(
 }
 
 /** Every manifest must load and carry a valid schedule; all problems are reported at once. */
-async function loadSchedules(files: string[], io: CliIO): Promise<ManifestSchedule[]> {
+async function loadSchedules(files: string[], io: CliIO, reach: Reader): Promise<ManifestSchedule[]> {
   const out: ManifestSchedule[] = [];
   const problems: string[] = [];
   const seen = new Set<string>();
@@ -134,7 +134,7 @@ async function loadSchedules(files: string[], io: CliIO): Promise<ManifestSchedu
     const { schedule, timezone } = loaded.manifest.settings;
     if (schedule === undefined) {
       problems.push(
-        `${file}: schedule: missing: add e.g. \`schedule: "0 3 * * *"\` to the manifest, or start it with \`mediabatch run\``,
+        `${file}: schedule: missing: add e.g. \`schedule: "0 3 * * *"\` to the manifest, or start it with \`${newRunCommandLine(reach, file)}\``,
       );
       continue;
     }
@@ -244,7 +244,8 @@ async function runFiring(
       halt: halt.signal,
       now: () => firing.at,
     });
-    return firingResult(done);
+    const inv = runInvocation({ id: o.runId, manifestPath: o.manifestPath, settings: {}, api: null }, ctx);
+    return firingResult(done, commandLine(inv, { command: 'status' }));
   } finally {
     firing.signals.off('SIGTERM', onSignal);
     firing.signals.off('SIGINT', onSignal);

@@ -1,16 +1,24 @@
 // `status [run]`: the list of runs, or one run's tasks by state with the failing ones and their errors.
 // Read only: a missing state file means "no runs yet", and no database is created for it.
 
-import { invocationCommand } from '../../account/index.js';
+import { describeRun, invocationCommand } from '../../account/index.js';
 import { plural } from '../../report/format.js';
+import { newRunCommandLine } from '../../results/invocation.js';
 import { shownRunState } from '../../run/lease.js';
 import { readRunStatus } from '../../run/run-status.js';
 import { scheduledManifests } from '../../schedule/status.js';
-import { emptyTaskCounts, type RunRecord, type Store } from '../../store/index.js';
+import type { RunRecord, Store } from '../../store/index.js';
 import { roundTokens } from '../../util/money.js';
 import { EXIT } from '../errors.js';
 import { displayPath, fmtTokens, table } from '../format.js';
-import { openExistingStore, type ReadContext, runFolder, runInvocation, unknownRunError } from '../read.js';
+import {
+  openExistingStore,
+  type ReadContext,
+  readerOf,
+  runFolder,
+  runInvocation,
+  unknownRunError,
+} from '../read.js';
 import { askedRun, type ShardFlags } from '../shard.js';
 import {
   describeCounts,
@@ -43,13 +51,7 @@ export async function statusCommand(
 
 function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadContext): number {
   const { io } = ctx;
-  const runs = (store?.runs.listRuns() ?? []).map((run) => {
-    const counts = store?.tasks.countTasksByState(run.id) ?? emptyTaskCounts();
-    const spent = store?.reportReads.runTotals(run.id) ?? { charged: 0, refunded: 0, net: 0 };
-    // A run recorded as running with nobody alive holding it (kill -9) is shown as interrupted.
-    const shown = store ? { ...run, state: shownRunState(store, run, io.now()) } : run;
-    return { run: shown, counts, spent };
-  });
+  const runs = store === undefined ? [] : listedRuns(store, io.now());
   const scheduled = store ? scheduledManifests(store, io.now()) : [];
   if (opts.json) {
     const schedules = scheduled.map((s) => ({
@@ -81,7 +83,9 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
     io.stdout.write(`${table(rows)}\n\n`);
   }
   if (runs.length === 0) {
-    io.stdout.write(`No runs yet in ${ctx.statePath}: start one with \`mediabatch run <manifest>\`.\n`);
+    io.stdout.write(
+      `No runs yet in ${ctx.statePath}: start one with \`${newRunCommandLine(readerOf(ctx))}\`.\n`,
+    );
     return EXIT.ok;
   }
   const rows = [
@@ -98,6 +102,17 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
   ];
   io.stdout.write(`${table(rows)}\n`);
   return EXIT.ok;
+}
+
+/**
+ * Each run's numbers are its one account (a few rows at any size): the same as `status <run>` states. A
+ * run recorded as running with nobody alive holding it (kill -9) is shown as interrupted.
+ */
+function listedRuns(store: Store, now: Date) {
+  return store.runs.listRuns().map((run) => {
+    const account = describeRun(store, run.id, { shownState: (r) => shownRunState(store, r, now) });
+    return { run: { ...run, state: account.run.state }, counts: account.by_state, spent: account.money };
+  });
 }
 
 function showRun(store: Store, recorded: RunRecord, opts: { json?: boolean }, ctx: ReadContext): number {

@@ -2,7 +2,7 @@
 // the signals, then the outcome as lines, the report, and the exit.
 
 import { dirname, resolve } from 'node:path';
-import { describeRun, invocationCommand } from '../../account/index.js';
+import { describeRun, invocationCommand, type RunAccount } from '../../account/index.js';
 import { commandLine, type RunInvocation } from '../../results/invocation.js';
 import { CALLBACK_PATH } from '../../run/callbacks.js';
 import { shownRunState } from '../../run/lease.js';
@@ -40,6 +40,14 @@ async function uploadLocalInputsFor(a: DriveArgs, out: (line?: string) => void) 
   });
 }
 
+/** The run's account now, as every frame of the progress line and `status` state it. */
+function accountNow(a: DriveArgs): RunAccount {
+  return describeRun(a.session.store, a.session.runId, {
+    shownState: (r) => shownRunState(a.session.store, r, a.ctx.io.now()),
+    command: invocationCommand(invocationOfDrive(a)),
+  });
+}
+
 /** Signals to abort signals, progress to the view, then the library runs it; the outcome as lines. */
 export async function executeAndReport(
   a: DriveArgs,
@@ -58,6 +66,7 @@ export async function executeAndReport(
     total,
     estimate: plan.totals.tokens,
     reviewCommand: commandLine(invocationOfDrive(a), { command: 'review' }),
+    account: () => accountNow(a),
   });
   const scale = a.ctx.pollScale ?? pollScaleFromEnv(io.env) ?? (a.onSandbox ? 0.1 : 1);
   // The handlers stay until the command ends: a second Ctrl-C while the closing balance is fetched or
@@ -93,43 +102,52 @@ export async function executeAndReport(
           out(`  Callbacks: receiver on ${receiver.localUrl}; the service is told ${base}${CALLBACK_PATH}/…`),
       });
       // The line ends on the run's account: the same counts and money as `status` and the report.
-      view.finish(
-        describeRun(session.store, session.runId, {
-          shownState: (r) => shownRunState(session.store, r, io.now()),
-          command: invocationCommand(invocationOfDrive(a)),
-        }),
-      );
+      view.finish(accountNow(a));
     } finally {
       view.close();
     }
-    if (outcome.left && !outcome.result.stopReason) {
-      out(
-        `Left run ${session.runId}: nothing left for this worker; ${outcome.left.others} other worker(s) still on it, and the last one out closes the run and writes its report.`,
-      );
-      return EXIT.ok;
-    }
-    // The outcome first: a report of a large run takes a while to write, and an interrupted user waits.
-    printer.summary(outcome.result.counts, outcome.exitCode);
-    printer.outcome(outcome);
-    const tasks = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
-    if (outcome.left) {
-      out(
-        `  Report: written by the last worker out (${outcome.left.others} other worker(s) still on the run)`,
-      );
-    } else if (outcome.exitCode === EXIT.interrupted && tasks > REPORT_UNFINISHED_MAX_TASKS) {
-      const why =
-        outcome.result.stopReason === 'interrupted' ? 'on an interrupt' : 'while the run is unfinished';
-      out(
-        `  Report: not written ${why} (${tasks.toLocaleString('en-US')} tasks take a while); \`${commandLine(invocationOfDrive(a), { command: 'report' })}\` or the next run writes it`,
-      );
-    } else {
-      await printReport(a, out);
-    }
+    const left = await reportOutcome(a, outcome, out, printer);
+    if (left !== undefined) return left;
     printer.closing(outcome);
     return endWith(invocationOfDrive(a), outcome);
   } finally {
     interrupts.dispose();
   }
+}
+
+/**
+ * The outcome's lines and the report (written by the last worker out of a fleet's run only); a worker
+ * that left a run others still work on ends here, with its exit code.
+ */
+async function reportOutcome(
+  a: DriveArgs,
+  outcome: RunOutcome,
+  out: (line?: string) => void,
+  printer: ReturnType<typeof runPrinter>,
+): Promise<number | undefined> {
+  const { session } = a;
+  if (outcome.left && !outcome.result.stopReason) {
+    out(
+      `Left run ${session.runId}: nothing left for this worker; ${outcome.left.others} other worker(s) still on it, and the last one out closes the run and writes its report.`,
+    );
+    return EXIT.ok;
+  }
+  // The outcome first: a report of a large run takes a while to write, and an interrupted user waits.
+  printer.summary(outcome.result.counts, outcome.exitCode);
+  printer.outcome(outcome);
+  const tasks = Object.values(outcome.result.counts).reduce((n, c) => n + c, 0);
+  if (outcome.left) {
+    out(`  Report: written by the last worker out (${outcome.left.others} other worker(s) still on the run)`);
+  } else if (outcome.exitCode === EXIT.interrupted && tasks > REPORT_UNFINISHED_MAX_TASKS) {
+    const why =
+      outcome.result.stopReason === 'interrupted' ? 'on an interrupt' : 'while the run is unfinished';
+    out(
+      `  Report: not written ${why} (${tasks.toLocaleString('en-US')} tasks take a while); \`${commandLine(invocationOfDrive(a), { command: 'report' })}\` or the next run writes it`,
+    );
+  } else {
+    await printReport(a, out);
+  }
+  return undefined;
 }
 
 /**

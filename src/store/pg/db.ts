@@ -24,8 +24,8 @@ const BOOL_TYPE = 16;
  */
 const WRITER_LOCK = 0x6d656469; // "medi"
 
-/** SQLSTATEs a statement's parameter types could not be inferred from: bound again with explicit casts. */
-const UNTYPED = new Set(['42P18', '42725', '42883', '42804']);
+/** SQLSTATEs of parameter types PostgreSQL could not infer (or inferred two of): bound again with explicit casts. */
+const UNTYPED = new Set(['42P18', '42P08', '42725', '42883', '42804']);
 
 /** What the store's callers read from SQLite errors (`code`), for PostgreSQL's SQLSTATE. */
 function sqliteCode(sqlState: string, constraint: string | undefined): string {
@@ -68,10 +68,16 @@ const DEFAULT_OPTIONS: Record<string, string> = {
     '-c statement_timeout=60000 -c idle_in_transaction_session_timeout=60000 -c TimeZone=UTC -c client_min_messages=warning',
 };
 
+/**
+ * A reader that a person waits on (`view`) gives up on a server it cannot reach sooner: every request of
+ * the page waits for the attempt, and the page says the server is away rather than hanging.
+ */
+const READER_OPTIONS: Record<string, string> = { connect_timeout: '3' };
+
 /** The URL with mediabatch's defaults added where the user set none. */
-export function connectionString(url: string): string {
+export function connectionString(url: string, defaults: Record<string, string> = {}): string {
   const parsed = new URL(url);
-  for (const [key, value] of Object.entries(DEFAULT_OPTIONS)) {
+  for (const [key, value] of Object.entries({ ...DEFAULT_OPTIONS, ...defaults })) {
     if (!parsed.searchParams.has(key)) parsed.searchParams.set(key, value);
   }
   // URLSearchParams writes spaces as "+", which libpq reads literally.
@@ -219,11 +225,20 @@ function readValue(pq: Libpq, r: number, c: number): unknown {
 
 type TxMode = 'default' | 'deferred' | 'immediate' | 'exclusive';
 
+export interface PgDbOptions {
+  /**
+   * Reads only (`view`): every transaction of the session is READ ONLY, so a write fails as SQLite's
+   * read-only mode makes it fail, and a transaction is a REPEATABLE READ snapshot that takes no lock:
+   * the writers on the database are never waited on nor held up.
+   */
+  readOnly?: boolean;
+}
+
 /** The database side of the PostgreSQL state: one connection, its prepared statements, transactions. */
 export class PgDb {
   readonly name: string;
   readonly memory = false;
-  readonly readonly = false;
+  readonly readonly: boolean;
   readonly #conninfo: string;
   #pq: Libpq | undefined;
   readonly #prepared = new Map<string, string>();
@@ -237,9 +252,10 @@ export class PgDb {
   /** Whether a connection was ever opened (an outage, not a wrong address, when a later one fails). */
   #connected = false;
 
-  constructor(url: string) {
+  constructor(url: string, opts: PgDbOptions = {}) {
     this.name = redactUrl(url);
-    this.#conninfo = connectionString(url);
+    this.readonly = opts.readOnly === true;
+    this.#conninfo = connectionString(url, this.readonly ? READER_OPTIONS : {});
     this.#connection();
   }
 
@@ -278,6 +294,10 @@ export class PgDb {
     this.#connected = true;
     this.#pq = pq;
     this.#prepared.clear();
+    if (this.readonly) {
+      pq.exec('SET default_transaction_read_only = on');
+      this.#check(pq, 'SET default_transaction_read_only');
+    }
     return pq;
   }
 
@@ -430,12 +450,11 @@ export class PgDb {
   #inTransaction<T>(_mode: TxMode, body: () => T): T {
     const depth = this.#depth;
     const savepoint = `sp${depth}`;
+    const begin = this.readonly
+      ? 'BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY'
+      : `BEGIN; SELECT pg_advisory_xact_lock(${WRITER_LOCK})`;
     try {
-      this.exec(
-        depth === 0
-          ? `BEGIN; SELECT pg_advisory_xact_lock(${WRITER_LOCK}); SAVEPOINT ${savepoint}`
-          : `SAVEPOINT ${savepoint}`,
-      );
+      this.exec(depth === 0 ? `${begin}; SAVEPOINT ${savepoint}` : `SAVEPOINT ${savepoint}`);
     } catch (error) {
       // A transaction that began but never got the writer lock (the wait timed out) is still open and
       // aborted on the connection: every later statement would fail until it is rolled back.

@@ -525,4 +525,112 @@ CREATE INDEX tasks_claimed ON tasks (run_id, claimed_by) WHERE claimed_by IS NOT
 ALTER TABLE attempts ADD COLUMN worker_id TEXT COLLATE "C";
 `,
   },
+  {
+    id: 15,
+    name: "the account's sums per run, kept by triggers: estimates per state, money per kind of job",
+    sql: `
+ALTER TABLE task_counts ADD COLUMN est_micro BIGINT NOT NULL DEFAULT 0 CHECK (est_micro >= 0);
+ALTER TABLE task_counts ADD COLUMN est_min_micro BIGINT NOT NULL DEFAULT 0 CHECK (est_min_micro >= 0);
+ALTER TABLE task_counts ADD COLUMN est_max_micro BIGINT NOT NULL DEFAULT 0 CHECK (est_max_micro >= 0);
+UPDATE task_counts SET est_micro = s.est, est_min_micro = s.est_min, est_max_micro = s.est_max
+FROM (SELECT run_id, state, sum(micro(est_tokens)) AS est, sum(micro(est_min)) AS est_min,
+        sum(micro(est_max)) AS est_max
+      FROM tasks GROUP BY run_id, state) AS s
+WHERE task_counts.run_id = s.run_id AND task_counts.state = s.state;
+CREATE OR REPLACE FUNCTION task_counts_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE task_counts SET n = n - 1, est_micro = est_micro - micro(OLD.est_tokens),
+    est_min_micro = est_min_micro - micro(OLD.est_min), est_max_micro = est_max_micro - micro(OLD.est_max)
+  WHERE run_id = OLD.run_id AND state = OLD.state;
+  INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+    VALUES (NEW.run_id, NEW.state, 1, micro(NEW.est_tokens), micro(NEW.est_min), micro(NEW.est_max))
+    ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + 1,
+      est_micro = task_counts.est_micro + excluded.est_micro,
+      est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
+      est_max_micro = task_counts.est_max_micro + excluded.est_max_micro;
+  RETURN NULL;
+END $$;
+DROP TRIGGER task_counts_move ON tasks;
+CREATE TRIGGER task_counts_move AFTER UPDATE OF state, est_tokens, est_min, est_max ON tasks FOR EACH ROW
+  WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.est_tokens IS DISTINCT FROM NEW.est_tokens
+    OR OLD.est_min IS DISTINCT FROM NEW.est_min OR OLD.est_max IS DISTINCT FROM NEW.est_max)
+  EXECUTE FUNCTION task_counts_move();
+CREATE OR REPLACE FUNCTION task_counts_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE task_counts SET n = n - 1, est_micro = est_micro - micro(OLD.est_tokens),
+    est_min_micro = est_min_micro - micro(OLD.est_min), est_max_micro = est_max_micro - micro(OLD.est_max)
+  WHERE run_id = OLD.run_id AND state = OLD.state;
+  RETURN NULL;
+END $$;
+
+-- A charge's kind of job, decided as SQLite's trigger does (see there); set before the row is written.
+CREATE FUNCTION ledger_money_kind(l_run text, l_task text, l_img text) RETURNS text LANGUAGE sql STABLE AS $$
+  SELECT coalesce((
+    SELECT CASE WHEN b.outcome = 'in_doubt' THEN 'doubt_retry'
+      WHEN EXISTS (SELECT 1 FROM ledger r WHERE r.img_uuid = b.img_uuid AND r.kind = 'refund') THEN 'retry'
+      ELSE 'sent_again' END
+    FROM attempts b
+    WHERE b.run_id = l_run AND b.task_id = l_task AND b.outcome IN ('in_doubt', 'submitted')
+      AND b.attempt_no < coalesce(
+        (SELECT o.attempt_no FROM attempts o WHERE o.run_id = l_run AND o.task_id = l_task AND o.img_uuid = l_img),
+        (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = l_run AND o.task_id = l_task AND o.outcome IS NULL),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = l_run AND o.task_id = l_task AND o.outcome = 'in_doubt'),
+          (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = l_run AND o.task_id = l_task), 0)
+    ORDER BY b.attempt_no DESC LIMIT 1), 'first')
+$$;
+ALTER TABLE ledger ADD COLUMN money_kind TEXT COLLATE "C"
+  CHECK (money_kind IN ('first', 'retry', 'reroll', 'doubt_retry', 'sent_again'));
+UPDATE ledger SET money_kind = CASE WHEN reroll = 1 THEN 'reroll'
+  ELSE ledger_money_kind(run_id, task_id, img_uuid) END
+WHERE kind = 'charge';
+UPDATE ledger SET money_kind = coalesce((SELECT c.money_kind FROM ledger c
+  WHERE c.img_uuid = ledger.img_uuid AND c.kind = 'charge'), 'first')
+WHERE kind = 'refund';
+
+CREATE TABLE account_money (
+  run_id   TEXT COLLATE "C" NOT NULL,
+  kind     TEXT COLLATE "C" NOT NULL CHECK (kind IN ('first', 'retry', 'reroll', 'doubt_retry', 'sent_again')),
+  jobs     BIGINT NOT NULL DEFAULT 0 CHECK (jobs >= 0),
+  tasks    BIGINT NOT NULL DEFAULT 0 CHECK (tasks >= 0),
+  charged  BIGINT NOT NULL DEFAULT 0 CHECK (charged >= 0),
+  refunded BIGINT NOT NULL DEFAULT 0 CHECK (refunded >= 0),
+  PRIMARY KEY (run_id, kind)
+);
+INSERT INTO account_money (run_id, kind, jobs, tasks, charged, refunded)
+  SELECT run_id, money_kind, count(CASE WHEN kind = 'charge' THEN 1 END),
+    count(DISTINCT CASE WHEN kind = 'charge' THEN task_id END),
+    coalesce(sum(CASE WHEN kind = 'charge' THEN micro(tokens) END), 0),
+    coalesce(sum(CASE WHEN kind = 'refund' THEN micro(tokens) END), 0)
+  FROM ledger GROUP BY run_id, money_kind;
+
+CREATE FUNCTION account_money_kind() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'INSERT' AND TG_WHEN = 'BEFORE' THEN
+    NEW.money_kind := CASE
+      WHEN NEW.kind = 'refund' THEN coalesce((SELECT c.money_kind FROM ledger c
+        WHERE c.img_uuid = NEW.img_uuid AND c.kind = 'charge'), 'first')
+      WHEN NEW.reroll = 1 THEN 'reroll'
+      ELSE ledger_money_kind(NEW.run_id, NEW.task_id, NEW.img_uuid) END;
+    RETURN NEW;
+  END IF;
+  INSERT INTO account_money (run_id, kind, jobs, tasks, charged, refunded)
+    VALUES (NEW.run_id, NEW.money_kind, CASE WHEN NEW.kind = 'charge' THEN 1 ELSE 0 END,
+      CASE WHEN NEW.kind = 'charge' AND NOT EXISTS (SELECT 1 FROM ledger o WHERE o.run_id = NEW.run_id
+        AND o.task_id = NEW.task_id AND o.kind = 'charge' AND o.money_kind = NEW.money_kind AND o.id <> NEW.id)
+        THEN 1 ELSE 0 END,
+      CASE WHEN NEW.kind = 'charge' THEN micro(NEW.tokens) ELSE 0 END,
+      CASE WHEN NEW.kind = 'refund' THEN micro(NEW.tokens) ELSE 0 END)
+    ON CONFLICT (run_id, kind) DO UPDATE SET jobs = account_money.jobs + excluded.jobs,
+      tasks = account_money.tasks + excluded.tasks, charged = account_money.charged + excluded.charged,
+      refunded = account_money.refunded + excluded.refunded;
+  RETURN NULL;
+END $$;
+-- The kind is set before the row is written (a charge that meets ON CONFLICT DO NOTHING adds nothing);
+-- the sums after it, as SQLite's one trigger does.
+CREATE TRIGGER account_money_kind BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION account_money_kind();
+CREATE TRIGGER account_money_sums AFTER INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION account_money_kind();
+`,
+  },
 ];

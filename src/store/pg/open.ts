@@ -32,6 +32,50 @@ export function openPgDatabase(
   return db as unknown as Db;
 }
 
+/**
+ * Opens the state at `url` for reading only (`view`): nothing is created or migrated. A database without
+ * the schema is refused (kind 'path'); one of an older schema with kind 'older' (the caller migrates it through
+ * openPgDatabase first, as a SQLite file is), a newer one with kind 'newer'.
+ */
+export function openPgDatabaseReadOnly(url: string, migrations: readonly Migration[] = PG_MIGRATIONS): Db {
+  const db = new PgDb(url, { readOnly: true });
+  try {
+    const ours = db
+      .prepare(
+        `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'migrations'`,
+      )
+      .pluck()
+      .get() as number;
+    // A database no mediabatch ever wrote to: a reader has nothing to show, and creates nothing.
+    if (ours === 0) {
+      throw new StoreError(
+        `the PostgreSQL state at ${db.name} holds no mediabatch state (no run was ever recorded there): check --state or MEDIABATCH_STATE_URL`,
+        { kind: 'path', file: db.name },
+      );
+    }
+    const latest = (db.prepare('SELECT max(id) FROM migrations').pluck().get() as number | null) ?? 0;
+    if (latest > migrations.length) {
+      throw new StoreError(
+        `the PostgreSQL state at ${db.name} was written by a newer mediabatch (schema ${latest}, this one knows ${migrations.length}): upgrade mediabatch`,
+        { kind: 'newer', file: db.name },
+      );
+    }
+    if (latest < migrations.length) {
+      throw new StoreError(
+        `the PostgreSQL state at ${db.name} has schema ${latest}, not ${migrations.length}`,
+        {
+          kind: 'older',
+          file: db.name,
+        },
+      );
+    }
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return db as unknown as Db;
+}
+
 function migrate(db: PgDb, now: Clock, migrations: readonly Migration[]): void {
   db.exec(`SELECT pg_advisory_lock(${MIGRATION_LOCK})`);
   try {

@@ -68,7 +68,8 @@ CREATE TABLE ledger (
   img_uuid        TEXT NOT NULL,
   kind            TEXT NOT NULL CHECK (kind IN ('charge', 'refund')),
   tokens          REAL NOT NULL CHECK (tokens >= 0),
-  at              TEXT NOT NULL, assumed INTEGER NOT NULL DEFAULT 0 CHECK (assumed IN (0, 1)), reroll INTEGER NOT NULL DEFAULT 0 CHECK (reroll IN (0, 1)),
+  at              TEXT NOT NULL, assumed INTEGER NOT NULL DEFAULT 0 CHECK (assumed IN (0, 1)), reroll INTEGER NOT NULL DEFAULT 0 CHECK (reroll IN (0, 1)), money_kind TEXT
+  CHECK (money_kind IN ('first', 'retry', 'reroll', 'doubt_retry', 'sent_again')),
   UNIQUE (img_uuid, kind)
 ) STRICT;
 
@@ -103,7 +104,7 @@ CREATE TABLE schedules (
 CREATE TABLE task_counts (
   run_id TEXT NOT NULL,
   state  TEXT NOT NULL,
-  n      INTEGER NOT NULL CHECK (n >= 0),
+  n      INTEGER NOT NULL CHECK (n >= 0), est_micro INTEGER NOT NULL DEFAULT 0 CHECK (est_micro >= 0), est_min_micro INTEGER NOT NULL DEFAULT 0 CHECK (est_min_micro >= 0), est_max_micro INTEGER NOT NULL DEFAULT 0 CHECK (est_max_micro >= 0),
   PRIMARY KEY (run_id, state)
 ) STRICT, WITHOUT ROWID;
 
@@ -180,16 +181,6 @@ CREATE INDEX tasks_ready_longest ON tasks (run_id, state, waits, expected_ms DES
 CREATE INDEX tasks_by_state ON tasks (run_id, state, seq, waits);
 
 CREATE INDEX tasks_reviewed ON tasks (run_id, state, seq) WHERE review = 1;
-
-CREATE TRIGGER task_counts_move AFTER UPDATE OF state ON tasks WHEN OLD.state IS NOT NEW.state BEGIN
-  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
-  INSERT INTO task_counts (run_id, state, n) VALUES (NEW.run_id, NEW.state, 1)
-    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1;
-END;
-
-CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
-  UPDATE task_counts SET n = n - 1 WHERE run_id = OLD.run_id AND state = OLD.state;
-END;
 
 CREATE TRIGGER task_upstreams_add AFTER INSERT ON task_upstreams BEGIN
   UPDATE tasks SET waits = waits + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id
@@ -311,3 +302,68 @@ CREATE TABLE workers (
 ) STRICT;
 
 CREATE INDEX tasks_claimed ON tasks (run_id, claimed_by) WHERE claimed_by IS NOT NULL;
+
+CREATE TRIGGER task_counts_move AFTER UPDATE OF state, est_tokens, est_min, est_max ON tasks
+  WHEN OLD.state IS NOT NEW.state OR OLD.est_tokens IS NOT NEW.est_tokens OR OLD.est_min IS NOT NEW.est_min
+    OR OLD.est_max IS NOT NEW.est_max BEGIN
+  UPDATE task_counts SET n = n - 1,
+    est_micro = est_micro - CAST(round(OLD.est_tokens * 1000000) AS INTEGER),
+    est_min_micro = est_min_micro - CAST(round(OLD.est_min * 1000000) AS INTEGER),
+    est_max_micro = est_max_micro - CAST(round(OLD.est_max * 1000000) AS INTEGER)
+  WHERE run_id = OLD.run_id AND state = OLD.state;
+  INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+    VALUES (NEW.run_id, NEW.state, 1, CAST(round(NEW.est_tokens * 1000000) AS INTEGER),
+      CAST(round(NEW.est_min * 1000000) AS INTEGER), CAST(round(NEW.est_max * 1000000) AS INTEGER))
+    ON CONFLICT (run_id, state) DO UPDATE SET n = n + 1, est_micro = est_micro + excluded.est_micro,
+      est_min_micro = est_min_micro + excluded.est_min_micro, est_max_micro = est_max_micro + excluded.est_max_micro;
+END;
+
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+  UPDATE task_counts SET n = n - 1,
+    est_micro = est_micro - CAST(round(OLD.est_tokens * 1000000) AS INTEGER),
+    est_min_micro = est_min_micro - CAST(round(OLD.est_min * 1000000) AS INTEGER),
+    est_max_micro = est_max_micro - CAST(round(OLD.est_max * 1000000) AS INTEGER)
+  WHERE run_id = OLD.run_id AND state = OLD.state;
+END;
+
+CREATE TABLE account_money (
+  run_id   TEXT NOT NULL,
+  kind     TEXT NOT NULL CHECK (kind IN ('first', 'retry', 'reroll', 'doubt_retry', 'sent_again')),
+  jobs     INTEGER NOT NULL DEFAULT 0 CHECK (jobs >= 0),
+  tasks    INTEGER NOT NULL DEFAULT 0 CHECK (tasks >= 0),
+  charged  INTEGER NOT NULL DEFAULT 0 CHECK (charged >= 0),
+  refunded INTEGER NOT NULL DEFAULT 0 CHECK (refunded >= 0),
+  PRIMARY KEY (run_id, kind)
+) STRICT, WITHOUT ROWID;
+
+CREATE TRIGGER account_money_kind AFTER INSERT ON ledger BEGIN
+  UPDATE ledger SET money_kind = CASE
+    WHEN NEW.kind = 'refund' THEN coalesce((SELECT c.money_kind FROM ledger c
+      WHERE c.img_uuid = NEW.img_uuid AND c.kind = 'charge'), 'first')
+    WHEN NEW.reroll = 1 THEN 'reroll'
+    ELSE coalesce((
+      SELECT CASE WHEN b.outcome = 'in_doubt' THEN 'doubt_retry'
+        WHEN EXISTS (SELECT 1 FROM ledger r WHERE r.img_uuid = b.img_uuid AND r.kind = 'refund') THEN 'retry'
+        ELSE 'sent_again' END
+      FROM attempts b
+      WHERE b.run_id = NEW.run_id AND b.task_id = NEW.task_id AND b.outcome IN ('in_doubt', 'submitted')
+        AND b.attempt_no < coalesce(
+          (SELECT o.attempt_no FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.img_uuid = NEW.img_uuid),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.outcome IS NULL),
+          (SELECT max(o.attempt_no) FROM attempts o
+           WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id AND o.outcome = 'in_doubt'),
+          (SELECT max(o.attempt_no) FROM attempts o WHERE o.run_id = NEW.run_id AND o.task_id = NEW.task_id), 0)
+      ORDER BY b.attempt_no DESC LIMIT 1), 'first') END
+  WHERE id = NEW.id;
+  INSERT INTO account_money (run_id, kind, jobs, tasks, charged, refunded)
+    SELECT NEW.run_id, l.money_kind, NEW.kind = 'charge',
+      NEW.kind = 'charge' AND NOT EXISTS (SELECT 1 FROM ledger o WHERE o.run_id = NEW.run_id
+        AND o.task_id = NEW.task_id AND o.kind = 'charge' AND o.money_kind = l.money_kind AND o.id <> NEW.id),
+      CASE WHEN NEW.kind = 'charge' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END,
+      CASE WHEN NEW.kind = 'refund' THEN CAST(round(NEW.tokens * 1000000) AS INTEGER) ELSE 0 END
+    FROM ledger l WHERE l.id = NEW.id
+    ON CONFLICT (run_id, kind) DO UPDATE SET jobs = jobs + excluded.jobs, tasks = tasks + excluded.tasks,
+      charged = charged + excluded.charged, refunded = refunded + excluded.refunded;
+END;
