@@ -5,6 +5,7 @@ import { isAbsolute, relative } from 'node:path';
 import { MediabatchError } from '../errors.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import { StoreError } from '../store/errors.js';
+import { isPostgresUrl } from '../store/location.js';
 
 export { EXIT, type ExitCode };
 
@@ -36,7 +37,8 @@ export function exitOf(error: unknown, cwd: string): ExitError | undefined {
 
 function withFileShown(error: StoreError, cwd: string): string {
   const file = error.file;
-  if (file === undefined) return error.message;
+  // A database URL is no path: relative() would fold its `//` into a path under the working folder.
+  if (file === undefined || isPostgresUrl(file)) return error.message;
   const rel = relative(cwd, file);
   const shown = rel === '' || rel.startsWith('..') || isAbsolute(rel) ? file : rel;
   return error.message.replaceAll(file, shown);

@@ -13,7 +13,11 @@ export type Db = Database.Database;
 export { STATE_FILE_KINDS, StoreError, type StoreErrorKind };
 
 /** One message per kind, each naming the file and what to do. */
-function fileError(kind: Exclude<StoreErrorKind, 'data' | 'older'>, file: string, detail = ''): StoreError {
+function fileError(
+  kind: Exclude<StoreErrorKind, 'data' | 'older' | 'gone'>,
+  file: string,
+  detail = '',
+): StoreError {
   const message = {
     corrupt: `state file ${file} is not a mediabatch database or is damaged: restore a backup or move it away`,
     newer: `state file ${file} was written by a newer mediabatch ${detail}: upgrade mediabatch`,

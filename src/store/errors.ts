@@ -16,6 +16,8 @@ export type StoreErrorKind =
   | 'permission'
   | 'full'
   | 'busy'
+  /** A database server that answered before and went away: the run goes on once it is back. */
+  | 'gone'
   | 'data';
 
 /** Every problem with the state database (the file, or a run in it), worded for the user. */
@@ -36,7 +38,7 @@ export class StoreError extends MediabatchError {
     this.file = opts.file;
     this.exitCode = !STATE_FILE_KINDS.includes(this.kind)
       ? EXIT.internal
-      : this.kind === 'full'
+      : this.kind === 'full' || this.kind === 'gone'
         ? EXIT.interrupted
         : EXIT.invalid;
   }
@@ -50,4 +52,5 @@ export const STATE_FILE_KINDS: readonly StoreErrorKind[] = [
   'permission',
   'full',
   'busy',
+  'gone',
 ];

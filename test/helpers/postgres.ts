@@ -68,8 +68,12 @@ function exec(bin: string, program: string, args: string[]): string {
   return execFileSync(first as string, rest, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-/** Starts a throwaway cluster. fsync is off: a test's database need not survive the machine. */
-export async function startPostgres(): Promise<Postgres> {
+/**
+ * Starts a throwaway cluster. fsync is off: a test's database need not survive the machine. Commits are
+ * asynchronous unless `durableCommits`: a test that stops the server with `pause()` (an immediate stop,
+ * as a crash) needs every acknowledged commit to survive it, as on a server with the default settings.
+ */
+export async function startPostgres(opts: { durableCommits?: boolean } = {}): Promise<Postgres> {
   const bin = postgresBinaries();
   const dir = mkdtempSync(join(tmpdir(), 'mediabatch-pg-'));
   if (userInfo().uid === 0) {
@@ -95,7 +99,7 @@ export async function startPostgres(): Promise<Postgres> {
     '-c listen_addresses=127.0.0.1',
     `-c unix_socket_directories=${dir}`,
     '-c fsync=off',
-    '-c synchronous_commit=off',
+    `-c synchronous_commit=${opts.durableCommits === true ? 'on' : 'off'}`,
     '-c full_page_writes=off',
     '-c max_connections=200',
   ].join(' ');

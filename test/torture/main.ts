@@ -1,11 +1,14 @@
 // `npm run torture`: the full fault-injection suite. A 500-task run against a faulty sandbox, killed
-// with SIGKILL at 20 seeded moments and restarted until it ends; hostile inputs; the sentinel key.
+// with SIGKILL at 20 seeded moments and restarted until it ends; hostile inputs; the sentinel key; a
+// fleet of three workers on PostgreSQL, 300 tasks, killed, its database stopped, its packets dropped.
 // Prints each figure and exits 1 when a guarantee broke. `--small` runs the size used in `npm test`.
 import { parseArgs } from 'node:util';
 import { runAccountSums } from './account-sums.js';
 import { crashTorture } from './crash-loop.js';
+import { fleetChaos } from './fleet-chaos.js';
 import { formatGuarantees, type Guarantee, guarantee } from './guarantees.js';
 import { hostileTorture } from './hostile.js';
+import { hungConnection } from './hung-connection.js';
 import { runMoneyModel } from './money-model.js';
 import { scenarioTorture } from './scenarios.js';
 import { FULL, SMALL } from './sizes.js';
@@ -107,7 +110,40 @@ const spenderGuarantees = [
 ];
 console.log(formatGuarantees(spenderGuarantees));
 
+const fl = size.fleet;
+log(
+  `fleet chaos: ${fl.stills * 2 + fl.images} tasks, ${fl.workers} workers, seed ${fl.seed} (FLEET_CHAOS_SEED=${fl.seed} replays its moments)`,
+);
+const fleet = await fleetChaos({ ...fl, log });
+const ff = fleet.figures;
+console.log(
+  'A fleet on PostgreSQL under chaos (kill -9, the server stopped, packets dropped then the connection cut)',
+);
+console.log(
+  `  ${ff.tasks} tasks, ${fl.workers} workers, seed ${ff.seed}: ${ff.kills} kills, ${ff.starts} worker starts, exit codes ${JSON.stringify(ff.exitCodes)}`,
+);
+console.log(
+  `  PostgreSQL stopped ${ff.pgPausedMs} ms, packets dropped ${ff.blackholedMs} ms; stills approved ${ff.approved}, rejected ${ff.rejected}`,
+);
+console.log(
+  `  end states: ${Object.entries(ff.states)
+    .map(([s, n]) => `${n} ${s}`)
+    .join(', ')}; most POSTs for one task: ${ff.maxPostsPerTask}; results in the bucket: ${ff.results}`,
+);
+console.log(
+  `  ledger ${ff.ledgerNetMicro} + in doubt ${ff.inDoubtNetMicro} = sandbox ${ff.sandboxNetMicro} micro-tokens; peak ${ff.peakLedgerMicro} of budget ${ff.budgetMicro} (${ff.budgetStops} stops on it); ${ff.senders} worker processes sent, ${ff.lostWorkers} marked lost; ${ff.seconds} s`,
+);
+console.log(formatGuarantees(fleet.guarantees));
+
+log('a runner on a hung PostgreSQL connection');
+const hung = await hungConnection();
+console.log('A runner whose PostgreSQL connection hangs (a proxy forwards nothing, closes nothing)');
+console.log(`  exit ${hung.code} after ${hung.waitedMs} ms`);
+console.log(formatGuarantees(hung.guarantees));
+
 const all: Guarantee[] = [
+  ...fleet.guarantees,
+  ...hung.guarantees,
   ...spenderGuarantees,
   ...crash.guarantees,
   ...hostile.guarantees,

@@ -1,11 +1,27 @@
 // The two sizes of the torture: the full one (`npm run torture`) and the one inside `npm test`.
 import type { CrashTortureOptions } from './crash-loop.js';
+import type { FleetChaosOptions } from './fleet-chaos.js';
 import type { ScenarioOptions } from './scenarios.js';
 
 const FAULTS = { failRate: 0.15, errorRate: 0.05, chargeThenErrorRate: 0.05, latencyMs: 15 };
 
-export const FULL: { crash: CrashTortureOptions; scenarios: ScenarioOptions } = {
+export const FULL: { crash: CrashTortureOptions; scenarios: ScenarioOptions; fleet: FleetChaosOptions } = {
   scenarios: { tasks: 40 },
+  // 300 tasks: 50 reviewed stills, a clip after each, 200 images; three workers, ten kills, the database
+  // stopped for 10 s, one worker's packets dropped for 5 s. The seed changes every run and is printed.
+  fleet: {
+    stills: 50,
+    images: 200,
+    workers: 3,
+    kills: 10,
+    pgPauseMs: 10_000,
+    blackholeMs: 5_000,
+    budgetShare: 0.7,
+    seed: Number(process.env['FLEET_CHAOS_SEED'] ?? Date.now() % 1_000_000),
+    concurrency: 8,
+    speed: 0.02,
+    deadlineMs: 12 * 60_000,
+  },
   crash: {
     images: 400,
     lines: 100,
@@ -18,8 +34,21 @@ export const FULL: { crash: CrashTortureOptions; scenarios: ScenarioOptions } = 
   },
 };
 
-export const SMALL: { crash: CrashTortureOptions; scenarios: ScenarioOptions } = {
+export const SMALL: { crash: CrashTortureOptions; scenarios: ScenarioOptions; fleet: FleetChaosOptions } = {
   scenarios: { tasks: 6 },
+  fleet: {
+    stills: 3,
+    images: 12,
+    workers: 3,
+    kills: 2,
+    pgPauseMs: 3_000,
+    blackholeMs: 2_000,
+    budgetShare: 1,
+    seed: 35,
+    concurrency: 4,
+    speed: 0.02,
+    deadlineMs: 150_000,
+  },
   crash: {
     images: 45,
     lines: 15,

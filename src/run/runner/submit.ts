@@ -214,7 +214,14 @@ export class Submitter {
     if (!store.reviews.hasReviewed(core.opts.runId)) return () => {};
     let mark = store.reviews.decisionMark();
     const timer = setInterval(() => {
-      const now = store.isOpen ? store.reviews.decisionMark() : mark;
+      let now = mark;
+      try {
+        now = store.isOpen ? store.reviews.decisionMark() : mark;
+      } catch {
+        // Only a hint to wake up: thrown in a timer it would end the process (a database gone for a
+        // moment); the submitter's own next statement meets the same error where it is handled.
+        return;
+      }
       if (now === mark) return;
       mark = now;
       core.wakeSubmitter();

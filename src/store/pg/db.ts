@@ -85,6 +85,11 @@ export function connectionString(url: string, defaults: Record<string, string> =
   return parsed.toString().replace(/\+/g, '%20');
 }
 
+/** libpq's messages span lines (a hint on a second, indented line); the CLI's reason is one line. */
+function oneLine(message: string): string {
+  return message.trim().replace(/\s*\n\s*/g, ' ');
+}
+
 function toParam(value: Bindable): string | null {
   if (value === null || value === undefined) return null;
   if (typeof value === 'boolean') return value ? '1' : '0';
@@ -262,6 +267,8 @@ export class PgDb {
   /** Per transaction level: whether its write savepoint exists (see #markWrite). */
   readonly #writeMarks: boolean[] = [];
   #open = true;
+  /** Whether a connection was ever opened (an outage, not a wrong address, when a later one fails). */
+  #connected = false;
 
   constructor(url: string, opts: PgDbOptions = {}) {
     this.name = redactUrl(url);
@@ -282,16 +289,27 @@ export class PgDb {
   #connection(): Libpq {
     if (!this.#open) throw new TypeError('The database connection is not open');
     if (this.#pq !== undefined) return this.#pq;
+    if (this.#depth > 0) {
+      // The transaction died with its connection. A new connection here would run the rest of it
+      // outside any transaction and without the writer lock, committing half of it.
+      throw new StoreError(
+        `the PostgreSQL state at ${this.name} went away during a transaction, which the server rolled back`,
+        { kind: 'gone', file: this.name },
+      );
+    }
     const pq = newLibpq();
     try {
       pq.connectSync(this.#conninfo);
     } catch (error) {
       keepFailed(pq);
+      // Unreachable at the start is for the user to check (the URL, the server); unreachable after it
+      // answered is an outage, and the run goes on once the server is back.
       throw new StoreError(
-        `the PostgreSQL state at ${this.name} cannot be reached: ${(error as Error).message.trim()}`,
-        { kind: 'busy', file: this.name },
+        `the PostgreSQL state at ${this.name} cannot be reached: ${oneLine((error as Error).message)}`,
+        { kind: this.#connected ? 'gone' : 'busy', file: this.name },
       );
     }
+    this.#connected = true;
     this.#pq = pq;
     this.#prepared.clear();
     if (this.readonly) {
@@ -421,13 +439,13 @@ export class PgDb {
     }
     const fields = pq.resultErrorFields() ?? {};
     const sqlState = fields.sqlState ?? '';
-    const message = (pq.resultErrorMessage() || pq.errorMessage()).trim();
+    const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
     if (sqlState === '' || sqlState.startsWith('08') || sqlState === '57P01') {
       // The connection is gone: the next statement outside a transaction opens a new one.
       finish(pq);
       this.#pq = undefined;
       throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
-        kind: 'busy',
+        kind: 'gone',
         file: this.name,
       });
     }
@@ -465,7 +483,14 @@ export class PgDb {
     const begin = this.readonly
       ? 'BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY'
       : `BEGIN; SELECT pg_advisory_xact_lock(${WRITER_LOCK})`;
-    this.exec(depth === 0 ? `${begin}; SAVEPOINT ${savepoint}` : `SAVEPOINT ${savepoint}`);
+    try {
+      this.exec(depth === 0 ? `${begin}; SAVEPOINT ${savepoint}` : `SAVEPOINT ${savepoint}`);
+    } catch (error) {
+      // A transaction that began but never got the writer lock (the wait timed out) is still open and
+      // aborted on the connection: every later statement would fail until it is rolled back.
+      if (depth === 0 && this.#pq !== undefined) this.#pq.exec('ROLLBACK');
+      throw error;
+    }
     this.#depth = depth + 1;
     this.#writeMarks[depth + 1] = false;
     try {
