@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { redactUrl, stateLocation } from '../../src/store/location.js';
 import { type BulkInsert, bulkInsertParams, bulkInsertText } from '../../src/store/pg/bulk.js';
-import { connectionString } from '../../src/store/pg/db.js';
+import { connectionString, hangLimitMs } from '../../src/store/pg/db.js';
 import { toPostgres } from '../../src/store/pg/sql.js';
 
 describe('toPostgres', () => {
@@ -62,6 +62,31 @@ describe('the connection', () => {
     expect(conninfo.searchParams.get('tcp_user_timeout')).toBe('30000');
     expect(conninfo.searchParams.get('options')).toContain('statement_timeout=60000');
     expect(connectionString('postgres://db/mb')).not.toContain('+');
+  });
+
+  it("keeps mediabatch's session settings beside a URL's own options, unless the URL sets them", () => {
+    const options = (url: string) => new URL(connectionString(url)).searchParams.get('options');
+    expect(options('postgres://db/mb?options=-csearch_path%3Dtenant')).toBe(
+      '-csearch_path=tenant -c statement_timeout=60000 -c idle_in_transaction_session_timeout=10000 -c TimeZone=UTC -c client_min_messages=warning',
+    );
+    expect(options('postgres://db/mb?options=--statement_timeout%3D5s%20-c%20TimeZone%3DUTC')).toBe(
+      '--statement_timeout=5s -c TimeZone=UTC -c idle_in_transaction_session_timeout=10000 -c client_min_messages=warning',
+    );
+  });
+
+  it('bounds a wait inside libpq by the longest the server or libpq may take, plus a margin', () => {
+    expect(hangLimitMs(connectionString('postgres://db/mb'))).toEqual({
+      limitMs: 65_000,
+      statementMs: 60_000,
+    });
+    const short = 'postgres://db/mb?connect_timeout=1&options=-c%20statement_timeout%3D2s';
+    expect(hangLimitMs(connectionString(short))).toEqual({ limitMs: 7000, statementMs: 2000 });
+    // A connect_timeout longer than the statements' is what a connection may take to open.
+    const slowConnect = 'postgres://db/mb?connect_timeout=20&options=-c%20statement_timeout%3D1000';
+    expect(hangLimitMs(connectionString(slowConnect)).limitMs).toBe(25_000);
+    // statement_timeout turned off: nothing bounds a statement, and nothing is watched.
+    const off = 'postgres://db/mb?options=-c%20statement_timeout%3D0';
+    expect(hangLimitMs(connectionString(off)).limitMs).toBe(0);
   });
 
   it('names a state without its password or query, and leaves a URL unresolved', () => {

@@ -6,9 +6,10 @@ import { MediabatchError } from '../../errors.js';
 import { StoreError } from '../errors.js';
 import { redactUrl } from '../location.js';
 import { bulkInsertParams, bulkInsertText } from './bulk.js';
-import { finish, keepFailed, type Libpq, newLibpq } from './libpq.js';
+import { finish, keepFailed, type Libpq, newLibpq, watched } from './libpq.js';
 import { pgOverride } from './overrides.js';
 import { type PgStatementText, toPostgres } from './sql.js';
+import { durationMs, WATCH_MARGIN_MS, type Watch, watch } from './watchdog.js';
 
 /** One value bound to a parameter, as the store passes them (better-sqlite3's kinds). */
 type Bindable = string | number | bigint | boolean | null | undefined;
@@ -24,6 +25,19 @@ const BOOL_TYPE = 16;
  * advisory lock gives every process on the database the same guarantee; it ends with the transaction.
  */
 const WRITER_LOCK = 0x6d656469; // "medi"
+
+/**
+ * SQLSTATEs of a statement the server gave up on: it ran past statement_timeout or waited past
+ * lock_timeout (a lock held by another session, or a server too slow). The connection is fine; the
+ * run stops and is run again, as when the server went away.
+ */
+const TIMED_OUT = new Set(['57014', '55P03']);
+
+/**
+ * SQLSTATEs of the server ending the session: an administrator's command, a shutdown or crash, or a
+ * transaction left idle past idle_in_transaction_session_timeout (or a session past idle_session_timeout).
+ */
+const CONNECTION_ENDED = new Set(['57P01', '57P02', '57P03', '57P05', '25P03']);
 
 /** SQLSTATEs of parameter types PostgreSQL could not infer (or inferred two of): bound again with explicit casts. */
 const UNTYPED = new Set(['42P18', '42P08', '42725', '42883', '42804']);
@@ -65,9 +79,31 @@ const DEFAULT_OPTIONS: Record<string, string> = {
   keepalives_count: '3',
   tcp_user_timeout: '30000',
   application_name: 'mediabatch',
-  options:
-    '-c statement_timeout=60000 -c idle_in_transaction_session_timeout=60000 -c TimeZone=UTC -c client_min_messages=warning',
 };
+
+/**
+ * The server's settings for each session, sent in libpq's `options`; a URL's own `options` keeps them
+ * for what it does not set. The store's transactions are short (no transaction spans an await), so one
+ * left idle is a worker that hangs or died, and it holds the writer lock the whole fleet waits on:
+ * the server ends it after 10 s.
+ */
+const DEFAULT_SETTINGS: Record<string, string> = {
+  statement_timeout: '60000',
+  idle_in_transaction_session_timeout: '10000',
+  TimeZone: 'UTC',
+  client_min_messages: 'warning',
+};
+
+/** Whether libpq's `options` (`-c name=value`, `-cname=value` or `--name=value`) set `name`. */
+function setsSetting(options: string, name: string): boolean {
+  return new RegExp(`(?:-c\\s*|--)${name}=`, 'i').test(options);
+}
+
+/** The value `options` gives a setting (the last one wins, as in PostgreSQL). */
+function settingOf(options: string, name: string): string | undefined {
+  const all = [...options.matchAll(new RegExp(`(?:-c\\s*|--)${name}=(\\S+)`, 'gi'))];
+  return all.at(-1)?.[1];
+}
 
 /**
  * A reader that a person waits on (`view`) gives up on a server it cannot reach sooner: every request of
@@ -81,8 +117,32 @@ export function connectionString(url: string, defaults: Record<string, string> =
   for (const [key, value] of Object.entries({ ...DEFAULT_OPTIONS, ...defaults })) {
     if (!parsed.searchParams.has(key)) parsed.searchParams.set(key, value);
   }
+  const own = parsed.searchParams.get('options') ?? '';
+  const added = Object.entries(DEFAULT_SETTINGS)
+    .filter(([name]) => !setsSetting(own, name))
+    .map(([name, value]) => `-c ${name}=${value}`);
+  parsed.searchParams.set('options', [own, ...added].filter((o) => o !== '').join(' '));
   // URLSearchParams writes spaces as "+", which libpq reads literally.
   return parsed.toString().replace(/\+/g, '%20');
+}
+
+/**
+ * How long one call into libpq may wait before the connection counts as hung: the longest the server
+ * or libpq itself may take to end it (statement_timeout, connect_timeout), plus a margin. 0 when the
+ * user turned statement_timeout off: then nothing is watched.
+ */
+export function hangLimitMs(conninfo: string): { limitMs: number; statementMs: number } {
+  const query = new URL(conninfo).searchParams;
+  const statementMs =
+    durationMs(settingOf(query.get('options') ?? '', 'statement_timeout') ?? '') ??
+    Number(DEFAULT_SETTINGS.statement_timeout);
+  if (statementMs === 0) return { limitMs: 0, statementMs };
+  const connectMs = (Number(query.get('connect_timeout')) || 0) * 1000;
+  return { limitMs: Math.max(statementMs, connectMs) + WATCH_MARGIN_MS, statementMs };
+}
+
+function seconds(ms: number): string {
+  return String(Math.round(ms / 100) / 10);
 }
 
 /** libpq's messages span lines (a hint on a second, indented line); the CLI's reason is one line. */
@@ -269,11 +329,21 @@ export class PgDb {
   #open = true;
   /** Whether a connection was ever opened (an outage, not a wrong address, when a later one fails). */
   #connected = false;
+  /** The bound on every wait for the server (watchdog.ts). */
+  readonly #watch: Watch;
+  /** The session's statement_timeout, for the line that says a statement ran out of it. */
+  readonly #statementMs: number;
 
   constructor(url: string, opts: PgDbOptions = {}) {
     this.name = redactUrl(url);
     this.readonly = opts.readOnly === true;
     this.#conninfo = connectionString(url, this.readonly ? READER_OPTIONS : {});
+    const { limitMs, statementMs } = hangLimitMs(this.#conninfo);
+    this.#statementMs = statementMs;
+    this.#watch = watch(
+      limitMs,
+      `the PostgreSQL state at ${this.name} did not answer for ${seconds(limitMs)} s (statement_timeout ${seconds(statementMs)} s): its connection hangs (a pooler, a proxy or the server stopped answering without closing it); this process stops here, run again to continue`,
+    );
     this.#connection();
   }
 
@@ -297,7 +367,7 @@ export class PgDb {
         { kind: 'gone', file: this.name },
       );
     }
-    const pq = newLibpq();
+    const pq = watched(newLibpq(), this.#watch);
     try {
       pq.connectSync(this.#conninfo);
     } catch (error) {
@@ -440,7 +510,7 @@ export class PgDb {
     const fields = pq.resultErrorFields() ?? {};
     const sqlState = fields.sqlState ?? '';
     const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
-    if (sqlState === '' || sqlState.startsWith('08') || sqlState === '57P01') {
+    if (sqlState === '' || sqlState.startsWith('08') || CONNECTION_ENDED.has(sqlState)) {
       // The connection is gone: the next statement outside a transaction opens a new one.
       finish(pq);
       this.#pq = undefined;
@@ -449,11 +519,16 @@ export class PgDb {
         file: this.name,
       });
     }
-    const error = new PgError(
-      `${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`,
-      sqlState,
-      fields.constraintName,
-    );
+    const error = TIMED_OUT.has(sqlState)
+      ? new StoreError(
+          `the PostgreSQL state at ${this.name} is busy or slow: ${message}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
+          { kind: 'gone', file: this.name },
+        )
+      : new PgError(
+          `${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`,
+          sqlState,
+          fields.constraintName,
+        );
     if (guarded) {
       pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
     } else if (this.#depth > 0 && this.#failed === undefined) {

@@ -4,6 +4,7 @@
 
 import { createRequire } from 'node:module';
 import { StoreError } from '../errors.js';
+import type { Watch } from './watchdog.js';
 
 /** The part of libpq's binding the store uses (the package ships no types). */
 export interface Libpq {
@@ -45,6 +46,20 @@ export function newLibpq(): Libpq {
     }
   }
   return new loaded();
+}
+
+/** The calls that wait on the network. */
+const WAITING = ['connectSync', 'exec', 'execParams', 'prepare', 'execPrepared'] as const;
+
+/** `pq` with every call that waits on the server made under `watch`'s deadline. */
+export function watched(pq: Libpq, watch: Watch): Libpq {
+  for (const method of WAITING) {
+    const call = pq[method] as (...args: unknown[]) => void;
+    Object.defineProperty(pq, method, {
+      value: (...args: unknown[]) => watch.around(() => call.apply(pq, args)),
+    });
+  }
+  return pq;
 }
 
 /**
