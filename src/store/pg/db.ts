@@ -521,7 +521,7 @@ export class PgDb {
     }
     const error = TIMED_OUT.has(sqlState)
       ? new StoreError(
-          `the PostgreSQL state at ${this.name} is busy or slow: ${message}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
+          `the PostgreSQL state at ${this.name} is busy or slow: ${message.replace(/^ERROR:\s*/, '')}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
           { kind: 'gone', file: this.name },
         )
       : new PgError(
