@@ -3,6 +3,7 @@
 // rewritten once per statement (sql.ts) and prepared on the server at its first use.
 
 import { MediabatchError } from '../../errors.js';
+import { fmtRate } from '../../util/numbers.js';
 import { StoreError } from '../errors.js';
 import { redactUrl } from '../location.js';
 import { bulkInsertParams, bulkInsertText } from './bulk.js';
@@ -141,8 +142,9 @@ export function hangLimitMs(conninfo: string): { limitMs: number; statementMs: n
   return { limitMs: Math.max(statementMs, connectMs) + WATCH_MARGIN_MS, statementMs };
 }
 
+/** Seconds as the house formats numbers with at most one decimal (numbers.ts's rates): `65`, `0.5`. */
 function seconds(ms: number): string {
-  return String(Math.round(ms / 100) / 10);
+  return fmtRate(ms / 1000);
 }
 
 /** libpq's messages span lines (a hint on a second, indented line); the CLI's reason is one line. */
