@@ -6,6 +6,8 @@
 // statement_timeout or lock_timeout (here: another session holds the writer lock) ends the run with one
 // line and exit 4. `npm run torture` runs the hung connection with the default timeouts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreError } from '../../src/store/errors.js';
+import { PgDb } from '../../src/store/pg/db.js';
 import { finish, type Libpq, newLibpq } from '../../src/store/pg/libpq.js';
 import { type FleetStage, jobsByPrompt, startFleetStage, until } from '../helpers/fleet.js';
 import { images } from '../helpers/run-env.js';
@@ -84,6 +86,34 @@ describe('a runner on PostgreSQL never waits forever', () => {
       await proxy.close();
     }
   }, 120_000);
+
+  it('a transaction left idle past idle_in_transaction_session_timeout: the session the server ended is gone (exit 4), not a bug', () => {
+    const url = withQuery(stage.database(), '-c idle_in_transaction_session_timeout=300');
+    const db = new PgDb(url);
+    try {
+      const idle = db.transaction(() => {
+        db.prepare('SELECT 1').get();
+        // A worker frozen inside its transaction: nothing reaches the server for longer than it allows.
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000);
+        return db.prepare('SELECT 2').get();
+      });
+      let thrown: unknown;
+      try {
+        idle();
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(StoreError);
+      expect((thrown as StoreError).exitCode).toBe(4);
+      expect((thrown as StoreError).message).toMatch(
+        /^the PostgreSQL state at postgres:\/\/postgres@127\.0\.0\.1:\d+\/t\d+_\d+ went away/,
+      );
+      // Outside a transaction the next statement opens a new session.
+      expect(db.prepare('SELECT 3 AS n').get()).toEqual({ n: 3 });
+    } finally {
+      db.close();
+    }
+  });
 
   describe('a statement the server gives up on (another session holds the writer lock)', () => {
     let holder: Libpq | undefined;

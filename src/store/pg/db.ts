@@ -454,6 +454,7 @@ export class PgDb {
       if (this.#depth > 0 && pq.resultStatus() === 'PGRES_FATAL_ERROR') {
         const message = pq.resultErrorMessage();
         const fields = pq.resultErrorFields() ?? {};
+        this.#throwIfGone(pq, fields.sqlState ?? '', oneLine(message || pq.errorMessage()));
         pq.exec('ROLLBACK TO SAVEPOINT prepare; RELEASE SAVEPOINT prepare');
         throw new PgError(
           `${message.trim()} (in: ${sql.text.replace(/\s+/g, ' ').slice(0, 120)})`,
@@ -500,6 +501,17 @@ export class PgDb {
     return pq.resultErrorFields()?.sqlState ?? '';
   }
 
+  /** An error that means the session ended (or never answered): the next statement outside a transaction opens a new one. */
+  #throwIfGone(pq: Libpq, sqlState: string, message: string): void {
+    if (sqlState !== '' && !sqlState.startsWith('08') && !CONNECTION_ENDED.has(sqlState)) return;
+    finish(pq);
+    this.#pq = undefined;
+    throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
+      kind: 'gone',
+      file: this.name,
+    });
+  }
+
   #check(pq: Libpq, sql: string, guarded = false): void {
     const status = pq.resultStatus();
     if (
@@ -512,15 +524,7 @@ export class PgDb {
     const fields = pq.resultErrorFields() ?? {};
     const sqlState = fields.sqlState ?? '';
     const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
-    if (sqlState === '' || sqlState.startsWith('08') || CONNECTION_ENDED.has(sqlState)) {
-      // The connection is gone: the next statement outside a transaction opens a new one.
-      finish(pq);
-      this.#pq = undefined;
-      throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
-        kind: 'gone',
-        file: this.name,
-      });
-    }
+    this.#throwIfGone(pq, sqlState, message);
     const error = TIMED_OUT.has(sqlState)
       ? new StoreError(
           `the PostgreSQL state at ${this.name} is busy or slow: ${message.replace(/^ERROR:\s*/, '')}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
