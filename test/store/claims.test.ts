@@ -83,6 +83,25 @@ describe('claims of a fleet', () => {
     expect(store.claims.leave('r1', B)).toEqual({ last: true, others: 0 });
   });
 
+  it('gives back a task its worker will not send, and claims around the ones it gave up on', () => {
+    const store = fleetOf(3);
+    expect(ids(store.claims.claimPending('r1', A, 2, undefined, 'manifest'))).toEqual(['t01', 't02']);
+    expect(store.claims.heldByOthers('r1', B)).toBe(2);
+    // t01 does not fit the budget for A: nobody waits for it, and B may look at it for itself.
+    store.claims.giveUp('r1', A, ['t01']);
+    expect(store.claims.heldByOthers('r1', B)).toBe(1);
+    // A's next claim leaves out what it gave up on, without taking it back from the queue.
+    const skip = new Set(['t01']);
+    expect(ids(store.claims.claimPending('r1', A, 5, undefined, 'manifest', skip))).toEqual(['t02', 't03']);
+    expect(ids(store.claims.claimPending('r1', B, 5, undefined, 'manifest'))).toEqual(['t01']);
+    // Only a pending task of its own is given back: B's claim stays B's, a sent task stays its sender's.
+    store.claims.giveUp('r1', A, ['t01']);
+    expect(store.claims.heldByOthers('r1', A)).toBe(1);
+    store.submissions.recordSubmitIntent('r1', 't02', A);
+    store.claims.giveUp('r1', A, ['t02']);
+    expect(store.claims.heldByOthers('r1', B)).toBe(2);
+  });
+
   it.runIf(onPostgres())('skips the rows another connection holds locked instead of waiting for them', () => {
     const store = fleetOf(3);
     const other = rawDatabase(ctx.file());
