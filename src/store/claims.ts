@@ -75,6 +75,7 @@ export class ClaimStore {
   readonly #sweep;
   readonly #leave;
   readonly #heldByOthers;
+  readonly #jobsElsewhere;
 
   constructor(db: Db, workers: WorkerStore, submissions: SubmissionStore) {
     // On PostgreSQL this is `… FOR UPDATE SKIP LOCKED` (overrides.ts): two workers claiming at once take
@@ -107,6 +108,14 @@ export class ClaimStore {
       .prepare<[string, string], number>(
         `SELECT count(*) FROM tasks WHERE run_id = ? AND claimed_by IS NOT NULL AND claimed_by <> ?
            AND state IN ('pending', 'submitting', ${JOB_STATES_SQL})`,
+      )
+      .pluck();
+    // Jobs of the run this worker does not hold: another worker's (alive, or not yet found lost), or
+    // nobody's (left by a worker that stopped, for the next sweep to adopt).
+    this.#jobsElsewhere = db
+      .prepare<[string, string], string>(
+        `SELECT task_id FROM tasks WHERE run_id = ? AND state IN (${JOB_STATES_SQL})
+           AND (claimed_by IS NULL OR claimed_by <> ?)`,
       )
       .pluck();
 
@@ -177,6 +186,14 @@ export class ClaimStore {
   /** Tasks other workers hold that may still end in something (sent, being sent, or claimed to send). */
   heldByOthers(runId: string, me: string): number {
     return this.#heldByOthers.get(runId, me) ?? 0;
+  }
+
+  /**
+   * Jobs of the run another worker holds, or that wait to be adopted: their results may still be fetched
+   * (an unfetched one again), so a downstream of theirs is not this worker's to block.
+   */
+  jobsElsewhere(runId: string, me: string): Set<string> {
+    return new Set(this.#jobsElsewhere.all(runId, me));
   }
 
   /** The worker leaves the run, giving back what it held; says whether it was the last one on it. */

@@ -251,7 +251,11 @@ export class Submitter {
     if (core.stopSubmitting.signal.aborted) return false;
     const working = (taskId: string) =>
       core.claimed.has(taskId) && core.watched.get(taskId)?.stalled !== true;
-    const blocked = store.chains.blockDownstreams(runId, (id) => core.claimed.has(id));
+    // In a fleet, another worker's job (or one waiting to be adopted) may still give its result: only its
+    // holder, or the last worker out, says its downstreams are blocked.
+    const { fleet } = core.opts;
+    const elsewhere = fleet ? store.claims.jobsElsewhere(runId, fleet.workerId) : new Set<string>();
+    const blocked = store.chains.blockDownstreams(runId, (id) => core.claimed.has(id) || elsewhere.has(id));
     core.blocked(blocked);
     return store.chains.waitingOnActive(runId).some((w) => working(w.upstreamId));
   }
