@@ -109,7 +109,6 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       allowPartial: o.allowPartial,
       now: now(),
     });
-    const { budget } = options;
     const preflight = await preflightRun(session, options);
     const report = () =>
       writeRunReport(session, {
@@ -144,7 +143,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       concurrency: o.concurrency ?? settings.concurrency,
       ...(settings.order !== undefined ? { order: settings.order } : {}),
       ...(o.prices !== undefined ? { prices: o.prices } : {}),
-      ...(budget !== undefined ? { budget } : {}),
+      ...(options.budget !== undefined ? { budget: options.budget } : {}),
       ...(o.retries !== undefined ? { retries: o.retries } : {}),
       taskIds: plan.taskIds,
       stop: o.signal ?? new AbortController().signal,

@@ -219,7 +219,7 @@ describe('status, report and balance', () => {
     const status = await cli([...argv, 'status'], io);
     expect(status).toMatchObject({ code: 0, stderr: '' });
     expect(status.stdout).toBe(
-      'No runs yet in elsewhere/none.db: start one with `mediabatch run <manifest>`.\n',
+      'No runs yet in elsewhere/none.db: start one with `mediabatch run <manifest> --state elsewhere/none.db`.\n',
     );
     expect(JSON.parse((await cli([...argv, 'status', '--json'], io)).stdout)).toEqual({
       runs: [],
