@@ -1,8 +1,8 @@
 // The slice of the fleet's chaos inside `npm test` (`npm run torture` runs 300 tasks, 10 kills, the
 // database stopped 10 s): three worker processes on one PostgreSQL state, reviewed stills with a clip
 // after each and plain images, two workers killed with SIGKILL and started again, the server stopped
-// for 3 s, one worker's packets dropped then its connection cut. Every guarantee is read from the
-// sandbox's books, the bucket and the database (test/torture/fleet-chaos.ts).
+// for 3 s (the full run also drops one worker's packets, then cuts its connection). Every guarantee is
+// read from the sandbox's books, the bucket and the database (test/torture/fleet-chaos.ts).
 import { describe, expect, it } from 'vitest';
 import { fleetChaos } from '../torture/fleet-chaos.js';
 import { SMALL } from '../torture/sizes.js';
@@ -14,7 +14,6 @@ describe('a fleet of three workers on PostgreSQL under chaos (small)', () => {
     // The chaos did happen, or the guarantees were not put to the test.
     expect(figures.kills).toBe(SMALL.fleet.kills);
     expect(figures.pgPausedMs).toBeGreaterThanOrEqual(SMALL.fleet.pgPauseMs);
-    expect(figures.blackholedMs).toBeGreaterThanOrEqual(SMALL.fleet.blackholeMs);
     expect(figures.approved + figures.rejected).toBeGreaterThan(0);
     expect(figures.results).toBeGreaterThan(0);
   }, 240_000);
