@@ -1,6 +1,7 @@
 // The PostgreSQL steps of `npm run bench`: a run planned into PostgreSQL (bench/postgres-plan.ts), the
 // runner on PostgreSQL against SQLite (bench/postgres.ts) and the fleet's sizing figures
-// (bench/fleet-sizing.ts), the last two in processes of their own as when run alone. Skipped with one
+// (bench/fleet-sizing.ts) and one worker against two on one run (bench/fleet.ts), the last three in
+// processes of their own as when run alone. Skipped with one
 // line where PostgreSQL's server programs or the libpq client are missing.
 import { execFileSync } from 'node:child_process';
 import { REPO } from '../test/helpers/child.js';
@@ -21,6 +22,13 @@ export interface PostgresFigures {
     walBytesPerTask: number;
     claimsPerSecond: { oneClient: number; twoClients: number };
     underWriterLock: { oneClient: number; twoClients: number };
+  };
+  fleet?: {
+    tasks: number;
+    concurrency: number;
+    tasksPerSecond: { oneWorker: number; twoWorkers: number };
+    ratio: number;
+    claimMicrosPerTask: number;
   };
 }
 
@@ -51,16 +59,19 @@ export async function measurePostgres(
   const runner = script<NonNullable<PostgresFigures['runner']>>('bench/postgres.ts', ['5000', '64']);
   o.log('15 the fleet on paper: bytes and WAL per task, SKIP LOCKED claims per second');
   const sizing = script<NonNullable<PostgresFigures['sizing']>>('bench/fleet-sizing.ts', ['2000']);
-  return { plan, runner, sizing };
+  // 1,000 tasks keep the step to about a minute; `npx tsx bench/fleet.ts 5000 64` is the issue's size.
+  o.log('16 one worker against two on one run, 1,000 images, concurrency 64');
+  const fleet = script<NonNullable<PostgresFigures['fleet']>>('bench/fleet.ts', ['1000', '64']);
+  return { plan, runner, sizing, fleet };
 }
 
 /** The table's rows for the PostgreSQL figures (one row saying why, when they were skipped). */
 export function postgresRows(f: PostgresFigures): [string, string, string][] {
   const mark = (ok: boolean) => (ok ? 'met' : 'NOT met');
-  if (f.skipped !== undefined || !f.plan || !f.runner || !f.sizing) {
-    return [['13-15 PostgreSQL', `skipped: ${f.skipped ?? 'no figures'}`, '']];
+  if (f.skipped !== undefined || !f.plan || !f.runner || !f.sizing || !f.fleet) {
+    return [['13-16 PostgreSQL', `skipped: ${f.skipped ?? 'no figures'}`, '']];
   }
-  const { plan, runner, sizing } = f;
+  const { plan, runner, sizing, fleet } = f;
   const million = plan.tasks >= 1_000_000;
   return [
     [
@@ -79,6 +90,11 @@ export function postgresRows(f: PostgresFigures): [string, string, string][] {
       `15 fleet sizing (${sizing.tasks.toLocaleString('en-US')} tasks): bytes / WAL per task; SKIP LOCKED claims/s, 1 / 2 clients (under the writer lock)`,
       `${sizing.bytesPerTask} / ${sizing.walBytesPerTask} B; ${sizing.claimsPerSecond.oneClient} / ${sizing.claimsPerSecond.twoClients} (${sizing.underWriterLock.oneClient} / ${sizing.underWriterLock.twoClients})`,
       '',
+    ],
+    [
+      `16 two workers / one worker on one run (${fleet.tasks.toLocaleString('en-US')} images, concurrency ${fleet.concurrency}, best of 2 each)`,
+      `${fleet.ratio} (${fleet.tasksPerSecond.twoWorkers} / ${fleet.tasksPerSecond.oneWorker} tasks/s); a claim ${fleet.claimMicrosPerTask} µs per task`,
+      `>= 1.3 ${mark(fleet.ratio >= 1.3)}`,
     ],
   ];
 }

@@ -113,6 +113,15 @@ export class RunMoney {
     return this.figures.committed - this.#ownHeld;
   }
 
+  /**
+   * Worst cases other processes hold for submissions in flight (another worker of a fleet): their answers
+   * may give room back. Re-rolls reserved for tasks still pending are not in flight.
+   */
+  othersInFlightMicro(): number {
+    const held = this.figures.held - this.#ownHeld - this.#store.reservations.heldForPending(this.#runId);
+    return Math.max(0, held);
+  }
+
   /** Worst cases of this process's submissions in flight. */
   get inFlightMaxMicro(): number {
     return this.#ownHeld + this.#pending;

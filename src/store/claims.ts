@@ -45,7 +45,13 @@ const ORDER_SQL: Record<TaskOrder, string> = {
   manifest: 'ORDER BY seq',
 };
 
-type ClaimValues = { runId: string; worker: string; only: string | null; limit: number };
+type ClaimValues = {
+  runId: string;
+  worker: string;
+  only: string | null;
+  skip: string | null;
+  limit: number;
+};
 
 function prepareClaim(db: Db, order: TaskOrder) {
   return db.prepare<ClaimValues, TaskRow>(
@@ -53,6 +59,7 @@ function prepareClaim(db: Db, order: TaskOrder) {
      WHERE rowid IN (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
        AND (claimed_by IS NULL OR claimed_by = :worker)
        AND (:only IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
+       AND (:skip IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
        ${ORDER_SQL[order]} LIMIT :limit)
      RETURNING *`,
   );
@@ -63,10 +70,12 @@ export class ClaimStore {
   readonly #requeueOf;
   readonly #adoptJobs;
   readonly #releaseOf;
+  readonly #giveUp;
   readonly #lockRun;
   readonly #sweep;
   readonly #leave;
   readonly #heldByOthers;
+  readonly #jobsElsewhere;
 
   constructor(db: Db, workers: WorkerStore, submissions: SubmissionStore) {
     // On PostgreSQL this is `… FOR UPDATE SKIP LOCKED` (overrides.ts): two workers claiming at once take
@@ -88,6 +97,10 @@ export class ClaimStore {
     this.#releaseOf = db.prepare<[string, string]>(
       `UPDATE tasks SET claimed_by = NULL WHERE run_id = ? AND claimed_by = ?`,
     );
+    this.#giveUp = db.prepare<[string, string, string]>(
+      `UPDATE tasks SET claimed_by = NULL
+       WHERE run_id = ? AND claimed_by = ? AND state = 'pending' AND task_id IN (SELECT value FROM json_each(?))`,
+    );
     // Serialises the leaving of a run's workers on PostgreSQL (overrides.ts: SELECT … FOR UPDATE), so
     // exactly one finds itself the last; SQLite's one writer does that alone.
     this.#lockRun = db.prepare<[string], string>('SELECT id FROM runs WHERE id = ?').pluck();
@@ -95,6 +108,14 @@ export class ClaimStore {
       .prepare<[string, string], number>(
         `SELECT count(*) FROM tasks WHERE run_id = ? AND claimed_by IS NOT NULL AND claimed_by <> ?
            AND state IN ('pending', 'submitting', ${JOB_STATES_SQL})`,
+      )
+      .pluck();
+    // Jobs of the run this worker does not hold: another worker's (alive, or not yet found lost), or
+    // nobody's (left by a worker that stopped, for the next sweep to adopt).
+    this.#jobsElsewhere = db
+      .prepare<[string, string], string>(
+        `SELECT task_id FROM tasks WHERE run_id = ? AND state IN (${JOB_STATES_SQL})
+           AND (claimed_by IS NULL OR claimed_by <> ?)`,
       )
       .pluck();
 
@@ -125,7 +146,8 @@ export class ClaimStore {
 
   /**
    * Claims up to `limit` pending tasks that are ready (nothing they wait for unfinished) for `worker`:
-   * unclaimed ones, or its own again (a re-roll, a retry it left). Returns them in the order asked.
+   * unclaimed ones, or its own again (a re-roll, a retry it left), but none of `skip` (those it gave up
+   * on stay free for the others). Returns them in the order asked.
    */
   claimPending(
     runId: string,
@@ -133,12 +155,27 @@ export class ClaimStore {
     limit: number,
     only?: readonly string[],
     order: TaskOrder = 'longest',
+    skip: ReadonlySet<string> = new Set(),
   ): TaskRecord[] {
-    const values = { runId, worker, only: only === undefined ? null : JSON.stringify(only), limit };
+    const values = {
+      runId,
+      worker,
+      only: only === undefined ? null : JSON.stringify(only),
+      skip: skip.size === 0 ? null : JSON.stringify([...skip]),
+      limit,
+    };
     const tasks = this.#claim[order].all(values).map(toTask);
     return order === 'manifest'
       ? tasks.sort((a, b) => a.seq - b.seq)
       : tasks.sort((a, b) => b.expectedMs - a.expectedMs || a.seq - b.seq);
+  }
+
+  /**
+   * The worker will not send these pending tasks (their worst case does not fit what the budget leaves):
+   * they go back to the queue, so no worker waits for a claim nobody will act on.
+   */
+  giveUp(runId: string, worker: string, taskIds: readonly string[]): void {
+    if (taskIds.length > 0) this.#giveUp.run(runId, worker, JSON.stringify(taskIds));
   }
 
   /** Declares lost the workers found so (expired, or dead on this host) and takes their work back. */
@@ -149,6 +186,14 @@ export class ClaimStore {
   /** Tasks other workers hold that may still end in something (sent, being sent, or claimed to send). */
   heldByOthers(runId: string, me: string): number {
     return this.#heldByOthers.get(runId, me) ?? 0;
+  }
+
+  /**
+   * Jobs of the run another worker holds, or that wait to be adopted: their results may still be fetched
+   * (an unfetched one again), so a downstream of theirs is not this worker's to block.
+   */
+  jobsElsewhere(runId: string, me: string): Set<string> {
+    return new Set(this.#jobsElsewhere.all(runId, me));
   }
 
   /** The worker leaves the run, giving back what it held; says whether it was the last one on it. */

@@ -185,6 +185,60 @@ describe('workers of one run on a PostgreSQL state', () => {
     expect(postsAtKill).toBeGreaterThanOrEqual(atKill.submitted.length);
   });
 
+  it('stop on a budget below the worst case as one runner would: each worker ends, the rest pending, said once', async () => {
+    // 30 images of 0.2 tokens: a budget of 2.5 (about 40 % of the worst case) covers 12 of them.
+    env = await makeRunEnv({ balance: 1000, speed: 0.1, latencyMs: 30 });
+    const file = await env.manifest({ name: 'lean', concurrency: 2, budget: 2.5, tasks: images(30) });
+    // The preflight refuses a run its budget cannot finish unless it may stop part way.
+    const first = worker(file, ['--allow-partial']);
+    await until(
+      () => withStore((store) => store.workers.list('lean').length > 0),
+      'the first worker to start working',
+    );
+    const crew = [first, worker(file, ['--allow-partial']), worker(file, ['--allow-partial'])];
+    // Every worker ends (the test's timeout is the bound): none waits for tasks another one gave up on.
+    const codes = await Promise.all(crew.map((w) => w.exited));
+    const said = crew.map((w) => w.stderr().trim().split('\n').at(-1) ?? '');
+    const stop =
+      '18 task(s) did not fit under the budget of 2.5 tokens (0.1 left; they need up to 3.6): raise budget and run again to continue';
+    for (const [i, w] of crew.entries()) {
+      expect(codes[i], w.stderr()).toBe(4);
+      expect(said[i]).toContain(stop);
+    }
+
+    // The sandbox charged no more than the budget, each task at most once.
+    const jobs = env.state().jobs;
+    expect(jobs).toHaveLength(12);
+    expect([...jobsPerPrompt().values()].every((n) => n === 1)).toBe(true);
+    expect(jobs.reduce((n, j) => n + j.cost - j.refunded, 0)).toBeLessThanOrEqual(2.5);
+    withStore((store) => {
+      expect(store.tasks.countTasksByState('lean')).toMatchObject({ done: 12, pending: 18 });
+      // Nobody holds the tasks left: a later run (with a bigger budget) takes them.
+      expect(store.claims.heldByOthers('lean', 'nobody')).toBe(0);
+    });
+    const status = await cli(['--state', url, 'status', 'lean'], {
+      env: workerEnv(),
+      cwd: env.dir,
+      now: () => new Date(),
+    });
+    // The run ended as a budget stop ends one (exit 4), its unfinished tasks counted with the way on.
+    expect(status.stdout).toMatch(/^ {2}State: interrupted \(exit 4\) · /m);
+    expect(status.stdout).toContain('Tasks: 30 (18 pending, 12 done)');
+    expect(status.stdout).toMatch(
+      /^18 task\(s\) unfinished: `mediabatch run batch\.yaml --run-id lean --state /m,
+    );
+    expect(status.stdout).toContain('Workers: 0 working, 3 in all');
+
+    // One runner on its own state stops on the same line with the same exit code.
+    const single = await env.manifest(
+      { name: 'lean', concurrency: 2, budget: 2.5, output: 'alone', tasks: images(30) },
+      'alone.yaml',
+    );
+    const alone = await env.run(['run', single, '--yes', '--allow-partial']);
+    expect(alone.code, alone.stderr).toBe(4);
+    expect(alone.stderr.trim().split('\n').at(-1)).toContain(stop);
+  });
+
   it('refuses a local output folder for a PostgreSQL state unless the workers share the disk', async () => {
     env = await makeRunEnv({ balance: 1000 });
     const file = await env.manifest({ name: 'local', tasks: images(1) });

@@ -83,6 +83,52 @@ describe('claims of a fleet', () => {
     expect(store.claims.leave('r1', B)).toEqual({ last: true, others: 0 });
   });
 
+  it('gives back a task its worker will not send, and claims around the ones it gave up on', () => {
+    const store = fleetOf(3);
+    expect(ids(store.claims.claimPending('r1', A, 2, undefined, 'manifest'))).toEqual(['t01', 't02']);
+    expect(store.claims.heldByOthers('r1', B)).toBe(2);
+    // t01 does not fit the budget for A: nobody waits for it, and B may look at it for itself.
+    store.claims.giveUp('r1', A, ['t01']);
+    expect(store.claims.heldByOthers('r1', B)).toBe(1);
+    // A's next claim leaves out what it gave up on, without taking it back from the queue.
+    const skip = new Set(['t01']);
+    expect(ids(store.claims.claimPending('r1', A, 5, undefined, 'manifest', skip))).toEqual(['t02', 't03']);
+    expect(ids(store.claims.claimPending('r1', B, 5, undefined, 'manifest'))).toEqual(['t01']);
+    // Only a pending task of its own is given back: B's claim stays B's, a sent task stays its sender's.
+    store.claims.giveUp('r1', A, ['t01']);
+    expect(store.claims.heldByOthers('r1', A)).toBe(1);
+    store.submissions.recordSubmitIntent('r1', 't02', A);
+    store.claims.giveUp('r1', A, ['t02']);
+    expect(store.claims.heldByOthers('r1', B)).toBe(2);
+  });
+
+  it('leaves the downstreams of a result another worker may still fetch to that worker or the last out', () => {
+    const store = ctx.store();
+    store.tasks.upsertTasks('r1', [task('up'), { ...task('down'), upstreams: [{ name: '', taskId: 'up' }] }]);
+    store.workers.join('r1', A, 'host-a', 101, TTL);
+    store.workers.join('r1', B, 'host-b', 202, TTL);
+    store.claims.claimPending('r1', B, 1);
+    submit(store, 'r1', 'up', 'uuid-up', 2);
+    // B's download of the paid result failed: it fetches it again, or stops and leaves it to the others.
+    const raw = rawDatabase(ctx.file());
+    raw
+      .prepare("UPDATE tasks SET state = 'unfetched', error = 'connection reset' WHERE task_id = 'up'")
+      .run();
+    raw.close();
+    const checkOf = (me: string) => {
+      const elsewhere = store.claims.jobsElsewhere('r1', me);
+      return ids(store.chains.blockDownstreams('r1', (id) => elsewhere.has(id)));
+    };
+    expect(checkOf(A)).toEqual([]);
+    // Left by B, the job is nobody's until a sweep adopts it: still not A's to block.
+    store.claims.leave('r1', B);
+    expect(checkOf(A)).toEqual([]);
+    expect(store.tasks.getTask('r1', 'down')?.state).toBe('pending');
+    expect(ids(store.claims.sweep('r1', A).adopted)).toEqual(['up']);
+    // A holds it now: when A gives up on its result, the downstream is A's to block.
+    expect(checkOf(A)).toEqual(['down']);
+  });
+
   it.runIf(onPostgres())('skips the rows another connection holds locked instead of waiting for them', () => {
     const store = fleetOf(3);
     const other = rawDatabase(ctx.file());

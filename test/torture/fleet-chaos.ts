@@ -146,7 +146,8 @@ function keep(stage: FleetStage, crew: Crew, i: number, state: string, manifest:
     if (crew.children[i] !== child) return;
     crew.children[i] = undefined;
     // Stopped by the budget (exit 4, saying so): starting it again would stop again at once.
-    const budgetStop = code === 4 && /the budget of .* cannot cover/.test(said.at(-1) ?? '');
+    const budgetStop =
+      code === 4 && /the budget of .* cannot cover|did not fit under the budget of/.test(said.at(-1) ?? '');
     if (budgetStop) crew.budgetStops += 1;
     if (code === 0 || code === 2 || budgetStop) {
       crew.settled.add(i);

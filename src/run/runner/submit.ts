@@ -58,7 +58,7 @@ export class Submitter {
         if (await this.#idle(submissions)) continue;
         break;
       }
-      for (const task of batch) {
+      tasks: for (const task of batch) {
         while (core.money.slots >= concurrency && !core.stopSubmitting.signal.aborted)
           await core.waitForWake();
         if (core.stopSubmitting.signal.aborted) break outer;
@@ -66,13 +66,21 @@ export class Submitter {
         // result is measured (#roomForExact): the plan's range up to a model's maximum would keep out an
         // avatar of a 5 s speech whenever 60 s would not fit.
         const pricedLater = core.chained && task.wireBody.includes('{{after');
-        const admission = this.#admit(task, pricedLater);
+        let admission = this.#admit(task, pricedLater);
+        while (admission === 'later') {
+          if (!(await this.#pollOthers())) break outer;
+          admission = this.#admit(task, pricedLater);
+        }
         if (admission === 'stop') break outer;
         if (admission === 'skip') continue;
         for (let room = pricedLater ? 'go' : this.#room(task); room !== 'go'; room = this.#room(task)) {
           if (room === 'stop') break outer;
-          // Answers in flight will turn worst cases into real costs; look again after one arrives.
-          await core.waitForWake();
+          if (room === 'skip') continue tasks;
+          // Answers in flight will turn worst cases into real costs; look again after one arrives (another
+          // worker's answer wakes nobody here: looked for every poll).
+          if (room === 'poll') {
+            if (!(await this.#pollOthers())) break outer;
+          } else await core.waitForWake();
           if (core.stopSubmitting.signal.aborted) break outer;
         }
         const entry = findEntry(task.model);
@@ -110,9 +118,10 @@ export class Submitter {
         ? store.claims.claimPending(
             runId,
             fleet.workerId,
-            Math.max(1, core.opts.concurrency - core.money.slots) + core.claimed.size + this.#skipped.size,
+            Math.max(1, core.opts.concurrency - core.money.slots) + core.claimed.size,
             core.opts.only,
             core.opts.order,
+            this.#skipped,
           )
         : store.tasks.nextPending(
             runId,
@@ -242,13 +251,17 @@ export class Submitter {
     if (core.stopSubmitting.signal.aborted) return false;
     const working = (taskId: string) =>
       core.claimed.has(taskId) && core.watched.get(taskId)?.stalled !== true;
-    const blocked = store.chains.blockDownstreams(runId, (id) => core.claimed.has(id));
+    // In a fleet, another worker's job (or one waiting to be adopted) may still give its result: only its
+    // holder, or the last worker out, says its downstreams are blocked.
+    const { fleet } = core.opts;
+    const elsewhere = fleet ? store.claims.jobsElsewhere(runId, fleet.workerId) : new Set<string>();
+    const blocked = store.chains.blockDownstreams(runId, (id) => core.claimed.has(id) || elsewhere.has(id));
     core.blocked(blocked);
     return store.chains.waitingOnActive(runId).some((w) => working(w.upstreamId));
   }
 
   /** --limit, then whether the task's worst case fits what is left of the budget even with nothing in flight. */
-  #admit(task: TaskRecord, pricedLater: boolean): 'go' | 'skip' | 'stop' {
+  #admit(task: TaskRecord, pricedLater: boolean): 'go' | 'skip' | 'later' | 'stop' {
     const core = this.#core;
     const started = this.#startedIds.size;
     if (core.opts.limit !== undefined && started >= core.opts.limit) {
@@ -264,18 +277,57 @@ export class Submitter {
     // upstream's record is not fetched, nor its media measured, for nothing.
     const worst = pricedLater ? task.estimate.min : task.estimate.max;
     if (!core.money.fits(this.#need(task, worst), true)) {
-      this.#overBudget.push(task);
-      this.#skipped.add(task.taskId);
+      if (this.#othersMayGiveRoom()) return 'later';
+      this.#giveUp(task);
       return 'skip';
     }
     return 'go';
   }
 
-  /** Whether the task fits beside the worst cases in flight; `wait` for their answers, `stop` if none are. */
-  #room(task: TaskRecord): 'go' | 'wait' | 'stop' {
+  /**
+   * In a fleet, other workers' submissions in flight hold their worst cases: their answers may leave room
+   * for a task that does not fit now, as this process's own answers would.
+   */
+  #othersMayGiveRoom(): boolean {
     const core = this.#core;
-    if (core.money.fits(this.#need(task, task.estimate.max))) return 'go';
+    return core.opts.fleet !== undefined && core.money.othersInFlightMicro() > 0;
+  }
+
+  /** Waits one poll for other workers' answers and reads the money again; false once submitting stops. */
+  async #pollOthers(): Promise<boolean> {
+    const core = this.#core;
+    await core.sleep(core.opts.fleet?.idlePollMs ?? 0, core.stopSubmitting.signal);
+    core.money.changed();
+    return !core.stopSubmitting.signal.aborted;
+  }
+
+  /**
+   * A task whose worst case the budget cannot cover is left pending for a later run, and its claim given
+   * back: a worker that will not send it must not keep the others waiting for it.
+   */
+  #giveUp(task: TaskRecord): void {
+    const core = this.#core;
+    this.#overBudget.push(task);
+    this.#skipped.add(task.taskId);
+    const { fleet, runId } = core.opts;
+    if (fleet) core.deps.store.claims.giveUp(runId, fleet.workerId, [task.taskId]);
+  }
+
+  /**
+   * Whether the task fits beside the worst cases in flight; `wait` for this process's answers, `poll` for
+   * other workers', `skip` when other workers took the room since it was admitted, `stop` if none are in
+   * flight.
+   */
+  #room(task: TaskRecord): 'go' | 'wait' | 'poll' | 'skip' | 'stop' {
+    const core = this.#core;
+    const need = this.#need(task, task.estimate.max);
+    if (core.money.fits(need)) return 'go';
     if (core.money.inFlightMaxMicro > 0) return 'wait';
+    if (this.#othersMayGiveRoom()) return 'poll';
+    if (core.opts.fleet && !core.money.fits(need, true)) {
+      this.#giveUp(task);
+      return 'skip';
+    }
     core.requestStop(
       'budget',
       `the budget of ${core.opts.budget} tokens cannot cover the next task (${task.taskId}, up to ${task.estimate.max} tokens): raise budget and run again to continue`,
@@ -287,13 +339,14 @@ export class Submitter {
   async #roomForExact(task: TaskRecord): Promise<boolean> {
     const core = this.#core;
     const max = this.#need(task, task.estimate.max);
-    if (!core.money.fits(max, true)) {
-      this.#overBudget.push(task);
-      this.#skipped.add(task.taskId);
-      return false;
-    }
     while (!core.money.fits(max)) {
-      await core.waitForWake();
+      const alone = core.money.fits(max, true);
+      if (!alone && !this.#othersMayGiveRoom()) {
+        this.#giveUp(task);
+        return false;
+      }
+      if (alone && core.money.inFlightMaxMicro > 0) await core.waitForWake();
+      else if (!(await this.#pollOthers())) return false;
       if (core.stopSubmitting.signal.aborted) return false;
     }
     return true;
@@ -404,10 +457,8 @@ export class Submitter {
       if (!(error instanceof OverBudgetError)) throw error;
       core.money.refused(taskMax);
       core.log.info({ task: task.taskId, reason: error.message }, 'not sent: the budget is spoken for');
-      if (core.money.inFlightMaxMicro === 0) {
-        this.#overBudget.push(task);
-        this.#skipped.add(task.taskId);
-      }
+      // Another worker's answers may still give room back: the task stays this worker's to look at again.
+      if (core.money.inFlightMaxMicro === 0 && !this.#othersMayGiveRoom()) this.#giveUp(task);
       core.releaseSlot(task.taskId);
       return undefined;
     }

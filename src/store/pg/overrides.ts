@@ -60,11 +60,13 @@ const OVERRIDES = new Map<string, string>(
      WHERE rowid IN (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
        AND (claimed_by IS NULL OR claimed_by = :worker)
        AND (:only IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
+       AND (:skip IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
        ORDER BY expected_ms DESC, seq LIMIT :limit)
      RETURNING *`,
       `WITH next AS (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
          AND (claimed_by IS NULL OR claimed_by = :worker)
          AND (CAST(:only AS TEXT) IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
+         AND (CAST(:skip AS TEXT) IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
          ORDER BY expected_ms DESC, seq LIMIT :limit FOR UPDATE SKIP LOCKED)
        UPDATE tasks SET claimed_by = :worker FROM next WHERE tasks.rowid = next.rowid
        RETURNING tasks.*`,
@@ -74,11 +76,13 @@ const OVERRIDES = new Map<string, string>(
      WHERE rowid IN (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
        AND (claimed_by IS NULL OR claimed_by = :worker)
        AND (:only IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
+       AND (:skip IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
        ORDER BY seq LIMIT :limit)
      RETURNING *`,
       `WITH next AS (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
          AND (claimed_by IS NULL OR claimed_by = :worker)
          AND (CAST(:only AS TEXT) IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
+         AND (CAST(:skip AS TEXT) IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
          ORDER BY seq LIMIT :limit FOR UPDATE SKIP LOCKED)
        UPDATE tasks SET claimed_by = :worker FROM next WHERE tasks.rowid = next.rowid
        RETURNING tasks.*`,
