@@ -99,7 +99,8 @@ describe('a run whose state is in PostgreSQL', () => {
     expect(result.code).toBe(4);
     const shown = url.replace(`:${PASSWORD}`, '');
     expect(reason(result)).toBe(
-      `the budget of 0.5 tokens cannot cover the next task (img-3, up to 0.2 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id pgcap --state '${shown}' --allow-local-output\``,
+      // A run on PostgreSQL is a fleet (of one here): the tasks it gives up on are said together.
+      `3 task(s) did not fit under the budget of 0.5 tokens (0.1 left; they need up to 0.6): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id pgcap --state '${shown}' --allow-local-output\``,
     );
     const jobs = env.state().jobs;
     expect(jobs).toHaveLength(2);
