@@ -196,8 +196,15 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
 
     // The decisions in the grid's own order (newest first, every task): the order a person sees first.
     await page.selectOption('#filters select[name="review"]', '');
+    // The grid is read once the page has the newest-first answer: the earlier lists' eight cards would
+    // otherwise pass for it on a slow machine, and "before" would be an order the page then leaves.
+    const newest = page.waitForResponse(
+      (r) => r.url().includes('/tasks?') && r.url().includes('order=newest'),
+    );
     await page.selectOption('#filters select[name="order"]', 'newest');
+    await newest;
     await waitUntil(async () => (await order(page)).length === 8, 'eight cards');
+    await waitUntil(async () => (await order(page))[0]?.startsWith('still-') === true, 'newest first');
     await blur(page);
     const before = await order(page);
     await moveTo(page, 'still-mug-1');
