@@ -21,6 +21,11 @@ export interface FleetChaosOptions {
   images: number;
   workers: number;
   kills: number;
+  /**
+   * The share of the run's jobs within which the kills fall (default up to 0.8). A small run on a quiet
+   * machine can end before a late kill finds a worker alive, and the chaos would not have happened.
+   */
+  killsBy?: number;
   /** How long PostgreSQL stays stopped (0: never stopped). */
   pgPauseMs: number;
   /** The budget as a share of the run's worst case: below 1 it runs out, and the workers stop on it. */
@@ -187,7 +192,7 @@ function schedule(o: FleetChaosOptions, random: () => number, tasks: number) {
   // Within a share of the run: the database's stop and the dropped packets in windows of their own, so
   // each is felt on its own and not hidden by the other.
   const at = (from: number, to: number) => Math.max(1, Math.floor((from + random() * (to - from)) * tasks));
-  const kills = Array.from({ length: o.kills }, () => at(0.05, 0.8)).sort((a, b) => a - b);
+  const kills = Array.from({ length: o.kills }, () => at(0.05, o.killsBy ?? 0.8)).sort((a, b) => a - b);
   return {
     kills,
     pgPause: at(0.2, 0.45),

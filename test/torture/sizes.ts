@@ -41,6 +41,7 @@ export const SMALL: { crash: CrashTortureOptions; scenarios: ScenarioOptions; fl
     images: 12,
     workers: 3,
     kills: 2,
+    killsBy: 0.4,
     pgPauseMs: 3_000,
     // Packets dropped then the connection cut stay in the full run: here the proxy's cuts are
     // test/postgres/outage.test.ts's, and waiting for a proxied worker to be up costs the slice a minute.
