@@ -88,6 +88,18 @@ export async function makeRunEnv(sandboxOptions: SandboxOptions = {}): Promise<R
   const sandbox = await startSandbox({ port: 0, speed: 0, seed: 7, apiKey: SANDBOX_KEY, ...sandboxOptions });
   const db = join(dir, 'state.db');
   const signals = new EventEmitter();
+  // What every command of the env gets, whether called by its words (run) or typed as printed (type).
+  const common = (opts: RunOptions) => ({
+    env: {
+      MEDIABATCH_API_KEY: sandboxOptions.apiKey ?? SANDBOX_KEY,
+      MEDIABATCH_BASE_URL: sandbox.baseUrl,
+      MEDIABATCH_POLL_SCALE: FAST_POLLS,
+      ...opts.env,
+    },
+    cwd: dir,
+    signals: opts.signals ?? signals,
+    now: opts.now ?? (() => new Date()),
+  });
   const env: RunEnv = {
     dir,
     db,
@@ -109,15 +121,7 @@ export async function makeRunEnv(sandboxOptions: SandboxOptions = {}): Promise<R
     },
     run(args, opts = {}) {
       return cli(['--state', db, ...args], {
-        env: {
-          MEDIABATCH_API_KEY: sandboxOptions.apiKey ?? SANDBOX_KEY,
-          MEDIABATCH_BASE_URL: sandbox.baseUrl,
-          MEDIABATCH_POLL_SCALE: FAST_POLLS,
-          ...opts.env,
-        },
-        cwd: dir,
-        signals: opts.signals ?? signals,
-        now: opts.now ?? (() => new Date()),
+        ...common(opts),
         ...(opts.ask ? { ask: opts.ask } : {}),
       });
     },
@@ -125,15 +129,7 @@ export async function makeRunEnv(sandboxOptions: SandboxOptions = {}): Promise<R
       const words = shellWords(line);
       if (words[0] !== 'mediabatch') throw new Error(`not a mediabatch command: ${line}`);
       return cli(words.slice(1), {
-        env: {
-          MEDIABATCH_API_KEY: sandboxOptions.apiKey ?? SANDBOX_KEY,
-          MEDIABATCH_BASE_URL: sandbox.baseUrl,
-          MEDIABATCH_POLL_SCALE: FAST_POLLS,
-          ...opts.env,
-        },
-        cwd: dir,
-        signals: opts.signals ?? signals,
-        now: opts.now ?? (() => new Date()),
+        ...common(opts),
         interactive: false,
         ask: opts.ask ?? (async () => true),
       });
