@@ -246,13 +246,16 @@ async function drive(
   while (Date.now() < deadline) {
     const accepted = (await stage.sandbox().catch(() => ({ jobs: [] }))).jobs.length;
     const next = plan.kills[0];
-    if (next !== undefined && accepted >= next) {
-      plan.kills.shift();
-      const alive = crew.children.map((c, i) => (c ? i : -1)).filter((i) => i >= 0);
+    // A kill whose moment came while no worker was alive (all restarting after the database's stop or
+    // an earlier kill) waits for the next one up, or the chaos would be skipped, not tried.
+    const alive = crew.children.map((c, i) => (c ? i : -1)).filter((i) => i >= 0);
+    if (next !== undefined && accepted >= next && alive.length > 0) {
       const victim = alive[Math.floor(random() * alive.length)];
-      if (victim !== undefined) {
-        await sleep(plan.delays());
-        crew.children[victim]?.proc.kill('SIGKILL');
+      await sleep(plan.delays());
+      const child = victim === undefined ? undefined : crew.children[victim];
+      if (child && child.proc.exitCode === null && child.proc.signalCode === null) {
+        plan.kills.shift();
+        child.proc.kill('SIGKILL');
         crew.kills += 1;
         log(`kill -9 worker ${victim} at ${accepted} jobs`);
       }
@@ -281,7 +284,7 @@ async function drive(
     }
     await reviewRound(stage, state, random, tally).catch(() => undefined);
     const chaosOver = plan.kills.length === 0 && pgDone && holeDone;
-    if (chaosOver && crew.settled.size === o.workers) break;
+    if (crew.settled.size === o.workers && (chaosOver || plan.kills.length > 0)) break;
     await sleep(300);
   }
   await Promise.all(chaos);
