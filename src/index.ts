@@ -88,8 +88,13 @@ export interface RunManifestOptions extends PlanManifestOptions {
   baseUrl?: string;
   /** The API key; `MEDIABATCH_API_KEY` by default (it never reaches logs, the state file or reports). */
   apiKey?: string;
-  /** `state/mediabatch.db` under `cwd` by default. */
+  /** `state/mediabatch.db` under `cwd` by default; a `postgres://…` URL keeps the state in PostgreSQL. */
   stateFile?: string;
+  /**
+   * With a `postgres://…` state, let the results go to the manifest's local output folder (every worker
+   * shares that disk), as `run --allow-local-output`; without it such a run is refused with a RunError.
+   */
+  allowLocalOutput?: boolean;
   /** Aborted: no new submissions; answers in flight are recorded; the run is resumable. */
   signal?: AbortSignal;
   onEvent?: (event: RunEvent) => void;
@@ -203,6 +208,7 @@ async function runAgainst(
       ...(o.storage ? { storage: o.storage } : {}),
       ...(api.inputs ? { inputStorage: api.inputs } : {}),
       allowPartial: o.allowPartial ?? false,
+      ...(o.allowLocalOutput ? { allowLocalOutput: true } : {}),
       policy: scaledRunPolicy(o.timeScale ?? 1),
       ...(o.signal ? { signal: o.signal } : {}),
       ...(o.onEvent ? { onEvent: o.onEvent } : {}),

@@ -282,6 +282,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       positiveInt('--concurrency'),
     )
     .addOption(noProbeOption())
+    .option(
+      '--allow-local-output',
+      "with a postgres:// state: write each fired run's results to the local output folder (the replicas share that disk)",
+    )
     .action(async (files: string[], opts: ScheduleFlags) => {
       const { scheduleCommand } = await import('./commands/schedule.js');
       result.code = await withLogger((ctx) => scheduleCommand(files, opts, ctx));

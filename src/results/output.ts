@@ -6,6 +6,7 @@ import { MediabatchError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { resultsRunId } from '../plan/shard.js';
 import { parseS3Url, type StorageConfig } from '../storage/config.js';
+import { isPostgresUrl } from '../store/location.js';
 
 /** A run folder in a bucket is named `s3://bucket/prefix/run`. */
 export function isBucketLocation(location: string): boolean {
@@ -65,6 +66,23 @@ export function resolveOutput(
     ...(endpoint !== undefined ? { endpoint } : {}),
   };
   return { output, bucket: { ...base, bucket: parsed.bucket, prefix: parsed.prefix } };
+}
+
+/**
+ * Workers of a PostgreSQL state may run on many machines, each writing its results to its own disk: a
+ * bucket is the fleet's output, a local folder only when the caller says the workers share it (`allow`
+ * names that switch as the caller spells it: `--allow-local-output`, `allowLocalOutput: true`).
+ */
+export function refuseLocalOutputOfFleet(
+  state: string,
+  output: { output: string; bucket?: StorageConfig },
+  opts: { allowed: boolean; allow: string; shown?: (path: string) => string },
+): void {
+  if (!isPostgresUrl(state) || output.bucket !== undefined || opts.allowed) return;
+  const folder = opts.shown ? opts.shown(output.output) : output.output;
+  throw new OutputError(
+    `output: ${folder} is a local folder, and the state is in PostgreSQL, where workers on other machines would write their results to their own disks: use a bucket (output: s3://bucket/prefix, or output: storage), or pass ${opts.allow} when every worker shares this disk`,
+  );
 }
 
 /** What `run --sandbox` says when `output: storage` has no bucket and the results go to a folder instead. */

@@ -6,7 +6,7 @@ import type { ApiClient } from '../api/client.js';
 import type { PriceTable } from '../catalog/types.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import { spendFromPeriod } from '../money/index.js';
-import { OutputError, resolveOutput } from '../results/output.js';
+import { OutputError, refuseLocalOutputOfFleet, resolveOutput } from '../results/output.js';
 import type { StorageConfig } from '../storage/config.js';
 import type { Storage } from '../storage/index.js';
 import type { Store, TaskState } from '../store/index.js';
@@ -49,6 +49,13 @@ export interface UnattendedRunOptions {
   /** Where AWS credentials are read from; the process's environment by default. */
   env?: NodeJS.ProcessEnv;
   runId?: string;
+  /**
+   * With a PostgreSQL state, results may go to a local folder only with this: the workers share that disk.
+   * Otherwise such a run is refused (RunError 'invalid') before its run is opened.
+   */
+  allowLocalOutput?: boolean;
+  /** How the refusal names the switch above to the caller (`--allow-local-output` for the CLI). */
+  localOutputSwitch?: string;
   /** A cap on top of the manifest's budget (the scheduler passes what is left of budget_per_period). */
   budgetCap?: number;
   /**
@@ -83,7 +90,11 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   const now = o.now ?? (() => new Date());
   const policy = o.policy ?? DEFAULT_RUN_POLICY;
   const env = o.env ?? process.env;
-  const output = outputOf(o.plan.settings.output, o.storage, env);
+  const output = outputOf(o.plan.settings.output, o.storage, env, {
+    state: o.stateFile,
+    allowed: o.allowLocalOutput === true,
+    allow: o.localOutputSwitch ?? 'allowLocalOutput: true',
+  });
   const plan = { ...o.plan, settings: { ...o.plan.settings, output: output.output } };
   const settings = plan.settings;
   const session = await openRunSession({
@@ -160,14 +171,20 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   }
 }
 
-/** `output: storage` is the account's bucket; results in a bucket never touch a local folder. */
+/**
+ * `output: storage` is the account's bucket; results in a bucket never touch a local folder; a local folder
+ * with a PostgreSQL state only when allowed.
+ */
 function outputOf(
   output: string,
   storage: StorageConfig | undefined,
   env: NodeJS.ProcessEnv,
+  fleet: { state: string; allowed: boolean; allow: string },
 ): ReturnType<typeof resolveOutput> {
   try {
-    return resolveOutput(output, storage, env);
+    const resolved = resolveOutput(output, storage, env);
+    refuseLocalOutputOfFleet(fleet.state, resolved, fleet);
+    return resolved;
   } catch (error) {
     if (error instanceof OutputError) throw new RunError('invalid', error.message);
     throw error;

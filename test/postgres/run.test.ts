@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EXIT, RunError, run } from '../../src/index.js';
 import { openStore } from '../../src/store/index.js';
 import { cli } from '../helpers/cli.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
@@ -139,5 +140,34 @@ describe('a run whose state is in PostgreSQL', () => {
     );
     expect(`${r.stdout}${r.stderr}`).not.toContain('s3cret-pw');
     expect(env.state().jobs).toHaveLength(0);
+  });
+});
+
+describe("the library's run() on a PostgreSQL state", () => {
+  it('refuses a local output folder as the CLI does, unless allowLocalOutput says the workers share it', async () => {
+    const file = await env.manifest({ name: 'pglib', tasks: images(2) });
+    const api = {
+      cwd: env.dir,
+      baseUrl: env.sandbox.baseUrl,
+      apiKey: SANDBOX_KEY,
+      stateFile: url,
+      probe: false,
+    };
+    const refused = await run(file, api).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(RunError);
+    expect((refused as RunError).exitCode).toBe(EXIT.invalid);
+    expect((refused as RunError).message).toBe(
+      `output: ${join(env.dir, 'out')} is a local folder, and the state is in PostgreSQL, where workers on other machines would write their results to their own disks: use a bucket (output: s3://bucket/prefix, or output: storage), or pass allowLocalOutput: true when every worker shares this disk`,
+    );
+    expect(env.state().jobs).toHaveLength(0);
+    expect(await walk(env.dir)).not.toContain('out/pglib/.mediabatch-run.json');
+
+    const ran = await run(file, { ...api, allowLocalOutput: true, timeScale: 0.01 });
+    expect(ran.exitCode).toBe(EXIT.ok);
+    expect(env.state().jobs).toHaveLength(2);
+    expect((await walk(join(env.dir, 'out', 'pglib'))).filter((f) => f.endsWith('.png'))).toHaveLength(2);
   });
 });

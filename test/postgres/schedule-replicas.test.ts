@@ -38,7 +38,7 @@ const MANIFEST = [
 ].join('\n');
 
 function replica(state: string): Child {
-  return spawnCli(['--state', state, 'schedule', 'tick.yaml', '--no-probe'], {
+  return spawnCli(['--state', state, 'schedule', 'tick.yaml', '--no-probe', '--allow-local-output'], {
     cwd: env.dir,
     env: {
       MEDIABATCH_API_KEY: SANDBOX_KEY,

@@ -7,7 +7,7 @@ import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { resultsRunId, type Shard } from '../../plan/shard.js';
 import type { RecordedInvocation } from '../../results/invocation.js';
-import { resolveOutput, sandboxOutput } from '../../results/output.js';
+import { refuseLocalOutputOfFleet, resolveOutput, sandboxOutput } from '../../results/output.js';
 import { receiverOf } from '../../run/receiver.js';
 import { selectTasks } from '../../run/select.js';
 import { EMBEDDED_SANDBOX, openRunSession } from '../../run/session.js';
@@ -16,7 +16,7 @@ import { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } from '../../sandbox/embedd
 import { journalBeside, resetAccount } from '../../sandbox/journal.js';
 import { sandboxVars } from '../../sandbox/media.js';
 import { createStorage, joinKey } from '../../storage/index.js';
-import { isPostgresUrl, keyFingerprint, openStore } from '../../store/index.js';
+import { keyFingerprint, openStore } from '../../store/index.js';
 import { sandboxJournalAnchor, stateLocation } from '../../store/location.js';
 import { registerSecret } from '../../util/secrets.js';
 import { EXIT, ExitError } from '../errors.js';
@@ -97,7 +97,11 @@ async function runWithClient(
   if (tried?.line) humanOut(io, flags).write(`${tried.line}\n`);
   const output = resolveOutput(tried?.output ?? plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
-  refuseLocalOutputOfFleet(ctx.statePath, output, flags, shown);
+  refuseLocalOutputOfFleet(ctx.statePath, output, {
+    allowed: flags.allowLocalOutput === true,
+    allow: '--allow-local-output',
+    shown,
+  });
   const shardLine = applyBudget(plan, shard, flags.budget);
   const settings = plan.settings;
   const only = onlyOf(flags, plan.taskIds);
@@ -148,23 +152,6 @@ async function runWithClient(
   } finally {
     store.close();
   }
-}
-
-/**
- * Workers of a PostgreSQL state may run on many machines: each would write its results to its own disk.
- * A bucket is the fleet's output; a local folder only when the user says the workers share it.
- */
-function refuseLocalOutputOfFleet(
-  statePath: string,
-  output: ReturnType<typeof resolveOutput>,
-  flags: RunFlags,
-  shown: (p: string) => string,
-): void {
-  if (!isPostgresUrl(statePath) || output.bucket || flags.allowLocalOutput) return;
-  throw new ExitError(
-    EXIT.invalid,
-    `output: ${shown(output.output)} is a local folder, and the state is in PostgreSQL, where workers on other machines would write their results to their own disks: use a bucket (output: s3://bucket/prefix, or output: storage), or pass --allow-local-output when every worker shares this disk`,
-  );
 }
 
 /** The run's settings as its record keeps them, with the flags its printed commands carry again. */

@@ -37,6 +37,7 @@ export interface ScheduleFlags {
   allowPartial?: boolean;
   concurrency?: number;
   probe?: boolean;
+  allowLocalOutput?: boolean;
 }
 
 export interface ScheduleContext {
@@ -253,6 +254,8 @@ async function runFiring(
       ...(o.budgetCap !== undefined ? { budgetCap: o.budgetCap } : {}),
       ...(o.periodBudget !== undefined ? { periodBudget: o.periodBudget } : {}),
       allowPartial: flags.allowPartial ?? false,
+      ...(flags.allowLocalOutput ? { allowLocalOutput: true } : {}),
+      localOutputSwitch: '--allow-local-output',
       ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
       policy: scaledRunPolicy(ctx.pollScale ?? 1),
       signal: stop.signal,
