@@ -14,7 +14,7 @@ export { STATE_FILE_KINDS, StoreError, type StoreErrorKind };
 
 /** One message per kind, each naming the file and what to do. */
 function fileError(
-  kind: Exclude<StoreErrorKind, 'data' | 'older' | 'gone'>,
+  kind: Exclude<StoreErrorKind, 'data' | 'older' | 'gone' | 'server'>,
   file: string,
   detail = '',
 ): StoreError {

@@ -18,6 +18,8 @@ export type StoreErrorKind =
   | 'busy'
   /** A database server that answered before and went away: the run goes on once it is back. */
   | 'gone'
+  /** A database server short of something for now (memory, connections, a limit): run again later. */
+  | 'server'
   | 'data';
 
 /** Every problem with the state database (the file, or a run in it), worded for the user. */
@@ -38,7 +40,7 @@ export class StoreError extends MediabatchError {
     this.file = opts.file;
     this.exitCode = !STATE_FILE_KINDS.includes(this.kind)
       ? EXIT.internal
-      : this.kind === 'full' || this.kind === 'gone'
+      : this.kind === 'full' || this.kind === 'gone' || this.kind === 'server'
         ? EXIT.interrupted
         : EXIT.invalid;
   }
@@ -53,4 +55,5 @@ export const STATE_FILE_KINDS: readonly StoreErrorKind[] = [
   'full',
   'busy',
   'gone',
+  'server',
 ];

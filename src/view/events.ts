@@ -31,7 +31,11 @@ const AWAY_POLL_MS = 1000;
  * file locked past its timeout): the page says so, in one line, and reads again when it is back.
  */
 export function unreachable(error: unknown): string | undefined {
-  if (!(error instanceof StoreError) || (error.kind !== 'busy' && error.kind !== 'gone')) return undefined;
+  if (
+    !(error instanceof StoreError) ||
+    (error.kind !== 'busy' && error.kind !== 'gone' && error.kind !== 'server')
+  )
+    return undefined;
   return error.message.split('\n')[0]?.trim() ?? error.message;
 }
 

@@ -70,6 +70,8 @@ const CASES: Array<[string, MediabatchError, number]> = [
   ['StoreError', new StoreError('read-only', { kind: 'permission', file: `${CWD}/s.db` }), EXIT.invalid],
   ['StoreError', new StoreError('locked', { kind: 'busy', file: `${CWD}/s.db` }), EXIT.invalid],
   ['StoreError', new StoreError('full', { kind: 'full', file: `${CWD}/s.db` }), EXIT.interrupted],
+  // A PostgreSQL server short of connections, memory or a configured limit: run again later.
+  ['StoreError', new StoreError('no slot', { kind: 'server', file: 'postgres://h/db' }), EXIT.interrupted],
   ['StoreError', new StoreError('no such task'), EXIT.internal],
   ['StoreError', new StoreError('older', { kind: 'older', file: `${CWD}/s.db` }), EXIT.internal],
   ['RunError', new RunError('invalid', 'bad'), EXIT.invalid],

@@ -7,6 +7,7 @@ import { fmtRate } from '../../util/numbers.js';
 import { StoreError } from '../errors.js';
 import { redactUrl } from '../location.js';
 import { bulkInsertParams, bulkInsertText } from './bulk.js';
+import { connectError, roleOf, type ServerErrorContext, serverError } from './errors.js';
 import { finish, keepFailed, type Libpq, newLibpq, watched } from './libpq.js';
 import { pgOverride } from './overrides.js';
 import { type PgStatementText, toPostgres } from './sql.js';
@@ -335,9 +336,12 @@ export class PgDb {
   readonly #watch: Watch;
   /** The session's statement_timeout, for the line that says a statement ran out of it. */
   readonly #statementMs: number;
+  /** How the server's refusals name this state and its role (src/store/pg/errors.ts). */
+  readonly #server: ServerErrorContext;
 
   constructor(url: string, opts: PgDbOptions = {}) {
     this.name = redactUrl(url);
+    this.#server = { name: this.name, role: roleOf(url) };
     this.readonly = opts.readOnly === true;
     this.#conninfo = connectionString(url, this.readonly ? READER_OPTIONS : {});
     const { limitMs, statementMs } = hangLimitMs(this.#conninfo);
@@ -376,9 +380,13 @@ export class PgDb {
       keepFailed(pq);
       // Unreachable at the start is for the user to check (the URL, the server); unreachable after it
       // answered is an outage, and the run goes on once the server is back.
-      throw new StoreError(
-        `the PostgreSQL state at ${this.name} cannot be reached: ${oneLine((error as Error).message)}`,
-        { kind: this.#connected ? 'gone' : 'busy', file: this.name },
+      const message = oneLine((error as Error).message);
+      throw (
+        connectError(message, this.#server) ??
+        new StoreError(`the PostgreSQL state at ${this.name} cannot be reached: ${message}`, {
+          kind: this.#connected ? 'gone' : 'busy',
+          file: this.name,
+        })
       );
     }
     this.#connected = true;
@@ -456,6 +464,8 @@ export class PgDb {
         const fields = pq.resultErrorFields() ?? {};
         this.#throwIfGone(pq, fields.sqlState ?? '', oneLine(message || pq.errorMessage()));
         pq.exec('ROLLBACK TO SAVEPOINT prepare; RELEASE SAVEPOINT prepare');
+        const known = serverError(fields.sqlState ?? '', fields.messagePrimary ?? message, this.#server);
+        if (known !== undefined) throw known;
         throw new PgError(
           `${message.trim()} (in: ${sql.text.replace(/\s+/g, ' ').slice(0, 120)})`,
           fields.sqlState ?? '',
@@ -525,16 +535,18 @@ export class PgDb {
     const sqlState = fields.sqlState ?? '';
     const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
     this.#throwIfGone(pq, sqlState, message);
-    const error = TIMED_OUT.has(sqlState)
-      ? new StoreError(
-          `the PostgreSQL state at ${this.name} is busy or slow: ${message.replace(/^ERROR:\s*/, '')}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
-          { kind: 'gone', file: this.name },
-        )
-      : new PgError(
-          `${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`,
-          sqlState,
-          fields.constraintName,
-        );
+    const error =
+      serverError(sqlState, fields.messagePrimary ?? message, this.#server) ??
+      (TIMED_OUT.has(sqlState)
+        ? new StoreError(
+            `the PostgreSQL state at ${this.name} is busy or slow: ${message.replace(/^ERROR:\s*/, '')}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
+            { kind: 'gone', file: this.name },
+          )
+        : new PgError(
+            `${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`,
+            sqlState,
+            fields.constraintName,
+          ));
     if (guarded) {
       pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
     } else if (this.#depth > 0 && this.#failed === undefined) {

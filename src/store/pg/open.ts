@@ -97,7 +97,9 @@ function migrate(db: PgDb, now: Clock, migrations: readonly Migration[]): void {
         { kind: 'corrupt', file: db.name },
       );
     }
-    db.exec(`CREATE TABLE IF NOT EXISTS migrations (
+    // Only when missing: a role that may use the tables but not create any (a worker's) opens it too.
+    if (ours === 0)
+      db.exec(`CREATE TABLE IF NOT EXISTS migrations (
   id         BIGINT PRIMARY KEY,
   name       TEXT NOT NULL,
   applied_at TEXT NOT NULL
