@@ -184,7 +184,7 @@ CREATE TRIGGER refuse BEFORE INSERT ON runs FOR EACH ROW EXECUTE FUNCTION refuse
     try {
       let thrown: unknown;
       try {
-        store.runs.createRun({ id: 'r', manifestPath: '/m.yaml', manifestName: 'm' });
+        store.runs.createRun({ id: 'r', manifestPath: '/m.yaml', manifestName: 'm', settings: {} });
       } catch (error) {
         thrown = error;
       }
