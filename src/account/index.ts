@@ -66,11 +66,28 @@ export function describeRun(store: Store, runId: string, opts: DescribeRunOption
   const read = store.readAtOnce(() => {
     const recorded = store.runs.getRun(runId);
     if (recorded === undefined) return undefined;
-    const run = { ...recorded, state: opts.shownState?.(recorded) ?? recorded.state };
+    const state = opts.shownState?.(recorded) ?? recorded.state;
+    const run = { ...recorded, state, ...lostStop(recorded, state) };
     return { run, facts: store.accountFacts(runId) };
   });
   if (read === undefined) throw new UnknownAccountRunError(runId);
   return accountOf(read.run, read.facts, opts.command ?? plainCommand);
+}
+
+/**
+ * A run recorded as running that nobody alive drives (shown as interrupted) stopped without saying why:
+ * its process, or every worker of a fleet, was killed or crashed, or lost its PostgreSQL state.
+ */
+function lostStop(recorded: RunRecord, shown: RunRecord['state']): Pick<RunRecord, 'stop'> {
+  if (recorded.stop !== undefined || recorded.state !== 'running' || shown !== 'interrupted') return {};
+  return {
+    stop: {
+      reason: 'lost',
+      message:
+        'the process driving it (or every worker of it) ended without closing it: killed, crashed, or its PostgreSQL state went away; run it again to continue',
+      at: null,
+    },
+  };
 }
 
 /** The account from the facts read: pure. */
@@ -98,6 +115,15 @@ export function accountOf(
       manifest: run.manifestPath,
       state: run.state,
       exit_code: run.exitCode,
+      ...(run.stop !== undefined && run.state !== 'running' && run.state !== 'finished'
+        ? {
+            stopped: {
+              reason: run.stop.reason,
+              message: run.stop.message,
+              at: run.stop.at === null ? null : run.stop.at.toISOString(),
+            },
+          }
+        : {}),
       ...(shard ? { shard: { index: shard.shard.index, count: shard.shard.count, run: shard.base } } : {}),
     },
     tasks,

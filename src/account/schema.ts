@@ -55,6 +55,21 @@ export const runAccountSchema = z
         manifest: z.string(),
         state: z.enum(RUN_STATES).describe('As shown: a run whose holder died is `interrupted`.'),
         exit_code: z.number().int().nullable(),
+        stopped: z
+          .object({
+            reason: z
+              .string()
+              .describe(
+                'Why: `budget`, `period-budget`, `insufficient-tokens` (the balance), `quota-exceeded`, `interrupted` (a signal), `unauthorized`, `unreachable`, `local-disk`, `limit`, `internal`, `review`, `unfinished`, or `lost` (its process or every worker ended without closing it: killed, crashed, or its PostgreSQL state went away).',
+              ),
+            message: z.string().describe('The one line the run said when it stopped.'),
+            at: z.string().nullable().describe('When it stopped; null for `lost`.'),
+          })
+          .strict()
+          .optional()
+          .describe(
+            'Why a run that did not finish stopped (the first reason); absent while it runs and once finished.',
+          ),
         shard: z
           .object({ index: z.number().int().positive(), count: z.number().int().positive(), run: z.string() })
           .strict()

@@ -67,6 +67,7 @@ export function runStatusJson(s: RunStatus, folder: string, cwd: string): string
   return JSON.stringify(
     {
       ...runJson(s.run, s.counts, s.spent, cwd),
+      stopped: s.account.run.stopped ?? null,
       estimated: roundTokens(s.spent.estimated),
       folder,
       paid_not_on_disk: {
@@ -100,6 +101,7 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: R
   const lines = [
     `Run ${run.id} (${displayPath(cwd, run.manifestPath)})`,
     `  State: ${run.state}${run.exitCode === null ? '' : ` (exit ${run.exitCode})`} · started ${shortTime(run.startedAt ?? run.createdAt)}${run.finishedAt ? ` · ended ${shortTime(run.finishedAt)}` : ''}`,
+    ...stoppedLine(s.account),
     `  Tasks: ${fmtCount(s.account.tasks)} (${
       TASK_STATES.filter((st) => counts[st] > 0)
         .map((st) => `${fmtCount(counts[st])} ${LABEL[st]}`)
@@ -114,6 +116,32 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: R
     lines.push('', ...paragraph);
   return lines;
 }
+
+/** `Stopped: …` of `status <run>`: why a run that did not finish stopped, in the words it stopped with. */
+function stoppedLine(account: RunAccount): string[] {
+  const stopped = account.run.stopped;
+  if (stopped === undefined) return [];
+  const when = stopped.at === null ? '' : ` at ${shortTime(new Date(stopped.at))}`;
+  return [`  Stopped (${STOP_LABEL[stopped.reason] ?? stopped.reason})${when}: ${stopped.message}`];
+}
+
+/** A stop reason in words: which limit, or what ended the run. */
+const STOP_LABEL: Readonly<Record<string, string>> = {
+  budget: "the run's budget",
+  'period-budget': "the manifest's budget_per_period",
+  'insufficient-tokens': 'the balance',
+  'quota-exceeded': "the key's quota",
+  interrupted: 'interrupted by a signal',
+  unauthorized: 'the API key refused',
+  unreachable: 'the API kept failing',
+  'lease-lost': 'another process took the run over',
+  'local-disk': 'the local disk',
+  limit: '--limit',
+  internal: 'an error',
+  review: 'results await review',
+  unfinished: 'tasks left unfinished',
+  lost: 'its process or workers lost',
+};
 
 /** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart. */
 function reviewStatusLine(account: RunAccount): string {

@@ -37,7 +37,7 @@ import { checkOutputFolder, expectedResultBytes, type OutputCheck } from './disk
 import type { RunEvent } from './events.js';
 import { claimBucketPrefix, MARKER_FILE, RunFolderTakenError } from './marker.js';
 import { decidePreflight, type PreflightDecision } from './preflight.js';
-import type { RunnerOptions } from './runner/types.js';
+import type { RunnerOptions, StopReason } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { type PendingModel, RunError, type RunSession } from './session.js';
 import { downloadConcurrencyFor, type RunPolicy, runnerPolicyOf, withCallbacks } from './settings.js';
@@ -341,7 +341,13 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   }
   if (session.fleet) {
     const leaving = store.claims.leave(runId, session.holder);
-    if (!leaving.last) return leftOutcome(session, result, leaving.others);
+    if (!leaving.last) {
+      // A worker's own end (a signal, its disk) is not the run's; money that ran out is everyone's.
+      if (result.stopReason !== undefined && RUN_WIDE_STOPS.has(result.stopReason)) {
+        store.runs.recordStop(runId, stopOf(result, 0));
+      }
+      return leftOutcome(session, result, leaving.others);
+    }
     // The last worker out closes the run: what nobody gives anything any more is said to be blocked.
     if (store.chains.hasChains(runId)) store.chains.blockDownstreams(runId);
     result.counts = store.tasks.countTasksByState(runId);
@@ -354,6 +360,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   const state =
     unfinished === 0 && !result.stopReason && result.awaitingReview === 0 ? 'finished' : 'interrupted';
   store.runs.markRunState(runId, state, exitCode);
+  if (state === 'interrupted') store.runs.recordStop(runId, stopOf(result, unfinished));
   return {
     result,
     exitCode,
@@ -364,6 +371,32 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
     ...(receiver
       ? { receiverStats: { received: receiver.stats.received, ignored: receiver.stats.ignored } }
       : {}),
+  };
+}
+
+/** The stops of one worker that stop every worker of a fleet: the run's money or its key. */
+const RUN_WIDE_STOPS: ReadonlySet<StopReason> = new Set<StopReason>([
+  'budget',
+  'period-budget',
+  'insufficient-tokens',
+  'quota-exceeded',
+  'unauthorized',
+]);
+
+/** Why a run that did not finish stopped, as `status` and the report say it. */
+function stopOf(result: RunResult, unfinished: number): { reason: string; message: string } {
+  if (result.stopReason !== undefined) {
+    return { reason: result.stopReason, message: result.stopMessage ?? result.stopReason };
+  }
+  if (result.awaitingReview > 0) {
+    return {
+      reason: 'review',
+      message: `${result.awaitingReview} result(s) await review; their downstreams wait for the decisions`,
+    };
+  }
+  return {
+    reason: 'unfinished',
+    message: `${unfinished} task(s) left unfinished (retries used up, a job the API did not know, a download to retry)`,
   };
 }
 

@@ -751,4 +751,16 @@ CREATE TRIGGER period_money_ledger AFTER INSERT ON ledger BEGIN
 END;
 `,
   },
+  {
+    id: 17,
+    name: 'why a run stopped: its reason, its line and when, kept with the run until it starts again',
+    sql: `
+-- The first reason that stopped the run (the runner's: budget, period-budget, insufficient-tokens,
+-- quota-exceeded, interrupted, …), the one line the user was told, and when. A run that starts again
+-- or finishes has none.
+ALTER TABLE runs ADD COLUMN stop_reason TEXT;
+ALTER TABLE runs ADD COLUMN stop_message TEXT;
+ALTER TABLE runs ADD COLUMN stopped_at TEXT;
+`,
+  },
 ];

@@ -1,7 +1,7 @@
 import type { Db } from './db.js';
 import { StoreError } from './db.js';
 import { fromIso, fromIsoOrNull, toIso } from './time.js';
-import type { Clock, NewRun, RunRecord, RunState } from './types.js';
+import type { Clock, NewRun, RunRecord, RunState, RunStop } from './types.js';
 
 interface RunRow {
   id: string;
@@ -20,6 +20,9 @@ interface RunRow {
   active_ms: number;
   api_base_url: string | null;
   key_fingerprint: string | null;
+  stop_reason: string | null;
+  stop_message: string | null;
+  stopped_at: string | null;
 }
 
 function toRun(row: RunRow): RunRecord {
@@ -42,6 +45,15 @@ function toRun(row: RunRow): RunRecord {
       row.api_base_url === null
         ? null
         : { baseUrl: row.api_base_url, keyFingerprint: row.key_fingerprint ?? '' },
+    ...(row.stop_reason === null
+      ? {}
+      : {
+          stop: {
+            reason: row.stop_reason,
+            message: row.stop_message ?? '',
+            at: fromIso(row.stopped_at ?? row.finished_at ?? row.created_at),
+          },
+        }),
   };
 }
 
@@ -56,6 +68,7 @@ export class RunStore {
   readonly #markRunStarted;
   readonly #bindApi;
   readonly #markRunEnded;
+  readonly #recordStop;
   readonly #updateBalanceBefore;
   readonly #updateBalanceAfter;
   readonly #updateSettings;
@@ -93,7 +106,7 @@ export class RunStore {
     );
     this.#markRunStarted = db.prepare<{ id: string; now: string }>(
       `UPDATE runs SET state = 'running', started_at = :now, first_started_at = coalesce(first_started_at, :now),
-         exit_code = NULL WHERE id = :id`,
+         exit_code = NULL, stop_reason = NULL, stop_message = NULL, stopped_at = NULL WHERE id = :id`,
     );
     this.#bindApi = db.prepare<{ id: string; baseUrl: string; keyFingerprint: string; force: number }>(
       `UPDATE runs SET api_base_url = :baseUrl, key_fingerprint = :keyFingerprint
@@ -104,8 +117,16 @@ export class RunStore {
       `UPDATE runs SET
          active_ms = active_ms + CASE WHEN state = 'running' AND started_at IS NOT NULL
            THEN max(0, CAST(round((julianday(:now) - julianday(started_at)) * 86400000) AS INTEGER)) ELSE 0 END,
-         state = :state, finished_at = :now, exit_code = :exitCode
+         state = :state, finished_at = :now, exit_code = :exitCode,
+         stop_reason = CASE WHEN :state = 'finished' THEN NULL ELSE stop_reason END,
+         stop_message = CASE WHEN :state = 'finished' THEN NULL ELSE stop_message END,
+         stopped_at = CASE WHEN :state = 'finished' THEN NULL ELSE stopped_at END
        WHERE id = :id`,
+    );
+    // The first reason wins: a second worker stopping for its own reason does not replace it.
+    this.#recordStop = db.prepare<{ id: string; reason: string; message: string; now: string }>(
+      `UPDATE runs SET stop_reason = :reason, stop_message = :message, stopped_at = :now
+       WHERE id = :id AND stop_reason IS NULL`,
     );
     this.#updateBalanceBefore = db.prepare<[number, string]>(
       'UPDATE runs SET balance_before = ? WHERE id = ?',
@@ -184,6 +205,16 @@ export class RunStore {
         : this.#markRunEnded.run({ id, state, exitCode: exitCode ?? null, now }).changes;
     if (changes === 0) throw unknownRun(id);
     return this.#mustGet(id);
+  }
+
+  /**
+   * Records why the run stopped, unless a reason is recorded already (the first wins); cleared when the
+   * run starts again or finishes. True when this reason is the one kept.
+   */
+  recordStop(id: string, stop: Omit<RunStop, 'at'>): boolean {
+    if (this.#selectRun.get(id) === undefined) throw unknownRun(id);
+    const now = toIso(this.#now());
+    return this.#recordStop.run({ id, reason: stop.reason, message: stop.message, now }).changes > 0;
   }
 
   setRunBalance(id: string, balance: { before?: number; after?: number }): void {

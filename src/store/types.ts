@@ -104,6 +104,16 @@ export interface RunRecord {
   activeMs: number;
   /** The API and key the run belongs to; null for runs from before runs were bound. */
   api: { baseUrl: string; keyFingerprint: string } | null;
+  /** Why the run last stopped before its end (the first reason, kept until it starts again or finishes). */
+  stop?: RunStop;
+}
+
+/** Why a run stopped: the runner's reason (`budget`, `period-budget`, `interrupted`, …) and its one line. */
+export interface RunStop {
+  reason: string;
+  message: string;
+  /** When it was recorded; null for a stop nobody recorded (a process killed), said by whoever reads. */
+  at: Date | null;
 }
 
 /** One task as the runner hands it to the store. */

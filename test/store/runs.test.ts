@@ -34,6 +34,22 @@ describe('runs', () => {
     ).toThrow(StoreError);
   });
 
+  it('keeps the first reason a run stopped for, until it starts again or finishes', () => {
+    const store = ctx.store();
+    const clock = ctx.clock();
+    clock.advance(1000);
+    const budget = { reason: 'budget', message: '3 task(s) did not fit under the budget of 1 tokens' };
+    expect(store.runs.recordStop('r1', budget)).toBe(true);
+    // A second worker's reason (a signal) does not replace the first.
+    expect(store.runs.recordStop('r1', { reason: 'interrupted', message: 'interrupted' })).toBe(false);
+    expect(store.runs.markRunState('r1', 'interrupted', 4).stop).toEqual({ ...budget, at: clock.now() });
+    expect(store.runs.markRunState('r1', 'running').stop).toBeUndefined();
+    expect(store.runs.recordStop('r1', { reason: 'quota-exceeded', message: 'quota' })).toBe(true);
+    expect(store.runs.getRun('r1')?.stop?.reason).toBe('quota-exceeded');
+    expect(store.runs.markRunState('r1', 'finished', 0).stop).toBeUndefined();
+    expect(() => store.runs.recordStop('nope', budget)).toThrow(StoreError);
+  });
+
   it('ends, resumes and finishes a run, listing it as unfinished until it finishes', () => {
     const store = ctx.store();
     const clock = ctx.clock();

@@ -64,7 +64,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
       overdue: s.overdue,
     }));
     io.stdout.write(
-      `${JSON.stringify({ runs: runs.map(({ run, counts, spent }) => runJson(run, counts, spent, ctx.io.cwd)), scheduled: schedules }, null, 2)}\n`,
+      `${JSON.stringify({ runs: runs.map(({ run, counts, spent, stopped }) => ({ ...runJson(run, counts, spent, ctx.io.cwd), stopped: stopped ?? null })), scheduled: schedules }, null, 2)}\n`,
     );
     return EXIT.ok;
   }
@@ -90,11 +90,11 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
   }
   const rows = [
     ['RUN', 'MANIFEST', 'STARTED', 'STATE', 'TASKS', 'NET TOKENS', 'PAID, NOT ON DISK'],
-    ...runs.map(({ run, counts, spent }) => [
+    ...runs.map(({ run, counts, spent, stopped }) => [
       run.id,
       displayPath(io.cwd, run.manifestPath),
       shortTime(run.startedAt ?? run.createdAt),
-      run.state,
+      stopped === undefined ? run.state : `${run.state} (${stopped.reason})`,
       `${plural(total(counts), 'task')}: ${describeCounts(counts)}`,
       fmtTokens(roundTokens(spent.net)),
       String(notOnDisk(counts)),
@@ -111,7 +111,12 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
 function listedRuns(store: Store, now: Date) {
   return store.runs.listRuns().map((run) => {
     const account = describeRun(store, run.id, { shownState: (r) => shownRunState(store, r, now) });
-    return { run: { ...run, state: account.run.state }, counts: account.by_state, spent: account.money };
+    return {
+      run: { ...run, state: account.run.state },
+      counts: account.by_state,
+      spent: account.money,
+      stopped: account.run.stopped,
+    };
   });
 }
 

@@ -187,6 +187,7 @@ const RESUMABLE: ReadonlySet<StopReason> = new Set<StopReason>([
   'insufficient-tokens',
   'quota-exceeded',
   'budget',
+  'period-budget',
   'unreachable',
   'local-disk',
   'limit',

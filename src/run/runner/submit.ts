@@ -150,7 +150,7 @@ export class Submitter {
       leftMicro: 0,
     };
     core.requestStop(
-      'budget',
+      limit.setting === 'budget_per_period' ? 'period-budget' : 'budget',
       `${this.#overBudget.length} task(s) did not fit under ${limit.name} (${fromMicro(limit.leftMicro)} left; they need up to ${fromMicro(need)}): raise ${limit.setting} and run again to continue`,
     );
   }

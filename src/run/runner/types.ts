@@ -18,6 +18,8 @@ export type StopReason =
   | 'quota-exceeded'
   | 'unauthorized'
   | 'budget'
+  /** A fired run's manifest spent its `budget_per_period` (the run's own budget left room). */
+  | 'period-budget'
   | 'unreachable'
   | 'lease-lost'
   | 'local-disk'

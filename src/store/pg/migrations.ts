@@ -665,4 +665,13 @@ END $$;
 CREATE TRIGGER period_money_ledger AFTER INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION period_money_ledger();
 `,
   },
+  {
+    id: 17,
+    name: 'why a run stopped: its reason, its line and when, kept with the run until it starts again',
+    sql: `
+ALTER TABLE runs ADD COLUMN stop_reason TEXT COLLATE "C";
+ALTER TABLE runs ADD COLUMN stop_message TEXT;
+ALTER TABLE runs ADD COLUMN stopped_at TEXT COLLATE "C";
+`,
+  },
 ];
