@@ -120,6 +120,16 @@ describe('a run whose state is in PostgreSQL', () => {
       store.close();
     }
     expect(`${result.stdout}${result.stderr}`).not.toContain(PASSWORD);
+
+    // The run keeps why it stopped, in the database: status says which limit, in the run's own words.
+    const status = await mediabatch(['--state', url, 'status', 'pgcap', '--json']);
+    expect(JSON.parse(status.stdout).stopped).toMatchObject({
+      reason: 'budget',
+      message:
+        '3 task(s) did not fit under the budget of 0.5 tokens (0.1 left; they need up to 0.6): raise budget and run again to continue',
+    });
+    const text = await mediabatch(['--state', url, 'status', 'pgcap']);
+    expect(text.stdout).toContain("  Stopped (the run's budget) at ");
   });
 
   it('names the server it cannot reach in one line, without the password, and exits as for a state it cannot use', async () => {
