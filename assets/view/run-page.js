@@ -22,9 +22,24 @@ import {
 /** @typedef {import('./api-types').RunDetail} RunDetail */
 /** @typedef {import('./api-types').RunEvent} RunEvent */
 /** @typedef {import('./api-types').WorkersAnswer} WorkersAnswer */
+/** @typedef {import('./api-types').RunHead} RunHead */
 
 /** The heartbeats' ages move this often (by the clock, nothing read). */
 const AGE_TICK_MS = 1000;
+
+/**
+ * Why a run that did not finish stopped, in the words it stopped with; nothing while it runs or once done.
+ * @param {RunHead['stopped']} stopped
+ */
+const stoppedNote = (stopped) =>
+  stopped === null || stopped === undefined
+    ? h('p', { id: 'run-stopped', hidden: true })
+    : h(
+        'p.stopped',
+        { id: 'run-stopped' },
+        h('strong', {}, `Stopped (${stopped.reason}): `),
+        stopped.message,
+      );
 
 /**
  * The run's state as a badge whose colour follows it (its class names the state).
@@ -52,6 +67,7 @@ export async function runPage(main, run, isCurrent = always) {
     h('nav.crumbs', {}, h('a', { href: '#/' }, 'Runs'), ' / ', run),
     h('h1', {}, h('span.run-id', {}, run), ' ', runState(d.run.state)),
     h('p.muted.manifest', {}, d.run.manifest),
+    stoppedNote(d.run.stopped),
     counters(d.run),
     reviewCounters(d.review),
     money(d),
@@ -73,6 +89,7 @@ export async function runPage(main, run, isCurrent = always) {
   const finished = finishedChart(finishedEl, d.finished_series);
   const draw = () => {
     replace('run-state', runState(d.run.state));
+    replace('run-stopped', stoppedNote(d.run.stopped));
     replace('counters', counters(d.run));
     replace('review-counters', reviewCounters(d.review));
     replace('money', money(d));
@@ -100,7 +117,12 @@ export async function runPage(main, run, isCurrent = always) {
     onRun(event) {
       if (event.run !== run) return;
       const { by_state, tasks, finished: done, net, charged, refunded, state } = event;
-      d = { ...d, run: { ...d.run, by_state, tasks, finished: done, net, charged, refunded, state } };
+      // A run going again, or finished, has no stop reason; a new one comes with the next read.
+      const stopped = state === 'running' || state === 'finished' ? null : d.run.stopped;
+      d = {
+        ...d,
+        run: { ...d.run, by_state, tasks, finished: done, net, charged, refunded, state, stopped },
+      };
       replace('counters', counters(d.run));
       replace('run-state', runState(state));
     },

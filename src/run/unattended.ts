@@ -90,11 +90,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   const now = o.now ?? (() => new Date());
   const policy = o.policy ?? DEFAULT_RUN_POLICY;
   const env = o.env ?? process.env;
-  const output = outputOf(o.plan.settings.output, o.storage, env, {
-    state: o.stateFile,
-    allowed: o.allowLocalOutput === true,
-    allow: o.localOutputSwitch ?? 'allowLocalOutput: true',
-  });
+  const output = outputOf(o, env);
   const plan = { ...o.plan, settings: { ...o.plan.settings, output: output.output } };
   const settings = plan.settings;
   const session = await openRunSession({
@@ -175,15 +171,13 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
  * `output: storage` is the account's bucket; results in a bucket never touch a local folder; a local folder
  * with a PostgreSQL state only when allowed.
  */
-function outputOf(
-  output: string,
-  storage: StorageConfig | undefined,
-  env: NodeJS.ProcessEnv,
-  fleet: { state: string; allowed: boolean; allow: string },
-): ReturnType<typeof resolveOutput> {
+function outputOf(o: UnattendedRunOptions, env: NodeJS.ProcessEnv): ReturnType<typeof resolveOutput> {
   try {
-    const resolved = resolveOutput(output, storage, env);
-    refuseLocalOutputOfFleet(fleet.state, resolved, fleet);
+    const resolved = resolveOutput(o.plan.settings.output, o.storage, env);
+    refuseLocalOutputOfFleet(o.stateFile, resolved, {
+      allowed: o.allowLocalOutput === true,
+      allow: o.localOutputSwitch ?? 'allowLocalOutput: true',
+    });
     return resolved;
   } catch (error) {
     if (error instanceof OutputError) throw new RunError('invalid', error.message);

@@ -233,6 +233,7 @@ export class ViewData {
 function headOfAccount(account: RunAccount): Record<string, unknown> {
   return {
     state: account.run.state,
+    stopped: account.run.stopped ?? null,
     tasks: account.tasks,
     finished: account.finished,
     by_state: account.by_state,

@@ -6,7 +6,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
+import { startView } from '../../src/view/server.js';
 import { images, makeRunEnv, type RunEnv } from '../helpers/run-env.js';
+import { raw } from '../view/helpers.js';
 
 let env: RunEnv;
 afterEach(async () => {
@@ -49,6 +51,14 @@ describe('status: why a run stopped', () => {
     expect(readFileSync(join(env.dir, 'out', 'batch', 'report.md'), 'utf8')).toContain(
       `Stopped (\`budget\`): ${line}`,
     );
+    // The view's run page reads the same.
+    const view = await startView({ stateFile: env.db, cwd: env.dir });
+    try {
+      const answer = await raw(view.port, '/api/runs/batch', { authorization: `Bearer ${view.token}` });
+      expect(JSON.parse(answer.text).run.stopped).toMatchObject({ reason: 'budget', message: line });
+    } finally {
+      await view.close();
+    }
     const list = await env.run(['status']);
     expect(list.stdout).toMatch(/^batch .* interrupted \(budget\) /m);
 

@@ -97,11 +97,7 @@ async function runWithClient(
   if (tried?.line) humanOut(io, flags).write(`${tried.line}\n`);
   const output = resolveOutput(tried?.output ?? plan.settings.output, config.storage, io.env);
   plan.settings.output = output.output;
-  refuseLocalOutputOfFleet(ctx.statePath, output, {
-    allowed: flags.allowLocalOutput === true,
-    allow: '--allow-local-output',
-    shown,
-  });
+  refuseLocalOutputOfFleet(ctx.statePath, output, localOutputOf(flags, shown));
   const shardLine = applyBudget(plan, shard, flags.budget);
   const settings = plan.settings;
   const only = onlyOf(flags, plan.taskIds);
@@ -152,6 +148,11 @@ async function runWithClient(
   } finally {
     store.close();
   }
+}
+
+/** Whether a PostgreSQL state's run may write to a local folder, and the flag that says so. */
+function localOutputOf(flags: RunFlags, shown: (p: string) => string) {
+  return { allowed: flags.allowLocalOutput === true, allow: '--allow-local-output', shown };
 }
 
 /** The run's settings as its record keeps them, with the flags its printed commands carry again. */
