@@ -223,6 +223,13 @@ describe('workers of one run on a PostgreSQL state', () => {
     });
     // The run ended as a budget stop ends one (exit 4), its unfinished tasks counted with the way on.
     expect(status.stdout).toMatch(/^ {2}State: interrupted \(exit 4\) · /m);
+    // Why, once for the run: the first worker to stop on the budget said it, the last one out closed it.
+    expect(status.stdout).toMatch(
+      new RegExp(
+        `^ {2}Stopped \\(the run's budget\\) at [^:]+:\\d\\d UTC: ${stop.replace(/[.()]/g, '\\$&')}$`,
+        'm',
+      ),
+    );
     expect(status.stdout).toContain('Tasks: 30 (18 pending, 12 done)');
     expect(status.stdout).toMatch(
       /^18 task\(s\) unfinished: `mediabatch run batch\.yaml --run-id lean --state /m,
