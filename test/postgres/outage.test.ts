@@ -91,7 +91,7 @@ describe('a runner on PostgreSQL when the database goes away', () => {
     const lines = ownLines(first);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(
-      /^mediabatch: the PostgreSQL state at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/t\d+_\d+ (went away|cannot be reached): \S.*$/,
+      /^mediabatch: the PostgreSQL state at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/t\d+_\d+ (went away|cannot be reached|does not take connections yet): \S.*$/,
     );
     const { again } = await resumeAndCheck(state, file, 'pgstop', 'stop');
     for (const out of [first.stdout(), first.stderr(), again.stdout(), again.stderr()]) {
@@ -125,7 +125,7 @@ describe('a runner on PostgreSQL when the database goes away', () => {
         expect(own, first.stderr()).toHaveLength(1);
         lines.splice(0, lines.length, ...own);
         expect(lines[0]).toMatch(
-          /^mediabatch: the PostgreSQL state at postgres:\/\/postgres@127\.0\.0\.1:\d+\/t\d+_\d+ (went away|cannot be reached)\b.*$/,
+          /^mediabatch: the PostgreSQL state at postgres:\/\/postgres@127\.0\.0\.1:\d+\/t\d+_\d+ (went away|cannot be reached|does not take connections yet)\b.*$/,
         );
       }
       await resumeAndCheck(state, file, 'pgcut', 'cut', direct);

@@ -11,6 +11,7 @@ import { exitOf } from '../../src/cli/errors.js';
 import { EXIT } from '../../src/exit-codes.js';
 import { openStore, StoreError } from '../../src/store/index.js';
 import { PgDb } from '../../src/store/pg/db.js';
+import { connectError } from '../../src/store/pg/errors.js';
 import { cli } from '../helpers/cli.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
 import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
@@ -165,6 +166,27 @@ describe('a PostgreSQL server that refuses to serve the state', () => {
     }
   });
 
+  it('says a search_path naming a schema that does not exist, and how to make it', async () => {
+    const url = `${pg.url('postgres')}?options=${encodeURIComponent('-c search_path=nosuch')}`;
+    expectOneLine(
+      await runOn(url),
+      EXIT.invalid,
+      `the PostgreSQL state at ${shownOf(url)} has no schema to keep mediabatch's tables in (no schema has been selected to create in): create the schema the URL's search_path names (CREATE SCHEMA), or fix its options`,
+    );
+  });
+
+  it('says a server still starting up as a wait, not a wrong URL (libpq gives only its text there)', () => {
+    const error = connectError(
+      'connection to server at "127.0.0.1", port 5432 failed: FATAL:  the database system is starting up',
+      { name: 'postgres://mb@db/mb', role: 'mb' },
+    );
+    expect(error?.exitCode).toBe(EXIT.interrupted);
+    expect(error?.message).toBe(
+      'the PostgreSQL state at postgres://mb@db/mb does not take connections yet (the database system is starting up): it is starting, stopping or recovering; run again in a moment',
+    );
+    expect(connectError('connection refused', { name: 'x', role: 'mb' })).toBeUndefined();
+  });
+
   // The server's own SQLSTATE, raised where the store writes a run: what a full disk or a server out of
   // memory answers at that moment.
   it.each([
@@ -173,6 +195,9 @@ describe('a PostgreSQL server that refuses to serve the state', () => {
     ['53400', 'temporary file size exceeds temp_file_limit (1024kB)', EXIT.interrupted, 'server'],
     ['55006', 'database "x" is being accessed by other users', EXIT.interrupted, 'server'],
     ['57P04', 'database "x" was dropped', EXIT.invalid, 'path'],
+    ['58030', 'could not read block 0 in file "base/1/2": Input/output error', EXIT.interrupted, 'server'],
+    ['XX001', 'invalid page in block 0 of relation base/1/2', EXIT.invalid, 'corrupt'],
+    ['XX002', 'index "tasks_pkey" contains unexpected zero page', EXIT.invalid, 'corrupt'],
   ])('turns SQLSTATE %s (%s) into one line with exit %i', (sqlState, text, code, kind) => {
     const url = pg.freshDatabase();
     const db = new PgDb(url);

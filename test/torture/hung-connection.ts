@@ -49,7 +49,8 @@ export async function hungConnection(): Promise<{ waitedMs: number; code: string
           `a runner on a hung connection ends its wait with one line (gave it ${PATIENCE_MS / 1000} s)`,
           lines.length === 1 &&
             ((code === 'SIGKILL' && /did not answer for 65 s/.test(lines[0] ?? '')) ||
-              (code === 4 && /went away|cannot be reached/.test(lines[0] ?? ''))),
+              (code === 4 &&
+                /went away|cannot be reached|does not take connections yet/.test(lines[0] ?? ''))),
           `${code} after ${waitedMs} ms: ${lines.join(' | ')}`,
         ),
         guarantee(

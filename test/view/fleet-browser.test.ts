@@ -157,7 +157,7 @@ describe.skipIf(SKIP_BROWSER)('the view of a fleet over PostgreSQL', () => {
     try {
       await expect.poll(() => away.isVisible(), { timeout: 15_000 }).toBe(true);
       expect(await away.textContent()).toMatch(
-        /^the PostgreSQL state at postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+ (went away|cannot be reached): [^\n]+: the page reads again when it is back$/,
+        /^the PostgreSQL state at postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+ (went away|cannot be reached|does not take connections yet): [^\n]+: the page reads again when it is back$/,
       );
     } finally {
       pg.resume();

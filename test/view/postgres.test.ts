@@ -539,7 +539,7 @@ describe('view --state postgres://…', () => {
       expect(away.status).toBe(503);
       const line = String(away.json['error']);
       expect(line).toMatch(
-        /^the PostgreSQL state at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+ (went away|cannot be reached): /,
+        /^the PostgreSQL state at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+ (went away|cannot be reached|does not take connections yet): /,
       );
       expect(line).not.toContain('\n');
       expect(away.text).not.toContain(PASSWORD);

@@ -53,6 +53,28 @@ const RULES: Readonly<Record<string, Rule>> = {
     kind: 'server',
     line: (d) => `is in use by another session that holds what this one needs (${d}): ${RUN_AGAIN}`,
   },
+  '57P03': {
+    kind: 'server',
+    line: (d) =>
+      `does not take connections yet (${d}): it is starting, stopping or recovering; run again in a moment`,
+  },
+  '58030': {
+    kind: 'server',
+    line: (d) => `could not read or write its own files (${d}): see the server's log, ${RUN_AGAIN}`,
+  },
+  XX001: {
+    kind: 'corrupt',
+    line: (d) => `holds damaged data (${d}): see the server's log; restore a backup`,
+  },
+  XX002: {
+    kind: 'corrupt',
+    line: (d) => `has a damaged index (${d}): REINDEX it (see the server's log), ${RUN_AGAIN}`,
+  },
+  '3F000': {
+    kind: 'path',
+    line: (d) =>
+      `has no schema to keep mediabatch's tables in (${d}): create the schema the URL's search_path names (CREATE SCHEMA), or fix its options`,
+  },
   '57P04': {
     kind: 'path',
     line: (d) => `was dropped while in use (${d}): check --state or MEDIABATCH_STATE_URL`,
@@ -122,6 +144,10 @@ const AT_CONNECT: ReadonlyArray<[RegExp, string]> = [
   ],
   [/database ".*" does not exist/i, '3D000'],
   [/too many clients|too many connections|remaining connection slots are reserved/i, '53300'],
+  [
+    /the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)/i,
+    '57P03',
+  ],
   [/out of memory/i, '53200'],
 ];
 
