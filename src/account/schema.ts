@@ -60,7 +60,7 @@ export const runAccountSchema = z
             reason: z
               .string()
               .describe(
-                'Why: `budget`, `period-budget`, `insufficient-tokens` (the balance), `quota-exceeded`, `interrupted` (a signal), `unauthorized`, `unreachable`, `local-disk`, `limit`, `internal`, `review`, `unfinished`, or `lost` (its process or every worker ended without closing it: killed, crashed, or its PostgreSQL state went away).',
+                'Why: `budget`, `period-budget`, `insufficient-tokens` (the balance), `quota-exceeded`, `interrupted` (a signal), `unauthorized`, `unreachable`, `local-disk`, `limit`, `internal`, `review`, `unfinished`, `refused` (the preflight: over balance, quota or budget, or a folder it cannot write), or `lost` (its process or every worker ended without closing it: killed, crashed, or its PostgreSQL state went away).',
               ),
             message: z.string().describe('The one line the run said when it stopped.'),
             at: z.string().nullable().describe('When it stopped; null for `lost`.'),

@@ -141,6 +141,7 @@ const STOP_LABEL: Readonly<Record<string, string>> = {
   review: 'results await review',
   unfinished: 'tasks left unfinished',
   lost: 'its process or workers lost',
+  refused: 'the preflight refused it',
 };
 
 /** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart. */

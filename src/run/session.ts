@@ -125,7 +125,7 @@ export interface RunSession {
   /** A worker of a fleet starts working: its worker row, and the opening lease is given back. */
   startWorking(): void;
   /** Records that a new run never got going (a refusal); an older run is left as it was. */
-  refuse(exitCode: number): void;
+  refuse(exitCode: number, message?: string): void;
   /** Renews the lease; false when another process took it. */
   renew(): boolean;
   /** Releases the lease. Call it once, whatever happened. */
@@ -166,8 +166,10 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     if (fleet && existing && liveWorkers(store, runId) > 0) {
       return joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
     }
-    const refuse = (code: number) => {
-      if (!existing) store.runs.markRunState(runId, 'refused', code);
+    const refuse = (code: number, message?: string) => {
+      if (existing) return;
+      store.runs.markRunState(runId, 'refused', code);
+      if (message !== undefined) store.runs.recordStop(runId, { reason: 'refused', message });
     };
     bindOrCreate(store, runId, existing, o);
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);

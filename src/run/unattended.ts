@@ -130,7 +130,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
     }
     const refusal = refusalOf(preflight, o.allowPartial ?? false);
     if (refusal !== undefined) {
-      session.refuse(EXIT.refused);
+      session.refuse(EXIT.refused, refusal);
       return { kind: 'refused', runId, exitCode: EXIT.refused, message: refusal, preflight };
     }
     // Local inputs are uploaded before anything is sent; a problem stops the run with nothing charged.

@@ -80,6 +80,20 @@ describe('status: why a run stopped', () => {
     expect(await statusLine(env)).toContain('  Stopped (the balance) at ');
   });
 
+  it('names a refusal of the preflight, with its line', async () => {
+    env = await makeRunEnv({ balance: 0.5 });
+    const file = await env.manifest({ tasks: images(6) });
+    const r = await env.run(['run', file, '--yes']);
+    expect(r.code).toBe(3);
+    const stopped = await stoppedOf(env);
+    expect(stopped?.reason).toBe('refused');
+    // The line the run was refused with, as the terminal showed it.
+    expect(r.stderr).toContain(stopped?.message);
+    expect(stopped?.message).toMatch(/^refused: .*balance.*Nothing was submitted/);
+    expect(await statusLine(env)).toContain('  Stopped (the preflight refused it) at ');
+    expect(env.state().jobs).toHaveLength(0);
+  });
+
   it('names a signal', async () => {
     env = await makeRunEnv({ latencyMs: 20 });
     const file = await env.manifest({ tasks: images(12), concurrency: 2 });

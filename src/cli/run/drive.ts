@@ -74,7 +74,7 @@ export async function driveRun(a: DriveArgs): Promise<number> {
 function refuseIfNeeded(session: RunSession, report: PreflightReport, flags: RunFlags): void {
   const refusal = refusalOf(report, flags.allowPartial ?? false);
   if (refusal === undefined) return;
-  session.refuse(EXIT.refused);
+  session.refuse(EXIT.refused, refusal);
   throw new ExitError(EXIT.refused, refusal);
 }
 
