@@ -169,7 +169,8 @@ export class RunMoney {
             setting: 'budget_per_period' as const,
             left: p.budget - p.spent - p.reserved + this.#ownHeld,
           };
-    const tighter = period !== undefined && (run === undefined || period.left < run.left) ? period : run;
+    // A tie names the period: a fired run's budget is often what the period leaves, which is the reason.
+    const tighter = period !== undefined && (run === undefined || period.left <= run.left) ? period : run;
     if (tighter === undefined) return undefined;
     return { name: tighter.name, setting: tighter.setting, leftMicro: Math.max(0, tighter.left) };
   }

@@ -252,10 +252,11 @@ describe('RunMoney: the runner’s money', () => {
     const fresh = new RunMoney(store, 'r', 5 * M);
     fresh.start();
     expect(fresh.tightest()).toEqual({ name: 'the budget of 5 tokens', setting: 'budget', leftMicro: 2 * M });
-    // Equal room: the run's own budget is named.
+    // Equal room: the period is named, since a fired run's budget is often what the period left it (the
+    // scheduler's cap), and raising `budget` would not help.
     spendFromPeriod(store, 'r', { period: '2025-03', budget: 10 });
     fresh.changed();
-    expect(fresh.tightest()).toMatchObject({ setting: 'budget', leftMicro: 2 * M });
+    expect(fresh.tightest()).toMatchObject({ setting: 'budget_per_period', leftMicro: 2 * M });
   });
 
   it('keeps its slots, the held worst case of a re-roll, and the estimate moved by exact prices', () => {

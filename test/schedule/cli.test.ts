@@ -133,10 +133,17 @@ describe('mediabatch schedule against the sandbox', () => {
     expect(sandbox.state().jobs).toHaveLength(2);
     expect(1000 - sandbox.state().balance).toBeCloseTo(0.4, 6);
     expect(s.stdout()).toMatch(
-      /3 task\(s\) did not fit under the budget of 0\.5 tokens \(0\.1 left; they need up to 0\.6\)/,
+      /3 task\(s\) did not fit under budget_per_period of 0\.5 tokens in \d{4}-\d\d \(0\.1 left; they need up to 0\.6\)/,
     );
     s.io.signals.emit('SIGTERM');
     expect(await s.done).toBe(0);
+    // The run keeps which limit stopped it: the manifest's budget_per_period, not a budget of its own.
+    const store = openStore(join(dir, 'state/mediabatch.db'));
+    try {
+      expect(store.runs.listRuns().map((r) => r.stop?.reason)).toEqual(['period-budget']);
+    } finally {
+      store.close();
+    }
   });
 
   it('the period budget stops a run: the second firing would pass budget_per_period and is refused, not fatal', async () => {
