@@ -341,13 +341,7 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   }
   if (session.fleet) {
     const leaving = store.claims.leave(runId, session.holder);
-    if (!leaving.last) {
-      // A worker's own end (a signal, its disk) is not the run's; money that ran out is everyone's.
-      if (result.stopReason !== undefined && RUN_WIDE_STOPS.has(result.stopReason)) {
-        store.runs.recordStop(runId, stopOf(result, 0));
-      }
-      return leftOutcome(session, result, leaving.others);
-    }
+    if (!leaving.last) return leftOutcome(session, result, leaving.others);
     // The last worker out closes the run: what nobody gives anything any more is said to be blocked.
     if (store.chains.hasChains(runId)) store.chains.blockDownstreams(runId);
     result.counts = store.tasks.countTasksByState(runId);
@@ -360,7 +354,10 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
   const state =
     unfinished === 0 && !result.stopReason && result.awaitingReview === 0 ? 'finished' : 'interrupted';
   store.runs.markRunState(runId, state, exitCode);
-  if (state === 'interrupted') store.runs.recordStop(runId, stopOf(result, unfinished));
+  // A process whose run another one took over stops for itself: the run goes on there.
+  if (state === 'interrupted' && result.stopReason !== 'lease-lost') {
+    store.runs.recordStop(runId, stopOf(result, unfinished));
+  }
   return {
     result,
     exitCode,
@@ -402,6 +399,10 @@ function stopOf(result: RunResult, unfinished: number): { reason: string; messag
 
 /** A worker that left a run others still work on: its own figures; the run stays running. */
 function leftOutcome(session: RunSession, result: RunResult, others: number): RunOutcome {
+  // A worker's own end (a signal, its disk) is not the run's; money that ran out is everyone's.
+  if (result.stopReason !== undefined && RUN_WIDE_STOPS.has(result.stopReason)) {
+    session.store.runs.recordStop(session.runId, stopOf(result, 0));
+  }
   const exitCode = result.stopReason ? exitCodeFor(result.stopReason, result.counts) : EXIT.ok;
   const unfinished = UNFINISHED.reduce((n, s) => n + result.counts[s], 0);
   return {
