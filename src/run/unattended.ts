@@ -174,7 +174,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
 function outputOf(o: UnattendedRunOptions, env: NodeJS.ProcessEnv): ReturnType<typeof resolveOutput> {
   try {
     const resolved = resolveOutput(o.plan.settings.output, o.storage, env);
-    refuseLocalOutputOfFleet(o.stateFile, resolved, {
+    refuseLocalOutputOfFleet(o.store.file, resolved, {
       allowed: o.allowLocalOutput === true,
       allow: o.localOutputSwitch ?? 'allowLocalOutput: true',
     });

@@ -3,11 +3,12 @@
 // a second run of the same manifest resumes the run and sends nothing again; status reads the same run
 // through MEDIABATCH_STATE_URL; the password of the URL is never printed.
 
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EXIT, RunError, run } from '../../src/index.js';
 import { openStore } from '../../src/store/index.js';
+import { spawnCli } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
 import {
@@ -179,5 +180,30 @@ describe("the library's run() on a PostgreSQL state", () => {
     expect(ran.exitCode).toBe(EXIT.ok);
     expect(env.state().jobs).toHaveLength(2);
     expect((await walk(join(env.dir, 'out', 'pglib'))).filter((f) => f.endsWith('.png'))).toHaveLength(2);
+  });
+
+  it('refuses it in each run `schedule` fires on that state too, naming --allow-local-output', async () => {
+    writeFileSync(
+      join(env.dir, 'tick.yaml'),
+      'version: 1\nname: tick\nrun: "{{name}}-{{datetime}}"\nschedule: "*/2 * * * * *"\ntimezone: UTC\noutput: out\ntasks:\n  - id: shot\n    model: flat-image\n    input: { prompt: "a mug" }\n',
+    );
+    const replica = spawnCli(['--state', url, 'schedule', 'tick.yaml', '--no-probe'], {
+      cwd: env.dir,
+      env: { MEDIABATCH_API_KEY: SANDBOX_KEY, MEDIABATCH_BASE_URL: env.sandbox.baseUrl },
+    });
+    try {
+      const said = await Promise.race([
+        replica.waitFor('when every worker shares this disk'),
+        new Promise<false>((r) => setTimeout(() => r(false), 20_000)),
+      ]);
+      expect(said, `${replica.stdout()}${replica.stderr()}`).toBe(true);
+      expect(replica.stdout()).toMatch(
+        /^tick\.yaml: run tick-\S+ invalid: output: \S+ is a local folder, and the state is in PostgreSQL, where workers on other machines would write their results to their own disks: use a bucket \(output: s3:\/\/bucket\/prefix, or output: storage\), or pass --allow-local-output when every worker shares this disk$/m,
+      );
+      expect(env.state().jobs).toHaveLength(0);
+    } finally {
+      replica.proc.kill('SIGKILL');
+      await replica.exited;
+    }
   });
 });

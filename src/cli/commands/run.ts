@@ -35,7 +35,7 @@ export async function runCommand(file: string, flags: RunFlags, ctx: RunContext)
   shardOfFlags(flags, io.env);
   if (flags.sandboxReset) {
     if (!flags.sandbox) throw new ExitError(EXIT.invalid, '--sandbox-reset: only with --sandbox');
-    resetAccount(journalBeside(resolve(io.cwd, ctx.statePath)));
+    resetAccount(journalBeside(sandboxJournalAnchor(io.cwd, ctx.statePath)));
   }
   let baseUrl = config.baseUrl;
   let apiKey = config.apiKey;

@@ -242,7 +242,7 @@ async function runFiring(
       store,
       plan: o.plan,
       manifestPath: o.manifestPath,
-      stateFile: resolve(ctx.io.cwd, ctx.statePath),
+      stateFile: stateLocation(ctx.io.cwd, ctx.statePath),
       client,
       keyFingerprint: keyFingerprint(apiKey),
       logger: ctx.logger,
