@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import { DEFAULT_STATE_FILE, SANDBOX_STATE_FILE } from '../results/invocation.js';
 import type { SandboxCommandOptions } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
+import { sandboxJournalAnchor } from '../store/location.js';
 import type { Logger } from '../util/log.js';
 import { scrub } from '../util/secrets.js';
 import type { RunFlags } from './commands/run.js';
@@ -146,7 +147,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
         const { planCommand } = await import('./commands/plan.js');
         const { makeBalanceSource, makeMeasure } = await import('./wiring.js');
         const statePath = stateFor(opts.sandbox);
-        const balance = makeBalanceSource(cfg, opts.sandbox ? resolve(io.cwd, statePath) : undefined);
+        const balance = makeBalanceSource(
+          cfg,
+          opts.sandbox ? sandboxJournalAnchor(io.cwd, statePath) : undefined,
+        );
         result.code = await planCommand(file, opts, {
           io,
           config: cfg,
@@ -386,7 +390,10 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       const { balanceCommand } = await import('./commands/balance.js');
       const { makeBalanceSource } = await import('./wiring.js');
       const statePath = stateFor(opts.sandbox);
-      const balance = makeBalanceSource(cfg, opts.sandbox ? resolve(io.cwd, statePath) : undefined);
+      const balance = makeBalanceSource(
+        cfg,
+        opts.sandbox ? sandboxJournalAnchor(io.cwd, statePath) : undefined,
+      );
       // The sandbox's account is not the real one: its key is the embedded sandbox's, its quota none.
       const account = opts.sandbox
         ? { apiKey: (await import('../sandbox/embedded.js')).EMBEDDED_SANDBOX_KEY }

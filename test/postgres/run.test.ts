@@ -206,4 +206,29 @@ describe("the library's run() on a PostgreSQL state", () => {
       await replica.exited;
     }
   });
+
+  it('keeps the embedded sandbox of a database state in one place: balance --sandbox sees what run --sandbox spent', async () => {
+    const file = await env.manifest({ name: 'pgsand', tasks: images(2) });
+    const ran = await mediabatch([
+      '--state',
+      url,
+      'run',
+      file,
+      '--yes',
+      '--sandbox',
+      '--sandbox-speed',
+      '0',
+      '--allow-local-output',
+    ]);
+    expect(ran.code, ran.stderr).toBe(0);
+    const spent = openStore(url);
+    const net = spent.ledger.runSpent('pgsand').net;
+    spent.close();
+    expect(net).toBeGreaterThan(0);
+    const balance = await mediabatch(['--state', url, 'balance', '--sandbox', '--json']);
+    expect(balance.code, balance.stderr).toBe(0);
+    const fresh = await mediabatch(['balance', '--sandbox', '--json']);
+    expect(JSON.parse(balance.stdout).balance).toBeCloseTo(JSON.parse(fresh.stdout).balance, 6);
+    expect(JSON.parse(fresh.stdout).balance).toBeLessThan(1000);
+  });
 });
