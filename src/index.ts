@@ -15,7 +15,7 @@ import { scaledRunPolicy } from './run/settings.js';
 import { runUnattended, type UnattendedOutcome } from './run/unattended.js';
 import type { Storage, StorageConfig } from './storage/index.js';
 import { keyFingerprint, openStore } from './store/index.js';
-import { stateLocation } from './store/location.js';
+import { sandboxJournalAnchor, stateLocation } from './store/location.js';
 import { createLogger, type Logger } from './util/log.js';
 import { registerSecret } from './util/secrets.js';
 
@@ -146,9 +146,10 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
   const { EMBEDDED_SANDBOX } = await import('./run/session.js');
   const { embeddedInputStorage } = await import('./sandbox/uploads.js');
   const speed = typeof o.sandbox === 'object' ? (o.sandbox.speed ?? 0.1) : 0.1;
+  // Its journal sits beside the state file, or for a database state where `run --sandbox` keeps it.
   const sandbox = await startEmbeddedSandbox(
     speed,
-    stateLocation(o.cwd ?? process.cwd(), o.stateFile ?? 'state/sandbox.db'),
+    sandboxJournalAnchor(o.cwd ?? process.cwd(), o.stateFile ?? 'state/sandbox.db'),
   );
   // Without a bucket the sandbox keeps local inputs itself, as with `run --sandbox`.
   const inputs = o.storage ? undefined : embeddedInputStorage(sandbox.baseUrl);

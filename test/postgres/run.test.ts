@@ -230,5 +230,19 @@ describe("the library's run() on a PostgreSQL state", () => {
     const fresh = await mediabatch(['balance', '--sandbox', '--json']);
     expect(JSON.parse(balance.stdout).balance).toBeCloseTo(JSON.parse(fresh.stdout).balance, 6);
     expect(JSON.parse(fresh.stdout).balance).toBeLessThan(1000);
+
+    // The library's sandbox run on that state keeps the same journal: the balance goes down from there.
+    const before = JSON.parse(fresh.stdout).balance as number;
+    const lib = await env.manifest({ name: 'pglibsand', tasks: images(6) }, 'lib.yaml');
+    const ran2 = await run(lib, {
+      cwd: env.dir,
+      stateFile: url,
+      sandbox: { speed: 0 },
+      allowLocalOutput: true,
+      probe: false,
+    });
+    expect(ran2.exitCode).toBe(EXIT.ok);
+    const after = await mediabatch(['balance', '--sandbox', '--json']);
+    expect(JSON.parse(after.stdout).balance).toBeLessThan(before);
   });
 });
