@@ -3,7 +3,7 @@
 // a second run of the same manifest resumes the run and sends nothing again; status reads the same run
 // through MEDIABATCH_STATE_URL; the password of the URL is never printed.
 
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EXIT, RunError, run } from '../../src/index.js';
@@ -244,5 +244,7 @@ describe("the library's run() on a PostgreSQL state", () => {
     expect(ran2.exitCode).toBe(EXIT.ok);
     const after = await mediabatch(['balance', '--sandbox', '--json']);
     expect(JSON.parse(after.stdout).balance).toBeLessThan(before);
+    // Nothing named after the URL (its password in it) was made where the process runs.
+    expect(existsSync(join(process.cwd(), 'postgres:'))).toBe(false);
   });
 });
