@@ -57,7 +57,7 @@ export async function measurePlanInto(
   const cli = (cwd: string, args: string[]): Promise<Measured> =>
     o.compiled === false ? spawnMeasured(cliArgv(args), { cwd, env }) : cliMeasured(args, { cwd, env });
   // Each backend in a folder of its own: a run's output folder belongs to the state that made it.
-  const run = async (backend: string, state: (folder: string) => string) => {
+  const run = async (backend: string, state: (folder: string) => string, extra: string[] = []) => {
     const folder = join(dir, backend);
     await mkdir(folder);
     const file = await writeImagesManifest(folder, { name: 'planned', count: tasks });
@@ -70,6 +70,7 @@ export async function measurePlanInto(
       '--no-probe',
       '--limit',
       '1',
+      ...extra,
     ]);
     // --limit 1 leaves the rest pending: exit 4 (unfinished), with every task stored.
     if (m.code !== 4) throw new Error(`run on ${backend} exited ${m.code}: ${m.stderr.slice(-2500)}`);
@@ -78,7 +79,8 @@ export async function measurePlanInto(
   };
   try {
     const url = pg.freshDatabase();
-    const onPg = await run('postgres', () => url);
+    // One machine, one disk: the results of this one worker may go to a local folder.
+    const onPg = await run('postgres', () => url, ['--allow-local-output']);
     const stored = storedTasks(url);
     const onSqlite = await run('sqlite', (folder) => join(folder, 'state.db'));
     return {

@@ -5,6 +5,7 @@ import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
 import { StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
+import { CopyRows, copyTargetOf } from './pg/bulk.js';
 import { unknownRun } from './runs.js';
 import { awaitsReviewSql } from './shown-state.js';
 import { fromStatesJson, refusedMove, type TaskRow, toTask } from './task-rows.js';
@@ -107,11 +108,15 @@ export class TaskStore {
   readonly #pendingByModelOf;
 
   readonly #chains: ChainStore;
+  /** A PostgreSQL state's way in for a new run's rows (COPY); undefined on SQLite. */
+  readonly #copy: CopyRows | undefined;
 
   // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock, chains: ChainStore) {
     this.#now = now;
     this.#chains = chains;
+    const copyTarget = copyTargetOf(db);
+    this.#copy = copyTarget && new CopyRows(copyTarget, 'tasks', COPY_COLUMNS);
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#forgetReportBasis = db.prepare<[string]>('UPDATE runs SET report_basis = NULL WHERE id = ?');
     this.#countInserted = db.prepare<[string, number, number, number, number]>(
@@ -336,7 +341,6 @@ export class TaskStore {
     const now = toIso(this.#now());
     let nextSeq = (this.#selectMaxSeq.get(runId) ?? -1) + 1;
     const result: UpsertResult = { inserted: 0, unchanged: 0, updated: [], changed: [], missing: [] };
-    const neverCharged = JSON.stringify(NEVER_CHARGED);
     const batch: unknown[] = [];
     let touched = false;
     // Upstream rows reference their task, so they are written once the batches of new tasks are in.
@@ -344,57 +348,80 @@ export class TaskStore {
     const resetIds: string[] = [];
     const inserted: InsertedEstimate = { tokens: 0, min: 0, max: 0 };
 
-    for (const spec of specs) {
-      if (seen?.has(spec.taskId)) throw listedTwice(runId, spec.taskId);
-      seen?.add(spec.taskId);
-      const values = taskValues(runId, spec, now);
-      const old = resumed ? this.#selectExisting.get(runId, spec.taskId) : undefined;
-      // Links are written for chained tasks, and rewritten on resume only in a run that has chains: a
-      // task may have lost its `after`. A run without any costs nothing here, at any size.
-      if (spec.upstreams !== undefined || (old !== undefined && hadChains)) {
-        links.push([
-          spec.taskId,
-          (spec.upstreams ?? []).map(({ name, taskId }) => ({ name, upstreamId: taskId })),
-        ]);
-      }
-      // A filled-in chained task is compared with the request it was planned with, not the one it sent.
-      const plannedHash = old?.planned_body == null ? old?.body_hash : bodyHash(old.planned_body);
-      if (old === undefined) {
-        pushInsertParams(batch, values, nextSeq++);
-        if (batch.length === INSERT_BATCH * INSERT_COLUMNS)
-          this.#insertRows(runId, this.#insertTaskBatch, batch.splice(0));
-        result.inserted++;
-        inserted.tokens += toMicro(values.estTokens);
-        inserted.min += toMicro(values.estMin);
-        inserted.max += toMicro(values.estMax);
-      } else if (plannedHash === values.bodyHash) {
-        result.unchanged++;
-        // A filled-in task's estimate is its exact price: the plan's range does not replace it.
-        if (old.planned_body === null && estimateDiffers(old, values)) {
-          this.#updateEstimate.run(values);
+    // A new run's rows go to PostgreSQL by COPY, streamed while the next ones are made: nothing else is read
+    // or written on the connection meanwhile (a resumed run looks each task up, and inserts as SQLite does).
+    const copy = resumed ? undefined : this.#copy;
+    const copied: string[] = [];
+    try {
+      for (const spec of specs) {
+        if (seen?.has(spec.taskId)) throw listedTwice(runId, spec.taskId);
+        seen?.add(spec.taskId);
+        const values = taskValues(runId, spec, now);
+        const old = resumed ? this.#selectExisting.get(runId, spec.taskId) : undefined;
+        // Links are written for chained tasks, and rewritten on resume only in a run that has chains: a
+        // task may have lost its `after`. A run without any costs nothing here, at any size.
+        if (spec.upstreams !== undefined || (old !== undefined && hadChains)) {
+          links.push([
+            spec.taskId,
+            (spec.upstreams ?? []).map(({ name, taskId }) => ({ name, upstreamId: taskId })),
+          ]);
+        }
+        if (old === undefined) {
+          if (copy !== undefined) this.#copyRow(runId, copy, copied, copyValues(values, nextSeq++));
+          else {
+            pushInsertParams(batch, values, nextSeq++);
+            if (batch.length === INSERT_BATCH * INSERT_COLUMNS)
+              this.#insertRows(runId, this.#insertTaskBatch, batch.splice(0));
+          }
+          result.inserted++;
+          inserted.tokens += toMicro(values.estTokens);
+          inserted.min += toMicro(values.estMin);
+          inserted.max += toMicro(values.estMax);
+        } else if (this.#storedAgain(old, values, { acceptChanges, result, resetIds })) {
           touched = true;
         }
-      } else if (NEVER_CHARGED.includes(old.state)) {
-        this.#updateBodyInPlace.run({ ...values, neverCharged });
-        result.updated.push(spec.taskId);
-      } else {
-        const changed: ChangedTask = {
-          taskId: spec.taskId,
-          state: old.state,
-          oldHash: plannedHash ?? old.body_hash,
-          newHash: values.bodyHash,
-        };
-        result.changed.push(changed);
-        if (acceptChanges) {
-          touched = true;
-          this.#resetTaskWithBody.run(values);
-          this.#deleteFilesOfTask.run(runId, spec.taskId);
-          resetIds.push(spec.taskId);
-        }
       }
+    } catch (error) {
+      copy?.abort(`mediabatch stopped storing the run's tasks: ${(error as Error).message}`);
+      throw error;
     }
+    if (copy !== undefined) this.#endCopy(runId, copy, copied);
     this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen, inserted });
     return result;
+  }
+
+  /** A task the run has stored, listed again: left, refreshed, updated or changed. Whether it was touched. */
+  #storedAgain(
+    old: ExistingTask,
+    values: TaskValues,
+    o: { acceptChanges: boolean; result: UpsertResult; resetIds: string[] },
+  ): boolean {
+    // A filled-in chained task is compared with the request it was planned with, not the one it sent.
+    const plannedHash = old.planned_body == null ? old.body_hash : bodyHash(old.planned_body);
+    if (plannedHash === values.bodyHash) {
+      o.result.unchanged++;
+      // A filled-in task's estimate is its exact price: the plan's range does not replace it.
+      if (old.planned_body !== null || !estimateDiffers(old, values)) return false;
+      this.#updateEstimate.run(values);
+      return true;
+    }
+    if (NEVER_CHARGED.includes(old.state)) {
+      this.#updateBodyInPlace.run({ ...values, neverCharged: JSON.stringify(NEVER_CHARGED) });
+      o.result.updated.push(values.taskId);
+      return false;
+    }
+    const changed: ChangedTask = {
+      taskId: values.taskId,
+      state: old.state,
+      oldHash: plannedHash,
+      newHash: values.bodyHash,
+    };
+    o.result.changed.push(changed);
+    if (!o.acceptChanges) return false;
+    this.#resetTaskWithBody.run(values);
+    this.#deleteFilesOfTask.run(values.runId, values.taskId);
+    o.resetIds.push(values.taskId);
+    return true;
   }
 
   /** After the rows are read: the last batch, the chains' links, resets downstream, counts, and the ids no longer listed. */
@@ -437,15 +464,41 @@ export class TaskStore {
       insert.run(params);
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
-      const earlier = new Set<string>();
-      for (let i = 1; i < params.length; i += INSERT_COLUMNS) {
-        const taskId = params[i] as string;
-        if (earlier.has(taskId) || this.#selectExisting.get(runId, taskId) !== undefined) {
-          throw listedTwice(runId, taskId);
-        }
-        earlier.add(taskId);
-      }
+      const taskIds: string[] = [];
+      for (let i = 1; i < params.length; i += INSERT_COLUMNS) taskIds.push(params[i] as string);
+      this.#throwListedTwice(runId, taskIds);
       throw error;
+    }
+  }
+
+  /** One new row into the open copy; every COPY_CHUNK rows the copy ends (and a new one opens at the next). */
+  #copyRow(runId: string, copy: CopyRows, copied: string[], values: unknown[]): void {
+    copy.add(values as Parameters<CopyRows['add']>[0]);
+    copied.push(values[1] as string);
+    if (copied.length === COPY_CHUNK) this.#endCopy(runId, copy, copied);
+  }
+
+  /** Ends the copy: its rows are in, or an id it repeats (of these rows or a stored task) is named. */
+  #endCopy(runId: string, copy: CopyRows, copied: string[]): void {
+    try {
+      copy.end();
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
+      this.#throwListedTwice(runId, copied);
+      throw error;
+    } finally {
+      copied.length = 0;
+    }
+  }
+
+  /** The first of `taskIds` that an earlier one or a stored task already has, as the error it is. */
+  #throwListedTwice(runId: string, taskIds: Iterable<string>): void {
+    const earlier = new Set<string>();
+    for (const taskId of taskIds) {
+      if (earlier.has(taskId) || this.#selectExisting.get(runId, taskId) !== undefined) {
+        throw listedTwice(runId, taskId);
+      }
+      earlier.add(taskId);
     }
   }
 
@@ -673,6 +726,29 @@ function listedTwice(runId: string, taskId: string): StoreError {
 /** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
 const INSERT_BATCH = 100;
 const INSERT_COLUMNS = 17;
+/** Rows per COPY on PostgreSQL: a statement of a second or so, far inside any statement_timeout. */
+const COPY_CHUNK = 10_000;
+/** The columns of a copied row: those of insertTasksSql in pushInsertParams's order, then the state. */
+const COPY_COLUMNS = [
+  'run_id',
+  'task_id',
+  'seq',
+  'model',
+  'endpoint',
+  'body',
+  'body_hash',
+  'est_tokens',
+  'est_min',
+  'est_max',
+  'est_basis',
+  'est_assumed',
+  'updated_at',
+  'retries',
+  'file_name',
+  'expected_ms',
+  'review',
+  'state',
+];
 
 function insertTasksSql(rows: number): string {
   const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`;
@@ -686,6 +762,14 @@ function pushInsertParams(params: unknown[], v: TaskValues, seq: number): void {
   params.push(v.runId, v.taskId, seq, v.model, v.endpoint, v.body, v.bodyHash);
   params.push(v.estTokens, v.estMin, v.estMax, v.estBasis, v.estAssumed, v.now, v.retries, v.fileName);
   params.push(v.expectedMs, v.review);
+}
+
+/** One task's row for COPY_COLUMNS: every new task starts pending. */
+function copyValues(v: TaskValues, seq: number): unknown[] {
+  const row: unknown[] = [];
+  pushInsertParams(row, v, seq);
+  row.push('pending');
+  return row;
 }
 
 function taskValues(runId: string, spec: NewTask, now: string): TaskValues {

@@ -53,6 +53,57 @@ describe('upsertTasks', () => {
     expect(store.tasks.countTasksByState('r1').pending).toBe(0);
   });
 
+  // PostgreSQL takes a new run's rows by COPY, 10,000 a statement: the first repeat here is in the copy
+  // before the one that finds it (on SQLite, a hundred statements before).
+  it('names an id listed twice 10,000 rows apart, and keeps no task', () => {
+    const store = ctx.store();
+    const specs = Array.from({ length: 10_050 }, (_, i) => task(`t-${i}`));
+    specs.splice(10_020, 0, task('t-7'));
+    expect(() => store.tasks.upsertTasks('r1', specs)).toThrow(
+      new StoreError('run r1: task t-7: listed twice: task ids must be unique'),
+    );
+    expect(store.tasks.countTasksByState('r1').pending).toBe(0);
+    expect(store.tasks.upsertTasks('r1', specs.slice(0, 3)).inserted).toBe(3);
+  });
+
+  it('gives back every field as given, whatever characters it holds', () => {
+    const store = ctx.store();
+    const odd = 'tab\there, line\nbreak, cr\rhere, back\\slash, \\N, é, 日本, 🎞️, "quoted"';
+    const spec = {
+      ...task(`id ${odd}`),
+      wireBody: `{"prompt":"${odd}","raw":"a\tb\nc\\d"}`,
+      estimate: estimate(0.1 + 0.2, { min: 1e-7, max: 12345.678, basis: odd, assumedPrice: true }),
+      fileName: `dir\\${odd}.png`,
+      expectedMs: 5500,
+      retries: 2,
+      review: true,
+    };
+    store.tasks.upsertTasks('r1', [task('first'), spec]);
+    expect(store.tasks.getTask('r1', spec.taskId)).toMatchObject({
+      taskId: spec.taskId,
+      seq: 1,
+      wireBody: spec.wireBody,
+      bodyHash: bodyHash(spec.wireBody),
+      estimate: spec.estimate,
+      fileName: spec.fileName,
+      expectedMs: 5500,
+      state: 'pending',
+    });
+    expect(store.tasks.upsertTasks('r1', [task('first'), spec]).unchanged).toBe(2);
+  });
+
+  it('stores nothing when the tasks stop coming with an error, and takes them again after', () => {
+    const store = ctx.store();
+    function* failing() {
+      for (let i = 0; i < 10_500; i++) yield task(`t-${i}`);
+      throw new Error('the manifest could not be read further');
+    }
+    expect(() => store.tasks.upsertTasks('r1', failing())).toThrow('the manifest could not be read further');
+    expect(store.tasks.countTasksByState('r1').pending).toBe(0);
+    expect(store.tasks.upsertTasks('r1', [task('t-0'), task('t-1')]).inserted).toBe(2);
+    expect(store.tasks.countTasksByState('r1').pending).toBe(2);
+  });
+
   it('refuses tasks for a run that does not exist', () => {
     expect(() => ctx.store().tasks.upsertTasks('nope', [task('a')])).toThrow(/run nope: not found/);
   });
