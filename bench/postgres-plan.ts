@@ -93,7 +93,12 @@ function serverCpuSeconds(port: number): number {
 export async function measurePlanInto(
   sandboxUrl: string,
   tasks: number,
-  o: { compiled?: boolean; log?: (line: string) => void } = {},
+  o: {
+    compiled?: boolean;
+    log?: (line: string) => void;
+    /** How long the worker submits before its Ctrl-C; 15 s by default. */
+    workerSeconds?: number;
+  } = {},
 ): Promise<PlanIntoFigures> {
   const dir = await mkdtemp(join(tmpdir(), 'mb-bench-pgplan-'));
   const pg = await startPostgres();
@@ -135,7 +140,7 @@ export async function measurePlanInto(
     const worker = await runAtScale(folder, file, tasks, env, {
       big: tasks,
       small: tasks,
-      rateSeconds: 15,
+      rateSeconds: o.workerSeconds ?? 15,
       compiled: o.compiled !== false,
       state: pg.freshDatabase(),
       extra: local,
