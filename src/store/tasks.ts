@@ -5,7 +5,7 @@ import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
 import { StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
-import { CopyRows, copyTargetOf } from './pg/bulk.js';
+import { COPY_ROWS, CopyRows, copyTargetOf } from './pg/bulk.js';
 import { unknownRun } from './runs.js';
 import { awaitsReviewSql } from './shown-state.js';
 import { fromStatesJson, refusedMove, type TaskRow, toTask } from './task-rows.js';
@@ -386,7 +386,7 @@ export class TaskStore {
       throw error;
     }
     if (copy !== undefined) this.#endCopy(runId, copy, copied);
-    this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen, inserted });
+    this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen, inserted, resumed });
     return result;
   }
 
@@ -436,13 +436,16 @@ export class TaskStore {
       touched: boolean;
       seen: Set<string> | undefined;
       inserted: InsertedEstimate;
+      resumed: boolean;
     },
   ): void {
     const { batch, result } = o;
     for (let i = 0; i < batch.length; i += INSERT_COLUMNS) {
       this.#insertRows(runId, this.#insertTask, batch.slice(i, i + INSERT_COLUMNS));
     }
-    for (const [taskId, upstreams] of o.links) this.#chains.setUpstreams(runId, taskId, upstreams);
+    // A new run's tasks have no links stored: they are only added (on PostgreSQL, by COPY).
+    if (!o.resumed) this.#chains.addUpstreamsOfNew(runId, o.links);
+    else for (const [taskId, upstreams] of o.links) this.#chains.setUpstreams(runId, taskId, upstreams);
     if (o.resetIds.length > 0) this.#resetDownstreams(runId, o.resetIds, result, o.now);
     // Counted and summed here rather than by a trigger per row (migrations 5 and 15): every task is
     // inserted pending.
@@ -471,11 +474,11 @@ export class TaskStore {
     }
   }
 
-  /** One new row into the open copy; every COPY_CHUNK rows the copy ends (and a new one opens at the next). */
+  /** One new row into the open copy; every COPY_ROWS rows the copy ends (and a new one opens at the next). */
   #copyRow(runId: string, copy: CopyRows, copied: string[], values: unknown[]): void {
     copy.add(values as Parameters<CopyRows['add']>[0]);
     copied.push(values[1] as string);
-    if (copied.length === COPY_CHUNK) this.#endCopy(runId, copy, copied);
+    if (copied.length === COPY_ROWS) this.#endCopy(runId, copy, copied);
   }
 
   /** Ends the copy: its rows are in, or an id it repeats (of these rows or a stored task) is named. */
@@ -726,8 +729,6 @@ function listedTwice(runId: string, taskId: string): StoreError {
 /** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
 const INSERT_BATCH = 100;
 const INSERT_COLUMNS = 17;
-/** Rows per COPY on PostgreSQL: a statement of a second or so, far inside any statement_timeout. */
-const COPY_CHUNK = 10_000;
 /** The columns of a copied row: those of insertTasksSql in pushInsertParams's order, then the state. */
 const COPY_COLUMNS = [
   'run_id',

@@ -111,6 +111,9 @@ export function copyTargetOf(db: object): CopyTarget | undefined {
     : undefined;
 }
 
+/** Rows per COPY statement: a second or so of the server's work, far inside any statement_timeout. */
+export const COPY_ROWS = 10_000;
+
 /** Bytes of rows gathered before they are sent: few system calls, and the server never waits long. */
 const SEND_AT = 256 * 1024;
 
