@@ -71,6 +71,7 @@ export class TaskStore {
   readonly #upsert;
   readonly #runExists;
   readonly #selectExisting;
+  readonly #selectExistingOf;
   readonly #anyTask;
   readonly #selectTaskIds;
   readonly #selectMaxSeq;
@@ -132,6 +133,12 @@ export class TaskStore {
       `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms,
          planned_body, review
        FROM tasks WHERE run_id = ? AND task_id = ?`,
+    );
+    // The same for many ids at once, on PostgreSQL only: there each statement is a round trip.
+    this.#selectExistingOf = db.prepare<[string, string], ExistingTask>(
+      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms,
+         planned_body, review
+       FROM tasks WHERE run_id = ? AND task_id IN (SELECT value FROM json_each(?))`,
     );
     this.#anyTask = db.prepare<[string], number>('SELECT 1 FROM tasks WHERE run_id = ? LIMIT 1').pluck();
     this.#selectTaskIds = db.prepare<[string], string>('SELECT task_id FROM tasks WHERE run_id = ?').pluck();
@@ -353,11 +360,10 @@ export class TaskStore {
     const copy = resumed ? undefined : this.#copy;
     const copied: string[] = [];
     try {
-      for (const spec of specs) {
+      for (const { spec, old } of this.#withStored(runId, specs, resumed)) {
         if (seen?.has(spec.taskId)) throw listedTwice(runId, spec.taskId);
         seen?.add(spec.taskId);
         const values = taskValues(runId, spec, now);
-        const old = resumed ? this.#selectExisting.get(runId, spec.taskId) : undefined;
         // Links are written for chained tasks, and rewritten on resume only in a run that has chains: a
         // task may have lost its `after`. A run without any costs nothing here, at any size.
         if (spec.upstreams !== undefined || (old !== undefined && hadChains)) {
@@ -388,6 +394,41 @@ export class TaskStore {
     if (copy !== undefined) this.#endCopy(runId, copy, copied);
     this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen, inserted, resumed });
     return result;
+  }
+
+  /**
+   * Each spec with the task stored under its id, if any (only a resumed run has some). SQLite reads them one
+   * at a time; PostgreSQL a thousand ids a statement, as a round trip each would take minutes at a million.
+   */
+  *#withStored(
+    runId: string,
+    specs: Iterable<NewTask>,
+    resumed: boolean,
+  ): Generator<{ spec: NewTask; old: ExistingTask | undefined }> {
+    if (!resumed) {
+      for (const spec of specs) yield { spec, old: undefined };
+      return;
+    }
+    if (this.#copy === undefined) {
+      for (const spec of specs) yield { spec, old: this.#selectExisting.get(runId, spec.taskId) };
+      return;
+    }
+    let group: NewTask[] = [];
+    for (const spec of specs) {
+      group.push(spec);
+      if (group.length < LOOKUP_GROUP) continue;
+      yield* this.#lookUp(runId, group);
+      group = [];
+    }
+    yield* this.#lookUp(runId, group);
+  }
+
+  *#lookUp(runId: string, specs: NewTask[]): Generator<{ spec: NewTask; old: ExistingTask | undefined }> {
+    if (specs.length === 0) return;
+    const stored = new Map<string, ExistingTask>();
+    const ids = JSON.stringify(specs.map((s) => s.taskId));
+    for (const row of this.#selectExistingOf.iterate(runId, ids)) stored.set(row.task_id, row);
+    for (const spec of specs) yield { spec, old: stored.get(spec.taskId) };
   }
 
   /** A task the run has stored, listed again: left, refreshed, updated or changed. Whether it was touched. */
@@ -729,6 +770,8 @@ function listedTwice(runId: string, taskId: string): StoreError {
 /** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
 const INSERT_BATCH = 100;
 const INSERT_COLUMNS = 17;
+/** Ids a resumed run looks up per statement on PostgreSQL. */
+const LOOKUP_GROUP = 1_000;
 /** The columns of a copied row: those of insertTasksSql in pushInsertParams's order, then the state. */
 const COPY_COLUMNS = [
   'run_id',
