@@ -74,6 +74,7 @@ export class TaskStore {
   readonly #selectExistingOf;
   readonly #anyTask;
   readonly #selectTaskIds;
+  readonly #selectTaskIdPage;
   readonly #selectMaxSeq;
   readonly #insertTask;
   readonly #insertTaskBatch;
@@ -142,6 +143,19 @@ export class TaskStore {
     );
     this.#anyTask = db.prepare<[string], number>('SELECT 1 FROM tasks WHERE run_id = ? LIMIT 1').pluck();
     this.#selectTaskIds = db.prepare<[string], string>('SELECT task_id FROM tasks WHERE run_id = ?').pluck();
+    // PostgreSQL hands over a statement's rows all at once: there a run's ids are read a page at a time.
+    this.#selectTaskIdPage = {
+      first: db
+        .prepare<[string, number], string>(
+          'SELECT task_id FROM tasks WHERE run_id = ? ORDER BY task_id LIMIT ?',
+        )
+        .pluck(),
+      after: db
+        .prepare<[string, string, number], string>(
+          'SELECT task_id FROM tasks WHERE run_id = ? AND task_id > ? ORDER BY task_id LIMIT ?',
+        )
+        .pluck(),
+    };
     this.#selectMaxSeq = db
       .prepare<[string], number | null>('SELECT max(seq) FROM tasks WHERE run_id = ?')
       .pluck();
@@ -497,8 +511,22 @@ export class TaskStore {
     // A task added or re-estimated is news the report on disk does not have.
     if (o.touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
     if (o.seen) {
-      for (const taskId of this.#selectTaskIds.iterate(runId))
-        if (!o.seen.has(taskId)) result.missing.push(taskId);
+      for (const taskId of this.#storedIds(runId)) if (!o.seen.has(taskId)) result.missing.push(taskId);
+    }
+  }
+
+  /** The ids of the run's stored tasks: as SQLite steps through them, or a page at a time on PostgreSQL. */
+  *#storedIds(runId: string): Generator<string> {
+    if (this.#copy === undefined) {
+      yield* this.#selectTaskIds.iterate(runId);
+      return;
+    }
+    let page = this.#selectTaskIdPage.first.all(runId, ID_PAGE);
+    for (;;) {
+      yield* page;
+      const last = page.at(-1);
+      if (page.length < ID_PAGE || last === undefined) return;
+      page = this.#selectTaskIdPage.after.all(runId, last, ID_PAGE);
     }
   }
 
@@ -772,6 +800,8 @@ const INSERT_BATCH = 100;
 const INSERT_COLUMNS = 17;
 /** Ids a resumed run looks up per statement on PostgreSQL. */
 const LOOKUP_GROUP = 1_000;
+/** Ids read per statement on PostgreSQL when a resumed run looks for the tasks its manifest no longer lists. */
+const ID_PAGE = 10_000;
 /** The columns of a copied row: those of insertTasksSql in pushInsertParams's order, then the state. */
 const COPY_COLUMNS = [
   'run_id',

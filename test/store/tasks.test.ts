@@ -105,6 +105,17 @@ describe('upsertTasks', () => {
     expect(store.tasks.countTasksByState('r1').pending).toBe(2);
   });
 
+  // PostgreSQL reads a resumed run's ids 10,000 a statement: t-9999 sorts last, in the second page.
+  it('names the tasks a resumed manifest no longer lists, among more than 10,000', () => {
+    const store = ctx.store();
+    const specs = Array.from({ length: 10_050 }, (_, i) => task(`t-${i}`));
+    store.tasks.upsertTasks('r1', specs);
+    const kept = specs.filter((s) => s.taskId !== 't-0' && s.taskId !== 't-9999');
+    const result = store.tasks.upsertTasks('r1', [...kept, task('t-new')]);
+    expect(result).toMatchObject({ inserted: 1, unchanged: 10_048 });
+    expect([...result.missing].sort()).toEqual(['t-0', 't-9999']);
+  });
+
   it('refuses tasks for a run that does not exist', () => {
     expect(() => ctx.store().tasks.upsertTasks('nope', [task('a')])).toThrow(/run nope: not found/);
   });
