@@ -6,6 +6,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    // mediabatch's child processes run the CLI bundled once for the run, not the sources through tsx.
+    globalSetup: ['test/helpers/cli-bundle.ts'],
     // Most test files wait on loopback servers and timers, not the CPU: two at once on the 2-core CI
     // machine take the suite from about 6 to 3.5 minutes (vitest's default is one fewer than the cores).
     maxWorkers: 2,
