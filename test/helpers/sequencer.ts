@@ -14,7 +14,7 @@ export const SLOW_FILES = [
   'test/store/postgres.test.ts',
   'test/postgres/schedule-replicas.test.ts',
   'test/postgres/fleet.test.ts',
-  'test/torture/torture.test.ts',
+  'test/torture/crash.test.ts',
   'test/view/review-browser.test.ts',
   'test/bench/million.test.ts',
   'test/run/service-habits.test.ts',
