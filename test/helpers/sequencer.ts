@@ -40,6 +40,7 @@ export const SLOW_FILES = [
   'test/run/store-while-running.test.ts',
   'test/torture/crash.test.ts',
   'test/torture/scenarios.test.ts',
+  'test/bench/million.test.ts',
 ];
 
 export class SlowFirstSequencer extends BaseSequencer {
