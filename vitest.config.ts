@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { SlowFirstSequencer } from './test/helpers/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -6,6 +7,10 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    // mediabatch's child processes run the CLI bundled once for the run, not the sources through tsx.
+    globalSetup: ['test/helpers/cli-bundle.ts'],
+    // On a fresh clone the known slow files start first (test/helpers/sequencer.ts).
+    sequence: { sequencer: SlowFirstSequencer },
     // Most test files wait on loopback servers and timers, not the CPU: two at once on the 2-core CI
     // machine take the suite from about 6 to 3.5 minutes (vitest's default is one fewer than the cores).
     maxWorkers: 2,

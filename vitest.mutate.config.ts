@@ -9,4 +9,9 @@ import base from './vitest.config.js';
 const name = (process.env['MUTATE_MODULE'] ?? 'outcome') as keyof typeof MODULES;
 
 // Replaced, not merged: vitest's mergeConfig would add the list to the suite's own `include`.
-export default defineConfig({ ...base, test: { ...base.test, include: [...MODULES[name].tests] } });
+// Without the suite's CLI bundle: it would be built from Stryker's instrumented sources once, while the
+// mutants are switched on and off in this process; child processes run the sources through tsx as before.
+export default defineConfig({
+  ...base,
+  test: { ...base.test, include: [...MODULES[name].tests], globalSetup: [] },
+});

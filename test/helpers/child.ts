@@ -1,6 +1,12 @@
-// mediabatch as a child process (`node --import tsx src/cli/main.ts ...`), for tests that kill it.
+// mediabatch as a child process, for tests that kill it: the CLI's bundle built for this test run (see
+// test/helpers/cli-bundle.ts), or `node --import tsx src/cli/main.ts ...` outside vitest (the torture's
+// and the bench's own runs).
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/** The variable naming the bundle's entry for the test processes; unset, children run through tsx. */
+export const CLI_BUNDLE_VARIABLE = 'MB_TEST_CLI_BUNDLE';
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -18,6 +24,8 @@ export interface Child {
 
 /** The command line that runs `mediabatch <args>` from the sources (for callers that spawn it themselves). */
 export function cliArgv(args: string[]): string[] {
+  const bundle = process.env[CLI_BUNDLE_VARIABLE];
+  if (bundle !== undefined && existsSync(bundle)) return [process.execPath, bundle, ...args];
   return [process.execPath, '--import', TSX, MAIN, ...args];
 }
 

@@ -4,7 +4,7 @@
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/exit-codes.js';
 import { openStore } from '../../src/store/index.js';
 import { type Child, spawnCli } from '../helpers/child.js';
@@ -13,14 +13,6 @@ import { FAST_POLLS, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run
 
 const pg: Postgres = await startPostgres();
 afterAll(() => pg.stop());
-
-let env: RunEnv;
-beforeEach(async () => {
-  env = await makeRunEnv({ balance: 1000 });
-});
-afterEach(async () => {
-  await env.close();
-});
 
 const MANIFEST = [
   'version: 1',
@@ -37,7 +29,7 @@ const MANIFEST = [
   '',
 ].join('\n');
 
-function replica(state: string): Child {
+function replica(env: RunEnv, state: string): Child {
   return spawnCli(['--state', state, 'schedule', 'tick.yaml', '--no-probe', '--allow-local-output'], {
     cwd: env.dir,
     env: {
@@ -64,9 +56,9 @@ async function until(what: string, check: () => boolean, ms = 90_000): Promise<v
   }
 }
 
-async function twoReplicas(state: string): Promise<void> {
+async function twoReplicas(env: RunEnv, state: (dir: string) => string): Promise<void> {
   writeFileSync(join(env.dir, 'tick.yaml'), MANIFEST);
-  const replicas = [replica(state), replica(state)];
+  const replicas = [replica(env, state(env.dir)), replica(env, state(env.dir))];
   try {
     const [a, b] = replicas as [Child, Child];
     const finished = () => `${a.stdout()}${b.stdout()}`.match(/: run tick-\S+ finished:/g)?.length ?? 0;
@@ -112,7 +104,7 @@ async function twoReplicas(state: string): Promise<void> {
   expect(firedB.length).toBeGreaterThan(0);
 
   // One run per fired slot, with its own id; the sandbox was asked once per task the runs sent.
-  const store = openStore(state);
+  const store = openStore(state(env.dir));
   try {
     const runs = store.runs.listRuns({ manifestPath: join(env.dir, 'tick.yaml') });
     expect(runs).toHaveLength(firedA.length + firedB.length);
@@ -127,12 +119,25 @@ async function twoReplicas(state: string): Promise<void> {
   }
 }
 
-describe('two mediabatch schedule replicas on one state', () => {
+/** Two replicas in a folder and a sandbox of their own, on the state `state` names in that folder. */
+async function inOwnFolder(state: (dir: string) => string): Promise<void> {
+  const env = await makeRunEnv({ balance: 1000 });
+  try {
+    await twoReplicas(env, state);
+  } finally {
+    await env.close();
+  }
+}
+
+// The two backends at once: each test waits on the clock (slots 3 s apart), not the CPU, and nothing is
+// shared between them but the PostgreSQL server.
+describe.concurrent('two mediabatch schedule replicas on one state', () => {
   it('on PostgreSQL: one run per period, the other replica says it was fired elsewhere', async () => {
-    await twoReplicas(pg.freshDatabase());
+    const database = pg.freshDatabase();
+    await inOwnFolder(() => database);
   }, 150_000);
 
   it('on one SQLite file: the same', async () => {
-    await twoReplicas(join(env.dir, 'state.db'));
+    await inOwnFolder((dir) => join(dir, 'state.db'));
   }, 150_000);
 });
