@@ -21,11 +21,29 @@ const NUMBER_TYPES = new Set([20, 21, 23, 26, 700, 701, 1700]);
 const BOOL_TYPE = 16;
 
 /**
- * Every connection's one lock for writing transactions: SQLite lets one writer at a time into a state
- * file, and the store's logic (read, decide, write in one transaction) relies on that. A transaction-level
- * advisory lock gives every process on the database the same guarantee; it ends with the transaction.
+ * SQLSTATEs of a transaction the server chose to undo so that another could go on: a deadlock between
+ * two workers' row locks (40P01), or a serialization failure (40001). Nothing of it was kept; it is run
+ * again from its start, a few times, after a short random wait.
  */
-const WRITER_LOCK = 0x6d656469; // "medi"
+const CONFLICT = new Set(['40P01', '40001']);
+
+/** How often a transaction undone by a conflict is run again before the run stops on it. */
+const CONFLICT_TRIES = 5;
+
+/** Waits `ms` milliseconds without returning to the event loop (the store is synchronous throughout). */
+function pause(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/**
+ * Whether a transaction's arguments can be given to its body a second time: an iterator (a generator of
+ * rows) is read once, so a body given one is never run again.
+ */
+function rerunnable(args: readonly unknown[]): boolean {
+  return args.every(
+    (a) => typeof a !== 'object' || a === null || typeof (a as { next?: unknown }).next !== 'function',
+  );
+}
 
 /**
  * SQLSTATEs of a statement the server gave up on: it ran past statement_timeout or waited past
@@ -85,8 +103,8 @@ const DEFAULT_OPTIONS: Record<string, string> = {
 /**
  * The server's settings for each session, sent in libpq's `options`; a URL's own `options` keeps them
  * for what it does not set. The store's transactions are short (no transaction spans an await), so one
- * left idle is a worker that hangs or died, and it holds the writer lock the whole fleet waits on:
- * the server ends it after 10 s.
+ * left idle is a worker that hangs or died, and it holds row locks other workers wait on (a run's
+ * money, a task): the server ends it after 10 s.
  */
 const DEFAULT_SETTINGS: Record<string, string> = {
   statement_timeout: '60000',
@@ -326,6 +344,16 @@ export class PgDb {
   /** A statement failed inside the open transaction: it was undone to the transaction's start, and the
    *  transaction may only read and then end by a throw, never commit (SQLite would have kept the rest). */
   #failed: Error | undefined;
+  /** The server undid the open transaction's work for a conflict with another session (CONFLICT): it is
+   *  never committed, whatever its body made of the error, and it is run again from its start. */
+  #conflict: PgError | undefined;
+  /** Whether each write inside a transaction gets a savepoint of its own (see #markWrite); when not, a
+   *  write that fails is noted here and the transaction is run again with them (see #inTransaction). */
+  #careful = true;
+  /** A write without its savepoint failed at this transaction level: the level was undone to its start. */
+  #unguardedWrite: { depth: number; error: Error } | undefined;
+  /** A body went on after such a failure: its transaction is undone and run again, carefully. */
+  #needCareful = false;
   /** Per transaction level: whether its write savepoint exists (see #markWrite). */
   readonly #writeMarks: boolean[] = [];
   #open = true;
@@ -363,7 +391,7 @@ export class PgDb {
     if (this.#pq !== undefined) return this.#pq;
     if (this.#depth > 0) {
       // The transaction died with its connection. A new connection here would run the rest of it
-      // outside any transaction and without the writer lock, committing half of it.
+      // outside any transaction and without the locks it took, committing half of it.
       throw new StoreError(
         `the PostgreSQL state at ${this.name} went away during a transaction, which the server rolled back`,
         { kind: 'gone', file: this.name },
@@ -466,10 +494,10 @@ export class PgDb {
       if (this.#depth > 0) pq.exec('RELEASE SAVEPOINT prepare');
       this.#prepared.set(sql.text, name);
     }
-    const guarded = sql.writes && this.#depth > 0;
+    const guarded = sql.writes && this.#depth > 0 && this.#careful;
     if (guarded) this.#markWrite(pq);
     pq.execPrepared(name, params);
-    this.#check(pq, sql.text, guarded);
+    this.#check(pq, sql.text, guarded, sql.writes);
     return pq;
   }
 
@@ -512,7 +540,7 @@ export class PgDb {
     });
   }
 
-  #check(pq: Libpq, sql: string, guarded = false): void {
+  #check(pq: Libpq, sql: string, guarded = false, writes = false): void {
     const status = pq.resultStatus();
     if (
       status !== 'PGRES_FATAL_ERROR' &&
@@ -525,7 +553,7 @@ export class PgDb {
     const sqlState = fields.sqlState ?? '';
     const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
     this.#throwIfGone(pq, sqlState, message);
-    const error = TIMED_OUT.has(sqlState)
+    const error: Error = TIMED_OUT.has(sqlState)
       ? new StoreError(
           `the PostgreSQL state at ${this.name} is busy or slow: ${message.replace(/^ERROR:\s*/, '')}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
           { kind: 'gone', file: this.name },
@@ -535,6 +563,8 @@ export class PgDb {
           sqlState,
           fields.constraintName,
         );
+    if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
+    if (writes && !guarded && this.#depth > 0) this.#unguardedWrite ??= { depth: this.#depth, error };
     if (guarded) {
       pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
     } else if (this.#depth > 0 && this.#failed === undefined) {
@@ -549,7 +579,7 @@ export class PgDb {
   /** better-sqlite3's transaction(): BEGIN…COMMIT, a savepoint when nested, rolled back on a throw. */
   transaction<F extends (...args: never[]) => unknown>(fn: F): F & Record<TxMode, F> {
     const wrap = (mode: TxMode) =>
-      ((...args: Parameters<F>) => this.#inTransaction(mode, () => fn(...args))) as unknown as F;
+      ((...args: Parameters<F>) => this.#inTransaction(mode, () => fn(...args), args)) as unknown as F;
     return Object.assign(wrap('default'), {
       default: wrap('default'),
       deferred: wrap('deferred'),
@@ -558,17 +588,72 @@ export class PgDb {
     });
   }
 
-  #inTransaction<T>(_mode: TxMode, body: () => T): T {
+  /**
+   * A transaction; at depth 0 one the server undid for a conflict (a deadlock between workers' row
+   * locks, a serialization failure) is run again, up to CONFLICT_TRIES times after a random wait of a
+   * few milliseconds, when its arguments can be read again (rerunnable). Its body only reads and writes
+   * the database and returns what it read, so running it again is running it once.
+   *
+   * Its writes first run without a savepoint each (one round trip fewer per write). A write that fails
+   * then undoes its whole level; when the level's body lets that error through, as nearly every one does,
+   * that is what SQLite does too (the level is rolled back). When a body goes on after it (catches it,
+   * returns), the transaction is undone and run again with a savepoint per write, so that only the
+   * failed write is undone, as in SQLite. A transaction whose arguments cannot be read twice has
+   * savepoints from the start.
+   */
+  #inTransaction<T>(_mode: TxMode, body: () => T, args: readonly unknown[] = []): T {
+    if (this.#depth > 0) return this.#once(body);
+    let careful = !rerunnable(args);
+    for (let attempt = 1; ; attempt++) {
+      this.#careful = careful;
+      try {
+        return this.#once(body);
+      } catch (error) {
+        const conflict = this.#conflict;
+        const rerun = this.#needCareful && !careful;
+        this.#conflict = undefined;
+        this.#needCareful = false;
+        this.#unguardedWrite = undefined;
+        careful ||= rerun;
+        if (conflict === undefined) {
+          if (rerun) continue;
+          throw error;
+        }
+        if (attempt >= CONFLICT_TRIES || !rerunnable(args)) {
+          throw new StoreError(
+            `the PostgreSQL state at ${this.name} kept undoing a transaction for a conflict with another worker (${oneLine(conflict.message).slice(0, 160)}) ${attempt} time(s); run again to continue`,
+            { kind: 'gone', file: this.name },
+          );
+        }
+        pause(Math.random() * 4 * 2 ** attempt);
+      } finally {
+        this.#careful = true;
+      }
+    }
+  }
+
+  /**
+   * The end of a transaction level whose write failed without its savepoint: exact when the body let
+   * that very error through (`thrown`); otherwise the depth-0 transaction must run again, carefully.
+   */
+  #settleUnguarded(level: number, thrown: unknown): void {
+    const failed = this.#unguardedWrite;
+    if (failed === undefined || failed.depth !== level) return;
+    this.#unguardedWrite = undefined;
+    if (thrown !== failed.error) this.#needCareful = true;
+  }
+
+  #once<T>(body: () => T): T {
     const depth = this.#depth;
     const savepoint = `sp${depth}`;
-    const begin = this.readonly
-      ? 'BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY'
-      : `BEGIN; SELECT pg_advisory_xact_lock(${WRITER_LOCK})`;
+    // No lock at the start: each decision takes the locks of what it depends on (a task's row by the
+    // conditional UPDATE that moves it, a run's money row, a period's row; see the sub-stores).
+    const begin = this.readonly ? 'BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY' : 'BEGIN';
     try {
       this.exec(depth === 0 ? `${begin}; SAVEPOINT ${savepoint}` : `SAVEPOINT ${savepoint}`);
     } catch (error) {
-      // A transaction that began but never got the writer lock (the wait timed out) is still open and
-      // aborted on the connection: every later statement would fail until it is rolled back.
+      // A transaction that began but whose savepoint failed is still open and aborted on the
+      // connection: every later statement would fail until it is rolled back.
       if (depth === 0 && this.#pq !== undefined) this.#pq.exec('ROLLBACK');
       throw error;
     }
@@ -577,10 +662,14 @@ export class PgDb {
     try {
       const result = body();
       if (result instanceof Promise) throw new TypeError('Transaction function cannot return a promise');
+      this.#settleUnguarded(depth + 1, undefined);
       if (this.#failed !== undefined) throw this.#failed;
+      if (depth === 0 && this.#conflict !== undefined) throw this.#conflict;
+      if (depth === 0 && this.#needCareful) throw new Error('run again with a savepoint per write');
       this.exec(depth === 0 ? 'COMMIT' : `RELEASE SAVEPOINT ${savepoint}`);
       return result;
     } catch (error) {
+      this.#settleUnguarded(depth + 1, error);
       this.#failed = undefined;
       if (this.#pq !== undefined) {
         try {
