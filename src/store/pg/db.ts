@@ -347,12 +347,15 @@ export class PgDb {
   /** The server undid the open transaction's work for a conflict with another session (CONFLICT): it is
    *  never committed, whatever its body made of the error, and it is run again from its start. */
   #conflict: PgError | undefined;
-  /** Whether each write inside a transaction gets a savepoint of its own (see #markWrite); when not, a
-   *  write that fails is noted here and the transaction is run again with them (see #inTransaction). */
+  /** Whether the open transaction has savepoints (one per nested level and one per write, as SQLite's
+   *  semantics need), or runs without them until something fails (see #inTransaction). */
   #careful = true;
-  /** A write without its savepoint failed at this transaction level: the level was undone to its start. */
-  #unguardedWrite: { depth: number; error: Error } | undefined;
-  /** A body went on after such a failure: its transaction is undone and run again, carefully. */
+  /** Without savepoints: an error whose undoing needs it to end the whole transaction (a statement that
+   *  failed, or a nested level that threw after it changed rows). */
+  #pending: Error | undefined;
+  /** Without savepoints: per level, whether it (or a level nested in it) changed rows. */
+  readonly #changed: boolean[] = [];
+  /** Without savepoints a body went on after such an error: the transaction runs again, carefully. */
   #needCareful = false;
   /** Per transaction level: whether its write savepoint exists (see #markWrite). */
   readonly #writeMarks: boolean[] = [];
@@ -424,9 +427,12 @@ export class PgDb {
   }
 
   exec(source: string): this {
+    this.#afterFailure();
     const pq = this.#connection();
     pq.exec(source);
     this.#check(pq, source);
+    // Without savepoints, what a script changed is not known: counted as changed (see #onceLight).
+    if (this.#depth > 0 && !this.#careful) this.#changed[this.#depth] = true;
     return this;
   }
 
@@ -467,6 +473,7 @@ export class PgDb {
 
   /** Runs one statement, prepared on the server at its first use; its result stays on the connection. */
   execute(sql: PgStatementText, values: readonly Bindable[], typed = false): Libpq {
+    this.#afterFailure();
     const params = values.map(toParam);
     const pq = this.#connection();
     let name = this.#prepared.get(sql.text);
@@ -497,7 +504,10 @@ export class PgDb {
     const guarded = sql.writes && this.#depth > 0 && this.#careful;
     if (guarded) this.#markWrite(pq);
     pq.execPrepared(name, params);
-    this.#check(pq, sql.text, guarded, sql.writes);
+    this.#check(pq, sql.text, guarded);
+    if (sql.writes && this.#depth > 0 && !this.#careful && pq.cmdTuples() !== '0') {
+      this.#changed[this.#depth] = true;
+    }
     return pq;
   }
 
@@ -540,7 +550,7 @@ export class PgDb {
     });
   }
 
-  #check(pq: Libpq, sql: string, guarded = false, writes = false): void {
+  #check(pq: Libpq, sql: string, guarded = false): void {
     const status = pq.resultStatus();
     if (
       status !== 'PGRES_FATAL_ERROR' &&
@@ -564,8 +574,12 @@ export class PgDb {
           fields.constraintName,
         );
     if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
-    if (writes && !guarded && this.#depth > 0) this.#unguardedWrite ??= { depth: this.#depth, error };
-    if (guarded) {
+    if (this.#depth > 0 && !this.#careful) {
+      // Without savepoints the server refuses every statement of the transaction after this one: back to
+      // its start, so that a body that goes on can still read; it then runs again, carefully.
+      this.#pending ??= error;
+      pq.exec('ROLLBACK TO SAVEPOINT sp0');
+    } else if (guarded) {
       pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
     } else if (this.#depth > 0 && this.#failed === undefined) {
       // PostgreSQL refuses every statement after an error until a rollback: back to the savepoint
@@ -594,26 +608,27 @@ export class PgDb {
    * few milliseconds, when its arguments can be read again (rerunnable). Its body only reads and writes
    * the database and returns what it read, so running it again is running it once.
    *
-   * Its writes first run without a savepoint each (one round trip fewer per write). A write that fails
-   * then undoes its whole level; when the level's body lets that error through, as nearly every one does,
-   * that is what SQLite does too (the level is rolled back). When a body goes on after it (catches it,
-   * returns), the transaction is undone and run again with a savepoint per write, so that only the
-   * failed write is undone, as in SQLite. A transaction whose arguments cannot be read twice has
-   * savepoints from the start.
+   * It first runs without savepoints: no round trips for nested levels (each write of a group commit is
+   * one) nor for each write. That is exact as long as nothing fails, or what fails ends the whole
+   * transaction: a failed statement, or a nested level that threw after it changed rows, whose error
+   * every level lets through (then all is rolled back, as SQLite would). When a body goes on after such
+   * an error (a group commit reports a refused write in its slot and commits the others), the
+   * transaction is undone and run again with savepoints, which undo only what failed, as in SQLite. A
+   * transaction whose arguments cannot be read twice has savepoints from the start.
    */
   #inTransaction<T>(_mode: TxMode, body: () => T, args: readonly unknown[] = []): T {
-    if (this.#depth > 0) return this.#once(body);
-    let careful = !rerunnable(args);
+    if (this.#depth > 0) return this.#careful ? this.#once(body) : this.#onceLight(body);
+    let careful = this.readonly || !rerunnable(args);
     for (let attempt = 1; ; attempt++) {
       this.#careful = careful;
+      this.#pending = undefined;
+      this.#needCareful = false;
       try {
-        return this.#once(body);
+        return careful ? this.#once(body) : this.#onceLight(body);
       } catch (error) {
         const conflict = this.#conflict;
-        const rerun = this.#needCareful && !careful;
+        const rerun = this.#needCareful;
         this.#conflict = undefined;
-        this.#needCareful = false;
-        this.#unguardedWrite = undefined;
         careful ||= rerun;
         if (conflict === undefined) {
           if (rerun) continue;
@@ -628,26 +643,74 @@ export class PgDb {
         pause(Math.random() * 4 * 2 ** attempt);
       } finally {
         this.#careful = true;
+        this.#pending = undefined;
+        this.#needCareful = false;
       }
     }
   }
 
   /**
-   * The end of a transaction level whose write failed without its savepoint: exact when the body let
-   * that very error through (`thrown`); otherwise the depth-0 transaction must run again, carefully.
+   * A statement after a failure in a transaction without savepoints would read what SQLite would not
+   * show (the transaction's rows before the failure are gone): whatever the body makes of it, the
+   * transaction runs again with savepoints.
    */
-  #settleUnguarded(level: number, thrown: unknown): void {
-    const failed = this.#unguardedWrite;
-    if (failed === undefined || failed.depth !== level) return;
-    this.#unguardedWrite = undefined;
-    if (thrown !== failed.error) this.#needCareful = true;
+  #afterFailure(): void {
+    if (this.#pending !== undefined && this.#depth > 0 && !this.#careful) this.#needCareful = true;
+  }
+
+  /** A transaction level without savepoints (see #inTransaction). */
+  #onceLight<T>(body: () => T): T {
+    const depth = this.#depth;
+    if (depth === 0) {
+      try {
+        this.exec('BEGIN; SAVEPOINT sp0');
+      } catch (error) {
+        if (this.#pq !== undefined) this.#pq.exec('ROLLBACK');
+        throw error;
+      }
+    }
+    this.#depth = depth + 1;
+    this.#changed[depth + 1] = false;
+    try {
+      const result = body();
+      if (result instanceof Promise) throw new TypeError('Transaction function cannot return a promise');
+      if (this.#pending !== undefined) this.#needCareful = true;
+      if (depth > 0) {
+        this.#changed[depth] ||= this.#changed[depth + 1] === true;
+        return result;
+      }
+      if (this.#conflict !== undefined) throw this.#conflict;
+      if (this.#needCareful) throw new Error('run again with savepoints');
+      this.exec('COMMIT');
+      return result;
+    } catch (error) {
+      if (this.#pending === undefined) {
+        // Rows this level changed cannot be undone alone: only the end of the whole transaction may.
+        if (this.#changed[depth + 1] === true) this.#pending = error as Error;
+      } else if (error !== this.#pending) {
+        this.#needCareful = true;
+      }
+      if (depth > 0) {
+        this.#changed[depth] ||= this.#changed[depth + 1] === true;
+        throw error;
+      }
+      this.#failed = undefined;
+      try {
+        this.#pq?.exec('ROLLBACK');
+      } catch {
+        // The connection went while rolling back: the server rolls the transaction back itself.
+      }
+      throw error;
+    } finally {
+      this.#depth = depth;
+    }
   }
 
   #once<T>(body: () => T): T {
     const depth = this.#depth;
     const savepoint = `sp${depth}`;
     // No lock at the start: each decision takes the locks of what it depends on (a task's row by the
-    // conditional UPDATE that moves it, a run's money row, a period's row; see the sub-stores).
+    // conditional UPDATE that moves it, a run's money lock, a period's; see the sub-stores).
     const begin = this.readonly ? 'BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY' : 'BEGIN';
     try {
       this.exec(depth === 0 ? `${begin}; SAVEPOINT ${savepoint}` : `SAVEPOINT ${savepoint}`);
@@ -662,14 +725,11 @@ export class PgDb {
     try {
       const result = body();
       if (result instanceof Promise) throw new TypeError('Transaction function cannot return a promise');
-      this.#settleUnguarded(depth + 1, undefined);
       if (this.#failed !== undefined) throw this.#failed;
       if (depth === 0 && this.#conflict !== undefined) throw this.#conflict;
-      if (depth === 0 && this.#needCareful) throw new Error('run again with a savepoint per write');
       this.exec(depth === 0 ? 'COMMIT' : `RELEASE SAVEPOINT ${savepoint}`);
       return result;
     } catch (error) {
-      this.#settleUnguarded(depth + 1, error);
       this.#failed = undefined;
       if (this.#pq !== undefined) {
         try {
