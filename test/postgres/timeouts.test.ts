@@ -145,7 +145,7 @@ describe('a runner on PostgreSQL never waits forever', () => {
         hold(direct);
         try {
           const first = stage.spawn(state, ['run', file, '--yes']);
-          expect(await first.exited).toBe(4);
+          expect(await first.exited, first.stderr()).toBe(4);
           expect(
             first
               .stderr()

@@ -491,9 +491,14 @@ export class PgDb {
         const fields = pq.resultErrorFields() ?? {};
         this.#throwIfGone(pq, fields.sqlState ?? '', oneLine(message || pq.errorMessage()));
         pq.exec('ROLLBACK TO SAVEPOINT prepare; RELEASE SAVEPOINT prepare');
-        throw new PgError(
-          `${message.trim()} (in: ${sql.text.replace(/\s+/g, ' ').slice(0, 120)})`,
+        // Preparing waits for the tables' locks too: a lock or statement timeout there is the server
+        // being busy, as for any statement.
+        const primary = fields.messagePrimary;
+        throw this.#serverError(
+          // The position in the statement (a LINE under it) says nothing to the user of a timeout.
+          TIMED_OUT.has(fields.sqlState ?? '') && primary !== undefined ? primary : oneLine(message),
           fields.sqlState ?? '',
+          sql.text,
           undefined,
         );
       }
@@ -550,6 +555,16 @@ export class PgDb {
     });
   }
 
+  /** The error of a statement the server refused (`message` on one line). */
+  #serverError(message: string, sqlState: string, sql: string, constraint: string | undefined): Error {
+    return TIMED_OUT.has(sqlState)
+      ? new StoreError(
+          `the PostgreSQL state at ${this.name} is busy or slow: ${message.replace(/^ERROR:\s*/, '')}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
+          { kind: 'gone', file: this.name },
+        )
+      : new PgError(`${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`, sqlState, constraint);
+  }
+
   #check(pq: Libpq, sql: string, guarded = false): void {
     const status = pq.resultStatus();
     if (
@@ -563,16 +578,7 @@ export class PgDb {
     const sqlState = fields.sqlState ?? '';
     const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
     this.#throwIfGone(pq, sqlState, message);
-    const error: Error = TIMED_OUT.has(sqlState)
-      ? new StoreError(
-          `the PostgreSQL state at ${this.name} is busy or slow: ${message.replace(/^ERROR:\s*/, '')}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
-          { kind: 'gone', file: this.name },
-        )
-      : new PgError(
-          `${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`,
-          sqlState,
-          fields.constraintName,
-        );
+    const error = this.#serverError(message, sqlState, sql, fields.constraintName);
     if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
     if (this.#depth > 0 && !this.#careful) {
       // Without savepoints the server refuses every statement of the transaction after this one: back to
