@@ -98,6 +98,7 @@ export class ReservationStore {
   readonly #lockRunMoney;
   readonly #lockPeriodMoney;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db) {
     // Plain reads on SQLite, whose transaction holds the file's one write lock already; on PostgreSQL
     // (overrides.ts) they take the run's money lock, and the period's, until the transaction ends.
