@@ -127,7 +127,7 @@ export class ReviewStore {
     // task's row first, so two decisions on one task (the page and `review` at once) take turns and the
     // second sees the first's; SQLite's transaction holds the file's one write lock already.
     this.#lockTask = db.prepare<[string, string]>(
-      'SELECT state AS decided FROM tasks WHERE run_id = ? AND task_id = ?',
+      'SELECT state AS locked FROM tasks WHERE run_id = ? AND task_id = ?',
     );
     this.#selectAwaiting = db.prepare<[string], TaskRow>(
       `SELECT * FROM tasks INDEXED BY tasks_reviewed WHERE run_id = ? AND review = 1 AND state = 'done' AND verdict IS NULL ORDER BY seq`,

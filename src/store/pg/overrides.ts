@@ -122,10 +122,11 @@ const OVERRIDES = new Map<string, string>(
          est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
          est_max_micro = task_counts.est_max_micro + excluded.est_max_micro`,
     ],
-    // A review decision's task (reviews.ts), locked for the decision's transaction.
+    // A task a transaction reads, decides on and then writes (a review decision, a doubt resolved by a
+    // callback), locked for that transaction: two of them on one task take turns.
     [
-      'SELECT state AS decided FROM tasks WHERE run_id = ? AND task_id = ?',
-      'SELECT state AS decided FROM tasks WHERE run_id = ? AND task_id = ? FOR UPDATE',
+      'SELECT state AS locked FROM tasks WHERE run_id = ? AND task_id = ?',
+      'SELECT state AS locked FROM tasks WHERE run_id = ? AND task_id = ? FOR UPDATE',
     ],
   ].map(([sqlite, pg]) => [fold(sqlite as string), pg as string]),
 );
