@@ -3,7 +3,8 @@
 // on a noisy machine. Takes about 8 minutes on 2 cores (2 of them the 100,000-task run, stopped then),
 // plus about 4 for the three repetitions of the 48-task makespan at half speed, plus the view's figures,
 // plus about 2 for what reserving in the store costs the runner (step 12, four runs of 5,000 images).
-// plus about 6 for PostgreSQL's (13-16; `--million` plans 1,000,000 tasks into it instead of 100,000).
+// plus about 7 for PostgreSQL's (13-16; `--million` plans 1,000,000 tasks into it instead of 100,000, and
+// runs a worker of as many).
 import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';

@@ -53,18 +53,32 @@ async function submissions(baseUrl: string): Promise<number> {
   return ((await res.body.json()) as { requests: { submit: number } }).requests.submit;
 }
 
-async function runAtScale(
+/**
+ * A worker: `run` of a new `tasks`-task manifest at speed 0, stopped by Ctrl-C once it has submitted for
+ * `rateSeconds`. Its state is a SQLite file named after the count, or `state` (a PostgreSQL URL, with
+ * `extra` flags such as --allow-local-output).
+ */
+export async function runAtScale(
   dir: string,
   file: string,
   tasks: number,
   env: Record<string, string>,
-  o: MillionOptions,
+  o: MillionOptions & { state?: string; extra?: string[] },
 ): Promise<RunAtScale> {
   const before = await submissions(env.MEDIABATCH_BASE_URL ?? '');
   let interrupt: (() => void) | undefined;
   const started = performance.now();
   const running = cli(
-    ['--state', `${tasks}.db`, 'run', file, '--yes', '--no-probe', '--allow-partial'],
+    [
+      '--state',
+      o.state ?? `${tasks}.db`,
+      'run',
+      file,
+      '--yes',
+      '--no-probe',
+      '--allow-partial',
+      ...(o.extra ?? []),
+    ],
     {
       cwd: dir,
       env,

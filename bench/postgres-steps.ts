@@ -1,7 +1,7 @@
-// The PostgreSQL steps of `npm run bench`: a run planned into PostgreSQL (bench/postgres-plan.ts), the
-// runner on PostgreSQL against SQLite (bench/postgres.ts) and the fleet's sizing figures
-// (bench/fleet-sizing.ts) and one worker against two on one run (bench/fleet.ts), the last three in
-// processes of their own as when run alone. Skipped with one
+// The PostgreSQL steps of `npm run bench`: a run planned into PostgreSQL and a worker's memory on a new
+// run of as many tasks (bench/postgres-plan.ts), the runner on PostgreSQL against SQLite
+// (bench/postgres.ts), the fleet's sizing figures (bench/fleet-sizing.ts) and one worker against two on
+// one run (bench/fleet.ts), the last three in processes of their own as when run alone. Skipped with one
 // line where PostgreSQL's server programs or the libpq client are missing.
 import { execFileSync } from 'node:child_process';
 import { REPO } from '../test/helpers/child.js';
@@ -55,7 +55,7 @@ export async function measurePostgres(
     return { skipped: missing };
   }
   o.log(
-    `13 ${o.planTasks.toLocaleString('en-US')} tasks planned into PostgreSQL (run --limit 1), and into SQLite`,
+    `13 ${o.planTasks.toLocaleString('en-US')} tasks planned into PostgreSQL (run --limit 1), and into SQLite; a worker's memory`,
   );
   const plan = await measurePlanInto(sandboxUrl, o.planTasks, { log: o.log });
   o.log('14 the runner on PostgreSQL against SQLite, 5,000 tasks, concurrency 64');
@@ -79,10 +79,13 @@ export function postgresRows(f: PostgresFigures): [string, string, string][] {
   return [
     [
       `13 ${plan.tasks.toLocaleString('en-US')} tasks planned into PostgreSQL (run --limit 1: every task stored first)`,
-      `${plan.postgres.seconds} s, ${plan.postgres.peakRssMb} MB (${plan.postgres.stored.toLocaleString('en-US')} stored); SQLite ${plan.sqlite.seconds} s, ${plan.sqlite.peakRssMb} MB`,
-      million
-        ? `< 60 s ${mark(plan.postgres.seconds < 60)}, < 300 MB ${mark(plan.postgres.peakRssMb < 300)}`
-        : '(1,000,000: npm run bench -- --million)',
+      `${plan.postgres.seconds} s, ${plan.postgres.peakRssMb} MB (${plan.postgres.stored.toLocaleString('en-US')} stored), CPU ${plan.postgres.cpuSeconds} s + server ${plan.postgres.serverCpuSeconds} s; SQLite ${plan.sqlite.seconds} s, ${plan.sqlite.peakRssMb} MB, CPU ${plan.sqlite.cpuSeconds} s`,
+      million ? `< 60 s ${mark(plan.postgres.seconds < 60)}` : '(1,000,000: npm run bench -- --million)',
+    ],
+    [
+      `13 a worker on a new PostgreSQL run of ${plan.tasks.toLocaleString('en-US')} tasks (run, stopped after 15 s of submitting)`,
+      `${plan.worker.peakRssMb} MB; first submission ${plan.worker.toFirstSubmitSeconds} s, ${plan.worker.submitsPerSecond}/s, Ctrl-C to exit ${plan.worker.exitSeconds} s`,
+      million ? `< 300 MB ${mark(plan.worker.peakRssMb < 300)}` : '',
     ],
     [
       '14 runner on PostgreSQL / on SQLite (5,000 images, concurrency 64, best of 2 each)',

@@ -5,6 +5,7 @@ import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
 import { StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
+import { COPY_ROWS, CopyRows, copyTargetOf } from './pg/bulk.js';
 import { unknownRun } from './runs.js';
 import { awaitsReviewSql } from './shown-state.js';
 import { fromStatesJson, refusedMove, type TaskRow, toTask } from './task-rows.js';
@@ -70,8 +71,10 @@ export class TaskStore {
   readonly #upsert;
   readonly #runExists;
   readonly #selectExisting;
+  readonly #selectExistingOf;
   readonly #anyTask;
   readonly #selectTaskIds;
+  readonly #selectTaskIdPage;
   readonly #selectMaxSeq;
   readonly #insertTask;
   readonly #insertTaskBatch;
@@ -107,11 +110,15 @@ export class TaskStore {
   readonly #pendingByModelOf;
 
   readonly #chains: ChainStore;
+  /** A PostgreSQL state's way in for a new run's rows (COPY); undefined on SQLite. */
+  readonly #copy: CopyRows | undefined;
 
   // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock, chains: ChainStore) {
     this.#now = now;
     this.#chains = chains;
+    const copyTarget = copyTargetOf(db);
+    this.#copy = copyTarget && new CopyRows(copyTarget, 'tasks', COPY_COLUMNS);
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#forgetReportBasis = db.prepare<[string]>('UPDATE runs SET report_basis = NULL WHERE id = ?');
     this.#countInserted = db.prepare<[string, number, number, number, number]>(
@@ -128,8 +135,27 @@ export class TaskStore {
          planned_body, review
        FROM tasks WHERE run_id = ? AND task_id = ?`,
     );
+    // The same for many ids at once, on PostgreSQL only: there each statement is a round trip.
+    this.#selectExistingOf = db.prepare<[string, string], ExistingTask>(
+      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms,
+         planned_body, review
+       FROM tasks WHERE run_id = ? AND task_id IN (SELECT value FROM json_each(?))`,
+    );
     this.#anyTask = db.prepare<[string], number>('SELECT 1 FROM tasks WHERE run_id = ? LIMIT 1').pluck();
     this.#selectTaskIds = db.prepare<[string], string>('SELECT task_id FROM tasks WHERE run_id = ?').pluck();
+    // PostgreSQL hands over a statement's rows all at once: there a run's ids are read a page at a time.
+    this.#selectTaskIdPage = {
+      first: db
+        .prepare<[string, number], string>(
+          'SELECT task_id FROM tasks WHERE run_id = ? ORDER BY task_id LIMIT ?',
+        )
+        .pluck(),
+      after: db
+        .prepare<[string, string, number], string>(
+          'SELECT task_id FROM tasks WHERE run_id = ? AND task_id > ? ORDER BY task_id LIMIT ?',
+        )
+        .pluck(),
+    };
     this.#selectMaxSeq = db
       .prepare<[string], number | null>('SELECT max(seq) FROM tasks WHERE run_id = ?')
       .pluck();
@@ -336,7 +362,6 @@ export class TaskStore {
     const now = toIso(this.#now());
     let nextSeq = (this.#selectMaxSeq.get(runId) ?? -1) + 1;
     const result: UpsertResult = { inserted: 0, unchanged: 0, updated: [], changed: [], missing: [] };
-    const neverCharged = JSON.stringify(NEVER_CHARGED);
     const batch: unknown[] = [];
     let touched = false;
     // Upstream rows reference their task, so they are written once the batches of new tasks are in.
@@ -344,57 +369,114 @@ export class TaskStore {
     const resetIds: string[] = [];
     const inserted: InsertedEstimate = { tokens: 0, min: 0, max: 0 };
 
-    for (const spec of specs) {
-      if (seen?.has(spec.taskId)) throw listedTwice(runId, spec.taskId);
-      seen?.add(spec.taskId);
-      const values = taskValues(runId, spec, now);
-      const old = resumed ? this.#selectExisting.get(runId, spec.taskId) : undefined;
-      // Links are written for chained tasks, and rewritten on resume only in a run that has chains: a
-      // task may have lost its `after`. A run without any costs nothing here, at any size.
-      if (spec.upstreams !== undefined || (old !== undefined && hadChains)) {
-        links.push([
-          spec.taskId,
-          (spec.upstreams ?? []).map(({ name, taskId }) => ({ name, upstreamId: taskId })),
-        ]);
-      }
-      // A filled-in chained task is compared with the request it was planned with, not the one it sent.
-      const plannedHash = old?.planned_body == null ? old?.body_hash : bodyHash(old.planned_body);
-      if (old === undefined) {
-        pushInsertParams(batch, values, nextSeq++);
-        if (batch.length === INSERT_BATCH * INSERT_COLUMNS)
-          this.#insertRows(runId, this.#insertTaskBatch, batch.splice(0));
-        result.inserted++;
-        inserted.tokens += toMicro(values.estTokens);
-        inserted.min += toMicro(values.estMin);
-        inserted.max += toMicro(values.estMax);
-      } else if (plannedHash === values.bodyHash) {
-        result.unchanged++;
-        // A filled-in task's estimate is its exact price: the plan's range does not replace it.
-        if (old.planned_body === null && estimateDiffers(old, values)) {
-          this.#updateEstimate.run(values);
+    // A new run's rows go to PostgreSQL by COPY, streamed while the next ones are made: nothing else is read
+    // or written on the connection meanwhile (a resumed run looks each task up, and inserts as SQLite does).
+    const copy = resumed ? undefined : this.#copy;
+    const copied: string[] = [];
+    try {
+      for (const { spec, old } of this.#withStored(runId, specs, resumed)) {
+        if (seen?.has(spec.taskId)) throw listedTwice(runId, spec.taskId);
+        seen?.add(spec.taskId);
+        const values = taskValues(runId, spec, now);
+        // Links are written for chained tasks, and rewritten on resume only in a run that has chains: a
+        // task may have lost its `after`. A run without any costs nothing here, at any size.
+        if (spec.upstreams !== undefined || (old !== undefined && hadChains)) {
+          links.push([
+            spec.taskId,
+            (spec.upstreams ?? []).map(({ name, taskId }) => ({ name, upstreamId: taskId })),
+          ]);
+        }
+        if (old === undefined) {
+          if (copy !== undefined) this.#copyRow(runId, copy, copied, copyValues(values, nextSeq++));
+          else {
+            pushInsertParams(batch, values, nextSeq++);
+            if (batch.length === INSERT_BATCH * INSERT_COLUMNS)
+              this.#insertRows(runId, this.#insertTaskBatch, batch.splice(0));
+          }
+          result.inserted++;
+          inserted.tokens += toMicro(values.estTokens);
+          inserted.min += toMicro(values.estMin);
+          inserted.max += toMicro(values.estMax);
+        } else if (this.#storedAgain(old, values, { acceptChanges, result, resetIds })) {
           touched = true;
         }
-      } else if (NEVER_CHARGED.includes(old.state)) {
-        this.#updateBodyInPlace.run({ ...values, neverCharged });
-        result.updated.push(spec.taskId);
-      } else {
-        const changed: ChangedTask = {
-          taskId: spec.taskId,
-          state: old.state,
-          oldHash: plannedHash ?? old.body_hash,
-          newHash: values.bodyHash,
-        };
-        result.changed.push(changed);
-        if (acceptChanges) {
-          touched = true;
-          this.#resetTaskWithBody.run(values);
-          this.#deleteFilesOfTask.run(runId, spec.taskId);
-          resetIds.push(spec.taskId);
-        }
       }
+    } catch (error) {
+      copy?.abort(`mediabatch stopped storing the run's tasks: ${(error as Error).message}`);
+      throw error;
     }
-    this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen, inserted });
+    if (copy !== undefined) this.#endCopy(runId, copy, copied);
+    this.#finishUpsert(runId, { batch, links, resetIds, result, now, touched, seen, inserted, resumed });
     return result;
+  }
+
+  /**
+   * Each spec with the task stored under its id, if any (only a resumed run has some). SQLite reads them one
+   * at a time; PostgreSQL a thousand ids a statement, as a round trip each would take minutes at a million.
+   */
+  *#withStored(
+    runId: string,
+    specs: Iterable<NewTask>,
+    resumed: boolean,
+  ): Generator<{ spec: NewTask; old: ExistingTask | undefined }> {
+    if (!resumed) {
+      for (const spec of specs) yield { spec, old: undefined };
+      return;
+    }
+    if (this.#copy === undefined) {
+      for (const spec of specs) yield { spec, old: this.#selectExisting.get(runId, spec.taskId) };
+      return;
+    }
+    let group: NewTask[] = [];
+    for (const spec of specs) {
+      group.push(spec);
+      if (group.length < LOOKUP_GROUP) continue;
+      yield* this.#lookUp(runId, group);
+      group = [];
+    }
+    yield* this.#lookUp(runId, group);
+  }
+
+  *#lookUp(runId: string, specs: NewTask[]): Generator<{ spec: NewTask; old: ExistingTask | undefined }> {
+    if (specs.length === 0) return;
+    const stored = new Map<string, ExistingTask>();
+    const ids = JSON.stringify(specs.map((s) => s.taskId));
+    for (const row of this.#selectExistingOf.iterate(runId, ids)) stored.set(row.task_id, row);
+    for (const spec of specs) yield { spec, old: stored.get(spec.taskId) };
+  }
+
+  /** A task the run has stored, listed again: left, refreshed, updated or changed. Whether it was touched. */
+  #storedAgain(
+    old: ExistingTask,
+    values: TaskValues,
+    o: { acceptChanges: boolean; result: UpsertResult; resetIds: string[] },
+  ): boolean {
+    // A filled-in chained task is compared with the request it was planned with, not the one it sent.
+    const plannedHash = old.planned_body == null ? old.body_hash : bodyHash(old.planned_body);
+    if (plannedHash === values.bodyHash) {
+      o.result.unchanged++;
+      // A filled-in task's estimate is its exact price: the plan's range does not replace it.
+      if (old.planned_body !== null || !estimateDiffers(old, values)) return false;
+      this.#updateEstimate.run(values);
+      return true;
+    }
+    if (NEVER_CHARGED.includes(old.state)) {
+      this.#updateBodyInPlace.run({ ...values, neverCharged: JSON.stringify(NEVER_CHARGED) });
+      o.result.updated.push(values.taskId);
+      return false;
+    }
+    const changed: ChangedTask = {
+      taskId: values.taskId,
+      state: old.state,
+      oldHash: plannedHash,
+      newHash: values.bodyHash,
+    };
+    o.result.changed.push(changed);
+    if (!o.acceptChanges) return false;
+    this.#resetTaskWithBody.run(values);
+    this.#deleteFilesOfTask.run(values.runId, values.taskId);
+    o.resetIds.push(values.taskId);
+    return true;
   }
 
   /** After the rows are read: the last batch, the chains' links, resets downstream, counts, and the ids no longer listed. */
@@ -409,13 +491,16 @@ export class TaskStore {
       touched: boolean;
       seen: Set<string> | undefined;
       inserted: InsertedEstimate;
+      resumed: boolean;
     },
   ): void {
     const { batch, result } = o;
     for (let i = 0; i < batch.length; i += INSERT_COLUMNS) {
       this.#insertRows(runId, this.#insertTask, batch.slice(i, i + INSERT_COLUMNS));
     }
-    for (const [taskId, upstreams] of o.links) this.#chains.setUpstreams(runId, taskId, upstreams);
+    // A new run's tasks have no links stored: they are only added (on PostgreSQL, by COPY).
+    if (!o.resumed) this.#chains.addUpstreamsOfNew(runId, o.links);
+    else for (const [taskId, upstreams] of o.links) this.#chains.setUpstreams(runId, taskId, upstreams);
     if (o.resetIds.length > 0) this.#resetDownstreams(runId, o.resetIds, result, o.now);
     // Counted and summed here rather than by a trigger per row (migrations 5 and 15): every task is
     // inserted pending.
@@ -426,8 +511,22 @@ export class TaskStore {
     // A task added or re-estimated is news the report on disk does not have.
     if (o.touched || result.inserted > 0 || result.updated.length > 0) this.#forgetReportBasis.run(runId);
     if (o.seen) {
-      for (const taskId of this.#selectTaskIds.iterate(runId))
-        if (!o.seen.has(taskId)) result.missing.push(taskId);
+      for (const taskId of this.#storedIds(runId)) if (!o.seen.has(taskId)) result.missing.push(taskId);
+    }
+  }
+
+  /** The ids of the run's stored tasks: as SQLite steps through them, or a page at a time on PostgreSQL. */
+  *#storedIds(runId: string): Generator<string> {
+    if (this.#copy === undefined) {
+      yield* this.#selectTaskIds.iterate(runId);
+      return;
+    }
+    let page = this.#selectTaskIdPage.first.all(runId, ID_PAGE);
+    for (;;) {
+      yield* page;
+      const last = page.at(-1);
+      if (page.length < ID_PAGE || last === undefined) return;
+      page = this.#selectTaskIdPage.after.all(runId, last, ID_PAGE);
     }
   }
 
@@ -437,15 +536,41 @@ export class TaskStore {
       insert.run(params);
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
-      const earlier = new Set<string>();
-      for (let i = 1; i < params.length; i += INSERT_COLUMNS) {
-        const taskId = params[i] as string;
-        if (earlier.has(taskId) || this.#selectExisting.get(runId, taskId) !== undefined) {
-          throw listedTwice(runId, taskId);
-        }
-        earlier.add(taskId);
-      }
+      const taskIds: string[] = [];
+      for (let i = 1; i < params.length; i += INSERT_COLUMNS) taskIds.push(params[i] as string);
+      this.#throwListedTwice(runId, taskIds);
       throw error;
+    }
+  }
+
+  /** One new row into the open copy; every COPY_ROWS rows the copy ends (and a new one opens at the next). */
+  #copyRow(runId: string, copy: CopyRows, copied: string[], values: unknown[]): void {
+    copy.add(values as Parameters<CopyRows['add']>[0]);
+    copied.push(values[1] as string);
+    if (copied.length === COPY_ROWS) this.#endCopy(runId, copy, copied);
+  }
+
+  /** Ends the copy: its rows are in, or an id it repeats (of these rows or a stored task) is named. */
+  #endCopy(runId: string, copy: CopyRows, copied: string[]): void {
+    try {
+      copy.end();
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
+      this.#throwListedTwice(runId, copied);
+      throw error;
+    } finally {
+      copied.length = 0;
+    }
+  }
+
+  /** The first of `taskIds` that an earlier one or a stored task already has, as the error it is. */
+  #throwListedTwice(runId: string, taskIds: Iterable<string>): void {
+    const earlier = new Set<string>();
+    for (const taskId of taskIds) {
+      if (earlier.has(taskId) || this.#selectExisting.get(runId, taskId) !== undefined) {
+        throw listedTwice(runId, taskId);
+      }
+      earlier.add(taskId);
     }
   }
 
@@ -673,6 +798,31 @@ function listedTwice(runId: string, taskId: string): StoreError {
 /** Rows per INSERT statement when adding many tasks: fewer statements, far under SQLite's parameter limit. */
 const INSERT_BATCH = 100;
 const INSERT_COLUMNS = 17;
+/** Ids a resumed run looks up per statement on PostgreSQL. */
+const LOOKUP_GROUP = 1_000;
+/** Ids read per statement on PostgreSQL when a resumed run looks for the tasks its manifest no longer lists. */
+const ID_PAGE = 10_000;
+/** The columns of a copied row: those of insertTasksSql in pushInsertParams's order, then the state. */
+const COPY_COLUMNS = [
+  'run_id',
+  'task_id',
+  'seq',
+  'model',
+  'endpoint',
+  'body',
+  'body_hash',
+  'est_tokens',
+  'est_min',
+  'est_max',
+  'est_basis',
+  'est_assumed',
+  'updated_at',
+  'retries',
+  'file_name',
+  'expected_ms',
+  'review',
+  'state',
+];
 
 function insertTasksSql(rows: number): string {
   const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`;
@@ -686,6 +836,14 @@ function pushInsertParams(params: unknown[], v: TaskValues, seq: number): void {
   params.push(v.runId, v.taskId, seq, v.model, v.endpoint, v.body, v.bodyHash);
   params.push(v.estTokens, v.estMin, v.estMax, v.estBasis, v.estAssumed, v.now, v.retries, v.fileName);
   params.push(v.expectedMs, v.review);
+}
+
+/** One task's row for COPY_COLUMNS: every new task starts pending. */
+function copyValues(v: TaskValues, seq: number): unknown[] {
+  const row: unknown[] = [];
+  pushInsertParams(row, v, seq);
+  row.push('pending');
+  return row;
 }
 
 function taskValues(runId: string, spec: NewTask, now: string): TaskValues {

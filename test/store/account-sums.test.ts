@@ -40,6 +40,27 @@ describe("the account's sums kept by triggers", () => {
   }, 600_000);
 });
 
+describe("a new run's many tasks stored at once", () => {
+  // On PostgreSQL a new run's rows go in by COPY, 10,000 a statement; the counts and estimates are added
+  // once per upsert, not by a trigger per row: both must still equal what the rows say.
+  it('are counted and summed as every row says, in one upsert and in chunks stored while it runs', () => {
+    const store = newStore();
+    const prices = [0.2, 1.5, 0.3333333, 7];
+    const specs = Array.from({ length: 12_345 }, (_, i) => taskOf(`t${i}`, prices[i % 4] ?? 1));
+    store.tasks.upsertTasks(RUN, specs.slice(0, 10_001));
+    for (let at = 10_001; at < specs.length; at += 1_000) {
+      store.tasks.upsertTasks(RUN, specs.slice(at, at + 1_000), { allNew: true });
+    }
+    expect(store.tasks.countTasksByState(RUN).pending).toBe(12_345);
+    const { estimates } = kept(store);
+    expect(estimates).toEqual(store.accountSumsByScan(RUN).estimates);
+    // 3,087 tasks at 0.2 and 3,086 at each of 1.5, 0.3333333 and 7, in micro-tokens.
+    expect(estimates.tokens).toBe(3_087 * 200_000 + 3_086 * (1_500_000 + 333_333 + 7_000_000));
+    send(store, 't12344', 'a', 2);
+    expect(kept(store)).toEqual(store.accountSumsByScan(RUN));
+  });
+});
+
 // Each case: what happens to one task through the store, and the jobs and net each kind then holds.
 const CASES: ReadonlyArray<{
   name: string;

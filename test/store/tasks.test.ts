@@ -4,9 +4,10 @@ import { estimate, onPostgres, submit, task, useStoreWithRun } from './helpers.j
 
 const ctx = useStoreWithRun();
 
-// On SQLite, 100,000 tasks in one call. On PostgreSQL the same path (many full batches of rows, then a
-// partial one, then a resume that reads each back) is proven by 2,050; storing 1,000,000 there is a
-// figure of `npm run bench` (bench/postgres-plan.ts), not a test.
+// On SQLite, 100,000 tasks in one call. On PostgreSQL 2,050 (a new run's rows by COPY, then a resume that
+// reads each back and inserts as SQLite does); more rows than one COPY takes are in the tests of a repeated
+// id and of tasks that stop coming below. Storing 1,000,000 there is a figure of `npm run bench`
+// (bench/postgres-plan.ts), not a test.
 const MANY = onPostgres() ? 2_050 : 100_000;
 
 describe('upsertTasks', () => {
@@ -51,6 +52,68 @@ describe('upsertTasks', () => {
     );
     expect(store.tasks.tasksOfRun('r1')).toEqual([]);
     expect(store.tasks.countTasksByState('r1').pending).toBe(0);
+  });
+
+  // PostgreSQL takes a new run's rows by COPY, 10,000 a statement: the first repeat here is in the copy
+  // before the one that finds it (on SQLite, a hundred statements before).
+  it('names an id listed twice 10,000 rows apart, and keeps no task', () => {
+    const store = ctx.store();
+    const specs = Array.from({ length: 10_050 }, (_, i) => task(`t-${i}`));
+    specs.splice(10_020, 0, task('t-7'));
+    expect(() => store.tasks.upsertTasks('r1', specs)).toThrow(
+      new StoreError('run r1: task t-7: listed twice: task ids must be unique'),
+    );
+    expect(store.tasks.countTasksByState('r1').pending).toBe(0);
+    expect(store.tasks.upsertTasks('r1', specs.slice(0, 3)).inserted).toBe(3);
+  });
+
+  it('gives back every field as given, whatever characters it holds', () => {
+    const store = ctx.store();
+    const odd = 'tab\there, line\nbreak, cr\rhere, back\\slash, \\N, é, 日本, 🎞️, "quoted"';
+    const spec = {
+      ...task(`id ${odd}`),
+      wireBody: `{"prompt":"${odd}","raw":"a\tb\nc\\d"}`,
+      estimate: estimate(0.1 + 0.2, { min: 1e-7, max: 12345.678, basis: odd, assumedPrice: true }),
+      fileName: `dir\\${odd}.png`,
+      expectedMs: 5500,
+      retries: 2,
+      review: true,
+    };
+    store.tasks.upsertTasks('r1', [task('first'), spec]);
+    expect(store.tasks.getTask('r1', spec.taskId)).toMatchObject({
+      taskId: spec.taskId,
+      seq: 1,
+      wireBody: spec.wireBody,
+      bodyHash: bodyHash(spec.wireBody),
+      estimate: spec.estimate,
+      fileName: spec.fileName,
+      expectedMs: 5500,
+      state: 'pending',
+    });
+    expect(store.tasks.upsertTasks('r1', [task('first'), spec]).unchanged).toBe(2);
+  });
+
+  it('stores nothing when the tasks stop coming with an error, and takes them again after', () => {
+    const store = ctx.store();
+    function* failing() {
+      for (let i = 0; i < 10_500; i++) yield task(`t-${i}`);
+      throw new Error('the manifest could not be read further');
+    }
+    expect(() => store.tasks.upsertTasks('r1', failing())).toThrow('the manifest could not be read further');
+    expect(store.tasks.countTasksByState('r1').pending).toBe(0);
+    expect(store.tasks.upsertTasks('r1', [task('t-0'), task('t-1')]).inserted).toBe(2);
+    expect(store.tasks.countTasksByState('r1').pending).toBe(2);
+  });
+
+  // PostgreSQL reads a resumed run's ids 10,000 a statement: t-9999 sorts last, in the second page.
+  it('names the tasks a resumed manifest no longer lists, among more than 10,000', () => {
+    const store = ctx.store();
+    const specs = Array.from({ length: 10_050 }, (_, i) => task(`t-${i}`));
+    store.tasks.upsertTasks('r1', specs);
+    const kept = specs.filter((s) => s.taskId !== 't-0' && s.taskId !== 't-9999');
+    const result = store.tasks.upsertTasks('r1', [...kept, task('t-new')]);
+    expect(result).toMatchObject({ inserted: 1, unchanged: 10_048 });
+    expect([...result.missing].sort()).toEqual(['t-0', 't-9999']);
   });
 
   it('refuses tasks for a run that does not exist', () => {

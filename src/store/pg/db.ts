@@ -360,6 +360,8 @@ export class PgDb {
   /** Per transaction level: whether its write savepoint exists (see #markWrite). */
   readonly #writeMarks: boolean[] = [];
   #open = true;
+  /** The COPY … FROM STDIN open on the connection (beginCopy), if any. */
+  #copying: string | undefined;
   /** Whether a connection was ever opened (an outage, not a wrong address, when a later one fails). */
   #connected = false;
   /** The bound on every wait for the server (watchdog.ts). */
@@ -391,6 +393,7 @@ export class PgDb {
   /** The connection, opened again after it was lost (outside a transaction only: one cannot resume). */
   #connection(): Libpq {
     if (!this.#open) throw new TypeError('The database connection is not open');
+    if (this.#copying !== undefined) throw new Error(`a statement ran during ${this.#copying}`);
     if (this.#pq !== undefined) return this.#pq;
     if (this.#depth > 0) {
       // The transaction died with its connection. A new connection here would run the rest of it
@@ -469,6 +472,72 @@ export class PgDb {
       this.#columnTypes.set(table, types);
     }
     return types;
+  }
+
+  /**
+   * Starts `COPY table (columns) FROM STDIN` (bulk.ts's CopyRows sends the rows): PostgreSQL stores rows as
+   * they arrive while this process makes the next ones. In a transaction it follows a write savepoint, as
+   * every write does, so a copy that fails undoes only its own rows. Until endCopy or abortCopy, the
+   * connection takes no other statement.
+   */
+  beginCopy(table: string, columns: readonly string[]): void {
+    const pq = this.#connection();
+    const text = `COPY ${table} (${columns.join(', ')}) FROM STDIN`;
+    const guarded = this.#depth > 0;
+    if (guarded) this.#markWrite(pq);
+    pq.exec(text);
+    if (pq.resultStatus() !== 'PGRES_COPY_IN') {
+      this.#check(pq, text, guarded);
+      throw new PgError(`COPY did not start: ${pq.resultStatus()} (in: ${text})`, '', undefined);
+    }
+    this.#copying = text;
+  }
+
+  /** Rows of the open copy, in COPY's text format. */
+  copyData(chunk: Buffer): void {
+    const pq = this.#copyConnection();
+    if (pq.putCopyData(chunk) === 1) return;
+    this.#copying = undefined;
+    this.#throwIfGone(pq, '', oneLine(pq.errorMessage()));
+  }
+
+  /** Ends the open copy: waits until the server has stored every row; returns how many it stored. */
+  endCopy(): number {
+    const pq = this.#copyConnection();
+    const text = this.#copying ?? '';
+    this.#copying = undefined;
+    if (pq.putCopyEnd() !== 1) this.#throwIfGone(pq, '', oneLine(pq.errorMessage()));
+    this.#lastResult(pq);
+    this.#check(pq, text, this.#depth > 0);
+    return Number(pq.cmdTuples() || 0);
+  }
+
+  /** Ends the open copy storing nothing (the rows' source failed); the transaction goes on. */
+  abortCopy(reason: string): void {
+    const pq = this.#pq;
+    if (this.#copying === undefined || pq === undefined) return;
+    this.#copying = undefined;
+    try {
+      pq.putCopyEnd(reason);
+      this.#lastResult(pq);
+      if (this.#depth > 0) pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
+    } catch {
+      // The connection went meanwhile: the caller's own error is the one to report.
+    }
+  }
+
+  #copyConnection(): Libpq {
+    if (this.#copying === undefined || this.#pq === undefined) {
+      throw new Error('no COPY is open on the PostgreSQL connection');
+    }
+    return this.#pq;
+  }
+
+  /** Waits for the command's results; the last one stays on the connection to be read. */
+  #lastResult(pq: Libpq): void {
+    while (pq.getResult()) {
+      // COPY's own result is the one kept; libpq gives none after it.
+    }
   }
 
   /** Runs one statement, prepared on the server at its first use; its result stays on the connection. */

@@ -25,6 +25,11 @@ export interface Libpq {
   getisnull(row: number, column: number): boolean;
   cmdTuples(): string;
   transactionStatus(): number;
+  /** COPY … FROM STDIN: 1 when queued or sent, -1 on a broken connection (blocking mode never gives 0). */
+  putCopyData(chunk: Buffer): number;
+  putCopyEnd(errorMessage?: string): number;
+  /** The next result of the command sent (true), or none left (false): waits for the server. */
+  getResult(): boolean;
   finish(): void;
   clear(): void;
 }
@@ -49,7 +54,16 @@ export function newLibpq(): Libpq {
 }
 
 /** The calls that wait on the network. */
-const WAITING = ['connectSync', 'exec', 'execParams', 'prepare', 'execPrepared'] as const;
+const WAITING = [
+  'connectSync',
+  'exec',
+  'execParams',
+  'prepare',
+  'execPrepared',
+  'putCopyData',
+  'putCopyEnd',
+  'getResult',
+] as const;
 
 /** `pq` with every call that waits on the server made under `watch`'s deadline. */
 export function watched(pq: Libpq, watch: Watch): Libpq {

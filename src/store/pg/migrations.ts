@@ -666,7 +666,31 @@ CREATE TRIGGER period_money_ledger AFTER INSERT ON ledger FOR EACH ROW EXECUTE F
 `,
   },
   {
-    // PostgreSQL only (17 and 18 are other changes' numbers): SQLite has one writer and nothing to wait for.
+    id: 17,
+    name: "chains: the waits of a new run's links counted once per statement, not once per link",
+    sql: `
+-- A new run's links arrive ten thousand at a time (COPY, src/store/pg/bulk.ts): the trigger per link ran an
+-- UPDATE of its task for each (about twice the server's work of the whole statement). Once per statement,
+-- over the rows it inserted, it adds to each task the links whose upstream gives it no result yet: the
+-- same count, as the upstreams' states do not change within the statement.
+CREATE FUNCTION task_upstreams_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE tasks SET waits = tasks.waits + a.n
+  FROM (SELECT u.run_id, u.task_id, count(*) AS n FROM added u
+        WHERE NOT coalesce((SELECT task_gives_result(up.state, up.review, up.verdict) FROM tasks up
+                            WHERE up.run_id = u.run_id AND up.task_id = u.upstream_id), false)
+        GROUP BY u.run_id, u.task_id) AS a
+  WHERE tasks.run_id = a.run_id AND tasks.task_id = a.task_id;
+  RETURN NULL;
+END $$;
+DROP TRIGGER task_upstreams_add ON task_upstreams;
+CREATE TRIGGER task_upstreams_add AFTER INSERT ON task_upstreams REFERENCING NEW TABLE AS added
+  FOR EACH STATEMENT EXECUTE FUNCTION task_upstreams_added();
+DROP FUNCTION task_upstreams_add();
+`,
+  },
+  {
+    // PostgreSQL only (18 is another change's number): SQLite has one writer and nothing to wait for.
     id: 19,
     name: "a run's task counts moved when its transaction commits, one transaction at a time per run",
     sql: `

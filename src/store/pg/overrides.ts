@@ -128,6 +128,19 @@ const OVERRIDES = new Map<string, string>(
       'SELECT state AS locked FROM tasks WHERE run_id = ? AND task_id = ?',
       'SELECT state AS locked FROM tasks WHERE run_id = ? AND task_id = ? FOR UPDATE',
     ],
+    // A resumed run's tasks, a thousand ids at a time: one look-up through the primary key per id, whatever
+    // the planner believes of the table (right after a million rows went in, its statistics still say a few
+    // hundred, and it would read the whole run for every thousand ids).
+    [
+      `SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name, expected_ms,
+         planned_body, review
+       FROM tasks WHERE run_id = ? AND task_id IN (SELECT value FROM json_each(?))`,
+      `WITH r AS (SELECT CAST(? AS TEXT) AS run_id)
+       SELECT t.* FROM r, json_each(?) AS j, LATERAL (
+         SELECT task_id, body_hash, state, est_tokens, est_min, est_max, est_basis, est_assumed, retries, file_name,
+           expected_ms, planned_body, review
+         FROM tasks WHERE tasks.run_id = r.run_id AND tasks.task_id = j.value LIMIT 1) AS t`,
+    ],
   ].map(([sqlite, pg]) => [fold(sqlite as string), pg as string]),
 );
 
