@@ -483,7 +483,7 @@ export class PgDb {
   beginCopy(table: string, columns: readonly string[]): void {
     const pq = this.#connection();
     const text = `COPY ${table} (${columns.join(', ')}) FROM STDIN`;
-    const guarded = this.#depth > 0;
+    const guarded = this.#depth > 0 && this.#careful;
     if (guarded) this.#markWrite(pq);
     pq.exec(text);
     if (pq.resultStatus() !== 'PGRES_COPY_IN') {
@@ -508,7 +508,8 @@ export class PgDb {
     this.#copying = undefined;
     if (pq.putCopyEnd() !== 1) this.#throwIfGone(pq, '', oneLine(pq.errorMessage()));
     this.#lastResult(pq);
-    this.#check(pq, text, this.#depth > 0);
+    this.#check(pq, text, this.#depth > 0 && this.#careful);
+    if (this.#depth > 0 && !this.#careful) this.#changed[this.#depth] = true;
     return Number(pq.cmdTuples() || 0);
   }
 
@@ -520,7 +521,13 @@ export class PgDb {
     try {
       pq.putCopyEnd(reason);
       this.#lastResult(pq);
-      if (this.#depth > 0) pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
+      if (this.#depth > 0 && this.#careful) pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
+      else if (this.#depth > 0) {
+        // Without savepoints the failed copy ended the transaction's use: back to its start, and the
+        // transaction runs again with savepoints unless the caller's error ends it (#onceLight).
+        this.#pending ??= new Error(reason);
+        pq.exec('ROLLBACK TO SAVEPOINT sp0');
+      }
     } catch {
       // The connection went meanwhile: the caller's own error is the one to report.
     }
