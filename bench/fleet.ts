@@ -3,7 +3,9 @@
 // joins the first), each on a fresh database of one throwaway server on loopback; the rate is the run's
 // tasks over the time from its start to its close as the database recorded them, so the processes'
 // start-up is not counted. Then the claim's own cost: claiming a queue of pending tasks 64 at a time
-// (the claim statement alone, timed; moving the claimed tasks off the queue is not).
+// (the claim statement alone, timed; moving the claimed tasks off the queue is not). Each fleet run also
+// says where its time went (bench/lib/pg-profile.ts): CPU seconds per task of the workers (start-up
+// included), of PostgreSQL's processes and of the sandbox, and what the database's sessions waited on.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,13 +14,34 @@ import { spawnCli, spawnSandbox } from '../test/helpers/child.js';
 import { startPostgres } from '../test/helpers/postgres.js';
 import { writeImagesManifest } from './lib/manifests.js';
 import { round } from './lib/measure.js';
+import { CpuSampler, postgresPids, WaitSampler } from './lib/pg-profile.js';
 
 const tasks = Number(process.argv[2] ?? 2000);
 const concurrency = Number(process.argv[3] ?? 64);
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
 
-/** Tasks per second of one run driven by `workers` processes at once. */
-async function fleetRate(url: string, sandboxUrl: string, workers: number): Promise<number> {
+interface Fleet {
+  port: number;
+  sandboxPid: number;
+}
+
+interface FleetFigures {
+  rate: number;
+  /** CPU milliseconds per task: the workers, PostgreSQL, the sandbox. */
+  cpuMsPerTask: Record<string, number>;
+  /** Tasks per CPU-second of all three together. */
+  tasksPerCpuSecond: number;
+  /** Share of the sessions' samples in each state (WaitSampler), in %. */
+  waits: Record<string, number>;
+}
+
+/** Tasks per second of one run driven by `workers` processes at once, and where its time went. */
+async function fleetRate(
+  url: string,
+  sandboxUrl: string,
+  workers: number,
+  fleet: Fleet,
+): Promise<FleetFigures> {
   const dir = await mkdtemp(join(tmpdir(), 'mb-bench-fleet-'));
   try {
     const file = await writeImagesManifest(dir, { name: 'fleet', count: tasks, concurrency });
@@ -28,8 +51,18 @@ async function fleetRate(url: string, sandboxUrl: string, workers: number): Prom
       MEDIABATCH_POLL_SCALE: '0.01',
     };
     const args = ['--state', url, 'run', file, '--yes', '--no-probe', '--allow-local-output'];
+    const waits = new WaitSampler(url);
     const children = Array.from({ length: workers }, () => spawnCli(args, { cwd: dir, env }));
+    const cpu = new CpuSampler({
+      workers: () => children.map((c) => c.proc.pid ?? 0),
+      postgres: () => postgresPids(fleet.port),
+      sandbox: () => [fleet.sandboxPid],
+    });
+    cpu.start();
+    waits.start();
     const codes = await Promise.all(children.map((c) => c.exited));
+    const seconds = cpu.stop();
+    const waited = waits.stop();
     if (codes.some((c) => c !== 0)) {
       throw new Error(`a worker exited ${codes.join(', ')}: ${children.map((c) => c.stderr()).join('\n')}`);
     }
@@ -40,8 +73,19 @@ async function fleetRate(url: string, sandboxUrl: string, workers: number): Prom
       const done = store.tasks.countTasksByState('fleet').done;
       if (done !== tasks) throw new Error(`${done} of ${tasks} tasks done`);
       const sent = store.workers.list('fleet').map((w) => w.submitted);
-      log(`${workers} worker(s): tasks sent per worker ${sent.join(', ')}`);
-      return tasks / ((run.finishedAt.getTime() - run.startedAt.getTime()) / 1000);
+      const perTask = Object.fromEntries(
+        Object.entries(seconds).map(([group, s]) => [group, round((s * 1000) / tasks)]),
+      );
+      const total = Object.values(seconds).reduce((n, s) => n + s, 0);
+      log(
+        `${workers} worker(s): tasks sent per worker ${sent.join(', ')}; CPU ms per task ${JSON.stringify(perTask)}; sessions ${JSON.stringify(waited)}`,
+      );
+      return {
+        rate: tasks / ((run.finishedAt.getTime() - run.startedAt.getTime()) / 1000),
+        cpuMsPerTask: perTask,
+        tasksPerCpuSecond: round(tasks / total, 0),
+        waits: waited,
+      };
     } finally {
       store.close();
     }
@@ -83,23 +127,31 @@ function claimCost(url: string, n: number): number {
 
 const pg = await startPostgres();
 const { child: sandbox, baseUrl } = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
+const fleet: Fleet = { port: pg.port, sandboxPid: sandbox.proc.pid ?? 0 };
 try {
-  const rates: Record<'one' | 'two', number[]> = { one: [], two: [] };
-  for (let i = 0; i < 2; i++) {
-    rates.one.push(await fleetRate(pg.freshDatabase(), baseUrl, 1));
-    rates.two.push(await fleetRate(pg.freshDatabase(), baseUrl, 2));
+  const runs: Record<'one' | 'two', FleetFigures[]> = { one: [], two: [] };
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
+  for (let i = 0; i < rounds; i++) {
+    runs.one.push(await fleetRate(pg.freshDatabase(), baseUrl, 1, fleet));
+    runs.two.push(await fleetRate(pg.freshDatabase(), baseUrl, 2, fleet));
     log(
-      `round ${i + 1}: one worker ${round(rates.one[i] ?? 0, 0)} tasks/s, two workers ${round(rates.two[i] ?? 0, 0)} tasks/s`,
+      `round ${i + 1}: one worker ${round(runs.one[i]?.rate ?? 0, 0)} tasks/s, two workers ${round(runs.two[i]?.rate ?? 0, 0)} tasks/s`,
     );
   }
   const claimMicros = claimCost(pg.freshDatabase(), 10_000);
   log(`a claim of 64 from a queue of 10,000, per task claimed: ${round(claimMicros)} µs`);
-  const best = (xs: number[]) => Math.max(...xs);
+  // The best round of each, with the CPU and waits of that same round.
+  const best = (xs: FleetFigures[]) => xs.reduce((a, b) => (b.rate > a.rate ? b : a));
+  const one = best(runs.one);
+  const two = best(runs.two);
   const figures = {
     tasks,
     concurrency,
-    tasksPerSecond: { oneWorker: round(best(rates.one), 0), twoWorkers: round(best(rates.two), 0) },
-    ratio: round(best(rates.two) / best(rates.one)),
+    tasksPerSecond: { oneWorker: round(one.rate, 0), twoWorkers: round(two.rate, 0) },
+    ratio: round(two.rate / one.rate),
+    cpuMsPerTask: { oneWorker: one.cpuMsPerTask, twoWorkers: two.cpuMsPerTask },
+    tasksPerCpuSecond: { oneWorker: one.tasksPerCpuSecond, twoWorkers: two.tasksPerCpuSecond },
+    sessions: { oneWorker: one.waits, twoWorkers: two.waits },
     claimMicrosPerTask: round(claimMicros),
   };
   process.stdout.write(`${JSON.stringify(figures)}\n`);

@@ -15,6 +15,8 @@ export interface PostgresFigures {
     pointReadMicros: { sqlite: number; postgres: number };
     tasksPerSecond: { sqlite: number; postgres: number };
     ratio: number;
+    /** libpq calls per task on PostgreSQL, by kind. */
+    roundTripsPerTask: Record<string, number>;
   };
   sizing?: {
     tasks: number;
@@ -29,6 +31,7 @@ export interface PostgresFigures {
     tasksPerSecond: { oneWorker: number; twoWorkers: number };
     ratio: number;
     claimMicrosPerTask: number;
+    tasksPerCpuSecond: { oneWorker: number; twoWorkers: number };
   };
 }
 
@@ -86,7 +89,7 @@ export function postgresRows(f: PostgresFigures): [string, string, string][] {
     ],
     [
       '14 runner on PostgreSQL / on SQLite (5,000 images, concurrency 64, best of 2 each)',
-      `${runner.ratio} (${runner.tasksPerSecond.postgres} / ${runner.tasksPerSecond.sqlite} tasks/s); a point read ${runner.pointReadMicros.postgres} / ${runner.pointReadMicros.sqlite} µs`,
+      `${runner.ratio} (${runner.tasksPerSecond.postgres} / ${runner.tasksPerSecond.sqlite} tasks/s); a point read ${runner.pointReadMicros.postgres} / ${runner.pointReadMicros.sqlite} µs; ${runner.roundTripsPerTask.execPrepared} statements a task`,
       `>= 0.8 ${mark(runner.ratio >= 0.8)}`,
     ],
     [
@@ -96,7 +99,7 @@ export function postgresRows(f: PostgresFigures): [string, string, string][] {
     ],
     [
       `16 two workers / one worker on one run (${fleet.tasks.toLocaleString('en-US')} images, concurrency ${fleet.concurrency}, best of 2 each)`,
-      `${fleet.ratio} (${fleet.tasksPerSecond.twoWorkers} / ${fleet.tasksPerSecond.oneWorker} tasks/s); a claim ${fleet.claimMicrosPerTask} µs per task`,
+      `${fleet.ratio} (${fleet.tasksPerSecond.twoWorkers} / ${fleet.tasksPerSecond.oneWorker} tasks/s; ${fleet.tasksPerCpuSecond.twoWorkers} / ${fleet.tasksPerCpuSecond.oneWorker} tasks per CPU-second); a claim ${fleet.claimMicrosPerTask} µs per task`,
       `>= 1.3 ${mark(fleet.ratio >= 1.3)}`,
     ],
   ];

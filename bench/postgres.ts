@@ -1,7 +1,9 @@
 // `npx tsx bench/postgres.ts [tasks] [concurrency]`: the runner with its state in PostgreSQL against the
 // same runner with its state in SQLite, one after the other in one process against one sandbox at speed 0
 // (the figure is a ratio, so it holds on a busy machine), and the store's round trip on each backend.
-// PostgreSQL is a throwaway server on loopback, started here like the tests start theirs.
+// PostgreSQL is a throwaway server on loopback, started here like the tests start theirs. Each run also
+// says its round trips to the server per task (libpq calls counted) and the CPU milliseconds per task of
+// the runner (this process), PostgreSQL's processes and the sandbox.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,12 +13,27 @@ import { startPostgres } from '../test/helpers/postgres.js';
 import { cliInProcess } from './lib/in-process.js';
 import { writeImagesManifest } from './lib/manifests.js';
 import { round } from './lib/measure.js';
+import { CpuSampler, countRoundTrips, postgresPids } from './lib/pg-profile.js';
 
 const tasks = Number(process.argv[2] ?? 5000);
 const concurrency = Number(process.argv[3] ?? 64);
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
 
-async function runOnce(state: string, sandboxUrl: string): Promise<number> {
+const roundTrips = countRoundTrips();
+
+interface RunFigures {
+  rate: number;
+  /** libpq calls per task, by kind (0 on SQLite). */
+  roundTripsPerTask: Record<string, number>;
+  cpuMsPerTask: Record<string, number>;
+}
+
+async function runOnce(
+  state: string,
+  sandboxUrl: string,
+  sandboxPid: number,
+  port: number,
+): Promise<RunFigures> {
   const dir = await mkdtemp(join(tmpdir(), 'mb-bench-pg-'));
   try {
     const file = await writeImagesManifest(dir, { name: 'pgbench', count: tasks, concurrency });
@@ -25,6 +42,13 @@ async function runOnce(state: string, sandboxUrl: string): Promise<number> {
       MEDIABATCH_BASE_URL: sandboxUrl,
       MEDIABATCH_POLL_SCALE: '0.01',
     };
+    const cpu = new CpuSampler({
+      runner: () => [process.pid],
+      postgres: () => postgresPids(port),
+      sandbox: () => [sandboxPid],
+    });
+    const tripsBefore = roundTrips();
+    cpu.start();
     const start = performance.now();
     const run = await cliInProcess(
       [
@@ -39,8 +63,21 @@ async function runOnce(state: string, sandboxUrl: string): Promise<number> {
       dir,
       env,
     );
+    const rate = tasks / ((performance.now() - start) / 1000);
+    const seconds = cpu.stop();
     if (run.code !== 0) throw new Error(`run exited ${run.code}: ${run.stderr}`);
-    return tasks / ((performance.now() - start) / 1000);
+    const trips = roundTrips();
+    const perTask = (n: number) => round(n / tasks);
+    return {
+      rate,
+      roundTripsPerTask: Object.fromEntries(
+        Object.entries(trips).map(([kind, n]) => [
+          kind,
+          perTask(n - (tripsBefore[kind as keyof typeof trips] ?? 0)),
+        ]),
+      ),
+      cpuMsPerTask: Object.fromEntries(Object.entries(seconds).map(([g, n]) => [g, perTask(n * 1000)])),
+    };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -68,21 +105,27 @@ try {
   log(`a point read: SQLite ${round(sqliteUs)} µs, PostgreSQL on loopback ${round(pgUs)} µs`);
 
   // Alternating, twice each, so neither backend always runs on the warmer sandbox.
-  const rates: Record<'sqlite' | 'postgres', number[]> = { sqlite: [], postgres: [] };
-  for (let i = 0; i < 2; i++) {
-    rates.sqlite.push(await runOnce('sqlite', baseUrl));
-    rates.postgres.push(await runOnce(pg.freshDatabase(), baseUrl));
+  const runs: Record<'sqlite' | 'postgres', RunFigures[]> = { sqlite: [], postgres: [] };
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
+  const pid = sandbox.proc.pid ?? 0;
+  for (let i = 0; i < rounds; i++) {
+    runs.sqlite.push(await runOnce('sqlite', baseUrl, pid, pg.port));
+    runs.postgres.push(await runOnce(pg.freshDatabase(), baseUrl, pid, pg.port));
     log(
-      `round ${i + 1}: SQLite ${round(rates.sqlite[i] ?? 0, 0)} tasks/s, PostgreSQL ${round(rates.postgres[i] ?? 0, 0)} tasks/s`,
+      `round ${i + 1}: SQLite ${round(runs.sqlite[i]?.rate ?? 0, 0)} tasks/s, PostgreSQL ${round(runs.postgres[i]?.rate ?? 0, 0)} tasks/s; ${JSON.stringify({ sqlite: runs.sqlite[i], postgres: runs.postgres[i] })}`,
     );
   }
-  const best = (xs: number[]) => Math.max(...xs);
+  const best = (xs: RunFigures[]) => xs.reduce((a, b) => (b.rate > a.rate ? b : a));
+  const sqlite = best(runs.sqlite);
+  const postgres = best(runs.postgres);
   const figures = {
     tasks,
     concurrency,
     pointReadMicros: { sqlite: round(sqliteUs), postgres: round(pgUs) },
-    tasksPerSecond: { sqlite: round(best(rates.sqlite), 0), postgres: round(best(rates.postgres), 0) },
-    ratio: round(best(rates.postgres) / best(rates.sqlite)),
+    tasksPerSecond: { sqlite: round(sqlite.rate, 0), postgres: round(postgres.rate, 0) },
+    ratio: round(postgres.rate / sqlite.rate),
+    roundTripsPerTask: postgres.roundTripsPerTask,
+    cpuMsPerTask: { sqlite: sqlite.cpuMsPerTask, postgres: postgres.cpuMsPerTask },
   };
   process.stdout.write(`${JSON.stringify(figures)}\n`);
 } finally {

@@ -197,7 +197,10 @@ export class Store {
   batch(writes: readonly (() => unknown)[]): BatchResult[] {
     if (!this.#batchAll) {
       const savepoint = this.#db.transaction((write: () => unknown) => write());
-      this.#batchAll = this.#db.transaction((list: readonly (() => unknown)[], results: BatchResult[]) => {
+      // The results are made inside the body: a PostgreSQL transaction undone by a conflict with
+      // another worker runs the body again, and its first results must not count.
+      this.#batchAll = this.#db.transaction((list: readonly (() => unknown)[]) => {
+        const results: BatchResult[] = [];
         for (const write of list) {
           try {
             results.push({ ok: true, value: savepoint(write) });
@@ -205,14 +208,13 @@ export class Store {
             results.push({ ok: false, error });
           }
         }
+        return results;
       });
     }
-    const results: BatchResult[] = [];
-    this.#batchAll.immediate(writes, results);
-    return results;
+    return this.#batchAll.immediate(writes);
   }
 
-  #batchAll: { immediate: (list: readonly (() => unknown)[], results: BatchResult[]) => void } | undefined;
+  #batchAll: { immediate: (list: readonly (() => unknown)[]) => BatchResult[] } | undefined;
 
   /** The durability settings as SQLite reports them now, for `status` and tests. */
   pragmas(): { journalMode: string; synchronous: number; foreignKeys: number; busyTimeoutMs: number } {

@@ -117,8 +117,12 @@ export class JobStore {
     // Success moves the task to downloading even before the result list appears: the runner waits a grace
     // period for the list there, and only the files decide what follows.
     const to = from === null ? null : nextStateOnJobStatus(from, status);
-    const moved = from !== null && to !== null && to !== from;
-    if (moved) {
+    // Moved only if the task was still where it was read: another worker recording the same job's news
+    // at the same moment (a PostgreSQL state takes no lock before the read) moved it first, and says so.
+    const moved =
+      from !== null &&
+      to !== null &&
+      to !== from &&
       this.#moveTask.run({
         imgUuid,
         from,
@@ -129,8 +133,7 @@ export class JobStore {
         finishedAt: to === 'failed' ? now : null,
         error: to === 'failed' ? JOB_FAILED : null,
         now,
-      });
-    }
+      }).changes === 1;
     let refunded: number | null = null;
     // A job that was seen succeeding is not refunded by a later contradicting report.
     if (phase === 'failed' && !this.#eventStatuses.all(imgUuid).some((s) => jobPhase(s) === 'success')) {

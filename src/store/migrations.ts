@@ -3,7 +3,7 @@
 // Each entry runs in its own transaction together with its row in `migrations`.
 
 export interface Migration {
-  /** 1, 2, 3, … in order, no gaps. */
+  /** 1, 2, 3, … in order, no gaps; PostgreSQL's list may leave out one only SQLite needs, and add one it alone needs (its last id is the schema). */
   id: number;
   name: string;
   sql: string;

@@ -1,8 +1,10 @@
 // Money the store arbitrates (table `reservations`, `run_money` of migration 13). Every spend of a run —
 // a first submission, an automatic retry, a re-roll, a retry of doubt, a downstream an approval let go —
 // reserves its worst case inside the transaction that records its intent, and only if the run's budget
-// still holds it: reserved + charged − refunded + price ≤ budget. The transactions that take a write lock
-// first (BEGIN IMMEDIATE) make that check and the row one step for every process on the state file.
+// still holds it: reserved + charged − refunded + price ≤ budget. The check and the row it allows are one
+// step for every process on the state: on SQLite the transaction took the file's one write lock first
+// (BEGIN IMMEDIATE); on PostgreSQL the check first takes the run's money lock (and a fired run's period
+// lock, after it), so two workers' checks of one budget take turns, whatever else runs.
 // An answer settles the reservation (the ledger has the charge), a refusal or a not-charged answer
 // releases it, an answer lost keeps it as doubt until the task is resolved. Amounts are micro-tokens.
 //
@@ -93,8 +95,17 @@ export class ReservationStore {
   readonly #heldForPending;
   readonly #kindOf;
   readonly #priceOf;
+  readonly #lockRunMoney;
+  readonly #lockPeriodMoney;
 
+  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db) {
+    // Plain reads on SQLite, whose transaction holds the file's one write lock already; on PostgreSQL
+    // (overrides.ts) they take the run's money lock, and the period's, until the transaction ends.
+    this.#lockRunMoney = db.prepare<[string]>('SELECT run_id FROM run_money WHERE run_id = ?');
+    this.#lockPeriodMoney = db.prepare<[string, string]>(
+      'SELECT manifest_path FROM period_money WHERE manifest_path = ? AND period = ?',
+    );
     this.#figures = db.prepare<{ runId: string }, FiguresRow>(
       `SELECT m.budget AS budget, r.manifest_path AS manifest_path, m.period AS period,
          m.period_budget AS period_budget, coalesce(m.charged, 0) AS charged, coalesce(m.refunded, 0) AS refunded,
@@ -171,16 +182,18 @@ export class ReservationStore {
       .pluck();
   }
 
-  figures(runId: string): MoneyFigures {
+  /** `beforePeriod`: called before a fired run's period is read (the check locks it there). */
+  figures(runId: string, beforePeriod?: (manifestPath: string, period: string) => void): MoneyFigures {
     const row = this.#figures.get({ runId });
-    const period =
-      row?.period_budget == null || row.period === null
-        ? undefined
-        : {
-            period: row.period,
-            budget: row.period_budget,
-            ...this.periodFigures(row.manifest_path, row.period),
-          };
+    let period: PeriodFigures | undefined;
+    if (row?.period_budget != null && row.period !== null) {
+      beforePeriod?.(row.manifest_path, row.period);
+      period = {
+        period: row.period,
+        budget: row.period_budget,
+        ...this.periodFigures(row.manifest_path, row.period),
+      };
+    }
     return {
       budget: row?.budget ?? undefined,
       charged: row?.charged ?? 0,
@@ -284,7 +297,8 @@ export class ReservationStore {
 
   /** Both budgets hold the spend (the run's, and a fired run's period), or OverBudgetError names the one that does not. */
   #check(runId: string, taskIds: readonly string[], needMicro: number): void {
-    const f = this.figures(runId);
+    this.#lockRunMoney.get(runId);
+    const f = this.figures(runId, (manifestPath, period) => this.#lockPeriodMoney.get(manifestPath, period));
     const what = taskIds.length === 1 ? (taskIds[0] ?? '') : `${taskIds.length} tasks`;
     if (f.budget !== undefined) {
       const committed = f.charged - f.refunded + f.held + f.doubt;

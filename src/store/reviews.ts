@@ -90,6 +90,7 @@ export class ReviewStore {
   readonly #now: Clock;
   readonly #chains: ChainStore;
   readonly #selectTask;
+  readonly #lockTask;
   readonly #selectAwaiting;
   readonly #countAwaiting;
   readonly #selectReviewed;
@@ -121,6 +122,12 @@ export class ReviewStore {
     this.#money = money;
     this.#selectTask = db.prepare<[string, string], TaskRow>(
       'SELECT * FROM tasks WHERE run_id = ? AND task_id = ?',
+    );
+    // A decision reads the task, decides, then writes: on PostgreSQL (overrides.ts) this read locks the
+    // task's row first, so two decisions on one task (the page and `review` at once) take turns and the
+    // second sees the first's; SQLite's transaction holds the file's one write lock already.
+    this.#lockTask = db.prepare<[string, string]>(
+      'SELECT state AS locked FROM tasks WHERE run_id = ? AND task_id = ?',
     );
     this.#selectAwaiting = db.prepare<[string], TaskRow>(
       `SELECT * FROM tasks INDEXED BY tasks_reviewed WHERE run_id = ? AND review = 1 AND state = 'done' AND verdict IS NULL ORDER BY seq`,
@@ -330,6 +337,7 @@ export class ReviewStore {
   }
 
   #decideInTransaction(runId: string, taskId: string, req: DecideRequest): DecideOutcome {
+    this.#lockTask.get(runId, taskId);
     const row = this.#selectTask.get(runId, taskId);
     if (row === undefined) return { taskId, ok: false, reason: `no task ${taskId} in run ${runId}` };
     const task = toTask(row);

@@ -49,6 +49,7 @@ const INTERRUPTED =
 export class SubmissionStore {
   readonly #now: Clock;
   readonly #selectState;
+  readonly #lockState;
   readonly #markSubmitting;
   readonly #insertAttempt;
   readonly #recordAnswer;
@@ -76,6 +77,12 @@ export class SubmissionStore {
     this.#money = money;
     this.#selectState = db
       .prepare<[string, string], TaskState>('SELECT state FROM tasks WHERE run_id = ? AND task_id = ?')
+      .pluck();
+    // The same read, locking the task's row on PostgreSQL (overrides.ts) for a transaction that decides on it.
+    this.#lockState = db
+      .prepare<[string, string], TaskState>(
+        'SELECT state AS locked FROM tasks WHERE run_id = ? AND task_id = ?',
+      )
       .pluck();
     // A worker of a fleet sends only what it claimed (store.claims): the move is the last word on who sends.
     this.#markSubmitting = db.prepare<Key & { now: string; worker: string | null }>(
@@ -208,7 +215,7 @@ export class SubmissionStore {
     );
     this.#adopt = db.transaction((runId: string, taskId: string, answer: SubmittedAnswer): boolean => {
       const at = toIso(this.#now());
-      if (this.#selectState.get(runId, taskId) !== 'in_doubt') return false;
+      if (this.#lockState.get(runId, taskId) !== 'in_doubt') return false;
       const owner = this.#selectOwner.get(answer.imgUuid);
       if (owner !== undefined) return false;
       this.#book(runId, taskId, answer, { from: 'submitted', recovered: 1, at, stateBefore: 'in_doubt' });

@@ -74,7 +74,7 @@ export async function startFleetStage(sandboxFlags: string[] = []): Promise<Flee
     s3,
     dir,
     sandboxUrl,
-    // Without the helper's 5 s statement timeout: workers wait for the writer lock as long as mediabatch
+    // Without the helper's 5 s statement timeout: workers wait for each other's locks as long as mediabatch
     // lets them by default, as on a real server.
     database: () => pg.freshDatabase().replace(/\?options=[^&]*/, '?application_name=mediabatch-worker'),
     async manifest(file, body) {

@@ -2,9 +2,9 @@
 // closes nothing, as a hung pooler does; its kernel acknowledges every byte, so TCP's own timeouts never
 // fire) ends the process within statement_timeout plus a margin, with one line naming the database; the
 // session it left idle in a transaction is ended by the server, so a run started again (as another
-// worker would) gets the writer lock and finishes with nothing sent twice. A statement that runs out of
-// statement_timeout or lock_timeout (here: another session holds the writer lock) ends the run with one
-// line and exit 4. `npm run torture` runs the hung connection with the default timeouts.
+// worker would) gets the rows it held and finishes with nothing sent twice. A statement that runs out of
+// statement_timeout or lock_timeout (here: another session holds a lock on the table of leases every run
+// starts with) ends the run with one line and exit 4. `npm run torture` runs the hung connection with the default timeouts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/store/errors.js';
 import { PgDb } from '../../src/store/pg/db.js';
@@ -15,8 +15,6 @@ import { startTcpProxy } from '../helpers/tcp-proxy.js';
 
 const PASSWORD = 'pw-SENTINEL-t1me0ut';
 const TASKS = 12;
-/** The store's writer lock (src/store/pg/db.ts): a session holding it keeps every writer waiting. */
-const WRITER_LOCK = 0x6d656469;
 
 let stage: FleetStage;
 beforeAll(async () => {
@@ -71,7 +69,7 @@ describe('a runner on PostgreSQL never waits forever', () => {
         ),
       ]);
       // The proxy still holds the server's side open: a session left idle in its transaction keeps the
-      // writer lock until the server ends it (idle_in_transaction_session_timeout), then the run goes on.
+      // rows it locked until the server ends it (idle_in_transaction_session_timeout), then the run goes on.
       const again = stage.spawn(direct, ['run', file, '--yes']);
       const code = await again.exited;
       expect([0, 2], again.stderr()).toContain(code);
@@ -115,13 +113,14 @@ describe('a runner on PostgreSQL never waits forever', () => {
     }
   });
 
-  describe('a statement the server gives up on (another session holds the writer lock)', () => {
+  describe('a statement the server gives up on (another session holds a lock the run needs)', () => {
     let holder: Libpq | undefined;
+    // Every run takes its lease first: a transaction left open on the table of leases keeps it waiting.
     const hold = (url: string) => {
       holder = newLibpq();
       holder.connectSync(url);
-      holder.exec(`SELECT pg_advisory_lock(${WRITER_LOCK})`);
-      expect(holder.resultStatus()).toBe('PGRES_TUPLES_OK');
+      holder.exec('BEGIN; LOCK TABLE leases IN ACCESS EXCLUSIVE MODE');
+      expect(holder.resultStatus()).toBe('PGRES_COMMAND_OK');
     };
     const release = () => {
       if (holder !== undefined) finish(holder);
@@ -141,12 +140,12 @@ describe('a runner on PostgreSQL never waits forever', () => {
         const direct = stage.database();
         const state = withQuery(withPassword(direct), settings);
         const file = await stage.manifest(`${name}.yaml`, { name: `pg${name}`, tasks: images(3, name) });
-        // The schema first, so that the runner's wait is on the writer lock, not on creating it.
+        // The schema first, so that the runner's wait is on the lease's table, not on creating it.
         stage.read(direct, () => undefined);
         hold(direct);
         try {
           const first = stage.spawn(state, ['run', file, '--yes']);
-          expect(await first.exited).toBe(4);
+          expect(await first.exited, first.stderr()).toBe(4);
           expect(
             first
               .stderr()

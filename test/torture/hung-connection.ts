@@ -4,7 +4,7 @@
 // runner's wait must end with one line: by its watchdog (statement_timeout 60 s plus 5 s; SIGKILL), or,
 // when its session sat idle in a transaction, by the server ending that session after 10 s (the proxy
 // then closes the runner's side: exit 4). A run started again on a direct connection while the proxy
-// still hangs (another worker) must get the writer lock and finish with nothing sent twice.
+// still hangs (another worker) must get the rows it held and finish with nothing sent twice.
 // `npm run torture` only; test/postgres/timeouts.test.ts is its fast slice with short timeouts.
 import { jobsByPrompt, startFleetStage, until } from '../helpers/fleet.js';
 import { images } from '../helpers/run-env.js';

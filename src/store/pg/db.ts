@@ -22,11 +22,29 @@ const NUMBER_TYPES = new Set([20, 21, 23, 26, 700, 701, 1700]);
 const BOOL_TYPE = 16;
 
 /**
- * Every connection's one lock for writing transactions: SQLite lets one writer at a time into a state
- * file, and the store's logic (read, decide, write in one transaction) relies on that. A transaction-level
- * advisory lock gives every process on the database the same guarantee; it ends with the transaction.
+ * SQLSTATEs of a transaction the server chose to undo so that another could go on: a deadlock between
+ * two workers' row locks (40P01), or a serialization failure (40001). Nothing of it was kept; it is run
+ * again from its start, a few times, after a short random wait.
  */
-const WRITER_LOCK = 0x6d656469; // "medi"
+const CONFLICT = new Set(['40P01', '40001']);
+
+/** How often a transaction undone by a conflict is run again before the run stops on it. */
+const CONFLICT_TRIES = 5;
+
+/** Waits `ms` milliseconds without returning to the event loop (the store is synchronous throughout). */
+function pause(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/**
+ * Whether a transaction's arguments can be given to its body a second time: an iterator (a generator of
+ * rows) is read once, so a body given one is never run again.
+ */
+function rerunnable(args: readonly unknown[]): boolean {
+  return args.every(
+    (a) => typeof a !== 'object' || a === null || typeof (a as { next?: unknown }).next !== 'function',
+  );
+}
 
 /**
  * SQLSTATEs of a statement the server gave up on: it ran past statement_timeout or waited past
@@ -86,8 +104,8 @@ const DEFAULT_OPTIONS: Record<string, string> = {
 /**
  * The server's settings for each session, sent in libpq's `options`; a URL's own `options` keeps them
  * for what it does not set. The store's transactions are short (no transaction spans an await), so one
- * left idle is a worker that hangs or died, and it holds the writer lock the whole fleet waits on:
- * the server ends it after 10 s.
+ * left idle is a worker that hangs or died, and it holds row locks other workers wait on (a run's
+ * money, a task): the server ends it after 10 s.
  */
 const DEFAULT_SETTINGS: Record<string, string> = {
   statement_timeout: '60000',
@@ -327,6 +345,19 @@ export class PgDb {
   /** A statement failed inside the open transaction: it was undone to the transaction's start, and the
    *  transaction may only read and then end by a throw, never commit (SQLite would have kept the rest). */
   #failed: Error | undefined;
+  /** The server undid the open transaction's work for a conflict with another session (CONFLICT): it is
+   *  never committed, whatever its body made of the error, and it is run again from its start. */
+  #conflict: PgError | undefined;
+  /** Whether the open transaction has savepoints (one per nested level and one per write, as SQLite's
+   *  semantics need), or runs without them until something fails (see #inTransaction). */
+  #careful = true;
+  /** Without savepoints: an error whose undoing needs it to end the whole transaction (a statement that
+   *  failed, or a nested level that threw after it changed rows). */
+  #pending: Error | undefined;
+  /** Without savepoints: per level, whether it (or a level nested in it) changed rows. */
+  readonly #changed: boolean[] = [];
+  /** Without savepoints a body went on after such an error: the transaction runs again, carefully. */
+  #needCareful = false;
   /** Per transaction level: whether its write savepoint exists (see #markWrite). */
   readonly #writeMarks: boolean[] = [];
   #open = true;
@@ -370,7 +401,7 @@ export class PgDb {
     if (this.#pq !== undefined) return this.#pq;
     if (this.#depth > 0) {
       // The transaction died with its connection. A new connection here would run the rest of it
-      // outside any transaction and without the writer lock, committing half of it.
+      // outside any transaction and without the locks it took, committing half of it.
       throw new StoreError(
         `the PostgreSQL state at ${this.name} went away during a transaction, which the server rolled back`,
         { kind: 'gone', file: this.name },
@@ -407,9 +438,12 @@ export class PgDb {
   }
 
   exec(source: string): this {
+    this.#afterFailure();
     const pq = this.#connection();
     pq.exec(source);
     this.#check(pq, source);
+    // Without savepoints, what a script changed is not known: counted as changed (see #onceLight).
+    if (this.#depth > 0 && !this.#careful) this.#changed[this.#depth] = true;
     return this;
   }
 
@@ -457,7 +491,7 @@ export class PgDb {
   beginCopy(table: string, columns: readonly string[]): void {
     const pq = this.#connection();
     const text = `COPY ${table} (${columns.join(', ')}) FROM STDIN`;
-    const guarded = this.#depth > 0;
+    const guarded = this.#depth > 0 && this.#careful;
     if (guarded) this.#markWrite(pq);
     pq.exec(text);
     if (pq.resultStatus() !== 'PGRES_COPY_IN') {
@@ -482,7 +516,8 @@ export class PgDb {
     this.#copying = undefined;
     if (pq.putCopyEnd() !== 1) this.#throwIfGone(pq, '', oneLine(pq.errorMessage()));
     this.#lastResult(pq);
-    this.#check(pq, text, this.#depth > 0);
+    this.#check(pq, text, this.#depth > 0 && this.#careful);
+    if (this.#depth > 0 && !this.#careful) this.#changed[this.#depth] = true;
     return Number(pq.cmdTuples() || 0);
   }
 
@@ -494,7 +529,13 @@ export class PgDb {
     try {
       pq.putCopyEnd(reason);
       this.#lastResult(pq);
-      if (this.#depth > 0) pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
+      if (this.#depth > 0 && this.#careful) pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
+      else if (this.#depth > 0) {
+        // Without savepoints the failed copy ended the transaction's use: back to its start, and the
+        // transaction runs again with savepoints unless the caller's error ends it (#onceLight).
+        this.#pending ??= new Error(reason);
+        pq.exec('ROLLBACK TO SAVEPOINT sp0');
+      }
     } catch {
       // The connection went meanwhile: the caller's own error is the one to report.
     }
@@ -516,6 +557,7 @@ export class PgDb {
 
   /** Runs one statement, prepared on the server at its first use; its result stays on the connection. */
   execute(sql: PgStatementText, values: readonly Bindable[], typed = false): Libpq {
+    this.#afterFailure();
     const params = values.map(toParam);
     const pq = this.#connection();
     let name = this.#prepared.get(sql.text);
@@ -533,22 +575,29 @@ export class PgDb {
         const fields = pq.resultErrorFields() ?? {};
         this.#throwIfGone(pq, fields.sqlState ?? '', oneLine(message || pq.errorMessage()));
         pq.exec('ROLLBACK TO SAVEPOINT prepare; RELEASE SAVEPOINT prepare');
-        const known = serverError(fields.sqlState ?? '', fields.messagePrimary ?? message, this.#server);
-        if (known !== undefined) throw known;
-        throw new PgError(
-          `${message.trim()} (in: ${sql.text.replace(/\s+/g, ' ').slice(0, 120)})`,
+        // Preparing waits for the tables' locks too: a lock or statement timeout there is the server
+        // being busy, as for any statement.
+        const primary = fields.messagePrimary;
+        throw this.#serverError(
+          // The position in the statement (a LINE under it) says nothing to the user of a timeout.
+          TIMED_OUT.has(fields.sqlState ?? '') && primary !== undefined ? primary : oneLine(message),
           fields.sqlState ?? '',
+          sql.text,
           undefined,
+          primary,
         );
       }
       this.#check(pq, sql.text);
       if (this.#depth > 0) pq.exec('RELEASE SAVEPOINT prepare');
       this.#prepared.set(sql.text, name);
     }
-    const guarded = sql.writes && this.#depth > 0;
+    const guarded = sql.writes && this.#depth > 0 && this.#careful;
     if (guarded) this.#markWrite(pq);
     pq.execPrepared(name, params);
     this.#check(pq, sql.text, guarded);
+    if (sql.writes && this.#depth > 0 && !this.#careful && pq.cmdTuples() !== '0') {
+      this.#changed[this.#depth] = true;
+    }
     return pq;
   }
 
@@ -591,6 +640,24 @@ export class PgDb {
     });
   }
 
+  /** The error of a statement the server refused (`message` on one line). */
+  #serverError(
+    message: string,
+    sqlState: string,
+    sql: string,
+    constraint: string | undefined,
+    primary?: string,
+  ): Error {
+    const known = serverError(sqlState, primary ?? message, this.#server);
+    if (known !== undefined) return known;
+    return TIMED_OUT.has(sqlState)
+      ? new StoreError(
+          `the PostgreSQL state at ${this.name} is busy or slow: ${message.replace(/^ERROR:\s*/, '')}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
+          { kind: 'gone', file: this.name },
+        )
+      : new PgError(`${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`, sqlState, constraint);
+  }
+
   #check(pq: Libpq, sql: string, guarded = false): void {
     const status = pq.resultStatus();
     if (
@@ -604,19 +671,14 @@ export class PgDb {
     const sqlState = fields.sqlState ?? '';
     const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
     this.#throwIfGone(pq, sqlState, message);
-    const error =
-      serverError(sqlState, fields.messagePrimary ?? message, this.#server) ??
-      (TIMED_OUT.has(sqlState)
-        ? new StoreError(
-            `the PostgreSQL state at ${this.name} is busy or slow: ${message.replace(/^ERROR:\s*/, '')}${/statement timeout/.test(message) ? ` (statement_timeout ${seconds(this.#statementMs)} s)` : ''}; run again to continue`,
-            { kind: 'gone', file: this.name },
-          )
-        : new PgError(
-            `${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`,
-            sqlState,
-            fields.constraintName,
-          ));
-    if (guarded) {
+    const error = this.#serverError(message, sqlState, sql, fields.constraintName, fields.messagePrimary);
+    if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
+    if (this.#depth > 0 && !this.#careful) {
+      // Without savepoints the server refuses every statement of the transaction after this one: back to
+      // its start, so that a body that goes on can still read; it then runs again, carefully.
+      this.#pending ??= error;
+      pq.exec('ROLLBACK TO SAVEPOINT sp0');
+    } else if (guarded) {
       pq.exec(`ROLLBACK TO SAVEPOINT w${this.#depth}`);
     } else if (this.#depth > 0 && this.#failed === undefined) {
       // PostgreSQL refuses every statement after an error until a rollback: back to the savepoint
@@ -630,7 +692,7 @@ export class PgDb {
   /** better-sqlite3's transaction(): BEGIN…COMMIT, a savepoint when nested, rolled back on a throw. */
   transaction<F extends (...args: never[]) => unknown>(fn: F): F & Record<TxMode, F> {
     const wrap = (mode: TxMode) =>
-      ((...args: Parameters<F>) => this.#inTransaction(mode, () => fn(...args))) as unknown as F;
+      ((...args: Parameters<F>) => this.#inTransaction(mode, () => fn(...args), args)) as unknown as F;
     return Object.assign(wrap('default'), {
       default: wrap('default'),
       deferred: wrap('deferred'),
@@ -639,17 +701,121 @@ export class PgDb {
     });
   }
 
-  #inTransaction<T>(_mode: TxMode, body: () => T): T {
+  /**
+   * A transaction; at depth 0 one the server undid for a conflict (a deadlock between workers' row
+   * locks, a serialization failure) is run again, up to CONFLICT_TRIES times after a random wait of a
+   * few milliseconds, when its arguments can be read again (rerunnable). Its body only reads and writes
+   * the database and returns what it read, so running it again is running it once.
+   *
+   * It first runs without savepoints: no round trips for nested levels (each write of a group commit is
+   * one) nor for each write. That is exact as long as nothing fails, or what fails ends the whole
+   * transaction: a failed statement, or a nested level that threw after it changed rows, whose error
+   * every level lets through (then all is rolled back, as SQLite would). When a body goes on after such
+   * an error (a group commit reports a refused write in its slot and commits the others), the
+   * transaction is undone and run again with savepoints, which undo only what failed, as in SQLite. A
+   * transaction whose arguments cannot be read twice has savepoints from the start.
+   */
+  #inTransaction<T>(_mode: TxMode, body: () => T, args: readonly unknown[] = []): T {
+    if (this.#depth > 0) return this.#careful ? this.#once(body) : this.#onceLight(body);
+    let careful = this.readonly || !rerunnable(args);
+    for (let attempt = 1; ; attempt++) {
+      this.#careful = careful;
+      this.#pending = undefined;
+      this.#needCareful = false;
+      try {
+        return careful ? this.#once(body) : this.#onceLight(body);
+      } catch (error) {
+        const conflict = this.#conflict;
+        const rerun = this.#needCareful;
+        this.#conflict = undefined;
+        careful ||= rerun;
+        if (conflict === undefined) {
+          if (rerun) continue;
+          throw error;
+        }
+        if (attempt >= CONFLICT_TRIES || !rerunnable(args)) {
+          throw new StoreError(
+            `the PostgreSQL state at ${this.name} kept undoing a transaction for a conflict with another worker (${oneLine(conflict.message).slice(0, 160)}) ${attempt} time(s); run again to continue`,
+            { kind: 'gone', file: this.name },
+          );
+        }
+        pause(Math.random() * 4 * 2 ** attempt);
+      } finally {
+        this.#careful = true;
+        this.#pending = undefined;
+        this.#needCareful = false;
+      }
+    }
+  }
+
+  /**
+   * A statement after a failure in a transaction without savepoints would read what SQLite would not
+   * show (the transaction's rows before the failure are gone): whatever the body makes of it, the
+   * transaction runs again with savepoints.
+   */
+  #afterFailure(): void {
+    if (this.#pending !== undefined && this.#depth > 0 && !this.#careful) this.#needCareful = true;
+  }
+
+  /** A transaction level without savepoints (see #inTransaction). */
+  #onceLight<T>(body: () => T): T {
+    const depth = this.#depth;
+    if (depth === 0) {
+      try {
+        this.exec('BEGIN; SAVEPOINT sp0');
+      } catch (error) {
+        if (this.#pq !== undefined) this.#pq.exec('ROLLBACK');
+        throw error;
+      }
+    }
+    this.#depth = depth + 1;
+    this.#changed[depth + 1] = false;
+    try {
+      const result = body();
+      if (result instanceof Promise) throw new TypeError('Transaction function cannot return a promise');
+      if (this.#pending !== undefined) this.#needCareful = true;
+      if (depth > 0) {
+        this.#changed[depth] ||= this.#changed[depth + 1] === true;
+        return result;
+      }
+      if (this.#conflict !== undefined) throw this.#conflict;
+      if (this.#needCareful) throw new Error('run again with savepoints');
+      this.exec('COMMIT');
+      return result;
+    } catch (error) {
+      if (this.#pending === undefined) {
+        // Rows this level changed cannot be undone alone: only the end of the whole transaction may.
+        if (this.#changed[depth + 1] === true) this.#pending = error as Error;
+      } else if (error !== this.#pending) {
+        this.#needCareful = true;
+      }
+      if (depth > 0) {
+        this.#changed[depth] ||= this.#changed[depth + 1] === true;
+        throw error;
+      }
+      this.#failed = undefined;
+      try {
+        this.#pq?.exec('ROLLBACK');
+      } catch {
+        // The connection went while rolling back: the server rolls the transaction back itself.
+      }
+      throw error;
+    } finally {
+      this.#depth = depth;
+    }
+  }
+
+  #once<T>(body: () => T): T {
     const depth = this.#depth;
     const savepoint = `sp${depth}`;
-    const begin = this.readonly
-      ? 'BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY'
-      : `BEGIN; SELECT pg_advisory_xact_lock(${WRITER_LOCK})`;
+    // No lock at the start: each decision takes the locks of what it depends on (a task's row by the
+    // conditional UPDATE that moves it, a run's money lock, a period's; see the sub-stores).
+    const begin = this.readonly ? 'BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY' : 'BEGIN';
     try {
       this.exec(depth === 0 ? `${begin}; SAVEPOINT ${savepoint}` : `SAVEPOINT ${savepoint}`);
     } catch (error) {
-      // A transaction that began but never got the writer lock (the wait timed out) is still open and
-      // aborted on the connection: every later statement would fail until it is rolled back.
+      // A transaction that began but whose savepoint failed is still open and aborted on the
+      // connection: every later statement would fail until it is rolled back.
       if (depth === 0 && this.#pq !== undefined) this.#pq.exec('ROLLBACK');
       throw error;
     }
@@ -659,6 +825,7 @@ export class PgDb {
       const result = body();
       if (result instanceof Promise) throw new TypeError('Transaction function cannot return a promise');
       if (this.#failed !== undefined) throw this.#failed;
+      if (depth === 0 && this.#conflict !== undefined) throw this.#conflict;
       this.exec(depth === 0 ? 'COMMIT' : `RELEASE SAVEPOINT ${savepoint}`);
       return result;
     } catch (error) {

@@ -698,4 +698,48 @@ ALTER TABLE runs ADD COLUMN stop_message TEXT;
 ALTER TABLE runs ADD COLUMN stopped_at TEXT COLLATE "C";
 `,
   },
+  {
+    // PostgreSQL only: SQLite has one writer and nothing to wait for.
+    id: 19,
+    name: "a run's task counts moved when its transaction commits, one transaction at a time per run",
+    sql: `
+-- Every task that changes state moves two rows of task_counts (its old state's and its new one's). Done at
+-- once, each worker's transaction would hold those rows from its first move to its commit, and two workers
+-- moving tasks in opposite directions (one sends a task, another puts one back) would wait for each other
+-- forever until the server undoes one. Deferred to the commit, the moves of a run are made under one lock
+-- per run, held for the commit alone: the counts are the same, and no transaction waits on them while its
+-- worker is still working.
+CREATE OR REPLACE FUNCTION task_counts_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtextextended('mediabatch counts ' || OLD.run_id, 0));
+  UPDATE task_counts SET n = n - 1, est_micro = est_micro - micro(OLD.est_tokens),
+    est_min_micro = est_min_micro - micro(OLD.est_min), est_max_micro = est_max_micro - micro(OLD.est_max)
+  WHERE run_id = OLD.run_id AND state = OLD.state;
+  INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+    VALUES (NEW.run_id, NEW.state, 1, micro(NEW.est_tokens), micro(NEW.est_min), micro(NEW.est_max))
+    ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + 1,
+      est_micro = task_counts.est_micro + excluded.est_micro,
+      est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
+      est_max_micro = task_counts.est_max_micro + excluded.est_max_micro;
+  RETURN NULL;
+END $$;
+DROP TRIGGER task_counts_move ON tasks;
+CREATE CONSTRAINT TRIGGER task_counts_move AFTER UPDATE OF state, est_tokens, est_min, est_max ON tasks
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+  WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.est_tokens IS DISTINCT FROM NEW.est_tokens
+    OR OLD.est_min IS DISTINCT FROM NEW.est_min OR OLD.est_max IS DISTINCT FROM NEW.est_max)
+  EXECUTE FUNCTION task_counts_move();
+CREATE OR REPLACE FUNCTION task_counts_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtextextended('mediabatch counts ' || OLD.run_id, 0));
+  UPDATE task_counts SET n = n - 1, est_micro = est_micro - micro(OLD.est_tokens),
+    est_min_micro = est_min_micro - micro(OLD.est_min), est_max_micro = est_max_micro - micro(OLD.est_max)
+  WHERE run_id = OLD.run_id AND state = OLD.state;
+  RETURN NULL;
+END $$;
+DROP TRIGGER task_counts_delete ON tasks;
+CREATE CONSTRAINT TRIGGER task_counts_delete AFTER DELETE ON tasks
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION task_counts_delete();
+`,
+  },
 ];

@@ -14,6 +14,11 @@ import { PG_MIGRATIONS } from './migrations.js';
 /** Held while migrating: another worker waits here, then finds the schema current. */
 const MIGRATION_LOCK = 0x6d696772; // "migr"
 
+/** The schema a list of migrations brings a state to: its last id (PostgreSQL has ids SQLite has not). */
+function newest(migrations: readonly Migration[]): number {
+  return migrations.at(-1)?.id ?? 0;
+}
+
 /** Opens the state in the database at `url`, creating its tables on first use. */
 export function openPgDatabase(
   url: string,
@@ -54,20 +59,18 @@ export function openPgDatabaseReadOnly(url: string, migrations: readonly Migrati
       );
     }
     const latest = (db.prepare('SELECT max(id) FROM migrations').pluck().get() as number | null) ?? 0;
-    if (latest > migrations.length) {
+    const known = newest(migrations);
+    if (latest > known) {
       throw new StoreError(
-        `the PostgreSQL state at ${db.name} was written by a newer mediabatch (schema ${latest}, this one knows ${migrations.length}): upgrade mediabatch`,
+        `the PostgreSQL state at ${db.name} was written by a newer mediabatch (schema ${latest}, this one knows ${known}): upgrade mediabatch`,
         { kind: 'newer', file: db.name },
       );
     }
-    if (latest < migrations.length) {
-      throw new StoreError(
-        `the PostgreSQL state at ${db.name} has schema ${latest}, not ${migrations.length}`,
-        {
-          kind: 'older',
-          file: db.name,
-        },
-      );
+    if (latest < known) {
+      throw new StoreError(`the PostgreSQL state at ${db.name} has schema ${latest}, not ${known}`, {
+        kind: 'older',
+        file: db.name,
+      });
     }
   } catch (error) {
     db.close();
@@ -105,9 +108,9 @@ function migrate(db: PgDb, now: Clock, migrations: readonly Migration[]): void {
   applied_at TEXT NOT NULL
 )`);
     const latest = (db.prepare('SELECT max(id) FROM migrations').pluck().get() as number | null) ?? 0;
-    if (latest > migrations.length) {
+    if (latest > newest(migrations)) {
       throw new StoreError(
-        `the PostgreSQL state at ${db.name} was written by a newer mediabatch (schema ${latest}, this one knows ${migrations.length}): upgrade mediabatch`,
+        `the PostgreSQL state at ${db.name} was written by a newer mediabatch (schema ${latest}, this one knows ${newest(migrations)}): upgrade mediabatch`,
         { kind: 'newer', file: db.name },
       );
     }

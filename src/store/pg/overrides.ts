@@ -89,6 +89,45 @@ const OVERRIDES = new Map<string, string>(
     ],
     // The workers leaving one run take its row's lock in turn: one of them is the last.
     ['SELECT id FROM runs WHERE id = ?', 'SELECT id FROM runs WHERE id = ? FOR UPDATE'],
+    // A budget check (reservations.ts) holds its run's money lock until its transaction ends, so the next
+    // check of that budget reads what this one reserved; a fired run's check holds its period's lock too.
+    // Advisory locks keyed by the run (the manifest and period): the answers that book charges on the run's
+    // rows are not held up by them, and they cannot change what a check allows (a charge settles the worst
+    // case it replaces in the same commit). A hash shared by two runs only makes them take turns.
+    [
+      'SELECT run_id FROM run_money WHERE run_id = ?',
+      `SELECT pg_advisory_xact_lock(hashtextextended('mediabatch money ' || ?, 0))`,
+    ],
+    [
+      'SELECT manifest_path FROM period_money WHERE manifest_path = ? AND period = ?',
+      `SELECT pg_advisory_xact_lock(hashtextextended('mediabatch period ' || ? || ' ' || ?, 0))`,
+    ],
+    // The counts of tasks a plan inserts, under the run's counts lock, which the commit of every task's
+    // move takes (PostgreSQL migration 19) before its rows of task_counts: taken in that order by both, a
+    // plan and a worker's commit never wait for each other in a circle.
+    [
+      `INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+       VALUES (?, 'pending', ?, ?, ?, ?)
+       ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + excluded.n,
+         est_micro = task_counts.est_micro + excluded.est_micro,
+         est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
+         est_max_micro = task_counts.est_max_micro + excluded.est_max_micro`,
+      `INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+       SELECT k.run_id, 'pending', k.n, k.est, k.est_min, k.est_max
+       FROM (SELECT CAST(? AS TEXT) AS run_id, CAST(? AS BIGINT) AS n, CAST(? AS BIGINT) AS est,
+               CAST(? AS BIGINT) AS est_min, CAST(? AS BIGINT) AS est_max) AS k
+         CROSS JOIN LATERAL (SELECT pg_advisory_xact_lock(hashtextextended('mediabatch counts ' || k.run_id, 0))) AS l
+       ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + excluded.n,
+         est_micro = task_counts.est_micro + excluded.est_micro,
+         est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
+         est_max_micro = task_counts.est_max_micro + excluded.est_max_micro`,
+    ],
+    // A task a transaction reads, decides on and then writes (a review decision, a doubt resolved by a
+    // callback), locked for that transaction: two of them on one task take turns.
+    [
+      'SELECT state AS locked FROM tasks WHERE run_id = ? AND task_id = ?',
+      'SELECT state AS locked FROM tasks WHERE run_id = ? AND task_id = ? FOR UPDATE',
+    ],
     // A resumed run's tasks, a thousand ids at a time: one look-up through the primary key per id, whatever
     // the planner believes of the table (right after a million rows went in, its statistics still say a few
     // hundred, and it would read the whole run for every thousand ids).
