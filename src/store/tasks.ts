@@ -112,6 +112,8 @@ export class TaskStore {
   readonly #chains: ChainStore;
   /** A PostgreSQL state's way in for a new run's rows (COPY); undefined on SQLite. */
   readonly #copy: CopyRows | undefined;
+  /** Updates PostgreSQL's statistics of the tasks table (see upsertTasks); undefined on SQLite. */
+  readonly #analyze: (() => void) | undefined;
 
   // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db, now: Clock, chains: ChainStore) {
@@ -119,6 +121,8 @@ export class TaskStore {
     this.#chains = chains;
     const copyTarget = copyTargetOf(db);
     this.#copy = copyTarget && new CopyRows(copyTarget, 'tasks', COPY_COLUMNS);
+    // SQLite's ANALYZE would change its own planner's choices: PostgreSQL only.
+    this.#analyze = copyTarget && (() => void db.exec('ANALYZE tasks'));
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#forgetReportBasis = db.prepare<[string]>('UPDATE runs SET report_basis = NULL WHERE id = ?');
     this.#countInserted = db.prepare<[string, number, number, number, number]>(
@@ -339,7 +343,14 @@ export class TaskStore {
     specs: Iterable<NewTask>,
     opts: { acceptChanges?: boolean; allNew?: boolean } = {},
   ): UpsertResult {
-    return this.#upsert.immediate(runId, specs, opts.acceptChanges ?? false, opts.allNew ?? false);
+    const result = this.#upsert.immediate(runId, specs, opts.acceptChanges ?? false, opts.allNew ?? false);
+    // PostgreSQL plans each statement by what it last counted of the table: for a new state nothing, for
+    // a new run of thousands of tasks far too few. With a run's tasks counted as a handful, the move of one
+    // task (`WHERE run_id AND task_id AND state = 'pending'`) went through the state index and read every
+    // pending task of the run, once per submission. Counted again once a run's first rows are in (the
+    // rows stored later while it runs change little: autovacuum counts those).
+    if (this.#analyze !== undefined && opts.allNew !== true && result.inserted > 0) this.#analyze();
+    return result;
   }
 
   /**

@@ -67,10 +67,10 @@ describe('the connection', () => {
   it("keeps mediabatch's session settings beside a URL's own options, unless the URL sets them", () => {
     const options = (url: string) => new URL(connectionString(url)).searchParams.get('options');
     expect(options('postgres://db/mb?options=-csearch_path%3Dtenant')).toBe(
-      '-csearch_path=tenant -c statement_timeout=60000 -c idle_in_transaction_session_timeout=10000 -c TimeZone=UTC -c client_min_messages=warning',
+      '-csearch_path=tenant -c statement_timeout=60000 -c idle_in_transaction_session_timeout=10000 -c TimeZone=UTC -c client_min_messages=warning -c jit=off',
     );
     expect(options('postgres://db/mb?options=--statement_timeout%3D5s%20-c%20TimeZone%3DUTC')).toBe(
-      '--statement_timeout=5s -c TimeZone=UTC -c idle_in_transaction_session_timeout=10000 -c client_min_messages=warning',
+      '--statement_timeout=5s -c TimeZone=UTC -c idle_in_transaction_session_timeout=10000 -c client_min_messages=warning -c jit=off',
     );
   });
 

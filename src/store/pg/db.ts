@@ -112,6 +112,9 @@ const DEFAULT_SETTINGS: Record<string, string> = {
   idle_in_transaction_session_timeout: '10000',
   TimeZone: 'UTC',
   client_min_messages: 'warning',
+  // The store's statements are small; a few are estimated dear on a big run (a report's pass over every
+  // task), and compiling them cost the server more than running them: a second for a 2,000-task report.
+  jit: 'off',
 };
 
 /** Whether libpq's `options` (`-c name=value`, `-cname=value` or `--name=value`) set `name`. */
