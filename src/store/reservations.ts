@@ -82,6 +82,15 @@ interface FiguresRow {
 
 type Key = { runId: string; taskId: string };
 
+interface IntentBasisRow {
+  price: number | null;
+  open_id: number | null;
+  open_amount: number | null;
+  open_state: ReservationState | null;
+  doubt: number;
+  charged: number;
+}
+
 export class ReservationStore {
   readonly #figures;
   readonly #open;
@@ -93,8 +102,8 @@ export class ReservationStore {
   readonly #setPeriodBudget;
   readonly #periodSpend;
   readonly #heldForPending;
-  readonly #kindOf;
   readonly #priceOf;
+  readonly #intentBasis;
   readonly #lockRunMoney;
   readonly #lockPeriodMoney;
 
@@ -170,16 +179,24 @@ export class ReservationStore {
          WHERE r.run_id = ? AND r.state IN ('held', 'doubt') AND r.state = 'held' AND t.state = 'pending'`,
       )
       .pluck();
-    // A submission after a lost answer is a retry of doubt; after a charged one, an automatic retry.
-    this.#kindOf = db.prepare<[string, string], { doubt: number; charged: number }>(
-      `SELECT coalesce(max(outcome = 'in_doubt'), 0) AS doubt, coalesce(max(outcome = 'submitted'), 0) AS charged
-       FROM attempts WHERE run_id = ? AND task_id = ?`,
-    );
     this.#priceOf = db
       .prepare<[string, string], number>(
         'SELECT CAST(round(est_max * 1000000) AS INTEGER) FROM tasks WHERE run_id = ? AND task_id = ?',
       )
       .pluck();
+    // What an intent needs before its check, in one read: the task's worst case, its open reservation
+    // (a re-roll's), and whether an earlier attempt of it was lost or charged (the kind of the spend).
+    this.#intentBasis = db.prepare<[string, string], IntentBasisRow>(
+      `SELECT CAST(round(t.est_max * 1000000) AS INTEGER) AS price,
+         r.id AS open_id, r.amount AS open_amount, r.state AS open_state,
+         EXISTS (SELECT 1 FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
+           AND a.outcome = 'in_doubt') AS doubt,
+         EXISTS (SELECT 1 FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
+           AND a.outcome = 'submitted') AS charged
+       FROM tasks AS t LEFT JOIN reservations AS r
+         ON r.run_id = t.run_id AND r.task_id = t.task_id AND r.state IN ('held', 'doubt')
+       WHERE t.run_id = ? AND t.task_id = ?`,
+    );
   }
 
   /** `beforePeriod`: called before a fired run's period is read (the check locks it there). */
@@ -239,8 +256,12 @@ export class ReservationStore {
    * reservation taken over (grown if the price grew). Throws OverBudgetError when the budget cannot hold it.
    */
   reserveForIntent(runId: string, taskId: string, now: string): void {
-    const price = this.#priceOf.get(runId, taskId) ?? 0;
-    const open = this.#open.get(runId, taskId);
+    const basis = this.#intentBasis.get(runId, taskId);
+    const price = basis?.price ?? 0;
+    const open =
+      basis?.open_id == null || basis.open_amount === null || basis.open_state === null
+        ? undefined
+        : { id: basis.open_id, amount: basis.open_amount, state: basis.open_state };
     if (open?.state === 'held') {
       if (price <= open.amount) return;
       this.#check(runId, [taskId], price - open.amount);
@@ -250,8 +271,8 @@ export class ReservationStore {
     // A task back in the queue from doubt gives its doubt up when it is sent again (tasks.ts releases it
     // on requeue; this covers a path that did not).
     if (open !== undefined) this.release(runId, taskId, now, ['doubt']);
-    const seen = this.#kindOf.get(runId, taskId);
-    const kind: ReservationKind = seen?.doubt ? 'doubt' : seen?.charged ? 'retry' : 'first';
+    // A submission after a lost answer is a retry of doubt; after a charged one, an automatic retry.
+    const kind: ReservationKind = basis?.doubt ? 'doubt' : basis?.charged ? 'retry' : 'first';
     this.#check(runId, [taskId], price);
     this.#insert.run({ runId, taskId, kind, amount: price, now });
   }

@@ -83,6 +83,7 @@ export class TaskStore {
   readonly #resetTaskWithBody;
   readonly #deleteFilesOfTask;
   readonly #selectTask;
+  readonly #selectTaskCharged;
   readonly #selectTaskByImgUuid;
   readonly #selectState;
   readonly #selectTasksOfRun;
@@ -191,6 +192,11 @@ export class TaskStore {
     );
     this.#selectTask = db.prepare<[string, string], TaskRow>(
       'SELECT * FROM tasks WHERE run_id = ? AND task_id = ?',
+    );
+    this.#selectTaskCharged = db.prepare<[string, string], TaskRow & { charged_attempts: number }>(
+      `SELECT *, (SELECT count(*) FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
+         AND a.outcome = 'submitted') AS charged_attempts
+       FROM tasks AS t WHERE run_id = ? AND task_id = ?`,
     );
     this.#selectTaskByImgUuid = db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE img_uuid = ?');
     this.#selectState = db
@@ -612,6 +618,18 @@ export class TaskStore {
   getTask(runId: string, taskId: string): TaskRecord | undefined {
     const row = this.#selectTask.get(runId, taskId);
     return row === undefined ? undefined : toTask(row);
+  }
+
+  /**
+   * The task and how many of its jobs were accepted (and charged) so far, across retries, in one read:
+   * what the runner says of a submission it just recorded as accepted.
+   */
+  getTaskWithCharges(
+    runId: string,
+    taskId: string,
+  ): { task: TaskRecord; chargedAttempts: number } | undefined {
+    const row = this.#selectTaskCharged.get(runId, taskId);
+    return row === undefined ? undefined : { task: toTask(row), chargedAttempts: row.charged_attempts };
   }
 
   getTaskByImgUuid(imgUuid: string): TaskRecord | undefined {

@@ -150,7 +150,7 @@ async function recordAccepted(
       listPrice,
       keyFingerprint,
     });
-    return { r, fresh: store.tasks.getTask(runId, id) };
+    return { r, fresh: store.tasks.getTaskWithCharges(runId, id) };
   });
   if (recorded.r.state === 'in_doubt') {
     core.emit({ event: 'in_doubt', task: id, reason: recorded.r.message });
@@ -165,7 +165,7 @@ async function recordAccepted(
     img_uuid: outcome.imgUuid,
     cost: outcome.cost ?? listPrice,
     cost_assumed: outcome.cost === undefined,
-    attempt: store.submissions.chargedAttempts(runId, id),
+    attempt: recorded.fresh?.chargedAttempts ?? 0,
   });
   if (outcome.cost === undefined) {
     core.log.warn(
@@ -177,7 +177,7 @@ async function recordAccepted(
     { task: id, img_uuid: outcome.imgUuid, cost: outcome.cost, request_id: outcome.requestId },
     'submitted',
   );
-  if (recorded.fresh) watcher.watch(recorded.fresh, 0, true, entry);
+  if (recorded.fresh) watcher.watch(recorded.fresh.task, 0, true, entry);
   else core.releaseSlot(id);
   // The job may have ended before its submission answer reached us (a fast job, a slow answer).
   watcher.answerRecorded(id);
