@@ -64,10 +64,16 @@ export class JobStore {
       finishedAt: string | null;
       error: string | null;
       now: string;
+      look: number;
+      next: string | null;
     }>(
+      // A look at the job that brought the news is counted here, as notePolled would (one write of the row).
       `UPDATE tasks SET state = :to, job_status = :status, source = :source,
          job_duration = coalesce(:duration, job_duration), finished_at = coalesce(:finishedAt, finished_at),
-         error = coalesce(:error, error), updated_at = :now
+         error = coalesce(:error, error), updated_at = :now,
+         last_polled_at = CASE WHEN :look = 1 THEN :now ELSE last_polled_at END,
+         poll_count = poll_count + :look,
+         next_poll_at = CASE WHEN :look = 1 THEN :next ELSE next_poll_at END
        WHERE img_uuid = :imgUuid AND state = :from`,
     );
     this.#eventStatuses = db
@@ -88,24 +94,39 @@ export class JobStore {
       'SELECT * FROM job_events WHERE img_uuid = ? ORDER BY at, rowid',
     );
     this.#record = db.transaction(
-      (imgUuid: string, status: string, record: unknown, source: EventSource): JobStatusResult =>
-        this.#recordInTransaction(imgUuid, status, record, source),
+      (
+        imgUuid: string,
+        status: string,
+        record: unknown,
+        source: EventSource,
+        nextLook: Date | undefined,
+      ): JobStatusResult => this.#recordInTransaction(imgUuid, status, record, source, nextLook),
     );
   }
 
   /**
    * Records that the job `imgUuid` has `status` (as confirmed by jobs/detail, whatever brought the
-   * news). Safe to call any number of times, in any order.
+   * news). Safe to call any number of times, in any order. `nextLook`: the news came from a look at the
+   * job; when the task moves, that look is counted with the move (as notePolled would, the next one due
+   * at `nextLook`) and the result says `looked`.
    */
-  recordJobStatus(imgUuid: string, status: string, record: unknown, source: EventSource): JobStatusResult {
-    return this.#record.immediate(imgUuid, status, record, source);
+  recordJobStatus(
+    imgUuid: string,
+    status: string,
+    record: unknown,
+    source: EventSource,
+    nextLook?: Date,
+  ): JobStatusResult {
+    return this.#record.immediate(imgUuid, status, record, source, nextLook);
   }
 
+  // Long on purpose: the event, the move (with the look that brought it) and the refund, one decision.
   #recordInTransaction(
     imgUuid: string,
     status: string,
     record: unknown,
     source: EventSource,
+    nextLook: Date | undefined,
   ): JobStatusResult {
     const now = toIso(this.#now());
     const stored = record === undefined ? null : scrub(JSON.stringify(withoutSignedQueries(record)));
@@ -133,6 +154,8 @@ export class JobStore {
         finishedAt: to === 'failed' ? now : null,
         error: to === 'failed' ? JOB_FAILED : null,
         now,
+        look: nextLook === undefined ? 0 : 1,
+        next: nextLook === undefined ? null : toIso(nextLook),
       }).changes === 1;
     let refunded: number | null = null;
     // A job that was seen succeeding is not refunded by a later contradicting report.
@@ -150,6 +173,7 @@ export class JobStore {
       from,
       to,
       moved,
+      looked: moved && nextLook !== undefined,
       refunded,
     };
   }

@@ -267,6 +267,8 @@ export interface JobStatusResult {
   /** The task's state after the event (unchanged when the event would move it backward). */
   to: TaskState | null;
   moved: boolean;
+  /** The look at the job that brought it was counted with the move (its poll count, when, the next one due). */
+  looked: boolean;
   /** Tokens refunded by this event, when it recorded the refund. */
   refunded: number | null;
 }

@@ -8,6 +8,26 @@ function jobRecord(status: string, extra: Record<string, unknown> = {}) {
 }
 
 describe('recordJobStatus', () => {
+  it('counts the look that brought the news with the move it makes, and only then', () => {
+    const store = ctx.store();
+    const now = ctx.clock().now();
+    store.tasks.upsertTasks('r1', [task('a')]);
+    submit(store, 'r1', 'a', 'uuid-a', 3);
+    const next = new Date(now.getTime() + 5_000);
+    const moved = store.jobs.recordJobStatus('uuid-a', 'processing', jobRecord('processing'), 'poll', next);
+    expect(moved).toMatchObject({ from: 'submitted', to: 'running', moved: true, looked: true });
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({
+      state: 'running',
+      pollCount: 1,
+      lastPolledAt: now,
+      nextPollAt: next,
+    });
+    // The same news again moves nothing: the look is the caller's to count (notePolled), not counted here.
+    const again = store.jobs.recordJobStatus('uuid-a', 'processing', jobRecord('processing'), 'poll', now);
+    expect(again).toMatchObject({ moved: false, looked: false });
+    expect(store.tasks.getTask('r1', 'a')).toMatchObject({ pollCount: 1, nextPollAt: next });
+  });
+
   it('moves a task forward only: a processing event after success leaves it downloading', () => {
     const store = ctx.store();
     store.tasks.upsertTasks('r1', [task('a')]);
@@ -21,6 +41,7 @@ describe('recordJobStatus', () => {
       from: 'submitted',
       to: 'downloading',
       moved: true,
+      looked: false,
       refunded: null,
     });
     expect(store.jobs.recordJobStatus('uuid-a', 'processing', jobRecord('processing'), 'poll')).toMatchObject(

@@ -362,11 +362,20 @@ export class Watcher {
       );
   }
 
-  /** Schedules the next look; the poll bookkeeping is for people reading the state, it rides along. */
-  #lookAgain(taskId: string, at: number): void {
+  /**
+   * Schedules the next look; the poll bookkeeping is for people reading the state, it rides along.
+   * `counted`: the look that led here was counted already (with the task's move), only its next is set.
+   */
+  #lookAgain(taskId: string, at: number, counted = false): void {
     const core = this.#core;
+    const { store } = core.deps;
+    const { runId } = core.opts;
     core.writes
-      .write(() => core.deps.store.tasks.notePolled(core.opts.runId, taskId, new Date(at)))
+      .write(() =>
+        counted
+          ? store.tasks.setNextPoll(runId, taskId, new Date(at))
+          : store.tasks.notePolled(runId, taskId, new Date(at)),
+      )
       .catch((error: unknown) =>
         core.log.debug({ task: taskId, err: error }, 'poll bookkeeping not recorded'),
       );
@@ -379,8 +388,16 @@ export class Watcher {
     const taskId = watched.task.taskId;
     const status = record.status;
     const phase = jobPhase(status);
+    // The look is counted with the move when the task moves (one write of its row), due again now: a look
+    // that ends the watch schedules no other, and one that does not sets its next below.
     const result = await core.writes.write(() =>
-      core.deps.store.jobs.recordJobStatus(watched.task.imgUuid ?? '', status, record, source),
+      core.deps.store.jobs.recordJobStatus(
+        watched.task.imgUuid ?? '',
+        status,
+        record,
+        source,
+        new Date(core.now()),
+      ),
     );
     if (!result.knownStatus) {
       this.#warnOnce(
@@ -394,7 +411,7 @@ export class Watcher {
     this.#learn(watched, record, phase === 'success', result.moved);
     const state = result.to ?? core.deps.store.tasks.getTask(core.opts.runId, taskId)?.state;
     if (state === 'failed') {
-      this.#countLastLook(taskId);
+      if (!result.looked) this.#countLastLook(taskId);
       if (result.refunded !== null) core.money.changed();
       core.log.warn({ task: taskId, refunded: result.refunded }, 'job failed (refunded)');
       await this.#retryFailed(watched, result.refunded);
@@ -403,14 +420,14 @@ export class Watcher {
     }
     const fetchable = state === 'downloading' || state === 'unfetched';
     if (phase === 'success' && fetchable && hasResults(record)) {
-      this.#countLastLook(taskId);
+      if (!result.looked) this.#countLastLook(taskId);
       if (result.moved) core.arrivals[source]++;
       this.#fetcher.start(watched, record);
       core.progress();
       return;
     }
     if (state === 'done' || state === 'lost' || state === 'rejected' || state === 'in_doubt') {
-      this.#countLastLook(taskId);
+      if (!result.looked) this.#countLastLook(taskId);
       this.unwatch(taskId);
       return;
     }
@@ -428,7 +445,7 @@ export class Watcher {
     }
     if (result.moved) core.progress();
     const next = this.#nextPollAt(watched);
-    this.#lookAgain(taskId, phase === 'success' ? Math.min(next, core.now() + 1_000) : next);
+    this.#lookAgain(taskId, phase === 'success' ? Math.min(next, core.now() + 1_000) : next, result.looked);
   }
 
   /** A job seen finished for the first time teaches how long its model takes; one not finished, when it was not. */
