@@ -120,7 +120,6 @@ export class JobStore {
     return this.#record.immediate(imgUuid, status, record, source, nextLook);
   }
 
-  // Long on purpose: the event, the move (with the look that brought it) and the refund, one decision.
   #recordInTransaction(
     imgUuid: string,
     status: string,
