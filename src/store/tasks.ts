@@ -122,8 +122,17 @@ export class TaskStore {
     this.#chains = chains;
     const copyTarget = copyTargetOf(db);
     this.#copy = copyTarget && new CopyRows(copyTarget, 'tasks', COPY_COLUMNS);
-    // SQLite's ANALYZE would change its own planner's choices: PostgreSQL only.
-    this.#analyze = copyTarget && (() => void db.exec('ANALYZE tasks'));
+    // SQLite's ANALYZE would change its own planner's choices: PostgreSQL only. Only the table's owner may
+    // count it (any other role gets a WARNING, which libpq prints on stderr): a worker's role that may only
+    // read and write skips it, and autovacuum counts the rows a little later.
+    this.#analyze =
+      copyTarget &&
+      (() =>
+        void db.exec(`DO $$ BEGIN
+          IF pg_has_role((SELECT relowner FROM pg_class WHERE oid = 'tasks'::regclass), 'USAGE') THEN
+            ANALYZE tasks;
+          END IF;
+        END $$`));
     this.#runExists = db.prepare<[string], number>('SELECT 1 FROM runs WHERE id = ?').pluck();
     this.#forgetReportBasis = db.prepare<[string]>('UPDATE runs SET report_basis = NULL WHERE id = ?');
     this.#countInserted = db.prepare<[string, number, number, number, number]>(
