@@ -265,9 +265,7 @@ describe('workers of one run on a PostgreSQL state', () => {
     expect(env.state().requests.submit).toBe(0);
   });
 
-  it('two workers answered with one job at the same moment: one task keeps it, the other is in doubt, no crash', {
-    timeout: 40_000,
-  }, async () => {
+  it('two workers answered with one job at the same moment: one task keeps it, the other is in doubt, no crash', async () => {
     env = await makeRunEnv({ balance: 1000, speed: 0.1 });
     // Four tasks, one slot each: a worker claims ahead of its slots, so the second worker finds some left.
     const file = await env.manifest({ name: 'twin', concurrency: 1, tasks: images(4) });
