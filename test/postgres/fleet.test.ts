@@ -2,7 +2,8 @@
 // the first plans and checks the run, later ones join; each task is sent once (the sandbox's POSTs),
 // the money in the database is the sandbox's books, the last worker out closes the run. A worker killed
 // with kill -9: its unsent claims go back to the queue, its task being sent is in doubt and never sent
-// again, its jobs are finished by another worker.
+// again, its jobs are finished by another worker. Two workers told of one job at the same moment: one task
+// keeps it, the other is in doubt, one charge.
 
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
