@@ -185,20 +185,17 @@ export class SubmissionStore {
         const at = toIso(this.#now());
         // Two tasks can never share a job: a second task answered with a known img_uuid is in doubt
         // (its own submission may or may not have been charged), never a crash.
-        const owner = this.#selectOwner.get(answer.imgUuid);
-        if (owner !== undefined && (owner.run_id !== runId || owner.task_id !== taskId)) {
-          const message = `the API answered with job ${answer.imgUuid}, which task ${owner.task_id} of run ${owner.run_id} already has: this submission may or may not have been charged`;
-          if (this.#markInDoubt.run({ runId, taskId, error: message, now: at }).changes === 0) {
-            throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'in_doubt');
-          }
-          this.#recordAnswer.run({
-            ...answerValues(runId, taskId, attemptNo, 'in_doubt', { message, httpStatus: 200, code: 0 }, at),
-            imgUuid: null,
-          });
-          this.#money.doubt(runId, taskId);
-          return { state: 'in_doubt', message };
+        const owner = this.#otherOwner(runId, taskId, answer.imgUuid);
+        if (owner !== undefined) return this.#sharedJob(runId, taskId, attemptNo, answer.imgUuid, owner, at);
+        try {
+          this.#book(runId, taskId, answer, { from: 'submitted', recovered: 0, at, stateBefore: undefined });
+        } catch (error) {
+          // Another worker gave the job to its task between the read above and this write, and its commit
+          // is what refused the write (PostgreSQL waits for it on the unique index): the owner reads now.
+          const late = isUniqueViolation(error) ? this.#otherOwner(runId, taskId, answer.imgUuid) : undefined;
+          if (late === undefined) throw error;
+          return this.#sharedJob(runId, taskId, attemptNo, answer.imgUuid, late, at);
         }
-        this.#book(runId, taskId, answer, { from: 'submitted', recovered: 0, at, stateBefore: undefined });
         this.#recordAnswer.run({
           runId,
           taskId,
@@ -216,9 +213,14 @@ export class SubmissionStore {
     this.#adopt = db.transaction((runId: string, taskId: string, answer: SubmittedAnswer): boolean => {
       const at = toIso(this.#now());
       if (this.#lockState.get(runId, taskId) !== 'in_doubt') return false;
-      const owner = this.#selectOwner.get(answer.imgUuid);
-      if (owner !== undefined) return false;
-      this.#book(runId, taskId, answer, { from: 'submitted', recovered: 1, at, stateBefore: 'in_doubt' });
+      if (this.#selectOwner.get(answer.imgUuid) !== undefined) return false;
+      try {
+        this.#book(runId, taskId, answer, { from: 'submitted', recovered: 1, at, stateBefore: 'in_doubt' });
+      } catch (error) {
+        // Another worker gave the job to a task of its own after the read above (see #submitted).
+        if (isUniqueViolation(error) && this.#selectOwner.get(answer.imgUuid) !== undefined) return false;
+        throw error;
+      }
       const attemptNo = this.#lastInDoubtAttempt.get(runId, taskId);
       if (attemptNo !== null && attemptNo !== undefined) {
         this.#recordAnswer.run({
@@ -301,6 +303,37 @@ export class SubmissionStore {
     return this.#countCharged.get(runId, taskId) ?? 0;
   }
 
+  /** The task that has the job already, when it is not this one. */
+  #otherOwner(
+    runId: string,
+    taskId: string,
+    imgUuid: string,
+  ): { run_id: string; task_id: string } | undefined {
+    const owner = this.#selectOwner.get(imgUuid);
+    return owner !== undefined && (owner.run_id !== runId || owner.task_id !== taskId) ? owner : undefined;
+  }
+
+  /** A submission answered with another task's job: in doubt, the other task's job and charge untouched. */
+  #sharedJob(
+    runId: string,
+    taskId: string,
+    attemptNo: number,
+    imgUuid: string,
+    owner: { run_id: string; task_id: string },
+    at: string,
+  ): SubmitRecorded {
+    const message = `the API answered with job ${imgUuid}, which task ${owner.task_id} of run ${owner.run_id} already has: this submission may or may not have been charged`;
+    if (this.#markInDoubt.run({ runId, taskId, error: message, now: at }).changes === 0) {
+      throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'in_doubt');
+    }
+    this.#recordAnswer.run({
+      ...answerValues(runId, taskId, attemptNo, 'in_doubt', { message, httpStatus: 200, code: 0 }, at),
+      imgUuid: null,
+    });
+    this.#money.doubt(runId, taskId);
+    return { state: 'in_doubt', message };
+  }
+
   #book(
     runId: string,
     taskId: string,
@@ -361,6 +394,11 @@ export class SubmissionStore {
       imgUuid: row.img_uuid,
     }));
   }
+}
+
+/** A write refused by a unique index (SQLite's code; the PostgreSQL store gives its errors the same). */
+function isUniqueViolation(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === 'SQLITE_CONSTRAINT_UNIQUE';
 }
 
 function answerValues(

@@ -2,10 +2,15 @@
 // the first plans and checks the run, later ones join; each task is sent once (the sandbox's POSTs),
 // the money in the database is the sandbox's books, the last worker out closes the run. A worker killed
 // with kill -9: its unsent claims go back to the queue, its task being sent is in doubt and never sent
-// again, its jobs are finished by another worker.
+// again, its jobs are finished by another worker. Two workers told of one job at the same moment: one task
+// keeps it, the other is in doubt, one charge.
 
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { request } from 'undici';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { openStore, type Store } from '../../src/store/index.js';
+import { PgDb } from '../../src/store/pg/db.js';
 import { type Child, spawnCli } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
@@ -28,19 +33,19 @@ afterEach(async () => {
   await env?.close();
 });
 
-function workerEnv(): Record<string, string> {
+function workerEnv(baseUrl = env.sandbox.baseUrl): Record<string, string> {
   return {
     MEDIABATCH_API_KEY: SANDBOX_KEY,
-    MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
+    MEDIABATCH_BASE_URL: baseUrl,
     MEDIABATCH_POLL_SCALE: FAST_POLLS,
   };
 }
 
 /** One worker: `mediabatch run` in its own process, on the test's database. */
-function worker(file: string, extra: string[] = []): Child {
+function worker(file: string, extra: string[] = [], baseUrl?: string): Child {
   const child = spawnCli(['--state', url, 'run', file, '--yes', '--allow-local-output', ...extra], {
     cwd: env.dir,
-    env: workerEnv(),
+    env: workerEnv(baseUrl),
   });
   children.push(child);
   return child;
@@ -260,4 +265,139 @@ describe('workers of one run on a PostgreSQL state', () => {
     );
     expect(env.state().requests.submit).toBe(0);
   });
+
+  it('two workers answered with one job at the same moment: one task keeps it, the other is in doubt, no crash', async () => {
+    env = await makeRunEnv({ balance: 1000, speed: 0.1 });
+    // Four tasks, one slot each: a worker claims ahead of its slots, so the second worker finds some left.
+    const file = await env.manifest({ name: 'twin', concurrency: 1, tasks: images(4) });
+    const twin = await twinAnswers(env.sandbox.baseUrl);
+    try {
+      const first = worker(file, [], twin.baseUrl);
+      await until(
+        () => withStore((store) => store.workers.list('twin').length > 0),
+        'the first worker to start working',
+      );
+      const second = worker(file, [], twin.baseUrl);
+      await Promise.race([twin.bothSent, first.exited, second.exited]);
+      expect(twin.count(), `${first.stdout()}${first.stderr()}${second.stdout()}${second.stderr()}`).toBe(2);
+      // Both answers are recorded behind a third writer so that they meet: the first to write the job
+      // waits for the ledger with the job's index entry uncommitted, the second waits for it on that index.
+      const holder = new PgDb(url);
+      try {
+        holder.exec('BEGIN; LOCK TABLE ledger IN SHARE MODE');
+        twin.answer();
+        await until(() => lockWaiters() === 2, 'both answers to wait');
+        holder.exec('COMMIT');
+      } finally {
+        holder.close();
+      }
+      const codes = await Promise.all([first.exited, second.exited]);
+      const said = `${first.stderr()}${second.stderr()}`;
+      expect(said).not.toContain('    at ');
+      // A task in doubt ends the run as any task that needs you does, never as a bug (70).
+      expect(codes.sort(), said).toEqual([0, 2]);
+    } finally {
+      await twin.close();
+    }
+    // The sandbox made a job per POST, one per task; the second answer of the two named the first's job.
+    expect(env.state().requests.submit).toBe(4);
+    withStore((store) => {
+      const done = store.tasks.tasksByState('twin', ['done']);
+      const doubt = store.tasks.tasksByState('twin', ['in_doubt']);
+      expect([done.length, doubt.length]).toEqual([3, 1]);
+      const kept = done.find((t) => t.imgUuid === twin.jobId());
+      expect(doubt[0]?.error).toBe(
+        `the API answered with job ${twin.jobId()}, which task ${kept?.taskId} of run twin already has: this submission may or may not have been charged`,
+      );
+      // The books hold the done tasks' charges only: the job both tasks were told of is charged once.
+      expect(store.ledger.runSpent('twin').charged).toBeCloseTo(
+        done.reduce((n, t) => n + (t.cost ?? 0), 0),
+        9,
+      );
+    });
+  });
 });
+
+/** Sessions of the test's database waiting for a lock. */
+function lockWaiters(): number {
+  const db = new PgDb(url);
+  try {
+    return Number(
+      db
+        .prepare(
+          `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+           WHERE NOT l.granted AND s.datname = current_database()`,
+        )
+        .pluck()
+        .get(),
+    );
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * A proxy in front of the sandbox that holds the answers of the first two submissions until both came
+ * (from two workers) and `answer()` is called, then gives both the first one's job id.
+ */
+async function twinAnswers(upstream: string): Promise<{
+  baseUrl: string;
+  bothSent: Promise<void>;
+  answer(): void;
+  jobId(): string;
+  count(): number;
+  close(): Promise<void>;
+}> {
+  const held: { status: number; body: { data?: { img_uuid?: string } } }[] = [];
+  let sent: () => void = () => undefined;
+  const bothSent = new Promise<void>((resolve) => {
+    sent = resolve;
+  });
+  let go: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => {
+    go = resolve;
+  });
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (['host', 'connection', 'content-length', 'keep-alive'].includes(name)) continue;
+      if (typeof value === 'string') headers[name] = value;
+    }
+    const answer = await request(`${upstream}${req.url ?? '/'}`, {
+      method: req.method as 'GET' | 'POST',
+      headers,
+      ...(req.method === 'POST' ? { body: Buffer.concat(chunks) } : {}),
+    });
+    const text = await answer.body.text();
+    const type = answer.headers['content-type'];
+    if (req.method !== 'POST' || !req.url?.startsWith('/api/') || held.length >= 2) {
+      res.writeHead(answer.statusCode, typeof type === 'string' ? { 'content-type': type } : {}).end(text);
+      return;
+    }
+    const mine = { status: answer.statusCode, body: JSON.parse(text) as { data?: { img_uuid?: string } } };
+    held.push(mine);
+    if (held.length === 2) sent();
+    await released;
+    if (mine.body.data !== undefined) mine.body.data.img_uuid = held[0]?.body.data?.img_uuid;
+    res.writeHead(mine.status, { 'content-type': 'application/json' }).end(JSON.stringify(mine.body));
+  };
+  const server = createServer((req, res) => {
+    handle(req, res).catch(() => req.socket.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    bothSent,
+    answer: () => go(),
+    jobId: () => held[0]?.body.data?.img_uuid ?? '',
+    count: () => held.length,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
