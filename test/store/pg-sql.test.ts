@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { redactUrl, stateLocation } from '../../src/store/location.js';
 import { type BulkInsert, bulkInsertParams, bulkInsertText } from '../../src/store/pg/bulk.js';
 import { connectionString, hangLimitMs } from '../../src/store/pg/db.js';
+import { pgOverride } from '../../src/store/pg/overrides.js';
 import { toPostgres } from '../../src/store/pg/sql.js';
 
 describe('toPostgres', () => {
@@ -130,5 +131,18 @@ describe('a multi-row INSERT of alike rows', () => {
     ['named parameters', 'INSERT INTO t (a) VALUES (:a), (:a)'],
   ])('is left as it is with %s', (_, sql) => {
     expect(toPostgres(sql).bulk).toBeUndefined();
+  });
+});
+
+describe('estimates in micro-tokens on PostgreSQL', () => {
+  it('are rounded by micro() (half up, as SQLite and the money module), never by round() of a double (ties to even)', () => {
+    expect(
+      pgOverride(
+        'SELECT CAST(round(t.est_max * 1000000) AS INTEGER) AS price, CAST(round(est_min * 1000000) AS INTEGER) FROM tasks t',
+      ),
+    ).toBe('SELECT micro(t.est_max) AS price, micro(est_min) FROM tasks t');
+    // A ledger's tokens may be a refund's: not an estimate, left as written.
+    const ledger = 'SELECT CAST(round(l.tokens * 1000000) AS INTEGER) FROM ledger l';
+    expect(pgOverride(ledger)).toBe(ledger);
   });
 });

@@ -40,32 +40,6 @@ const OVERRIDES = new Map<string, string>(
          LEFT JOIN ledger c ON c.run_id = x.run_id AND c.kind = 'charge' AND c.reroll = 1
        GROUP BY x.run_id`,
     ],
-    // PostgreSQL's round() of a double breaks ties to even; micro() (migration 13) rounds as the money
-    // module does.
-    [
-      'SELECT CAST(round(est_max * 1000000) AS INTEGER) FROM tasks WHERE run_id = ? AND task_id = ?',
-      'SELECT micro(est_max) FROM tasks WHERE run_id = ? AND task_id = ?',
-    ],
-    [
-      `SELECT CAST(round(t.est_max * 1000000) AS INTEGER) AS price,
-         r.id AS open_id, r.amount AS open_amount, r.state AS open_state,
-         EXISTS (SELECT 1 FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
-           AND a.outcome = 'in_doubt') AS doubt,
-         EXISTS (SELECT 1 FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
-           AND a.outcome = 'submitted') AS charged
-       FROM tasks AS t LEFT JOIN reservations AS r
-         ON r.run_id = t.run_id AND r.task_id = t.task_id AND r.state IN ('held', 'doubt')
-       WHERE t.run_id = ? AND t.task_id = ?`,
-      `SELECT micro(t.est_max) AS price,
-         r.id AS open_id, r.amount AS open_amount, r.state AS open_state,
-         EXISTS (SELECT 1 FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
-           AND a.outcome = 'in_doubt') AS doubt,
-         EXISTS (SELECT 1 FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
-           AND a.outcome = 'submitted') AS charged
-       FROM tasks AS t LEFT JOIN reservations AS r
-         ON r.run_id = t.run_id AND r.task_id = t.task_id AND r.state IN ('held', 'doubt')
-       WHERE t.run_id = ? AND t.task_id = ?`,
-    ],
     // A claim skips the rows another worker's claim holds locked (graphile-worker's and pg-boss's way):
     // the workers never queue behind each other for the same pending tasks.
     [
@@ -157,7 +131,13 @@ const OVERRIDES = new Map<string, string>(
   ].map(([sqlite, pg]) => [fold(sqlite as string), pg as string]),
 );
 
-/** The statement to rewrite for PostgreSQL: its override, or itself. */
+/**
+ * A task's estimate in micro-tokens. PostgreSQL's round() of a double breaks ties to even; micro()
+ * (migration 13) rounds half up as the money module and SQLite do for these never-negative columns.
+ */
+const ESTIMATE_MICRO = /CAST\(round\(((?:\w+\.)?est_(?:tokens|min|max)) \* 1000000\) AS INTEGER\)/g;
+
+/** The statement to rewrite for PostgreSQL: its override, or itself, estimates rounded as money is. */
 export function pgOverride(sql: string): string {
-  return OVERRIDES.get(fold(sql)) ?? sql;
+  return (OVERRIDES.get(fold(sql)) ?? sql).replace(ESTIMATE_MICRO, 'micro($1)');
 }
