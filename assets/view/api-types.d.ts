@@ -20,7 +20,7 @@ export interface RunHead {
   state: string;
   exit_code: number | null;
   /** Why a run that did not finish stopped (the first reason, in the line it stopped with); null otherwise. */
-  stopped: { reason: string; message: string; at: string | null } | null;
+  stopped: { reason: string; label?: string; message: string; at: string | null } | null;
   started_at: string | null;
   finished_at: string | null;
   active_ms: number;

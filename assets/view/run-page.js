@@ -37,7 +37,7 @@ const stoppedNote = (stopped) =>
     : h(
         'p.stopped',
         { id: 'run-stopped' },
-        h('strong', {}, `Stopped (${stopped.reason}): `),
+        h('strong', {}, `Stopped (${stopped.label ?? stopped.reason}): `),
         stopped.message,
       );
 

@@ -62,6 +62,25 @@ class UnknownAccountRunError extends MediabatchError {
 }
 
 /** The account of one run, from the store in one read. */
+/** Each stop reason in a person's words: every surface (status, report, view) says the same. */
+const STOP_LABEL: Readonly<Record<string, string>> = {
+  budget: "the run's budget",
+  'period-budget': "the manifest's budget_per_period",
+  'insufficient-tokens': 'the balance',
+  'quota-exceeded': "the key's quota",
+  interrupted: 'interrupted by a signal',
+  unauthorized: 'the API key refused',
+  unreachable: 'the API kept failing',
+  'lease-lost': 'another process took the run over',
+  'local-disk': 'the local disk',
+  limit: '--limit',
+  internal: 'an error',
+  review: 'results await review',
+  unfinished: 'tasks left unfinished',
+  lost: 'its process or workers lost',
+  refused: 'the preflight refused it',
+};
+
 export function describeRun(store: Store, runId: string, opts: DescribeRunOptions = {}): RunAccount {
   const read = store.readAtOnce(() => {
     const recorded = store.runs.getRun(runId);
@@ -119,6 +138,7 @@ export function accountOf(
         ? {
             stopped: {
               reason: run.stop.reason,
+              label: STOP_LABEL[run.stop.reason] ?? run.stop.reason,
               message: run.stop.message,
               at: run.stop.at === null ? null : run.stop.at.toISOString(),
             },

@@ -62,6 +62,10 @@ export const runAccountSchema = z
               .describe(
                 'Why: `budget`, `period-budget`, `insufficient-tokens` (the balance), `quota-exceeded`, `interrupted` (a signal), `unauthorized`, `unreachable`, `local-disk`, `limit`, `internal`, `review`, `unfinished`, `refused` (the preflight: over balance, quota or budget, or a folder it cannot write), or `lost` (its process or every worker ended without closing it: killed, crashed, or its PostgreSQL state went away).',
               ),
+            label: z
+              .string()
+              .optional()
+              .describe("The reason in a person's words, as `status`, the report and the view say it."),
             message: z.string().describe('The one line the run said when it stopped.'),
             at: z.string().nullable().describe('When it stopped; null for `lost`.'),
           })

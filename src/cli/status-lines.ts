@@ -122,27 +122,10 @@ function stoppedLine(account: RunAccount): string[] {
   const stopped = account.run.stopped;
   if (stopped === undefined) return [];
   const when = stopped.at === null ? '' : ` at ${shortTime(new Date(stopped.at))}`;
-  return [`  Stopped (${STOP_LABEL[stopped.reason] ?? stopped.reason})${when}: ${stopped.message}`];
+  return [`  Stopped (${stopped.label ?? stopped.reason})${when}: ${stopped.message}`];
 }
 
 /** A stop reason in words: which limit, or what ended the run. */
-const STOP_LABEL: Readonly<Record<string, string>> = {
-  budget: "the run's budget",
-  'period-budget': "the manifest's budget_per_period",
-  'insufficient-tokens': 'the balance',
-  'quota-exceeded': "the key's quota",
-  interrupted: 'interrupted by a signal',
-  unauthorized: 'the API key refused',
-  unreachable: 'the API kept failing',
-  'lease-lost': 'another process took the run over',
-  'local-disk': 'the local disk',
-  limit: '--limit',
-  internal: 'an error',
-  review: 'results await review',
-  unfinished: 'tasks left unfinished',
-  lost: 'its process or workers lost',
-  refused: 'the preflight refused it',
-};
 
 /** `Review: …` of `status <run>`: where the decisions stand, and re-roll spend apart. */
 function reviewStatusLine(account: RunAccount): string {

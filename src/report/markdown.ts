@@ -65,7 +65,8 @@ export function* markdownChunks(
       .join(' · '),
   ) + line('');
   const stopped = head.account?.run.stopped;
-  if (stopped !== undefined) yield line(`Stopped (${code(stopped.reason)}): ${stopped.message}`) + line('');
+  if (stopped !== undefined)
+    yield line(`Stopped (${stopped.label ?? stopped.reason}): ${stopped.message}`) + line('');
   yield line(
     `**${fmtCount(totals.by_status.done)} of ${countOf(totals.tasks, 'task')} done** · net **${fmtTokens(totals.net.tokens)} tokens (${fmtUsd(totals.net.usd)})** · ` +
       `estimated ${fmtTokens(totals.estimated.tokens)} tokens · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}` +

@@ -23,7 +23,9 @@ async function stoppedOf(e: RunEnv, run = 'batch') {
   const json = await e.run(['status', run, '--json']);
   expect(json.code).toBe(0);
   return (
-    JSON.parse(json.stdout) as { stopped: { reason: string; message: string; at: string | null } | null }
+    JSON.parse(json.stdout) as {
+      stopped: { reason: string; label: string; message: string; at: string | null } | null;
+    }
   ).stopped;
 }
 
@@ -40,7 +42,12 @@ describe('status: why a run stopped', () => {
     expect(first.code).toBe(4);
     const line =
       '3 task(s) did not fit under the budget of 0.5 tokens (0.1 left; they need up to 0.6): raise budget and run again to continue';
-    expect(await stoppedOf(env)).toEqual({ reason: 'budget', message: line, at: expect.any(String) });
+    expect(await stoppedOf(env)).toEqual({
+      reason: 'budget',
+      label: "the run's budget",
+      message: line,
+      at: expect.any(String),
+    });
     expect(await statusLine(env)).toMatch(
       new RegExp(
         `^ {2}Stopped \\(the run's budget\\) at \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC: ${line.replace(/[.()]/g, '\\$&')}$`,
@@ -49,13 +56,18 @@ describe('status: why a run stopped', () => {
     const report = JSON.parse(readFileSync(join(env.dir, 'out', 'batch', 'report.json'), 'utf8'));
     expect(report.account.run.stopped).toMatchObject({ reason: 'budget', message: line });
     expect(readFileSync(join(env.dir, 'out', 'batch', 'report.md'), 'utf8')).toContain(
-      `Stopped (\`budget\`): ${line}`,
+      `Stopped (the run's budget): ${line}`,
     );
     // The view's run page reads the same.
     const view = await startView({ stateFile: env.db, cwd: env.dir });
     try {
       const answer = await raw(view.port, '/api/runs/batch', { authorization: `Bearer ${view.token}` });
-      expect(JSON.parse(answer.text).run.stopped).toMatchObject({ reason: 'budget', message: line });
+      // The page says it in the same words as status and the report.
+      expect(JSON.parse(answer.text).run.stopped).toMatchObject({
+        reason: 'budget',
+        label: "the run's budget",
+        message: line,
+      });
     } finally {
       await view.close();
     }
