@@ -68,7 +68,9 @@ export function money(d) {
     ? `estimated end ${time(f.estimated_end)} UTC`
     : f.unfinished === 0
       ? 'all finished'
-      : 'no estimate yet';
+      : run.state === 'running'
+        ? 'no estimate yet'
+        : 'not running';
   if (!d.figures_ready) {
     return h(
       'p.money',

@@ -184,7 +184,8 @@ export class ViewData {
         columns: ['time_ms', 'finished'],
         points: finished.points,
         rate_per_minute: finished.ratePerMinute,
-        estimated_end: finished.estimatedEnd,
+        // Only a run that goes on has an end to come: a stopped one's rate says when it would have ended.
+        estimated_end: head['state'] === 'running' ? finished.estimatedEnd : null,
         unfinished,
       },
     };
