@@ -17,6 +17,8 @@ export default defineConfig({
     // Tests build S3 clients in-process (not through src/cli/main.ts, which sets this for users): the AWS
     // SDK's Node 20 support warning would fill the log. test/storage/sdk-warning.test.ts spawns the CLI
     // without it, so the CLI's own silencing is still tested.
-    env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    // MB_TEST_PG_MEMORY: the tests' PostgreSQL clusters live in /dev/shm when it has room
+    // (test/helpers/postgres.ts); the bench's stay on disk.
+    env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', MB_TEST_PG_MEMORY: '1' },
   },
 });
