@@ -148,6 +148,9 @@ describe('workers of one run on a PostgreSQL state', () => {
     );
     victim.proc.kill('SIGKILL');
     expect(await victim.exited).toBe('SIGKILL');
+    // Slow answers and jobs were for the moment of the kill; the rescuer's jobs need neither (its run took
+    // 15 s at that pace). The victim's jobs keep the times they were given when sent.
+    env.sandbox.configure({ latencyMs: 30, speed: 0.05 });
     const postsAtKill = env.state().requests.submit;
     // What the victim left, read after its death (an answer may have come in between).
     atKill = withStore((store) => ({
@@ -246,6 +249,8 @@ describe('workers of one run on a PostgreSQL state', () => {
       { name: 'lean', concurrency: 2, budget: 2.5, output: 'alone', tasks: images(30) },
       'alone.yaml',
     );
+    // Its jobs' pace changes nothing of what it says: quicker ones (7 s at the workers' pace).
+    env.sandbox.configure({ speed: 0.02 });
     const alone = await env.run(['run', single, '--yes', '--allow-partial']);
     expect(alone.code, alone.stderr).toBe(4);
     expect(alone.stderr.trim().split('\n').at(-1)).toContain(stop);
