@@ -62,7 +62,8 @@ export interface Typed {
 
 /**
  * Types one command into a pseudo-terminal (util-linux `script`), as a user would, and answers `y` should
- * it ask. Resolves when it exits; killed after `timeoutMs`.
+ * it ask. Resolves when it exits; killed after `timeoutMs`. The terminal's input stays open until then, as
+ * a user's does: `script` whose input has ended waits 2 s before it exits, after every command.
  */
 export function typeCommand(
   command: string,
@@ -79,11 +80,14 @@ export function typeCommand(
     });
     const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs);
     child.on('error', reject);
+    // A command that exits without reading its answer: the answer is not needed.
+    child.stdin.on('error', () => undefined);
     child.on('close', (code) => {
       clearTimeout(timer);
+      child.stdin.destroy();
       // biome-ignore lint/suspicious/noControlCharactersInRegex: terminal escape sequences are what is cut
       resolve({ code, output: output.replace(/\x1b\[[0-9;?]*[A-Za-z]|\x1b[78]|\r/g, '') });
     });
-    child.stdin.end('y\n');
+    child.stdin.write('y\n');
   });
 }

@@ -33,6 +33,11 @@ beforeAll(async () => {
   env['NPM_CONFIG_PREFIX'] = join(dir, 'global');
   env['PATH'] = `${join(dir, 'global', 'bin')}:${process.env['PATH'] ?? ''}`;
   env['SHELL'] = '/bin/bash';
+  // npm's reports from the registry (advisories, funding, a newer npm) change nothing the README's commands
+  // do and cost a round trip each (or a timeout, offline) in `npm install` and `npm link`.
+  env['NPM_CONFIG_AUDIT'] = 'false';
+  env['NPM_CONFIG_FUND'] = 'false';
+  env['NPM_CONFIG_UPDATE_NOTIFIER'] = 'false';
 }, 120_000);
 
 afterAll(async () => {
