@@ -1,4 +1,4 @@
-// Two `mediabatch schedule` replicas (real processes) on one state, a cron firing every 3 seconds: each
+// Two `mediabatch schedule` replicas (real processes) on one state, a cron firing every 2 seconds: each
 // slot is fired by exactly one of them, the other says it was handled elsewhere, and the sandbox is asked
 // once per task of each run. On PostgreSQL (the fleet's case) and on one SQLite file.
 
@@ -18,7 +18,7 @@ const MANIFEST = [
   'version: 1',
   'name: tick',
   'run: "{{name}}-{{datetime}}"',
-  'schedule: "*/3 * * * * *"',
+  'schedule: "*/2 * * * * *"',
   'timezone: UTC',
   'output: out',
   'tasks:',
@@ -129,7 +129,7 @@ async function inOwnFolder(state: (dir: string) => string): Promise<void> {
   }
 }
 
-// The two backends at once: each test waits on the clock (slots 3 s apart), not the CPU, and nothing is
+// The two backends at once: each test waits on the clock (slots 2 s apart), not the CPU, and nothing is
 // shared between them but the PostgreSQL server.
 describe.concurrent('two mediabatch schedule replicas on one state', () => {
   it('on PostgreSQL: one run per period, the other replica says it was fired elsewhere', async () => {

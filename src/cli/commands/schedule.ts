@@ -10,7 +10,7 @@ import type { RunPlan } from '../../plan/build.js';
 import { planForRun } from '../../plan/for-run.js';
 import { commandLine, newRunCommandLine, type Reader } from '../../results/invocation.js';
 import { chooseRun } from '../../run/resume.js';
-import { scaledRunPolicy } from '../../run/settings.js';
+import { pollScaleFromEnv, scaledRunPolicy } from '../../run/settings.js';
 import { runUnattended } from '../../run/unattended.js';
 import { errorOutcome, firingResult, worstCase } from '../../schedule/firing.js';
 import {
@@ -47,7 +47,7 @@ export interface ScheduleContext {
   logger: Logger;
   /** Tests pass a fake; the default waits in real time. */
   timers?: Timers;
-  /** Passed on to each run (tests shorten polling). */
+  /** Passed on to each run (tests shorten polling; a child process by MEDIABATCH_POLL_SCALE, as `run`). */
   pollScale?: number;
   /** Called once the scheduler is armed (tests drive it from here). */
   onStarted?: (scheduler: Scheduler) => void;
@@ -257,7 +257,7 @@ async function runFiring(
       ...(flags.allowLocalOutput ? { allowLocalOutput: true } : {}),
       localOutputSwitch: '--allow-local-output',
       ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
-      policy: scaledRunPolicy(ctx.pollScale ?? 1),
+      policy: scaledRunPolicy(ctx.pollScale ?? pollScaleFromEnv(ctx.io.env) ?? 1),
       signal: stop.signal,
       halt: halt.signal,
       now: () => firing.at,
