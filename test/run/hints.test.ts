@@ -231,7 +231,11 @@ describe('hints typed as printed', () => {
     const shard = (i: number, ...more: string[]) =>
       cli(['run', file, '--yes', '--shard', `${i}/3`, '--state', `shard-${i}.db`, ...more], {
         cwd: env?.dir ?? '',
-        env: { MEDIABATCH_API_KEY: SANDBOX_KEY, MEDIABATCH_BASE_URL: env?.sandbox.baseUrl ?? '' },
+        env: {
+          MEDIABATCH_API_KEY: SANDBOX_KEY,
+          MEDIABATCH_BASE_URL: env?.sandbox.baseUrl ?? '',
+          MEDIABATCH_POLL_SCALE: FAST_POLLS,
+        },
         now: () => new Date(),
       });
     expect((await shard(1)).code).toBe(0);
