@@ -33,7 +33,12 @@ export async function realRun(opts: {
   const media = await serveFixtures();
   const sandbox = await startSandbox({ port: 0, speed: 0, apiKey: KEY, balance: 1000, ...opts.sandbox });
   writeFileSync(join(tmp, 'manifest.yaml'), opts.manifest(media.url));
-  const env = { MEDIABATCH_API_KEY: KEY, MEDIABATCH_BASE_URL: sandbox.baseUrl };
+  // Polls at the tests' pace (as run-env's): at the real one each job is first looked at after 2 s.
+  const env = {
+    MEDIABATCH_API_KEY: KEY,
+    MEDIABATCH_BASE_URL: sandbox.baseUrl,
+    MEDIABATCH_POLL_SCALE: '0.01',
+  };
   const state = 'state/mediabatch.db';
   const mb = (argv: string[], extra: NodeJS.ProcessEnv = env) =>
     // The real clock, as the store's: the ledger's month and the report's month must be the same one.
