@@ -7,8 +7,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
-    // mediabatch's child processes run the CLI bundled once for the run, not the sources through tsx.
-    globalSetup: ['test/helpers/cli-bundle.ts'],
+    // mediabatch's child processes run the CLI bundled once for the run, not the sources through tsx; the
+    // tests' temp folders are in memory where there is room (test/helpers/memory-tmp.ts).
+    globalSetup: ['test/helpers/cli-bundle.ts', 'test/helpers/memory-tmp.ts'],
     // On a fresh clone the known slow files start first (test/helpers/sequencer.ts).
     sequence: { sequencer: SlowFirstSequencer },
     // Most test files wait on loopback servers and timers, not the CPU: two at once on the 2-core CI
@@ -17,8 +18,6 @@ export default defineConfig({
     // Tests build S3 clients in-process (not through src/cli/main.ts, which sets this for users): the AWS
     // SDK's Node 20 support warning would fill the log. test/storage/sdk-warning.test.ts spawns the CLI
     // without it, so the CLI's own silencing is still tested.
-    // MB_TEST_PG_MEMORY: the tests' PostgreSQL clusters live in /dev/shm when it has room
-    // (test/helpers/postgres.ts); the bench's stay on disk.
-    env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', MB_TEST_PG_MEMORY: '1' },
+    env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
   },
 });

@@ -5,10 +5,10 @@
 // service took.
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Sandbox, startSandbox } from '../../src/sandbox/server.js';
+import { diskTmpdir } from '../helpers/memory-tmp.js';
 import { freshCopy, sectionCommands, type Typed, typeCommand } from './fresh-copy.js';
 import { ROOT } from './markdown.js';
 
@@ -21,7 +21,8 @@ let sandbox: Sandbox;
 const env: NodeJS.ProcessEnv = {};
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'mb-readme-'));
+  // On disk, beside this checkout's node_modules, which the copy hard-links (test/docs/fresh-copy.ts).
+  dir = await mkdtemp(join(diskTmpdir(), 'mb-readme-'));
   copy = join(dir, 'mediabatch');
   await freshCopy(ROOT, copy);
   // The service of "a first real run": a sandbox at full speed, with the default 1,000 tokens.

@@ -1,23 +1,11 @@
 // A real PostgreSQL for the tests: Debian's `postgresql` package (initdb, pg_ctl), a cluster in a temp
 // folder on a free loopback port, started once per test file that asks for it and stopped after it.
 // Each caller of `freshDatabase` gets its own empty database, so tests never see each other's rows.
-// Under vitest the cluster's folder is in memory (/dev/shm) where there is room: on the CI machine's disk
-// (ext4 in a virtual machine) copying a database cost 150-500 ms of kernel time, in memory 20-40 ms, and
-// the contract suite copies one per test. The bench keeps its cluster on disk, as a user's server is.
+// Under vitest the temp folder, and so the cluster, is in memory where there is room
+// (test/helpers/memory-tmp.ts): the contract suite copies a database per test. The bench's is on disk.
 
 import { execFileSync } from 'node:child_process';
-import {
-  accessSync,
-  chownSync,
-  constants,
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  rmSync,
-  statfsSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -72,26 +60,6 @@ export interface Postgres {
   stop(): void;
 }
 
-/** A memory file system the tests may fill: every test database stays until its file ends (9 MB each). */
-const MEMORY_ROOT = '/dev/shm';
-const MEMORY_ROOM = 4 * 1024 ** 3;
-
-/**
- * Where a cluster's folder goes: in memory when vitest's config asks (MB_TEST_PG_MEMORY) and there is
- * room, else the temp folder. fsync is off either way: a test's database need not survive the machine.
- */
-function clusterRoot(): string {
-  if (process.env.MB_TEST_PG_MEMORY !== '1') return tmpdir();
-  try {
-    accessSync(MEMORY_ROOT, constants.W_OK);
-    const { bavail, bsize } = statfsSync(MEMORY_ROOT);
-    if (bavail * bsize >= MEMORY_ROOM) return MEMORY_ROOT;
-  } catch {
-    // No /dev/shm here (not Linux, or a container without one): the temp folder it is.
-  }
-  return tmpdir();
-}
-
 /** initdb refuses root: as root the cluster is owned and run by the `postgres` user Debian creates. */
 function runAs(): string[] {
   return userInfo().uid === 0 ? ['runuser', '-u', 'postgres', '--'] : [];
@@ -109,7 +77,7 @@ function exec(bin: string, program: string, args: string[]): string {
  */
 export async function startPostgres(opts: { durableCommits?: boolean } = {}): Promise<Postgres> {
   const bin = postgresBinaries();
-  const dir = mkdtempSync(join(clusterRoot(), 'mediabatch-pg-'));
+  const dir = mkdtempSync(join(tmpdir(), 'mediabatch-pg-'));
   if (userInfo().uid === 0) {
     const { uid, gid } = statSync('/var/lib/postgresql');
     chownSync(dir, uid, gid);
