@@ -776,7 +776,9 @@ export class PgDb {
     let failure: Error | undefined;
     while (this.#queue.length > 0) {
       const entry = this.#queue.shift() as Piped;
-      failure ??= this.#pipedResult(pq, entry);
+      // Every result is read (the ones after a failure say it was skipped); the first failure is kept.
+      const refused = this.#pipedResult(pq, entry);
+      failure ??= refused;
       if (entry === through && failure === undefined) return;
       if (failure !== undefined && !sync) {
         if (!pq.pipelineSync()) this.#lostInPipeline(pq);
