@@ -215,9 +215,16 @@ const TASK_NET = `(SELECT total(CASE kind WHEN 'charge' THEN tokens ELSE -tokens
   WHERE l.run_id = t.run_id AND l.task_id = t.task_id)`;
 
 /** A text field of the body when it is a JSON string. CASE is lazy: json_type never sees invalid JSON. */
-function textField(field: RequestTextField): string {
+export function requestTextSql(field: RequestTextField): string {
   return `CASE WHEN json_valid(body) THEN CASE json_type(body, '$.${field}') WHEN 'text' THEN json_extract(body, '$.${field}') END END AS ${field}`;
 }
+
+/** A page of the report's tasks by row id (PostgreSQL reads the body's text fields its own way: overrides.ts). */
+export const TASK_PAGE_SQL = `SELECT rowid AS rid, task_id, seq, model, ${shownStateSql('t')} AS state, img_uuid, job_status, est_tokens, est_min, est_max,
+         est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered, body,
+         planned_estimate,
+         ${REQUEST_TEXT_FIELDS.map(requestTextSql).join(', ')}
+       FROM tasks AS t WHERE rowid IN (SELECT value FROM json_each(:rowids))`;
 
 const IN_PAGE = 'task_id IN (SELECT value FROM json_each(:ids))';
 
@@ -256,13 +263,7 @@ export class ReportReadStore {
            AND ${shownStateSql('t')} IN (SELECT value FROM json_each(:states))`,
       )
       .raw();
-    this.#selectPage = db.prepare<{ rowids: string }, PageTaskRow>(
-      `SELECT rowid AS rid, task_id, seq, model, ${shownStateSql('t')} AS state, img_uuid, job_status, est_tokens, est_min, est_max,
-         est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered, body,
-         planned_estimate,
-         ${REQUEST_TEXT_FIELDS.map(textField).join(', ')}
-       FROM tasks AS t WHERE rowid IN (SELECT value FROM json_each(:rowids))`,
-    );
+    this.#selectPage = db.prepare<{ rowids: string }, PageTaskRow>(TASK_PAGE_SQL);
     this.#selectUpstreams = db.prepare<
       { runId: string; ids: string },
       { task_id: string; name: string; upstream_id: string }

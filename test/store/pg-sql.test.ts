@@ -8,6 +8,7 @@ import { type BulkInsert, bulkInsertParams, bulkInsertText } from '../../src/sto
 import { connectionString, hangLimitMs } from '../../src/store/pg/db.js';
 import { pgOverride } from '../../src/store/pg/overrides.js';
 import { toPostgres } from '../../src/store/pg/sql.js';
+import { REQUEST_TEXT_FIELDS, TASK_PAGE_SQL } from '../../src/store/report-reads.js';
 
 describe('toPostgres', () => {
   it.each([
@@ -144,5 +145,14 @@ describe('estimates in micro-tokens on PostgreSQL', () => {
     // A ledger's tokens may be a refund's: not an estimate, left as written.
     const ledger = 'SELECT CAST(round(l.tokens * 1000000) AS INTEGER) FROM ledger l';
     expect(pgOverride(ledger)).toBe(ledger);
+  });
+});
+
+describe("the report's page of tasks on PostgreSQL", () => {
+  it('reads each body once (json_doc), whatever its fields, none of them through json_valid', () => {
+    const page = pgOverride(TASK_PAGE_SQL);
+    expect(page).not.toContain('json_valid');
+    expect(page.match(/json_doc\(/g)).toHaveLength(1);
+    for (const field of REQUEST_TEXT_FIELDS) expect(page).toContain(`b.doc ->> '${field}' END AS ${field}`);
   });
 });

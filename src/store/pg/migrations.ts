@@ -918,6 +918,16 @@ DROP FUNCTION run_money_ledger();
 CREATE TRIGGER ledger_money_kind BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION ledger_money_kind_set();
 CREATE TRIGGER ledger_sums AFTER INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION ledger_sums();
 
+-- A text as a JSON document, or NULL when it is not one: the report's page of tasks parses each body once
+-- with it (src/store/pg/overrides.ts) where SQLite's statement asks json_valid, json_type and json_extract
+-- for each field.
+CREATE FUNCTION json_doc(doc text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+BEGIN
+  RETURN doc::jsonb;
+EXCEPTION WHEN others THEN
+  RETURN NULL;
+END $$;
+
 -- json_valid (the CHECKs of a job's record, a run's settings, a chained task's planned estimate) catches the
 -- error of a cast: a subtransaction per call. PostgreSQL 16 says whether a text is JSON without raising
 -- one (pg_input_is_valid); on 15 the function stays as it was. The new one must answer as the old on a
