@@ -243,3 +243,43 @@ function migrate(db: Db, file: string, now: Clock, migrations: readonly Migratio
     }
   }
 }
+
+/** What a PostgreSQL statement offers beyond better-sqlite3's (src/store/pg/db.ts). */
+interface ServerCheckedRun {
+  runExpectingChange?: (params: unknown) => boolean;
+}
+
+/**
+ * Runs a conditional write (a task's move from the state it was read in) and calls `refuse` when it
+ * changed no row. In a PostgreSQL transaction's pipeline the write is not waited for: the server itself
+ * fails it when it changes no row, which undoes the transaction, and it runs again without a pipeline,
+ * where `refuse` says why as it does here.
+ */
+export function runExpectingChange<P extends object>(
+  statement: Database.Statement<[P]>,
+  params: P,
+  refuse: () => never,
+): void {
+  const checked = (statement as unknown as ServerCheckedRun).runExpectingChange;
+  if (checked?.call(statement, params) === true) return;
+  if (statement.run(params).changes === 0) refuse();
+}
+
+/** What a PostgreSQL statement offers beyond better-sqlite3's (src/store/pg/db.ts). */
+interface LaterRead {
+  getLater?: (...params: unknown[]) => () => unknown;
+}
+
+/**
+ * A read whose row is needed a little later: in a PostgreSQL transaction's pipeline it goes to the server
+ * with the statements sent until the returned function is called, in one round trip; SQLite reads it now.
+ */
+export function readSoon<P extends unknown[], R>(
+  statement: Database.Statement<P, R>,
+  ...params: P
+): () => R | undefined {
+  const later = (statement as unknown as LaterRead).getLater;
+  if (later !== undefined) return later.apply(statement, params) as () => R | undefined;
+  const row = statement.get(...params);
+  return () => row;
+}

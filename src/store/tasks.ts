@@ -3,7 +3,7 @@ import { toMicro } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
-import { StoreError } from './db.js';
+import { readSoon, runExpectingChange, StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
 import { COPY_ROWS, CopyRows, copyTargetOf } from './pg/bulk.js';
 import { unknownRun } from './runs.js';
@@ -631,14 +631,19 @@ export class TaskStore {
 
   /**
    * The task and how many of its jobs were accepted (and charged) so far, across retries, in one read:
-   * what the runner says of a submission it just recorded as accepted.
+   * what the runner says of a submission it just recorded as accepted. Read when the returned function
+   * is called: after the commit of the transaction that asked, it came in the commit's round trip on
+   * PostgreSQL (readSoon).
    */
-  getTaskWithCharges(
+  taskWithChargesSoon(
     runId: string,
     taskId: string,
-  ): { task: TaskRecord; chargedAttempts: number } | undefined {
-    const row = this.#selectTaskCharged.get(runId, taskId);
-    return row === undefined ? undefined : { task: toTask(row), chargedAttempts: row.charged_attempts };
+  ): () => { task: TaskRecord; chargedAttempts: number } | undefined {
+    const soon = readSoon(this.#selectTaskCharged, runId, taskId);
+    return () => {
+      const row = soon();
+      return row === undefined ? undefined : { task: toTask(row), chargedAttempts: row.charged_attempts };
+    };
   }
 
   getTaskByImgUuid(imgUuid: string): TaskRecord | undefined {
@@ -718,24 +723,20 @@ export class TaskStore {
 
   /** A poll happened now; the next one is due at `nextPollAt`. */
   notePolled(runId: string, taskId: string, nextPollAt: Date): void {
-    const changes = this.#notePolled.run({
-      runId,
-      taskId,
-      now: toIso(this.#now()),
-      next: toIso(nextPollAt),
-    }).changes;
-    if (changes === 0) throw refusedMove(undefined, runId, taskId, 'running');
+    runExpectingChange(
+      this.#notePolled,
+      { runId, taskId, now: toIso(this.#now()), next: toIso(nextPollAt) },
+      () => {
+        throw refusedMove(undefined, runId, taskId, 'running');
+      },
+    );
   }
 
   /** Moves the next poll, e.g. slows polling to the fallback while callbacks arrive. */
   setNextPoll(runId: string, taskId: string, at: Date): void {
-    const changes = this.#setNextPoll.run({
-      runId,
-      taskId,
-      now: toIso(this.#now()),
-      next: toIso(at),
-    }).changes;
-    if (changes === 0) throw refusedMove(undefined, runId, taskId, 'running');
+    runExpectingChange(this.#setNextPoll, { runId, taskId, now: toIso(this.#now()), next: toIso(at) }, () => {
+      throw refusedMove(undefined, runId, taskId, 'running');
+    });
   }
 
   /** A pending task that cannot be submitted until the user acts (the reason says what to do). */
@@ -767,13 +768,13 @@ export class TaskStore {
 
   /** Every file of the task is on disk. */
   markDone(runId: string, taskId: string): void {
-    const changes = this.#markDone.run({
-      runId,
-      taskId,
-      now: toIso(this.#now()),
-      from: fromStatesJson('done'),
-    });
-    if (changes.changes === 0) throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'done');
+    runExpectingChange(
+      this.#markDone,
+      { runId, taskId, now: toIso(this.#now()), from: fromStatesJson('done') },
+      () => {
+        throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'done');
+      },
+    );
   }
 
   /**
