@@ -17,30 +17,51 @@ import { writeImagesManifest } from './lib/manifests.js';
 const tasks = Number(process.argv[2] ?? 2000);
 const oneLine = (sql: string, n = 160) => sql.replace(/\s+/g, ' ').trim().slice(0, n);
 
-/** Counts this process's libpq calls by statement text while `recording`; prepared ones by their text. */
-function countStatements(): { counts: Map<string, number>; recording: { on: boolean } } {
+/**
+ * Counts this process's libpq statements by text while `recording` (prepared ones by their text; those sent
+ * in a pipeline marked `(piped)`), and its round trips: the calls that wait for the server (a synchronous
+ * statement, a pipeline's Sync or flush request).
+ */
+function countStatements(): {
+  counts: Map<string, number>;
+  trips: { n: number };
+  recording: { on: boolean };
+} {
   const Libpq = createRequire(import.meta.url)('libpq') as { prototype: Record<string, unknown> };
   const names = new Map<string, string>();
   const counts = new Map<string, number>();
+  const trips = { n: 0 };
   const recording = { on: false };
   const add = (key: string) => {
     if (recording.on) counts.set(key, (counts.get(key) ?? 0) + 1);
   };
-  for (const method of ['exec', 'execPrepared', 'prepare'] as const) {
+  const methods = [
+    'exec',
+    'execPrepared',
+    'prepare',
+    'sendQueryPrepared',
+    'sendQueryParams',
+    'pipelineSync',
+    'sendFlushRequest',
+  ] as const;
+  for (const method of methods) {
     const call = Libpq.prototype[method] as (...args: unknown[]) => unknown;
     Libpq.prototype[method] = function (this: unknown, ...args: unknown[]) {
+      if (recording.on && !method.startsWith('sendQuery')) trips.n += 1;
       if (method === 'prepare') {
         names.set(String(args[0]), String(args[1]));
         add(`(prepare) ${oneLine(String(args[1]))}`);
       } else if (method === 'exec') add(`(exec) ${oneLine(String(args[0]))}`);
-      else add(oneLine(names.get(String(args[0])) ?? '?'));
+      else if (method === 'execPrepared') add(oneLine(names.get(String(args[0])) ?? '?'));
+      else if (method === 'sendQueryPrepared') add(`(piped) ${oneLine(names.get(String(args[0])) ?? '?')}`);
+      else if (method === 'sendQueryParams') add(`(piped) ${oneLine(String(args[0]))}`);
       return call.apply(this, args);
     };
   }
-  return { counts, recording };
+  return { counts, trips, recording };
 }
 
-const { counts, recording } = countStatements();
+const { counts, trips, recording } = countStatements();
 const pg = await startPostgres();
 const setup = new PgDb(pg.url('postgres'));
 setup.exec(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
@@ -64,8 +85,10 @@ try {
   recording.on = false;
   if (run.code !== 0) throw new Error(`run exited ${run.code}: ${run.stderr}`);
   const perTask = (n: number) => (n / tasks).toFixed(3);
-  const total = [...counts.values()].reduce((a, b) => a + b, 0);
-  process.stdout.write(`round trips per task: ${perTask(total)} (${tasks} tasks)\n`);
+  const statements = [...counts.values()].reduce((a, b) => a + b, 0);
+  process.stdout.write(
+    `round trips per task: ${perTask(trips.n)}, statements sent per task: ${perTask(statements)} (${tasks} tasks)\n`,
+  );
   for (const [sql, n] of [...counts].sort((a, b) => b[1] - a[1])) {
     if (n / tasks >= 0.01) process.stdout.write(`${perTask(n)}\t${sql}\n`);
   }

@@ -148,25 +148,42 @@ export class WaitSampler {
   }
 }
 
-type Counted = 'exec' | 'execPrepared' | 'prepare';
+type Counted = 'exec' | 'execPrepared' | 'prepare' | 'pipelined';
+
+/** The calls that wait for the server: each one round trip (a pipeline's Sync or flush request included). */
+const WAITS = new Set(['exec', 'execPrepared', 'prepare', 'pipelineSync', 'sendFlushRequest']);
 
 /**
- * Counts this process's calls into libpq that wait for the server (each one round trip), by kind, and
- * the transactions begun. Installed once on the binding's prototype, before any connection is opened.
+ * Counts this process's round trips to the server (`total`), by kind: a synchronous statement (exec,
+ * execPrepared, prepare), a statement sent in a pipeline (`pipelined`, no wait of its own), and the
+ * transactions begun. Installed once on the binding's prototype, before any connection is opened.
  */
-export function countRoundTrips(): () => Record<Counted | 'transactions', number> {
+export function countRoundTrips(): () => Record<Counted | 'transactions' | 'total', number> {
   const Libpq = createRequire(import.meta.url)('libpq') as { prototype: Record<string, unknown> };
-  const counts: Record<Counted | 'transactions', number> = {
+  const counts: Record<Counted | 'transactions' | 'total', number> = {
+    total: 0,
     exec: 0,
     execPrepared: 0,
     prepare: 0,
+    pipelined: 0,
     transactions: 0,
   };
-  for (const method of ['exec', 'execPrepared', 'prepare'] as const) {
+  const kinds = [
+    'exec',
+    'execPrepared',
+    'prepare',
+    'sendQueryPrepared',
+    'sendQueryParams',
+    'pipelineSync',
+    'sendFlushRequest',
+  ];
+  for (const method of kinds) {
     const call = Libpq.prototype[method] as (...args: unknown[]) => unknown;
     Libpq.prototype[method] = function (this: unknown, ...args: unknown[]) {
-      counts[method] += 1;
-      if (method === 'exec' && /^\s*BEGIN\b/.test(String(args[0]))) counts.transactions += 1;
+      if (WAITS.has(method)) counts.total += 1;
+      if (method === 'exec' || method === 'execPrepared' || method === 'prepare') counts[method] += 1;
+      if (method === 'sendQueryPrepared' || method === 'sendQueryParams') counts.pipelined += 1;
+      if (/^\s*BEGIN\b/.test(String(args[0]))) counts.transactions += 1;
       return call.apply(this, args);
     };
   }

@@ -243,3 +243,24 @@ function migrate(db: Db, file: string, now: Clock, migrations: readonly Migratio
     }
   }
 }
+
+/** What a PostgreSQL statement offers beyond better-sqlite3's (src/store/pg/db.ts). */
+interface ServerCheckedRun {
+  runExpectingChange?: (params: unknown) => boolean;
+}
+
+/**
+ * Runs a conditional write (a task's move from the state it was read in) and calls `refuse` when it
+ * changed no row. In a PostgreSQL transaction's pipeline the write is not waited for: the server itself
+ * fails it when it changes no row, which undoes the transaction, and it runs again without a pipeline,
+ * where `refuse` says why as it does here.
+ */
+export function runExpectingChange<P extends object>(
+  statement: Database.Statement<[P]>,
+  params: P,
+  refuse: () => never,
+): void {
+  const checked = (statement as unknown as ServerCheckedRun).runExpectingChange;
+  if (checked?.call(statement, params) === true) return;
+  if (statement.run(params).changes === 0) refuse();
+}

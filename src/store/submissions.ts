@@ -3,7 +3,7 @@
 import { toMicro } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
-import { StoreError } from './db.js';
+import { runExpectingChange, StoreError } from './db.js';
 import type { ReservationStore } from './reservations.js';
 import { fromStatesJson, refusedMove } from './task-rows.js';
 import { fromIso, fromIsoOrNull, periodOf, toIso } from './time.js';
@@ -166,13 +166,13 @@ export class SubmissionStore {
 
     this.#intent = db.transaction((runId: string, taskId: string, worker: string | null): number => {
       const now = toIso(this.#now());
-      if (this.#markSubmitting.run({ runId, taskId, now, worker }).changes === 0) {
+      runExpectingChange(this.#markSubmitting, { runId, taskId, now, worker }, () => {
         const state = this.#selectState.get(runId, taskId);
         if (state === 'pending' && worker !== null) {
           throw new StoreError(`run ${runId}: task ${taskId} is not claimed by worker ${worker}`);
         }
         throw refusedMove(state, runId, taskId, 'submitting');
-      }
+      });
       // The worst case is reserved with the intent, or nothing is recorded (OverBudgetError).
       this.#money.reserveForIntent(runId, taskId, now);
       const attempt = this.#insertAttempt.get({ runId, taskId, now, worker });
@@ -347,13 +347,13 @@ export class SubmissionStore {
     }
     const task = { runId, taskId, imgUuid: answer.imgUuid, cost, assumed, now: how.at };
     const from = how.stateBefore === undefined ? fromStatesJson(how.from) : JSON.stringify([how.stateBefore]);
-    if (this.#markSubmitted.run({ ...task, recovered: how.recovered, from }).changes === 0) {
+    runExpectingChange(this.#markSubmitted, { ...task, recovered: how.recovered, from }, () => {
       // Tokens were spent: say which job so the log keeps it even though the row could not take it.
       const state = this.#selectState.get(runId, taskId);
       throw new StoreError(
         `${refusedMove(state, runId, taskId, 'submitted').message} (img_uuid ${answer.imgUuid}, cost ${answer.cost})`,
       );
-    }
+    });
     this.#insertCharge.run({
       ...task,
       keyFingerprint: answer.keyFingerprint,

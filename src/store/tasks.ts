@@ -3,7 +3,7 @@ import { toMicro } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
-import { StoreError } from './db.js';
+import { runExpectingChange, StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
 import { tokensTotal } from './micro.js';
 import { COPY_ROWS, CopyRows, copyTargetOf } from './pg/bulk.js';
@@ -721,24 +721,20 @@ export class TaskStore {
 
   /** A poll happened now; the next one is due at `nextPollAt`. */
   notePolled(runId: string, taskId: string, nextPollAt: Date): void {
-    const changes = this.#notePolled.run({
-      runId,
-      taskId,
-      now: toIso(this.#now()),
-      next: toIso(nextPollAt),
-    }).changes;
-    if (changes === 0) throw refusedMove(undefined, runId, taskId, 'running');
+    runExpectingChange(
+      this.#notePolled,
+      { runId, taskId, now: toIso(this.#now()), next: toIso(nextPollAt) },
+      () => {
+        throw refusedMove(undefined, runId, taskId, 'running');
+      },
+    );
   }
 
   /** Moves the next poll, e.g. slows polling to the fallback while callbacks arrive. */
   setNextPoll(runId: string, taskId: string, at: Date): void {
-    const changes = this.#setNextPoll.run({
-      runId,
-      taskId,
-      now: toIso(this.#now()),
-      next: toIso(at),
-    }).changes;
-    if (changes === 0) throw refusedMove(undefined, runId, taskId, 'running');
+    runExpectingChange(this.#setNextPoll, { runId, taskId, now: toIso(this.#now()), next: toIso(at) }, () => {
+      throw refusedMove(undefined, runId, taskId, 'running');
+    });
   }
 
   /** A pending task that cannot be submitted until the user acts (the reason says what to do). */
@@ -770,13 +766,13 @@ export class TaskStore {
 
   /** Every file of the task is on disk. */
   markDone(runId: string, taskId: string): void {
-    const changes = this.#markDone.run({
-      runId,
-      taskId,
-      now: toIso(this.#now()),
-      from: fromStatesJson('done'),
-    });
-    if (changes.changes === 0) throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'done');
+    runExpectingChange(
+      this.#markDone,
+      { runId, taskId, now: toIso(this.#now()), from: fromStatesJson('done') },
+      () => {
+        throw refusedMove(this.#selectState.get(runId, taskId), runId, taskId, 'done');
+      },
+    );
   }
 
   /**

@@ -197,6 +197,8 @@ export class PgStatement {
   #pluck = false;
   #raw = false;
   #bound: Bindable[] | undefined;
+  /** This write failing when it changes no row (runExpectingChange), built at its first use. */
+  #expecting: PgStatementText | undefined;
   /** A bulk insert's statement, built at its first run (it needs the table's column types). */
   #bulkText: PgStatementText | undefined;
 
@@ -240,24 +242,34 @@ export class PgStatement {
     return this;
   }
 
-  run(...params: unknown[]): { changes: number; lastInsertRowid: number } {
+  run(...params: unknown[]): RunResult {
     const { bulk } = this.#sql;
     if (bulk !== undefined) {
       this.#bulkText ??= { ...this.#sql, text: bulkInsertText(bulk, this.#db.columnTypes(bulk.table)) };
-      const pq = this.#db.execute(this.#bulkText, bulkInsertParams(bulk, this.#args(params)));
-      return { changes: Number(pq.cmdTuples() || 0), lastInsertRowid: 0 };
+      return this.#db.write(this.#bulkText, bulkInsertParams(bulk, this.#args(params)));
     }
-    const pq = this.#db.execute(this.#sql, this.#args(params));
-    return { changes: Number(pq.cmdTuples() || 0), lastInsertRowid: 0 };
+    return this.#db.write(this.#sql, this.#args(params));
+  }
+
+  /**
+   * Runs this write so that the server fails it when it changes no row (see runExpectingChange in
+   * src/store/db.ts): true when sent so in a transaction's pipeline, false when the caller is to run it
+   * and look at `changes` itself.
+   */
+  runExpectingChange(params: unknown): boolean {
+    if (!this.#sql.writes || this.#sql.bulk !== undefined || /\bRETURNING\b/i.test(this.#sql.text))
+      return false;
+    this.#expecting ??= { ...this.#sql, text: expectingChange(this.#sql.text) };
+    return this.#db.writeExpectingChange(this.#expecting, this.#args([params]));
   }
 
   get(...params: unknown[]): unknown {
-    const pq = this.#db.execute(this.#sql, this.#args(params));
+    const pq = this.#db.read(this.#sql, this.#args(params));
     return pq.ntuples() === 0 ? undefined : this.#row(pq, 0);
   }
 
   all(...params: unknown[]): unknown[] {
-    const pq = this.#db.execute(this.#sql, this.#args(params));
+    const pq = this.#db.read(this.#sql, this.#args(params));
     const rows: unknown[] = [];
     for (let r = 0; r < pq.ntuples(); r++) rows.push(this.#row(pq, r));
     return rows;
@@ -326,6 +338,38 @@ const COLUMN_TYPES: PgStatementText = {
 
 type TxMode = 'default' | 'deferred' | 'immediate' | 'exclusive';
 
+/**
+ * A write that fails when it changes no row: PostgreSQL's division by zero (22012) over the count of the
+ * rows it changed. Nothing else in such a statement divides, so that SQLSTATE there means exactly this.
+ */
+const EXPECTING_HEAD = 'WITH changed AS (';
+const EXPECTING_TAIL = ' RETURNING 1) SELECT 1 / count(*) FROM changed';
+function expectingChange(text: string): string {
+  return `${EXPECTING_HEAD}${text}${EXPECTING_TAIL}`;
+}
+function isUnchanged(sql: string, sqlState: string): boolean {
+  return sqlState === '22012' && sql.startsWith(EXPECTING_HEAD) && sql.endsWith(EXPECTING_TAIL);
+}
+
+/** What run() answers, as better-sqlite3 does. */
+interface RunResult {
+  readonly changes: number;
+  readonly lastInsertRowid: number;
+}
+
+/**
+ * A statement sent in pipeline mode whose result is not read yet (see PgDb#write). Its result is read in
+ * order, when a later read needs the server's answer, when its own `changes` is asked for, or at COMMIT.
+ */
+interface Piped {
+  readonly sql: string;
+  readonly writes: boolean;
+  /** The serials of the transaction levels open when it was sent: rows it changed are theirs. */
+  readonly levels: readonly number[];
+  /** Its cmdTuples, once its result was read. */
+  tuples?: string;
+}
+
 export interface PgDbOptions {
   /**
    * Reads only (`view`): every transaction of the session is READ ONLY, so a write fails as SQLite's
@@ -363,6 +407,13 @@ export class PgDb {
   #needCareful = false;
   /** Per transaction level: whether its write savepoint exists (see #markWrite). */
   readonly #writeMarks: boolean[] = [];
+  /** Whether the connection is in pipeline mode (a transaction without savepoints; see #beginLight). */
+  #piping = false;
+  /** Statements sent in pipeline mode whose results are not read yet, oldest first. */
+  readonly #queue: Piped[] = [];
+  /** Per open transaction level (index 0 is level 1), a serial that names it (see Piped.levels). */
+  readonly #levelIds: number[] = [];
+  #levelSerial = 0;
   #open = true;
   /** The COPY … FROM STDIN open on the connection (beginCopy), if any. */
   #copying: string | undefined;
@@ -401,6 +452,8 @@ export class PgDb {
   #connection(): Libpq {
     if (!this.#open) throw new TypeError('The database connection is not open');
     if (this.#copying !== undefined) throw new Error(`a statement ran during ${this.#copying}`);
+    // libpq's synchronous calls are refused in pipeline mode: what was sent is read first.
+    if (this.#piping) this.#drain(undefined);
     if (this.#pq !== undefined) return this.#pq;
     if (this.#depth > 0) {
       // The transaction died with its connection. A new connection here would run the rest of it
@@ -469,6 +522,8 @@ export class PgDb {
   close(): this {
     if (this.#pq !== undefined) finish(this.#pq);
     this.#pq = undefined;
+    this.#piping = false;
+    this.#queue.length = 0;
     this.#open = false;
     return this;
   }
@@ -605,6 +660,170 @@ export class PgDb {
   }
 
   /**
+   * A statement whose rows the caller reads now. In a pipeline the statements sent before it go with it
+   * in one round trip, and their results are read on the way.
+   */
+  read(sql: PgStatementText, values: readonly Bindable[]): Libpq {
+    if (!this.#pipes(sql)) return this.execute(sql, values);
+    const entry = this.#send(sql, values);
+    this.#drain(entry);
+    return this.#pq as Libpq;
+  }
+
+  /**
+   * A statement run for its effect. In a transaction without savepoints it is sent without waiting for
+   * the server (pipeline mode): a group commit's writes and its COMMIT then cost one round trip, where
+   * each write cost one. Its `changes` waits for its result only when a caller reads it.
+   */
+  write(sql: PgStatementText, values: readonly Bindable[]): RunResult {
+    if (!this.#pipes(sql)) {
+      const pq = this.execute(sql, values);
+      return { changes: Number(pq.cmdTuples() || 0), lastInsertRowid: 0 };
+    }
+    const entry = this.#send(sql, values);
+    const changes = () => {
+      if (entry.tuples === undefined) this.#drain(entry);
+      if (entry.tuples === undefined) throw new Error('a pipelined statement has no result');
+      return Number(entry.tuples || 0);
+    };
+    return {
+      get changes() {
+        return changes();
+      },
+      lastInsertRowid: 0,
+    };
+  }
+
+  /**
+   * A conditional write whose "no row changed" the server turns into a failure of the transaction (see
+   * PgStatement#runExpectingChange): in the open pipeline when it is prepared, else run now (preparing it
+   * for the next time); false outside a pipeline, where the caller looks at `changes` itself.
+   */
+  writeExpectingChange(sql: PgStatementText, values: readonly Bindable[]): boolean {
+    if (!this.#piping || this.#pending !== undefined) return false;
+    if (this.#prepared.has(sql.text)) this.#send(sql, values);
+    else this.execute(sql, values);
+    return true;
+  }
+
+  /** Whether `sql` goes into the open pipeline: one already prepared on this connection. */
+  #pipes(sql: PgStatementText): boolean {
+    return this.#piping && this.#pending === undefined && this.#prepared.has(sql.text);
+  }
+
+  #send(sql: PgStatementText, values: readonly Bindable[]): Piped {
+    const pq = this.#pq as Libpq;
+    const name = this.#prepared.get(sql.text) as string;
+    if (!pq.sendQueryPrepared(name, values.map(toParam))) this.#lostInPipeline(pq);
+    const entry: Piped = { sql: sql.text, writes: sql.writes, levels: this.#levelIds.slice(0, this.#depth) };
+    this.#queue.push(entry);
+    return entry;
+  }
+
+  #lostInPipeline(pq: Libpq): never {
+    this.#throwIfGone(pq, '', oneLine(pq.errorMessage()));
+    throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${oneLine(pq.errorMessage())}`, {
+      kind: 'gone',
+      file: this.name,
+    });
+  }
+
+  /**
+   * Reads the results of the statements sent, in order, through `through`; with no `through`, all of them
+   * and a Sync, and the connection leaves pipeline mode. After a statement failed the server skips the
+   * rest until the Sync: the transaction goes back to its start (as #check does without savepoints) and,
+   * since the body went on past the failure without knowing it, runs again with savepoints, which answer
+   * exactly as SQLite does.
+   */
+  #drain(through: Piped | undefined): void {
+    const pq = this.#pq;
+    if (pq === undefined || !this.#piping) return;
+    let sync = through === undefined;
+    const asked = sync ? pq.pipelineSync() : pq.sendFlushRequest() && pq.flush() === 0;
+    if (!asked) this.#lostInPipeline(pq);
+    let failure: Error | undefined;
+    while (this.#queue.length > 0) {
+      const entry = this.#queue.shift() as Piped;
+      failure ??= this.#pipedResult(pq, entry);
+      if (entry === through && failure === undefined) return;
+      if (failure !== undefined && !sync) {
+        if (!pq.pipelineSync()) this.#lostInPipeline(pq);
+        sync = true;
+      }
+    }
+    if (!pq.getResult() || pq.resultStatus() !== 'PGRES_PIPELINE_SYNC') this.#lostInPipeline(pq);
+    pq.exitPipelineMode();
+    this.#piping = false;
+    if (failure === undefined) return;
+    this.#pending ??= failure;
+    this.#needCareful = true;
+    pq.exec('ROLLBACK TO SAVEPOINT sp0');
+    throw failure;
+  }
+
+  /** Reads one piped statement's result (and the end of its results); the error when it failed. */
+  #pipedResult(pq: Libpq, entry: Piped): Error | undefined {
+    if (!pq.getResult()) this.#lostInPipeline(pq);
+    const status = pq.resultStatus();
+    let failure: Error | undefined;
+    if (status === 'PGRES_PIPELINE_ABORTED') entry.tuples = '0';
+    else if (status === 'PGRES_FATAL_ERROR' || status === 'PGRES_BAD_RESPONSE') {
+      failure = this.#refusal(pq, entry.sql);
+    } else {
+      entry.tuples = pq.cmdTuples();
+      if (entry.writes && entry.tuples !== '0') {
+        entry.levels.forEach((id, i) => {
+          if (this.#levelIds[i] === id) this.#changed[i + 1] = true;
+        });
+      }
+    }
+    // The end of this statement's results: at once, and the result just read stays the current one.
+    pq.getResult();
+    return failure;
+  }
+
+  /**
+   * BEGIN of a transaction without savepoints: sent in pipeline mode with the statements that follow
+   * (libpq 14+); a client library without pipelines sends it alone.
+   */
+  #beginLight(): void {
+    const pq = this.#connection();
+    if (!pq.pipelineModeSupported() || !pq.enterPipelineMode()) {
+      this.exec('BEGIN; SAVEPOINT sp0');
+      return;
+    }
+    this.#piping = true;
+    for (const text of ['BEGIN', 'SAVEPOINT sp0']) {
+      if (!pq.sendQueryParams(text, [])) this.#lostInPipeline(pq);
+      this.#queue.push({ sql: text, writes: false, levels: [] });
+    }
+  }
+
+  #commitLight(): void {
+    const pq = this.#pq;
+    if (pq === undefined || !this.#piping) {
+      this.exec('COMMIT');
+      return;
+    }
+    if (!pq.sendQueryParams('COMMIT', [])) this.#lostInPipeline(pq);
+    this.#queue.push({ sql: 'COMMIT', writes: false, levels: [] });
+    this.#drain(undefined);
+  }
+
+  /**
+   * Reads what is still in the pipeline when a level ends by a throw: all of it and out of pipeline mode
+   * at the outer level (a ROLLBACK follows), else through the last statement sent. A failure found here
+   * is in #pending (the transaction runs again) or ended the connection.
+   */
+  #settleQuietly(outer: boolean): void {
+    try {
+      this.#drain(outer ? undefined : this.#queue.at(-1));
+    } catch {
+      // A failure of the pipeline is in #pending (the transaction runs again) or ended the connection.
+    }
+  }
+
+  /**
    * A write inside a transaction runs after a savepoint of its own (the previous one released in the same
    * round trip), so that when it fails only it is undone, as in SQLite, and the transaction goes on.
    */
@@ -637,6 +856,8 @@ export class PgDb {
     if (sqlState !== '' && !sqlState.startsWith('08') && !CONNECTION_ENDED.has(sqlState)) return;
     finish(pq);
     this.#pq = undefined;
+    this.#piping = false;
+    this.#queue.length = 0;
     throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
       kind: 'gone',
       file: this.name,
@@ -661,6 +882,20 @@ export class PgDb {
       : new PgError(`${message} (in: ${sql.replace(/\s+/g, ' ').slice(0, 120)})`, sqlState, constraint);
   }
 
+  /** The error of the current result, which failed; a session that ended throws at once (#throwIfGone). */
+  #refusal(pq: Libpq, sql: string): Error {
+    const fields = pq.resultErrorFields() ?? {};
+    const sqlState = fields.sqlState ?? '';
+    const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
+    this.#throwIfGone(pq, sqlState, message);
+    const error = this.#serverError(message, sqlState, sql, fields.constraintName, fields.messagePrimary);
+    if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
+    // A conditional write that changed no row, checked by the server: the transaction runs again with
+    // savepoints, where the store sees the row count itself and refuses in its own words.
+    if (isUnchanged(sql, sqlState)) this.#needCareful = true;
+    return error;
+  }
+
   #check(pq: Libpq, sql: string, guarded = false): void {
     const status = pq.resultStatus();
     if (
@@ -670,12 +905,7 @@ export class PgDb {
     ) {
       return;
     }
-    const fields = pq.resultErrorFields() ?? {};
-    const sqlState = fields.sqlState ?? '';
-    const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
-    this.#throwIfGone(pq, sqlState, message);
-    const error = this.#serverError(message, sqlState, sql, fields.constraintName, fields.messagePrimary);
-    if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
+    const error = this.#refusal(pq, sql);
     if (this.#depth > 0 && !this.#careful) {
       // Without savepoints the server refuses every statement of the transaction after this one: back to
       // its start, so that a body that goes on can still read; it then runs again, carefully.
@@ -765,7 +995,7 @@ export class PgDb {
     const depth = this.#depth;
     if (depth === 0) {
       try {
-        this.exec('BEGIN; SAVEPOINT sp0');
+        this.#beginLight();
       } catch (error) {
         if (this.#pq !== undefined) this.#pq.exec('ROLLBACK');
         throw error;
@@ -773,6 +1003,7 @@ export class PgDb {
     }
     this.#depth = depth + 1;
     this.#changed[depth + 1] = false;
+    this.#levelIds[depth] = ++this.#levelSerial;
     try {
       const result = body();
       if (result instanceof Promise) throw new TypeError('Transaction function cannot return a promise');
@@ -783,9 +1014,11 @@ export class PgDb {
       }
       if (this.#conflict !== undefined) throw this.#conflict;
       if (this.#needCareful) throw new Error('run again with savepoints');
-      this.exec('COMMIT');
+      this.#commitLight();
       return result;
     } catch (error) {
+      // What this level changed is known once the statements it sent are answered.
+      this.#settleQuietly(depth === 0);
       if (this.#pending === undefined) {
         // Rows this level changed cannot be undone alone: only the end of the whole transaction may.
         if (this.#changed[depth + 1] === true) this.#pending = error as Error;
@@ -805,6 +1038,7 @@ export class PgDb {
       throw error;
     } finally {
       this.#depth = depth;
+      this.#levelIds.length = depth;
     }
   }
 

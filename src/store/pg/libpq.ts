@@ -32,6 +32,18 @@ export interface Libpq {
   getResult(): boolean;
   finish(): void;
   clear(): void;
+  // Pipeline mode (libpq 14+): statements sent without waiting, their results read later in order.
+  pipelineModeSupported(): boolean;
+  enterPipelineMode(): boolean;
+  exitPipelineMode(): boolean;
+  /** Sends a Sync (the server answers everything before it) and flushes; false on a broken connection. */
+  pipelineSync(): boolean;
+  /** Asks the server to send what it has answered so far, without a Sync. */
+  sendFlushRequest(): boolean;
+  /** Sends what libpq has buffered: 0 when all is sent, -1 on a broken connection. */
+  flush(): number;
+  sendQueryPrepared(name: string, params: readonly (string | null)[]): boolean;
+  sendQueryParams(sql: string, params: readonly (string | null)[]): boolean;
 }
 
 type LibpqConstructor = new () => Libpq;
@@ -63,6 +75,10 @@ const WAITING = [
   'putCopyData',
   'putCopyEnd',
   'getResult',
+  'pipelineSync',
+  'flush',
+  'sendQueryPrepared',
+  'sendQueryParams',
 ] as const;
 
 /** `pq` with every call that waits on the server made under `watch`'s deadline. */
