@@ -32,6 +32,7 @@ function countStatements(): {
   const counts = new Map<string, number>();
   const trips = { n: 0 };
   const recording = { on: false };
+  let last = '';
   const add = (key: string) => {
     if (recording.on) counts.set(key, (counts.get(key) ?? 0) + 1);
   };
@@ -48,6 +49,11 @@ function countStatements(): {
     const call = Libpq.prototype[method] as (...args: unknown[]) => unknown;
     Libpq.prototype[method] = function (this: unknown, ...args: unknown[]) {
       if (recording.on && !method.startsWith('sendQuery')) trips.n += 1;
+      if (method === 'sendQueryPrepared' || method === 'sendQueryParams') {
+        last = method === 'sendQueryParams' ? String(args[0]) : (names.get(String(args[0])) ?? '?');
+      }
+      if (method === 'pipelineSync') add(`(waited: sync after) ${oneLine(last, 100)}`);
+      if (method === 'sendFlushRequest') add(`(waited: flush after) ${oneLine(last, 100)}`);
       if (method === 'prepare') {
         names.set(String(args[0]), String(args[1]));
         add(`(prepare) ${oneLine(String(args[1]))}`);

@@ -264,3 +264,22 @@ export function runExpectingChange<P extends object>(
   if (checked?.call(statement, params) === true) return;
   if (statement.run(params).changes === 0) refuse();
 }
+
+/** What a PostgreSQL statement offers beyond better-sqlite3's (src/store/pg/db.ts). */
+interface LaterRead {
+  getLater?: (...params: unknown[]) => () => unknown;
+}
+
+/**
+ * A read whose row is needed a little later: in a PostgreSQL transaction's pipeline it goes to the server
+ * with the statements sent until the returned function is called, in one round trip; SQLite reads it now.
+ */
+export function readSoon<P extends unknown[], R>(
+  statement: Database.Statement<P, R>,
+  ...params: P
+): () => R | undefined {
+  const later = (statement as unknown as LaterRead).getLater;
+  if (later !== undefined) return later.apply(statement, params) as () => R | undefined;
+  const row = statement.get(...params);
+  return () => row;
+}

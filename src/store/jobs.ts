@@ -129,33 +129,34 @@ export class JobStore {
   ): JobStatusResult {
     const now = toIso(this.#now());
     const stored = record === undefined ? null : scrub(JSON.stringify(withoutSignedQueries(record)));
-    const newEvent = this.#insertEvent.run({ imgUuid, status, now, source, record: stored }).changes === 1;
+    const inserted = this.#insertEvent.run({ imgUuid, status, now, source, record: stored });
     const knownStatus = isDocumentedJobStatus(status);
     const phase = jobPhase(status);
     const row = this.#selectTask.get(imgUuid);
+    // Read after the task's row: on PostgreSQL's pipeline both answers come in one round trip.
+    const newEvent = inserted.changes === 1;
     const from = row?.state ?? null;
     // Success moves the task to downloading even before the result list appears: the runner waits a grace
     // period for the list there, and only the files decide what follows.
     const to = from === null ? null : nextStateOnJobStatus(from, status);
     // Moved only if the task was still where it was read: another worker recording the same job's news
     // at the same moment (a PostgreSQL state takes no lock before the read) moved it first, and says so.
-    const moved =
-      from !== null &&
-      to !== null &&
-      to !== from &&
-      this.#moveTask.run({
-        imgUuid,
-        from,
-        to,
-        status,
-        source,
-        duration: durationOf(record),
-        finishedAt: to === 'failed' ? now : null,
-        error: to === 'failed' ? JOB_FAILED : null,
-        now,
-        look: nextLook === undefined ? 0 : 1,
-        next: nextLook === undefined ? null : toIso(nextLook),
-      }).changes === 1;
+    const move =
+      from !== null && to !== null && to !== from
+        ? this.#moveTask.run({
+            imgUuid,
+            from,
+            to,
+            status,
+            source,
+            duration: durationOf(record),
+            finishedAt: to === 'failed' ? now : null,
+            error: to === 'failed' ? JOB_FAILED : null,
+            now,
+            look: nextLook === undefined ? 0 : 1,
+            next: nextLook === undefined ? null : toIso(nextLook),
+          })
+        : undefined;
     let refunded: number | null = null;
     // A job that was seen succeeding is not refunded by a later contradicting report.
     if (phase === 'failed' && !this.#eventStatuses.all(imgUuid).some((s) => jobPhase(s) === 'success')) {
@@ -171,8 +172,13 @@ export class JobStore {
       knownStatus,
       from,
       to,
-      moved,
-      looked: moved && nextLook !== undefined,
+      // Read when asked: after the commit, the move's count came with the commit's round trip on PostgreSQL.
+      get moved() {
+        return move?.changes === 1;
+      },
+      get looked() {
+        return move?.changes === 1 && nextLook !== undefined;
+      },
       refunded,
     };
   }

@@ -18,7 +18,7 @@
 
 import { MediabatchError } from '../errors.js';
 import { fromMicro } from '../util/money.js';
-import type { Db } from './db.js';
+import { type Db, readSoon } from './db.js';
 
 export type ReservationKind = 'first' | 'retry' | 'reroll' | 'doubt';
 export type ReservationState = 'held' | 'doubt' | 'settled' | 'released';
@@ -201,7 +201,13 @@ export class ReservationStore {
 
   /** `beforePeriod`: called before a fired run's period is read (the check locks it there). */
   figures(runId: string, beforePeriod?: (manifestPath: string, period: string) => void): MoneyFigures {
-    const row = this.#figures.get({ runId });
+    return this.#figuresOf(this.#figures.get({ runId }), beforePeriod);
+  }
+
+  #figuresOf(
+    row: FiguresRow | undefined,
+    beforePeriod?: (manifestPath: string, period: string) => void,
+  ): MoneyFigures {
     let period: PeriodFigures | undefined;
     if (row?.period_budget != null && row.period !== null) {
       beforePeriod?.(row.manifest_path, row.period);
@@ -256,7 +262,10 @@ export class ReservationStore {
    * reservation taken over (grown if the price grew). Throws OverBudgetError when the budget cannot hold it.
    */
   reserveForIntent(runId: string, taskId: string, now: string): void {
-    const basis = this.#intentBasis.get(runId, taskId);
+    // The task's basis and the run's money (under its lock) are read in one round trip on PostgreSQL.
+    const basisSoon = readSoon(this.#intentBasis, runId, taskId);
+    const money = this.#lockedFigures(runId);
+    const basis = basisSoon();
     const price = basis?.price ?? 0;
     const open =
       basis?.open_id == null || basis.open_amount === null || basis.open_state === null
@@ -264,7 +273,7 @@ export class ReservationStore {
         : { id: basis.open_id, amount: basis.open_amount, state: basis.open_state };
     if (open?.state === 'held') {
       if (price <= open.amount) return;
-      this.#check(runId, [taskId], price - open.amount);
+      this.#check(runId, [taskId], price - open.amount, money);
       this.#grow.run({ id: open.id, amount: price });
       return;
     }
@@ -273,7 +282,8 @@ export class ReservationStore {
     if (open !== undefined) this.release(runId, taskId, now, ['doubt']);
     // A submission after a lost answer is a retry of doubt; after a charged one, an automatic retry.
     const kind: ReservationKind = basis?.doubt ? 'doubt' : basis?.charged ? 'retry' : 'first';
-    this.#check(runId, [taskId], price);
+    // The money read before a release is read again after it.
+    this.#check(runId, [taskId], price, open === undefined ? money : undefined);
     this.#insert.run({ runId, taskId, kind, amount: price, now });
   }
 
@@ -317,9 +327,25 @@ export class ReservationStore {
   }
 
   /** Both budgets hold the spend (the run's, and a fired run's period), or OverBudgetError names the one that does not. */
-  #check(runId: string, taskIds: readonly string[], needMicro: number): void {
-    this.#lockRunMoney.get(runId);
-    const f = this.figures(runId, (manifestPath, period) => this.#lockPeriodMoney.get(manifestPath, period));
+  /** The run's money lock taken, and its figures read (when the returned function is called). */
+  #lockedFigures(runId: string): () => FiguresRow | undefined {
+    this.#lockRunMoney.run(runId);
+    return readSoon(this.#figures, { runId });
+  }
+
+  /**
+   * `locked`: the run's figures read under its money lock in this transaction (#lockedFigures), when the
+   * caller sent that read early.
+   */
+  #check(
+    runId: string,
+    taskIds: readonly string[],
+    needMicro: number,
+    locked: () => FiguresRow | undefined = this.#lockedFigures(runId),
+  ): void {
+    const f = this.#figuresOf(locked(), (manifestPath, period) =>
+      this.#lockPeriodMoney.run(manifestPath, period),
+    );
     const what = taskIds.length === 1 ? (taskIds[0] ?? '') : `${taskIds.length} tasks`;
     if (f.budget !== undefined) {
       const committed = f.charged - f.refunded + f.held + f.doubt;

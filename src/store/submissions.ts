@@ -3,7 +3,7 @@
 import { toMicro } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
-import { runExpectingChange, StoreError } from './db.js';
+import { readSoon, runExpectingChange, StoreError } from './db.js';
 import type { ReservationStore } from './reservations.js';
 import { fromStatesJson, refusedMove } from './task-rows.js';
 import { fromIso, fromIsoOrNull, periodOf, toIso } from './time.js';
@@ -164,7 +164,7 @@ export class SubmissionStore {
       'SELECT * FROM attempts WHERE run_id = ? AND task_id = ? ORDER BY attempt_no',
     );
 
-    this.#intent = db.transaction((runId: string, taskId: string, worker: string | null): number => {
+    this.#intent = db.transaction((runId: string, taskId: string, worker: string | null): (() => number) => {
       const now = toIso(this.#now());
       runExpectingChange(this.#markSubmitting, { runId, taskId, now, worker }, () => {
         const state = this.#selectState.get(runId, taskId);
@@ -175,10 +175,13 @@ export class SubmissionStore {
       });
       // The worst case is reserved with the intent, or nothing is recorded (OverBudgetError).
       this.#money.reserveForIntent(runId, taskId, now);
-      const attempt = this.#insertAttempt.get({ runId, taskId, now, worker });
-      if (attempt === undefined)
-        throw new StoreError(`run ${runId}: task ${taskId}: attempt row not written`);
-      return attempt.attempt_no;
+      // Its number is read after the commit (recordSubmitIntentSoon), from the commit's round trip.
+      const attempt = readSoon(this.#insertAttempt, { runId, taskId, now, worker });
+      return () => {
+        const row = attempt();
+        if (row === undefined) throw new StoreError(`run ${runId}: task ${taskId}: attempt row not written`);
+        return row.attempt_no;
+      };
     });
     this.#submitted = db.transaction(
       (runId: string, taskId: string, attemptNo: number, answer: SubmittedAnswer): SubmitRecorded => {
@@ -277,6 +280,14 @@ export class SubmissionStore {
    * the attempt number. Call it, and let it return, before the POST is sent.
    */
   recordSubmitIntent(runId: string, taskId: string, workerId?: string): number {
+    return this.recordSubmitIntentSoon(runId, taskId, workerId)();
+  }
+
+  /**
+   * recordSubmitIntent, whose attempt number is read when the returned function is called: called after
+   * the commit, it costs no wait of its own on PostgreSQL.
+   */
+  recordSubmitIntentSoon(runId: string, taskId: string, workerId?: string): () => number {
     return this.#intent.immediate(runId, taskId, workerId ?? null);
   }
 

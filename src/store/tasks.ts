@@ -3,7 +3,7 @@ import { toMicro } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
-import { runExpectingChange, StoreError } from './db.js';
+import { readSoon, runExpectingChange, StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
 import { tokensTotal } from './micro.js';
 import { COPY_ROWS, CopyRows, copyTargetOf } from './pg/bulk.js';
@@ -634,14 +634,19 @@ export class TaskStore {
 
   /**
    * The task and how many of its jobs were accepted (and charged) so far, across retries, in one read:
-   * what the runner says of a submission it just recorded as accepted.
+   * what the runner says of a submission it just recorded as accepted. Read when the returned function
+   * is called: after the commit of the transaction that asked, it came in the commit's round trip on
+   * PostgreSQL (readSoon).
    */
-  getTaskWithCharges(
+  taskWithChargesSoon(
     runId: string,
     taskId: string,
-  ): { task: TaskRecord; chargedAttempts: number } | undefined {
-    const row = this.#selectTaskCharged.get(runId, taskId);
-    return row === undefined ? undefined : { task: toTask(row), chargedAttempts: row.charged_attempts };
+  ): () => { task: TaskRecord; chargedAttempts: number } | undefined {
+    const soon = readSoon(this.#selectTaskCharged, runId, taskId);
+    return () => {
+      const row = soon();
+      return row === undefined ? undefined : { task: toTask(row), chargedAttempts: row.charged_attempts };
+    };
   }
 
   getTaskByImgUuid(imgUuid: string): TaskRecord | undefined {

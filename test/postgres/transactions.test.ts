@@ -144,6 +144,30 @@ describe('transactions on a PostgreSQL state', () => {
     ]);
   });
 
+  it('one whose statements went in a pipeline (prepared before) runs again and commits once too', async () => {
+    const bump = db.prepare('UPDATE t SET v = v + 1 WHERE k = ?');
+    bump.run('none');
+    let runs = 0;
+    const result = await deadlockAgainstAnother(() =>
+      db.transaction((first: string, second: string) => {
+        runs += 1;
+        bump.run(first);
+        if (runs === 1) {
+          // The first update is sent before the wait, as the lock order of the scenario needs.
+          expect(bump.run('none').changes).toBe(0);
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+        }
+        bump.run(second);
+        return runs;
+      })('a', 'b'),
+    );
+    expect(result).toBe(2);
+    expect(rows()).toEqual([
+      { k: 'a', v: 11 },
+      { k: 'b', v: 11 },
+    ]);
+  });
+
   it('one whose arguments can be read only once is not run again: one line, run again to continue', async () => {
     const bump = db.prepare('UPDATE t SET v = v + 1 WHERE k = ?');
     const keys = function* () {

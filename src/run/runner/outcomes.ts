@@ -150,8 +150,9 @@ async function recordAccepted(
       listPrice,
       keyFingerprint,
     });
-    return { r, fresh: store.tasks.getTaskWithCharges(runId, id) };
+    return { r, fresh: store.tasks.taskWithChargesSoon(runId, id) };
   });
+  const fresh = recorded.fresh();
   if (recorded.r.state === 'in_doubt') {
     core.emit({ event: 'in_doubt', task: id, reason: recorded.r.message });
     core.log.warn({ task: id, img_uuid: outcome.imgUuid }, recorded.r.message);
@@ -165,7 +166,7 @@ async function recordAccepted(
     img_uuid: outcome.imgUuid,
     cost: outcome.cost ?? listPrice,
     cost_assumed: outcome.cost === undefined,
-    attempt: recorded.fresh?.chargedAttempts ?? 0,
+    attempt: fresh?.chargedAttempts ?? 0,
   });
   if (outcome.cost === undefined) {
     core.log.warn(
@@ -177,7 +178,7 @@ async function recordAccepted(
     { task: id, img_uuid: outcome.imgUuid, cost: outcome.cost, request_id: outcome.requestId },
     'submitted',
   );
-  if (recorded.fresh) watcher.watch(recorded.fresh.task, 0, true, entry);
+  if (fresh) watcher.watch(fresh.task, 0, true, entry);
   else core.releaseSlot(id);
   // The job may have ended before its submission answer reached us (a fast job, a slow answer).
   watcher.answerRecorded(id);

@@ -448,9 +448,11 @@ export class Submitter {
     const core = this.#core;
     const { store } = core.deps;
     try {
-      const attemptNo = await core.writes.write(() =>
-        store.submissions.recordSubmitIntent(core.opts.runId, task.taskId, core.opts.fleet?.workerId),
-      );
+      const attemptNo = (
+        await core.writes.write(() =>
+          store.submissions.recordSubmitIntentSoon(core.opts.runId, task.taskId, core.opts.fleet?.workerId),
+        )
+      )();
       core.money.reserved(taskMax);
       return attemptNo;
     } catch (error) {

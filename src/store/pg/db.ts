@@ -264,16 +264,28 @@ export class PgStatement {
   }
 
   get(...params: unknown[]): unknown {
-    const pq = this.#db.read(this.#sql, this.#args(params));
-    return pq.ntuples() === 0 ? undefined : this.#row(pq, 0);
+    return this.#db.read(this.#sql, this.#args(params), this.#first);
+  }
+
+  /**
+   * get(), with the row read when the returned function is called (see readSoon in src/store/db.ts): in a
+   * transaction's pipeline the statements sent until then share its round trip.
+   */
+  getLater(...params: unknown[]): () => unknown {
+    return this.#db.readLater(this.#sql, this.#args(params), this.#first);
   }
 
   all(...params: unknown[]): unknown[] {
-    const pq = this.#db.read(this.#sql, this.#args(params));
+    return this.#db.read(this.#sql, this.#args(params), this.#every);
+  }
+
+  readonly #first = (pq: Libpq): unknown => (pq.ntuples() === 0 ? undefined : this.#row(pq, 0));
+
+  readonly #every = (pq: Libpq): unknown[] => {
     const rows: unknown[] = [];
     for (let r = 0; r < pq.ntuples(); r++) rows.push(this.#row(pq, r));
     return rows;
-  }
+  };
 
   *iterate(...params: unknown[]): IterableIterator<unknown> {
     yield* this.all(...params);
@@ -368,6 +380,9 @@ interface Piped {
   readonly levels: readonly number[];
   /** Its cmdTuples, once its result was read. */
   tuples?: string;
+  /** For a read: what the caller takes of its rows, taken while its result is libpq's current one. */
+  readonly capture?: (pq: Libpq) => unknown;
+  captured?: unknown;
 }
 
 export interface PgDbOptions {
@@ -411,6 +426,8 @@ export class PgDb {
   #piping = false;
   /** Statements sent in pipeline mode whose results are not read yet, oldest first. */
   readonly #queue: Piped[] = [];
+  /** Whether statements were sent since the server was last asked for its answers (a flush or a Sync). */
+  #unasked = false;
   /** Per open transaction level (index 0 is level 1), a serial that names it (see Piped.levels). */
   readonly #levelIds: number[] = [];
   #levelSerial = 0;
@@ -663,11 +680,22 @@ export class PgDb {
    * A statement whose rows the caller reads now. In a pipeline the statements sent before it go with it
    * in one round trip, and their results are read on the way.
    */
-  read(sql: PgStatementText, values: readonly Bindable[]): Libpq {
-    if (!this.#pipes(sql)) return this.execute(sql, values);
-    const entry = this.#send(sql, values);
-    this.#drain(entry);
-    return this.#pq as Libpq;
+  read<T>(sql: PgStatementText, values: readonly Bindable[], capture: (pq: Libpq) => T): T {
+    return this.readLater(sql, values, capture)();
+  }
+
+  /** A read whose rows are taken when the returned function is called: later statements share its wait. */
+  readLater<T>(sql: PgStatementText, values: readonly Bindable[], capture: (pq: Libpq) => T): () => T {
+    if (!this.#pipes(sql)) {
+      const rows = capture(this.execute(sql, values));
+      return () => rows;
+    }
+    const entry = this.#send(sql, values, capture);
+    return () => {
+      if (entry.tuples === undefined) this.#drain(entry);
+      if (entry.tuples === undefined) throw new Error('a pipelined statement has no result');
+      return entry.captured as T;
+    };
   }
 
   /**
@@ -711,11 +739,13 @@ export class PgDb {
     return this.#piping && this.#pending === undefined && this.#prepared.has(sql.text);
   }
 
-  #send(sql: PgStatementText, values: readonly Bindable[]): Piped {
+  #send(sql: PgStatementText, values: readonly Bindable[], capture?: (pq: Libpq) => unknown): Piped {
     const pq = this.#pq as Libpq;
     const name = this.#prepared.get(sql.text) as string;
     if (!pq.sendQueryPrepared(name, values.map(toParam))) this.#lostInPipeline(pq);
-    const entry: Piped = { sql: sql.text, writes: sql.writes, levels: this.#levelIds.slice(0, this.#depth) };
+    this.#unasked = true;
+    const levels = this.#levelIds.slice(0, this.#depth);
+    const entry: Piped = { sql: sql.text, writes: sql.writes, levels, ...(capture && { capture }) };
     this.#queue.push(entry);
     return entry;
   }
@@ -739,12 +769,16 @@ export class PgDb {
     const pq = this.#pq;
     if (pq === undefined || !this.#piping) return;
     let sync = through === undefined;
-    const asked = sync ? pq.pipelineSync() : pq.sendFlushRequest() && pq.flush() === 0;
+    // Answers asked for already (a read sent before `through` was waited for) are on their way.
+    const asked = sync ? pq.pipelineSync() : !this.#unasked || (pq.sendFlushRequest() && pq.flush() === 0);
     if (!asked) this.#lostInPipeline(pq);
+    this.#unasked = false;
     let failure: Error | undefined;
     while (this.#queue.length > 0) {
       const entry = this.#queue.shift() as Piped;
-      failure ??= this.#pipedResult(pq, entry);
+      // Every result is read (the ones after a failure say it was skipped); the first failure is kept.
+      const refused = this.#pipedResult(pq, entry);
+      failure ??= refused;
       if (entry === through && failure === undefined) return;
       if (failure !== undefined && !sync) {
         if (!pq.pipelineSync()) this.#lostInPipeline(pq);
@@ -771,6 +805,7 @@ export class PgDb {
       failure = this.#refusal(pq, entry.sql);
     } else {
       entry.tuples = pq.cmdTuples();
+      if (entry.capture !== undefined) entry.captured = entry.capture(pq);
       if (entry.writes && entry.tuples !== '0') {
         entry.levels.forEach((id, i) => {
           if (this.#levelIds[i] === id) this.#changed[i + 1] = true;
@@ -795,6 +830,7 @@ export class PgDb {
     this.#piping = true;
     for (const text of ['BEGIN', 'SAVEPOINT sp0']) {
       if (!pq.sendQueryParams(text, [])) this.#lostInPipeline(pq);
+      this.#unasked = true;
       this.#queue.push({ sql: text, writes: false, levels: [] });
     }
   }
@@ -806,6 +842,7 @@ export class PgDb {
       return;
     }
     if (!pq.sendQueryParams('COMMIT', [])) this.#lostInPipeline(pq);
+    this.#unasked = true;
     this.#queue.push({ sql: 'COMMIT', writes: false, levels: [] });
     this.#drain(undefined);
   }

@@ -1,0 +1,244 @@
+// A PostgreSQL transaction without savepoints sends its statements in libpq's pipeline mode: a write
+// waits for the server only when its outcome is read, a read only when its rows are, and BEGIN goes
+// with the first statement. These tests hold the pipeline to SQLite's meaning (each scenario runs on an
+// in-memory SQLite database too, and both must answer alike) and count the round trips it saves.
+import { createRequire } from 'node:module';
+import Database from 'better-sqlite3';
+import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { readSoon, runExpectingChange } from '../../src/store/db.js';
+import { PgDb } from '../../src/store/pg/db.js';
+import { type Postgres, startPostgres } from '../helpers/postgres.js';
+
+vi.setConfig({ testTimeout: 60_000 });
+
+/** Counts the calls into libpq that wait for the server; installed before any connection opens. */
+const waits = (() => {
+  const Libpq = createRequire(import.meta.url)('libpq') as { prototype: Record<string, unknown> };
+  const count = { n: 0 };
+  for (const method of ['exec', 'execPrepared', 'prepare', 'pipelineSync', 'sendFlushRequest']) {
+    const call = Libpq.prototype[method] as (...args: unknown[]) => unknown;
+    Libpq.prototype[method] = function (this: unknown, ...args: unknown[]) {
+      count.n += 1;
+      return call.apply(this, args);
+    };
+  }
+  return count;
+})();
+
+const pg: Postgres = await startPostgres();
+afterAll(() => pg.stop());
+
+type Db = Database.Database;
+let dbs: { sqlite: Db; postgres: Db };
+beforeEach(() => {
+  const postgres = new PgDb(pg.freshDatabase()) as unknown as Db;
+  const sqlite = new Database(':memory:');
+  for (const db of [sqlite, postgres]) db.exec('CREATE TABLE t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)');
+  dbs = { sqlite, postgres };
+  return () => {
+    sqlite.close();
+    postgres.close();
+  };
+});
+
+/** The statements of a scenario, prepared and used once outside any transaction (then they pipeline). */
+function statements(db: Db) {
+  const s = {
+    add: db.prepare<[string, number]>('INSERT INTO t (k, v) VALUES (?, ?)'),
+    bump: db.prepare<{ k: string; from: number }>('UPDATE t SET v = v + 1 WHERE k = :k AND v = :from'),
+    one: db.prepare<[string], { k: string; v: number }>('SELECT k, v FROM t WHERE k = ?'),
+    all: db.prepare<[], { k: string; v: number }>('SELECT k, v FROM t ORDER BY k'),
+    drop: db.prepare<[string]>('DELETE FROM t WHERE k = ?'),
+  };
+  s.add.run('warm', 0);
+  s.bump.run({ k: 'warm', from: 0 });
+  s.one.get('warm');
+  s.all.all();
+  s.drop.run('warm');
+  return s;
+}
+
+/** The scenario's answer (or its error's code and message) and the rows it left, on both backends. */
+function onBoth(scenario: (db: Db, s: ReturnType<typeof statements>) => unknown) {
+  return Object.fromEntries(
+    Object.entries(dbs).map(([name, db]) => {
+      const s = statements(db);
+      let answer: unknown;
+      try {
+        answer = scenario(db, s);
+      } catch (error) {
+        answer = { threw: (error as { code?: string }).code ?? (error as Error).message };
+      }
+      return [name, { answer, rows: s.all.all() }];
+    }),
+  ) as Record<'sqlite' | 'postgres', { answer: unknown; rows: unknown[] }>;
+}
+
+function refused(): never {
+  throw new Error('refused: nothing to move');
+}
+
+describe('a PostgreSQL transaction in pipeline mode', () => {
+  it('sends its writes and its COMMIT in one round trip, and a read mid-way in one more', () => {
+    const s = statements(dbs.postgres);
+    const writes = dbs.postgres.transaction(() => {
+      for (let i = 0; i < 10; i++) s.add.run(`k${i}`, i);
+    });
+    let before = waits.n;
+    writes();
+    expect(waits.n - before).toBe(1);
+    const withRead = dbs.postgres.transaction(() => {
+      s.add.run('x', 1);
+      const row = s.one.get('k3');
+      s.add.run('y', 2);
+      return row;
+    });
+    before = waits.n;
+    expect(withRead()).toEqual({ k: 'k3', v: 3 });
+    expect(waits.n - before).toBe(2);
+    expect(s.all.all()).toHaveLength(12);
+  });
+
+  it("answers a write's changes exactly, read at once or after later statements", () => {
+    const both = onBoth((db, s) =>
+      db.transaction(() => {
+        s.add.run('a', 1);
+        const hit = s.bump.run({ k: 'a', from: 1 });
+        const miss = s.bump.run({ k: 'a', from: 1 });
+        s.add.run('b', 2);
+        return [miss.changes, hit.changes, s.drop.run('zz').changes];
+      })(),
+    );
+    expect(both.postgres).toEqual(both.sqlite);
+    expect(both.postgres.answer).toEqual([0, 1, 0]);
+  });
+
+  it('a failed write found only at COMMIT: the transaction throws the write’s own error and keeps nothing', () => {
+    const both = onBoth((db, s) =>
+      db.transaction(() => {
+        s.add.run('a', 1);
+        s.add.run('a', 2);
+        s.add.run('b', 3);
+      })(),
+    );
+    expect(both.postgres).toEqual(both.sqlite);
+    expect(both.postgres).toEqual({ answer: { threw: 'SQLITE_CONSTRAINT_PRIMARYKEY' }, rows: [] });
+  });
+
+  it('a failed write whose body catches it and goes on keeps the other writes, as SQLite does', () => {
+    const both = onBoth((db, s) =>
+      db.transaction(() => {
+        s.add.run('a', 1);
+        try {
+          s.add.run('a', 2);
+        } catch (error) {
+          s.add.run('caught', 0);
+          return (error as { code?: string }).code;
+        } finally {
+          s.add.run('b', 3);
+        }
+        return 'not thrown';
+      })(),
+    );
+    expect(both.postgres).toEqual(both.sqlite);
+    expect(both.postgres.answer).toBe('SQLITE_CONSTRAINT_PRIMARYKEY');
+  });
+
+  it('nested levels with pipelined writes: one that throws is undone alone, its siblings commit', () => {
+    const both = onBoth((db, s) => {
+      const level = db.transaction((k: string, fail: boolean) => {
+        s.add.run(k, 1);
+        s.bump.run({ k, from: 1 });
+        if (fail) throw new Error(`refused ${k}`);
+      });
+      return db.transaction(() =>
+        ['a', 'b', 'c'].map((k) => {
+          try {
+            level(k, k === 'b');
+            return 'ok';
+          } catch (error) {
+            return (error as Error).message;
+          }
+        }),
+      )();
+    });
+    expect(both.postgres).toEqual(both.sqlite);
+    expect(both.postgres.answer).toEqual(['ok', 'refused b', 'ok']);
+  });
+
+  it('a conditional write that changes no row refuses in the store’s own words, and nothing is kept', () => {
+    const both = onBoth((db, s) =>
+      db.transaction(() => {
+        s.add.run('a', 1);
+        runExpectingChange(s.bump, { k: 'a', from: 1 }, refused);
+        runExpectingChange(s.bump, { k: 'a', from: 1 }, refused);
+        s.add.run('b', 2);
+      })(),
+    );
+    expect(both.postgres).toEqual(both.sqlite);
+    expect(both.postgres).toEqual({ answer: { threw: 'refused: nothing to move' }, rows: [] });
+  });
+
+  it('a conditional write that changes its row costs no round trip of its own', () => {
+    const s = statements(dbs.postgres);
+    s.add.run('a', 1);
+    const move = dbs.postgres.transaction(() => {
+      runExpectingChange(s.bump, { k: 'a', from: 1 }, refused);
+      s.add.run('b', 2);
+    });
+    move();
+    const before = waits.n;
+    dbs.postgres.transaction(() => {
+      runExpectingChange(s.bump, { k: 'a', from: 2 }, refused);
+      s.add.run('c', 3);
+    })();
+    expect(waits.n - before).toBe(1);
+    expect(s.all.all()).toEqual([
+      { k: 'a', v: 3 },
+      { k: 'b', v: 2 },
+      { k: 'c', v: 3 },
+    ]);
+  });
+
+  it('a body that catches the refusal of a conditional write goes on, as SQLite does', () => {
+    const both = onBoth((db, s) =>
+      db.transaction(() => {
+        s.add.run('a', 1);
+        let said = '';
+        try {
+          runExpectingChange(s.bump, { k: 'a', from: 7 }, refused);
+        } catch (error) {
+          said = (error as Error).message;
+        }
+        s.add.run('b', 2);
+        return said;
+      })(),
+    );
+    expect(both.postgres).toEqual(both.sqlite);
+    expect(both.postgres.answer).toBe('refused: nothing to move');
+  });
+
+  it('a read asked for soon gives its row after the commit, from the commit’s round trip', () => {
+    const s = statements(dbs.postgres);
+    s.add.run('a', 1);
+    let before = 0;
+    const soon = dbs.postgres.transaction(() => {
+      before = waits.n;
+      s.bump.run({ k: 'a', from: 1 });
+      return readSoon(s.one, 'a');
+    })();
+    expect(soon()).toEqual({ k: 'a', v: 2 });
+    expect(waits.n - before).toBe(1);
+    const both = onBoth((db, t) => {
+      t.add.run('z', 1);
+      return db.transaction(() => {
+        const first = readSoon(t.one, 'z');
+        t.bump.run({ k: 'z', from: 1 });
+        const second = readSoon(t.one, 'z');
+        return [second(), first(), readSoon(t.one, 'none')()];
+      })();
+    });
+    expect(both.postgres.answer).toEqual(both.sqlite.answer);
+    expect(both.postgres.answer).toEqual([{ k: 'z', v: 2 }, { k: 'z', v: 1 }, undefined]);
+  });
+});
