@@ -197,6 +197,8 @@ export class PgStatement {
   #pluck = false;
   #raw = false;
   #bound: Bindable[] | undefined;
+  /** The columns of its results (#shapeOf). */
+  #shape: { names: string[]; types: number[] } | undefined;
   /** This write failing when it changes no row (runExpectingChange), built at its first use. */
   #expecting: PgStatementText | undefined;
   /** A bulk insert's statement, built at its first run (it needs the table's column types). */
@@ -316,25 +318,47 @@ export class PgStatement {
   }
 
   #row(pq: Libpq, r: number): unknown {
-    const n = pq.nfields();
-    if (this.#pluck) return n === 0 ? undefined : readValue(pq, r, 0);
+    const shape = this.#shapeOf(pq);
+    const n = shape.names.length;
+    if (this.#pluck) return n === 0 ? undefined : readValue(pq, r, 0, shape.types[0] ?? 0);
     if (this.#raw) {
       const values: unknown[] = [];
-      for (let c = 0; c < n; c++) values.push(readValue(pq, r, c));
+      for (let c = 0; c < n; c++) values.push(readValue(pq, r, c, shape.types[c] ?? 0));
       return values;
     }
     const row: Row = {};
-    for (let c = 0; c < n; c++) row[pq.fname(c)] = readValue(pq, r, c);
-    // SQLite's `SELECT *` never shows rowid; the PostgreSQL tables carry it as a column.
-    if ('rowid' in row && !/\browid\b/i.test(this.source)) delete row.rowid;
+    for (let c = 0; c < n; c++) {
+      const name = shape.names[c] as string;
+      if (name !== '') row[name] = readValue(pq, r, c, shape.types[c] ?? 0);
+    }
     return row;
+  }
+
+  /**
+   * The columns of this statement's results, their names and types, read from the first result: a
+   * prepared statement's columns never change (the server refuses to run it when its tables' would).
+   * A name of '' is a column the row leaves out: SQLite's `SELECT *` never shows rowid, which the
+   * PostgreSQL tables carry as a column.
+   */
+  #shapeOf(pq: Libpq): { names: string[]; types: number[] } {
+    const n = pq.nfields();
+    if (this.#shape?.names.length === n) return this.#shape;
+    const asksRowid = /\browid\b/i.test(this.source);
+    const names: string[] = [];
+    const types: number[] = [];
+    for (let c = 0; c < n; c++) {
+      const name = pq.fname(c);
+      names.push(name === 'rowid' && !asksRowid ? '' : name);
+      types.push(pq.ftype(c));
+    }
+    this.#shape = { names, types };
+    return this.#shape;
   }
 }
 
-function readValue(pq: Libpq, r: number, c: number): unknown {
-  if (pq.getisnull(r, c)) return null;
+function readValue(pq: Libpq, r: number, c: number, type: number): unknown {
   const text = pq.getvalue(r, c);
-  const type = pq.ftype(c);
+  if (text === '' && pq.getisnull(r, c)) return null;
   if (NUMBER_TYPES.has(type)) return Number(text);
   if (type === BOOL_TYPE) return text === 't' ? 1 : 0;
   return text;
@@ -533,7 +557,7 @@ export class PgDb {
     const pq = this.#connection();
     pq.exec(sql);
     this.#check(pq, sql);
-    return pq.ntuples() === 0 ? undefined : readValue(pq, 0, 0);
+    return pq.ntuples() === 0 ? undefined : readValue(pq, 0, 0, pq.ftype(0));
   }
 
   close(): this {
@@ -790,7 +814,9 @@ export class PgDb {
     this.#piping = false;
     if (failure === undefined) return;
     this.#pending ??= failure;
-    this.#needCareful = true;
+    // A refused statement (a constraint, a conflict) is run again where the body can see it fail; the
+    // server being busy or refusing the session ends the transaction as it would have at the statement.
+    if (failure instanceof PgError) this.#needCareful = true;
     pq.exec('ROLLBACK TO SAVEPOINT sp0');
     throw failure;
   }

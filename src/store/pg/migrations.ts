@@ -973,4 +973,24 @@ BEGIN
 END $do$;
 `,
   },
+  {
+    // PostgreSQL only: SQLite's round() is the rule this one follows.
+    id: 23,
+    name: "tokens to micro-tokens exactly as SQLite's round() makes them, for amounts below zero too",
+    sql: `
+-- Every statement of the store rounds token amounts with micro() here (src/store/pg/overrides.ts), so it
+-- must give SQLite's integer for every amount. micro() of migration 13 added a half and took the floor:
+-- the same for amounts of zero or more, but a tie below zero went up (-2.5 micro-tokens to -2) where
+-- SQLite goes away from zero (-3), as for a refund rounded as a negative amount or a difference. This is
+-- SQLite's own rule (roundFunc): a value beyond 2^52 has no fraction and is kept; any other gets a half
+-- added away from zero and its fraction cut. Not STRICT (a NULL gives NULL all the same), so that
+-- PostgreSQL still inlines it into the statements and triggers that call it.
+CREATE OR REPLACE FUNCTION micro(tokens double precision) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+  SELECT (CASE WHEN tokens * 1000000 > 4503599627370496 OR tokens * 1000000 < -4503599627370496
+            THEN tokens * 1000000
+          WHEN tokens < 0 THEN trunc(tokens * 1000000 - 0.5)
+          ELSE trunc(tokens * 1000000 + 0.5) END)::bigint
+$$;
+`,
+  },
 ];

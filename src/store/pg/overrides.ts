@@ -52,13 +52,15 @@ const OVERRIDES = new Map<string, string>(
        FROM tasks WHERE run_id = ? AND review = 1`,
     ],
     [
-      `SELECT coalesce(sum(c.tokens), 0) AS charged, count(*) AS jobs,
-         coalesce((SELECT sum(r.tokens) FROM ledger r WHERE r.kind = 'refund'
-           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = c.run_id AND kind = 'charge' AND reroll = 1)), 0) AS refunded
+      `SELECT (total(CAST(round(c.tokens * 1000000) AS INTEGER)) / 1000000.0) AS charged, count(*) AS jobs,
+         ((SELECT total(CAST(round(r.tokens * 1000000) AS INTEGER)) FROM ledger r WHERE r.kind = 'refund'
+           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = c.run_id AND kind = 'charge' AND reroll = 1))
+           / 1000000.0) AS refunded
        FROM ledger c WHERE c.run_id = ? AND c.kind = 'charge' AND c.reroll = 1`,
-      `SELECT coalesce(sum(c.tokens), 0) AS charged, count(c.id) AS jobs,
-         coalesce((SELECT sum(r.tokens) FROM ledger r WHERE r.kind = 'refund'
-           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = x.run_id AND kind = 'charge' AND reroll = 1)), 0) AS refunded
+      `SELECT (total(CAST(round(c.tokens * 1000000) AS INTEGER)) / 1000000.0) AS charged, count(c.id) AS jobs,
+         ((SELECT total(CAST(round(r.tokens * 1000000) AS INTEGER)) FROM ledger r WHERE r.kind = 'refund'
+           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = x.run_id AND kind = 'charge' AND reroll = 1))
+           / 1000000.0) AS refunded
        FROM (SELECT CAST(? AS TEXT) AS run_id) AS x
          LEFT JOIN ledger c ON c.run_id = x.run_id AND c.kind = 'charge' AND c.reroll = 1
        GROUP BY x.run_id`,
@@ -156,12 +158,12 @@ const OVERRIDES = new Map<string, string>(
 );
 
 /**
- * A task's estimate in micro-tokens. PostgreSQL's round() of a double breaks ties to even; micro()
- * (migration 13) rounds half up as the money module and SQLite do for these never-negative columns.
+ * A token amount in whole micro-tokens (an estimate, a ledger's tokens, a parameter): PostgreSQL's round()
+ * of a double breaks ties to even; micro() (migrations 13 and 23) rounds as SQLite's round() does.
  */
-const ESTIMATE_MICRO = /CAST\(round\(((?:\w+\.)?est_(?:tokens|min|max)) \* 1000000\) AS INTEGER\)/g;
+const MICRO = /CAST\(round\(((?:\w+\.)?\w+|\?) \* 1000000\) AS INTEGER\)/g;
 
-/** The statement to rewrite for PostgreSQL: its override, or itself, estimates rounded as money is. */
+/** The statement to rewrite for PostgreSQL: its override, or itself, token amounts rounded as SQLite does. */
 export function pgOverride(sql: string): string {
-  return (OVERRIDES.get(fold(sql)) ?? sql).replace(ESTIMATE_MICRO, 'micro($1)');
+  return (OVERRIDES.get(fold(sql)) ?? sql).replace(MICRO, 'micro($1)');
 }
