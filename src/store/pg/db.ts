@@ -28,6 +28,12 @@ const BOOL_TYPE = 16;
  */
 const CONFLICT = new Set(['40P01', '40001']);
 
+/**
+ * How long a COMMIT sent by transactionLater may go unanswered before this process waits for it (under
+ * the watchdog, as every wait is): its answer normally wakes the event loop long before.
+ */
+const OUTSTANDING_MS = 1000;
+
 /** How often a transaction undone by a conflict is run again before the run stops on it. */
 const CONFLICT_TRIES = 5;
 
@@ -455,6 +461,10 @@ export class PgDb {
   /** Per open transaction level (index 0 is level 1), a serial that names it (see Piped.levels). */
   readonly #levelIds: number[] = [];
   #levelSerial = 0;
+  /** Set by transactionLater while its transaction runs: how to tell its caller how the COMMIT went. */
+  #later: ((committed: boolean | Error) => void) | undefined;
+  /** A transaction whose COMMIT was sent and not answered yet (transactionLater): settled when read. */
+  #outstanding: { settle: (committed: boolean | Error) => void; timer: NodeJS.Timeout } | undefined;
   #open = true;
   /** The COPY … FROM STDIN open on the connection (beginCopy), if any. */
   #copying: string | undefined;
@@ -561,6 +571,13 @@ export class PgDb {
   }
 
   close(): this {
+    if (this.#outstanding !== undefined) {
+      try {
+        this.#drain(undefined);
+      } catch {
+        // The caller of the transaction was told.
+      }
+    }
     if (this.#pq !== undefined) finish(this.#pq);
     this.#pq = undefined;
     this.#piping = false;
@@ -752,7 +769,7 @@ export class PgDb {
    * for the next time); false outside a pipeline, where the caller looks at `changes` itself.
    */
   writeExpectingChange(sql: PgStatementText, values: readonly Bindable[]): boolean {
-    if (!this.#piping || this.#pending !== undefined) return false;
+    if (!this.#piping || this.#depth === 0 || this.#pending !== undefined) return false;
     if (this.#prepared.has(sql.text)) this.#send(sql, values);
     else this.execute(sql, values);
     return true;
@@ -760,7 +777,7 @@ export class PgDb {
 
   /** Whether `sql` goes into the open pipeline: one already prepared on this connection. */
   #pipes(sql: PgStatementText): boolean {
-    return this.#piping && this.#pending === undefined && this.#prepared.has(sql.text);
+    return this.#piping && this.#depth > 0 && this.#pending === undefined && this.#prepared.has(sql.text);
   }
 
   #send(sql: PgStatementText, values: readonly Bindable[], capture?: (pq: Libpq) => unknown): Piped {
@@ -793,8 +810,11 @@ export class PgDb {
     const pq = this.#pq;
     if (pq === undefined || !this.#piping) return;
     let sync = through === undefined;
-    // Answers asked for already (a read sent before `through` was waited for) are on their way.
-    const asked = sync ? pq.pipelineSync() : !this.#unasked || (pq.sendFlushRequest() && pq.flush() === 0);
+    // Answers asked for already (a read sent before `through` was waited for, a COMMIT sent with its
+    // Sync by transactionLater) are on their way.
+    const asked =
+      this.#outstanding !== undefined ||
+      (sync ? pq.pipelineSync() : !this.#unasked || (pq.sendFlushRequest() && pq.flush() === 0));
     if (!asked) this.#lostInPipeline(pq);
     this.#unasked = false;
     let failure: Error | undefined;
@@ -812,6 +832,7 @@ export class PgDb {
     if (!pq.getResult() || pq.resultStatus() !== 'PGRES_PIPELINE_SYNC') this.#lostInPipeline(pq);
     pq.exitPipelineMode();
     this.#piping = false;
+    if (this.#settled(pq, failure)) return;
     if (failure === undefined) return;
     this.#pending ??= failure;
     // A refused statement (a constraint, a conflict) is run again where the body can see it fail; the
@@ -870,7 +891,67 @@ export class PgDb {
     if (!pq.sendQueryParams('COMMIT', [])) this.#lostInPipeline(pq);
     this.#unasked = true;
     this.#queue.push({ sql: 'COMMIT', writes: false, levels: [] });
-    this.#drain(undefined);
+    const later = this.#later;
+    if (later === undefined) {
+      this.#drain(undefined);
+      return;
+    }
+    // Sent with a Sync, and read when the server answers (or when the connection is next used).
+    if (!pq.pipelineSync()) this.#lostInPipeline(pq);
+    this.#unasked = false;
+    const settle = () => {
+      try {
+        this.#drain(undefined);
+      } catch {
+        // #drain settled the transaction's caller with what went wrong.
+      }
+    };
+    pq.startReader();
+    pq.once('readable', settle);
+    // A server that never answers is found by the watchdog of a waiting read (#drain) after a while.
+    this.#outstanding = { settle: later, timer: setTimeout(settle, OUTSTANDING_MS) };
+  }
+
+  /**
+   * Runs `run` (a transaction) and sends its COMMIT without waiting for the server: this process goes on
+   * (its HTTP answers, its files) while the server works. `committed` says, once the server answered,
+   * whether the transaction committed (true) or was undone (false: a conflict with another worker, a
+   * statement refused; run it again as a transaction, which answers as SQLite would). A transaction that
+   * could not go in a pipeline commits before this returns. The next use of the connection reads the
+   * answer first.
+   */
+  transactionLater<T>(run: () => T): { value: T; committed: Promise<boolean> } {
+    if (this.#depth > 0 || this.#later !== undefined)
+      return { value: run(), committed: Promise.resolve(true) };
+    let settle: (committed: boolean | Error) => void = () => undefined;
+    const committed = new Promise<boolean>((resolve, reject) => {
+      settle = (outcome) => (outcome instanceof Error ? reject(outcome) : resolve(outcome));
+    });
+    this.#later = settle;
+    let value: T;
+    try {
+      value = run();
+    } finally {
+      this.#later = undefined;
+    }
+    if (this.#outstanding?.settle !== settle) settle(true);
+    return { value, committed };
+  }
+
+  /** Reads the answer of a COMMIT sent by transactionLater and tells its caller. */
+  #settled(pq: Libpq, failure: Error | undefined): boolean {
+    const outstanding = this.#outstanding;
+    if (outstanding === undefined) return false;
+    this.#outstanding = undefined;
+    clearTimeout(outstanding.timer);
+    pq.stopReader();
+    pq.removeAllListeners('readable');
+    if (failure !== undefined) {
+      // What failed left its transaction open and refusing statements, or ended it: either way, gone.
+      pq.exec('ROLLBACK');
+    }
+    outstanding.settle(failure === undefined);
+    return true;
   }
 
   /**
@@ -921,10 +1002,17 @@ export class PgDb {
     this.#pq = undefined;
     this.#piping = false;
     this.#queue.length = 0;
-    throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
+    const gone = new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
       kind: 'gone',
       file: this.name,
     });
+    const outstanding = this.#outstanding;
+    if (outstanding !== undefined) {
+      this.#outstanding = undefined;
+      clearTimeout(outstanding.timer);
+      outstanding.settle(gone);
+    }
+    throw gone;
   }
 
   /** The error of a statement the server refused (`message` on one line). */
@@ -955,7 +1043,7 @@ export class PgDb {
     if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
     // A conditional write that changed no row, checked by the server: the transaction runs again with
     // savepoints, where the store sees the row count itself and refuses in its own words.
-    if (isUnchanged(sql, sqlState)) this.#needCareful = true;
+    if (this.#depth > 0 && isUnchanged(sql, sqlState)) this.#needCareful = true;
     return error;
   }
 
