@@ -362,6 +362,17 @@ export class PgStatement {
   }
 }
 
+/**
+ * Ends the session's transaction, if one is still open: a COMMIT that failed ended it already, and a
+ * ROLLBACK then would only print PostgreSQL's warning on the user's terminal.
+ */
+function rollback(pq: Libpq): void {
+  if (pq.transactionStatus() !== PQTRANS_IDLE) pq.exec('ROLLBACK');
+}
+
+/** libpq's PQTransactionStatus when no transaction is open. */
+const PQTRANS_IDLE = 0;
+
 function readValue(pq: Libpq, r: number, c: number, type: number): unknown {
   const text = pq.getvalue(r, c);
   if (text === '' && pq.getisnull(r, c)) return null;
@@ -946,10 +957,8 @@ export class PgDb {
     clearTimeout(outstanding.timer);
     pq.stopReader();
     pq.removeAllListeners('readable');
-    if (failure !== undefined) {
-      // What failed left its transaction open and refusing statements, or ended it: either way, gone.
-      pq.exec('ROLLBACK');
-    }
+    // What failed left its transaction open and refusing statements (ended here), or ended it.
+    if (failure !== undefined) rollback(pq);
     outstanding.settle(failure === undefined);
     return true;
   }
@@ -1148,7 +1157,7 @@ export class PgDb {
       try {
         this.#beginLight();
       } catch (error) {
-        if (this.#pq !== undefined) this.#pq.exec('ROLLBACK');
+        if (this.#pq !== undefined) rollback(this.#pq);
         throw error;
       }
     }
@@ -1182,7 +1191,7 @@ export class PgDb {
       }
       this.#failed = undefined;
       try {
-        this.#pq?.exec('ROLLBACK');
+        if (this.#pq !== undefined) rollback(this.#pq);
       } catch {
         // The connection went while rolling back: the server rolls the transaction back itself.
       }
@@ -1204,7 +1213,7 @@ export class PgDb {
     } catch (error) {
       // A transaction that began but whose savepoint failed is still open and aborted on the
       // connection: every later statement would fail until it is rolled back.
-      if (depth === 0 && this.#pq !== undefined) this.#pq.exec('ROLLBACK');
+      if (depth === 0 && this.#pq !== undefined) rollback(this.#pq);
       throw error;
     }
     this.#depth = depth + 1;
