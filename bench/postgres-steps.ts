@@ -23,7 +23,12 @@ export interface PostgresFigures {
     bytesPerTask: number;
     walBytesPerTask: number;
     claimsPerSecond: { oneClient: number; twoClients: number };
-    underWriterLock: { oneClient: number; twoClients: number };
+    /** Through the store (claim, intent, answer) with its current locks, per worker process. */
+    storeTasksPerSecond: { oneWorker: number; twoWorkersOneRun: number; twoWorkersTwoRuns: number };
+    workerCpuMsPerTask: number;
+    serverCpuMsPerTask: number;
+    connectionsOfTwoWorkers: number;
+    lockWaitPercent: { oneWorker: number; twoWorkersOneRun: number; twoWorkersTwoRuns: number };
   };
   fleet?: {
     tasks: number;
@@ -60,7 +65,7 @@ export async function measurePostgres(
   const plan = await measurePlanInto(sandboxUrl, o.planTasks, { log: o.log });
   o.log('14 the runner on PostgreSQL against SQLite, 5,000 tasks, concurrency 64');
   const runner = script<NonNullable<PostgresFigures['runner']>>('bench/postgres.ts', ['5000', '64']);
-  o.log('15 the fleet on paper: bytes and WAL per task, SKIP LOCKED claims per second');
+  o.log("15 the fleet on paper: bytes and WAL per task, SKIP LOCKED claims per second, the store's turns");
   const sizing = script<NonNullable<PostgresFigures['sizing']>>('bench/fleet-sizing.ts', ['2000']);
   // 1,000 tasks keep the step to about a minute; `npx tsx bench/fleet.ts 5000 64` is the issue's size.
   o.log('16 one worker against two on one run, 1,000 images, concurrency 64');
@@ -89,12 +94,12 @@ export function postgresRows(f: PostgresFigures): [string, string, string][] {
     ],
     [
       '14 runner on PostgreSQL / on SQLite (5,000 images, concurrency 64, best of 2 each)',
-      `${runner.ratio} (${runner.tasksPerSecond.postgres} / ${runner.tasksPerSecond.sqlite} tasks/s); a point read ${runner.pointReadMicros.postgres} / ${runner.pointReadMicros.sqlite} µs; ${runner.roundTripsPerTask.execPrepared} statements a task`,
+      `${runner.ratio} (${runner.tasksPerSecond.postgres} / ${runner.tasksPerSecond.sqlite} tasks/s); a point read ${runner.pointReadMicros.postgres} / ${runner.pointReadMicros.sqlite} µs; ${runner.roundTripsPerTask.total} round trips a task`,
       `>= 0.8 ${mark(runner.ratio >= 0.8)}`,
     ],
     [
-      `15 fleet sizing (${sizing.tasks.toLocaleString('en-US')} tasks): bytes / WAL per task; SKIP LOCKED claims/s, 1 / 2 clients (under the writer lock)`,
-      `${sizing.bytesPerTask} / ${sizing.walBytesPerTask} B; ${sizing.claimsPerSecond.oneClient} / ${sizing.claimsPerSecond.twoClients} (${sizing.underWriterLock.oneClient} / ${sizing.underWriterLock.twoClients})`,
+      `15 fleet sizing (${sizing.tasks.toLocaleString('en-US')} tasks): bytes / WAL per task; SKIP LOCKED claims/s, 1 / 2 clients; the store's claim + intent + answer, tasks/s: 1 worker / 2 on one run / 2 on two runs`,
+      `${sizing.bytesPerTask} / ${sizing.walBytesPerTask} B; ${sizing.claimsPerSecond.oneClient} / ${sizing.claimsPerSecond.twoClients}; ${sizing.storeTasksPerSecond.oneWorker} / ${sizing.storeTasksPerSecond.twoWorkersOneRun} / ${sizing.storeTasksPerSecond.twoWorkersTwoRuns}`,
       '',
     ],
     [

@@ -25,18 +25,19 @@ export class WriteQueue {
       this.#queued.push({ write, resolve: resolve as (value: unknown) => void, reject });
       if (!this.#scheduled) {
         this.#scheduled = true;
-        setImmediate(() => this.#flush());
+        setImmediate(() => void this.#flush());
       }
     });
   }
 
-  #flush(): void {
+  async #flush(): Promise<void> {
     this.#scheduled = false;
     const queued = this.#queued;
     this.#queued = [];
-    let results: ReturnType<Store['batch']>;
+    let results: Awaited<ReturnType<Store['batchLater']>>;
     try {
-      results = this.#store.batch(queued.map((q) => q.write));
+      // Each caller resumes after the commit; on PostgreSQL this process goes on meanwhile.
+      results = await this.#store.batchLater(queued.map((q) => q.write));
     } catch (error) {
       // The commit itself failed (disk full, database closed): nothing of this batch is recorded.
       for (const q of queued) q.reject(error);

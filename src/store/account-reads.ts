@@ -6,6 +6,7 @@
 // account-scan.ts computes the same sums by reading every row, the check the tests hold these to.
 
 import type { Db } from './db.js';
+import { asTokens, micro } from './micro.js';
 import type { ReviewCounts } from './reviews.js';
 import { awaitsReviewSql } from './shown-state.js';
 import { emptyTaskCounts, MONEY_KINDS, type MoneyKind, STORED_TASK_STATES, type TaskState } from './types.js';
@@ -143,8 +144,8 @@ export class AccountReadStore {
       { state: 'unfetched' | 'stalled' | 'lost'; tasks: number; tokens: number }
     >(
       `SELECT state, count(*) AS tasks,
-         total((SELECT total(CASE kind WHEN 'charge' THEN tokens ELSE -tokens END) FROM ledger AS l
-           WHERE l.run_id = t.run_id AND l.task_id = t.task_id)) AS tokens
+         ${asTokens(`total((SELECT total(CASE kind WHEN 'charge' THEN ${micro('tokens')} ELSE -${micro('tokens')} END)
+           FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id))`)} AS tokens
        FROM tasks AS t WHERE run_id = ? AND state IN ('unfetched', 'stalled', 'lost') GROUP BY state`,
     );
 

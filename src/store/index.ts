@@ -105,6 +105,11 @@ export function openReadOnlyStore(file: string, opts: StoreOptions = {}): Store 
   return new Store(file, openDatabaseReadOnly(file), now);
 }
 
+/** What a PostgreSQL connection offers beyond better-sqlite3's (src/store/pg/db.ts). */
+interface CommitsLater {
+  transactionLater?: <T>(run: () => T) => { value: T; committed: Promise<boolean> };
+}
+
 export class Store {
   readonly file: string;
   readonly #db: Db;
@@ -215,6 +220,19 @@ export class Store {
   }
 
   #batchAll: { immediate: (list: readonly (() => unknown)[]) => BatchResult[] } | undefined;
+
+  /**
+   * batch(), for a caller that awaits the commit: on PostgreSQL the COMMIT is sent and this process goes
+   * on while the server works (transactionLater in src/store/pg/db.ts); a batch the server undid (a
+   * conflict with another worker, a write refused after the body went on) is run again by batch(), at
+   * once. SQLite commits before this returns, as batch() does.
+   */
+  async batchLater(writes: readonly (() => unknown)[]): Promise<BatchResult[]> {
+    const db = this.#db as unknown as CommitsLater;
+    if (db.transactionLater === undefined) return this.batch(writes);
+    const { value, committed } = db.transactionLater(() => this.batch(writes));
+    return (await committed) ? value : this.batch(writes);
+  }
 
   /** The durability settings as SQLite reports them now, for `status` and tests. */
   pragmas(): { journalMode: string; synchronous: number; foreignKeys: number; busyTimeoutMs: number } {

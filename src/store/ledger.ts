@@ -2,7 +2,9 @@
 // recordSubmitted and refunds by recordJobStatus; this module only reads them, and keeps the quota
 // figures the API told us.
 
+import { fromMicro, toMicro } from '../util/money.js';
 import type { Db } from './db.js';
+import { asTokens, micro, tokensTotal } from './micro.js';
 import { fromIso, toIso } from './time.js';
 import type { Clock, LedgerSums, ModelTotals, PeriodSpend, QuotaRecord } from './types.js';
 
@@ -11,13 +13,13 @@ interface SumsRow {
   refunded: number;
 }
 
-const SUMS = `coalesce(sum(CASE WHEN kind = 'charge' THEN tokens END), 0) AS charged,
-  coalesce(sum(CASE WHEN kind = 'refund' THEN tokens END), 0) AS refunded`;
+const SUMS = `${tokensTotal('tokens', "kind = 'charge'")} AS charged,
+  ${tokensTotal('tokens', "kind = 'refund'")} AS refunded`;
 
 function toSums(row: SumsRow | undefined): LedgerSums {
   const charged = row?.charged ?? 0;
   const refunded = row?.refunded ?? 0;
-  return { charged, refunded, net: charged - refunded };
+  return { charged, refunded, net: fromMicro(toMicro(charged) - toMicro(refunded)) };
 }
 
 export class LedgerStore {
@@ -57,12 +59,14 @@ export class LedgerStore {
     >(
       `SELECT tasks.model AS model, count(*) AS tasks,
          -- A skipped task left the run's estimate (src/account/): a rejected upstream took it out.
-         total(CASE WHEN state <> 'skipped' THEN est_tokens END) AS estimated,
-         total(CASE WHEN state <> 'skipped' THEN est_min END) AS est_min,
-         total(CASE WHEN state <> 'skipped' THEN est_max END) AS est_max, coalesce(sum(spent.charged), 0) AS charged,
-         coalesce(sum(spent.refunded), 0) AS refunded
+         ${tokensTotal('est_tokens', "state <> 'skipped'")} AS estimated,
+         ${tokensTotal('est_min', "state <> 'skipped'")} AS est_min,
+         ${tokensTotal('est_max', "state <> 'skipped'")} AS est_max,
+         ${asTokens('total(spent.charged)')} AS charged, ${asTokens('total(spent.refunded)')} AS refunded
        FROM tasks LEFT JOIN (
-         SELECT task_id, ${SUMS} FROM ledger WHERE run_id = :runId GROUP BY task_id
+         SELECT task_id, total(CASE WHEN kind = 'charge' THEN ${micro('tokens')} END) AS charged,
+           total(CASE WHEN kind = 'refund' THEN ${micro('tokens')} END) AS refunded
+         FROM ledger WHERE run_id = :runId GROUP BY task_id
        ) AS spent USING (task_id)
        WHERE tasks.run_id = :runId
        GROUP BY tasks.model ORDER BY tasks.model`,

@@ -4,9 +4,10 @@
 // report of 100,000 tasks holds one page of them, never the run.
 
 import type { Estimate } from '../catalog/types.js';
-import { roundTokens } from '../util/money.js';
+import { fromMicro, toMicro } from '../util/money.js';
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
+import { asTokens, micro, tokensTotal } from './micro.js';
 import { shownStateSql, storedStatesFor } from './shown-state.js';
 import { fromIsoOrNull } from './time.js';
 import {
@@ -176,7 +177,9 @@ interface FigureRow {
   est_tokens: number;
   est_min: number;
   est_max: number;
+  /** Micro-tokens. */
   charged: number;
+  /** Micro-tokens. */
   refunded: number;
   jobs: number;
   charged_attempts: number;
@@ -210,14 +213,26 @@ interface ProblemRow {
 const REVIEWED_STATE_SQL = `(CASE WHEN t.review = 1 AND t.verdict = 'rejected' AND t.state = 'done' THEN 'rejected'
   ELSE ${shownStateSql('t')} END)`;
 
-/** The net of one task from the ledger, through its (run_id, task_id) index. */
-const TASK_NET = `(SELECT total(CASE kind WHEN 'charge' THEN tokens ELSE -tokens END) FROM ledger AS l
-  WHERE l.run_id = t.run_id AND l.task_id = t.task_id)`;
+/** The net of one task from the ledger in micro-tokens (src/store/micro.ts), through its (run_id, task_id) index. */
+const TASK_NET_MICRO = `(SELECT total(CASE kind WHEN 'charge' THEN ${micro('tokens')} ELSE -${micro('tokens')} END)
+  FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id)`;
+
+/** A task's charges (or refunds) in micro-tokens. */
+const taskMicro = (kind: 'charge' | 'refund'): string =>
+  `(SELECT total(${micro('tokens')}) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
+     AND kind = '${kind}')`;
 
 /** A text field of the body when it is a JSON string. CASE is lazy: json_type never sees invalid JSON. */
-function textField(field: RequestTextField): string {
+export function requestTextSql(field: RequestTextField): string {
   return `CASE WHEN json_valid(body) THEN CASE json_type(body, '$.${field}') WHEN 'text' THEN json_extract(body, '$.${field}') END END AS ${field}`;
 }
+
+/** A page of the report's tasks by row id (PostgreSQL reads the body's text fields its own way: overrides.ts). */
+export const TASK_PAGE_SQL = `SELECT rowid AS rid, task_id, seq, model, ${shownStateSql('t')} AS state, img_uuid, job_status, est_tokens, est_min, est_max,
+         est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered, body,
+         planned_estimate,
+         ${REQUEST_TEXT_FIELDS.map(requestTextSql).join(', ')}
+       FROM tasks AS t WHERE rowid IN (SELECT value FROM json_each(:rowids))`;
 
 const IN_PAGE = 'task_id IN (SELECT value FROM json_each(:ids))';
 
@@ -256,13 +271,7 @@ export class ReportReadStore {
            AND ${shownStateSql('t')} IN (SELECT value FROM json_each(:states))`,
       )
       .raw();
-    this.#selectPage = db.prepare<{ rowids: string }, PageTaskRow>(
-      `SELECT rowid AS rid, task_id, seq, model, ${shownStateSql('t')} AS state, img_uuid, job_status, est_tokens, est_min, est_max,
-         est_basis, est_assumed, error, submitted_at, finished_at, job_duration, cost_assumed, recovered, body,
-         planned_estimate,
-         ${REQUEST_TEXT_FIELDS.map(textField).join(', ')}
-       FROM tasks AS t WHERE rowid IN (SELECT value FROM json_each(:rowids))`,
-    );
+    this.#selectPage = db.prepare<{ rowids: string }, PageTaskRow>(TASK_PAGE_SQL);
     this.#selectUpstreams = db.prepare<
       { runId: string; ids: string },
       { task_id: string; name: string; upstream_id: string }
@@ -274,8 +283,8 @@ export class ReportReadStore {
     );
     this.#selectSpend = db.prepare<{ runId: string; ids: string }, PageSpendRow>(
       `SELECT task_id,
-         coalesce(sum(CASE WHEN kind = 'charge' THEN tokens END), 0) AS charged,
-         coalesce(sum(CASE WHEN kind = 'refund' THEN tokens END), 0) AS refunded,
+         ${tokensTotal('tokens', "kind = 'charge'")} AS charged,
+         ${tokensTotal('tokens', "kind = 'refund'")} AS refunded,
          count(CASE WHEN kind = 'charge' THEN 1 END) AS jobs,
          count(CASE WHEN kind = 'charge' AND assumed = 1 THEN 1 END) AS assumed_jobs
        FROM ledger WHERE run_id = :runId AND ${IN_PAGE} GROUP BY task_id`,
@@ -298,13 +307,13 @@ export class ReportReadStore {
       { runId: string; state: string; limit: number; withErrorOnly: number },
       ProblemRow
     >(
-      `SELECT task_id, model, state, img_uuid, error, est_max, ${TASK_NET} AS net
+      `SELECT task_id, model, state, img_uuid, error, est_max, ${asTokens(TASK_NET_MICRO)} AS net
        FROM tasks AS t WHERE run_id = :runId AND state = :state
          AND (:withErrorOnly = 0 OR error IS NOT NULL)
        ORDER BY seq LIMIT :limit`,
     );
     this.#selectNotOnDisk = db.prepare<[string], { state: NotOnDiskState; tasks: number; tokens: number }>(
-      `SELECT state, count(*) AS tasks, total(${TASK_NET}) AS tokens
+      `SELECT state, count(*) AS tasks, ${asTokens(`total(${TASK_NET_MICRO})`)} AS tokens
        FROM tasks AS t WHERE run_id = ? AND state IN ('unfetched', 'stalled', 'lost') GROUP BY state`,
     );
     // Run totals at a million tasks: the run's rows are found through an index (which holds the row
@@ -314,24 +323,21 @@ export class ReportReadStore {
       'SELECT min(rowid) AS lo, max(rowid) AS hi FROM tasks WHERE run_id = ?',
     );
     this.#selectEstimated = db.prepare<[number, number, string], { estimated: number }>(
-      'SELECT total(est_tokens) AS estimated FROM tasks WHERE rowid BETWEEN ? AND ? AND +run_id = ?',
+      `SELECT ${tokensTotal('est_tokens')} AS estimated FROM tasks WHERE rowid BETWEEN ? AND ? AND +run_id = ?`,
     );
     this.#selectLedgerIds = db.prepare<[string], { lo: number | null; hi: number | null }>(
       'SELECT min(id) AS lo, max(id) AS hi FROM ledger WHERE run_id = ?',
     );
     this.#selectRunSums = db.prepare<[number, number, string], { charged: number; refunded: number }>(
-      `SELECT total(CASE WHEN kind = 'charge' THEN tokens END) AS charged,
-         total(CASE WHEN kind = 'refund' THEN tokens END) AS refunded
+      `SELECT ${tokensTotal('tokens', "kind = 'charge'")} AS charged,
+         ${tokensTotal('tokens', "kind = 'refund'")} AS refunded
        FROM ledger WHERE id BETWEEN ? AND ? AND +run_id = ?`,
     );
     // One pass over the run's tasks, summed in JavaScript: GROUP BY would sort every task (SQLite
     // groups by sorting), and the ledger is read through its (run_id, task_id) index for each.
     this.#selectFigures = db.prepare<[string], FigureRow>(
       `SELECT model, ${REVIEWED_STATE_SQL} AS state, est_tokens, est_min, est_max,
-         (SELECT total(tokens) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
-            AND kind = 'charge') AS charged,
-         (SELECT total(tokens) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
-            AND kind = 'refund') AS refunded,
+         ${taskMicro('charge')} AS charged, ${taskMicro('refund')} AS refunded,
          (SELECT count(*) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
             AND kind = 'charge') AS jobs,
          (SELECT count(*) FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id
@@ -452,7 +458,7 @@ export class ReportReadStore {
           taskId: row.task_id,
           charged: s?.charged ?? 0,
           refunded: s?.refunded ?? 0,
-          net: (s?.charged ?? 0) - (s?.refunded ?? 0),
+          net: fromMicro(toMicro(s?.charged ?? 0) - toMicro(s?.refunded ?? 0)),
           jobs: s?.jobs ?? 0,
         },
         files: files.get(row.task_id) ?? [],
@@ -468,7 +474,11 @@ export class ReportReadStore {
     return page;
   }
 
-  /** Per model of the run (by name): its tasks by state, estimates, spend and the exactly priced ones. */
+  /**
+   * Per model of the run (by name): its tasks by state, estimates, spend and the exactly priced ones.
+   * Amounts are added in whole micro-tokens (src/store/micro.ts): the rows' order, which the backends do
+   * not share, then changes nothing.
+   */
   reportModelFigures(runId: string): ReportModelFigures[] {
     const figures = new Map<string, ReportModelFigures>();
     for (const row of this.#selectFigures.iterate(runId)) {
@@ -480,18 +490,17 @@ export class ReportReadStore {
       f.byState[row.state]++;
       // A skipped task left the run's estimate (src/account/): a rejected upstream took it out.
       if (row.state !== 'skipped') {
-        f.estimated += row.est_tokens;
-        f.estimatedMin += row.est_min;
-        f.estimatedMax += row.est_max;
+        f.estimated += toMicro(row.est_tokens);
+        f.estimatedMin += toMicro(row.est_min);
+        f.estimatedMax += toMicro(row.est_max);
       }
       f.charged += row.charged;
       f.refunded += row.refunded;
       f.jobs += row.jobs;
-      if (row.state === 'in_doubt') f.inDoubtMax += row.est_max;
+      if (row.state === 'in_doubt') f.inDoubtMax += toMicro(row.est_max);
       if (isNotOnDisk(row.state)) {
         f.notOnDisk[row.state].tasks++;
-        // Each task's net to 1e-6 tokens first, as the report shows it.
-        f.notOnDisk[row.state].tokens += roundTokens(row.charged - row.refunded);
+        f.notOnDisk[row.state].tokens += row.charged - row.refunded;
       }
       if (row.recovered === 1) f.recovered++;
       // Sent again after a refunded (failed) job: a re-roll is no retry (src/account/ tells them apart).
@@ -499,12 +508,13 @@ export class ReportReadStore {
       if (row.cost_assumed === 1 || row.assumed_jobs > 0) f.costAssumed++;
       if (row.jobs > 0 && row.est_min === row.est_max) {
         f.pricedTasks++;
-        f.pricedListPrice += row.est_tokens * row.jobs;
-        // Each task's charges to 1e-6 tokens first, as the report shows them.
-        f.pricedCharged += roundTokens(row.charged);
+        f.pricedListPrice += toMicro(row.est_tokens) * row.jobs;
+        f.pricedCharged += row.charged;
       }
     }
-    return [...figures.values()].sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0));
+    return [...figures.values()]
+      .sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0))
+      .map(figuresInTokens);
   }
 
   /** Per task of the run that was ever sent: its attempts, and how many the API accepted. */
@@ -571,13 +581,33 @@ export class ReportReadStore {
       ids?.lo == null || ids.hi == null ? undefined : this.#selectRunSums.get(ids.lo, ids.hi, runId);
     const charged = sums?.charged ?? 0;
     const refunded = sums?.refunded ?? 0;
-    return { estimated, charged, refunded, net: charged - refunded };
+    return { estimated, charged, refunded, net: fromMicro(toMicro(charged) - toMicro(refunded)) };
   }
 
   /** How many result files the run has, and their total size in bytes. */
   runFileTotals(runId: string): RunFileTotals {
     return this.#selectFileTotals.get(runId) ?? { files: 0, bytes: 0 };
   }
+}
+
+/** Figures added up in micro-tokens, as tokens. */
+function figuresInTokens(f: ReportModelFigures): ReportModelFigures {
+  const notOnDisk = emptyNotOnDisk();
+  for (const state of NOT_ON_DISK) {
+    notOnDisk[state] = { tasks: f.notOnDisk[state].tasks, tokens: fromMicro(f.notOnDisk[state].tokens) };
+  }
+  return {
+    ...f,
+    estimated: fromMicro(f.estimated),
+    estimatedMin: fromMicro(f.estimatedMin),
+    estimatedMax: fromMicro(f.estimatedMax),
+    charged: fromMicro(f.charged),
+    refunded: fromMicro(f.refunded),
+    pricedListPrice: fromMicro(f.pricedListPrice),
+    pricedCharged: fromMicro(f.pricedCharged),
+    inDoubtMax: fromMicro(f.inDoubtMax),
+    notOnDisk,
+  };
 }
 
 function emptyFigures(model: string): ReportModelFigures {

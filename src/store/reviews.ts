@@ -7,6 +7,7 @@ import { scrub } from '../util/secrets.js';
 import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
+import { tokensTotal } from './micro.js';
 import { OverBudgetError, type ReservationStore } from './reservations.js';
 import { awaitsReviewSql, shownStateSql } from './shown-state.js';
 import { type TaskRow, toTask } from './task-rows.js';
@@ -196,7 +197,7 @@ export class ReviewStore {
     // Re-rolls asked for and not answered yet: their worst cases are spoken for in the budget.
     this.#queuedRerollMax = db
       .prepare<[string], number>(
-        `SELECT coalesce(sum(est_max), 0) FROM tasks INDEXED BY tasks_reviewed
+        `SELECT ${tokensTotal('est_max')} FROM tasks INDEXED BY tasks_reviewed
          WHERE run_id = ? AND review = 1 AND attempt > 1 AND state = 'pending'`,
       )
       .pluck();
@@ -228,11 +229,13 @@ export class ReviewStore {
          coalesce(sum(verdict = 'rejected'), 0) AS rejected
        FROM tasks INDEXED BY tasks_reviewed WHERE run_id = ? AND review = 1`,
     );
-    // A re-roll's job is charged once and may be refunded (it failed): both sides, by its img_uuid.
+    // A re-roll's job is charged once and may be refunded (it failed): both sides, by its img_uuid, added
+    // in whole micro-tokens (src/store/micro.ts; written out, as PostgreSQL's override of it is keyed by it).
     this.#rerollSpend = db.prepare<[string], { charged: number; refunded: number; jobs: number }>(
-      `SELECT coalesce(sum(c.tokens), 0) AS charged, count(*) AS jobs,
-         coalesce((SELECT sum(r.tokens) FROM ledger r WHERE r.kind = 'refund'
-           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = c.run_id AND kind = 'charge' AND reroll = 1)), 0) AS refunded
+      `SELECT (total(CAST(round(c.tokens * 1000000) AS INTEGER)) / 1000000.0) AS charged, count(*) AS jobs,
+         ((SELECT total(CAST(round(r.tokens * 1000000) AS INTEGER)) FROM ledger r WHERE r.kind = 'refund'
+           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = c.run_id AND kind = 'charge' AND reroll = 1))
+           / 1000000.0) AS refunded
        FROM ledger c WHERE c.run_id = ? AND c.kind = 'charge' AND c.reroll = 1`,
     );
     this.#decide = db.transaction((runId: string, taskId: string, req: DecideRequest) =>

@@ -3,7 +3,9 @@
 // `--accept-changes`, automatic retries) has one charge per job, so the task's own `cost` column is not
 // enough.
 
+import { fromMicro, toMicro } from '../util/money.js';
 import type { Db } from './db.js';
+import { tokensTotal } from './micro.js';
 import type { TaskSpend } from './types.js';
 
 interface TaskSpendRow {
@@ -26,8 +28,8 @@ export class SpendStore {
   constructor(db: Db) {
     this.#selectTaskSpend = db.prepare<[string], TaskSpendRow>(
       `SELECT task_id,
-         coalesce(sum(CASE WHEN kind = 'charge' THEN tokens END), 0) AS charged,
-         coalesce(sum(CASE WHEN kind = 'refund' THEN tokens END), 0) AS refunded,
+         ${tokensTotal('tokens', "kind = 'charge'")} AS charged,
+         ${tokensTotal('tokens', "kind = 'refund'")} AS refunded,
          count(CASE WHEN kind = 'charge' THEN 1 END) AS jobs,
          count(CASE WHEN kind = 'charge' AND assumed = 1 THEN 1 END) AS assumed_jobs
        FROM ledger WHERE run_id = ? GROUP BY task_id ORDER BY task_id`,
@@ -45,7 +47,7 @@ export class SpendStore {
       taskId: row.task_id,
       charged: row.charged,
       refunded: row.refunded,
-      net: row.charged - row.refunded,
+      net: fromMicro(toMicro(row.charged) - toMicro(row.refunded)),
       jobs: row.jobs,
       assumedJobs: row.assumed_jobs,
     }));

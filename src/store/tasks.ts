@@ -5,6 +5,7 @@ import type { ChainStore } from './chains.js';
 import type { Db } from './db.js';
 import { readSoon, runExpectingChange, StoreError } from './db.js';
 import { bodyHash } from './fingerprint.js';
+import { tokensTotal } from './micro.js';
 import { COPY_ROWS, CopyRows, copyTargetOf } from './pg/bulk.js';
 import { unknownRun } from './runs.js';
 import { awaitsReviewSql } from './shown-state.js';
@@ -324,7 +325,8 @@ export class TaskStore {
       [string],
       { model: string; tasks: number; tokens: number; min: number; max: number }
     >(
-      `SELECT model, count(*) AS tasks, sum(est_tokens) AS tokens, sum(est_min) AS min, sum(est_max) AS max
+      `SELECT model, count(*) AS tasks, ${tokensTotal('est_tokens')} AS tokens,
+         ${tokensTotal('est_min')} AS min, ${tokensTotal('est_max')} AS max
        FROM tasks WHERE run_id = ? AND state = 'pending' GROUP BY model ORDER BY min(seq)`,
     );
     // The same, for the tasks a run will really submit: some ids only, the first n only.
@@ -334,7 +336,8 @@ export class TaskStore {
         [string, number, string | null, number],
         { model: string; tasks: number; tokens: number; min: number; max: number }
       >(
-        `SELECT model, count(*) AS tasks, sum(est_tokens) AS tokens, sum(est_min) AS min, sum(est_max) AS max
+        `SELECT model, count(*) AS tasks, ${tokensTotal('est_tokens')} AS tokens,
+         ${tokensTotal('est_min')} AS min, ${tokensTotal('est_max')} AS max
          FROM (SELECT * FROM tasks WHERE run_id = ? AND state = 'pending'
                  AND (? = 0 OR task_id IN (SELECT value FROM json_each(?))) ORDER BY ${order} LIMIT ?) AS chosen
          GROUP BY model ORDER BY min(seq)`,

@@ -5,6 +5,7 @@
 import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
 import { type FileRow, toFile } from './files.js';
+import { tokensTotal } from './micro.js';
 import { REQUEST_TEXT_FIELDS } from './report-reads.js';
 import { shownStateSql, storedStatesFor } from './shown-state.js';
 import type { FileRecord, TaskState } from './types.js';
@@ -305,8 +306,8 @@ export class ViewReadStore {
       { runId: string; ids: string },
       { task_id: string; charged: number; refunded: number }
     >(
-      `SELECT task_id, total(CASE WHEN kind = 'charge' THEN tokens END) AS charged,
-         total(CASE WHEN kind = 'refund' THEN tokens END) AS refunded
+      `SELECT task_id, ${tokensTotal('tokens', "kind = 'charge'")} AS charged,
+         ${tokensTotal('tokens', "kind = 'refund'")} AS refunded
        FROM ledger WHERE run_id = :runId AND task_id IN (SELECT value FROM json_each(:ids)) GROUP BY task_id`,
     );
     this.#ledgerOfTask = db.prepare<
@@ -318,14 +319,14 @@ export class ViewReadStore {
     // By row id from `afterId` (the ledger only grows), the run's rows filtered by +run_id: one range
     // read, then each row's model from the task's primary key.
     this.#spendAfter = db.prepare<[number, string], SpendBucket>(
-      `SELECT substr(l.at, 1, 19) AS second, t.model, l.kind, total(l.tokens) AS tokens, count(*) AS rows,
+      `SELECT substr(l.at, 1, 19) AS second, t.model, l.kind, ${tokensTotal('l.tokens')} AS tokens, count(*) AS rows,
          max(l.id) AS lastId
        FROM ledger AS l JOIN tasks AS t ON t.run_id = l.run_id AND t.task_id = l.task_id
        WHERE l.id > ? AND +l.run_id = ? GROUP BY second, t.model, l.kind ORDER BY second`,
     );
     // The same over a bounded id range: a large ledger read in short statements (no long snapshot).
     this.#spendBetween = db.prepare<[number, number, string], SpendBucket>(
-      `SELECT substr(l.at, 1, 19) AS second, t.model, l.kind, total(l.tokens) AS tokens, count(*) AS rows,
+      `SELECT substr(l.at, 1, 19) AS second, t.model, l.kind, ${tokensTotal('l.tokens')} AS tokens, count(*) AS rows,
          max(l.id) AS lastId
        FROM ledger AS l JOIN tasks AS t ON t.run_id = l.run_id AND t.task_id = l.task_id
        WHERE l.id > ? AND l.id <= ? AND +l.run_id = ? GROUP BY second, t.model, l.kind ORDER BY second`,
@@ -336,7 +337,8 @@ export class ViewReadStore {
          (SELECT max(rowid) FROM tasks WHERE run_id = ?) AS hi`,
     );
     this.#modelStatesIn = db.prepare<{ runId: string; lo: number; hi: number }, ModelStateRow>(
-      `SELECT model, state, count(*) AS tasks, total(est_tokens) AS estimated, total(est_max) AS estimatedMax
+      `SELECT model, state, count(*) AS tasks, ${tokensTotal('est_tokens')} AS estimated,
+         ${tokensTotal('est_max')} AS estimatedMax
        FROM tasks WHERE rowid BETWEEN :lo AND :hi AND +run_id = :runId GROUP BY model, state`,
     );
     this.#finishedChunk = db
@@ -348,7 +350,8 @@ export class ViewReadStore {
       .raw();
     // The run's rows as one range of the table (see runTotals in report-reads.ts): a million in ~1 s.
     this.#modelStates = db.prepare<{ runId: string }, ModelStateRow>(
-      `SELECT model, state, count(*) AS tasks, total(est_tokens) AS estimated, total(est_max) AS estimatedMax
+      `SELECT model, state, count(*) AS tasks, ${tokensTotal('est_tokens')} AS estimated,
+         ${tokensTotal('est_max')} AS estimatedMax
        FROM tasks
        WHERE rowid BETWEEN (SELECT min(rowid) FROM tasks WHERE run_id = :runId)
          AND (SELECT max(rowid) FROM tasks WHERE run_id = :runId) AND +run_id = :runId
@@ -411,7 +414,7 @@ export class ViewReadStore {
          (SELECT max(rowid) FROM attempts) AS attempts, (SELECT max(rowid) FROM job_events) AS job_events`,
     );
     this.#inDoubt = db.prepare<[string], { tasks: number; tokens: number; max: number }>(
-      `SELECT count(*) AS tasks, total(est_tokens) AS tokens, total(est_max) AS max
+      `SELECT count(*) AS tasks, ${tokensTotal('est_tokens')} AS tokens, ${tokensTotal('est_max')} AS max
        FROM tasks WHERE run_id = ? AND state = 'in_doubt'`,
     );
   }

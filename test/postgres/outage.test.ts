@@ -93,8 +93,18 @@ describe('a runner on PostgreSQL when the database goes away', () => {
     expect(lines[0]).toMatch(
       /^mediabatch: the PostgreSQL state at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/t\d+_\d+ (went away|cannot be reached|does not take connections yet): \S.*$/,
     );
+    // It could not write why it stopped to a database that was gone: status says its worker was lost,
+    // what to do, and the command that continues it.
+    const status = stage.spawn(state, ['status', 'pgstop']);
+    expect(await status.exited, status.stderr()).toBe(0);
+    expect(status.stdout()).toContain(
+      '  Stopped (its process or workers lost): the process driving it (or every worker of it) ended without closing it: killed, crashed, or its PostgreSQL state went away; run it again to continue\n',
+    );
+    expect(status.stdout()).toMatch(
+      /task\(s\) unfinished: `mediabatch run stop\.yaml --run-id pgstop --state 'postgres:\/\/postgres@127\.0\.0\.1:\d+\/t\d+_\d+\?[^']*'` continues the run\./,
+    );
     const { again } = await resumeAndCheck(state, file, 'pgstop', 'stop');
-    for (const out of [first.stdout(), first.stderr(), again.stdout(), again.stderr()]) {
+    for (const out of [first.stdout(), first.stderr(), status.stdout(), again.stdout(), again.stderr()]) {
       expect(out).not.toContain(PASSWORD);
     }
   }, 120_000);

@@ -242,3 +242,100 @@ describe('a PostgreSQL transaction in pipeline mode', () => {
     expect(both.postgres.answer).toEqual([{ k: 'z', v: 2 }, { k: 'z', v: 1 }, undefined]);
   });
 });
+
+describe("a PostgreSQL transaction whose COMMIT is answered later (the runner's group commit)", () => {
+  const pgDb = () => dbs.postgres as unknown as PgDb;
+
+  it('commits; the value is there at once, the answer comes without a wait of this process', async () => {
+    const s = statements(dbs.postgres);
+    const before = waits.n;
+    const { value, committed } = pgDb().transactionLater(() =>
+      dbs.postgres.transaction(() => {
+        s.add.run('a', 1);
+        s.add.run('b', 2);
+        return 'done';
+      })(),
+    );
+    // BEGIN, the writes, COMMIT and its Sync went out; nothing was waited for.
+    expect(waits.n - before).toBe(1);
+    expect(value).toBe('done');
+    expect(await committed).toBe(true);
+    expect(s.all.all()).toEqual([
+      { k: 'a', v: 1 },
+      { k: 'b', v: 2 },
+    ]);
+  });
+
+  it('a statement used before the answer came reads it first, and sees the commit', async () => {
+    const s = statements(dbs.postgres);
+    const { committed } = pgDb().transactionLater(() =>
+      dbs.postgres.transaction(() => {
+        s.add.run('a', 1);
+      })(),
+    );
+    expect(s.one.get('a')).toEqual({ k: 'a', v: 1 });
+    expect(await committed).toBe(true);
+  });
+
+  it('a failure found in the answer: nothing kept, the caller told to run it again', async () => {
+    const s = statements(dbs.postgres);
+    s.add.run('a', 0);
+    // Its check prepared once (a statement's first use is never in the pipeline).
+    dbs.postgres.transaction(() => runExpectingChange(s.bump, { k: 'a', from: 0 }, refused))();
+    const { committed } = pgDb().transactionLater(() =>
+      dbs.postgres.transaction(() => {
+        s.add.run('b', 1);
+        runExpectingChange(s.bump, { k: 'a', from: 5 }, refused);
+        s.add.run('c', 2);
+      })(),
+    );
+    expect(await committed).toBe(false);
+    expect(s.all.all()).toEqual([{ k: 'a', v: 1 }]);
+    // The connection is usable at once: the failed transaction was rolled back.
+    dbs.postgres.transaction(() => s.add.run('d', 3))();
+    expect(s.all.all()).toHaveLength(2);
+  });
+
+  it('the server ending the session before it answered: the caller gets the line that says so', async () => {
+    const s = statements(dbs.postgres);
+    const killer = new PgDb(pg.url('postgres'));
+    try {
+      const pid = dbs.postgres.prepare('SELECT pg_backend_pid() AS pid').get() as { pid: number };
+      const { committed } = pgDb().transactionLater(() =>
+        dbs.postgres.transaction(() => {
+          s.add.run('a', 1);
+          s.one.get('a');
+          killer.prepare('SELECT pg_terminate_backend(?)').get(pid.pid);
+          s.add.run('b', 2);
+        })(),
+      );
+      await expect(committed).rejects.toThrow(/^the PostgreSQL state at postgres:\/\/\S+ went away: /);
+    } finally {
+      killer.close();
+    }
+  });
+});
+
+describe("the store's group commit on PostgreSQL (batchLater)", () => {
+  it('gives each write its outcome after the commit, a refused one in its slot, as batch() does', async () => {
+    const { openStore } = await import('../../src/store/index.js');
+    const store = openStore(pg.freshDatabase());
+    try {
+      store.runs.createRun({ id: 'r', manifestPath: '/m', manifestName: 'm', settings: {} });
+      const results = await store.batchLater([
+        () => store.runs.getRun('r')?.id,
+        () => {
+          throw new Error('refused in its slot');
+        },
+        () => 'last',
+      ]);
+      expect(results).toEqual([
+        { ok: true, value: 'r' },
+        { ok: false, error: new Error('refused in its slot') },
+        { ok: true, value: 'last' },
+      ]);
+    } finally {
+      store.close();
+    }
+  });
+});

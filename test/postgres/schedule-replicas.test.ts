@@ -107,7 +107,13 @@ async function twoReplicas(env: RunEnv, state: (dir: string) => string): Promise
   const store = openStore(state(env.dir));
   try {
     const runs = store.runs.listRuns({ manifestPath: join(env.dir, 'tick.yaml') });
-    expect(runs).toHaveLength(firedA.length + firedB.length);
+    // A replica's last firing may have been cut by the SIGTERM that ended the test before its run was
+    // made (the line comes first); never more runs than firings.
+    const cut = [a, b].filter(
+      (out) => out.lastIndexOf(': firing (due') > out.lastIndexOf(' finished:'),
+    ).length;
+    expect(runs.length).toBeLessThanOrEqual(firedA.length + firedB.length);
+    expect(runs.length).toBeGreaterThanOrEqual(firedA.length + firedB.length - cut);
     expect(new Set(runs.map((r) => r.id)).size).toBe(runs.length);
     const sent = runs.flatMap((r) => store.tasks.tasksOfRun(r.id)).filter((t) => t.state !== 'pending');
     expect(env.state().jobs).toHaveLength(sent.length);

@@ -46,7 +46,8 @@ async function sandboxState(): Promise<SandboxState> {
 }
 
 const LATENCY_MS = 400;
-const HELD_MS = 3_000;
+// Long enough that a loaded machine still sends both Ctrl-Cs before the sandbox answers any.
+const HELD_MS = 6_000;
 
 /** Tasks whose submission was recorded as about to be sent (read from the state file, read-only). */
 function intents(file: string): number {
@@ -92,7 +93,7 @@ describe('run: Ctrl-C twice', () => {
       stringify({ version: 1, name: 'quit', concurrency: 4, output: 'out', tasks }),
     );
     const args = ['--state', join(dir, 'state.db'), 'run', 'm.yaml', '--yes'];
-    // Every answer takes 3 s: the first submissions are still unanswered when Ctrl-C comes twice.
+    // Every answer takes 6 s: the first submissions are still unanswered when Ctrl-C comes twice.
     await configure({ latencyMs: HELD_MS });
     const child = spawnCli(args, { cwd: dir, env: env() });
     const deadline = Date.now() + 30_000;

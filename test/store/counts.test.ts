@@ -49,9 +49,12 @@ describe('task counts per state', () => {
     const updates: string[] = [];
     for (let i = 0; i < 2_000; i++) {
       const state = STORED_TASK_STATES[Math.floor(random() * STORED_TASK_STATES.length)] ?? 'pending';
-      updates.push(
-        `UPDATE tasks SET state = '${state}' WHERE run_id = 'r1' AND task_id = 't${Math.floor(random() * 300)}';`,
-      );
+      const id = `t${Math.floor(random() * 300)}`;
+      // A move, an estimate changed in place (a chained task's filled-in request), or both at once.
+      const kind = random();
+      const est = `est_tokens = ${Math.floor(random() * 5_000) / 1_000}, est_max = ${Math.floor(random() * 9_000) / 1_000}`;
+      const set = kind < 0.6 ? `state = '${state}'` : kind < 0.8 ? est : `state = '${state}', ${est}`;
+      updates.push(`UPDATE tasks SET ${set} WHERE run_id = 'r1' AND task_id = '${id}';`);
     }
     raw.exec(`BEGIN; ${updates.join('\n')} COMMIT;`);
     raw.prepare("DELETE FROM tasks WHERE run_id = 'r1' AND task_id IN ('t250', 't251')").run();
@@ -61,6 +64,7 @@ describe('task counts per state', () => {
     expect(store.tasks.countTasksByState('r1')).toEqual(expected);
     expect(Object.values(expected).reduce((a, b) => a + b, 0)).toBe(298);
     expect(store.tasks.countTasksByState('r2')).toEqual(counted(ctx.file(), 'r2'));
+    expect(store.accountFacts('r1').estimates).toEqual(store.accountSumsByScan('r1').estimates);
 
     store.close();
     const again = openStore(stateFor(ctx.file()));

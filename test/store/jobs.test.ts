@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { submit, task, useStoreWithRun } from './helpers.js';
+import { rawDatabase, submit, task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
 
@@ -172,5 +172,51 @@ describe('recordFile', () => {
     expect(() =>
       store.files.recordFile('r1', 'ghost', { index: 0, kind: 'image', path: '/x', bytes: 1, sha256: 'h' }),
     ).toThrow('run r1: task ghost: not found in the state database');
+  });
+});
+
+describe('the JSON columns', () => {
+  // A job's record, a run's settings and a chained task's planned estimate are JSON; the database itself
+  // refuses anything else, on either backend with the same code, and takes every JSON document.
+  it('refuse a text that is not JSON with a CHECK failure, and keep every JSON document', () => {
+    const store = ctx.store();
+    store.tasks.upsertTasks('r1', [task('a')]);
+    const raw = rawDatabase(ctx.file());
+    const insertEvent = raw.prepare(
+      `INSERT INTO job_events (img_uuid, status, at, source, record) VALUES (?, ?, '2026-11-01T00:00:00.000Z', 'poll', ?)`,
+    );
+    const refused = (write: () => unknown) => {
+      try {
+        write();
+      } catch (err) {
+        return (err as { code?: string }).code;
+      }
+      return 'kept';
+    };
+    const documents = ['{"a":[1,2.5,"x",null,true]}', '[]', '"text"', '0', 'null', ' {} '];
+    documents.forEach((doc, i) => {
+      expect(
+        refused(() => insertEvent.run(`u${i}`, 'success', doc)),
+        doc,
+      ).toBe('kept');
+    });
+    for (const bad of ['{', '{"a":}', 'nope', '', '[1,]', "{'a':1}"]) {
+      expect(
+        refused(() => insertEvent.run('u-bad', 'success', bad)),
+        bad,
+      ).toBe('SQLITE_CONSTRAINT_CHECK');
+    }
+    expect(refused(() => raw.prepare(`UPDATE runs SET settings = '{"budget":' WHERE id = 'r1'`).run())).toBe(
+      'SQLITE_CONSTRAINT_CHECK',
+    );
+    expect(
+      refused(() =>
+        raw
+          .prepare(`UPDATE tasks SET planned_estimate = 'tokens' WHERE run_id = 'r1' AND task_id = 'a'`)
+          .run(),
+      ),
+    ).toBe('SQLITE_CONSTRAINT_CHECK');
+    expect(raw.prepare(`SELECT count(*) AS n FROM job_events`).get()).toEqual({ n: documents.length });
+    raw.close();
   });
 });

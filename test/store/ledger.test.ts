@@ -1,6 +1,8 @@
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { describeRun } from '../../src/account/index.js';
 import { periodOf } from '../../src/store/index.js';
-import { submit, T0, task, useStoreWithRun } from './helpers.js';
+import { rawDatabase, submit, T0, task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
 
@@ -113,5 +115,95 @@ describe('the ledger', () => {
       period: 'monthly',
       learnedAt: ctx.clock().now(),
     });
+  });
+});
+
+/**
+ * Amounts whose micro-tokens are an exact tie as doubles (0.0000025 × 1e6 is 2.5), beside plain ones whose
+ * doubles add up with an error (0.1 + 0.2): the sums below differ between the backends when the doubles
+ * are added, and by a whole micro-token at a tie when a sum of them is rounded.
+ */
+const TIES = [0.0000005, 0.0000025, 0.0000125, 0.2000005, 0.6000005, 1.0000005, 0.1, 0.2, 0.3];
+
+/** What SQLite's own round() makes of each amount in micro-tokens: the integers both backends must give. */
+function sqliteMicro(amounts: readonly number[]): number[] {
+  const db = new Database(':memory:');
+  try {
+    const round = db.prepare<[number], number>('SELECT CAST(round(? * 1000000) AS INTEGER)').pluck();
+    return amounts.map((amount) => round.get(amount) as number);
+  } finally {
+    db.close();
+  }
+}
+
+const sum = (ns: readonly number[]): number => ns.reduce((n, x) => n + x, 0);
+
+describe('token amounts at half-micro ties', () => {
+  it("are rounded to micro-tokens as SQLite's round() rounds them: ties away from zero, below zero too", () => {
+    ctx.store();
+    const db = rawDatabase(ctx.file());
+    try {
+      const round = db.prepare('SELECT CAST(round(? * 1000000) AS INTEGER)').pluck();
+      const amounts = [...TIES, ...TIES.map((t) => -t), -1.5000005, 2.5, -2.5];
+      expect(amounts.map((a) => Number(round.get(a)))).toEqual(sqliteMicro(amounts));
+      // Written out, so that the reference itself is the rule this test means.
+      expect(sqliteMicro([0.0000005, 0.0000025, -0.0000005, -0.0000025])).toEqual([1, 3, -1, -3]);
+    } finally {
+      db.close();
+    }
+  });
+
+  it("add up to SQLite's whole micro-tokens on either backend, in every read of the ledger and the estimates", () => {
+    const store = ctx.store();
+    const ids = TIES.map((_, i) => `t${i}`);
+    store.tasks.upsertTasks('r1', [
+      ...TIES.map((amount, i) => task(ids[i] ?? '', {}, amount)),
+      ...TIES.map((amount, i) => task(`p${i}`, {}, amount)),
+    ]);
+    TIES.forEach((amount, i) => {
+      submit(store, 'r1', ids[i] ?? '', `uuid-${i}`, amount);
+    });
+    // Every other job failed: its charge comes back as a refund of the same amount.
+    const refundedAt = TIES.map((_, i) => i).filter((i) => i % 2 === 0);
+    for (const i of refundedAt)
+      store.jobs.recordJobStatus(`uuid-${i}`, 'failed', { status: 'failed' }, 'poll');
+
+    const micro = sqliteMicro(TIES);
+    const charged = sum(micro) / 1e6;
+    const refunded = sum(refundedAt.map((i) => micro[i] ?? 0)) / 1e6;
+    const net = (sum(micro) - sum(refundedAt.map((i) => micro[i] ?? 0))) / 1e6;
+    const sums = { charged, refunded, net };
+    // The figures are what they are meant to be, not only alike on the two backends.
+    expect(sums).toEqual({ charged: 2.40002, refunded: 1.000015, net: 1.400005 });
+
+    const period = periodOf(T0);
+    expect(store.ledger.runSpent('r1')).toEqual(sums);
+    expect(store.ledger.ledgerSpent('fp0000000000', period)).toEqual(sums);
+    expect(store.ledger.manifestSpent('/m/spring.yaml', period)).toEqual(sums);
+    expect(store.ledger.spendByPeriod()).toEqual([{ keyFingerprint: 'fp0000000000', period, ...sums }]);
+    const estimated = (2 * sum(micro)) / 1e6;
+    expect(store.ledger.modelTotals('r1')).toEqual([
+      {
+        model: 'flat-image',
+        tasks: 2 * TIES.length,
+        estimated,
+        estimatedMin: estimated,
+        estimatedMax: estimated,
+        ...sums,
+      },
+    ]);
+    expect(store.reportReads.runTotals('r1')).toEqual({ estimated, ...sums });
+    const figures = store.reportReads.reportModelFigures('r1')[0];
+    expect(figures).toMatchObject({ estimated, charged, refunded, pricedCharged: charged });
+    expect(figures?.pricedListPrice).toBe(charged);
+    expect(store.tasks.pendingByModel('r1')).toEqual([
+      { model: 'flat-image', tasks: TIES.length, tokens: charged, min: charged, max: charged },
+    ]);
+    const perTask = store.spend.taskSpend('r1');
+    expect(sum(perTask.map((t) => Math.round(t.net * 1e6))) / 1e6).toBe(net);
+    for (const t of perTask) expect(t.charged).toBe((micro[Number(t.taskId.slice(1))] ?? 0) / 1e6);
+    // The account's kept sums (triggers, micro() on PostgreSQL) say the same as every read above.
+    const account = describeRun(store, 'r1').money;
+    expect({ charged: account.charged, refunded: account.refunded, net: account.net }).toEqual(sums);
   });
 });

@@ -8,6 +8,7 @@ import { type BulkInsert, bulkInsertParams, bulkInsertText } from '../../src/sto
 import { connectionString, hangLimitMs } from '../../src/store/pg/db.js';
 import { pgOverride } from '../../src/store/pg/overrides.js';
 import { toPostgres } from '../../src/store/pg/sql.js';
+import { REQUEST_TEXT_FIELDS, TASK_PAGE_SQL } from '../../src/store/report-reads.js';
 
 describe('toPostgres', () => {
   it.each([
@@ -134,15 +135,32 @@ describe('a multi-row INSERT of alike rows', () => {
   });
 });
 
-describe('estimates in micro-tokens on PostgreSQL', () => {
-  it('are rounded by micro() (half up, as SQLite and the money module), never by round() of a double (ties to even)', () => {
+describe('token amounts in micro-tokens on PostgreSQL', () => {
+  it("are rounded by micro() (SQLite's round(): ties away from zero), never by round() of a double (ties to even)", () => {
     expect(
       pgOverride(
         'SELECT CAST(round(t.est_max * 1000000) AS INTEGER) AS price, CAST(round(est_min * 1000000) AS INTEGER) FROM tasks t',
       ),
     ).toBe('SELECT micro(t.est_max) AS price, micro(est_min) FROM tasks t');
-    // A ledger's tokens may be a refund's: not an estimate, left as written.
-    const ledger = 'SELECT CAST(round(l.tokens * 1000000) AS INTEGER) FROM ledger l';
-    expect(pgOverride(ledger)).toBe(ledger);
+    // A ledger's tokens, a refund's taken from a charge, a parameter: the same rule.
+    expect(
+      pgOverride(
+        `SELECT total(CASE kind WHEN 'charge' THEN CAST(round(l.tokens * 1000000) AS INTEGER) ELSE -CAST(round(l.tokens * 1000000) AS INTEGER) END), CAST(round(? * 1000000) AS INTEGER) FROM ledger l`,
+      ),
+    ).toBe(
+      `SELECT total(CASE kind WHEN 'charge' THEN micro(l.tokens) ELSE -micro(l.tokens) END), micro(?) FROM ledger l`,
+    );
+    // Another scale is not money: left as written.
+    const ms = 'SELECT CAST(round(x * 86400000) AS INTEGER) FROM t';
+    expect(pgOverride(ms)).toBe(ms);
+  });
+});
+
+describe("the report's page of tasks on PostgreSQL", () => {
+  it('reads each body once (json_doc), whatever its fields, none of them through json_valid', () => {
+    const page = pgOverride(TASK_PAGE_SQL);
+    expect(page).not.toContain('json_valid');
+    expect(page.match(/json_doc\(/g)).toHaveLength(1);
+    for (const field of REQUEST_TEXT_FIELDS) expect(page).toContain(`b.doc ->> '${field}' END AS ${field}`);
   });
 });

@@ -28,6 +28,12 @@ const BOOL_TYPE = 16;
  */
 const CONFLICT = new Set(['40P01', '40001']);
 
+/**
+ * How long a COMMIT sent by transactionLater may go unanswered before this process waits for it (under
+ * the watchdog, as every wait is): its answer normally wakes the event loop long before.
+ */
+const OUTSTANDING_MS = 1000;
+
 /** How often a transaction undone by a conflict is run again before the run stops on it. */
 const CONFLICT_TRIES = 5;
 
@@ -197,6 +203,8 @@ export class PgStatement {
   #pluck = false;
   #raw = false;
   #bound: Bindable[] | undefined;
+  /** The columns of its results (#shapeOf). */
+  #shape: { names: string[]; types: number[] } | undefined;
   /** This write failing when it changes no row (runExpectingChange), built at its first use. */
   #expecting: PgStatementText | undefined;
   /** A bulk insert's statement, built at its first run (it needs the table's column types). */
@@ -316,25 +324,58 @@ export class PgStatement {
   }
 
   #row(pq: Libpq, r: number): unknown {
-    const n = pq.nfields();
-    if (this.#pluck) return n === 0 ? undefined : readValue(pq, r, 0);
+    const shape = this.#shapeOf(pq);
+    const n = shape.names.length;
+    if (this.#pluck) return n === 0 ? undefined : readValue(pq, r, 0, shape.types[0] ?? 0);
     if (this.#raw) {
       const values: unknown[] = [];
-      for (let c = 0; c < n; c++) values.push(readValue(pq, r, c));
+      for (let c = 0; c < n; c++) values.push(readValue(pq, r, c, shape.types[c] ?? 0));
       return values;
     }
     const row: Row = {};
-    for (let c = 0; c < n; c++) row[pq.fname(c)] = readValue(pq, r, c);
-    // SQLite's `SELECT *` never shows rowid; the PostgreSQL tables carry it as a column.
-    if ('rowid' in row && !/\browid\b/i.test(this.source)) delete row.rowid;
+    for (let c = 0; c < n; c++) {
+      const name = shape.names[c] as string;
+      if (name !== '') row[name] = readValue(pq, r, c, shape.types[c] ?? 0);
+    }
     return row;
+  }
+
+  /**
+   * The columns of this statement's results, their names and types, read from the first result: a
+   * prepared statement's columns never change (the server refuses to run it when its tables' would).
+   * A name of '' is a column the row leaves out: SQLite's `SELECT *` never shows rowid, which the
+   * PostgreSQL tables carry as a column.
+   */
+  #shapeOf(pq: Libpq): { names: string[]; types: number[] } {
+    const n = pq.nfields();
+    if (this.#shape?.names.length === n) return this.#shape;
+    const asksRowid = /\browid\b/i.test(this.source);
+    const names: string[] = [];
+    const types: number[] = [];
+    for (let c = 0; c < n; c++) {
+      const name = pq.fname(c);
+      names.push(name === 'rowid' && !asksRowid ? '' : name);
+      types.push(pq.ftype(c));
+    }
+    this.#shape = { names, types };
+    return this.#shape;
   }
 }
 
-function readValue(pq: Libpq, r: number, c: number): unknown {
-  if (pq.getisnull(r, c)) return null;
+/**
+ * Ends the session's transaction, if one is still open: a COMMIT that failed ended it already, and a
+ * ROLLBACK then would only print PostgreSQL's warning on the user's terminal.
+ */
+function rollback(pq: Libpq): void {
+  if (pq.transactionStatus() !== PQTRANS_IDLE) pq.exec('ROLLBACK');
+}
+
+/** libpq's PQTransactionStatus when no transaction is open. */
+const PQTRANS_IDLE = 0;
+
+function readValue(pq: Libpq, r: number, c: number, type: number): unknown {
   const text = pq.getvalue(r, c);
-  const type = pq.ftype(c);
+  if (text === '' && pq.getisnull(r, c)) return null;
   if (NUMBER_TYPES.has(type)) return Number(text);
   if (type === BOOL_TYPE) return text === 't' ? 1 : 0;
   return text;
@@ -431,6 +472,10 @@ export class PgDb {
   /** Per open transaction level (index 0 is level 1), a serial that names it (see Piped.levels). */
   readonly #levelIds: number[] = [];
   #levelSerial = 0;
+  /** Set by transactionLater while its transaction runs: how to tell its caller how the COMMIT went. */
+  #later: ((committed: boolean | Error) => void) | undefined;
+  /** A transaction whose COMMIT was sent and not answered yet (transactionLater): settled when read. */
+  #outstanding: { settle: (committed: boolean | Error) => void; timer: NodeJS.Timeout } | undefined;
   #open = true;
   /** The COPY … FROM STDIN open on the connection (beginCopy), if any. */
   #copying: string | undefined;
@@ -533,10 +578,17 @@ export class PgDb {
     const pq = this.#connection();
     pq.exec(sql);
     this.#check(pq, sql);
-    return pq.ntuples() === 0 ? undefined : readValue(pq, 0, 0);
+    return pq.ntuples() === 0 ? undefined : readValue(pq, 0, 0, pq.ftype(0));
   }
 
   close(): this {
+    if (this.#outstanding !== undefined) {
+      try {
+        this.#drain(undefined);
+      } catch {
+        // The caller of the transaction was told.
+      }
+    }
     if (this.#pq !== undefined) finish(this.#pq);
     this.#pq = undefined;
     this.#piping = false;
@@ -728,7 +780,7 @@ export class PgDb {
    * for the next time); false outside a pipeline, where the caller looks at `changes` itself.
    */
   writeExpectingChange(sql: PgStatementText, values: readonly Bindable[]): boolean {
-    if (!this.#piping || this.#pending !== undefined) return false;
+    if (!this.#piping || this.#depth === 0 || this.#pending !== undefined) return false;
     if (this.#prepared.has(sql.text)) this.#send(sql, values);
     else this.execute(sql, values);
     return true;
@@ -736,7 +788,7 @@ export class PgDb {
 
   /** Whether `sql` goes into the open pipeline: one already prepared on this connection. */
   #pipes(sql: PgStatementText): boolean {
-    return this.#piping && this.#pending === undefined && this.#prepared.has(sql.text);
+    return this.#piping && this.#depth > 0 && this.#pending === undefined && this.#prepared.has(sql.text);
   }
 
   #send(sql: PgStatementText, values: readonly Bindable[], capture?: (pq: Libpq) => unknown): Piped {
@@ -769,8 +821,11 @@ export class PgDb {
     const pq = this.#pq;
     if (pq === undefined || !this.#piping) return;
     let sync = through === undefined;
-    // Answers asked for already (a read sent before `through` was waited for) are on their way.
-    const asked = sync ? pq.pipelineSync() : !this.#unasked || (pq.sendFlushRequest() && pq.flush() === 0);
+    // Answers asked for already (a read sent before `through` was waited for, a COMMIT sent with its
+    // Sync by transactionLater) are on their way.
+    const asked =
+      this.#outstanding !== undefined ||
+      (sync ? pq.pipelineSync() : !this.#unasked || (pq.sendFlushRequest() && pq.flush() === 0));
     if (!asked) this.#lostInPipeline(pq);
     this.#unasked = false;
     let failure: Error | undefined;
@@ -788,9 +843,12 @@ export class PgDb {
     if (!pq.getResult() || pq.resultStatus() !== 'PGRES_PIPELINE_SYNC') this.#lostInPipeline(pq);
     pq.exitPipelineMode();
     this.#piping = false;
+    if (this.#settled(pq, failure)) return;
     if (failure === undefined) return;
     this.#pending ??= failure;
-    this.#needCareful = true;
+    // A refused statement (a constraint, a conflict) is run again where the body can see it fail; the
+    // server being busy or refusing the session ends the transaction as it would have at the statement.
+    if (failure instanceof PgError) this.#needCareful = true;
     pq.exec('ROLLBACK TO SAVEPOINT sp0');
     throw failure;
   }
@@ -844,7 +902,65 @@ export class PgDb {
     if (!pq.sendQueryParams('COMMIT', [])) this.#lostInPipeline(pq);
     this.#unasked = true;
     this.#queue.push({ sql: 'COMMIT', writes: false, levels: [] });
-    this.#drain(undefined);
+    const later = this.#later;
+    if (later === undefined) {
+      this.#drain(undefined);
+      return;
+    }
+    // Sent with a Sync, and read when the server answers (or when the connection is next used).
+    if (!pq.pipelineSync()) this.#lostInPipeline(pq);
+    this.#unasked = false;
+    const settle = () => {
+      try {
+        this.#drain(undefined);
+      } catch {
+        // #drain settled the transaction's caller with what went wrong.
+      }
+    };
+    pq.startReader();
+    pq.once('readable', settle);
+    // A server that never answers is found by the watchdog of a waiting read (#drain) after a while.
+    this.#outstanding = { settle: later, timer: setTimeout(settle, OUTSTANDING_MS) };
+  }
+
+  /**
+   * Runs `run` (a transaction) and sends its COMMIT without waiting for the server: this process goes on
+   * (its HTTP answers, its files) while the server works. `committed` says, once the server answered,
+   * whether the transaction committed (true) or was undone (false: a conflict with another worker, a
+   * statement refused; run it again as a transaction, which answers as SQLite would). A transaction that
+   * could not go in a pipeline commits before this returns. The next use of the connection reads the
+   * answer first.
+   */
+  transactionLater<T>(run: () => T): { value: T; committed: Promise<boolean> } {
+    if (this.#depth > 0 || this.#later !== undefined)
+      return { value: run(), committed: Promise.resolve(true) };
+    let settle: (committed: boolean | Error) => void = () => undefined;
+    const committed = new Promise<boolean>((resolve, reject) => {
+      settle = (outcome) => (outcome instanceof Error ? reject(outcome) : resolve(outcome));
+    });
+    this.#later = settle;
+    let value: T;
+    try {
+      value = run();
+    } finally {
+      this.#later = undefined;
+    }
+    if (this.#outstanding?.settle !== settle) settle(true);
+    return { value, committed };
+  }
+
+  /** Reads the answer of a COMMIT sent by transactionLater and tells its caller. */
+  #settled(pq: Libpq, failure: Error | undefined): boolean {
+    const outstanding = this.#outstanding;
+    if (outstanding === undefined) return false;
+    this.#outstanding = undefined;
+    clearTimeout(outstanding.timer);
+    pq.stopReader();
+    pq.removeAllListeners('readable');
+    // What failed left its transaction open and refusing statements (ended here), or ended it.
+    if (failure !== undefined) rollback(pq);
+    outstanding.settle(failure === undefined);
+    return true;
   }
 
   /**
@@ -895,10 +1011,17 @@ export class PgDb {
     this.#pq = undefined;
     this.#piping = false;
     this.#queue.length = 0;
-    throw new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
+    const gone = new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
       kind: 'gone',
       file: this.name,
     });
+    const outstanding = this.#outstanding;
+    if (outstanding !== undefined) {
+      this.#outstanding = undefined;
+      clearTimeout(outstanding.timer);
+      outstanding.settle(gone);
+    }
+    throw gone;
   }
 
   /** The error of a statement the server refused (`message` on one line). */
@@ -929,7 +1052,7 @@ export class PgDb {
     if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
     // A conditional write that changed no row, checked by the server: the transaction runs again with
     // savepoints, where the store sees the row count itself and refuses in its own words.
-    if (isUnchanged(sql, sqlState)) this.#needCareful = true;
+    if (this.#depth > 0 && isUnchanged(sql, sqlState)) this.#needCareful = true;
     return error;
   }
 
@@ -1034,7 +1157,7 @@ export class PgDb {
       try {
         this.#beginLight();
       } catch (error) {
-        if (this.#pq !== undefined) this.#pq.exec('ROLLBACK');
+        if (this.#pq !== undefined) rollback(this.#pq);
         throw error;
       }
     }
@@ -1068,7 +1191,7 @@ export class PgDb {
       }
       this.#failed = undefined;
       try {
-        this.#pq?.exec('ROLLBACK');
+        if (this.#pq !== undefined) rollback(this.#pq);
       } catch {
         // The connection went while rolling back: the server rolls the transaction back itself.
       }
@@ -1090,7 +1213,7 @@ export class PgDb {
     } catch (error) {
       // A transaction that began but whose savepoint failed is still open and aborted on the
       // connection: every later statement would fail until it is rolled back.
-      if (depth === 0 && this.#pq !== undefined) this.#pq.exec('ROLLBACK');
+      if (depth === 0 && this.#pq !== undefined) rollback(this.#pq);
       throw error;
     }
     this.#depth = depth + 1;

@@ -44,6 +44,11 @@ export interface Libpq {
   flush(): number;
   sendQueryPrepared(name: string, params: readonly (string | null)[]): boolean;
   sendQueryParams(sql: string, params: readonly (string | null)[]): boolean;
+  /** Watches the socket: 'readable' is emitted when the server sent something (libuv's poll). */
+  startReader(): void;
+  stopReader(): void;
+  once(event: 'readable', listener: () => void): void;
+  removeAllListeners(event: 'readable'): void;
 }
 
 type LibpqConstructor = new () => Libpq;

@@ -4,7 +4,30 @@
 // text (whitespace folded); a statement changed in its sub-store no longer matches, and the contract suite
 // on PostgreSQL then fails on it, so the two are changed together.
 
+import { REQUEST_TEXT_FIELDS, requestTextSql, TASK_PAGE_SQL } from '../report-reads.js';
+
 const fold = (sql: string): string => sql.replace(/\s+/g, ' ').trim();
+
+/**
+ * The report's page of tasks with the request's text fields read from the body parsed once per row
+ * (json_doc, migration 21: the document, or NULL when the body is not JSON), where SQLite's form calls
+ * json_valid, json_type and json_extract for each field (fifteen function calls, ten parses, a row).
+ */
+function taskPage(): string {
+  const fields = REQUEST_TEXT_FIELDS.reduce(
+    (sql, field) =>
+      sql.replace(
+        requestTextSql(field),
+        `CASE WHEN jsonb_typeof(b.doc -> '${field}') = 'string' THEN b.doc ->> '${field}' END AS ${field}`,
+      ),
+    TASK_PAGE_SQL,
+  );
+  // OFFSET 0 keeps the subquery a subquery: pulled up, json_doc would run once per field again.
+  return fields.replace(
+    'FROM tasks AS t WHERE',
+    'FROM tasks AS t CROSS JOIN LATERAL (SELECT json_doc(t.body) AS doc OFFSET 0) AS b WHERE',
+  );
+}
 
 const OVERRIDES = new Map<string, string>(
   [
@@ -29,13 +52,15 @@ const OVERRIDES = new Map<string, string>(
        FROM tasks WHERE run_id = ? AND review = 1`,
     ],
     [
-      `SELECT coalesce(sum(c.tokens), 0) AS charged, count(*) AS jobs,
-         coalesce((SELECT sum(r.tokens) FROM ledger r WHERE r.kind = 'refund'
-           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = c.run_id AND kind = 'charge' AND reroll = 1)), 0) AS refunded
+      `SELECT (total(CAST(round(c.tokens * 1000000) AS INTEGER)) / 1000000.0) AS charged, count(*) AS jobs,
+         ((SELECT total(CAST(round(r.tokens * 1000000) AS INTEGER)) FROM ledger r WHERE r.kind = 'refund'
+           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = c.run_id AND kind = 'charge' AND reroll = 1))
+           / 1000000.0) AS refunded
        FROM ledger c WHERE c.run_id = ? AND c.kind = 'charge' AND c.reroll = 1`,
-      `SELECT coalesce(sum(c.tokens), 0) AS charged, count(c.id) AS jobs,
-         coalesce((SELECT sum(r.tokens) FROM ledger r WHERE r.kind = 'refund'
-           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = x.run_id AND kind = 'charge' AND reroll = 1)), 0) AS refunded
+      `SELECT (total(CAST(round(c.tokens * 1000000) AS INTEGER)) / 1000000.0) AS charged, count(c.id) AS jobs,
+         ((SELECT total(CAST(round(r.tokens * 1000000) AS INTEGER)) FROM ledger r WHERE r.kind = 'refund'
+           AND r.img_uuid IN (SELECT img_uuid FROM ledger WHERE run_id = x.run_id AND kind = 'charge' AND reroll = 1))
+           / 1000000.0) AS refunded
        FROM (SELECT CAST(? AS TEXT) AS run_id) AS x
          LEFT JOIN ledger c ON c.run_id = x.run_id AND c.kind = 'charge' AND c.reroll = 1
        GROUP BY x.run_id`,
@@ -128,16 +153,17 @@ const OVERRIDES = new Map<string, string>(
            expected_ms, planned_body, review
          FROM tasks WHERE tasks.run_id = r.run_id AND tasks.task_id = j.value LIMIT 1) AS t`,
     ],
+    [TASK_PAGE_SQL, taskPage()],
   ].map(([sqlite, pg]) => [fold(sqlite as string), pg as string]),
 );
 
 /**
- * A task's estimate in micro-tokens. PostgreSQL's round() of a double breaks ties to even; micro()
- * (migration 13) rounds half up as the money module and SQLite do for these never-negative columns.
+ * A token amount in whole micro-tokens (an estimate, a ledger's tokens, a parameter): PostgreSQL's round()
+ * of a double breaks ties to even; micro() (migrations 13 and 23) rounds as SQLite's round() does.
  */
-const ESTIMATE_MICRO = /CAST\(round\(((?:\w+\.)?est_(?:tokens|min|max)) \* 1000000\) AS INTEGER\)/g;
+const MICRO = /CAST\(round\(((?:\w+\.)?\w+|\?) \* 1000000\) AS INTEGER\)/g;
 
-/** The statement to rewrite for PostgreSQL: its override, or itself, estimates rounded as money is. */
+/** The statement to rewrite for PostgreSQL: its override, or itself, token amounts rounded as SQLite does. */
 export function pgOverride(sql: string): string {
-  return (OVERRIDES.get(fold(sql)) ?? sql).replace(ESTIMATE_MICRO, 'micro($1)');
+  return (OVERRIDES.get(fold(sql)) ?? sql).replace(MICRO, 'micro($1)');
 }
