@@ -10,6 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { leaseHolder, openStore } from '../src/store/index.js';
+import { PgDb } from '../src/store/pg/db.js';
 import { spawnCli, spawnSandbox } from '../test/helpers/child.js';
 import { startPostgres } from '../test/helpers/postgres.js';
 import { writeImagesManifest } from './lib/manifests.js';
@@ -77,8 +78,9 @@ async function fleetRate(
         Object.entries(seconds).map(([group, s]) => [group, round((s * 1000) / tasks)]),
       );
       const total = Object.values(seconds).reduce((n, s) => n + s, 0);
+      const conflicts = deadlocks(url);
       log(
-        `${workers} worker(s): tasks sent per worker ${sent.join(', ')}; CPU ms per task ${JSON.stringify(perTask)}; sessions ${JSON.stringify(waited)}`,
+        `${workers} worker(s): tasks sent per worker ${sent.join(', ')}; CPU ms per task ${JSON.stringify(perTask)}; sessions ${JSON.stringify(waited)}; deadlocks ${conflicts}`,
       );
       return {
         rate: tasks / ((run.finishedAt.getTime() - run.startedAt.getTime()) / 1000),
@@ -91,6 +93,18 @@ async function fleetRate(
     }
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** How many deadlocks the server broke in this database so far (each one cost deadlock_timeout). */
+function deadlocks(url: string): number {
+  const db = new PgDb(url);
+  try {
+    return Number(
+      db.prepare('SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()').pluck().get(),
+    );
+  } finally {
+    db.close();
   }
 }
 

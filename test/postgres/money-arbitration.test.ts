@@ -9,6 +9,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { spendFromPeriod } from '../../src/money/index.js';
 import { openStore } from '../../src/store/index.js';
+import { PgDb } from '../../src/store/pg/db.js';
 import { REPO } from '../helpers/child.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
 import { task } from '../store/helpers.js';
@@ -85,6 +86,38 @@ describe('money on a PostgreSQL state, two processes at once', () => {
       expect([r1, r2, r3].every((held) => held !== undefined && held <= 5 * M)).toBe(true);
       expect((r1 ?? 0) + (r2 ?? 0)).toBeLessThanOrEqual(8 * M);
     } finally {
+      store.close();
+    }
+  });
+
+  it("a charge takes its run's money lock before the run's sums, as a spend does (one order: no deadlock)", () => {
+    const url = pg.freshDatabase();
+    const store = openStore(url);
+    const other = new PgDb(url);
+    try {
+      store.runs.createRun({ id: 'r1', manifestPath: '/m', manifestName: 'm', settings: {} });
+      store.tasks.upsertTasks('r1', [task('a')]);
+      const attemptNo = store.submissions.recordSubmitIntent('r1', 'a');
+      const tryLock = other
+        .prepare("SELECT pg_try_advisory_xact_lock(hashtextextended('mediabatch money ' || ?, 0))")
+        .pluck();
+      const [held] = store.batch([
+        () => {
+          store.submissions.recordSubmitted('r1', 'a', attemptNo, {
+            imgUuid: 'job-a',
+            cost: 2,
+            keyFingerprint: 'fp0000000000',
+          });
+          // A read: what was sent before it has run on the server when it answers.
+          store.tasks.getTask('r1', 'a');
+          return tryLock.get('r1');
+        },
+      ]);
+      expect(held).toEqual({ ok: true, value: 0 });
+      // Once committed, the lock is free again.
+      expect(tryLock.get('r1')).toBe(1);
+    } finally {
+      other.close();
       store.close();
     }
   });

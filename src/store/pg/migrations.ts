@@ -993,4 +993,23 @@ CREATE OR REPLACE FUNCTION micro(tokens double precision) RETURNS bigint LANGUAG
 $$;
 `,
   },
+  {
+    // PostgreSQL only: SQLite's one writer never waits for another.
+    id: 24,
+    name: "a charge or refund takes its run's money lock before the run's sums",
+    sql: `
+-- Every spend takes its run's money lock (a transaction-level advisory lock, src/store/pg/overrides.ts),
+-- then moves the sums; a charge or a refund moved the run's sums (run_money, account_money, period_money
+-- rows, by the ledger's triggers) without it. Two workers whose group commits each held one of the two,
+-- a spend's lock and a charge's row, then waited for the other: a deadlock, which the server breaks only
+-- after deadlock_timeout (1 s), undoing one. Taken here before the row is written, every transaction
+-- takes a run's money lock before the run's money rows, in one order.
+CREATE FUNCTION ledger_money_lock() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtextextended('mediabatch money ' || NEW.run_id, 0));
+  RETURN NEW;
+END $$;
+CREATE TRIGGER ledger_money_lock BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION ledger_money_lock();
+`,
+  },
 ];
