@@ -283,3 +283,12 @@ export function readSoon<P extends unknown[], R>(
   const row = statement.get(...params);
   return () => row;
 }
+
+/**
+ * Whether the open transaction sends its statements in a PostgreSQL pipeline (src/store/pg/db.ts). A read
+ * made only to avoid a write the database refuses anyway (a unique index) can be left out there: the
+ * refused write makes the transaction run again without the pipeline, where the read is made.
+ */
+export function inPipeline(db: Database.Database): boolean {
+  return (db as unknown as { pipelining?: boolean }).pipelining === true;
+}

@@ -3,7 +3,7 @@
 import { toMicro } from '../util/money.js';
 import { scrub } from '../util/secrets.js';
 import type { Db } from './db.js';
-import { readSoon, runExpectingChange, StoreError } from './db.js';
+import { inPipeline, readSoon, runExpectingChange, StoreError } from './db.js';
 import type { ReservationStore } from './reservations.js';
 import { fromStatesJson, refusedMove } from './task-rows.js';
 import { fromIso, fromIsoOrNull, periodOf, toIso } from './time.js';
@@ -187,8 +187,10 @@ export class SubmissionStore {
       (runId: string, taskId: string, attemptNo: number, answer: SubmittedAnswer): SubmitRecorded => {
         const at = toIso(this.#now());
         // Two tasks can never share a job: a second task answered with a known img_uuid is in doubt
-        // (its own submission may or may not have been charged), never a crash.
-        const owner = this.#otherOwner(runId, taskId, answer.imgUuid);
+        // (its own submission may or may not have been charged), never a crash. In a PostgreSQL pipeline
+        // the unique index on img_uuid answers instead of the read: the job's UPDATE below fails there,
+        // and the transaction runs again without the pipeline, where this read is made.
+        const owner = inPipeline(db) ? undefined : this.#otherOwner(runId, taskId, answer.imgUuid);
         if (owner !== undefined) return this.#sharedJob(runId, taskId, attemptNo, answer.imgUuid, owner, at);
         try {
           this.#book(runId, taskId, answer, { from: 'submitted', recovered: 0, at, stateBefore: undefined });

@@ -510,6 +510,11 @@ export class PgDb {
     return this.#depth > 0;
   }
 
+  /** Whether the open transaction sends its statements in the pipeline (inPipeline in src/store/db.ts). */
+  get pipelining(): boolean {
+    return this.#piping && this.#depth > 0 && this.#pending === undefined;
+  }
+
   /** The connection, opened again after it was lost (outside a transaction only: one cannot resume). */
   #connection(): Libpq {
     if (!this.#open) throw new TypeError('The database connection is not open');
