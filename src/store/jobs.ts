@@ -2,11 +2,17 @@
 // and a failed job's refund written to the ledger once.
 
 import { scrub } from '../util/secrets.js';
-import type { Db } from './db.js';
+import { type Db, readSoon } from './db.js';
 import { withoutSignedQueries } from './redact.js';
 import type { TaskRow } from './task-rows.js';
 import { toIso } from './time.js';
-import { isDocumentedJobStatus, jobPhase, nextStateOnJobStatus } from './transitions.js';
+import {
+  isDocumentedJobStatus,
+  jobPhase,
+  nextStateOnJobStatus,
+  statesMovingTo,
+  taskStateForJobStatus,
+} from './transitions.js';
 import type { Clock, EventSource, JobStatusResult, TaskState } from './types.js';
 
 interface JobEventRow {
@@ -56,7 +62,8 @@ export class JobStore {
     );
     this.#moveTask = db.prepare<{
       imgUuid: string;
-      from: TaskState;
+      /** The states it may move from, as a JSON list (statesMovingTo). */
+      from: string;
       to: TaskState;
       status: string;
       source: EventSource;
@@ -74,7 +81,7 @@ export class JobStore {
          last_polled_at = CASE WHEN :look = 1 THEN :now ELSE last_polled_at END,
          poll_count = poll_count + :look,
          next_poll_at = CASE WHEN :look = 1 THEN :next ELSE next_poll_at END
-       WHERE img_uuid = :imgUuid AND state = :from`,
+       WHERE img_uuid = :imgUuid AND state IN (SELECT value FROM json_each(:from))`,
     );
     this.#eventStatuses = db
       .prepare<[string], string>('SELECT status FROM job_events WHERE img_uuid = ?')
@@ -132,31 +139,30 @@ export class JobStore {
     const inserted = this.#insertEvent.run({ imgUuid, status, now, source, record: stored });
     const knownStatus = isDocumentedJobStatus(status);
     const phase = jobPhase(status);
-    const row = this.#selectTask.get(imgUuid);
-    // Read after the task's row: on PostgreSQL's pipeline both answers come in one round trip.
-    const newEvent = inserted.changes === 1;
-    const from = row?.state ?? null;
+    // The task as it was before the move below (sent first, so read first), read when asked: after the
+    // commit, from the commit's round trip on PostgreSQL.
+    const rowSoon = readSoon(this.#selectTask, imgUuid);
     // Success moves the task to downloading even before the result list appears: the runner waits a grace
-    // period for the list there, and only the files decide what follows.
-    const to = from === null ? null : nextStateOnJobStatus(from, status);
-    // Moved only if the task was still where it was read: another worker recording the same job's news
-    // at the same moment (a PostgreSQL state takes no lock before the read) moved it first, and says so.
+    // period for the list there, and only the files decide what follows. The move is made only from a
+    // state the status may move it from, decided by the UPDATE itself: another worker recording the same
+    // job's news at the same moment moved it first, and this one says it did not move.
+    const target = taskStateForJobStatus(status);
     const move =
-      from !== null && to !== null && to !== from
-        ? this.#moveTask.run({
+      target === undefined
+        ? undefined
+        : this.#moveTask.run({
             imgUuid,
-            from,
-            to,
+            from: JSON.stringify(statesMovingTo(target)),
+            to: target,
             status,
             source,
             duration: durationOf(record),
-            finishedAt: to === 'failed' ? now : null,
-            error: to === 'failed' ? JOB_FAILED : null,
+            finishedAt: target === 'failed' ? now : null,
+            error: target === 'failed' ? JOB_FAILED : null,
             now,
             look: nextLook === undefined ? 0 : 1,
             next: nextLook === undefined ? null : toIso(nextLook),
-          })
-        : undefined;
+          });
     let refunded: number | null = null;
     // A job that was seen succeeding is not refunded by a later contradicting report.
     if (phase === 'failed' && !this.#eventStatuses.all(imgUuid).some((s) => jobPhase(s) === 'success')) {
@@ -166,13 +172,24 @@ export class JobStore {
         this.#setTaskRefunded.run(refund.tokens, now, imgUuid);
       }
     }
+    const from = () => rowSoon()?.state ?? null;
+    // Read when asked: after the commit, the answers came with the commit's round trip on PostgreSQL.
     return {
-      task: row === undefined ? null : { runId: row.run_id, taskId: row.task_id },
-      newEvent,
+      get task() {
+        const row = rowSoon();
+        return row === undefined ? null : { runId: row.run_id, taskId: row.task_id };
+      },
+      get newEvent() {
+        return inserted.changes === 1;
+      },
       knownStatus,
-      from,
-      to,
-      // Read when asked: after the commit, the move's count came with the commit's round trip on PostgreSQL.
+      get from() {
+        return from();
+      },
+      get to() {
+        const was = from();
+        return was === null ? null : nextStateOnJobStatus(was, status);
+      },
       get moved() {
         return move?.changes === 1;
       },

@@ -96,6 +96,13 @@ const JOB_STATUS_MOVES: Partial<Record<TaskState, readonly TaskState[]>> = {
   stalled: ['downloading', 'failed'],
 };
 
+/** The states a job status may move a task from into `target` (JOB_STATUS_MOVES read backwards). */
+export function statesMovingTo(target: TaskState): TaskState[] {
+  return (Object.entries(JOB_STATUS_MOVES) as [TaskState, readonly TaskState[]][])
+    .filter(([, to]) => to.includes(target))
+    .map(([from]) => from);
+}
+
 /**
  * Where a job status takes a task that is in `from`: forward only, so a repeated or late event
  * (a `processing` callback arriving after `success`) changes nothing.
