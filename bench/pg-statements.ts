@@ -5,11 +5,11 @@
 // task of the statements that took the most (statements run by triggers at commit count apart). Not part of
 // `npm run bench`: it is the tool for finding what to cut, bench/postgres.ts measures the result.
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PgDb } from '../src/store/pg/db.js';
 import { spawnSandbox } from '../test/helpers/child.js';
+import { onLibpqCalls, waits } from '../test/helpers/libpq-calls.js';
 import { startPostgres } from '../test/helpers/postgres.js';
 import { cliInProcess } from './lib/in-process.js';
 import { writeImagesManifest } from './lib/manifests.js';
@@ -19,15 +19,14 @@ const oneLine = (sql: string, n = 160) => sql.replace(/\s+/g, ' ').trim().slice(
 
 /**
  * Counts this process's libpq statements by text while `recording` (prepared ones by their text; those sent
- * in a pipeline marked `(piped)`), and its round trips: the calls that wait for the server (a synchronous
- * statement, a pipeline's Sync or flush request).
+ * in a pipeline marked `(piped)`), its round trips (the calls that wait for the server), and after which
+ * statement each pipeline's wait came.
  */
 function countStatements(): {
   counts: Map<string, number>;
   trips: { n: number };
   recording: { on: boolean };
 } {
-  const Libpq = createRequire(import.meta.url)('libpq') as { prototype: Record<string, unknown> };
   const names = new Map<string, string>();
   const counts = new Map<string, number>();
   const trips = { n: 0 };
@@ -36,34 +35,20 @@ function countStatements(): {
   const add = (key: string) => {
     if (recording.on) counts.set(key, (counts.get(key) ?? 0) + 1);
   };
-  const methods = [
-    'exec',
-    'execPrepared',
-    'prepare',
-    'sendQueryPrepared',
-    'sendQueryParams',
-    'pipelineSync',
-    'sendFlushRequest',
-  ] as const;
-  for (const method of methods) {
-    const call = Libpq.prototype[method] as (...args: unknown[]) => unknown;
-    Libpq.prototype[method] = function (this: unknown, ...args: unknown[]) {
-      if (recording.on && !method.startsWith('sendQuery')) trips.n += 1;
-      if (method === 'sendQueryPrepared' || method === 'sendQueryParams') {
-        last = method === 'sendQueryParams' ? String(args[0]) : (names.get(String(args[0])) ?? '?');
-      }
-      if (method === 'pipelineSync') add(`(waited: sync after) ${oneLine(last, 100)}`);
-      if (method === 'sendFlushRequest') add(`(waited: flush after) ${oneLine(last, 100)}`);
-      if (method === 'prepare') {
-        names.set(String(args[0]), String(args[1]));
-        add(`(prepare) ${oneLine(String(args[1]))}`);
-      } else if (method === 'exec') add(`(exec) ${oneLine(String(args[0]))}`);
-      else if (method === 'execPrepared') add(oneLine(names.get(String(args[0])) ?? '?'));
-      else if (method === 'sendQueryPrepared') add(`(piped) ${oneLine(names.get(String(args[0])) ?? '?')}`);
-      else if (method === 'sendQueryParams') add(`(piped) ${oneLine(String(args[0]))}`);
-      return call.apply(this, args);
-    };
-  }
+  onLibpqCalls((method, args) => {
+    if (recording.on && waits(method)) trips.n += 1;
+    if (method === 'sendQueryPrepared' || method === 'sendQueryParams') {
+      last = method === 'sendQueryParams' ? String(args[0]) : (names.get(String(args[0])) ?? '?');
+      add(`(piped) ${oneLine(last)}`);
+    }
+    if (method === 'pipelineSync') add(`(waited: sync after) ${oneLine(last, 100)}`);
+    if (method === 'sendFlushRequest') add(`(waited: flush after) ${oneLine(last, 100)}`);
+    if (method === 'prepare') {
+      names.set(String(args[0]), String(args[1]));
+      add(`(prepare) ${oneLine(String(args[1]))}`);
+    } else if (method === 'exec') add(`(exec) ${oneLine(String(args[0]))}`);
+    else if (method === 'execPrepared') add(oneLine(names.get(String(args[0])) ?? '?'));
+  });
   return { counts, trips, recording };
 }
 

@@ -2,8 +2,8 @@
 // the figure holds on a machine other work shares), what the database's sessions wait on (sampled from
 // pg_stat_activity), and the client's round trips to the server (counted on libpq's binding).
 import { readdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { PgDb } from '../../src/store/pg/db.js';
+import { onLibpqCalls, waits } from '../../test/helpers/libpq-calls.js';
 
 /** Linux's clock ticks per second of /proc/<pid>/stat's times (`getconf CLK_TCK`). */
 const TICKS = 100;
@@ -150,16 +150,12 @@ export class WaitSampler {
 
 type Counted = 'exec' | 'execPrepared' | 'prepare' | 'pipelined';
 
-/** The calls that wait for the server: each one round trip (a pipeline's Sync or flush request included). */
-const WAITS = new Set(['exec', 'execPrepared', 'prepare', 'pipelineSync', 'sendFlushRequest']);
-
 /**
  * Counts this process's round trips to the server (`total`), by kind: a synchronous statement (exec,
  * execPrepared, prepare), a statement sent in a pipeline (`pipelined`, no wait of its own), and the
- * transactions begun. Installed once on the binding's prototype, before any connection is opened.
+ * transactions begun. Installed once, before any connection is opened.
  */
 export function countRoundTrips(): () => Record<Counted | 'transactions' | 'total', number> {
-  const Libpq = createRequire(import.meta.url)('libpq') as { prototype: Record<string, unknown> };
   const counts: Record<Counted | 'transactions' | 'total', number> = {
     total: 0,
     exec: 0,
@@ -168,24 +164,11 @@ export function countRoundTrips(): () => Record<Counted | 'transactions' | 'tota
     pipelined: 0,
     transactions: 0,
   };
-  const kinds = [
-    'exec',
-    'execPrepared',
-    'prepare',
-    'sendQueryPrepared',
-    'sendQueryParams',
-    'pipelineSync',
-    'sendFlushRequest',
-  ];
-  for (const method of kinds) {
-    const call = Libpq.prototype[method] as (...args: unknown[]) => unknown;
-    Libpq.prototype[method] = function (this: unknown, ...args: unknown[]) {
-      if (WAITS.has(method)) counts.total += 1;
-      if (method === 'exec' || method === 'execPrepared' || method === 'prepare') counts[method] += 1;
-      if (method === 'sendQueryPrepared' || method === 'sendQueryParams') counts.pipelined += 1;
-      if (/^\s*BEGIN\b/.test(String(args[0]))) counts.transactions += 1;
-      return call.apply(this, args);
-    };
-  }
+  onLibpqCalls((method, args) => {
+    if (waits(method)) counts.total += 1;
+    if (method === 'exec' || method === 'execPrepared' || method === 'prepare') counts[method] += 1;
+    if (method === 'sendQueryPrepared' || method === 'sendQueryParams') counts.pipelined += 1;
+    if (/^\s*BEGIN\b/.test(String(args[0]))) counts.transactions += 1;
+  });
   return () => ({ ...counts });
 }

@@ -2,28 +2,20 @@
 // waits for the server only when its outcome is read, a read only when its rows are, and BEGIN goes
 // with the first statement. These tests hold the pipeline to SQLite's meaning (each scenario runs on an
 // in-memory SQLite database too, and both must answer alike) and count the round trips it saves.
-import { createRequire } from 'node:module';
 import Database from 'better-sqlite3';
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { readSoon, runExpectingChange } from '../../src/store/db.js';
 import { PgDb } from '../../src/store/pg/db.js';
+import { onLibpqCalls, waits as waitsForServer } from '../helpers/libpq-calls.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
 
 vi.setConfig({ testTimeout: 60_000 });
 
 /** Counts the calls into libpq that wait for the server; installed before any connection opens. */
-const waits = (() => {
-  const Libpq = createRequire(import.meta.url)('libpq') as { prototype: Record<string, unknown> };
-  const count = { n: 0 };
-  for (const method of ['exec', 'execPrepared', 'prepare', 'pipelineSync', 'sendFlushRequest']) {
-    const call = Libpq.prototype[method] as (...args: unknown[]) => unknown;
-    Libpq.prototype[method] = function (this: unknown, ...args: unknown[]) {
-      count.n += 1;
-      return call.apply(this, args);
-    };
-  }
-  return count;
-})();
+const waits = { n: 0 };
+onLibpqCalls((method) => {
+  if (waitsForServer(method)) waits.n += 1;
+});
 
 const pg: Postgres = await startPostgres();
 afterAll(() => pg.stop());
