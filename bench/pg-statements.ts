@@ -13,6 +13,7 @@ import { onLibpqCalls, waits } from '../test/helpers/libpq-calls.js';
 import { startPostgres } from '../test/helpers/postgres.js';
 import { cliInProcess } from './lib/in-process.js';
 import { writeImagesManifest } from './lib/manifests.js';
+import { CpuSampler, postgresPids } from './lib/pg-profile.js';
 
 const tasks = Number(process.argv[2] ?? 2000);
 const oneLine = (sql: string, n = 160) => sql.replace(/\s+/g, ' ').trim().slice(0, n);
@@ -59,6 +60,13 @@ setup.exec(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
 setup.close();
 pg.pause();
 pg.resume();
+// Statements run by triggers are counted too (apart from the statements that fired them), and the time
+// spent planning apart from the time executing.
+const settings = new PgDb(pg.url('postgres'));
+settings.exec(`ALTER SYSTEM SET pg_stat_statements.track = 'all'`);
+settings.exec('ALTER SYSTEM SET pg_stat_statements.track_planning = on');
+settings.exec('SELECT pg_reload_conf()');
+settings.close();
 const { child: sandbox, baseUrl } = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
 const dir = await mkdtemp(join(tmpdir(), 'mb-bench-pg-stmts-'));
 try {
@@ -67,6 +75,9 @@ try {
   stats.exec('CREATE EXTENSION pg_stat_statements');
   stats.exec('SELECT pg_stat_statements_reset()');
   const file = await writeImagesManifest(dir, { name: 'pgstmts', count: tasks, concurrency: 64 });
+  const walBefore = String(stats.prepare('SELECT pg_current_wal_lsn() AS lsn').pluck().get());
+  const cpu = new CpuSampler({ postgres: () => postgresPids(pg.port) });
+  cpu.start();
   recording.on = true;
   const run = await cliInProcess(
     ['--state', state, 'run', file, '--yes', '--no-probe', '--allow-local-output'],
@@ -74,6 +85,7 @@ try {
     { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: baseUrl, MEDIABATCH_POLL_SCALE: '0.01' },
   );
   recording.on = false;
+  const serverCpu = cpu.stop().postgres ?? 0;
   if (run.code !== 0) throw new Error(`run exited ${run.code}: ${run.stderr}`);
   const perTask = (n: number) => (n / tasks).toFixed(3);
   const statements = [...counts.values()].reduce((a, b) => a + b, 0);
@@ -83,18 +95,56 @@ try {
   for (const [sql, n] of [...counts].sort((a, b) => b[1] - a[1])) {
     if (n / tasks >= 0.01) process.stdout.write(`${perTask(n)}\t${sql}\n`);
   }
+  const wal = Number(
+    stats.prepare('SELECT pg_current_wal_lsn() - CAST(? AS pg_lsn) AS bytes').pluck().get(walBefore),
+  );
   const rows = stats
     .prepare(
-      `SELECT calls, total_exec_time + total_plan_time AS ms, query FROM pg_stat_statements s
-       JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database() ORDER BY 2 DESC`,
+      `SELECT calls, total_exec_time AS exec, total_plan_time AS plan, plans, toplevel, query
+       FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+       WHERE d.datname = current_database() ORDER BY total_exec_time + total_plan_time DESC`,
     )
-    .all() as { calls: number; ms: number; query: string }[];
-  const serverUs = rows.reduce((n, r) => n + r.ms, 0) * (1000 / tasks);
-  process.stdout.write(`\nthe server's execution and planning time: ${serverUs.toFixed(0)} µs per task\n`);
-  for (const r of rows.slice(0, 25)) {
-    const us = (r.ms * 1000) / tasks;
-    process.stdout.write(`${us.toFixed(1)} µs/task\t${r.calls} calls\t${oneLine(r.query)}\n`);
+    .all() as {
+    calls: number;
+    exec: number;
+    plan: number;
+    plans: number;
+    toplevel: boolean;
+    query: string;
+  }[];
+  // A statement a trigger runs is inside the time of the statement that fired it: only top-level ones add up.
+  const top = rows.filter((r) => r.toplevel);
+  const us = (ms: number) => ((ms * 1000) / tasks).toFixed(1);
+  const sum = (f: (r: (typeof rows)[number]) => number) => top.reduce((n, r) => n + f(r), 0);
+  process.stdout.write(
+    `\nthe server's execution and planning time: ${us(sum((r) => r.exec + r.plan))} µs per task` +
+      ` (planning ${us(sum((r) => r.plan))}); PostgreSQL's CPU ${((serverCpu * 1000) / tasks).toFixed(2)} ms` +
+      ` per task; WAL ${(wal / tasks).toFixed(0)} bytes per task\n`,
+  );
+  process.stdout.write('µs/task (of it planning)\tcalls\tplans\tstatement (+ = run by a trigger)\n');
+  for (const r of rows.slice(0, 40)) {
+    process.stdout.write(
+      `${us(r.exec + r.plan)} (${us(r.plan)})\t${r.calls}\t${r.plans}\t${r.toplevel ? '' : '+ '}${oneLine(r.query)}\n`,
+    );
   }
+  const tables = stats
+    .prepare(
+      `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+       WHERE n_tup_ins + n_tup_upd > 0 ORDER BY n_tup_upd DESC`,
+    )
+    .all() as { relname: string; n_tup_ins: number; n_tup_upd: number; n_tup_hot_upd: number }[];
+  process.stdout.write('\ntable\tinserts\tupdates\tof them HOT\n');
+  for (const t of tables)
+    process.stdout.write(`${t.relname}\t${t.n_tup_ins}\t${t.n_tup_upd}\t${t.n_tup_hot_upd}\n`);
+  const indexes = stats
+    .prepare(
+      `SELECT relname, indexrelname, idx_scan FROM pg_stat_user_indexes
+       WHERE relname IN (SELECT relname FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd > 0)
+       ORDER BY relname, idx_scan DESC`,
+    )
+    .all() as { relname: string; indexrelname: string; idx_scan: number }[];
+  process.stdout.write('\nindex\tscans\n');
+  for (const i of indexes) process.stdout.write(`${i.relname}.${i.indexrelname}\t${i.idx_scan}\n`);
   stats.close();
 } finally {
   sandbox.proc.kill('SIGTERM');

@@ -45,6 +45,22 @@ CREATE AGGREGATE total(double precision) (SFUNC = float8pl, STYPE = double preci
 const TASK_STATES_1 = `'pending', 'submitting', 'in_doubt', 'submitted', 'running', 'downloading', 'done', 'failed', 'rejected', 'blocked'`;
 const TASK_STATES_2 = `'pending', 'submitting', 'in_doubt', 'submitted', 'running', 'stalled', 'downloading', 'unfetched', 'done', 'failed', 'rejected', 'blocked', 'lost'`;
 
+/**
+ * A table's CHECKs moved to its columns' types (migration 25): for each column, its CHECK dropped and the
+ * column given the domain that holds the same rule. The domains have no rule yet when the columns take
+ * them (so no table is rewritten); ALTER DOMAIN adds each rule after, checking the rows already there.
+ */
+function checksToDomains(table: string, columns: readonly (readonly [string, string])[]): string {
+  return columns
+    .map(([column, domain]) => {
+      const text = TEXT_DOMAINS.has(domain) ? ' COLLATE "C"' : '';
+      return `ALTER TABLE ${table} DROP CONSTRAINT ${table}_${column}_check;
+ALTER TABLE ${table} ALTER COLUMN ${column} TYPE ${domain}${text};`;
+    })
+    .join('\n');
+}
+const TEXT_DOMAINS = new Set(['task_state', 'task_verdict', 'job_source', 'json_text']);
+
 export const PG_MIGRATIONS: readonly Migration[] = [
   {
     id: 1,
@@ -1010,6 +1026,140 @@ BEGIN
   RETURN NEW;
 END $$;
 CREATE TRIGGER ledger_money_lock BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION ledger_money_lock();
+`,
+  },
+  {
+    // PostgreSQL only: the same rules and the same triggers' work, less of the server's per statement.
+    id: 25,
+    name: "a task's rules held by its columns' types, and one trigger for its moves",
+    sql: `
+-- PostgreSQL reads a table's CHECK constraints from their stored text, and plans them, in every statement
+-- that writes a row (all of them, whatever columns it sets), and each trigger's WHEN condition in every
+-- statement that may fire it: thirteen CHECKs and six WHENs for each of a task's four moves, about twice
+-- the work of the UPDATE itself. A domain's rule is planned once per session and checked only where a
+-- statement gives the column a value; one trigger without a condition costs one call of a function whose
+-- tests are planned once. The same rules, the same refusals (check_violation), the same trigger actions.
+CREATE DOMAIN task_state AS text COLLATE "C";
+CREATE DOMAIN task_verdict AS text COLLATE "C";
+CREATE DOMAIN job_source AS text COLLATE "C";
+CREATE DOMAIN json_text AS text COLLATE "C";
+CREATE DOMAIN flag AS bigint;
+CREATE DOMAIN count_of AS bigint;
+CREATE DOMAIN ordinal AS bigint;
+
+DROP TRIGGER reservations_unsent ON tasks;
+DROP TRIGGER reservations_requeued ON tasks;
+DROP TRIGGER task_review_version ON tasks;
+DROP TRIGGER task_upstream_done ON tasks;
+DROP TRIGGER task_upstream_undone ON tasks;
+DROP TRIGGER task_counts_move ON tasks;
+
+${checksToDomains('tasks', [
+  ['state', 'task_state'],
+  ['est_assumed', 'flag'],
+  ['cost_assumed', 'flag'],
+  ['recovered', 'flag'],
+  ['review', 'flag'],
+  ['verdict', 'task_verdict'],
+  ['source', 'job_source'],
+  ['planned_estimate', 'json_text'],
+  ['retries', 'count_of'],
+  ['expected_ms', 'count_of'],
+  ['waits', 'count_of'],
+  ['attempt', 'ordinal'],
+  ['version', 'ordinal'],
+])}
+
+ALTER DOMAIN task_state ADD CONSTRAINT task_state_check CHECK (VALUE IN (${TASK_STATES_2}, 'skipped'));
+ALTER DOMAIN task_verdict ADD CONSTRAINT task_verdict_check CHECK (VALUE IN ('approved', 'rejected'));
+ALTER DOMAIN job_source ADD CONSTRAINT job_source_check CHECK (VALUE IN ('poll', 'callback'));
+ALTER DOMAIN json_text ADD CONSTRAINT json_text_check CHECK (json_valid(VALUE));
+ALTER DOMAIN flag ADD CONSTRAINT flag_check CHECK (VALUE IN (0, 1));
+ALTER DOMAIN count_of ADD CONSTRAINT count_of_check CHECK (VALUE >= 0);
+ALTER DOMAIN ordinal ADD CONSTRAINT ordinal_check CHECK (VALUE >= 1);
+
+-- The five triggers of a task's move, in the order they fired (by name), each under its former condition.
+CREATE FUNCTION task_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF OLD.state = 'in_doubt' AND NEW.state = 'pending' THEN
+    UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
+    WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state IN ('held', 'doubt') AND state = 'doubt';
+  END IF;
+  IF OLD.state = 'pending' AND NEW.state NOT IN ('pending', 'submitting') THEN
+    UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
+    WHERE run_id = NEW.run_id AND task_id = NEW.task_id AND state IN ('held', 'doubt') AND state = 'held';
+  END IF;
+  IF NEW.review = 1 AND (OLD.state IS DISTINCT FROM NEW.state OR OLD.verdict IS DISTINCT FROM NEW.verdict
+      OR OLD.attempt IS DISTINCT FROM NEW.attempt) THEN
+    UPDATE tasks SET version = version + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id;
+  END IF;
+  IF NEW.state = 'done' AND (NEW.review = 0 OR NEW.verdict IS NOT DISTINCT FROM 'approved')
+      AND NOT (OLD.state = 'done' AND (OLD.review = 0 OR OLD.verdict IS NOT DISTINCT FROM 'approved')) THEN
+    PERFORM task_upstream_done_of(NEW.run_id, NEW.task_id, -1);
+  ELSIF OLD.state = 'done' AND (OLD.review = 0 OR OLD.verdict IS NOT DISTINCT FROM 'approved')
+      AND NOT (NEW.state = 'done' AND (NEW.review = 0 OR NEW.verdict IS NOT DISTINCT FROM 'approved')) THEN
+    PERFORM task_upstream_done_of(NEW.run_id, NEW.task_id, 1);
+  END IF;
+  RETURN NULL;
+END $$;
+-- A task that gives its result (or takes it back): each of its downstreams waits for one upstream less
+-- (or more). Only when it has downstreams (a run without chains has none).
+CREATE FUNCTION task_upstream_done_of(run text, task text, delta bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM task_upstreams WHERE run_id = run AND upstream_id = task) THEN
+    UPDATE tasks SET waits = waits + delta WHERE run_id = run
+      AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = run AND upstream_id = task);
+  END IF;
+END $$;
+CREATE TRIGGER task_moved AFTER UPDATE OF state, review, verdict, attempt ON tasks FOR EACH ROW
+  EXECUTE FUNCTION task_moved();
+DROP FUNCTION reservations_unsent();
+DROP FUNCTION reservations_requeued();
+DROP FUNCTION task_review_version();
+DROP FUNCTION task_upstream_done();
+DROP FUNCTION task_upstream_undone();
+
+-- Counted at commit as before (migration 19); its condition, in the function, is tested there.
+CREATE OR REPLACE FUNCTION task_counts_move() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  moved bigint := 0;
+BEGIN
+  IF OLD.state IS NOT DISTINCT FROM NEW.state AND OLD.est_tokens IS NOT DISTINCT FROM NEW.est_tokens
+      AND OLD.est_min IS NOT DISTINCT FROM NEW.est_min AND OLD.est_max IS NOT DISTINCT FROM NEW.est_max THEN
+    RETURN NULL;
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtextextended('mediabatch counts ' || OLD.run_id, 0));
+  IF OLD.run_id IS DISTINCT FROM NEW.run_id THEN
+    UPDATE task_counts SET n = n - 1, est_micro = est_micro - micro(OLD.est_tokens),
+      est_min_micro = est_min_micro - micro(OLD.est_min), est_max_micro = est_max_micro - micro(OLD.est_max)
+    WHERE run_id = OLD.run_id AND state = OLD.state;
+  ELSE
+    UPDATE task_counts SET
+      n = n + CASE WHEN state = NEW.state THEN 1 ELSE 0 END - CASE WHEN state = OLD.state THEN 1 ELSE 0 END,
+      est_micro = est_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_tokens) ELSE 0 END
+        - CASE WHEN state = OLD.state THEN micro(OLD.est_tokens) ELSE 0 END,
+      est_min_micro = est_min_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_min) ELSE 0 END
+        - CASE WHEN state = OLD.state THEN micro(OLD.est_min) ELSE 0 END,
+      est_max_micro = est_max_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_max) ELSE 0 END
+        - CASE WHEN state = OLD.state THEN micro(OLD.est_max) ELSE 0 END
+    WHERE run_id = NEW.run_id AND state IN (OLD.state, NEW.state);
+    GET DIAGNOSTICS moved = ROW_COUNT;
+  END IF;
+  -- Fewer rows than states moved: the new state's row may be missing (the first task of the run to reach
+  -- it). One moved already, as the old statements' INSERT … ON CONFLICT would have, is not added again.
+  IF moved < (CASE WHEN OLD.state = NEW.state AND OLD.run_id = NEW.run_id THEN 1 ELSE 2 END) THEN
+    INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+      SELECT NEW.run_id, NEW.state, 1, micro(NEW.est_tokens), micro(NEW.est_min), micro(NEW.est_max)
+      WHERE moved = 0 OR NOT EXISTS (SELECT 1 FROM task_counts WHERE run_id = NEW.run_id AND state = NEW.state)
+      ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + 1,
+        est_micro = task_counts.est_micro + excluded.est_micro,
+        est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
+        est_max_micro = task_counts.est_max_micro + excluded.est_max_micro;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER task_counts_move AFTER UPDATE OF state, est_tokens, est_min, est_max ON tasks
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION task_counts_move();
 `,
   },
 ];
