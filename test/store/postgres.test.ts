@@ -20,6 +20,7 @@ await import('./answers.test.js');
 await import('./batch.test.js');
 await import('./chains.test.js');
 await import('./claims.test.js');
+await import('./column-rules.test.js');
 await import('./counts.test.js');
 await import('./jobs.test.js');
 await import('./leases.test.js');

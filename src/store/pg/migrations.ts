@@ -59,7 +59,19 @@ ALTER TABLE ${table} ALTER COLUMN ${column} TYPE ${domain}${text};`;
     })
     .join('\n');
 }
-const TEXT_DOMAINS = new Set(['task_state', 'task_verdict', 'job_source', 'json_text']);
+const TEXT_DOMAINS = new Set([
+  'task_state',
+  'task_verdict',
+  'job_source',
+  'json_text',
+  'attempt_outcome',
+  'file_kind',
+  'ledger_kind',
+  'money_kind',
+  'ledger_period',
+  'reservation_state',
+  'reservation_kind',
+]);
 
 export const PG_MIGRATIONS: readonly Migration[] = [
   {
@@ -1160,6 +1172,93 @@ BEGIN
 END $$;
 CREATE CONSTRAINT TRIGGER task_counts_move AFTER UPDATE OF state, est_tokens, est_min, est_max ON tasks
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION task_counts_move();
+`,
+  },
+  {
+    // PostgreSQL only: as migration 25, for the other tables a task writes.
+    id: 26,
+    name: "the rules of a task's attempts, events, files, charges, reservations and sums held by their columns' types",
+    sql: `
+-- Each of these rows is written once or more for every task (the ledger's charge and the three sums it
+-- moves, the four moves of task_counts at commit, an attempt, its reservation, its job's event, its file):
+-- as for tasks (migration 25), their CHECKs were read and planned in each of those statements.
+CREATE DOMAIN attempt_outcome AS text COLLATE "C";
+CREATE DOMAIN file_kind AS text COLLATE "C";
+CREATE DOMAIN ledger_kind AS text COLLATE "C";
+CREATE DOMAIN money_kind AS text COLLATE "C";
+CREATE DOMAIN ledger_period AS text COLLATE "C";
+CREATE DOMAIN reservation_state AS text COLLATE "C";
+CREATE DOMAIN reservation_kind AS text COLLATE "C";
+CREATE DOMAIN token_amount AS double precision;
+
+${checksToDomains('attempts', [
+  ['outcome', 'attempt_outcome'],
+  ['attempt_no', 'ordinal'],
+])}
+${checksToDomains('job_events', [
+  ['source', 'job_source'],
+  ['record', 'json_text'],
+])}
+${checksToDomains('files', [
+  ['kind', 'file_kind'],
+  ['idx', 'count_of'],
+  ['bytes', 'count_of'],
+])}
+${checksToDomains('ledger', [
+  ['period', 'ledger_period'],
+  ['kind', 'ledger_kind'],
+  ['tokens', 'token_amount'],
+  ['assumed', 'flag'],
+  ['reroll', 'flag'],
+  ['money_kind', 'money_kind'],
+])}
+${checksToDomains('task_counts', [
+  ['n', 'count_of'],
+  ['est_micro', 'count_of'],
+  ['est_min_micro', 'count_of'],
+  ['est_max_micro', 'count_of'],
+])}
+${checksToDomains('run_money', [
+  ['budget', 'count_of'],
+  ['charged', 'count_of'],
+  ['refunded', 'count_of'],
+  ['period', 'ledger_period'],
+  ['period_budget', 'count_of'],
+])}
+${checksToDomains('reservations', [
+  ['kind', 'reservation_kind'],
+  ['amount', 'count_of'],
+  ['state', 'reservation_state'],
+  ['charged', 'count_of'],
+])}
+${checksToDomains('account_money', [
+  ['kind', 'money_kind'],
+  ['jobs', 'count_of'],
+  ['tasks', 'count_of'],
+  ['charged', 'count_of'],
+  ['refunded', 'count_of'],
+])}
+${checksToDomains('period_money', [
+  ['charged', 'count_of'],
+  ['refunded', 'count_of'],
+])}
+${checksToDomains('workers', [
+  ['in_flight', 'count_of'],
+  ['submitted', 'count_of'],
+])}
+
+ALTER DOMAIN attempt_outcome ADD CONSTRAINT attempt_outcome_check
+  CHECK (VALUE IN ('submitted', 'rejected', 'not_charged', 'in_doubt'));
+ALTER DOMAIN file_kind ADD CONSTRAINT file_kind_check CHECK (VALUE IN ('image', 'audio', 'video', 'json'));
+ALTER DOMAIN ledger_kind ADD CONSTRAINT ledger_kind_check CHECK (VALUE IN ('charge', 'refund'));
+ALTER DOMAIN money_kind ADD CONSTRAINT money_kind_check
+  CHECK (VALUE IN ('first', 'retry', 'reroll', 'doubt_retry', 'sent_again'));
+ALTER DOMAIN ledger_period ADD CONSTRAINT ledger_period_check CHECK (VALUE ~ '^[0-9]{4}-[0-1][0-9]$');
+ALTER DOMAIN reservation_state ADD CONSTRAINT reservation_state_check
+  CHECK (VALUE IN ('held', 'doubt', 'settled', 'released'));
+ALTER DOMAIN reservation_kind ADD CONSTRAINT reservation_kind_check
+  CHECK (VALUE IN ('first', 'retry', 'reroll', 'doubt'));
+ALTER DOMAIN token_amount ADD CONSTRAINT token_amount_check CHECK (VALUE >= 0);
 `,
   },
 ];
