@@ -123,18 +123,20 @@ export class AccountReadStore {
     const rerollsAsked = db
       .prepare<[string], number>(`SELECT count(*) FROM decisions WHERE run_id = ? AND verdict = 'reroll'`)
       .pluck();
-    const firstIn = db.prepare<[string, string, number], { task_id: string; seq: number }>(
-      'SELECT task_id, seq FROM tasks WHERE run_id = ? AND state = ? ORDER BY seq LIMIT ?',
+    // The limit is written into the statement, not bound: PostgreSQL plans a statement whose LIMIT is a
+    // parameter again on every call (its generic plan, priced for an unknown limit, never looks cheaper).
+    const firstIn = db.prepare<[string, string], { task_id: string; seq: number }>(
+      `SELECT task_id, seq FROM tasks WHERE run_id = ? AND state = ? ORDER BY seq LIMIT ${ACCOUNT_ID_LIMIT}`,
     );
     const firstAwaiting = db
-      .prepare<[string, number], string>(
+      .prepare<[string], string>(
         `SELECT task_id FROM tasks INDEXED BY tasks_reviewed
-         WHERE run_id = ? AND review = 1 AND state = 'done' AND verdict IS NULL ORDER BY seq LIMIT ?`,
+         WHERE run_id = ? AND review = 1 AND state = 'done' AND verdict IS NULL ORDER BY seq LIMIT ${ACCOUNT_ID_LIMIT}`,
       )
       .pluck();
     // Per state through (run_id, state, seq), merged here: an IN list would sort a million pending rows.
     const firstUnfinished = (runId: string): string[] =>
-      GOES_ON.flatMap((state) => firstIn.all(runId, state, ACCOUNT_ID_LIMIT))
+      GOES_ON.flatMap((state) => firstIn.all(runId, state))
         .sort((a, b) => a.seq - b.seq)
         .slice(0, ACCOUNT_ID_LIMIT)
         .map((r) => r.task_id);
@@ -174,8 +176,8 @@ export class AccountReadStore {
         money,
         notOnDisk: notOnDiskOf(notOnDisk.all(runId)),
         ids: {
-          inDoubt: firstIn.all(runId, 'in_doubt', ACCOUNT_ID_LIMIT).map((r) => r.task_id),
-          awaiting: review.awaiting > 0 ? firstAwaiting.all(runId, ACCOUNT_ID_LIMIT) : [],
+          inDoubt: firstIn.all(runId, 'in_doubt').map((r) => r.task_id),
+          awaiting: review.awaiting > 0 ? firstAwaiting.all(runId) : [],
           unfinished: firstUnfinished(runId),
         },
       };

@@ -1091,7 +1091,12 @@ ALTER DOMAIN count_of ADD CONSTRAINT count_of_check CHECK (VALUE >= 0);
 ALTER DOMAIN ordinal ADD CONSTRAINT ordinal_check CHECK (VALUE >= 1);
 
 -- The five triggers of a task's move, in the order they fired (by name), each under its former condition.
+-- A task that gives its result (or takes it back) has each of its downstreams wait for one upstream less
+-- (or more), when it has any (a run without chains has none).
 CREATE FUNCTION task_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  gives_now boolean := NEW.state = 'done' AND (NEW.review = 0 OR NEW.verdict IS NOT DISTINCT FROM 'approved');
+  gave boolean := OLD.state = 'done' AND (OLD.review = 0 OR OLD.verdict IS NOT DISTINCT FROM 'approved');
 BEGIN
   IF OLD.state = 'in_doubt' AND NEW.state = 'pending' THEN
     UPDATE reservations SET state = 'released', closed_at = NEW.updated_at
@@ -1105,23 +1110,12 @@ BEGIN
       OR OLD.attempt IS DISTINCT FROM NEW.attempt) THEN
     UPDATE tasks SET version = version + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id;
   END IF;
-  IF NEW.state = 'done' AND (NEW.review = 0 OR NEW.verdict IS NOT DISTINCT FROM 'approved')
-      AND NOT (OLD.state = 'done' AND (OLD.review = 0 OR OLD.verdict IS NOT DISTINCT FROM 'approved')) THEN
-    PERFORM task_upstream_done_of(NEW.run_id, NEW.task_id, -1);
-  ELSIF OLD.state = 'done' AND (OLD.review = 0 OR OLD.verdict IS NOT DISTINCT FROM 'approved')
-      AND NOT (NEW.state = 'done' AND (NEW.review = 0 OR NEW.verdict IS NOT DISTINCT FROM 'approved')) THEN
-    PERFORM task_upstream_done_of(NEW.run_id, NEW.task_id, 1);
+  IF gives_now IS DISTINCT FROM gave
+      AND EXISTS (SELECT 1 FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id) THEN
+    UPDATE tasks SET waits = waits + CASE WHEN gives_now THEN -1 ELSE 1 END WHERE run_id = NEW.run_id
+      AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
   END IF;
   RETURN NULL;
-END $$;
--- A task that gives its result (or takes it back): each of its downstreams waits for one upstream less
--- (or more). Only when it has downstreams (a run without chains has none).
-CREATE FUNCTION task_upstream_done_of(run text, task text, delta bigint) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-  IF EXISTS (SELECT 1 FROM task_upstreams WHERE run_id = run AND upstream_id = task) THEN
-    UPDATE tasks SET waits = waits + delta WHERE run_id = run
-      AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = run AND upstream_id = task);
-  END IF;
 END $$;
 CREATE TRIGGER task_moved AFTER UPDATE OF state, review, verdict, attempt ON tasks FOR EACH ROW
   EXECUTE FUNCTION task_moved();
@@ -1259,6 +1253,30 @@ ALTER DOMAIN reservation_state ADD CONSTRAINT reservation_state_check
 ALTER DOMAIN reservation_kind ADD CONSTRAINT reservation_kind_check
   CHECK (VALUE IN ('first', 'retry', 'reroll', 'doubt'));
 ALTER DOMAIN token_amount ADD CONSTRAINT token_amount_check CHECK (VALUE >= 0);
+
+-- A charge's two triggers before its row is written, its kind of job (migration 21) then its run's money
+-- lock (migration 24), in that order (by name) as one: one call of a function for each row where there were two.
+CREATE FUNCTION ledger_before() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.kind = 'refund' THEN
+    NEW.money_kind := coalesce((SELECT c.money_kind FROM ledger c WHERE c.img_uuid = NEW.img_uuid AND c.kind = 'charge'),
+      'first');
+  ELSIF NEW.reroll = 1 THEN
+    NEW.money_kind := 'reroll';
+  ELSIF NOT EXISTS (SELECT 1 FROM attempts a
+                    WHERE a.run_id = NEW.run_id AND a.task_id = NEW.task_id AND a.attempt_no > 1) THEN
+    NEW.money_kind := 'first';
+  ELSE
+    NEW.money_kind := ledger_money_kind(NEW.run_id, NEW.task_id, NEW.img_uuid);
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtextextended('mediabatch money ' || NEW.run_id, 0));
+  RETURN NEW;
+END $$;
+DROP TRIGGER ledger_money_kind ON ledger;
+DROP TRIGGER ledger_money_lock ON ledger;
+DROP FUNCTION ledger_money_kind_set();
+DROP FUNCTION ledger_money_lock();
+CREATE TRIGGER ledger_before BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION ledger_before();
 `,
   },
 ];
