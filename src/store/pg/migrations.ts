@@ -1110,10 +1110,13 @@ BEGIN
       OR OLD.attempt IS DISTINCT FROM NEW.attempt) THEN
     UPDATE tasks SET version = version + 1 WHERE run_id = NEW.run_id AND task_id = NEW.task_id;
   END IF;
-  IF gives_now IS DISTINCT FROM gave
-      AND EXISTS (SELECT 1 FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id) THEN
-    UPDATE tasks SET waits = waits + CASE WHEN gives_now THEN -1 ELSE 1 END WHERE run_id = NEW.run_id
-      AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
+  -- Two tests, not one: in one expression with the query, each call would plan the query again (its plan
+  -- for the values at hand, where the first test is false and the query left out, always looks cheaper).
+  IF gives_now IS DISTINCT FROM gave THEN
+    IF EXISTS (SELECT 1 FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id) THEN
+      UPDATE tasks SET waits = waits + CASE WHEN gives_now THEN -1 ELSE 1 END WHERE run_id = NEW.run_id
+        AND task_id IN (SELECT task_id FROM task_upstreams WHERE run_id = NEW.run_id AND upstream_id = NEW.task_id);
+    END IF;
   END IF;
   RETURN NULL;
 END $$;
