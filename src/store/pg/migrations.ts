@@ -49,6 +49,8 @@ const TASK_STATES_2 = `'pending', 'submitting', 'in_doubt', 'submitted', 'runnin
  * A table's CHECKs moved to its columns' types (migration 25): for each column, its CHECK dropped and the
  * column given the domain that holds the same rule. The domains have no rule yet when the columns take
  * them (so no table is rewritten); ALTER DOMAIN adds each rule after, checking the rows already there.
+ * A later rule (a new task state) is therefore a domain's: ALTER DOMAIN task_state DROP CONSTRAINT
+ * task_state_check, then ADD CONSTRAINT with the new list; the table has no CHECK of that column left.
  */
 function checksToDomains(table: string, columns: readonly (readonly [string, string])[]): string {
   return columns
