@@ -226,6 +226,15 @@ export class ReservationStore {
     );
   }
 
+  /**
+   * figures(), read with the statements of the open transaction (in a PostgreSQL pipeline, from its
+   * commit's round trip) and given when the returned function is called, after the commit.
+   */
+  figuresSoon(runId: string): () => MoneyFigures {
+    const row = readSoon(this.#figures, { runId });
+    return () => this.#figuresOf(row());
+  }
+
   /** `beforePeriod`: called before a fired run's period is read (the check locks it there). */
   figures(runId: string, beforePeriod?: (manifestPath: string, period: string) => void): MoneyFigures {
     return this.#figuresOf(this.#figures.get({ runId }), beforePeriod);
