@@ -107,16 +107,25 @@ describe("the rules of a task's columns", () => {
 
   // A table's CHECK is read back from its text and planned in every statement that writes the table, on
   // PostgreSQL: a rule added later as a CHECK would bring that cost back to every write of its table.
-  it.runIf(onPostgres())('are held by column types on PostgreSQL, with no CHECK left on any table', () => {
-    const raw = rawDatabase(ctx.file());
-    const checks = raw
-      .prepare(
-        `SELECT conrelid::regclass::text || '.' || conname FROM pg_constraint
+  it.runIf(onPostgres())(
+    'are held by column types on PostgreSQL, with no CHECK left on any table and no trigger under a WHEN',
+    () => {
+      const raw = rawDatabase(ctx.file());
+      const checks = raw
+        .prepare(
+          `SELECT conrelid::regclass::text || '.' || conname FROM pg_constraint
          WHERE contype = 'c' AND conrelid <> 0 AND connamespace = current_schema()::regnamespace ORDER BY 1`,
-      )
-      .pluck()
-      .all();
-    raw.close();
-    expect(checks).toEqual([]);
-  });
+        )
+        .pluck()
+        .all();
+      // The same holds for a trigger's WHEN condition, read and planned in every statement that may fire it.
+      const conditions = raw
+        .prepare('SELECT tgname FROM pg_trigger WHERE tgqual IS NOT NULL ORDER BY 1')
+        .pluck()
+        .all();
+      raw.close();
+      expect(checks).toEqual([]);
+      expect(conditions).toEqual([]);
+    },
+  );
 });
