@@ -105,6 +105,13 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   });
   try {
     const runId = session.runId;
+    if (session.outputMoved) {
+      const { from, to } = session.outputMoved;
+      o.logger.info(
+        { run: runId, from, to },
+        `run ${runId} wrote nothing to ${from}: its results now go to ${to}`,
+      );
+    }
     spendFromPeriod(o.store, runId, o.periodBudget);
     const { bucket, inputs } = await bucketsOf(output.bucket, o.storage, env, runId, o.inputStorage);
     const options = preflightOptions({

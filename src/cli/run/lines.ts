@@ -58,6 +58,12 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
           `Resuming run ${runId} of this manifest, started ${ageOf(choice.resumed, io.now())} ago and unfinished (pass --new-run to start ${settings.runId} instead).`,
         );
       }
+      if (session.outputMoved) {
+        const { from, to } = session.outputMoved;
+        out(
+          `Run ${runId} wrote nothing to ${displayPath(io.cwd, from)}: its results now go to ${displayPath(io.cwd, to)}, the manifest's output.`,
+        );
+      }
       if (choice.leftBehind) {
         const { run, owed } = choice.leftBehind;
         out(
