@@ -71,6 +71,8 @@ export interface UnattendedRunOptions {
   signal?: AbortSignal;
   /** Aborted: return at once. */
   halt?: AbortSignal;
+  /** The run exists in the state now (created, or resumed): called once, before its preflight. */
+  onOpened?: (runId: string) => void;
   onEvent?: (event: RunEvent) => void;
   onProgress?: (progress: RunProgress) => void;
   /** Keep going while results await review, submitting what decisions release (`run --wait-for-review`). */
@@ -105,6 +107,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   });
   try {
     const runId = session.runId;
+    o.onOpened?.(runId);
     if (session.outputMoved) {
       const { from, to } = session.outputMoved;
       o.logger.info(

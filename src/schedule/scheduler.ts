@@ -29,7 +29,11 @@ export interface Firing {
   signals: EventEmitter;
   /** Aborted when the scheduler stops: a run not started yet must not start. */
   stopping: AbortSignal;
-  /** Call once the run id is known, so the firing is recorded with it (status shows it). */
+  /**
+   * Call once the firing's run exists in the state (created, or an unfinished one resumed): the firing is
+   * recorded with it (status shows it) and said. A firing that ends without calling this made no run: cut
+   * by a stop, it is given back, so it is not counted as fired.
+   */
   started(runId: string): void;
 }
 
@@ -95,6 +99,8 @@ interface Running {
   heartbeat?: unknown;
   /** A stop that came before the run listened for signals; delivered when it starts listening. */
   pendingSignal?: 'SIGTERM' | 'SIGINT';
+  /** The manifest's last firing before this one claimed its slot: where a cut firing gives it back to. */
+  before?: Date | null;
 }
 
 interface Entry {
@@ -251,6 +257,7 @@ export class Scheduler {
     const path = entry.m.path;
     // The slot is claimed in the database before anything else, not decided from a read: of any number
     // of schedulers exactly one owns it, and that one fires it or says why it skipped it.
+    const before = store.schedules.getSchedule(path)?.lastFiredAt ?? null;
     if (!store.schedules.claimFiring(path, { firedAt: at, nextFireAt: entry.nextAt })) {
       this.#say(
         'info',
@@ -278,7 +285,7 @@ export class Scheduler {
     } finally {
       if (!launch) store.leases.releaseLease(leaseName, holder);
     }
-    if (launch) this.#launch(entry, at, late);
+    if (launch) this.#launch(entry, { at, late, before });
   }
 
   #skip(entry: Entry, at: Date, why: string): void {
@@ -289,11 +296,12 @@ export class Scheduler {
     );
   }
 
-  #launch(entry: Entry, at: Date, late: boolean): void {
+  #launch(entry: Entry, slot: { at: Date; late: boolean; before: Date | null }): void {
     const { store, logger } = this.#deps;
+    const { at, late } = slot;
     const path = entry.m.path;
     const signals = new EventEmitter();
-    const running: Running = { signals, done: Promise.resolve() };
+    const running: Running = { signals, done: Promise.resolve(), before: slot.before };
     signals.on('newListener', (event: string | symbol) => {
       const pending = running.pendingSignal;
       if (pending !== undefined && event === pending) {
@@ -304,13 +312,6 @@ export class Scheduler {
     });
     entry.running = running;
     this.#heartbeat(entry, running);
-    this.#say(
-      'info',
-      { manifest: path, fire_at: at, late },
-      late
-        ? `${entry.m.label}: catching up the firing due ${this.#fmt(entry.m, at)}`
-        : `${entry.m.label}: firing (due ${this.#fmt(entry.m, at)})`,
-    );
     const firing: Firing = {
       manifestPath: path,
       at,
@@ -324,6 +325,14 @@ export class Scheduler {
         } catch (error) {
           logger.error({ err: error, manifest: path, run: runId }, 'could not record the firing');
         }
+        // Said once the run exists: a stop before this leaves no line claiming a firing that made nothing.
+        this.#say(
+          'info',
+          { manifest: path, fire_at: at, late, run: runId },
+          late
+            ? `${entry.m.label}: catching up the firing due ${this.#fmt(entry.m, at)}: run ${runId}`
+            : `${entry.m.label}: firing (due ${this.#fmt(entry.m, at)}): run ${runId}`,
+        );
       },
     };
     running.done = this.#deps
@@ -360,6 +369,11 @@ export class Scheduler {
     } catch (error) {
       this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'could not release the schedule lease');
     }
+    if (running.runId === undefined && this.stopped) {
+      this.#giveBack(entry, running, at);
+      this.#checkFinished();
+      return;
+    }
     const runId = result.runId ?? running.runId;
     if (result.outcome === 'interrupted' && this.stopped) this.#interrupted.push(runId ?? entry.m.path);
     const level = LEVEL[result.outcome];
@@ -381,6 +395,25 @@ export class Scheduler {
       );
     }
     this.#checkFinished();
+  }
+
+  /**
+   * A firing the stop cut before its run was made: the slot is given back (the schedule row as it was before
+   * the claim, unless someone moved it since), so a scheduler started again fires it with --catch-up, or says
+   * it was missed, and no run is said to have happened.
+   */
+  #giveBack(entry: Entry, running: Running, at: Date): void {
+    const path = entry.m.path;
+    try {
+      this.#deps.store.schedules.unclaimFiring(path, { firedAt: at, before: running.before ?? null });
+    } catch (error) {
+      this.#deps.logger.error({ err: error, manifest: path }, 'could not give the firing back');
+    }
+    this.#say(
+      'info',
+      { manifest: path, fire_at: at, outcome: 'not-started' },
+      `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was stopped before its run was made: not counted as fired`,
+    );
   }
 
   #signal(running: Running, signal: 'SIGTERM' | 'SIGINT'): void {
