@@ -83,6 +83,56 @@ describe('claims of a fleet', () => {
     expect(store.claims.leave('r1', B)).toEqual({ last: true, others: 0 });
   });
 
+  it('a worker leaving gives back what it still holds; its finished tasks keep its name until they come back', () => {
+    const store = fleetOf(7);
+    expect(ids(store.claims.claimPending('r1', A, 7, undefined, 'manifest'))).toHaveLength(7);
+    submit(store, 'r1', 't01', 'uuid-1', 2, 'fp');
+    store.submissions.recordSubmitIntent('r1', 't04', A);
+    const raw = rawDatabase(ctx.file());
+    const claims = () =>
+      Object.fromEntries(
+        (
+          raw.prepare('SELECT task_id, claimed_by FROM tasks ORDER BY task_id').all() as Array<{
+            task_id: string;
+            claimed_by: string | null;
+          }>
+        ).map((r) => [r.task_id, r.claimed_by]),
+      );
+    try {
+      raw.prepare("UPDATE tasks SET state = 'done' WHERE task_id = 't02'").run();
+      raw.prepare("UPDATE tasks SET state = 'failed' WHERE task_id = 't03'").run();
+      raw.prepare("UPDATE tasks SET state = 'in_doubt' WHERE task_id = 't07'").run();
+      // While A is on the run, a finished task of its own back in the queue is A's: B does not take it.
+      raw.prepare("UPDATE tasks SET state = 'pending' WHERE task_id = 't03'").run();
+      expect(ids(store.claims.claimPending('r1', B, 7, undefined, 'manifest'))).toEqual([]);
+      raw.prepare("UPDATE tasks SET state = 'failed' WHERE task_id = 't03'").run();
+
+      expect(store.claims.leave('r1', A)).toEqual({ last: false, others: 1 });
+      // Held (a job watched, a POST being sent, claimed to send): given back. Finished: A's name kept.
+      expect(claims()).toEqual({
+        t01: null,
+        t02: A,
+        t03: A,
+        t04: null,
+        t05: null,
+        t06: null,
+        t07: A,
+      });
+      expect(store.claims.heldByOthers('r1', B)).toBe(0);
+      // Back in the queue (a re-roll, a retry of a failure or of a doubt), a task A did is anyone's now.
+      raw.prepare("UPDATE tasks SET state = 'pending' WHERE task_id IN ('t02', 't03', 't07')").run();
+      expect(ids(store.claims.claimPending('r1', B, 10, undefined, 'manifest'))).toEqual([
+        't02',
+        't03',
+        't05',
+        't06',
+        't07',
+      ]);
+    } finally {
+      raw.close();
+    }
+  });
+
   it('gives back a task its worker will not send, and claims around the ones it gave up on', () => {
     const store = fleetOf(3);
     expect(ids(store.claims.claimPending('r1', A, 2, undefined, 'manifest'))).toEqual(['t01', 't02']);
