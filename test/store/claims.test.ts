@@ -44,11 +44,14 @@ describe('claims of a fleet', () => {
   });
 
   it('hands a lost worker its work back: unsent to the queue, being sent in doubt, jobs to the sweeper', () => {
-    const store = fleetOf(4);
+    const store = fleetOf(5);
     const clock = ctx.clock();
-    store.claims.claimPending('r1', B, 4, undefined, 'manifest');
+    store.claims.claimPending('r1', B, 5, undefined, 'manifest');
     submit(store, 'r1', 't01', 'uuid-1', 2, 'fp');
     store.submissions.recordSubmitIntent('r1', 't02', B);
+    // t05 was finished by B: nothing of B's to take back, and it keeps B's name.
+    const raw = rawDatabase(ctx.file());
+    raw.prepare("UPDATE tasks SET state = 'done' WHERE task_id = 't05'").run();
     // B is alive: nothing of its own is touched, by the sweep or by a resuming process.
     expect(store.submissions.recoverInterruptedSubmissions('r1')).toEqual([]);
     expect(store.claims.sweep('r1', A)).toEqual({ lost: [], requeued: [], inDoubt: [], adopted: [] });
@@ -69,6 +72,13 @@ describe('claims of a fleet', () => {
     expect(ids(store.claims.claimPending('r1', A, 10, undefined, 'manifest'))).toEqual(['t03', 't04']);
     expect(store.claims.heldByOthers('r1', A)).toBe(0);
     expect(store.claims.sweep('r1', A).lost).toEqual([]);
+    // Re-rolled, the task B finished is A's to claim: a lost worker holds nothing.
+    expect(raw.prepare("SELECT claimed_by FROM tasks WHERE task_id = 't05'").get()).toEqual({
+      claimed_by: B,
+    });
+    raw.prepare("UPDATE tasks SET state = 'pending' WHERE task_id = 't05'").run();
+    raw.close();
+    expect(ids(store.claims.claimPending('r1', A, 10, undefined, 'manifest'))).toEqual(['t03', 't04', 't05']);
   });
 
   it('lets exactly the last live worker out close the run', () => {
