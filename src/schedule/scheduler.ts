@@ -110,6 +110,8 @@ interface Entry {
   nextAt: Date;
   timer?: unknown;
   running?: Running;
+  /** Looks again at a slot another scheduler claimed, in case it gives it back (#watchGivenBack). */
+  watch?: unknown;
 }
 
 const MAX_TIMER_MS = 2_147_483_647;
@@ -220,6 +222,8 @@ export class Scheduler {
   #disarm(entry: Entry): void {
     if (entry.timer !== undefined) this.#deps.timers.clearTimeout(entry.timer);
     entry.timer = undefined;
+    if (entry.watch !== undefined) this.#deps.timers.clearTimeout(entry.watch);
+    entry.watch = undefined;
   }
 
   #wake(entry: Entry): void {
@@ -264,6 +268,7 @@ export class Scheduler {
         { manifest: path, fire_at: at },
         `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was already handled by another mediabatch schedule`,
       );
+      this.#watchGivenBack(entry, at);
       return;
     }
     if (entry.running) {
@@ -286,6 +291,35 @@ export class Scheduler {
       if (!launch) store.leases.releaseLease(leaseName, holder);
     }
     if (launch) this.#launch(entry, { at, late, before });
+  }
+
+  /**
+   * The scheduler that claimed this slot may be stopped before its run is made, and then gives the slot
+   * back: while the slot is still on time (the grace), this one looks again now and then, and fires it.
+   */
+  #watchGivenBack(entry: Entry, at: Date): void {
+    if (entry.watch !== undefined) this.#deps.timers.clearTimeout(entry.watch);
+    const every = Math.max(1, Math.min(this.#graceMs / 6, this.#maxSleepMs));
+    const look = () => {
+      entry.watch = undefined;
+      if (this.stopped || this.#deps.now().getTime() - at.getTime() > this.#graceMs) return;
+      try {
+        const last = this.#deps.store.schedules.getSchedule(entry.m.path)?.lastFiredAt;
+        if (last === undefined || last === null || last.getTime() < at.getTime()) {
+          this.#say(
+            'info',
+            { manifest: entry.m.path, fire_at: at },
+            `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was given back before its run was made: taking it`,
+          );
+          this.#fire(entry, at, false);
+          return;
+        }
+      } catch (error) {
+        this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'could not look at the firing again');
+      }
+      entry.watch = this.#deps.timers.setTimeout(look, every);
+    };
+    entry.watch = this.#deps.timers.setTimeout(look, every);
   }
 
   #skip(entry: Entry, at: Date, why: string): void {

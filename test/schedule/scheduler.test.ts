@@ -300,6 +300,36 @@ describe('Scheduler', () => {
     await again.scheduler.finished();
   });
 
+  it('a replica fires, within the grace, a slot the replica that claimed it gave back', async () => {
+    const clock = new FakeClock(new Date('2026-11-21T02:59:00Z'));
+    const cut = harness(clock, { holder: 'scheduler-a', neverOpened: true });
+    const other = harness(clock, { holder: 'scheduler-b' });
+    cut.scheduler.start();
+    other.scheduler.start();
+    await clock.advanceTo(new Date('2026-11-21T03:00:00Z'));
+    expect(cut.fired).toHaveLength(1);
+    expect(other.lines).toContain(
+      'nightly.yaml: the firing due 2026-11-21T03:00:00+00:00 was already handled by another mediabatch schedule',
+    );
+    // The claimer is stopped while still planning, 15 s in: it gives the slot back.
+    await clock.advanceTo(new Date('2026-11-21T03:00:15Z'));
+    cut.scheduler.stop('SIGTERM');
+    await cut.scheduler.finished();
+    await clock.advanceTo(new Date('2026-11-21T03:00:30Z'));
+    expect(other.fired.map((f) => [f.at.toISOString(), f.late])).toEqual([
+      ['2026-11-21T03:00:00.000Z', false],
+    ]);
+    expect(other.lines.slice(-2)).toEqual([
+      'nightly.yaml: the firing due 2026-11-21T03:00:00+00:00 was given back before its run was made: taking it',
+      'nightly.yaml: firing (due 2026-11-21T03:00:00+00:00): run nightly-2026-11-21T03:00:00.000Z',
+    ]);
+    await other.end(0);
+    other.scheduler.stop();
+    await other.scheduler.finished();
+    expect(clock.pendingCount).toBe(0);
+    expect(other.store.schedules.getSchedule(MANIFEST)?.lastRunId).toBe('nightly-2026-11-21T03:00:00.000Z');
+  });
+
   it('keeps the schedule lease alive while a long run goes on', async () => {
     const clock = new FakeClock(new Date('2026-11-21T02:59:00Z'));
     const a = harness(clock, { holder: 'scheduler-a' });
