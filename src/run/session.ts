@@ -8,6 +8,7 @@ import { MediabatchError } from '../errors.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
 import { parseShardRunId, type Shard } from '../plan/shard.js';
+import { type RecordedInvocation, recordedInvocation } from '../results/invocation.js';
 import { isBucketLocation, runLocation } from '../results/output.js';
 import {
   isPostgresUrl,
@@ -178,7 +179,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       if (message !== undefined) store.runs.recordStop(runId, { reason: 'refused', message });
     };
     bindOrCreate(store, runId, existing, o);
-    const outputMoved = existing ? followOutput(store, existing, plan.settings.output, shown) : undefined;
+    const outputMoved = existing ? followOutput(store, existing, o, shown) : undefined;
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
     // The callback URL is added when sending (see Runner): where answers go is not part of what a task
@@ -538,9 +539,10 @@ function bindOrCreate(store: Store, runId: string, existing: RunRecord | undefin
 function followOutput(
   store: Store,
   existing: RunRecord,
-  output: string,
+  o: OpenRunOptions,
   shown: (p: string) => string,
 ): { from: string; to: string } | undefined {
+  const output = o.plan.settings.output;
   const kept = keptSettings(existing).output;
   if (kept === undefined || kept === output) return undefined;
   const runId = existing.id;
@@ -556,8 +558,25 @@ function followOutput(
   }
   const settings =
     typeof existing.settings === 'object' && existing.settings !== null ? existing.settings : {};
-  store.runs.updateRunSettings(runId, { ...settings, output });
+  store.runs.updateRunSettings(runId, {
+    ...settings,
+    output,
+    ...outputFlag(existing.settings, o.settingsToKeep),
+  });
   return { from, to: runLocation(output, runId) };
+}
+
+/**
+ * The recorded flags of a run whose output moved: whether results may go to a local folder of a PostgreSQL
+ * state (--allow-local-output) goes with the output, so the commands printed about the run carry it as this
+ * run was given it. Nothing changes for a caller that records no flags (the library, schedule).
+ */
+function outputFlag(kept: unknown, now: unknown): { invocation?: RecordedInvocation } {
+  if ((now as { invocation?: unknown } | null)?.invocation === undefined) return {};
+  const { allowLocalOutput: _, ...rest } = recordedInvocation(kept);
+  return {
+    invocation: { ...rest, ...(recordedInvocation(now).allowLocalOutput ? { allowLocalOutput: true } : {}) },
+  };
 }
 
 /** How a line names an output: a bucket as it is, a folder as the user reaches it. */

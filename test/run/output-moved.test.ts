@@ -6,10 +6,12 @@
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { typableState } from '../../src/results/invocation.js';
 import { keptSettings, openStore } from '../../src/store/index.js';
 import { cli } from '../helpers/cli.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
 import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY, walk } from '../helpers/run-env.js';
+import { shellWords } from '../helpers/shell-words.js';
 
 const pg: Postgres = await startPostgres();
 afterAll(() => pg.stop());
@@ -30,8 +32,11 @@ describe.each(BACKENDS)('a resumed run whose manifest names another output ($nam
     env = await makeRunEnv({ balance: 1000 });
     const e = env;
     const state = backend.state(e);
+    // A person at the terminal who answers yes, as a printed command is typed.
     const mediabatch = (args: string[]) =>
       cli(['--state', state, ...args], {
+        interactive: false,
+        ask: async () => true,
         env: {
           MEDIABATCH_API_KEY: SANDBOX_KEY,
           MEDIABATCH_BASE_URL: e.sandbox.baseUrl,
@@ -52,7 +57,8 @@ describe.each(BACKENDS)('a resumed run whose manifest names another output ($nam
 
     // The bucket has no credentials: the run is recorded, nothing is sent.
     await e.manifest({ tasks: images(3), output: 's3://results-bucket/media' });
-    const refused = await mediabatch(['run', 'batch.yaml', '--yes', ...backend.extra]);
+    // A bucket needs no --allow-local-output, even on PostgreSQL.
+    const refused = await mediabatch(['run', 'batch.yaml', '--yes']);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain('no storage credentials for bucket results-bucket');
     expect(e.state().requests.submit).toBe(0);
@@ -60,14 +66,27 @@ describe.each(BACKENDS)('a resumed run whose manifest names another output ($nam
 
     // The user points the manifest at a local folder: the run follows it, and says so once.
     await e.manifest({ tasks: images(3), output: 'out' });
-    const moved = await mediabatch(['run', 'batch.yaml', '--yes', ...backend.extra]);
-    expect(moved.stderr).toBe('');
-    expect(moved.code).toBe(0);
+    const moved = await mediabatch(['run', 'batch.yaml', '--yes', '--limit', '2', ...backend.extra]);
+    expect(moved.code).toBe(4);
     expect(moved.stdout.split('\n')).toContain(
       "Run batch wrote nothing to s3://results-bucket/media/batch: its results now go to out/batch, the manifest's output.",
     );
-    expect((await walk(resolve(e.dir, 'out', 'batch'))).filter((f) => f.endsWith('.png'))).toHaveLength(3);
     expect(keptOutput()).toBe(resolve(e.dir, 'out'));
+    // The command it prints to go on carries the flag the new output needs, and does it typed as printed.
+    const goOn = /run again without --limit to continue: `([^`]+)`/.exec(moved.stderr)?.[1] ?? moved.stderr;
+    expect(shellWords(goOn).slice(-2 - backend.extra.length)).toEqual([
+      '--state',
+      typableState(state),
+      ...backend.extra,
+    ]);
+    const typed = await mediabatch(
+      shellWords(goOn)
+        .slice(1)
+        .filter((w, i, all) => w !== '--state' && all[i - 1] !== '--state'),
+    );
+    expect(typed.stderr).toBe('');
+    expect(typed.code).toBe(0);
+    expect((await walk(resolve(e.dir, 'out', 'batch'))).filter((f) => f.endsWith('.png'))).toHaveLength(3);
     const status = await mediabatch(['status', 'batch']);
     expect(status.code).toBe(0);
     expect(status.stdout).toContain('  Files: out/batch\n');
