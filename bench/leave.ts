@@ -3,9 +3,11 @@
 // `held` of them (those it still holds: claimed to send). Measured: the statement leaving used to be (clear
 // A's name on every task it ever claimed, through the index of every claim it had then; run and rolled back,
 // without a statement_timeout), and the store's leave now (the tasks A still holds, through `tasks_held`).
-// Both on the same database, one after the other, so their ratio holds on a noisy machine.
+// Both on the same database, one after the other, so their ratio holds on a noisy machine. And the count of
+// what the other workers hold (a worker with nothing left to claim makes it every second), before and now.
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
+import { HELD_STATES } from '../src/store/claims.js';
 import { openStore } from '../src/store/index.js';
 import type { NewTask } from '../src/store/types.js';
 import { postgresBinaries, startPostgres } from '../test/helpers/postgres.js';
@@ -28,10 +30,10 @@ function psql(url: string, sql: string): string {
   }).trim();
 }
 
-/** The server's own time for `sql`, in ms, from psql's \timing, inside a transaction rolled back. */
-function timedRolledBack(url: string, sql: string): number {
+/** The server's own time for `sql`, in ms, from psql's \timing, inside a transaction rolled back after `setup`. */
+function timedRolledBack(url: string, sql: string, setup = ''): number {
   const out = execFileSync(join(bin, 'psql'), ['-qAt', '-v', 'ON_ERROR_STOP=1', '-d', bare(url)], {
-    input: `BEGIN;\n\\timing on\n${sql};\n\\timing off\nROLLBACK;\n`,
+    input: `BEGIN;\n${setup}\n\\timing on\n${sql};\n\\timing off\nROLLBACK;\n`,
     encoding: 'utf8',
   });
   const ms = /Time: ([\d.]+) ms/.exec(out)?.[1];
@@ -80,8 +82,21 @@ try {
       `UPDATE tasks SET claimed_by = NULL WHERE run_id = 'r' AND claimed_by = '${A}'`,
     );
     log(`the former leave (every claim A ever made): ${round(everyClaimMs)} ms`);
+    // What a worker with nothing left to claim counts every second, through the index of every claim.
+    const formerCountMs = timedRolledBack(
+      url,
+      `SELECT count(*) FROM tasks WHERE run_id = 'r' AND claimed_by IS NOT NULL AND claimed_by <> 'worker-b'
+         AND state IN (${HELD_STATES.map((s) => `'${s}'`).join(', ')})`,
+      'DROP INDEX tasks_held;',
+    );
+    log(`the former count of what the others hold: ${round(formerCountMs)} ms`);
     psql(url, 'DROP INDEX tasks_claimed; ANALYZE tasks');
 
+    store.claims.heldByOthers('r', 'worker-b');
+    at = performance.now();
+    const heldByA = store.claims.heldByOthers('r', 'worker-b');
+    const countMs = performance.now() - at;
+    log(`the count of what the others hold now: ${round(countMs, 2)} ms (${heldByA})`);
     at = performance.now();
     const left = store.claims.leave('r', A);
     const leaveMs = performance.now() - at;
@@ -102,6 +117,8 @@ try {
       formerLeaveUsPerTask: round((everyClaimMs * 1000) / tasks, 2),
       leaveMs: round(leaveMs, 2),
       formerOverNow: round(everyClaimMs / leaveMs, 0),
+      formerHeldCountMs: round(formerCountMs, 2),
+      heldCountMs: round(countMs, 2),
     };
     process.stdout.write(`${JSON.stringify(figures)}\n`);
   } finally {
