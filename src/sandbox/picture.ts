@@ -4,8 +4,12 @@
 // bytes whatever the run or the order of jobs. Rendered when a link is downloaded (a million-task run that
 // never downloads costs nothing) and kept in a small cache, since a result is often fetched more than once.
 import { createHash } from 'node:crypto';
-import { deflateSync } from 'node:zlib';
+import * as zlib from 'node:zlib';
 import type { RequestBody } from '../catalog/types.js';
+
+const { deflateSync } = zlib;
+// Read off the namespace: a Node 20 before 20.15 has none, and a named import of it would not link.
+const zlibCrc32 = (zlib as { crc32?: (bytes: Uint8Array, value?: number) => number }).crc32;
 
 /** What an image shows; the colours come from `hash`. */
 export interface ImageLabel {
@@ -89,6 +93,14 @@ export function labelledPng(label: ImageLabel): Buffer {
 const ROW = 1 + SIZE * 3;
 const PANEL = { from: MARGIN - 6, to: SIZE - MARGIN + 6 };
 
+// One picture is drawn at a time (rendering never awaits), so its scanlines and stripes are drawn into
+// buffers made once: a fresh 197 KB buffer per image was most of the garbage of a run of many images,
+// and the collections it called for cost about as much as the rendering. Every byte of a pixel row is
+// written for each picture; the filter bytes are zero from the start and never written.
+const RAW = Buffer.alloc(SIZE * ROW);
+const BRIGHT = Buffer.alloc(SIZE * 3 * 3);
+const DARK = Buffer.alloc(SIZE * 3 * 3);
+
 function renderPng(label: ImageLabel): Buffer {
   const byte = (i: number) => Number.parseInt(label.hash.slice(i * 2, i * 2 + 2), 16);
   const base = [byte(0), byte(1), byte(2)].map((c) => 40 + (c % 120));
@@ -96,9 +108,9 @@ function renderPng(label: ImageLabel): Buffer {
   const slope = (byte(4) % 3) - 1;
   // Stripes: each row is a slice of one long row of them, shifted by `slope` a row; behind the text the
   // same stripes darkened, so any colour leaves the text readable and still shows.
-  const bright = stripeRow(base, stripe, 1);
-  const dark = stripeRow(base, stripe, 0.4);
-  const raw = Buffer.alloc(SIZE * ROW);
+  const bright = stripeRow(BRIGHT, base, stripe, 1);
+  const dark = stripeRow(DARK, base, stripe, 0.4);
+  const raw = RAW;
   for (let y = 0; y < SIZE; y++) {
     const shift = (slope * y + SIZE) * 3;
     const row = y * ROW + 1;
@@ -116,9 +128,8 @@ function renderPng(label: ImageLabel): Buffer {
   return encodePng(raw);
 }
 
-/** 3 x SIZE pixels of stripes `stripe` wide in the colour `base` (times `light`), as RGB bytes. */
-function stripeRow(base: number[], stripe: number, light: number): Buffer {
-  const row = Buffer.alloc(SIZE * 3 * 3);
+/** 3 x SIZE pixels of stripes `stripe` wide in the colour `base` (times `light`), as RGB bytes, into `row`. */
+function stripeRow(row: Buffer, base: number[], stripe: number, light: number): Buffer {
   for (let x = 0; x < SIZE * 3; x++) {
     const band = Math.floor(x / stripe) % 2 === 0 ? 0 : 24;
     for (let c = 0; c < 3; c++) row[x * 3 + c] = Math.round(((base[c] ?? 0) + band) * light);
@@ -133,27 +144,24 @@ function put(raw: Buffer, x: number, y: number, color: readonly number[]): void 
   raw[at + 2] = color[2] ?? 0;
 }
 
-const SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+const CRC_TABLE = Uint32Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
 
-/**
- * The PNG of SIZE x SIZE 8-bit RGB scanlines (each led by its filter byte). Written here rather than by
- * pngjs: its filtering and packing in JavaScript took about 9 ms an image, against 0.3 ms for zlib alone,
- * and a run of many images downloads one per task from the sandbox.
- */
-function encodePng(raw: Buffer): Buffer {
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(SIZE, 0);
-  header.writeUInt32BE(SIZE, 4);
-  header[8] = 8; // bits per channel
-  header[9] = 2; // RGB; compression, filter method and interlace stay 0
-  return Buffer.concat([
-    SIGNATURE,
-    pngChunk('IHDR', header),
-    pngChunk('IDAT', deflateSync(raw, { level: 1 })),
-    pngChunk('IEND', Buffer.alloc(0)),
-  ]);
+/** CRC-32 of PNG chunks, going on from `value` (the CRC of the bytes before): zlib's where Node has it. */
+const crc32: (bytes: Uint8Array, value?: number) => number =
+  typeof zlibCrc32 === 'function' ? zlibCrc32 : tableCrc32;
+
+/** zlib.crc32 came in Node 20.15; this gives the same numbers, more slowly. */
+export function tableCrc32(bytes: Uint8Array, value = 0): number {
+  let c = (value ^ 0xffffffff) >>> 0;
+  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
 }
 
+/** A PNG chunk's bytes, CRC included. */
 function pngChunk(type: string, data: Buffer): Buffer {
   const out = Buffer.alloc(12 + data.length);
   out.writeUInt32BE(data.length, 0);
@@ -163,17 +171,37 @@ function pngChunk(type: string, data: Buffer): Buffer {
   return out;
 }
 
-const CRC_TABLE = Uint32Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
+const IHDR = (() => {
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(SIZE, 0);
+  header.writeUInt32BE(SIZE, 4);
+  header[8] = 8; // bits per channel
+  header[9] = 2; // RGB; compression, filter method and interlace stay 0
+  return pngChunk('IHDR', header);
+})();
+/** What every picture starts with (the signature and its header) and ends with. */
+const HEAD = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), IHDR]);
+const TAIL = pngChunk('IEND', Buffer.alloc(0));
+const IDAT_TYPE = Buffer.from('IDAT', 'latin1');
+const IDAT_CRC = crc32(IDAT_TYPE);
+const DEFLATE = { level: 1 } as const;
 
-/** CRC-32 of PNG chunks (zlib.crc32 is not in every Node 20). */
-function crc32(bytes: Uint8Array): number {
-  let c = 0xffffffff;
-  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
+/**
+ * The PNG of SIZE x SIZE 8-bit RGB scanlines (each led by its filter byte). Written here rather than by
+ * pngjs: its filtering and packing in JavaScript took about 9 ms an image, against 0.3 ms for zlib alone,
+ * and a run of many images downloads one per task from the sandbox. The file is written in one buffer:
+ * its fixed head and tail, and the compressed scanlines copied once.
+ */
+function encodePng(raw: Buffer): Buffer {
+  const data = deflateSync(raw, DEFLATE);
+  const out = Buffer.allocUnsafe(HEAD.length + 12 + data.length + TAIL.length);
+  let at = HEAD.copy(out, 0);
+  at = out.writeUInt32BE(data.length, at);
+  at += IDAT_TYPE.copy(out, at);
+  at += data.copy(out, at);
+  at = out.writeUInt32BE(crc32(data, IDAT_CRC), at);
+  TAIL.copy(out, at);
+  return out;
 }
 
 /** One line of text at `top`; characters the font lacks show as `?`. Returns the next line's top. */
