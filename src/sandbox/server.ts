@@ -31,6 +31,7 @@ import {
   SandboxOptionsError,
   type SandboxSettings,
 } from './options.js';
+import { labelledPng } from './picture.js';
 import {
   acceptsGzip,
   CODE_IN_200_SHARE,
@@ -288,7 +289,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     });
   }
 
-  app.get<{ Querystring: { img_uuid?: string } }>('/api/v1/jobs/detail', async (request, reply) => {
+  // The routes a run calls for every task answer without a promise when they can: see the hooks above.
+  app.get<{ Querystring: { img_uuid?: string } }>('/api/v1/jobs/detail', (request, reply) => {
     requests.poll++;
     const id = request.query.img_uuid;
     if (!id)
@@ -310,10 +312,10 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   });
 
   // `/files/<token>/<n>.png` is the same file: the name is what `wrong-extension` makes links end in.
-  const download = async (
+  const download = (
     request: FastifyRequest<{ Params: { token: string }; Querystring: { sig?: string } }>,
     reply: FastifyReply,
-  ): Promise<FastifyReply> => {
+  ): FastifyReply | Promise<FastifyReply> => {
     requests.download++;
     if (settings.refuseDownloads) return reply.code(403).type('text/plain').send('Forbidden');
     const found = files.lookup(request.params.token, now(), request.query.sig);
@@ -321,12 +323,18 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       const [status, text] = FILE_REFUSALS[found.reason];
       return reply.code(status).type('text/plain').send(text);
     }
-    const rendered = await renderFile(found.file.recipe, labelOfFile(jobs, found.file));
-    const bytes =
-      found.file.recipe.format === 'mp4' && settings.videoPaddingBytes > 0
-        ? withFreeBox(rendered, settings.videoPaddingBytes)
-        : rendered;
-    return reply.type(CONTENT_TYPES[found.file.recipe.format]).send(bytes);
+    const { recipe } = found.file;
+    const label = labelOfFile(jobs, found.file);
+    // A job's picture is drawn, or found kept, at once; a sample file is read and audio made by promises.
+    if (recipe.format === 'png' && label !== undefined)
+      return reply.type(CONTENT_TYPES.png).send(labelledPng(label));
+    return renderFile(recipe, label).then((rendered) => {
+      const bytes =
+        recipe.format === 'mp4' && settings.videoPaddingBytes > 0
+          ? withFreeBox(rendered, settings.videoPaddingBytes)
+          : rendered;
+      return reply.type(CONTENT_TYPES[recipe.format]).send(bytes);
+    });
   };
   app.get('/files/:token', download);
   app.get('/files/:token/:name', download);
