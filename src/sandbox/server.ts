@@ -42,7 +42,7 @@ import {
 } from './quirks.js';
 import { createRandom } from './random.js';
 import { labelOfFile, renderFile } from './render.js';
-import { type SubmitContext, submit } from './submit.js';
+import { type SubmitContext, type SubmitOutcome, submit } from './submit.js';
 import { registerEmbedded, routeUploads, SandboxUploads } from './uploads.js';
 import { presentEnvelope, presentRecord, type WireContext } from './wire.js';
 
@@ -267,25 +267,29 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     reply.code(404).send(failure(404, `${request.method} ${request.url.split('?')[0]}: no such endpoint`)),
   );
 
+  const answerSubmission = (outcome: SubmitOutcome, request: FastifyRequest, reply: FastifyReply) => {
+    if (outcome.kind === 'drop') {
+      // The charge is made; the client learns nothing, as when a connection breaks mid-answer.
+      reply.hijack();
+      request.raw.socket.destroy();
+      return reply;
+    }
+    if (outcome.kind === 'gateway-error') {
+      return reply.code(outcome.status).type('text/html').send(outcome.text);
+    }
+    if (ctx.settings.speed === 0) setImmediate(() => jobs.advance(now()));
+    return reply.code(outcome.status).send(outcome.body);
+  };
   for (const path of SUBMIT_PATHS) {
-    app.post(path, async (request, reply) => {
+    app.post(path, (request, reply) => {
       requests.submit++;
       if (quirks.has('code-in-200') && quirkRandom.next() < CODE_IN_200_SHARE) {
         quirkCounts.busy++;
         return reply.code(200).send(failure(500, 'busy'));
       }
-      const outcome = await submit(ctx, path, request.body);
-      if (outcome.kind === 'drop') {
-        // The charge is made; the client learns nothing, as when a connection breaks mid-answer.
-        reply.hijack();
-        request.raw.socket.destroy();
-        return reply;
-      }
-      if (outcome.kind === 'gateway-error') {
-        return reply.code(outcome.status).type('text/html').send(outcome.text);
-      }
-      if (ctx.settings.speed === 0) setImmediate(() => jobs.advance(now()));
-      return reply.code(outcome.status).send(outcome.body);
+      const outcome = submit(ctx, path, request.body);
+      if (outcome instanceof Promise) return outcome.then((o) => answerSubmission(o, request, reply));
+      return answerSubmission(outcome, request, reply);
     });
   }
 
