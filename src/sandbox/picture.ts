@@ -147,17 +147,13 @@ export function drawPng(label: ImageLabel): Buffer {
  * 0.4 of the light at DARK.
  */
 function drawStripes(base: number[], stripe: number): void {
-  const shade = (band: number, light: number) => base.map((c) => Math.round((c + band) * light));
+  const shade = (band: number, light: number) => Buffer.from(base.map((c) => Math.round((c + band) * light)));
   const bright = [shade(0, 1), shade(24, 1)];
   const dark = [shade(0, 0.4), shade(24, 0.4)];
-  for (let x = 0; x < SIZE * 3; x++) {
-    const band = Math.floor(x / stripe) % 2;
-    const b = bright[band] ?? [];
-    const d = dark[band] ?? [];
-    for (let c = 0; c < 3; c++) {
-      SCRATCH[BRIGHT + x * 3 + c] = b[c] ?? 0;
-      SCRATCH[DARK + x * 3 + c] = d[c] ?? 0;
-    }
+  for (let x = 0, band = 0; x < SIZE * 3; x += stripe, band = 1 - band) {
+    const end = Math.min(x + stripe, SIZE * 3);
+    SCRATCH.fill(bright[band] ?? 0, BRIGHT + x * 3, BRIGHT + end * 3);
+    SCRATCH.fill(dark[band] ?? 0, DARK + x * 3, DARK + end * 3);
   }
 }
 
