@@ -21,7 +21,10 @@ export interface RunMoneyFigures extends MoneyFigures {
 
 /** The store's money of one run, as every spender reads it. */
 export function runMoney(store: Store, runId: string): RunMoneyFigures {
-  const f = store.reservations.figures(runId);
+  return withCommitted(store.reservations.figures(runId));
+}
+
+function withCommitted(f: MoneyFigures): RunMoneyFigures {
   const committed = f.charged - f.refunded + f.held + f.doubt;
   return { ...f, committed, left: f.budget === undefined ? undefined : Math.max(0, f.budget - committed) };
 }
@@ -73,6 +76,11 @@ export function decideReserving(
  * The runner's money: its slots, the worst cases it has in flight, and the store's figures read back when
  * something changed. It never decides alone: a submission's intent reserves in the store, which may
  * refuse it (OverBudgetError) because another process took the room first.
+ *
+ * The runner's own money-moving writes (intents, answers, job news, adoptions) all go through its group
+ * commit (src/run/writes.ts), and each batch reads the figures again in its own transaction
+ * (readWithBatch): they come back with the commit, before the batch's callers resume, so a spend or an
+ * answer of this process needs no read of its own. `changed()` is for what others did meanwhile.
  */
 export class RunMoney {
   readonly #store: Store;
@@ -98,9 +106,31 @@ export class RunMoney {
     this.changed();
   }
 
-  /** Something moved money in the store (an answer, a refund, an adoption): read it again when asked. */
+  /** Something else moved money in the store (another worker, a review): read it again when asked. */
   changed(): void {
     this.#figures = undefined;
+  }
+
+  /**
+   * For the group commit: a read of the figures made in a batch's transaction, after its writes; the
+   * returned function, called once the batch committed, makes them this runner's figures.
+   */
+  readWithBatch(): () => void {
+    let soon: () => MoneyFigures;
+    try {
+      soon = this.#store.reservations.figuresSoon(this.#runId);
+    } catch (error) {
+      this.#figures = undefined;
+      throw error;
+    }
+    return () => {
+      try {
+        this.#figures = withCommitted(soon());
+      } catch {
+        // Read again when next asked, where a failure is the caller's to meet.
+        this.#figures = undefined;
+      }
+    };
   }
 
   get figures(): RunMoneyFigures {
@@ -189,19 +219,16 @@ export class RunMoney {
   reserved(priceMicro: number): void {
     this.#pending -= priceMicro;
     this.#ownHeld += priceMicro;
-    this.changed();
   }
 
   /** Its intent was refused (the budget is spoken for) or failed: nothing was recorded. */
   refused(priceMicro: number): void {
     this.#pending -= priceMicro;
-    this.changed();
   }
 
   /** Its answer was committed: the store settled, released or kept the reservation as doubt. */
   answered(priceMicro: number): void {
     this.#ownHeld -= priceMicro;
-    this.changed();
   }
 
   /** A chained task priced exactly moved the plan's estimate (exact − planned). */

@@ -13,11 +13,17 @@ interface Queued {
 
 export class WriteQueue {
   readonly #store: Store;
+  readonly #alongside: (() => () => void) | undefined;
   #queued: Queued[] = [];
   #scheduled = false;
 
-  constructor(store: Store) {
+  /**
+   * `alongside`: a read made in each batch's transaction after its writes (the run's money, RunMoney's
+   * readWithBatch), whose returned function is called once the batch committed, before its callers resume.
+   */
+  constructor(store: Store, alongside?: () => () => void) {
     this.#store = store;
+    this.#alongside = alongside;
   }
 
   write<T>(write: () => T): Promise<T> {
@@ -37,12 +43,16 @@ export class WriteQueue {
     let results: Awaited<ReturnType<Store['batchLater']>>;
     try {
       // Each caller resumes after the commit; on PostgreSQL this process goes on meanwhile.
-      results = await this.#store.batchLater(queued.map((q) => q.write));
+      const writes = queued.map((q) => q.write);
+      if (this.#alongside) writes.push(this.#alongside);
+      results = await this.#store.batchLater(writes);
     } catch (error) {
       // The commit itself failed (disk full, database closed): nothing of this batch is recorded.
       for (const q of queued) q.reject(error);
       return;
     }
+    const read = this.#alongside ? results.pop() : undefined;
+    if (read?.ok) (read.value as () => void)();
     results.forEach((result, i) => {
       const q = queued[i];
       if (!q) return;

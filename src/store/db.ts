@@ -260,9 +260,18 @@ export function runExpectingChange<P extends object>(
   params: P,
   refuse: () => never,
 ): void {
+  if (!changesRow(statement, params)) refuse();
+}
+
+/**
+ * Runs a conditional write: whether it changed a row. In a PostgreSQL transaction's pipeline it is not
+ * waited for and answers true: the server fails it when it changes no row, and the transaction runs again
+ * without a pipeline, where this answers as on SQLite.
+ */
+export function changesRow<P extends object>(statement: Database.Statement<[P]>, params: P): boolean {
   const checked = (statement as unknown as ServerCheckedRun).runExpectingChange;
-  if (checked?.call(statement, params) === true) return;
-  if (statement.run(params).changes === 0) refuse();
+  if (checked?.call(statement, params) === true) return true;
+  return statement.run(params).changes > 0;
 }
 
 /** What a PostgreSQL statement offers beyond better-sqlite3's (src/store/pg/db.ts). */

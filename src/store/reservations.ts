@@ -18,7 +18,7 @@
 
 import { MediabatchError } from '../errors.js';
 import { fromMicro } from '../util/money.js';
-import { type Db, readSoon } from './db.js';
+import { changesRow, type Db, inPipeline, readSoon } from './db.js';
 
 export type ReservationKind = 'first' | 'retry' | 'reroll' | 'doubt';
 export type ReservationState = 'held' | 'doubt' | 'settled' | 'released';
@@ -106,9 +106,14 @@ export class ReservationStore {
   readonly #intentBasis;
   readonly #lockRunMoney;
   readonly #lockPeriodMoney;
+  readonly #reserveFresh;
+  readonly #db: Db;
+  /** Runs seen with a period budget: their intents take the path that locks the period (#reserveChecked). */
+  readonly #periodRuns = new Set<string>();
 
   // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db) {
+    this.#db = db;
     // Plain reads on SQLite, whose transaction holds the file's one write lock already; on PostgreSQL
     // (overrides.ts) they take the run's money lock, and the period's, until the transaction ends.
     this.#lockRunMoney = db.prepare<[string]>('SELECT run_id FROM run_money WHERE run_id = ?');
@@ -197,6 +202,37 @@ export class ReservationStore {
          ON r.run_id = t.run_id AND r.task_id = t.task_id AND r.state IN ('held', 'doubt')
        WHERE t.run_id = ? AND t.task_id = ?`,
     );
+    // The common intent decided by the server, so a PostgreSQL pipeline need not wait for the figures: a
+    // task with no open reservation, of a run without a period budget, reserved if the budget holds it.
+    // It writes no row otherwise, and the transaction runs again the way that reads (#reserveChecked).
+    this.#reserveFresh = db.prepare<Key & { now: string }>(
+      `INSERT INTO reservations (run_id, task_id, kind, amount, state, reserved_at)
+       SELECT t.run_id, t.task_id,
+         CASE WHEN EXISTS (SELECT 1 FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
+             AND a.outcome = 'in_doubt') THEN 'doubt'
+           WHEN EXISTS (SELECT 1 FROM attempts AS a WHERE a.run_id = t.run_id AND a.task_id = t.task_id
+             AND a.outcome = 'submitted') THEN 'retry'
+           ELSE 'first' END,
+         coalesce(CAST(round(t.est_max * 1000000) AS INTEGER), 0), 'held', :now
+       FROM tasks AS t LEFT JOIN run_money AS m ON m.run_id = t.run_id
+       WHERE t.run_id = :runId AND t.task_id = :taskId
+         AND NOT EXISTS (SELECT 1 FROM reservations AS o WHERE o.run_id = t.run_id AND o.task_id = t.task_id
+           AND o.state IN ('held', 'doubt'))
+         AND (m.period IS NULL OR m.period_budget IS NULL)
+         AND (m.budget IS NULL OR coalesce(m.charged, 0) - coalesce(m.refunded, 0)
+           + coalesce((SELECT sum(o.amount) FROM reservations AS o INDEXED BY reservations_open
+               WHERE o.run_id = :runId AND o.state IN ('held', 'doubt')), 0)
+           + coalesce(CAST(round(t.est_max * 1000000) AS INTEGER), 0) <= m.budget)`,
+    );
+  }
+
+  /**
+   * figures(), read with the statements of the open transaction (in a PostgreSQL pipeline, from its
+   * commit's round trip) and given when the returned function is called, after the commit.
+   */
+  figuresSoon(runId: string): () => MoneyFigures {
+    const row = readSoon(this.#figures, { runId });
+    return () => this.#figuresOf(row());
   }
 
   /** `beforePeriod`: called before a fired run's period is read (the check locks it there). */
@@ -262,6 +298,14 @@ export class ReservationStore {
    * reservation taken over (grown if the price grew). Throws OverBudgetError when the budget cannot hold it.
    */
   reserveForIntent(runId: string, taskId: string, now: string): void {
+    if (inPipeline(this.#db) && !this.#periodRuns.has(runId)) {
+      this.#lockRunMoney.run(runId);
+      if (changesRow(this.#reserveFresh, { runId, taskId, now })) return;
+    }
+    this.#reserveChecked(runId, taskId, now);
+  }
+
+  #reserveChecked(runId: string, taskId: string, now: string): void {
     // The task's basis and the run's money (under its lock) are read in one round trip on PostgreSQL.
     const basisSoon = readSoon(this.#intentBasis, runId, taskId);
     const money = this.#lockedFigures(runId);
@@ -346,6 +390,8 @@ export class ReservationStore {
     const f = this.#figuresOf(locked(), (manifestPath, period) =>
       this.#lockPeriodMoney.run(manifestPath, period),
     );
+    // A period budget is never taken off a run: its intents read the figures from now on.
+    if (f.period !== undefined) this.#periodRuns.add(runId);
     const what = taskIds.length === 1 ? (taskIds[0] ?? '') : `${taskIds.length} tasks`;
     if (f.budget !== undefined) {
       const committed = f.charged - f.refunded + f.held + f.doubt;

@@ -12,6 +12,7 @@ import {
   runMoney,
   spendFromPeriod,
 } from '../../src/money/index.js';
+import { WriteQueue } from '../../src/run/writes.js';
 import type { Store } from '../../src/store/index.js';
 import { FakeClock, submit, task, useTempDirs } from '../store/helpers.js';
 
@@ -25,6 +26,11 @@ function storeWithRun(budget?: number): Store {
   store.runs.createRun({ id: 'r', manifestPath: '/m/a.yaml', manifestName: 'a', settings });
   store.tasks.upsertTasks('r', [{ ...task('a'), review: true }, task('b'), task('c'), task('d'), task('e')]);
   return store;
+}
+
+/** The runner's group commit, bringing the run's figures back with each batch as the runner's does. */
+function groupCommit(store: Store, money: RunMoney): WriteQueue {
+  return new WriteQueue(store, () => money.readWithBatch());
 }
 
 describe('runMoney: the run figures every spender reads', () => {
@@ -94,9 +100,10 @@ describe('a period budget (budget_per_period) of a fired run', () => {
 });
 
 describe('RunMoney: the runner’s money', () => {
-  it('counts its own submissions once: pending before the intent, held after, gone once answered', () => {
+  it('counts its own submissions once: pending before the intent, held after, gone once answered', async () => {
     const store = storeWithRun(10);
     const money = new RunMoney(store, 'r', 10 * M);
+    const writes = groupCommit(store, money);
     money.start();
     expect(money.figures).toMatchObject({ budget: 10 * M, committed: 0 });
     expect(money.budgetMicro).toBe(10 * M);
@@ -110,7 +117,7 @@ describe('RunMoney: the runner’s money', () => {
     expect(money.fits(10 * M, true)).toBe(true);
     expect(money.fits(10 * M + 1, true)).toBe(false);
 
-    store.submissions.recordSubmitIntent('r', 'b');
+    await writes.write(() => store.submissions.recordSubmitIntent('r', 'b'));
     money.reserved(3 * M);
     expect(money.inFlightMaxMicro).toBe(3 * M);
     // The store holds it now, and the process counts it as its own: not twice.
@@ -119,11 +126,13 @@ describe('RunMoney: the runner’s money', () => {
     expect(money.fits(7 * M)).toBe(true);
     expect(money.fits(7 * M + 1)).toBe(false);
 
-    store.submissions.recordSubmitted('r', 'b', 1, {
-      imgUuid: 'u-b',
-      cost: 2,
-      keyFingerprint: 'fp0000000000',
-    });
+    await writes.write(() =>
+      store.submissions.recordSubmitted('r', 'b', 1, {
+        imgUuid: 'u-b',
+        cost: 2,
+        keyFingerprint: 'fp0000000000',
+      }),
+    );
     money.answered(3 * M);
     expect(money.inFlightMaxMicro).toBe(0);
     expect(money.committedMicro()).toBe(2 * M);
@@ -137,12 +146,49 @@ describe('RunMoney: the runner’s money', () => {
     expect(money.inFlightMaxMicro).toBe(0);
     expect(money.committedMicro()).toBe(2 * M);
 
+    // A write not made through the group commit (another spender's) is not seen until told.
     store.jobs.recordJobStatus('u-b', 'failed', { status: 'failed' }, 'poll');
-    // Cached until told something moved.
     expect(money.refunded).toBe(0);
     money.changed();
     expect(money.refunded).toBe(2);
     expect(money.committedMicro()).toBe(0);
+  });
+
+  it("reads the figures with its own writes' commit, never on its own", async () => {
+    const store = storeWithRun(10);
+    const money = new RunMoney(store, 'r', 10 * M);
+    const writes = groupCommit(store, money);
+    money.start();
+    expect(money.figures.held).toBe(0);
+    const reads = { n: 0 };
+    const figures = store.reservations.figures.bind(store.reservations);
+    store.reservations.figures = (...args) => {
+      reads.n += 1;
+      return figures(...args);
+    };
+    money.reserving(3 * M);
+    await writes.write(() => store.submissions.recordSubmitIntent('r', 'b'));
+    money.reserved(3 * M);
+    expect(money.figures.held).toBe(3 * M);
+    await writes.write(() =>
+      store.submissions.recordSubmitted('r', 'b', 1, {
+        imgUuid: 'u-b',
+        cost: 2,
+        keyFingerprint: 'fp0000000000',
+      }),
+    );
+    money.answered(3 * M);
+    expect(money.figures).toMatchObject({ held: 0, charged: 2 * M, committed: 2 * M });
+    expect(money.fits(8 * M)).toBe(true);
+    expect(money.fits(8 * M + 1)).toBe(false);
+    // A write refused in its batch: the figures still come back with the commit.
+    await expect(
+      writes.write(() => {
+        throw new Error('refused');
+      }),
+    ).rejects.toThrow('refused');
+    expect(money.figures.charged).toBe(2 * M);
+    expect(reads.n).toBe(0);
   });
 
   it('reads what another spender reserved once told, and fits nothing the store would refuse', () => {
@@ -204,7 +250,7 @@ describe('RunMoney: the runner’s money', () => {
     });
   });
 
-  it('checks the period of a fired run beside its budget, and names the tighter one', () => {
+  it('checks the period of a fired run beside its budget, and names the tighter one', async () => {
     const store = storeWithRun(10);
     store.runs.createRun({ id: 'other', manifestPath: '/m/a.yaml', manifestName: 'a', settings: {} });
     store.tasks.upsertTasks('other', [task('x'), task('y')]);
@@ -230,7 +276,7 @@ describe('RunMoney: the runner’s money', () => {
 
     // Its own submission in flight: counted once in the period as in the run.
     money.reserving(3 * M);
-    store.submissions.recordSubmitIntent('r', 'b');
+    await groupCommit(store, money).write(() => store.submissions.recordSubmitIntent('r', 'b'));
     money.reserved(3 * M);
     expect(money.fits(4 * M)).toBe(true);
     expect(money.fits(4 * M + 1)).toBe(false);

@@ -331,3 +331,78 @@ describe("the store's group commit on PostgreSQL (batchLater)", () => {
     }
   });
 });
+
+describe("a submission's intent in the store's group commit on PostgreSQL", () => {
+  /** Run `r` with a budget of 17 tokens and tasks a–g of 3 tokens each, on SQLite and on PostgreSQL. */
+  async function stores() {
+    const { openStore } = await import('../../src/store/index.js');
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { task } = await import('../store/helpers.js');
+    const made = {
+      sqlite: openStore(join(mkdtempSync(join(tmpdir(), 'mb-pipe-')), 'state.db')),
+      postgres: openStore(pg.freshDatabase()),
+    };
+    for (const store of Object.values(made)) {
+      store.runs.createRun({ id: 'r', manifestPath: '/m', manifestName: 'm', settings: {} });
+      store.reservations.setBudget('r', 17_000_000);
+      store.tasks.upsertTasks(
+        'r',
+        [...'abcdefg'].map((id) => task(id)),
+      );
+    }
+    return made;
+  }
+
+  const outcome = (r: { ok: boolean; value?: unknown; error?: unknown }) =>
+    r.ok ? { ok: true } : { ok: false, error: (r.error as Error).message };
+
+  it('reserves without waiting for the money figures, and refuses over budget in the words SQLite uses', async () => {
+    const made = await stores();
+    try {
+      const answers: Record<string, unknown> = {};
+      for (const [name, store] of Object.entries(made)) {
+        // The first intents prepare the statements (a statement's first use is never in the pipeline, and
+        // the rest of its transaction waits for each answer).
+        for (const id of 'afg')
+          await store.batchLater([() => store.submissions.recordSubmitIntentSoon('r', id)]);
+        const before = waits.n;
+        const two = await store.batchLater([
+          () => store.submissions.recordSubmitIntentSoon('r', 'b'),
+          () => store.submissions.recordSubmitIntentSoon('r', 'c'),
+        ]);
+        const waited = waits.n - before;
+        // 15 of 17 held: d's 3 more is refused, the batch's other write kept.
+        const refusedOne = await store.batchLater([
+          () => store.submissions.recordSubmitIntentSoon('r', 'd'),
+          () => store.tasks.setTaskError('r', 'e', 'noted'),
+        ]);
+        answers[name] = {
+          two: two.map(outcome),
+          refusedOne: refusedOne.map(outcome),
+          figures: store.reservations.figures('r'),
+          held: [...'abcdfg'].map((id) => store.reservations.heldFor('r', id)),
+          e: store.tasks.getTask('r', 'e')?.error,
+        };
+        // Two intents, their reservations and attempts, and the COMMIT: sent without a wait.
+        if (name === 'postgres') expect(waited).toBe(1);
+      }
+      expect(answers.postgres).toEqual(answers.sqlite);
+      expect(answers.sqlite).toMatchObject({
+        refusedOne: [
+          {
+            ok: false,
+            error:
+              'd may cost up to 3 tokens and the budget of 17 leaves 2 (0 spent, 15 reserved for tasks asked for, in flight or in doubt)',
+          },
+          { ok: true },
+        ],
+        held: [3_000_000, 3_000_000, 3_000_000, 0, 3_000_000, 3_000_000],
+        e: 'noted',
+      });
+    } finally {
+      for (const store of Object.values(made)) store.close();
+    }
+  });
+});

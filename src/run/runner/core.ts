@@ -97,7 +97,7 @@ export class RunCore {
     this.pollLimit = pLimit(opts.pollConcurrency);
     this.downloadLimit = pLimit(opts.downloadConcurrency);
     this.durations = new JobDurations(opts.jobTimeScale ?? 1);
-    this.writes = new WriteQueue(deps.store);
+    this.writes = new WriteQueue(deps.store, () => this.money.readWithBatch());
     this.chained = deps.store.chains.hasChains(opts.runId);
     this.#measure = deps.measure;
     // Every download and sleep listens on these; dozens at once are expected, not a leak.

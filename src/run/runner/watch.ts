@@ -230,7 +230,6 @@ export class Watcher {
       if (!adopted) return true;
       core.counters.recovered++;
       core.emit({ event: 'recovered', task: taskId, img_uuid: imgUuid });
-      core.money.changed();
       core.log.warn(
         { task: taskId, img_uuid: imgUuid },
         'recovered from doubt: a callback proved the job exists',
@@ -412,7 +411,6 @@ export class Watcher {
     const state = result.to ?? core.deps.store.tasks.getTask(core.opts.runId, taskId)?.state;
     if (state === 'failed') {
       if (!result.looked) this.#countLastLook(taskId);
-      if (result.refunded !== null) core.money.changed();
       core.log.warn({ task: taskId, refunded: result.refunded }, 'job failed (refunded)');
       await this.#retryFailed(watched, result.refunded);
       core.progress();
