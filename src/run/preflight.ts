@@ -50,7 +50,9 @@ export function decidePreflight(input: PreflightInput): PreflightDecision {
     leftAfter.quota = fromMicro(roomMicro - needMicro);
     if (needMicro > roomMicro) {
       refusals.push(
-        `the run can cost up to ${fmt(need)} tokens but only ${fmt(room)} of the quota (${fmt(input.quota.limit)}, ${input.quota.source}) are left this period`,
+        roomMicro >= 0
+          ? `the run can cost up to ${fmt(need)} tokens but only ${fmt(room)} of the quota (${fmt(input.quota.limit)}, ${input.quota.source}) are left this period`
+          : `the run can cost up to ${fmt(need)} tokens but the quota (${fmt(input.quota.limit)}, ${input.quota.source}) is already ${fmt(-room)} over this period`,
       );
     }
   }
@@ -65,7 +67,7 @@ export function decidePreflight(input: PreflightInput): PreflightDecision {
           ? `, ${fmt(fromMicro(reservedMicro))} reserved for tasks in doubt or in flight`
           : '';
       refusals.push(
-        `the run can cost up to ${fmt(need)} tokens but the budget leaves ${fmt(room)} (budget ${fmt(input.budget)}, ${fmt(input.chargedSoFar)} charged already${held})`,
+        `the run can cost up to ${fmt(need)} tokens but the budget ${roomMicro >= 0 ? `leaves ${fmt(room)}` : `is already ${fmt(-room)} over`} (budget ${fmt(input.budget)}, ${fmt(input.chargedSoFar)} charged already${held})`,
       );
     }
   }

@@ -8,9 +8,11 @@ import { MediabatchError } from '../errors.js';
 import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
 import { parseShardRunId, type Shard } from '../plan/shard.js';
+import { type RecordedInvocation, recordedInvocation } from '../results/invocation.js';
 import { isBucketLocation, runLocation } from '../results/output.js';
 import {
   isPostgresUrl,
+  keptSettings,
   leaseHolder,
   type NewTask,
   type RunRecord,
@@ -103,6 +105,11 @@ export interface RunSession {
   runDir: string;
   /** The run as it was before this session touched it; undefined for a new run. */
   existing: RunRecord | undefined;
+  /**
+   * A resumed run whose manifest now names another output, where it had written nothing yet: its results go
+   * to the new place (`to`, the run's folder or bucket prefix), recorded so every surface names it.
+   */
+  outputMoved?: { from: string; to: string };
   choice: RunChoice;
   upsert: UpsertResult;
   /** Tasks cut off while being submitted by a process that died: now in doubt. */
@@ -172,6 +179,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       if (message !== undefined) store.runs.recordStop(runId, { reason: 'refused', message });
     };
     bindOrCreate(store, runId, existing, o);
+    const outputMoved = existing ? followOutput(store, existing, o, shown) : undefined;
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
     // The callback URL is added when sending (see Runner): where answers go is not part of what a task
@@ -201,6 +209,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       runId,
       runDir,
       existing,
+      outputMoved,
       choice,
       upsert,
       recovered,
@@ -443,6 +452,16 @@ function joinRun(
   try {
     const problem = apiMismatch(runId, j.existing.api, j.o.api);
     if (problem) throw new RunError('invalid', problem);
+    const kept = keptSettings(j.existing).output;
+    const output = j.o.plan.settings.output;
+    if (kept !== undefined && kept !== output) {
+      // Workers of one run write to one place: a worker with another output would split its results.
+      const named = shownOutput(j.o.shown);
+      throw new RunError(
+        'invalid',
+        `run ${runId} writes its results to ${named(runLocation(kept, runId))}, and this worker's manifest says output: ${named(output)}: give every worker of the run the same output`,
+      );
+    }
     store.workers.join(runId, holder, hostname(), process.pid, ttl);
   } finally {
     store.leases.releaseLease(leaseName, holder);
@@ -510,6 +529,59 @@ function bindOrCreate(store: Store, runId: string, existing: RunRecord | undefin
     if (mayHaveSpent) throw new RunError('invalid', problem);
     store.runs.bindRunToApi(runId, o.api, { force: true });
   } else if (existing.api === null) store.runs.bindRunToApi(runId, o.api);
+}
+
+/**
+ * The output a resumed run writes to is the manifest's: while nothing of the run was written where it first
+ * pointed (no result file, nothing done or being downloaded), the run follows the manifest and records it;
+ * once results are there, they would be split between two places, so the run is refused in one line.
+ */
+function followOutput(
+  store: Store,
+  existing: RunRecord,
+  o: OpenRunOptions,
+  shown: (p: string) => string,
+): { from: string; to: string } | undefined {
+  const output = o.plan.settings.output;
+  const kept = keptSettings(existing).output;
+  if (kept === undefined || kept === output) return undefined;
+  const runId = existing.id;
+  const from = runLocation(kept, runId);
+  const named = shownOutput(shown);
+  const counts = store.tasks.countTasksByState(runId);
+  const written = counts.done + counts.downloading;
+  if (written > 0 || store.files.hasFiles(runId)) {
+    throw new RunError(
+      'invalid',
+      `run ${runId} has results in ${named(from)}${written > 0 ? ` (${written} task(s) done or downloading)` : ''}, and the manifest now says output: ${named(output)}: set output back to ${named(kept)} to resume it there, or start another run for the new output (--new-run)`,
+    );
+  }
+  const settings =
+    typeof existing.settings === 'object' && existing.settings !== null ? existing.settings : {};
+  store.runs.updateRunSettings(runId, {
+    ...settings,
+    output,
+    ...outputFlag(existing.settings, o.settingsToKeep),
+  });
+  return { from, to: runLocation(output, runId) };
+}
+
+/**
+ * The recorded flags of a run whose output moved: whether results may go to a local folder of a PostgreSQL
+ * state (--allow-local-output) goes with the output, so the commands printed about the run carry it as this
+ * run was given it. Nothing changes for a caller that records no flags (the library, schedule).
+ */
+function outputFlag(kept: unknown, now: unknown): { invocation?: RecordedInvocation } {
+  if ((now as { invocation?: unknown } | null)?.invocation === undefined) return {};
+  const { allowLocalOutput: _, ...rest } = recordedInvocation(kept);
+  return {
+    invocation: { ...rest, ...(recordedInvocation(now).allowLocalOutput ? { allowLocalOutput: true } : {}) },
+  };
+}
+
+/** How a line names an output: a bucket as it is, a folder as the user reaches it. */
+function shownOutput(shown: ((p: string) => string) | undefined): (p: string) => string {
+  return (p) => (isBucketLocation(p) || shown === undefined ? p : shown(p));
 }
 
 /** One line when a run would be resumed against another API or key than the one it was started with. */

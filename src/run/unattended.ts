@@ -23,7 +23,7 @@ import {
 } from './lifecycle.js';
 import { unattendedInputLinks } from './runner/uploads.js';
 import type { RunProgress } from './runner.js';
-import { openRunSession, type PlannedRun, RunError } from './session.js';
+import { openRunSession, type PlannedRun, RunError, type RunSession } from './session.js';
 import { DEFAULT_RUN_POLICY, type RunPolicy } from './settings.js';
 
 export interface UnattendedRunOptions {
@@ -71,6 +71,8 @@ export interface UnattendedRunOptions {
   signal?: AbortSignal;
   /** Aborted: return at once. */
   halt?: AbortSignal;
+  /** The run exists in the state now (created, or resumed): called once, before its preflight. */
+  onOpened?: (runId: string) => void;
   onEvent?: (event: RunEvent) => void;
   onProgress?: (progress: RunProgress) => void;
   /** Keep going while results await review, submitting what decisions release (`run --wait-for-review`). */
@@ -104,7 +106,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
     leaseTtlMs: policy.leaseTtlMs,
   });
   try {
-    const runId = session.runId;
+    const runId = opened(session, o);
     spendFromPeriod(o.store, runId, o.periodBudget);
     const { bucket, inputs } = await bucketsOf(output.bucket, o.storage, env, runId, o.inputStorage);
     const options = preflightOptions({
@@ -165,6 +167,20 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   } finally {
     session.close();
   }
+}
+
+/** The run exists now: the caller is told, a move of its output (it wrote nothing where it was) logged. Its id. */
+function opened(session: RunSession, o: UnattendedRunOptions): string {
+  const { runId } = session;
+  o.onOpened?.(runId);
+  if (session.outputMoved) {
+    const { from, to } = session.outputMoved;
+    o.logger.info(
+      { run: runId, from, to },
+      `run ${runId} wrote nothing to ${from}: its results now go to ${to}`,
+    );
+  }
+  return runId;
 }
 
 /**

@@ -29,7 +29,11 @@ export interface Firing {
   signals: EventEmitter;
   /** Aborted when the scheduler stops: a run not started yet must not start. */
   stopping: AbortSignal;
-  /** Call once the run id is known, so the firing is recorded with it (status shows it). */
+  /**
+   * Call once the firing's run exists in the state (created, or an unfinished one resumed): the firing is
+   * recorded with it (status shows it) and said. A firing that ends without calling this made no run: cut
+   * by a stop, it is given back, so it is not counted as fired.
+   */
   started(runId: string): void;
 }
 
@@ -95,6 +99,8 @@ interface Running {
   heartbeat?: unknown;
   /** A stop that came before the run listened for signals; delivered when it starts listening. */
   pendingSignal?: 'SIGTERM' | 'SIGINT';
+  /** The manifest's last firing before this one claimed its slot: where a cut firing gives it back to. */
+  before?: Date | null;
 }
 
 interface Entry {
@@ -104,6 +110,8 @@ interface Entry {
   nextAt: Date;
   timer?: unknown;
   running?: Running;
+  /** Looks again at a slot another scheduler claimed, in case it gives it back (#watchGivenBack). */
+  watch?: unknown;
 }
 
 const MAX_TIMER_MS = 2_147_483_647;
@@ -214,6 +222,8 @@ export class Scheduler {
   #disarm(entry: Entry): void {
     if (entry.timer !== undefined) this.#deps.timers.clearTimeout(entry.timer);
     entry.timer = undefined;
+    if (entry.watch !== undefined) this.#deps.timers.clearTimeout(entry.watch);
+    entry.watch = undefined;
   }
 
   #wake(entry: Entry): void {
@@ -251,12 +261,14 @@ export class Scheduler {
     const path = entry.m.path;
     // The slot is claimed in the database before anything else, not decided from a read: of any number
     // of schedulers exactly one owns it, and that one fires it or says why it skipped it.
+    const before = store.schedules.getSchedule(path)?.lastFiredAt ?? null;
     if (!store.schedules.claimFiring(path, { firedAt: at, nextFireAt: entry.nextAt })) {
       this.#say(
         'info',
         { manifest: path, fire_at: at },
         `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was already handled by another mediabatch schedule`,
       );
+      this.#watchGivenBack(entry, at);
       return;
     }
     if (entry.running) {
@@ -278,7 +290,36 @@ export class Scheduler {
     } finally {
       if (!launch) store.leases.releaseLease(leaseName, holder);
     }
-    if (launch) this.#launch(entry, at, late);
+    if (launch) this.#launch(entry, { at, late, before });
+  }
+
+  /**
+   * The scheduler that claimed this slot may be stopped before its run is made, and then gives the slot
+   * back: while the slot is still on time (the grace), this one looks again now and then, and fires it.
+   */
+  #watchGivenBack(entry: Entry, at: Date): void {
+    if (entry.watch !== undefined) this.#deps.timers.clearTimeout(entry.watch);
+    const every = Math.max(1, Math.min(this.#graceMs / 6, this.#maxSleepMs));
+    const look = () => {
+      entry.watch = undefined;
+      if (this.stopped || this.#deps.now().getTime() - at.getTime() > this.#graceMs) return;
+      try {
+        const last = this.#deps.store.schedules.getSchedule(entry.m.path)?.lastFiredAt;
+        if (last === undefined || last === null || last.getTime() < at.getTime()) {
+          this.#say(
+            'info',
+            { manifest: entry.m.path, fire_at: at },
+            `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was given back before its run was made: taking it`,
+          );
+          this.#fire(entry, at, false);
+          return;
+        }
+      } catch (error) {
+        this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'could not look at the firing again');
+      }
+      entry.watch = this.#deps.timers.setTimeout(look, every);
+    };
+    entry.watch = this.#deps.timers.setTimeout(look, every);
   }
 
   #skip(entry: Entry, at: Date, why: string): void {
@@ -289,11 +330,12 @@ export class Scheduler {
     );
   }
 
-  #launch(entry: Entry, at: Date, late: boolean): void {
+  #launch(entry: Entry, slot: { at: Date; late: boolean; before: Date | null }): void {
     const { store, logger } = this.#deps;
+    const { at, late } = slot;
     const path = entry.m.path;
     const signals = new EventEmitter();
-    const running: Running = { signals, done: Promise.resolve() };
+    const running: Running = { signals, done: Promise.resolve(), before: slot.before };
     signals.on('newListener', (event: string | symbol) => {
       const pending = running.pendingSignal;
       if (pending !== undefined && event === pending) {
@@ -304,13 +346,6 @@ export class Scheduler {
     });
     entry.running = running;
     this.#heartbeat(entry, running);
-    this.#say(
-      'info',
-      { manifest: path, fire_at: at, late },
-      late
-        ? `${entry.m.label}: catching up the firing due ${this.#fmt(entry.m, at)}`
-        : `${entry.m.label}: firing (due ${this.#fmt(entry.m, at)})`,
-    );
     const firing: Firing = {
       manifestPath: path,
       at,
@@ -324,6 +359,14 @@ export class Scheduler {
         } catch (error) {
           logger.error({ err: error, manifest: path, run: runId }, 'could not record the firing');
         }
+        // Said once the run exists: a stop before this leaves no line claiming a firing that made nothing.
+        this.#say(
+          'info',
+          { manifest: path, fire_at: at, late, run: runId },
+          late
+            ? `${entry.m.label}: catching up the firing due ${this.#fmt(entry.m, at)}: run ${runId}`
+            : `${entry.m.label}: firing (due ${this.#fmt(entry.m, at)}): run ${runId}`,
+        );
       },
     };
     running.done = this.#deps
@@ -360,6 +403,11 @@ export class Scheduler {
     } catch (error) {
       this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'could not release the schedule lease');
     }
+    if (running.runId === undefined && this.stopped) {
+      this.#giveBack(entry, running, at);
+      this.#checkFinished();
+      return;
+    }
     const runId = result.runId ?? running.runId;
     if (result.outcome === 'interrupted' && this.stopped) this.#interrupted.push(runId ?? entry.m.path);
     const level = LEVEL[result.outcome];
@@ -381,6 +429,25 @@ export class Scheduler {
       );
     }
     this.#checkFinished();
+  }
+
+  /**
+   * A firing the stop cut before its run was made: the slot is given back (the schedule row as it was before
+   * the claim, unless someone moved it since), so a scheduler started again fires it with --catch-up, or says
+   * it was missed, and no run is said to have happened.
+   */
+  #giveBack(entry: Entry, running: Running, at: Date): void {
+    const path = entry.m.path;
+    try {
+      this.#deps.store.schedules.unclaimFiring(path, { firedAt: at, before: running.before ?? null });
+    } catch (error) {
+      this.#deps.logger.error({ err: error, manifest: path }, 'could not give the firing back');
+    }
+    this.#say(
+      'info',
+      { manifest: path, fire_at: at, outcome: 'not-started' },
+      `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was stopped before its run was made: not counted as fired`,
+    );
   }
 
   #signal(running: Running, signal: 'SIGTERM' | 'SIGINT'): void {

@@ -2,7 +2,9 @@
 // claimed by one worker (`tasks.claimed_by`), which alone may move it to `submitting`; the job it sent
 // stays its own to watch. A worker found lost gives its claims back in the same transaction that
 // declares it lost: unsent tasks to the queue, tasks whose POST may have gone in doubt, jobs to the
-// worker that swept. A worker that leaves gives everything it held back.
+// worker that swept. A worker that leaves gives back what it still holds (HELD_STATES); a finished task
+// keeps the name of the worker that did it, and should it come back to the queue (a re-roll, a retry) a
+// worker that left or was lost holds it no more: any worker claims it.
 
 import type { TaskOrder } from '../manifest/types.js';
 import type { Db } from './db.js';
@@ -20,6 +22,14 @@ export const JOB_STATES: readonly TaskState[] = [
   'unfetched',
 ];
 const JOB_STATES_SQL = JOB_STATES.map((s) => `'${s}'`).join(', ');
+
+/**
+ * States in which a task's claim means its worker holds it: claimed to send, being sent, or its job watched
+ * and fetched. Leaving and sweeping touch only these rows, however many tasks the worker finished (on
+ * PostgreSQL the partial index `tasks_held` of migration 27 finds them).
+ */
+export const HELD_STATES: readonly TaskState[] = ['pending', 'submitting', ...JOB_STATES];
+const HELD_STATES_SQL = HELD_STATES.map((s) => `'${s}'`).join(', ');
 
 export interface SweepResult {
   /** Workers declared lost by this sweep. */
@@ -57,7 +67,8 @@ function prepareClaim(db: Db, order: TaskOrder) {
   return db.prepare<ClaimValues, TaskRow>(
     `UPDATE tasks SET claimed_by = :worker
      WHERE rowid IN (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
-       AND (claimed_by IS NULL OR claimed_by = :worker)
+       AND (claimed_by IS NULL OR claimed_by = :worker OR claimed_by IN (SELECT worker_id FROM workers
+         WHERE run_id = :runId AND (stopped_at IS NOT NULL OR lost_at IS NOT NULL)))
        AND (:only IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
        AND (:skip IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
        ${ORDER_SQL[order]} LIMIT :limit)
@@ -95,7 +106,7 @@ export class ClaimStore {
        RETURNING *`,
     );
     this.#releaseOf = db.prepare<[string, string]>(
-      `UPDATE tasks SET claimed_by = NULL WHERE run_id = ? AND claimed_by = ?`,
+      `UPDATE tasks SET claimed_by = NULL WHERE run_id = ? AND claimed_by = ? AND state IN (${HELD_STATES_SQL})`,
     );
     this.#giveUp = db.prepare<[string, string, string]>(
       `UPDATE tasks SET claimed_by = NULL
@@ -107,7 +118,7 @@ export class ClaimStore {
     this.#heldByOthers = db
       .prepare<[string, string], number>(
         `SELECT count(*) FROM tasks WHERE run_id = ? AND claimed_by IS NOT NULL AND claimed_by <> ?
-           AND state IN ('pending', 'submitting', ${JOB_STATES_SQL})`,
+           AND state IN (${HELD_STATES_SQL})`,
       )
       .pluck();
     // Jobs of the run this worker does not hold: another worker's (alive, or not yet found lost), or
@@ -196,7 +207,10 @@ export class ClaimStore {
     return new Set(this.#jobsElsewhere.all(runId, me));
   }
 
-  /** The worker leaves the run, giving back what it held; says whether it was the last one on it. */
+  /**
+   * The worker leaves the run, giving back what it still holds (its finished tasks keep its name); says
+   * whether it was the last one on it. Costs what it holds, not what it did.
+   */
   leave(runId: string, me: string): LeaveResult {
     return this.#leave.immediate(runId, me);
   }

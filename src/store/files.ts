@@ -37,6 +37,7 @@ export class FileStore {
   readonly #upsertFile;
   readonly #selectFilesOfTask;
   readonly #selectFilesOfRun;
+  readonly #anyFileOfRun;
 
   constructor(db: Db, now: Clock) {
     this.#now = now;
@@ -53,6 +54,7 @@ export class FileStore {
     this.#selectFilesOfRun = db.prepare<[string], FileRow>(
       `SELECT files.* FROM files JOIN tasks USING (run_id, task_id) WHERE run_id = ? ORDER BY tasks.seq, files.idx`,
     );
+    this.#anyFileOfRun = db.prepare<[string], number>('SELECT 1 FROM files WHERE run_id = ? LIMIT 1').pluck();
   }
 
   /** A result file is complete on disk (renamed from its temporary name). A re-download replaces the row. */
@@ -79,6 +81,11 @@ export class FileStore {
 
   filesOfTask(runId: string, taskId: string): FileRecord[] {
     return this.#selectFilesOfTask.all(runId, taskId).map(toFile);
+  }
+
+  /** Whether any result file of the run was recorded (one row looked at, whatever the run's size). */
+  hasFiles(runId: string): boolean {
+    return this.#anyFileOfRun.get(runId) !== undefined;
   }
 
   /** Every file of the run, in manifest order. */

@@ -28,6 +28,7 @@ export class ScheduleStore {
   readonly #recordFiring;
   readonly #claimFiring;
   readonly #setNextFire;
+  readonly #unclaimFiring;
   readonly #selectSchedule;
   readonly #selectSchedules;
 
@@ -59,6 +60,16 @@ export class ScheduleStore {
        ON CONFLICT (manifest_path) DO UPDATE SET last_fired_at = excluded.last_fired_at,
          next_fire_at = excluded.next_fire_at, updated_at = excluded.updated_at
        WHERE schedules.last_fired_at IS NULL OR schedules.last_fired_at < excluded.last_fired_at`,
+    );
+    // Only the claim this scheduler made: a row another one moved on since is left alone.
+    this.#unclaimFiring = db.prepare<{
+      manifestPath: string;
+      firedAt: string;
+      before: string | null;
+      now: string;
+    }>(
+      `UPDATE schedules SET last_fired_at = :before, updated_at = :now
+       WHERE manifest_path = :manifestPath AND last_fired_at = :firedAt`,
     );
     this.#setNextFire = db.prepare<{ manifestPath: string; nextFireAt: string | null; now: string }>(
       `INSERT INTO schedules (manifest_path, next_fire_at, updated_at) VALUES (:manifestPath, :nextFireAt, :now)
@@ -97,6 +108,21 @@ export class ScheduleStore {
       now: toIso(this.#now()),
     }).changes;
     return changed === 1;
+  }
+
+  /**
+   * Gives back the firing due `firedAt` that claimFiring took and that made no run (the scheduler stopped
+   * first): the row's last firing is `before` again, so the slot is not counted as fired.
+   */
+  unclaimFiring(manifestPath: string, firing: { firedAt: Date; before: Date | null }): boolean {
+    return (
+      this.#unclaimFiring.run({
+        manifestPath,
+        firedAt: toIso(firing.firedAt),
+        before: firing.before === null ? null : toIso(firing.before),
+        now: toIso(this.#now()),
+      }).changes === 1
+    );
   }
 
   setNextFire(manifestPath: string, nextFireAt: Date | null): void {

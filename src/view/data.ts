@@ -21,7 +21,7 @@ import {
   type TaskState,
   UNFINISHED,
 } from '../store/index.js';
-import { roundTokens } from '../util/money.js';
+import { fromMicro, roundTokens } from '../util/money.js';
 import { RunFigures } from './figures.js';
 import { scrubbed } from './scrubbed.js';
 import { finishedSeries, type ModelSpend } from './series.js';
@@ -97,6 +97,15 @@ export class ViewData {
     return runLocation(output, run.id);
   }
 
+  /**
+   * The budget the run works under now: the store's, which holds every spend of it to that figure (a resumed
+   * run's manifest may have raised it), else the one it was started with (a run that never got to spend).
+   */
+  #budgetOf(run: RunRecord): number | null {
+    const held = this.#store.reservations.figures(run.id).budget;
+    return held === undefined ? (keptSettings(run).budget ?? null) : fromMicro(held);
+  }
+
   runs(): unknown[] {
     return this.#store.runs.listRuns().map((run) => this.runHead(run));
   }
@@ -123,7 +132,7 @@ export class ViewData {
       last_started_at: recorded.startedAt?.toISOString() ?? null,
       finished_at: recorded.finishedAt?.toISOString() ?? null,
       active_ms: recorded.activeMs + (running ? now.getTime() - (recorded.startedAt?.getTime() ?? 0) : 0),
-      budget: keptSettings(recorded).budget ?? null,
+      budget: this.#budgetOf(recorded),
       folder: this.runFolder(recorded),
       ...headOfAccount(account),
     };

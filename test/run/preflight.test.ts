@@ -23,6 +23,20 @@ describe('decidePreflight', () => {
       ['the run can cost up to 100 tokens but the budget leaves 90 (budget 120, 30 charged already)'],
     ],
     ['exactly at the balance', { balance: 100 }, true, []],
+    [
+      'quota already past',
+      { quota: { limit: 5000, used: 5020, source: 'from configuration' } },
+      false,
+      [
+        'the run can cost up to 100 tokens but the quota (5,000, from configuration) is already 20 over this period',
+      ],
+    ],
+    [
+      'budget already past (lowered after charges)',
+      { budget: 20, chargedSoFar: 30 },
+      false,
+      ['the run can cost up to 100 tokens but the budget is already 10 over (budget 20, 30 charged already)'],
+    ],
   ])('%s', (_name, extra, ok, refusals) => {
     const decision = decidePreflight({ ...base, ...extra });
     expect(decision.ok).toBe(ok);

@@ -39,6 +39,8 @@ function harness(
     catchUp?: boolean;
     instant?: boolean;
     holder?: string;
+    /** The firing's run is never made: it waits for the scheduler to stop, then says it did not start. */
+    neverOpened?: boolean;
   } = {},
 ): Harness {
   const parsed = CronSchedule.parse(opts.expression ?? '0 3 * * *', opts.timezone ?? 'UTC');
@@ -60,6 +62,17 @@ function harness(
       fire: (firing) => {
         fired.push(firing);
         const runId = `nightly-${firing.at.toISOString()}`;
+        if (opts.neverOpened) {
+          return new Promise<FiringResult>((resolve) =>
+            firing.stopping.addEventListener('abort', () =>
+              resolve({
+                outcome: 'not-started',
+                runId,
+                message: 'not started: mediabatch schedule is stopping',
+              }),
+            ),
+          );
+        }
         firing.started(runId);
         if (opts.instant) return Promise.resolve({ outcome: 'finished', runId, message: 'ok' });
         return new Promise<FiringResult>((resolve) => enders.push(resolve)).then((r) => ({ runId, ...r }));
@@ -244,6 +257,77 @@ describe('Scheduler', () => {
     expect(h.fired).toHaveLength(1);
     // The schedule lease is free again for the next scheduler.
     expect(h.store.leases.getLease(`schedule:${MANIFEST}`)).toBeUndefined();
+  });
+
+  it('says a firing once its run exists, and gives back one a stop cut before its run was made', async () => {
+    const clock = new FakeClock(new Date('2026-11-20T02:59:00Z'));
+    const first = harness(clock, { holder: 'scheduler-a' });
+    first.scheduler.start();
+    await clock.advanceTo(new Date('2026-11-20T03:00:00Z'));
+    expect(first.lines).toContain(
+      'nightly.yaml: firing (due 2026-11-20T03:00:00+00:00): run nightly-2026-11-20T03:00:00.000Z',
+    );
+    await first.end(0);
+    first.scheduler.stop();
+    await first.scheduler.finished();
+
+    // The next night's firing is claimed, then SIGTERM comes before its run is made (still planning).
+    const cut = harness(clock, { holder: 'scheduler-b', neverOpened: true });
+    cut.scheduler.start();
+    await clock.advanceTo(new Date('2026-11-21T03:00:00Z'));
+    expect(cut.fired).toHaveLength(1);
+    cut.scheduler.stop('SIGTERM');
+    expect(await cut.scheduler.finished()).toEqual({ interrupted: [] });
+    expect(cut.lines.filter((l) => l.includes('firing (due'))).toEqual([]);
+    expect(cut.lines).toContain(
+      'nightly.yaml: the firing due 2026-11-21T03:00:00+00:00 was stopped before its run was made: not counted as fired',
+    );
+    // The schedule row is as the last real firing left it.
+    const row = cut.store.schedules.getSchedule(MANIFEST);
+    expect(row?.lastFiredAt).toEqual(new Date('2026-11-20T03:00:00Z'));
+    expect(row?.lastRunId).toBe('nightly-2026-11-20T03:00:00.000Z');
+
+    // A scheduler started again with --catch-up fires that slot: it was never counted as fired.
+    await clock.advanceTo(new Date('2026-11-21T03:20:00Z'));
+    const again = harness(clock, { holder: 'scheduler-c', catchUp: true, instant: true });
+    again.scheduler.start();
+    await settle();
+    expect(again.fired.map((f) => f.at.toISOString())).toEqual(['2026-11-21T03:00:00.000Z']);
+    expect(again.lines).toContain(
+      'nightly.yaml: catching up the firing due 2026-11-21T03:00:00+00:00: run nightly-2026-11-21T03:00:00.000Z',
+    );
+    again.scheduler.stop();
+    await again.scheduler.finished();
+  });
+
+  it('a replica fires, within the grace, a slot the replica that claimed it gave back', async () => {
+    const clock = new FakeClock(new Date('2026-11-21T02:59:00Z'));
+    const cut = harness(clock, { holder: 'scheduler-a', neverOpened: true });
+    const other = harness(clock, { holder: 'scheduler-b' });
+    cut.scheduler.start();
+    other.scheduler.start();
+    await clock.advanceTo(new Date('2026-11-21T03:00:00Z'));
+    expect(cut.fired).toHaveLength(1);
+    expect(other.lines).toContain(
+      'nightly.yaml: the firing due 2026-11-21T03:00:00+00:00 was already handled by another mediabatch schedule',
+    );
+    // The claimer is stopped while still planning, 15 s in: it gives the slot back.
+    await clock.advanceTo(new Date('2026-11-21T03:00:15Z'));
+    cut.scheduler.stop('SIGTERM');
+    await cut.scheduler.finished();
+    await clock.advanceTo(new Date('2026-11-21T03:00:30Z'));
+    expect(other.fired.map((f) => [f.at.toISOString(), f.late])).toEqual([
+      ['2026-11-21T03:00:00.000Z', false],
+    ]);
+    expect(other.lines.slice(-2)).toEqual([
+      'nightly.yaml: the firing due 2026-11-21T03:00:00+00:00 was given back before its run was made: taking it',
+      'nightly.yaml: firing (due 2026-11-21T03:00:00+00:00): run nightly-2026-11-21T03:00:00.000Z',
+    ]);
+    await other.end(0);
+    other.scheduler.stop();
+    await other.scheduler.finished();
+    expect(clock.pendingCount).toBe(0);
+    expect(other.store.schedules.getSchedule(MANIFEST)?.lastRunId).toBe('nightly-2026-11-21T03:00:00.000Z');
   });
 
   it('keeps the schedule lease alive while a long run goes on', async () => {

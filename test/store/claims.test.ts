@@ -44,11 +44,14 @@ describe('claims of a fleet', () => {
   });
 
   it('hands a lost worker its work back: unsent to the queue, being sent in doubt, jobs to the sweeper', () => {
-    const store = fleetOf(4);
+    const store = fleetOf(5);
     const clock = ctx.clock();
-    store.claims.claimPending('r1', B, 4, undefined, 'manifest');
+    store.claims.claimPending('r1', B, 5, undefined, 'manifest');
     submit(store, 'r1', 't01', 'uuid-1', 2, 'fp');
     store.submissions.recordSubmitIntent('r1', 't02', B);
+    // t05 was finished by B: nothing of B's to take back, and it keeps B's name.
+    const raw = rawDatabase(ctx.file());
+    raw.prepare("UPDATE tasks SET state = 'done' WHERE task_id = 't05'").run();
     // B is alive: nothing of its own is touched, by the sweep or by a resuming process.
     expect(store.submissions.recoverInterruptedSubmissions('r1')).toEqual([]);
     expect(store.claims.sweep('r1', A)).toEqual({ lost: [], requeued: [], inDoubt: [], adopted: [] });
@@ -69,6 +72,13 @@ describe('claims of a fleet', () => {
     expect(ids(store.claims.claimPending('r1', A, 10, undefined, 'manifest'))).toEqual(['t03', 't04']);
     expect(store.claims.heldByOthers('r1', A)).toBe(0);
     expect(store.claims.sweep('r1', A).lost).toEqual([]);
+    // Re-rolled, the task B finished is A's to claim: a lost worker holds nothing.
+    expect(raw.prepare("SELECT claimed_by FROM tasks WHERE task_id = 't05'").get()).toEqual({
+      claimed_by: B,
+    });
+    raw.prepare("UPDATE tasks SET state = 'pending' WHERE task_id = 't05'").run();
+    raw.close();
+    expect(ids(store.claims.claimPending('r1', A, 10, undefined, 'manifest'))).toEqual(['t03', 't04', 't05']);
   });
 
   it('lets exactly the last live worker out close the run', () => {
@@ -81,6 +91,56 @@ describe('claims of a fleet', () => {
     expect(ids(store.claims.claimPending('r1', B, 5, undefined, 'manifest'))).toEqual(['t01', 't02']);
     expect(store.claims.leave('r1', B)).toEqual({ last: true, others: 0 });
     expect(store.claims.leave('r1', B)).toEqual({ last: true, others: 0 });
+  });
+
+  it('a worker leaving gives back what it still holds; its finished tasks keep its name until they come back', () => {
+    const store = fleetOf(7);
+    expect(ids(store.claims.claimPending('r1', A, 7, undefined, 'manifest'))).toHaveLength(7);
+    submit(store, 'r1', 't01', 'uuid-1', 2, 'fp');
+    store.submissions.recordSubmitIntent('r1', 't04', A);
+    const raw = rawDatabase(ctx.file());
+    const claims = () =>
+      Object.fromEntries(
+        (
+          raw.prepare('SELECT task_id, claimed_by FROM tasks ORDER BY task_id').all() as Array<{
+            task_id: string;
+            claimed_by: string | null;
+          }>
+        ).map((r) => [r.task_id, r.claimed_by]),
+      );
+    try {
+      raw.prepare("UPDATE tasks SET state = 'done' WHERE task_id = 't02'").run();
+      raw.prepare("UPDATE tasks SET state = 'failed' WHERE task_id = 't03'").run();
+      raw.prepare("UPDATE tasks SET state = 'in_doubt' WHERE task_id = 't07'").run();
+      // While A is on the run, a finished task of its own back in the queue is A's: B does not take it.
+      raw.prepare("UPDATE tasks SET state = 'pending' WHERE task_id = 't03'").run();
+      expect(ids(store.claims.claimPending('r1', B, 7, undefined, 'manifest'))).toEqual([]);
+      raw.prepare("UPDATE tasks SET state = 'failed' WHERE task_id = 't03'").run();
+
+      expect(store.claims.leave('r1', A)).toEqual({ last: false, others: 1 });
+      // Held (a job watched, a POST being sent, claimed to send): given back. Finished: A's name kept.
+      expect(claims()).toEqual({
+        t01: null,
+        t02: A,
+        t03: A,
+        t04: null,
+        t05: null,
+        t06: null,
+        t07: A,
+      });
+      expect(store.claims.heldByOthers('r1', B)).toBe(0);
+      // Back in the queue (a re-roll, a retry of a failure or of a doubt), a task A did is anyone's now.
+      raw.prepare("UPDATE tasks SET state = 'pending' WHERE task_id IN ('t02', 't03', 't07')").run();
+      expect(ids(store.claims.claimPending('r1', B, 10, undefined, 'manifest'))).toEqual([
+        't02',
+        't03',
+        't05',
+        't06',
+        't07',
+      ]);
+    } finally {
+      raw.close();
+    }
   });
 
   it('gives back a task its worker will not send, and claims around the ones it gave up on', () => {

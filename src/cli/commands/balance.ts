@@ -127,6 +127,11 @@ function balanceJson(v: BalanceView): string {
 const SANDBOX_NOTE =
   'The embedded sandbox keeps its balance across sandbox runs (pretend money, starting at 1,000 tokens); `--sandbox-reset` on the next `run --sandbox` starts it afresh.';
 
+/** What the quota leaves; past it (a quota lowered, or spent elsewhere), by how much, never a negative "left". */
+function quotaLeft(left: number): string {
+  return left >= 0 ? `${fmtTokens(roundTokens(left))} left` : `${fmtTokens(roundTokens(-left))} over it`;
+}
+
 function balanceLines(v: BalanceView, where: string, statePath: string): string[] {
   const { balance, quota, fingerprint } = v;
   const lines = [
@@ -139,7 +144,7 @@ function balanceLines(v: BalanceView, where: string, statePath: string): string[
     lines.push(
       quota.limit === null || quota.used === null
         ? `Quota: unknown; this key spent ${fmtTokens(roundTokens(quota.spent.net))} tokens in ${v.period} by the local ledger (set MEDIABATCH_QUOTA to check it)`
-        : `Quota: ${fmtTokens(roundTokens(quota.used))} of ${fmtTokens(quota.limit)} tokens used in ${v.period}, ${fmtTokens(roundTokens(quota.limit - quota.used))} left (${quota.source})`,
+        : `Quota: ${fmtTokens(roundTokens(quota.used))} of ${fmtTokens(quota.limit)} tokens used in ${v.period}, ${quotaLeft(quota.limit - quota.used)} (${quota.source})`,
     );
   }
   lines.push('');

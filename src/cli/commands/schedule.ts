@@ -208,7 +208,6 @@ async function fireRun(
     if (firing.stopping.aborted) {
       return { outcome: 'not-started', runId, message: 'not started: mediabatch schedule is stopping' };
     }
-    firing.started(runId);
     return await runFiring(firing, flags, ctx, store, { plan, manifestPath, runId, budgetCap, periodBudget });
   } catch (error) {
     return outcomeOf(error, runId);
@@ -261,6 +260,8 @@ async function runFiring(
       signal: stop.signal,
       halt: halt.signal,
       now: () => firing.at,
+      // The firing is said and recorded once its run exists: a stop before that made nothing.
+      onOpened: (runId) => firing.started(runId),
     });
     const inv = runInvocation({ id: o.runId, manifestPath: o.manifestPath, settings: {}, api: null }, ctx);
     return firingResult(done, commandLine(inv, { command: 'status' }));

@@ -58,6 +58,12 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
           `Resuming run ${runId} of this manifest, started ${ageOf(choice.resumed, io.now())} ago and unfinished (pass --new-run to start ${settings.runId} instead).`,
         );
       }
+      if (session.outputMoved) {
+        const { from, to } = session.outputMoved;
+        out(
+          `Run ${runId} wrote nothing to ${displayPath(io.cwd, from)}: its results now go to ${displayPath(io.cwd, to)}, the manifest's output.`,
+        );
+      }
       if (choice.leftBehind) {
         const { run, owed } = choice.leftBehind;
         out(
@@ -128,16 +134,16 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       if (r.toWatch > 0) out(`  Already submitted and still watched: ${r.toWatch}`);
       const left = r.decision.leftAfter;
       out(
-        `  Balance: ${r.balance === undefined ? `unknown (${r.balanceProblem ?? ''})` : `${fmtTokens(r.balance)} tokens, ${fmtTokens(left.balance ?? 0)} left after the run at most`}`,
+        `  Balance: ${r.balance === undefined ? `unknown (${r.balanceProblem ?? ''})` : `${fmtTokens(r.balance)} tokens, ${afterTheRun(left.balance ?? 0, 'the balance')}`}`,
       );
       if (r.quota) {
         out(
-          `  Quota: ${fmtTokens(r.quota.used)} of ${fmtTokens(r.quota.limit)} tokens used this period (${r.quota.source}), ${fmtTokens(left.quota ?? 0)} left after the run at most`,
+          `  Quota: ${fmtTokens(r.quota.used)} of ${fmtTokens(r.quota.limit)} tokens used this period (${r.quota.source}), ${afterTheRun(left.quota ?? 0, 'the quota leaves this period')}`,
         );
       } else out(`  Quota: unknown (set MEDIABATCH_QUOTA or quota: in mediabatch.config.yaml to check it)`);
       if (r.budget !== undefined) {
         out(
-          `  Budget: ${fmtTokens(r.budget)} tokens${r.budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokens(r.chargedSoFar)} charged so far${r.reservedSoFar > 0 ? `, ${fmtTokens(r.reservedSoFar)} reserved for tasks in doubt or in flight` : ''}, ${fmtTokens(left.budget ?? 0)} left after the run at most`,
+          `  Budget: ${fmtTokens(r.budget)} tokens${r.budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokens(r.chargedSoFar)} charged so far${r.reservedSoFar > 0 ? `, ${fmtTokens(r.reservedSoFar)} reserved for tasks in doubt or in flight` : ''}, ${afterTheRun(left.budget ?? 0, 'the budget leaves')}`,
         );
       }
       if (r.disk && !r.disk.ok && flags.allowPartial && r.disk.problem === 'space')
@@ -192,6 +198,16 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
         out(`  \`${commandLine(inv(), { command: 'status' })}\` lists what failed and why.`);
     },
   };
+}
+
+/**
+ * What a limit leaves after the run's worst case; over it (a run let in by --allow-partial), by how much the
+ * worst case goes past what the limit leaves, never a negative "left".
+ */
+function afterTheRun(left: number, limit: string): string {
+  return left >= 0
+    ? `${fmtTokens(left)} left after the run at most`
+    : `the run can cost up to ${fmtTokens(-left)} more than ${limit}`;
 }
 
 /** What the user should know about tasks that are paid but not on disk, stalled, retried or recovered. */

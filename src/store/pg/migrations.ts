@@ -1012,4 +1012,20 @@ END $$;
 CREATE TRIGGER ledger_money_lock BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION ledger_money_lock();
 `,
   },
+  {
+    // PostgreSQL only: a worker leaves or is swept only from a PostgreSQL state.
+    id: 27,
+    name: 'the tasks a worker still holds, found by an index of their own',
+    sql: `
+-- A worker leaving its run (or found lost) gives back the tasks it still holds: claimed to send, being
+-- sent, or its job watched or fetched (HELD_STATES in src/store/claims.ts). tasks_claimed indexed every
+-- task ever claimed, so leaving a run of 1,000,000 tasks read (and used to rewrite) every one of them. A
+-- finished task leaves this index as it finishes, so it holds about what the workers have in hand, and
+-- every statement that reads a claim names a state among these.
+CREATE INDEX tasks_held ON tasks (run_id, claimed_by)
+  WHERE claimed_by IS NOT NULL
+    AND state IN ('pending', 'submitting', 'submitted', 'running', 'stalled', 'downloading', 'unfetched');
+DROP INDEX tasks_claimed;
+`,
+  },
 ];

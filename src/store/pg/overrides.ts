@@ -70,13 +70,15 @@ const OVERRIDES = new Map<string, string>(
     [
       `UPDATE tasks SET claimed_by = :worker
      WHERE rowid IN (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
-       AND (claimed_by IS NULL OR claimed_by = :worker)
+       AND (claimed_by IS NULL OR claimed_by = :worker OR claimed_by IN (SELECT worker_id FROM workers
+         WHERE run_id = :runId AND (stopped_at IS NOT NULL OR lost_at IS NOT NULL)))
        AND (:only IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
        AND (:skip IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
        ORDER BY expected_ms DESC, seq LIMIT :limit)
      RETURNING *`,
       `WITH next AS (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
-         AND (claimed_by IS NULL OR claimed_by = :worker)
+         AND (claimed_by IS NULL OR claimed_by = :worker OR claimed_by IN (SELECT worker_id FROM workers
+           WHERE run_id = :runId AND (stopped_at IS NOT NULL OR lost_at IS NOT NULL)))
          AND (CAST(:only AS TEXT) IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
          AND (CAST(:skip AS TEXT) IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
          ORDER BY expected_ms DESC, seq LIMIT :limit FOR UPDATE SKIP LOCKED)
@@ -86,13 +88,15 @@ const OVERRIDES = new Map<string, string>(
     [
       `UPDATE tasks SET claimed_by = :worker
      WHERE rowid IN (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
-       AND (claimed_by IS NULL OR claimed_by = :worker)
+       AND (claimed_by IS NULL OR claimed_by = :worker OR claimed_by IN (SELECT worker_id FROM workers
+         WHERE run_id = :runId AND (stopped_at IS NOT NULL OR lost_at IS NOT NULL)))
        AND (:only IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
        AND (:skip IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
        ORDER BY seq LIMIT :limit)
      RETURNING *`,
       `WITH next AS (SELECT rowid FROM tasks WHERE run_id = :runId AND state = 'pending' AND waits = 0
-         AND (claimed_by IS NULL OR claimed_by = :worker)
+         AND (claimed_by IS NULL OR claimed_by = :worker OR claimed_by IN (SELECT worker_id FROM workers
+           WHERE run_id = :runId AND (stopped_at IS NOT NULL OR lost_at IS NOT NULL)))
          AND (CAST(:only AS TEXT) IS NULL OR task_id IN (SELECT value FROM json_each(:only)))
          AND (CAST(:skip AS TEXT) IS NULL OR task_id NOT IN (SELECT value FROM json_each(:skip)))
          ORDER BY seq LIMIT :limit FOR UPDATE SKIP LOCKED)
