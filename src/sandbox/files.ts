@@ -18,8 +18,8 @@ export interface StoredFile {
   index: number;
   /** Epoch ms after which the link answers 410. */
   expiresAt: number;
-  /** The query token of the link jobs/detail hands out now (used under `link-403`). */
-  signature: string;
+  /** The query token of the link jobs/detail hands out now (used under `link-403`); made when first asked for. */
+  signature: string | null;
   /** Signatures that answer 403 for good: a stale signed link never comes back to life. */
   readonly revoked: Set<string>;
   /** Times the link was signed; each signing gives a new token. */
@@ -52,7 +52,7 @@ export class FileStore {
       jobId,
       index,
       expiresAt,
-      signature: this.#sign(token, 0),
+      signature: null,
       revoked: new Set(),
       signings: 0,
     });
@@ -63,6 +63,7 @@ export class FileStore {
   signature(token: string): string {
     const file = this.#files.get(token);
     if (!file) return '';
+    file.signature ??= this.#sign(token, 0);
     if (file.revoked.has(file.signature)) {
       file.signings++;
       file.signature = this.#sign(token, file.signings);
@@ -76,6 +77,7 @@ export class FileStore {
     if (!file) return { ok: false, reason: 'unknown' };
     if (nowMs >= file.expiresAt) return { ok: false, reason: 'expired' };
     if (this.#staleFirstLink) {
+      file.signature ??= this.#sign(token, 0);
       if (signature === undefined || signature !== file.signature || file.revoked.has(signature)) {
         return { ok: false, reason: 'stale' };
       }

@@ -2,10 +2,14 @@
 // start of the prompt, the seed and the image's place among the job's images) over a colour and a pattern
 // drawn from a hash of the request, so a gallery can tell results apart. The same request gives the same
 // bytes whatever the run or the order of jobs. Rendered when a link is downloaded (a million-task run that
-// never downloads costs nothing) and kept in a small cache, since a result is often fetched more than once.
+// never downloads costs nothing) and kept in a cache, since the same picture is often fetched again.
 import { createHash } from 'node:crypto';
-import { deflateSync } from 'node:zlib';
+import * as zlib from 'node:zlib';
 import type { RequestBody } from '../catalog/types.js';
+
+const { deflateSync } = zlib;
+// Read off the namespace: a Node 20 before 20.15 has none, and a named import of it would not link.
+const zlibCrc32 = (zlib as { crc32?: (bytes: Uint8Array, value?: number) => number }).crc32;
 
 /** What an image shows; the colours come from `hash`. */
 export interface ImageLabel {
@@ -67,10 +71,17 @@ export function imageLabel(model: string, body: RequestBody, index: number, coun
   };
 }
 
-const CACHE_SIZE = 64;
+/**
+ * Rendered pictures kept, the least recently served dropped first, up to this many bytes (about 6,000
+ * pictures). The same request gives the same bytes, and the same batch is often run again against one
+ * sandbox (a test suite, a demo, the benches' rounds): drawing and compressing a picture was most of the
+ * sandbox's CPU for a task. A batch larger than this draws every picture, as when nothing was kept.
+ */
+const CACHE_BYTES = 64 * 1024 * 1024;
 const cache = new Map<string, Buffer>();
+let cachedBytes = 0;
 
-/** The PNG of a label: rendered once, then served from a small cache of the latest. */
+/** The PNG of a label: drawn once, then served from the cache while it is kept there. */
 export function labelledPng(label: ImageLabel): Buffer {
   const key = `${label.hash}:${label.model}:${label.variant}:${label.text}`;
   const hit = cache.get(key);
@@ -79,9 +90,14 @@ export function labelledPng(label: ImageLabel): Buffer {
     cache.set(key, hit);
     return hit;
   }
-  const bytes = renderPng(label);
+  const bytes = drawPng(label);
   cache.set(key, bytes);
-  if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+  cachedBytes += bytes.length;
+  for (const [oldest, old] of cache) {
+    if (cachedBytes <= CACHE_BYTES) break;
+    cache.delete(oldest);
+    cachedBytes -= old.length;
+  }
   return bytes;
 }
 
@@ -89,71 +105,76 @@ export function labelledPng(label: ImageLabel): Buffer {
 const ROW = 1 + SIZE * 3;
 const PANEL = { from: MARGIN - 6, to: SIZE - MARGIN + 6 };
 
-function renderPng(label: ImageLabel): Buffer {
+// One picture is drawn at a time (rendering never awaits), so it is drawn into one buffer made once: its
+// scanlines, then one long row of stripes and the same darkened, which each scanline is copied from
+// within the buffer. A fresh 197 KB buffer per image was most of the garbage of a run of many images,
+// and the collections it called for cost about as much as the rendering. Every byte of a pixel row is
+// written for each picture; the filter bytes are zero from the start and never written.
+const STRIPES = SIZE * 3 * 3;
+const SCRATCH = Buffer.alloc(SIZE * ROW + 2 * STRIPES);
+const RAW = SCRATCH.subarray(0, SIZE * ROW);
+const BRIGHT = SIZE * ROW;
+const DARK = BRIGHT + STRIPES;
+
+/** The PNG of a label, drawn now (labelledPng keeps what it draws). */
+export function drawPng(label: ImageLabel): Buffer {
   const byte = (i: number) => Number.parseInt(label.hash.slice(i * 2, i * 2 + 2), 16);
   const base = [byte(0), byte(1), byte(2)].map((c) => 40 + (c % 120));
   const stripe = 8 + (byte(3) % 24);
   const slope = (byte(4) % 3) - 1;
   // Stripes: each row is a slice of one long row of them, shifted by `slope` a row; behind the text the
   // same stripes darkened, so any colour leaves the text readable and still shows.
-  const bright = stripeRow(base, stripe, 1);
-  const dark = stripeRow(base, stripe, 0.4);
-  const raw = Buffer.alloc(SIZE * ROW);
+  drawStripes(base, stripe);
   for (let y = 0; y < SIZE; y++) {
     const shift = (slope * y + SIZE) * 3;
     const row = y * ROW + 1;
-    bright.copy(raw, row, shift, shift + SIZE * 3);
+    SCRATCH.copyWithin(row, BRIGHT + shift, BRIGHT + shift + SIZE * 3);
     if (y >= PANEL.from && y < PANEL.to)
-      dark.copy(raw, row + PANEL.from * 3, shift + PANEL.from * 3, shift + PANEL.to * 3);
+      SCRATCH.copyWithin(row + PANEL.from * 3, DARK + shift + PANEL.from * 3, DARK + shift + PANEL.to * 3);
   }
   let y = MARGIN;
-  y = drawText(raw, label.model, y, [255, 214, 102]);
+  y = drawText(RAW, label.model, y, [255, 214, 102]);
   y += LINE / 2;
-  for (const line of wrap(label.text, COLUMNS, PROMPT_LINES)) y = drawText(raw, line, y, [240, 240, 240]);
+  for (const line of wrap(label.text, COLUMNS, PROMPT_LINES)) y = drawText(RAW, line, y, [240, 240, 240]);
   const variant = wrap(label.variant, COLUMNS, 2);
   y = SIZE - MARGIN - 7 * SCALE - (variant.length - 1) * LINE;
-  for (const line of variant) y = drawText(raw, line, y, [138, 226, 255]);
-  return encodePng(raw);
+  for (const line of variant) y = drawText(RAW, line, y, [138, 226, 255]);
+  return encodePng(RAW);
 }
-
-/** 3 x SIZE pixels of stripes `stripe` wide in the colour `base` (times `light`), as RGB bytes. */
-function stripeRow(base: number[], stripe: number, light: number): Buffer {
-  const row = Buffer.alloc(SIZE * 3 * 3);
-  for (let x = 0; x < SIZE * 3; x++) {
-    const band = Math.floor(x / stripe) % 2 === 0 ? 0 : 24;
-    for (let c = 0; c < 3; c++) row[x * 3 + c] = Math.round(((base[c] ?? 0) + band) * light);
-  }
-  return row;
-}
-
-function put(raw: Buffer, x: number, y: number, color: readonly number[]): void {
-  const at = y * ROW + 1 + x * 3;
-  raw[at] = color[0] ?? 0;
-  raw[at + 1] = color[1] ?? 0;
-  raw[at + 2] = color[2] ?? 0;
-}
-
-const SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
 /**
- * The PNG of SIZE x SIZE 8-bit RGB scanlines (each led by its filter byte). Written here rather than by
- * pngjs: its filtering and packing in JavaScript took about 9 ms an image, against 0.3 ms for zlib alone,
- * and a run of many images downloads one per task from the sandbox.
+ * 3 x SIZE pixels of stripes `stripe` wide in the colour `base`, as RGB bytes, at BRIGHT; the same at
+ * 0.4 of the light at DARK.
  */
-function encodePng(raw: Buffer): Buffer {
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(SIZE, 0);
-  header.writeUInt32BE(SIZE, 4);
-  header[8] = 8; // bits per channel
-  header[9] = 2; // RGB; compression, filter method and interlace stay 0
-  return Buffer.concat([
-    SIGNATURE,
-    pngChunk('IHDR', header),
-    pngChunk('IDAT', deflateSync(raw, { level: 1 })),
-    pngChunk('IEND', Buffer.alloc(0)),
-  ]);
+function drawStripes(base: number[], stripe: number): void {
+  const shade = (band: number, light: number) => Buffer.from(base.map((c) => Math.round((c + band) * light)));
+  const bright = [shade(0, 1), shade(24, 1)];
+  const dark = [shade(0, 0.4), shade(24, 0.4)];
+  for (let x = 0, band = 0; x < SIZE * 3; x += stripe, band = 1 - band) {
+    const end = Math.min(x + stripe, SIZE * 3);
+    SCRATCH.fill(bright[band] ?? 0, BRIGHT + x * 3, BRIGHT + end * 3);
+    SCRATCH.fill(dark[band] ?? 0, DARK + x * 3, DARK + end * 3);
+  }
 }
 
+const CRC_TABLE = Uint32Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+
+/** CRC-32 of PNG chunks, going on from `value` (the CRC of the bytes before): zlib's where Node has it. */
+const crc32: (bytes: Uint8Array, value?: number) => number =
+  typeof zlibCrc32 === 'function' ? zlibCrc32 : tableCrc32;
+
+/** zlib.crc32 came in Node 20.15; this gives the same numbers, more slowly. */
+export function tableCrc32(bytes: Uint8Array, value = 0): number {
+  let c = (value ^ 0xffffffff) >>> 0;
+  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+/** A PNG chunk's bytes, CRC included. */
 function pngChunk(type: string, data: Buffer): Buffer {
   const out = Buffer.alloc(12 + data.length);
   out.writeUInt32BE(data.length, 0);
@@ -163,17 +184,37 @@ function pngChunk(type: string, data: Buffer): Buffer {
   return out;
 }
 
-const CRC_TABLE = Uint32Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
+const IHDR = (() => {
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(SIZE, 0);
+  header.writeUInt32BE(SIZE, 4);
+  header[8] = 8; // bits per channel
+  header[9] = 2; // RGB; compression, filter method and interlace stay 0
+  return pngChunk('IHDR', header);
+})();
+/** What every picture starts with (the signature and its header) and ends with. */
+const HEAD = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), IHDR]);
+const TAIL = pngChunk('IEND', Buffer.alloc(0));
+const IDAT_TYPE = Buffer.from('IDAT', 'latin1');
+const IDAT_CRC = crc32(IDAT_TYPE);
+const DEFLATE = { level: 1 } as const;
 
-/** CRC-32 of PNG chunks (zlib.crc32 is not in every Node 20). */
-function crc32(bytes: Uint8Array): number {
-  let c = 0xffffffff;
-  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
+/**
+ * The PNG of SIZE x SIZE 8-bit RGB scanlines (each led by its filter byte). Written here rather than by
+ * pngjs: its filtering and packing in JavaScript took about 9 ms an image, against 0.3 ms for zlib alone,
+ * and a run of many images downloads one per task from the sandbox. The file is written in one buffer:
+ * its fixed head and tail, and the compressed scanlines copied once.
+ */
+function encodePng(raw: Buffer): Buffer {
+  const data = deflateSync(raw, DEFLATE);
+  const out = Buffer.allocUnsafe(HEAD.length + 12 + data.length + TAIL.length);
+  let at = HEAD.copy(out, 0);
+  at = out.writeUInt32BE(data.length, at);
+  at += IDAT_TYPE.copy(out, at);
+  at += data.copy(out, at);
+  at = out.writeUInt32BE(crc32(data, IDAT_CRC), at);
+  TAIL.copy(out, at);
+  return out;
 }
 
 /** One line of text at `top`; characters the font lacks show as `?`. Returns the next line's top. */
@@ -184,15 +225,22 @@ function drawText(raw: Buffer, text: string, top: number, color: readonly number
     .replace(/[\u0300-\u036f]/g, '')
     .replace(/[\u2010-\u2015]/g, '-');
   const chars = [...plain.toUpperCase()].slice(0, COLUMNS);
+  const [r = 0, g = 0, b = 0] = color;
   for (const [column, ch] of chars.entries()) {
     const rows = glyphs.get(ch) ?? glyphs.get('?') ?? [];
-    for (const [row, bits] of rows.entries()) {
+    for (let row = 0; row < rows.length; row++) {
+      const bits = rows[row] ?? 0;
       for (let bit = 0; bit < 5; bit++) {
         if ((bits & (16 >> bit)) === 0) continue;
-        const x0 = MARGIN + column * CELL + bit * SCALE;
-        const y0 = top + row * SCALE;
-        for (let dy = 0; dy < SCALE; dy++)
-          for (let dx = 0; dx < SCALE; dx++) put(raw, x0 + dx, y0 + dy, color);
+        // A dot of the font is SCALE x SCALE pixels.
+        const dot = (top + row * SCALE) * ROW + 1 + (MARGIN + column * CELL + bit * SCALE) * 3;
+        for (let dy = 0; dy < SCALE; dy++) {
+          for (let at = dot + dy * ROW, end = at + SCALE * 3; at < end; at += 3) {
+            raw[at] = r;
+            raw[at + 1] = g;
+            raw[at + 2] = b;
+          }
+        }
       }
     }
   }

@@ -31,6 +31,7 @@ import {
   SandboxOptionsError,
   type SandboxSettings,
 } from './options.js';
+import { labelledPng } from './picture.js';
 import {
   acceptsGzip,
   CODE_IN_200_SHARE,
@@ -41,7 +42,7 @@ import {
 } from './quirks.js';
 import { createRandom } from './random.js';
 import { labelOfFile, renderFile } from './render.js';
-import { type SubmitContext, submit } from './submit.js';
+import { type SubmitContext, type SubmitOutcome, submit } from './submit.js';
 import { registerEmbedded, routeUploads, SandboxUploads } from './uploads.js';
 import { presentEnvelope, presentRecord, type WireContext } from './wire.js';
 
@@ -203,40 +204,60 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   };
 
   const app = Fastify({ logger: false, bodyLimit: opts.bodyLimit ?? SANDBOX_DEFAULTS.bodyLimit });
+  // Hooks in the callback style, and a hook only where a quirk in force gives it something to do: each
+  // async hook costs every request a promise and a turn of the microtask queue, and a request to the
+  // sandbox is most of the CPU a run at speed 0 gives it. The quirks are fixed when the sandbox starts.
   const log = opts.log;
   if (log) {
-    app.addHook('onResponse', async (request, reply) => {
+    app.addHook('onResponse', (request, reply, done) => {
       log(
         `${request.method} ${request.url.split('?')[0]} ${reply.statusCode} ${Math.round(reply.elapsedTime)} ms`,
       );
+      done();
     });
   }
-  app.addHook('onRequest', async (request, reply) => {
-    if (request.url.startsWith('/_sandbox/')) return;
-    if (settings.latencyMs > 0) await new Promise((r) => setTimeout(r, settings.latencyMs));
-    if (!request.url.startsWith('/api/')) return;
-    const refused = await authenticate(request, reply, apiKey);
-    if (refused !== undefined) return refused;
+  const admit = (request: FastifyRequest, reply: FastifyReply, done: () => void): void => {
+    if (!request.url.startsWith('/api/')) {
+      done();
+      return;
+    }
+    const refused = !authenticated(request, reply, apiKey);
+    // A refused request draws its retry-after lot too, and a lot that falls is counted though the answer
+    // stays 401: the sandbox has always done so, and a seed keeps its sequence of 429s and its count.
     if (quirks.has('retry-after') && quirkRandom.next() < RETRY_AFTER_SHARE) {
       quirkCounts.throttled++;
-      return reply.code(429).header('retry-after', '1').send(failure(429, 'too many requests'));
+      if (refused) return;
+      reply.code(429).header('retry-after', '1').send(failure(429, 'too many requests'));
+      return;
     }
+    if (!refused) done();
+  };
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.url.startsWith('/_sandbox/')) return done();
+    if (settings.latencyMs > 0) setTimeout(() => admit(request, reply, done), settings.latencyMs);
+    else admit(request, reply, done);
   });
   // Every JSON answer of the API passes here, errors included, so a quirk shapes them all alike.
-  app.addHook('preSerialization', async (request, _reply, payload: unknown) => {
-    if (!request.url.startsWith('/api/') || typeof payload !== 'object' || payload === null) return payload;
-    return presentEnvelope(payload, wire);
-  });
-  app.addHook('onSend', async (request, reply, payload: unknown) => {
-    if (!request.url.startsWith('/api/') || typeof payload !== 'string') return payload;
-    if (!String(reply.getHeader('content-type') ?? '').startsWith('application/json')) return payload;
-    const text = quirks.has('bom') ? `\uFEFF${payload}` : payload;
-    if (!quirks.has('gzip')) return text;
-    reply.header('vary', 'accept-encoding');
-    if (!acceptsGzip(request.headers['accept-encoding'])) return text;
-    reply.header('content-encoding', 'gzip');
-    return gzipSync(text);
-  });
+  if (quirks.has('string-numbers') || quirks.has('request-id')) {
+    app.addHook('preSerialization', (request, _reply, payload: unknown, done) => {
+      if (!request.url.startsWith('/api/') || typeof payload !== 'object' || payload === null)
+        return done(null, payload);
+      done(null, presentEnvelope(payload, wire));
+    });
+  }
+  if (quirks.has('bom') || quirks.has('gzip')) {
+    app.addHook('onSend', (request, reply, payload: unknown, done) => {
+      if (!request.url.startsWith('/api/') || typeof payload !== 'string') return done(null, payload);
+      if (!String(reply.getHeader('content-type') ?? '').startsWith('application/json'))
+        return done(null, payload);
+      const text = quirks.has('bom') ? `\uFEFF${payload}` : payload;
+      if (!quirks.has('gzip')) return done(null, text);
+      reply.header('vary', 'accept-encoding');
+      if (!acceptsGzip(request.headers['accept-encoding'])) return done(null, text);
+      reply.header('content-encoding', 'gzip');
+      done(null, gzipSync(text));
+    });
+  }
   app.setErrorHandler(async (error: { statusCode?: number; message: string }, _request, reply) => {
     const status =
       error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
@@ -246,29 +267,34 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     reply.code(404).send(failure(404, `${request.method} ${request.url.split('?')[0]}: no such endpoint`)),
   );
 
+  const answerSubmission = (outcome: SubmitOutcome, request: FastifyRequest, reply: FastifyReply) => {
+    if (outcome.kind === 'drop') {
+      // The charge is made; the client learns nothing, as when a connection breaks mid-answer.
+      reply.hijack();
+      request.raw.socket.destroy();
+      return reply;
+    }
+    if (outcome.kind === 'gateway-error') {
+      return reply.code(outcome.status).type('text/html').send(outcome.text);
+    }
+    if (ctx.settings.speed === 0) setImmediate(() => jobs.advance(now()));
+    return reply.code(outcome.status).send(outcome.body);
+  };
   for (const path of SUBMIT_PATHS) {
-    app.post(path, async (request, reply) => {
+    app.post(path, (request, reply) => {
       requests.submit++;
       if (quirks.has('code-in-200') && quirkRandom.next() < CODE_IN_200_SHARE) {
         quirkCounts.busy++;
         return reply.code(200).send(failure(500, 'busy'));
       }
-      const outcome = await submit(ctx, path, request.body);
-      if (outcome.kind === 'drop') {
-        // The charge is made; the client learns nothing, as when a connection breaks mid-answer.
-        reply.hijack();
-        request.raw.socket.destroy();
-        return reply;
-      }
-      if (outcome.kind === 'gateway-error') {
-        return reply.code(outcome.status).type('text/html').send(outcome.text);
-      }
-      if (ctx.settings.speed === 0) setImmediate(() => jobs.advance(now()));
-      return reply.code(outcome.status).send(outcome.body);
+      const outcome = submit(ctx, path, request.body);
+      if (outcome instanceof Promise) return outcome.then((o) => answerSubmission(o, request, reply));
+      return answerSubmission(outcome, request, reply);
     });
   }
 
-  app.get<{ Querystring: { img_uuid?: string } }>('/api/v1/jobs/detail', async (request, reply) => {
+  // The routes a run calls for every task answer without a promise when they can: see the hooks above.
+  app.get<{ Querystring: { img_uuid?: string } }>('/api/v1/jobs/detail', (request, reply) => {
     requests.poll++;
     const id = request.query.img_uuid;
     if (!id)
@@ -290,10 +316,10 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   });
 
   // `/files/<token>/<n>.png` is the same file: the name is what `wrong-extension` makes links end in.
-  const download = async (
+  const download = (
     request: FastifyRequest<{ Params: { token: string }; Querystring: { sig?: string } }>,
     reply: FastifyReply,
-  ): Promise<FastifyReply> => {
+  ): FastifyReply | Promise<FastifyReply> => {
     requests.download++;
     if (settings.refuseDownloads) return reply.code(403).type('text/plain').send('Forbidden');
     const found = files.lookup(request.params.token, now(), request.query.sig);
@@ -301,12 +327,18 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       const [status, text] = FILE_REFUSALS[found.reason];
       return reply.code(status).type('text/plain').send(text);
     }
-    const rendered = await renderFile(found.file.recipe, labelOfFile(jobs, found.file));
-    const bytes =
-      found.file.recipe.format === 'mp4' && settings.videoPaddingBytes > 0
-        ? withFreeBox(rendered, settings.videoPaddingBytes)
-        : rendered;
-    return reply.type(CONTENT_TYPES[found.file.recipe.format]).send(bytes);
+    const { recipe } = found.file;
+    const label = labelOfFile(jobs, found.file);
+    // A job's picture is drawn, or found kept, at once; a sample file is read and audio made by promises.
+    if (recipe.format === 'png' && label !== undefined)
+      return reply.type(CONTENT_TYPES.png).send(labelledPng(label));
+    return renderFile(recipe, label).then((rendered) => {
+      const bytes =
+        recipe.format === 'mp4' && settings.videoPaddingBytes > 0
+          ? withFreeBox(rendered, settings.videoPaddingBytes)
+          : rendered;
+      return reply.type(CONTENT_TYPES[recipe.format]).send(bytes);
+    });
   };
   app.get('/files/:token', download);
   app.get('/files/:token/:name', download);
@@ -433,10 +465,11 @@ function jobState(job: SandboxJob, apiKey: string): JobState {
   return state;
 }
 
-async function authenticate(request: FastifyRequest, reply: FastifyReply, apiKey: string): Promise<unknown> {
+/** True when the request carries the key; otherwise answers 401 and returns false. */
+function authenticated(request: FastifyRequest, reply: FastifyReply, apiKey: string): boolean {
   const header = request.headers.authorization;
   const presented = header?.match(/^Bearer\s+(\S.*)$/i)?.[1]?.trim();
-  if (presented === apiKey) return undefined;
+  if (presented === apiKey) return true;
   const path = request.url.split('?')[0];
   // The spec shows one message per endpoint; elsewhere a missing key and a wrong key read differently.
   const msg =
@@ -445,7 +478,8 @@ async function authenticate(request: FastifyRequest, reply: FastifyReply, apiKey
       : path === ENDPOINTS.faceSwap || presented !== undefined
         ? 'Token Error'
         : 'Token is required';
-  return reply.code(401).send(failure(401, msg) satisfies Envelope);
+  reply.code(401).send(failure(401, msg) satisfies Envelope);
+  return false;
 }
 
 function isLoopback(request: FastifyRequest): boolean {

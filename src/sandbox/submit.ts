@@ -46,7 +46,15 @@ const answer = (status: number, body: Envelope): SubmitOutcome => ({ kind: 'answ
 const rejected = (issues: readonly RequestIssue[]): SubmitOutcome =>
   answer(400, failure(400, issuesMessage(issues)));
 
-export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unknown): Promise<SubmitOutcome> {
+/**
+ * The outcome of one submission; at once when the request has no input media to measure (most requests),
+ * so the usual submission costs no promise.
+ */
+export function submit(
+  ctx: SubmitContext,
+  endpoint: Endpoint,
+  wire: unknown,
+): SubmitOutcome | Promise<SubmitOutcome> {
   // Drawn for every submission, whatever happens next, so one seed always gives one sequence.
   if (ctx.random.next() < ctx.settings.errorRate) return answer(500, failure(500, ''));
 
@@ -59,7 +67,28 @@ export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unkno
   const localPaths = localPathIssues(body);
   if (localPaths.length > 0) return rejected(localPaths);
 
-  const measured = await measureMedia(entry, body, ctx.prober);
+  const request: Checked = { entry, body, callbackUrl: parsed.callbackUrl, wire };
+  const fields = fieldsToMeasure(entry, body);
+  if (fields.length === 0) return accept(ctx, request, { media: {}, issues: [] });
+  return measureMedia(fields, body, ctx.prober).then((measured) => accept(ctx, request, measured));
+}
+
+interface Checked {
+  entry: CatalogEntry;
+  body: RequestBody;
+  callbackUrl: string | undefined;
+  wire: unknown;
+}
+
+/**
+ * The rest of acceptance once the input media are measured. Nothing here awaits: the balance read and
+ * the charge must not interleave with another request.
+ */
+function accept(
+  ctx: SubmitContext,
+  { entry, body, callbackUrl, wire }: Checked,
+  measured: { media: MediaDurations; issues: RequestIssue[] },
+): SubmitOutcome {
   if (measured.issues.length > 0) return rejected(measured.issues);
   if (entry.model === 'song-replace-section' && typeof body.task_id === 'string') {
     const song = earlierSong(ctx, body.task_id, body.audio_id);
@@ -72,7 +101,6 @@ export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unkno
 
   const listPrice = entry.estimate(body, measured.media, ctx.prices).tokens;
   const cost = roundTokens(listPrice * (1 - ctx.settings.discount));
-  // No await from here on: the balance read and the charge must not interleave with another request.
   const now = ctx.now();
   const refusal = ctx.account.refusal(cost, now);
   if (refusal) return answer(200, failure(refusal.code, refusal.msg));
@@ -84,7 +112,7 @@ export async function submit(ctx: SubmitContext, endpoint: Endpoint, wire: unkno
     listPrice,
     cost,
     now,
-    callbackUrl: parsed.callbackUrl,
+    callbackUrl,
     request: wire,
   });
   ctx.jobs.add(job);
@@ -197,18 +225,21 @@ function earlierSong(ctx: SubmitContext, taskId: string, audioId: unknown): numb
   return song.audio_duration;
 }
 
+/** Fields whose length is billed or checked, and fields the spec caps in size (the face swap's image). */
+function fieldsToMeasure(entry: CatalogEntry, body: RequestBody): CatalogEntry['mediaFields'] {
+  return entry.mediaFields.filter(
+    (f) => (f.needsDuration || Number.isFinite(f.maxBytes)) && typeof body[f.field] === 'string',
+  );
+}
+
 /** Measures every input whose length is billed or checked, as the service does before charging. */
 async function measureMedia(
-  entry: CatalogEntry,
+  fields: CatalogEntry['mediaFields'],
   body: RequestBody,
   prober: Prober,
 ): Promise<{ media: MediaDurations; issues: RequestIssue[] }> {
   const media: MediaDurations = {};
   const issues: RequestIssue[] = [];
-  // Fields whose length is billed or checked, and fields the spec caps in size (the face swap's image).
-  const fields = entry.mediaFields.filter(
-    (f) => (f.needsDuration || Number.isFinite(f.maxBytes)) && typeof body[f.field] === 'string',
-  );
   await Promise.all(
     fields.map(async ({ field, kind, maxBytes, needsDuration }) => {
       const location = body[field] as string;

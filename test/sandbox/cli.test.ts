@@ -1,7 +1,7 @@
 // `mediabatch sandbox`: flags in, base URL as the first line of stdout, a clean stop on a signal.
 import { EventEmitter } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseSandboxFlags, sandboxCommand } from '../../src/sandbox/cli.js';
+import { gathered, parseSandboxFlags, sandboxCommand } from '../../src/sandbox/cli.js';
 import { SANDBOX_DEFAULTS, SANDBOX_FLAGS } from '../../src/sandbox/options.js';
 import { QUIRKS } from '../../src/sandbox/quirks.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
@@ -86,6 +86,52 @@ describe('sandboxCommand', () => {
     await running;
     expect(err.at(-1)).toBe('sandbox: stopped\n');
     await expect(api.get('/api/v1/user/tokens')).rejects.toThrow();
+  });
+
+  it('writes a line for every request, in the order answered, all before it says it stopped', async () => {
+    const err: string[] = [];
+    const signals = new EventEmitter();
+    let ready: Sandbox | undefined;
+    const running = sandboxCommand(
+      { port: '0', speed: '0', seed: '3' },
+      {
+        stdout: { write: () => true },
+        stderr: { write: (t: string) => err.push(t) },
+        signals,
+        onReady: (s) => {
+          ready = s;
+        },
+      },
+    );
+    await expect.poll(() => ready, { timeout: 5000 }).toBeDefined();
+    const api = clientFor(ready?.baseUrl ?? '');
+    const polls = Array.from({ length: 40 }, (_, i) => api.poll(`job-${i}`));
+    const answers = await Promise.all([...polls, api.get('/api/v1/user/tokens', null)]);
+    expect(answers.map((a) => a.status)).toEqual([...Array(40).fill(404), 401]);
+    signals.emit('SIGTERM');
+    await running;
+    const lines = err.join('').split('\n').slice(1, -1);
+    expect(lines.at(-1)).toBe('sandbox: stopped');
+    const requests = lines.slice(0, -1);
+    expect(requests).toHaveLength(41);
+    expect(requests.filter((l) => /^GET \/api\/v1\/jobs\/detail 404 \d+ ms$/.test(l))).toHaveLength(40);
+    expect(requests.filter((l) => /^GET \/api\/v1\/user\/tokens 401 \d+ ms$/.test(l))).toHaveLength(1);
+  });
+
+  it('gathers the lines of one turn of the event loop into one write, in order', async () => {
+    const writes: string[] = [];
+    const lines = gathered({ write: (t: string) => writes.push(t) });
+    lines.add('GET /a 200 1 ms');
+    lines.add('GET /b 404 0 ms');
+    expect(writes).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(writes).toEqual(['GET /a 200 1 ms\nGET /b 404 0 ms\n']);
+    lines.add('GET /c 200 2 ms');
+    lines.flush();
+    lines.flush();
+    expect(writes).toEqual(['GET /a 200 1 ms\nGET /b 404 0 ms\n', 'GET /c 200 2 ms\n']);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(writes).toHaveLength(2);
   });
 
   it('refuses invalid flags before listening', async () => {

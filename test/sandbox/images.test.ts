@@ -3,11 +3,13 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as zlib from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { PNG } from 'pngjs';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mediaTypeOfBytes } from '../../src/media/kind.js';
+import { drawPng, imageLabel, labelledPng, tableCrc32 } from '../../src/sandbox/picture.js';
 import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
 import { type Client, closeAll, openSandbox, PATHS } from './helpers.js';
 
@@ -84,4 +86,30 @@ describe('sandbox images', () => {
     },
     60_000,
   );
+
+  it('are the same bytes when drawn again after other pictures, whatever those left behind', () => {
+    const label = (prompt: string, index = 0) => imageLabel('flat-image', { prompt }, index, 2);
+    const short = label('a cup');
+    const first = drawPng(short);
+    // Long prompts, both places, so the pictures between differ in text, colour and slant.
+    for (let i = 0; i < 20; i++) drawPng(label(`${'a very long prompt '.repeat(8)}${i}`, i % 2));
+    const again = drawPng(short);
+    expect(again.equals(first)).toBe(true);
+    expect(PNG.sync.read(again).width).toBe(256);
+    // What is served is what is drawn, and a batch's pictures are kept for its next run.
+    const served = labelledPng(short);
+    expect(served.equals(first)).toBe(true);
+    for (let i = 0; i < 200; i++) labelledPng(label(`another task ${i}`));
+    expect(labelledPng(short)).toBe(served);
+  });
+
+  it('carry chunk checksums the same with or without zlib.crc32 (Node 20 before 20.15 has none)', () => {
+    const crc32 = (zlib as { crc32?: (bytes: Uint8Array, value?: number) => number }).crc32;
+    const bytes = Buffer.from('IDAT and some bytes after it, checked in two pieces');
+    const whole = tableCrc32(bytes);
+    expect(tableCrc32(bytes.subarray(4), tableCrc32(bytes.subarray(0, 4)))).toBe(whole);
+    // The PNG specification's own check value: CRC-32 of "123456789".
+    expect(tableCrc32(Buffer.from('123456789'))).toBe(0xcbf43926);
+    if (crc32 !== undefined) expect(crc32(bytes)).toBe(whole);
+  });
 });
