@@ -8,6 +8,7 @@
 // workers: the sandbox's books, the bucket and the database (through psql).
 // Shared by `npm run torture` (300 tasks, 10 kills, 10 s) and the slice in `npm test`.
 
+import type { SandboxState } from '../../src/sandbox/server.js';
 import type { Child } from '../helpers/child.js';
 import { seeded } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
@@ -212,6 +213,7 @@ async function drive(
   proxy: TcpProxyProcess,
   manifest: string,
   tasks: number,
+  budget: number,
 ): Promise<{
   crew: Crew;
   tally: { approved: number; rejected: number };
@@ -244,7 +246,12 @@ async function drive(
   const deadline = Date.now() + o.deadlineMs;
   const chaos: Promise<void>[] = [];
   while (Date.now() < deadline) {
-    const accepted = (await stage.sandbox().catch(() => ({ jobs: [] }))).jobs.length;
+    const jobs = (await stage.sandbox().catch(() => ({ jobs: [] as SandboxState['jobs'] }))).jobs;
+    // How far the run is, in jobs or in money, whichever is further: a budget below the worst case ends
+    // the run with tasks left (and faster workers end it sooner), so a moment counted in jobs alone may
+    // never come. Money spent is counted as the share of the tasks it would be.
+    const spent = jobs.reduce((n, j) => n + j.cost - j.refunded, 0);
+    const accepted = Math.max(jobs.length, Math.floor((spent / budget) * tasks));
     const next = plan.kills[0];
     // A kill whose moment came while no worker was alive (all restarting after the database's stop or
     // an earlier kill) waits for the next one up, or the chaos would be skipped, not tried.
@@ -315,7 +322,7 @@ export async function fleetChaos(o: FleetChaosOptions): Promise<FleetChaos> {
     });
     const state = stage.database();
     o.log?.(`fleet chaos: ${owner.size} tasks, ${o.workers} workers, seed ${o.seed}`);
-    const run = await drive(stage, o, state, proxy, manifest, owner.size);
+    const run = await drive(stage, o, state, proxy, manifest, owner.size, budget);
     return await judge(stage, o, state, { ...run, owner, budget, started });
   } finally {
     await proxy.close();
