@@ -100,13 +100,20 @@ describe('a period budget (budget_per_period) of a fired run', () => {
 });
 
 describe('RunMoney: the runner’s money', () => {
-  it('counts its own submissions once: pending before the intent, held after, gone once answered', async () => {
+  it('counts its own submissions once: pending before the intent, held after, gone once answered; its figures come with its commits', async () => {
     const store = storeWithRun(10);
     const money = new RunMoney(store, 'r', 10 * M);
     const writes = groupCommit(store, money);
     money.start();
     expect(money.figures).toMatchObject({ budget: 10 * M, committed: 0 });
     expect(money.budgetMicro).toBe(10 * M);
+    // From here on its own writes bring the figures back: it never reads them on its own.
+    const reads = { n: 0 };
+    const figures = store.reservations.figures.bind(store.reservations);
+    store.reservations.figures = (...args) => {
+      reads.n += 1;
+      return figures(...args);
+    };
 
     money.reserving(3 * M);
     expect(money.inFlightMaxMicro).toBe(3 * M);
@@ -136,10 +143,19 @@ describe('RunMoney: the runner’s money', () => {
     money.answered(3 * M);
     expect(money.inFlightMaxMicro).toBe(0);
     expect(money.committedMicro()).toBe(2 * M);
+    expect(money.figures).toMatchObject({ held: 0, charged: 2 * M, committed: 2 * M });
     expect(money.charged).toBe(2);
     expect(money.refunded).toBe(0);
     expect(money.fits(8 * M)).toBe(true);
     expect(money.fits(8 * M + 1)).toBe(false);
+    // A write refused in its batch: the figures still come back with the commit.
+    await expect(
+      writes.write(() => {
+        throw new Error('refused');
+      }),
+    ).rejects.toThrow('refused');
+    expect(money.figures.charged).toBe(2 * M);
+    expect(reads.n).toBe(0);
 
     money.reserving(3 * M);
     money.refused(3 * M);
@@ -152,43 +168,6 @@ describe('RunMoney: the runner’s money', () => {
     money.changed();
     expect(money.refunded).toBe(2);
     expect(money.committedMicro()).toBe(0);
-  });
-
-  it("reads the figures with its own writes' commit, never on its own", async () => {
-    const store = storeWithRun(10);
-    const money = new RunMoney(store, 'r', 10 * M);
-    const writes = groupCommit(store, money);
-    money.start();
-    expect(money.figures.held).toBe(0);
-    const reads = { n: 0 };
-    const figures = store.reservations.figures.bind(store.reservations);
-    store.reservations.figures = (...args) => {
-      reads.n += 1;
-      return figures(...args);
-    };
-    money.reserving(3 * M);
-    await writes.write(() => store.submissions.recordSubmitIntent('r', 'b'));
-    money.reserved(3 * M);
-    expect(money.figures.held).toBe(3 * M);
-    await writes.write(() =>
-      store.submissions.recordSubmitted('r', 'b', 1, {
-        imgUuid: 'u-b',
-        cost: 2,
-        keyFingerprint: 'fp0000000000',
-      }),
-    );
-    money.answered(3 * M);
-    expect(money.figures).toMatchObject({ held: 0, charged: 2 * M, committed: 2 * M });
-    expect(money.fits(8 * M)).toBe(true);
-    expect(money.fits(8 * M + 1)).toBe(false);
-    // A write refused in its batch: the figures still come back with the commit.
-    await expect(
-      writes.write(() => {
-        throw new Error('refused');
-      }),
-    ).rejects.toThrow('refused');
-    expect(money.figures.charged).toBe(2 * M);
-    expect(reads.n).toBe(0);
   });
 
   it('reads what another spender reserved once told, and fits nothing the store would refuse', () => {

@@ -54,7 +54,7 @@ const TASK_STATES_2 = `'pending', 'submitting', 'in_doubt', 'submitted', 'runnin
  * A later rule (a new task state) is therefore a domain's: ALTER DOMAIN task_state DROP CONSTRAINT
  * task_state_check, then ADD CONSTRAINT with the new list; the table has no CHECK of that column left.
  */
-function checksToDomains(table: string, columns: readonly (readonly [string, string])[]): string {
+function checksAsDomains(table: string, columns: readonly (readonly [string, string])[]): string {
   return columns
     .map(([column, domain]) => {
       const text = TEXT_DOMAINS.has(domain) ? ' COLLATE "C"' : '';
@@ -79,6 +79,47 @@ const TEXT_DOMAINS = new Set([
   'decision_verdict',
   'sha256_hex',
 ]);
+
+/**
+ * Migration 21's counts move (one UPDATE of both rows, an INSERT only for a state the run has no row for yet);
+ * `guard`: statements first, at the top of its body (migration 25 tests there the condition a WHEN held).
+ */
+function taskCountsMove(guard = ''): string {
+  return `CREATE OR REPLACE FUNCTION task_counts_move() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  moved bigint := 0;
+BEGIN
+${guard}  PERFORM pg_advisory_xact_lock(hashtextextended('mediabatch counts ' || OLD.run_id, 0));
+  IF OLD.run_id IS DISTINCT FROM NEW.run_id THEN
+    UPDATE task_counts SET n = n - 1, est_micro = est_micro - micro(OLD.est_tokens),
+      est_min_micro = est_min_micro - micro(OLD.est_min), est_max_micro = est_max_micro - micro(OLD.est_max)
+    WHERE run_id = OLD.run_id AND state = OLD.state;
+  ELSE
+    UPDATE task_counts SET
+      n = n + CASE WHEN state = NEW.state THEN 1 ELSE 0 END - CASE WHEN state = OLD.state THEN 1 ELSE 0 END,
+      est_micro = est_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_tokens) ELSE 0 END
+        - CASE WHEN state = OLD.state THEN micro(OLD.est_tokens) ELSE 0 END,
+      est_min_micro = est_min_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_min) ELSE 0 END
+        - CASE WHEN state = OLD.state THEN micro(OLD.est_min) ELSE 0 END,
+      est_max_micro = est_max_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_max) ELSE 0 END
+        - CASE WHEN state = OLD.state THEN micro(OLD.est_max) ELSE 0 END
+    WHERE run_id = NEW.run_id AND state IN (OLD.state, NEW.state);
+    GET DIAGNOSTICS moved = ROW_COUNT;
+  END IF;
+  -- Fewer rows than states moved: the new state's row may be missing (the first task of the run to reach
+  -- it). One moved already, as the old statements' INSERT … ON CONFLICT would have, is not added again.
+  IF moved < (CASE WHEN OLD.state = NEW.state AND OLD.run_id = NEW.run_id THEN 1 ELSE 2 END) THEN
+    INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
+      SELECT NEW.run_id, NEW.state, 1, micro(NEW.est_tokens), micro(NEW.est_min), micro(NEW.est_max)
+      WHERE moved = 0 OR NOT EXISTS (SELECT 1 FROM task_counts WHERE run_id = NEW.run_id AND state = NEW.state)
+      ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + 1,
+        est_micro = task_counts.est_micro + excluded.est_micro,
+        est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
+        est_max_micro = task_counts.est_max_micro + excluded.est_max_micro;
+  END IF;
+  RETURN NULL;
+END $$;`;
+}
 
 export const PG_MIGRATIONS: readonly Migration[] = [
   {
@@ -820,40 +861,7 @@ $$;
 -- both rows of task_counts where there were two, the old state's and the new one's moved together, and an
 -- INSERT only for a state the run has no row for yet. The same counts (the deltas of both statements,
 -- summed per row), under the same lock.
-CREATE OR REPLACE FUNCTION task_counts_move() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-  moved bigint := 0;
-BEGIN
-  PERFORM pg_advisory_xact_lock(hashtextextended('mediabatch counts ' || OLD.run_id, 0));
-  IF OLD.run_id IS DISTINCT FROM NEW.run_id THEN
-    UPDATE task_counts SET n = n - 1, est_micro = est_micro - micro(OLD.est_tokens),
-      est_min_micro = est_min_micro - micro(OLD.est_min), est_max_micro = est_max_micro - micro(OLD.est_max)
-    WHERE run_id = OLD.run_id AND state = OLD.state;
-  ELSE
-    UPDATE task_counts SET
-      n = n + CASE WHEN state = NEW.state THEN 1 ELSE 0 END - CASE WHEN state = OLD.state THEN 1 ELSE 0 END,
-      est_micro = est_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_tokens) ELSE 0 END
-        - CASE WHEN state = OLD.state THEN micro(OLD.est_tokens) ELSE 0 END,
-      est_min_micro = est_min_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_min) ELSE 0 END
-        - CASE WHEN state = OLD.state THEN micro(OLD.est_min) ELSE 0 END,
-      est_max_micro = est_max_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_max) ELSE 0 END
-        - CASE WHEN state = OLD.state THEN micro(OLD.est_max) ELSE 0 END
-    WHERE run_id = NEW.run_id AND state IN (OLD.state, NEW.state);
-    GET DIAGNOSTICS moved = ROW_COUNT;
-  END IF;
-  -- Fewer rows than states moved: the new state's row may be missing (the first task of the run to reach
-  -- it). One moved already, as the old statements' INSERT … ON CONFLICT would have, is not added again.
-  IF moved < (CASE WHEN OLD.state = NEW.state AND OLD.run_id = NEW.run_id THEN 1 ELSE 2 END) THEN
-    INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
-      SELECT NEW.run_id, NEW.state, 1, micro(NEW.est_tokens), micro(NEW.est_min), micro(NEW.est_max)
-      WHERE moved = 0 OR NOT EXISTS (SELECT 1 FROM task_counts WHERE run_id = NEW.run_id AND state = NEW.state)
-      ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + 1,
-        est_micro = task_counts.est_micro + excluded.est_micro,
-        est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
-        est_max_micro = task_counts.est_max_micro + excluded.est_max_micro;
-  END IF;
-  RETURN NULL;
-END $$;
+${taskCountsMove()}
 
 -- A task done (or no longer done) fired a trigger whose condition called task_gives_result twice, a function
 -- call per row of every move of state; spelt out, it is an expression (the same: state and review are never
@@ -1073,7 +1081,7 @@ DROP TRIGGER task_upstream_done ON tasks;
 DROP TRIGGER task_upstream_undone ON tasks;
 DROP TRIGGER task_counts_move ON tasks;
 
-${checksToDomains('tasks', [
+${checksAsDomains('tasks', [
   ['state', 'task_state'],
   ['est_assumed', 'flag'],
   ['cost_assumed', 'flag'],
@@ -1136,44 +1144,11 @@ DROP FUNCTION task_upstream_done();
 DROP FUNCTION task_upstream_undone();
 
 -- Counted at commit as before (migration 19); its condition, in the function, is tested there.
-CREATE OR REPLACE FUNCTION task_counts_move() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-  moved bigint := 0;
-BEGIN
-  IF OLD.state IS NOT DISTINCT FROM NEW.state AND OLD.est_tokens IS NOT DISTINCT FROM NEW.est_tokens
+${taskCountsMove(`  IF OLD.state IS NOT DISTINCT FROM NEW.state AND OLD.est_tokens IS NOT DISTINCT FROM NEW.est_tokens
       AND OLD.est_min IS NOT DISTINCT FROM NEW.est_min AND OLD.est_max IS NOT DISTINCT FROM NEW.est_max THEN
     RETURN NULL;
   END IF;
-  PERFORM pg_advisory_xact_lock(hashtextextended('mediabatch counts ' || OLD.run_id, 0));
-  IF OLD.run_id IS DISTINCT FROM NEW.run_id THEN
-    UPDATE task_counts SET n = n - 1, est_micro = est_micro - micro(OLD.est_tokens),
-      est_min_micro = est_min_micro - micro(OLD.est_min), est_max_micro = est_max_micro - micro(OLD.est_max)
-    WHERE run_id = OLD.run_id AND state = OLD.state;
-  ELSE
-    UPDATE task_counts SET
-      n = n + CASE WHEN state = NEW.state THEN 1 ELSE 0 END - CASE WHEN state = OLD.state THEN 1 ELSE 0 END,
-      est_micro = est_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_tokens) ELSE 0 END
-        - CASE WHEN state = OLD.state THEN micro(OLD.est_tokens) ELSE 0 END,
-      est_min_micro = est_min_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_min) ELSE 0 END
-        - CASE WHEN state = OLD.state THEN micro(OLD.est_min) ELSE 0 END,
-      est_max_micro = est_max_micro + CASE WHEN state = NEW.state THEN micro(NEW.est_max) ELSE 0 END
-        - CASE WHEN state = OLD.state THEN micro(OLD.est_max) ELSE 0 END
-    WHERE run_id = NEW.run_id AND state IN (OLD.state, NEW.state);
-    GET DIAGNOSTICS moved = ROW_COUNT;
-  END IF;
-  -- Fewer rows than states moved: the new state's row may be missing (the first task of the run to reach
-  -- it). One moved already, as the old statements' INSERT … ON CONFLICT would have, is not added again.
-  IF moved < (CASE WHEN OLD.state = NEW.state AND OLD.run_id = NEW.run_id THEN 1 ELSE 2 END) THEN
-    INSERT INTO task_counts (run_id, state, n, est_micro, est_min_micro, est_max_micro)
-      SELECT NEW.run_id, NEW.state, 1, micro(NEW.est_tokens), micro(NEW.est_min), micro(NEW.est_max)
-      WHERE moved = 0 OR NOT EXISTS (SELECT 1 FROM task_counts WHERE run_id = NEW.run_id AND state = NEW.state)
-      ON CONFLICT (run_id, state) DO UPDATE SET n = task_counts.n + 1,
-        est_micro = task_counts.est_micro + excluded.est_micro,
-        est_min_micro = task_counts.est_min_micro + excluded.est_min_micro,
-        est_max_micro = task_counts.est_max_micro + excluded.est_max_micro;
-  END IF;
-  RETURN NULL;
-END $$;
+`)}
 CREATE CONSTRAINT TRIGGER task_counts_move AFTER UPDATE OF state, est_tokens, est_min, est_max ON tasks
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION task_counts_move();
 `,
@@ -1195,20 +1170,20 @@ CREATE DOMAIN reservation_state AS text COLLATE "C";
 CREATE DOMAIN reservation_kind AS text COLLATE "C";
 CREATE DOMAIN token_amount AS double precision;
 
-${checksToDomains('attempts', [
+${checksAsDomains('attempts', [
   ['outcome', 'attempt_outcome'],
   ['attempt_no', 'ordinal'],
 ])}
-${checksToDomains('job_events', [
+${checksAsDomains('job_events', [
   ['source', 'job_source'],
   ['record', 'json_text'],
 ])}
-${checksToDomains('files', [
+${checksAsDomains('files', [
   ['kind', 'file_kind'],
   ['idx', 'count_of'],
   ['bytes', 'count_of'],
 ])}
-${checksToDomains('ledger', [
+${checksAsDomains('ledger', [
   ['period', 'ledger_period'],
   ['kind', 'ledger_kind'],
   ['tokens', 'token_amount'],
@@ -1216,37 +1191,37 @@ ${checksToDomains('ledger', [
   ['reroll', 'flag'],
   ['money_kind', 'money_kind'],
 ])}
-${checksToDomains('task_counts', [
+${checksAsDomains('task_counts', [
   ['n', 'count_of'],
   ['est_micro', 'count_of'],
   ['est_min_micro', 'count_of'],
   ['est_max_micro', 'count_of'],
 ])}
-${checksToDomains('run_money', [
+${checksAsDomains('run_money', [
   ['budget', 'count_of'],
   ['charged', 'count_of'],
   ['refunded', 'count_of'],
   ['period', 'ledger_period'],
   ['period_budget', 'count_of'],
 ])}
-${checksToDomains('reservations', [
+${checksAsDomains('reservations', [
   ['kind', 'reservation_kind'],
   ['amount', 'count_of'],
   ['state', 'reservation_state'],
   ['charged', 'count_of'],
 ])}
-${checksToDomains('account_money', [
+${checksAsDomains('account_money', [
   ['kind', 'money_kind'],
   ['jobs', 'count_of'],
   ['tasks', 'count_of'],
   ['charged', 'count_of'],
   ['refunded', 'count_of'],
 ])}
-${checksToDomains('period_money', [
+${checksAsDomains('period_money', [
   ['charged', 'count_of'],
   ['refunded', 'count_of'],
 ])}
-${checksToDomains('workers', [
+${checksAsDomains('workers', [
   ['in_flight', 'count_of'],
   ['submitted', 'count_of'],
 ])}
@@ -1258,17 +1233,17 @@ CREATE DOMAIN decision_verdict AS text COLLATE "C";
 CREATE DOMAIN sha256_hex AS text COLLATE "C";
 -- A trigger on a column's updates depends on the column, whose type cannot change under it.
 DROP TRIGGER run_money_settings ON runs;
-${checksToDomains('runs', [
+${checksAsDomains('runs', [
   ['state', 'run_state'],
   ['settings', 'json_text'],
   ['active_ms', 'count_of'],
 ])}
 CREATE TRIGGER run_money_settings AFTER UPDATE OF settings ON runs FOR EACH ROW EXECUTE FUNCTION run_money_settings();
-${checksToDomains('uploads', [
+${checksAsDomains('uploads', [
   ['sha256', 'sha256_hex'],
   ['bytes', 'count_of'],
 ])}
-${checksToDomains('decisions', [
+${checksAsDomains('decisions', [
   ['verdict', 'decision_verdict'],
   ['attempt', 'ordinal'],
 ])}
