@@ -553,7 +553,7 @@ function followOutput(
   if (written > 0 || store.files.hasFiles(runId)) {
     throw new RunError(
       'invalid',
-      `run ${runId} has results in ${named(from)}${written > 0 ? ` (${written} task(s) done or downloading)` : ''}, and the manifest now says output: ${named(output)}: set output back to ${named(kept)} to resume it there, or start another run for the new output (--new-run)`,
+      `run ${runId} has results in ${named(from)}${written > 0 ? ` (${written} task(s) done or downloading)` : ''}, and the manifest now says output: ${named(output)}: set output back to ${named(kept)} to resume it there, or give the new output a run of its own (--run-id ${runId}-2)`,
     );
   }
   const settings =

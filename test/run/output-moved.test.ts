@@ -3,8 +3,9 @@
 // the view's and review's reading of the run) names the new place; once results exist in one place, a
 // manifest naming another is refused in one line naming both, nothing sent. On SQLite and PostgreSQL.
 
+import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { typableState } from '../../src/results/invocation.js';
 import { keptSettings, openStore } from '../../src/store/index.js';
@@ -100,10 +101,15 @@ describe.each(BACKENDS)('a resumed run whose manifest names another output ($nam
     const split = await mediabatch(['run', 'batch.yaml', '--yes', ...backend.extra]);
     expect(split.code).toBe(1);
     expect(split.stderr).toBe(
-      'mediabatch: run batch has results in out/batch (3 task(s) done or downloading), and the manifest now says output: elsewhere: set output back to out to resume it there, or start another run for the new output (--new-run)\n',
+      'mediabatch: run batch has results in out/batch (3 task(s) done or downloading), and the manifest now says output: elsewhere: set output back to out to resume it there, or give the new output a run of its own (--run-id batch-2)\n',
     );
     expect(e.state().requests.submit).toBe(3);
     expect(keptOutput()).toBe(resolve(e.dir, 'out'));
+    // The way on it names, typed: the new output gets a run of its own, the first run's results stay put.
+    const own = await mediabatch(['run', 'batch.yaml', '--yes', '--run-id', 'batch-2', ...backend.extra]);
+    expect(own.code).toBe(0);
+    expect(e.state().requests.submit).toBe(7);
+    expect(existsSync(join(e.dir, 'elsewhere', 'batch-2'))).toBe(true);
     if (backend.name !== 'PostgreSQL') return;
 
     // A worker joining a run another worker is on, with another output, is refused: one run, one place.
@@ -118,6 +124,7 @@ describe.each(BACKENDS)('a resumed run whose manifest names another output ($nam
     expect(joining.stderr).toBe(
       "mediabatch: run batch writes its results to out/batch, and this worker's manifest says output: elsewhere: give every worker of the run the same output\n",
     );
-    expect(e.state().requests.submit).toBe(3);
+    // Nothing sent by the refused worker: the 3 of run batch and the 4 of run batch-2 only.
+    expect(e.state().requests.submit).toBe(7);
   }, 60_000);
 });
