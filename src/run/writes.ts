@@ -2,6 +2,11 @@
 // transaction (one fsync), and each caller resumes only after that commit. With many tasks in flight this
 // turns dozens of fsyncs into one, without weakening any ordering: a submission still waits for its
 // committed intent, and an answer is durable before anything acts on it.
+//
+// One batch is committing at a time. On PostgreSQL a batch's COMMIT is answered while this process goes
+// on; a batch begun before that answer would wait for it with the whole event loop stopped (the client is
+// synchronous), so writes asked for meanwhile wait for it here instead, asynchronously, and go together in
+// the next batch: the loop keeps handling answers and files while the server commits.
 
 import type { Store } from '../store/index.js';
 
@@ -16,6 +21,8 @@ export class WriteQueue {
   readonly #alongside: (() => () => void) | undefined;
   #queued: Queued[] = [];
   #scheduled = false;
+  /** A batch is committing: the next one starts once it is answered. */
+  #committing = false;
 
   /**
    * `alongside`: a read made in each batch's transaction after its writes (the run's money, RunMoney's
@@ -29,11 +36,15 @@ export class WriteQueue {
   write<T>(write: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.#queued.push({ write, resolve: resolve as (value: unknown) => void, reject });
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => void this.#flush());
-      }
+      this.#schedule();
     });
+  }
+
+  /** The next batch, after this turn of the event loop (the writes it asks for go together). */
+  #schedule(): void {
+    if (this.#scheduled || this.#committing || this.#queued.length === 0) return;
+    this.#scheduled = true;
+    setImmediate(() => void this.#flush());
   }
 
   async #flush(): Promise<void> {
@@ -41,6 +52,7 @@ export class WriteQueue {
     const queued = this.#queued;
     this.#queued = [];
     let results: Awaited<ReturnType<Store['batchLater']>>;
+    this.#committing = true;
     try {
       // Each caller resumes after the commit; on PostgreSQL this process goes on meanwhile.
       const writes = queued.map((q) => q.write);
@@ -50,6 +62,9 @@ export class WriteQueue {
       // The commit itself failed (disk full, database closed): nothing of this batch is recorded.
       for (const q of queued) q.reject(error);
       return;
+    } finally {
+      this.#committing = false;
+      this.#schedule();
     }
     const read = this.#alongside ? results.pop() : undefined;
     if (read?.ok) (read.value as () => void)();
