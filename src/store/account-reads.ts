@@ -1,12 +1,12 @@
-// The facts of one run's account (src/account/), read in ONE read transaction, so every figure of it
-// is of the same moment: a runner committing between two statements cannot make the counts and the
-// money disagree. Built for a million tasks: the counts, the estimates and the money are sums the
+// The facts of one run's account (src/account/), read in ONE statement (ACCOUNT_SQL), so every figure of
+// it is of the same moment: a runner committing meanwhile cannot make the counts and the money disagree,
+// and a PostgreSQL server is asked once. Built for a million tasks: the counts, the estimates and the money are sums the
 // store keeps beside the rows by triggers (task_counts, account_money: migrations 5 and 15), a few rows
 // whatever the run's size; only the tasks paid for and without a result are read one by one.
 // account-scan.ts computes the same sums by reading every row, the check the tests hold these to.
 
 import type { Db } from './db.js';
-import { asTokens, micro } from './micro.js';
+import { micro } from './micro.js';
 import type { ReviewCounts } from './reviews.js';
 import { awaitsReviewSql } from './shown-state.js';
 import { emptyTaskCounts, MONEY_KINDS, type MoneyKind, STORED_TASK_STATES, type TaskState } from './types.js';
@@ -92,102 +92,151 @@ export const ACCOUNT_ID_LIMIT = 20;
 /** The stored states a later `run` goes on with (UNFINISHED of transitions.ts, `pending` for awaiting review). */
 const GOES_ON = ['pending', 'submitting', 'submitted', 'running', 'stalled', 'downloading', 'unfetched'];
 
+/** One list of the account statement: `[[…], …]` as JSON text, `[]` over no rows. */
+function listOf(columns: string, from: string): string {
+  return `(SELECT coalesce(json_group_array(json_array(${columns})), '[]') FROM ${from})`;
+}
+
+/** The first ACCOUNT_ID_LIMIT tasks of one state, by seq, through the (run_id, state, seq) index. */
+function firstOf(state: string, alias: string): string {
+  return `(SELECT task_id, seq FROM tasks WHERE run_id = :runId AND state = '${state}' ORDER BY seq LIMIT ${ACCOUNT_ID_LIMIT}) AS ${alias}`;
+}
+
+/**
+ * Every fact of a run's account in ONE statement, one row: a single round trip to a PostgreSQL server
+ * (where the dozen statements it replaces cost a round trip each), and one snapshot on both backends.
+ * Lists come as JSON arrays of arrays; PostgreSQL's spelling of the JSON functions is in
+ * src/store/pg/overrides.ts. The limits are written into the text, not bound: PostgreSQL plans a
+ * statement whose LIMIT is a parameter again on every call. Ids carry their seq and are ordered here.
+ */
+export const ACCOUNT_SQL = `SELECT
+  ${listOf('state, n, est_micro, est_min_micro, est_max_micro', 'task_counts WHERE run_id = :runId AND n > 0')} AS states,
+  ${listOf('kind, jobs, tasks, charged, refunded', 'account_money WHERE run_id = :runId')} AS money,
+  (SELECT count(*) FROM tasks AS t INDEXED BY tasks_by_state
+    WHERE t.run_id = :runId AND t.state = 'pending' AND t.waits > 0 AND ${awaitsReviewSql('t')}) AS awaiting_review,
+  (SELECT json_array(count(*), count(CASE WHEN state = 'done' AND verdict IS NULL THEN 1 END),
+      count(CASE WHEN verdict = 'approved' THEN 1 END), count(CASE WHEN verdict = 'rejected' THEN 1 END))
+    FROM tasks INDEXED BY tasks_reviewed WHERE run_id = :runId AND review = 1) AS review,
+  (SELECT count(*) FROM decisions WHERE run_id = :runId AND verdict = 'reroll') AS rerolls_asked,
+  ${listOf(
+    'state, tasks, net',
+    `(SELECT state, count(*) AS tasks,
+        CAST(total((SELECT total(CASE kind WHEN 'charge' THEN ${micro('tokens')} ELSE -${micro('tokens')} END)
+          FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id)) AS INTEGER) AS net
+      FROM tasks AS t WHERE run_id = :runId AND state IN ('unfetched', 'stalled', 'lost') GROUP BY state) AS d`,
+  )} AS not_on_disk,
+  ${listOf('task_id, seq', firstOf('in_doubt', 'f'))} AS in_doubt,
+  ${listOf(
+    'task_id, seq',
+    `(SELECT task_id, seq FROM tasks INDEXED BY tasks_reviewed
+       WHERE run_id = :runId AND review = 1 AND state = 'done' AND verdict IS NULL ORDER BY seq LIMIT ${ACCOUNT_ID_LIMIT}) AS w`,
+  )} AS awaiting,
+  ${listOf(
+    'task_id, seq',
+    // Per state through (run_id, state, seq), merged here: an IN list would sort a million pending rows.
+    `(${GOES_ON.map((state, i) => `SELECT task_id, seq FROM ${firstOf(state, `g${i}`)}`).join(' UNION ALL ')}) AS u`,
+  )} AS unfinished`;
+
+interface AccountRow {
+  /** JSON: [state, n, tokens, min, max][]. */
+  states: string;
+  /** JSON: [kind, jobs, tasks, charged, refunded][]. */
+  money: string;
+  awaiting_review: number;
+  /** JSON: [reviewed, awaiting, approved, rejected]. */
+  review: string;
+  rerolls_asked: number;
+  /** JSON: [state, tasks, net micro-tokens][]. */
+  not_on_disk: string;
+  /** JSON: [task_id, seq][] each. */
+  in_doubt: string;
+  awaiting: string;
+  unfinished: string;
+}
+
+type Cell = string | number;
+
+/** A JSON list of the statement, its rows as arrays. */
+function rows(json: string): Cell[][] {
+  return JSON.parse(json) as Cell[][];
+}
+
+/** The first ACCOUNT_ID_LIMIT ids of a list of [task_id, seq], by seq. */
+function firstIds(json: string): string[] {
+  return rows(json)
+    .sort((a, b) => Number(a[1]) - Number(b[1]))
+    .slice(0, ACCOUNT_ID_LIMIT)
+    .map((r) => String(r[0]));
+}
+
 export class AccountReadStore {
   readonly #read: (runId: string) => AccountFacts;
 
-  // Long on purpose: every statement is prepared once, here, and named for what it does.
   constructor(db: Db) {
-    const byState = db.prepare<
-      [string],
-      { state: TaskState; n: number; tokens: number; min: number; max: number }
-    >(
-      `SELECT state, n, est_micro AS tokens, est_min_micro AS min, est_max_micro AS max
-       FROM task_counts WHERE run_id = ? AND n > 0`,
-    );
-    const moneyByKind = db.prepare<[string], KindSums & { kind: MoneyKind }>(
-      'SELECT kind, jobs, tasks, charged, refunded FROM account_money WHERE run_id = ?',
-    );
-    const countAwaiting = db
-      .prepare<[string], number>(
-        `SELECT count(*) FROM tasks AS t INDEXED BY tasks_by_state
-         WHERE t.run_id = ? AND t.state = 'pending' AND t.waits > 0 AND ${awaitsReviewSql('t')}`,
-      )
-      .pluck();
-    const reviewCounts = db.prepare<[string], ReviewCounts>(
-      `SELECT count(*) AS reviewed,
-         coalesce(sum(state = 'done' AND verdict IS NULL), 0) AS awaiting,
-         coalesce(sum(verdict = 'approved'), 0) AS approved,
-         coalesce(sum(verdict = 'rejected'), 0) AS rejected
-       FROM tasks INDEXED BY tasks_reviewed WHERE run_id = ? AND review = 1`,
-    );
-    const rerollsAsked = db
-      .prepare<[string], number>(`SELECT count(*) FROM decisions WHERE run_id = ? AND verdict = 'reroll'`)
-      .pluck();
-    // The limit is written into the statement, not bound: PostgreSQL plans a statement whose LIMIT is a
-    // parameter again on every call (its generic plan, priced for an unknown limit, never looks cheaper).
-    const firstIn = db.prepare<[string, string], { task_id: string; seq: number }>(
-      `SELECT task_id, seq FROM tasks WHERE run_id = ? AND state = ? ORDER BY seq LIMIT ${ACCOUNT_ID_LIMIT}`,
-    );
-    const firstAwaiting = db
-      .prepare<[string], string>(
-        `SELECT task_id FROM tasks INDEXED BY tasks_reviewed
-         WHERE run_id = ? AND review = 1 AND state = 'done' AND verdict IS NULL ORDER BY seq LIMIT ${ACCOUNT_ID_LIMIT}`,
-      )
-      .pluck();
-    // Per state through (run_id, state, seq), merged here: an IN list would sort a million pending rows.
-    const firstUnfinished = (runId: string): string[] =>
-      GOES_ON.flatMap((state) => firstIn.all(runId, state))
-        .sort((a, b) => a.seq - b.seq)
-        .slice(0, ACCOUNT_ID_LIMIT)
-        .map((r) => r.task_id);
-
-    const notOnDisk = db.prepare<
-      [string],
-      { state: 'unfetched' | 'stalled' | 'lost'; tasks: number; tokens: number }
-    >(
-      `SELECT state, count(*) AS tasks,
-         ${asTokens(`total((SELECT total(CASE kind WHEN 'charge' THEN ${micro('tokens')} ELSE -${micro('tokens')} END)
-           FROM ledger AS l WHERE l.run_id = t.run_id AND l.task_id = t.task_id))`)} AS tokens
-       FROM tasks AS t WHERE run_id = ? AND state IN ('unfetched', 'stalled', 'lost') GROUP BY state`,
-    );
-
-    this.#read = db.transaction((runId: string): AccountFacts => {
-      const counts = emptyTaskCounts();
-      const states = byState.all(runId);
-      for (const { state, n } of states) {
-        if (STORED_TASK_STATES.includes(state)) counts[state] = n;
-      }
-      if (counts.pending > 0) {
-        counts.awaiting_review = countAwaiting.get(runId) ?? 0;
-        counts.pending -= counts.awaiting_review;
-      }
-      const review = reviewCounts.get(runId) ?? { reviewed: 0, awaiting: 0, approved: 0, rejected: 0 };
-      const { money } = emptyAccountSums();
-      for (const { kind, ...sums } of moneyByKind.iterate(runId)) money[kind] = sums;
-      return {
-        counts,
-        review: {
-          ...review,
-          // Pending tasks held by a result nobody decided on: the awaiting_review count itself.
-          waiting: counts.awaiting_review,
-          rerollsAsked: review.reviewed > 0 ? (rerollsAsked.get(runId) ?? 0) : 0,
-        },
-        estimates: estimatesOf(states),
-        money,
-        notOnDisk: notOnDiskOf(notOnDisk.all(runId)),
-        ids: {
-          inDoubt: firstIn.all(runId, 'in_doubt').map((r) => r.task_id),
-          awaiting: review.awaiting > 0 ? firstAwaiting.all(runId) : [],
-          unfinished: firstUnfinished(runId),
-        },
-      };
-    });
+    const account = db.prepare<{ runId: string }, AccountRow>(ACCOUNT_SQL);
+    this.#read = (runId) => {
+      const row = account.get({ runId });
+      if (row === undefined) throw new Error('the account statement gave no row');
+      return factsOf(row);
+    };
   }
 
-  /** Every fact of the run's account, read in one transaction. */
+  /** Every fact of the run's account, read in one statement. */
   accountFacts(runId: string): AccountFacts {
     return this.#read(runId);
   }
+}
+
+function factsOf(row: AccountRow): AccountFacts {
+  const counts = emptyTaskCounts();
+  const states: StateEstimate[] = rows(row.states).map(([state, n, tokens, min, max]) => {
+    const s = state as TaskState;
+    if (STORED_TASK_STATES.includes(s)) counts[s] = Number(n);
+    return { state: s, tokens: Number(tokens), min: Number(min), max: Number(max) };
+  });
+  if (counts.pending > 0) {
+    counts.awaiting_review = row.awaiting_review;
+    counts.pending -= counts.awaiting_review;
+  }
+  const [reviewed = 0, awaiting = 0, approved = 0, rejected = 0] = (JSON.parse(row.review) as number[]).map(
+    Number,
+  );
+  const { money } = emptyAccountSums();
+  for (const [kind, jobs, tasks, charged, refunded] of rows(row.money)) {
+    money[kind as MoneyKind] = {
+      jobs: Number(jobs),
+      tasks: Number(tasks),
+      charged: Number(charged),
+      refunded: Number(refunded),
+    };
+  }
+  return {
+    counts,
+    review: {
+      reviewed,
+      awaiting,
+      approved,
+      rejected,
+      // Pending tasks held by a result nobody decided on: the awaiting_review count itself.
+      waiting: counts.awaiting_review,
+      rerollsAsked: reviewed > 0 ? row.rerolls_asked : 0,
+    },
+    estimates: estimatesOf(states),
+    money,
+    notOnDisk: notOnDiskOf(
+      rows(row.not_on_disk).map(([state, tasks, net]) => ({
+        state: state as 'unfetched' | 'stalled' | 'lost',
+        tasks: Number(tasks),
+        // As SQL's asTokens divides the whole micro-tokens: the same double on both backends.
+        tokens: Number(net) / 1_000_000,
+      })),
+    ),
+    ids: {
+      inDoubt: firstIds(row.in_doubt),
+      awaiting: awaiting > 0 ? firstIds(row.awaiting) : [],
+      unfinished: firstIds(row.unfinished),
+    },
+  };
 }
 
 function notOnDiskOf(

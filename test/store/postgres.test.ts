@@ -15,6 +15,7 @@ const pg = await startPostgres();
 afterAll(() => pg.stop());
 useBackend(() => pg.freshDatabase());
 
+await import('./account-read.test.js');
 await import('./account-sums.test.js');
 await import('./answers.test.js');
 await import('./batch.test.js');

@@ -4,6 +4,7 @@
 // text (whitespace folded); a statement changed in its sub-store no longer matches, and the contract suite
 // on PostgreSQL then fails on it, so the two are changed together.
 
+import { ACCOUNT_SQL } from '../account-reads.js';
 import { REQUEST_TEXT_FIELDS, requestTextSql, TASK_PAGE_SQL } from '../report-reads.js';
 
 const fold = (sql: string): string => sql.replace(/\s+/g, ' ').trim();
@@ -158,6 +159,12 @@ const OVERRIDES = new Map<string, string>(
          FROM tasks WHERE tasks.run_id = r.run_id AND tasks.task_id = j.value LIMIT 1) AS t`,
     ],
     [TASK_PAGE_SQL, taskPage()],
+    // The account's one statement: SQLite's JSON lists in PostgreSQL's words (json_agg is NULL over no
+    // rows, which the statement's coalesce turns into '[]' as SQLite's json_group_array gives).
+    [
+      ACCOUNT_SQL,
+      ACCOUNT_SQL.replaceAll('json_group_array(', 'json_agg(').replaceAll('json_array(', 'json_build_array('),
+    ],
   ].map(([sqlite, pg]) => [fold(sqlite as string), pg as string]),
 );
 
