@@ -308,6 +308,92 @@ describe("a PostgreSQL transaction whose COMMIT is answered later (the runner's 
   });
 });
 
+describe('transactions whose COMMITs are answered later, one after another in one pipeline', () => {
+  const pgDb = () => dbs.postgres as unknown as PgDb;
+  const later = (body: () => void) =>
+    pgDb().transactionLater(() => dbs.postgres.transaction(body)()).committed;
+  /** The statements, with the server's check of a conditional write prepared (first uses never pipeline). */
+  const warm = () => {
+    const s = statements(dbs.postgres);
+    s.add.run('w', 0);
+    dbs.postgres.transaction(() => runExpectingChange(s.bump, { k: 'w', from: 0 }, refused))();
+    s.drop.run('w');
+    return s;
+  };
+
+  it('the next one is sent without waiting for the answer of the one before; both commit in order', async () => {
+    const s = warm();
+    const before = waits.n;
+    const first = later(() => {
+      s.add.run('a', 1);
+      s.add.run('b', 1);
+    });
+    const second = later(() => {
+      runExpectingChange(s.bump, { k: 'a', from: 1 }, refused);
+      s.add.run('c', 1);
+    });
+    // Each sent its statements and a Sync; neither waited for the server, nor read the first's answer.
+    expect(waits.n - before).toBe(2);
+    let firstTold = false;
+    void first.then(() => {
+      firstTold = true;
+    });
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(firstTold).toBe(false);
+    expect(await first).toBe(true);
+    expect(await second).toBe(true);
+    expect(s.all.all()).toEqual([
+      { k: 'a', v: 2 },
+      { k: 'b', v: 1 },
+      { k: 'c', v: 1 },
+    ]);
+  });
+
+  it('a read after them waits for both answers and sees both', async () => {
+    const s = warm();
+    const first = later(() => s.add.run('a', 1));
+    const second = later(() => s.add.run('b', 2));
+    expect(s.all.all()).toEqual([
+      { k: 'a', v: 1 },
+      { k: 'b', v: 2 },
+    ]);
+    expect([await first, await second]).toEqual([true, true]);
+  });
+
+  it('one that failed: it is told so, the one sent after it in its aborted block is told so too, nothing of either is kept', async () => {
+    const s = warm();
+    s.add.run('a', 0);
+    const first = later(() => {
+      s.add.run('b', 1);
+      runExpectingChange(s.bump, { k: 'a', from: 5 }, refused);
+    });
+    const second = later(() => s.add.run('c', 2));
+    expect(await first).toBe(false);
+    expect(await second).toBe(false);
+    expect(s.all.all()).toEqual([{ k: 'a', v: 0 }]);
+    // No transaction is left open: the next one commits.
+    expect(await later(() => s.add.run('d', 3))).toBe(true);
+    expect(s.all.all()).toHaveLength(2);
+  });
+
+  it('one that failed, then a transaction that reads: the read runs again with savepoints and answers as SQLite would', async () => {
+    const s = warm();
+    s.add.run('a', 0);
+    const first = later(() => runExpectingChange(s.bump, { k: 'a', from: 5 }, refused));
+    const read = dbs.postgres.transaction(() => {
+      s.add.run('b', 1);
+      return s.one.get('b');
+    })();
+    expect(read).toEqual({ k: 'b', v: 1 });
+    expect(await first).toBe(false);
+    expect(s.all.all()).toEqual([
+      { k: 'a', v: 0 },
+      { k: 'b', v: 1 },
+    ]);
+  });
+});
+
 describe("the store's group commit on PostgreSQL (batchLater)", () => {
   it('gives each write its outcome after the commit, a refused one in its slot, as batch() does', async () => {
     const { openStore } = await import('../../src/store/index.js');
