@@ -1,6 +1,5 @@
-// The runner's group commit (src/run/writes.ts) keeps one batch committing at a time: on PostgreSQL a
-// batch begun before the previous COMMIT was answered would wait for that answer with the event loop
-// stopped. The store here is a stand-in whose commits are answered when the test says, so the order of
+// The runner's group commit (src/run/writes.ts) keeps one batch committing at a time: the writes asked
+// for while a COMMIT is unanswered go together in the next batch, fewer and larger commits. The store here is a stand-in whose commits are answered when the test says, so the order of
 // batches is exact; the real stores' batches are held to their outcomes in test/store/batch.test.ts and
 // test/postgres/pipeline.test.ts.
 import { describe, expect, it } from 'vitest';
