@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type { Config } from '../config.js';
-import { DEFAULT_STATE_FILE, SANDBOX_STATE_FILE } from '../results/invocation.js';
+import { DEFAULT_STATE_FILE, SANDBOX_STATE_FILE, stateWithKnownPassword } from '../results/invocation.js';
 import type { SandboxCommandOptions } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
 import { sandboxJournalAnchor } from '../store/location.js';
@@ -63,10 +63,15 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
 
   // A fleet's workers take their state from the environment (a Secret): MEDIABATCH_STATE_URL stands for
   // --state when the flag is not given.
+  // A command mediabatch printed names the database without its password: typed where
+  // MEDIABATCH_STATE_URL holds the password of that same database, it takes the password from there.
   program.hook('preAction', () => {
     const url = io.env.MEDIABATCH_STATE_URL;
-    if (url !== undefined && url !== '' && program.getOptionValueSource('state') === 'default') {
+    if (url === undefined || url === '') return;
+    if (program.getOptionValueSource('state') === 'default') {
       program.setOptionValueWithSource('state', url, 'env');
+    } else {
+      program.setOptionValueWithSource('state', stateWithKnownPassword(globals().state, url), 'cli');
     }
   });
   const globals = () => program.opts<GlobalOptions>();

@@ -2,6 +2,7 @@
 // API-key fingerprint (and of the current key's quota). The ledger part works without credentials.
 
 import type { Config } from '../../config.js';
+import { stateInLine } from '../../results/invocation.js';
 import { keyFingerprint, periodOf } from '../../store/index.js';
 import { type QuotaStanding, quotaStanding } from '../../store/quota.js';
 import { roundTokens, tokensToUsd } from '../../util/money.js';
@@ -149,7 +150,7 @@ function balanceLines(v: BalanceView, where: string, statePath: string): string[
   }
   lines.push('');
   if (v.ledger.length === 0) {
-    lines.push(`Ledger: no charges recorded in ${statePath} yet.`);
+    lines.push(`Ledger: no charges recorded in ${stateInLine(statePath)} yet.`);
     return lines;
   }
   lines.push('Ledger (charges and refunds recorded by mediabatch, per month and API key):');

@@ -5,7 +5,7 @@ import { basename } from 'node:path';
 import type { Config } from '../../config.js';
 import { resultsRunId } from '../../plan/shard.js';
 import { copyReportFile, reportFiles, writeReport } from '../../report/index.js';
-import { newRunCommandLine } from '../../results/invocation.js';
+import { newRunCommandLine, stateInLine } from '../../results/invocation.js';
 import { isBucketLocation, resolveOutput } from '../../results/output.js';
 import { writeBucketReport } from '../../run/lifecycle.js';
 import { checkRunFolder } from '../../run/marker.js';
@@ -34,7 +34,7 @@ export async function reportCommand(
     if (id === undefined) {
       throw new ExitError(
         EXIT.invalid,
-        `no runs yet in ${ctx.statePath}: start one with \`${newRunCommandLine(readerOf(ctx))}\`, then report on it`,
+        `no runs yet in ${stateInLine(ctx.statePath)}: start one with \`${newRunCommandLine(readerOf(ctx))}\`, then report on it`,
       );
     }
     const run = store?.runs.getRun(id);

@@ -3,7 +3,7 @@
 
 import { describeRun, invocationCommand } from '../../account/index.js';
 import { plural } from '../../report/format.js';
-import { newRunCommandLine, scheduleCommandLine } from '../../results/invocation.js';
+import { newRunCommandLine, scheduleCommandLine, stateInLine } from '../../results/invocation.js';
 import { shownRunState } from '../../run/lease.js';
 import { readRunStatus } from '../../run/run-status.js';
 import { scheduledManifests } from '../../schedule/status.js';
@@ -84,7 +84,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
   }
   if (runs.length === 0) {
     io.stdout.write(
-      `No runs yet in ${ctx.statePath}: start one with \`${newRunCommandLine(readerOf(ctx))}\`.\n`,
+      `No runs yet in ${stateInLine(ctx.statePath)}: start one with \`${newRunCommandLine(readerOf(ctx))}\`.\n`,
     );
     return EXIT.ok;
   }
