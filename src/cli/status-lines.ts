@@ -17,6 +17,7 @@ import {
 } from '../store/index.js';
 import { roundTokens, tokensToUsd } from '../util/money.js';
 import { countOf, fmtCount } from '../util/numbers.js';
+import { workerJson as shownWorker } from '../view/workers.js';
 import { displayPath, fmtTokens, fmtTokensAsUsd, table } from './format.js';
 
 export const LABEL: Record<TaskState, string> = {
@@ -100,7 +101,7 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: R
   const { run, counts, spent } = s;
   const lines = [
     `Run ${run.id} (${displayPath(cwd, run.manifestPath)})`,
-    `  State: ${run.state}${run.exitCode === null ? '' : ` (exit ${run.exitCode})`} · started ${shortTime(run.startedAt ?? run.createdAt)}${run.finishedAt ? ` · ended ${shortTime(run.finishedAt)}` : ''}`,
+    `  State: ${run.state}${run.exitCode === null ? '' : ` (exit ${run.exitCode})`} · started ${shortTime(firstStart(run))}${run.finishedAt ? ` · ended ${shortTime(run.finishedAt)}` : ''}`,
     ...stoppedLine(s.account),
     `  Tasks: ${fmtCount(s.account.tasks)} (${
       TASK_STATES.filter((st) => counts[st] > 0)
@@ -240,7 +241,9 @@ export function runJson(
     state: run.state,
     exit_code: run.exitCode,
     created_at: run.createdAt.toISOString(),
-    started_at: run.startedAt?.toISOString() ?? null,
+    // The first start, as the report and the view say; the last (a resume, a joining worker) beside it.
+    started_at: (run.firstStartedAt ?? run.startedAt)?.toISOString() ?? null,
+    last_started_at: run.startedAt?.toISOString() ?? null,
     finished_at: run.finishedAt?.toISOString() ?? null,
     tasks: total(counts),
     by_state: counts,
@@ -277,7 +280,7 @@ export function workerLines(workers: readonly WorkerRecord[], now: Date): string
       w.workerId,
       w.host,
       shortTime(w.startedAt),
-      String(w.inFlight),
+      String(shownWorker(w).in_flight),
       String(w.submitted),
       `${Math.max(0, Math.round((now.getTime() - w.heartbeatAt.getTime()) / 1000))} s ago`,
       w.lost ? 'lost' : w.stoppedAt !== undefined ? `left ${shortTime(w.stoppedAt)}` : 'working',
@@ -297,10 +300,16 @@ export function workerJson(w: WorkerRecord): Record<string, unknown> {
     started_at: w.startedAt.toISOString(),
     heartbeat_at: w.heartbeatAt.toISOString(),
     stopped_at: w.stoppedAt?.toISOString() ?? null,
-    in_flight: w.inFlight,
+    state: shownWorker(w).state,
+    in_flight: shownWorker(w).in_flight,
     submitted: w.submitted,
     lost: w.lost,
   };
+}
+
+/** When the run first started (a resume moves its last start only), or was made if it never started. */
+export function firstStart(run: Pick<RunRecord, 'firstStartedAt' | 'startedAt' | 'createdAt'>): Date {
+  return run.firstStartedAt ?? run.startedAt ?? run.createdAt;
 }
 
 export function shortTime(date: Date): string {

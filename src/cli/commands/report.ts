@@ -7,6 +7,7 @@ import { resultsRunId } from '../../plan/shard.js';
 import { copyReportFile, reportFiles, writeReport } from '../../report/index.js';
 import { newRunCommandLine, stateInLine } from '../../results/invocation.js';
 import { isBucketLocation, resolveOutput } from '../../results/output.js';
+import { shownRunState } from '../../run/lease.js';
 import { writeBucketReport } from '../../run/lifecycle.js';
 import { checkRunFolder } from '../../run/marker.js';
 import { createStorage, joinKey } from '../../storage/index.js';
@@ -48,6 +49,7 @@ export async function reportCommand(
         now: io.now(),
         ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
         reader: readerOf(ctx),
+        shownState: (r) => shownRunState(store, r, io.now()),
       });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
@@ -91,6 +93,7 @@ async function bucketReport(
       now: io.now(),
       ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
       reader: readerOf(ctx),
+      shownState: (r) => shownRunState(store, r, io.now()),
     },
     (files) => copyReportFile(opts.json ? files.json : files.markdown, io.stdout),
   );

@@ -22,6 +22,7 @@ import {
 import { askedRun, type ShardFlags } from '../shard.js';
 import {
   describeCounts,
+  firstStart,
   notOnDisk,
   runJson,
   runStatusJson,
@@ -93,7 +94,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
     ...runs.map(({ run, counts, spent, stopped }) => [
       run.id,
       displayPath(io.cwd, run.manifestPath),
-      shortTime(run.startedAt ?? run.createdAt),
+      shortTime(firstStart(run)),
       stopped === undefined ? run.state : `${run.state} (${stopped.reason})`,
       `${plural(total(counts), 'task')}: ${describeCounts(counts)}`,
       fmtTokens(roundTokens(spent.net)),
