@@ -370,7 +370,9 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
 
   program
     .command('view')
-    .description('serve a live page of the runs (progress, spend, failures, results) until Ctrl-C; read-only')
+    .description(
+      'serve a live page of the runs (progress, spend, failures, results, workers) until Ctrl-C; it writes only the review decisions made on it',
+    )
     .argument('[run]', 'run id the printed address opens (default: the list of runs)')
     .addOption(sandboxOption('view'))
     .option(
