@@ -61,7 +61,8 @@ export interface FailureGroup {
 export interface ChainRow {
   task: string;
   state: string;
-  after: Array<{ task: string; state: string | null }>;
+  /** `name`: the link's name in the manifest's `after` ('' for a single upstream); `review`: where a reviewed upstream's result stands. */
+  after: Array<{ name: string; task: string; state: string | null; review?: string }>;
 }
 
 export interface SpendSeries {

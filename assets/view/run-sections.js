@@ -177,10 +177,12 @@ export function chains(run, d) {
       d.chains.map((c) => [
         h('a', { href: taskHref(run, c.task) }, c.task),
         stateLabel(c.state),
+        // As `status` says it: `still: hero-mug (done, awaiting review)`.
         c.after.map((u, i) => [
           i > 0 ? ', ' : '',
+          u.name === '' ? '' : `${u.name}: `,
           h('a', { href: taskHref(run, u.task) }, u.task),
-          ` (${u.state === null ? 'not in the run' : stateLabel(u.state)})`,
+          ` (${u.state === null ? 'not in the run' : stateLabel(u.state)}${u.review === undefined ? '' : `, ${u.review}`})`,
         ]),
       ]),
     ),

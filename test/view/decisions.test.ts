@@ -90,6 +90,24 @@ afterAll(async () => {
   await env?.close();
 });
 
+describe('the chains that wait, on the page as in status', () => {
+  it("names each upstream's link and where its reviewed result stands, as `status <run> --json` does", async () => {
+    const detail = await getJson('/api/runs/batch');
+    const status = JSON.parse((await env.run(['status', 'batch', '--json'])).stdout) as {
+      chains: Array<{ task: string; state: string; after: unknown[] }>;
+    };
+    const chains = detail.json['chains'] as Array<{ task: string; after: unknown[] }>;
+    // Each clip waits for a person, not a job: its still is done and awaits review.
+    expect(chains.map((c) => c.after)).toEqual(
+      ['1', '2', '3', '4'].map((i) => [
+        { name: '', task: `still-mug-${i}`, state: 'done', review: 'awaiting review' },
+      ]),
+    );
+    const waiting = new Set(chains.map((c) => c.task));
+    expect(chains).toEqual(status.chains.filter((c) => waiting.has(c.task)));
+  });
+});
+
 describe('the view lists what awaits review', () => {
   it('filters cards by review=awaiting, each with its version, and matches `review <run> --json`', async () => {
     const list = await getJson('/api/runs/batch/tasks?review=awaiting&order=id');
