@@ -2,7 +2,7 @@
 
 import type { RunAccount } from '../account/index.js';
 import { commandLine, type RunInvocation } from '../results/invocation.js';
-import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
+import { inDoubtAdvice, tasksToContinue, unfinishedAdvice } from '../run/advice.js';
 import type { ChainLine, RunStatus } from '../run/run-status.js';
 import { PROBLEM_STATES, STATUS_PROBLEM_LIMIT } from '../run/run-status.js';
 import {
@@ -176,10 +176,7 @@ function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, inv:
     out.push([inDoubtAdvice(counts.in_doubt, inv)]);
   }
   // Tasks held by a review go on after it: the Review line says so, with its command.
-  const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st) && st !== 'awaiting_review').reduce(
-    (n, st) => n + counts[st],
-    0,
-  );
+  const unfinished = tasksToContinue(counts);
   if (unfinished > 0 && run.state !== 'running') {
     out.push([unfinishedAdvice(unfinished, inv)]);
   }

@@ -4,9 +4,9 @@
 // large run is never read over and over while it changes.
 
 import { describeRun, invocationCommand, type RunAccount } from '../account/index.js';
-import { invocationOf } from '../results/invocation.js';
+import { invocationOf, type RunInvocation } from '../results/invocation.js';
 import { runLocation } from '../results/output.js';
-import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
+import { inDoubtAdvice, tasksToContinue, unfinishedAdvice } from '../run/advice.js';
 import { shownRunState } from '../run/lease.js';
 import { upstreamLine } from '../run/run-status.js';
 import {
@@ -178,7 +178,7 @@ export class ViewData {
       },
       unfinished: {
         tasks: unfinished,
-        advice: unfinished > 0 && head['state'] !== 'running' ? unfinishedAdvice(unfinished, inv) : null,
+        advice: this.#continueAdvice(counts, head['state'], inv),
       },
       paid_not_on_disk: Object.fromEntries(
         NOT_ON_DISK.map((s) => [s, { tasks: paid[s].tasks, tokens: roundTokens(paid[s].tokens) }]),
@@ -199,6 +199,12 @@ export class ViewData {
         unfinished,
       },
     };
+  }
+
+  /** `status`'s line for the tasks `run` continues, when the run is not going. */
+  #continueAdvice(counts: Record<TaskState, number>, state: unknown, inv: RunInvocation): string | null {
+    const goesOn = tasksToContinue(counts);
+    return goesOn > 0 && state !== 'running' ? unfinishedAdvice(goesOn, inv) : null;
   }
 
   /**

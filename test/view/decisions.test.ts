@@ -106,6 +106,17 @@ describe('the chains that wait, on the page as in status', () => {
     const waiting = new Set(chains.map((c) => c.task));
     expect(chains).toEqual(status.chains.filter((c) => waiting.has(c.task)));
   });
+
+  it('says what status says the run needs: the review, not a `run` that would send nothing', async () => {
+    const unfinished = (await getJson('/api/runs/batch')).json['unfinished'] as {
+      tasks: number;
+      advice: unknown;
+    };
+    const status = await env.run(['status', 'batch']);
+    expect(status.stdout).toContain('4 awaiting a decision (4 tasks wait for them)');
+    expect(status.stdout).not.toContain('unfinished:');
+    expect(unfinished).toEqual({ tasks: 4, advice: null });
+  });
 });
 
 describe('the view lists what awaits review', () => {
