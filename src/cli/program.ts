@@ -75,10 +75,13 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     }
   });
   const globals = () => program.opts<GlobalOptions>();
-  /** The state file: the sandbox's own for sandbox runs, unless --state was given. */
+  /**
+   * The state file: the sandbox's own for sandbox runs, unless --state was given (MEDIABATCH_STATE_URL
+   * names the real runs' state, a fleet's database: sandbox runs never go there unless asked by --state).
+   */
   const stateFor = (sandbox: boolean | undefined): string => {
     const path =
-      sandbox && program.getOptionValueSource('state') === 'default' ? SANDBOX_STATE_FILE : globals().state;
+      sandbox && program.getOptionValueSource('state') !== 'cli' ? SANDBOX_STATE_FILE : globals().state;
     stateInUse.set(program, path);
     return path;
   };
