@@ -8,6 +8,7 @@ import { readSoon, runExpectingChange } from '../../src/store/db.js';
 import { PgDb } from '../../src/store/pg/db.js';
 import { onLibpqCalls, waits as waitsForServer } from '../helpers/libpq-calls.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
+import { spawnTcpProxy } from '../helpers/tcp-proxy.js';
 
 vi.setConfig({ testTimeout: 60_000 });
 
@@ -359,6 +360,26 @@ describe('transactions whose COMMITs are answered later, one after another in on
       { k: 'b', v: 2 },
     ]);
     expect([await first, await second]).toEqual([true, true]);
+  });
+
+  it('the connection lost after a COMMIT was answered and before its Sync: each caller is told it went away', async () => {
+    const proxy = await spawnTcpProxy({ port: Number(new URL(pg.url('postgres')).port) });
+    const db = new PgDb(proxy.through(pg.freshDatabase())) as unknown as Db;
+    try {
+      db.exec('CREATE TABLE t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)');
+      const s = statements(db);
+      const pgDb = db as unknown as PgDb;
+      // The server's CommandComplete for COMMIT ('C', length 11, "COMMIT\0"): its ReadyForQuery never comes.
+      await proxy.cutAfter(Buffer.from('430000000b434f4d4d495400', 'hex'));
+      const first = pgDb.transactionLater(() => db.transaction(() => s.add.run('a', 1))()).committed;
+      const second = pgDb.transactionLater(() => db.transaction(() => s.add.run('b', 2))()).committed;
+      const gone = /^the PostgreSQL state at postgres:\/\/\S+ went away: /;
+      await expect(first).rejects.toThrow(gone);
+      await expect(second).rejects.toThrow(gone);
+    } finally {
+      db.close();
+      await proxy.close();
+    }
   });
 
   it('one that failed: it is told so, the one sent after it in its aborted block is told so too, nothing of either is kept', async () => {

@@ -871,15 +871,19 @@ export class PgDb {
    * whether it committed: whatever failed before it (a conflict, a refused write) undid all of it.
    */
   #readNext(pq: Libpq): Piped {
-    const entry = this.#queue.shift() as Piped;
+    const entry = this.#queue[0] as Piped;
     if (entry.sync !== true) {
+      this.#queue.shift();
       // Read even after a failure (its result says it was skipped); the first failure is kept.
       const refused = this.#pipedResult(pq, entry);
       this.#segmentFailure ??= refused;
       this.#laterFailed = false;
       return entry;
     }
+    // Taken off the queue only once its answer came: a connection lost here tells its caller (#throwIfGone
+    // tells every caller still queued), who would otherwise wait for ever.
     if (!pq.getResult() || pq.resultStatus() !== 'PGRES_PIPELINE_SYNC') this.#lostInPipeline(pq);
+    this.#queue.shift();
     if (entry.settle !== undefined) {
       const failed = this.#segmentFailure !== undefined;
       this.#segmentFailure = undefined;
