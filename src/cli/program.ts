@@ -42,10 +42,11 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       'Run batches of paid media-generation tasks from YAML manifests: priced first, never charged twice.',
     )
     .version('0.1.0')
-    .option(
-      '--state <file>',
-      'state database: a SQLite file, or postgres://… (default: MEDIABATCH_STATE_URL, else state/mediabatch.db)',
-      DEFAULT_STATE_FILE,
+    .addOption(
+      new Option('--state <file>', 'state database: a SQLite file, or postgres://…').default(
+        DEFAULT_STATE_FILE,
+        'MEDIABATCH_STATE_URL, else state/mediabatch.db',
+      ),
     )
     .option('--base-url <url>', 'API base URL (default: MEDIABATCH_BASE_URL or base_url in the config file)')
     .option('--log-level <level>', 'log level: fatal, error, warn, info, debug, trace', 'info')
