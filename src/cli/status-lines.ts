@@ -1,6 +1,7 @@
 // The lines and JSON of `mediabatch status`: one run's screen, and what the list of runs shows of each.
 
 import type { RunAccount } from '../account/index.js';
+import { fmtSeconds } from '../report/format.js';
 import { commandLine, type RunInvocation } from '../results/invocation.js';
 import { inDoubtAdvice, tasksToContinue, unfinishedAdvice } from '../run/advice.js';
 import type { ChainLine, RunStatus } from '../run/run-status.js';
@@ -279,7 +280,8 @@ export function workerLines(workers: readonly WorkerRecord[], now: Date): string
       shortTime(w.startedAt),
       String(shownWorker(w).in_flight),
       String(w.submitted),
-      `${Math.max(0, Math.round((now.getTime() - w.heartbeatAt.getTime()) / 1000))} s ago`,
+      // As the view's panel says it: `33 min 50 s ago`.
+      `${fmtSeconds(Math.max(0, Math.round((now.getTime() - w.heartbeatAt.getTime()) / 1000)))} ago`,
       w.lost ? 'lost' : w.stoppedAt !== undefined ? `left ${shortTime(w.stoppedAt)}` : 'working',
     ]),
   ];
