@@ -9,6 +9,8 @@ export type Counts = Record<TaskState, number>;
 export interface Lists {
   v: number;
   task_states: TaskState[];
+  /** Each state in a person's words, as `status` says it. */
+  state_labels: Record<TaskState, string>;
   review_statuses: string[];
   orders: string[];
 }

@@ -156,7 +156,9 @@ export function advice(d) {
   if (d.unfinished.advice) parts.push(h('p.advice', {}, d.unfinished.advice));
   const paid = Object.entries(d.paid_not_on_disk).filter(([, v]) => v.tasks > 0);
   if (paid.length > 0) {
-    const list = paid.map(([s, v]) => `${count(v.tasks)} ${stateLabel(s)} (${tokens(v.tokens)} tokens)`);
+    const list = paid.map(
+      ([s, v]) => `${count(v.tasks)} ${s.replaceAll('_', ' ')} (${tokens(v.tokens)} tokens)`,
+    );
     parts.push(h('p.advice', {}, `Paid, not on disk: ${list.join(', ')}.`));
   }
   return h('section', { id: 'in-doubt' }, parts.length === 0 ? null : h('h2', {}, 'Needs you'), parts);

@@ -18,26 +18,12 @@ import {
 } from '../store/index.js';
 import { roundTokens, tokensToUsd } from '../util/money.js';
 import { countOf, fmtCount } from '../util/numbers.js';
+import { STATE_LABELS } from '../view/labels.js';
 import { workerJson as shownWorker } from '../view/workers.js';
 import { displayPath, fmtTokens, fmtTokensAsUsd, table } from './format.js';
 
-export const LABEL: Record<TaskState, string> = {
-  pending: 'pending',
-  awaiting_review: 'awaiting review (of an upstream)',
-  submitting: 'submitting',
-  in_doubt: 'in doubt',
-  submitted: 'submitted',
-  running: 'running',
-  stalled: 'stalled',
-  downloading: 'downloading',
-  unfetched: 'unfetched (paid, not on disk)',
-  done: 'done',
-  failed: 'failed',
-  rejected: 'rejected',
-  blocked: 'blocked',
-  lost: 'lost (paid, result gone)',
-  skipped: 'skipped (upstream rejected)',
-};
+/** Each task state in a person's words, as every surface says it (the view's page reads the same list). */
+export const LABEL = STATE_LABELS;
 
 export function describeCounts(c: Record<TaskState, number>): string {
   const parts = [`${c.done} done`];
