@@ -16,7 +16,7 @@ import { shownRunState } from '../../run/lease.js';
 import type { Store } from '../../store/index.js';
 import { countOf } from '../../util/numbers.js';
 import { EXIT, ExitError } from '../errors.js';
-import { displayPath } from '../format.js';
+import { displayPath, table } from '../format.js';
 import { openExistingStore, type ReadContext, runInvocation, unknownRunError } from '../read.js';
 
 export interface ReviewFlags {
@@ -82,13 +82,20 @@ function list(store: Store, inv: RunInvocation, flags: ReviewFlags, ctx: ReadCon
   io.stdout.write(
     `Run ${runId}: ${countOf(awaiting.length, 'result')} ${awaiting.length === 1 ? 'awaits' : 'await'} review:\n`,
   );
-  for (const a of awaiting) {
+  // One row a result, in columns as status's tables are.
+  const rows = awaiting.map((a) => {
     const files = a.files.map((f) => displayPath(io.cwd, f)).join(', ') || 'no files';
     const next = a.downstreams.length > 0 ? `; then ${a.downstreams.join(', ')}` : '';
-    io.stdout.write(
-      `  ${a.taskId}  ${a.model}  attempt ${a.attempt}  version ${a.version}  ${files}  (re-roll up to ${a.rerollPrice} tokens${next})\n`,
-    );
-  }
+    return [
+      `  ${a.taskId}`,
+      a.model,
+      `attempt ${a.attempt}`,
+      `version ${a.version}`,
+      files,
+      `(re-roll up to ${a.rerollPrice} tokens${next})`,
+    ];
+  });
+  io.stdout.write(`${table(rows)}\n`);
   // A command that works as printed: the first results listed, to approve; the same ids (or others,
   // or globs) go to --reject or --reroll, and --note keeps a note with the decision.
   const example = awaiting.slice(0, DECIDE_EXAMPLE_IDS).map((a) => a.taskId);
