@@ -63,9 +63,8 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     });
 
   // A fleet's workers take their state from the environment (a Secret): MEDIABATCH_STATE_URL stands for
-  // --state when the flag is not given.
-  // A command mediabatch printed names the database without its password: typed where
-  // MEDIABATCH_STATE_URL holds the password of that same database, it takes the password from there.
+  // --state when the flag is not given. A command mediabatch printed names the database without its
+  // password: typed where MEDIABATCH_STATE_URL holds the password of that same database, it takes it there.
   program.hook('preAction', () => {
     const url = io.env.MEDIABATCH_STATE_URL;
     if (url === undefined || url === '') return;
