@@ -7,6 +7,7 @@ import type { PlanResult } from '../plan/build.js';
 import type { PlannedTask, PlanTotals } from '../plan/plan.js';
 import type { Verdict } from '../run/left-to-pay.js';
 import { TASK_STATES, type TaskState } from '../store/index.js';
+import { STATE_LABELS } from '../view/labels.js';
 import { fmtRange, fmtTokens, fmtUsdRange, table, tableLines } from './format.js';
 import type { CliIO } from './io.js';
 import { LOCAL_FILES_NOTE, plural } from './load.js';
@@ -40,7 +41,7 @@ export function writeLines(io: CliIO, lines: Iterable<string>): void {
 }
 
 function describeCounts(counts: Record<TaskState, number>): string {
-  const parts = TASK_STATES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${s.replace('_', ' ')}`);
+  const parts = TASK_STATES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${STATE_LABELS[s]}`);
   return parts.length > 0 ? parts.join(', ') : 'no tasks yet';
 }
 
@@ -109,7 +110,8 @@ export function* planText(
   deps: { measure?: unknown },
 ): Generator<string> {
   const { manifest, tasks, totals } = plan;
-  yield `Plan for run ${manifest.settings.runId} (${file}): ${plural(totals.tasks, 'task')}`;
+  // The run `run` would drive: an unfinished older run of the manifest, which it resumes, is that run.
+  yield `Plan for run ${verdict.existing?.id ?? manifest.settings.runId} (${file}): ${plural(totals.tasks, 'task')}`;
   yield '';
   // Two passes over the tasks (widths, then lines), each expanding a streamed plan again.
   yield* tableLines(

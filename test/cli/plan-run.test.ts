@@ -39,6 +39,21 @@ describe('plan of a manifest whose run exists', () => {
     expect(out).toContain('Balance: 15 tokens; 5 left after the run at most.');
   });
 
+  it('names the run `run` would resume: an unfinished run started with --run-id, in its own words', async () => {
+    const file = await env.manifest({ name: 'clips', budget: 60, tasks: clips(2) });
+    const older = await env.run(['run', file, '--yes', '--run-id', 'clips-older', '--limit', '1']);
+    expect(older.code).toBe(4);
+    const r = await env.run(['plan', file]);
+    const out = lines(r.stdout);
+    expect(out[0]).toBe('Plan for run clips-older (batch.yaml): 2 tasks');
+    expect(out).toContain(
+      'Run clips-older exists (interrupted): 1 pending, 1 done; 10 tokens charged so far.',
+    );
+    // What the plan names is what a run goes on with (here refused by the balance the plan warned of).
+    const resumed = await env.run(['run', file, '--yes']);
+    expect(resumed.stdout).toMatch(/^Resuming run clips-older /m);
+  });
+
   it('carries the run, the rest and fits in --json', async () => {
     const file = await env.manifest({ name: 'clips', budget: 60, tasks: clips(4) });
     const r = await env.run(['plan', file, '--json']);
