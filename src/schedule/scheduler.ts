@@ -327,12 +327,20 @@ export class Scheduler {
       { manifest: path, fire_at: at, claimed_by: claim.holder },
       `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was claimed by ${claim.holder}, which ${gone ? 'is gone' : 'let its claim expire'} without making its run: taking it`,
     );
-    this.#fireClaimed(entry, { at, late: now.getTime() - at.getTime() > this.#graceMs, before: undefined });
+    const late = now.getTime() - at.getTime() > this.#graceMs;
+    this.#fireClaimed(entry, { at, late, before: undefined }, claim.holder);
     return true;
   }
 
-  /** A slot this scheduler owns: fired, or skipped with the reason (the claim settled then). */
-  #fireClaimed(entry: Entry, slot: { at: Date; late: boolean; before: Date | null | undefined }): void {
+  /**
+   * A slot this scheduler owns: fired, or skipped with the reason (the claim settled then). `from`: the
+   * holder of a claim taken over, whose schedule lease is as stale as its claim.
+   */
+  #fireClaimed(
+    entry: Entry,
+    slot: { at: Date; late: boolean; before: Date | null | undefined },
+    from?: string,
+  ): void {
     const { store, holder } = this.#deps;
     const { at } = slot;
     const path = entry.m.path;
@@ -342,7 +350,12 @@ export class Scheduler {
       return;
     }
     const leaseName = scheduleLeaseName(path);
-    const lease = store.leases.acquireLease(leaseName, holder, this.#leaseTtlMs);
+    let lease = store.leases.acquireLease(leaseName, holder, this.#leaseTtlMs);
+    if (!lease.acquired && (lease.holder === from || holderIsDead(lease.holder))) {
+      // kill -9 left the lease behind with the claim: the slot must not wait for it to expire.
+      store.leases.releaseLease(leaseName, lease.holder);
+      lease = store.leases.acquireLease(leaseName, holder, this.#leaseTtlMs);
+    }
     if (!lease.acquired) {
       this.#skip(entry, at, `another mediabatch schedule (${lease.holder}) is running this manifest`);
       return;
