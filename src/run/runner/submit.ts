@@ -189,7 +189,14 @@ export class Submitter {
     const { fleet, runId } = core.opts;
     if (!fleet || core.stopSubmitting.signal.aborted) return false;
     if (core.sweepOthers?.() === true) return true;
-    if (core.deps.store.claims.heldByOthers(runId, fleet.workerId) === 0) return false;
+    const { claims } = core.deps.store;
+    if (claims.heldByOthers(runId, fleet.workerId) === 0) {
+      // A task another worker gave back after this worker's last claim and before that count is held by
+      // nobody now: claimed once more before leaving, or this worker would leave it unseen (and its stop
+      // line would count fewer tasks than the run leaves pending).
+      if (this.#nextBatch().length > 0) return true;
+      if (claims.heldByOthers(runId, fleet.workerId) === 0) return false;
+    }
     await core.sleep(fleet.idlePollMs, core.stopSubmitting.signal);
     return true;
   }
