@@ -638,7 +638,7 @@ describe('chains: every reference kind, and upstreams that come back', () => {
     expect(env.state().balance).toBe(balance - 3);
     expect(result.code).toBe(4);
     expect(result.stderr).toContain(
-      '1 task(s) did not fit under the budget of 9.5 tokens (6.5 left; they need up to 8)',
+      '1 task(s) did not fit under the budget of 9.5 tokens (6.5 tokens left; they need up to 8 tokens)',
     );
   });
 });

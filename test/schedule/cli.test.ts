@@ -133,7 +133,7 @@ describe('mediabatch schedule against the sandbox', () => {
     expect(sandbox.state().jobs).toHaveLength(2);
     expect(1000 - sandbox.state().balance).toBeCloseTo(0.4, 6);
     expect(s.stdout()).toMatch(
-      /3 task\(s\) did not fit under budget_per_period of 0\.5 tokens in \d{4}-\d\d \(0\.1 left; they need up to 0\.6\)/,
+      /3 task\(s\) did not fit under budget_per_period of 0\.5 tokens in \d{4}-\d\d \(0\.1 tokens left; they need up to 0\.6 tokens\)/,
     );
     s.io.signals.emit('SIGTERM');
     expect(await s.done).toBe(0);

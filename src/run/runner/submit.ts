@@ -8,7 +8,7 @@ import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
 import { OverBudgetError } from '../../money/index.js';
 import { finishEarlierResult } from '../../review/index.js';
 import type { TaskRecord } from '../../store/index.js';
-import { fromMicro, toMicro } from '../../util/money.js';
+import { fromMicro, tokensOf, toMicro } from '../../util/money.js';
 import type { RunCore } from './core.js';
 import { type OutcomeParts, recordOutcome } from './outcomes.js';
 import { type Prepared, prepareChained } from './upstream.js';
@@ -148,10 +148,11 @@ export class Submitter {
       name: `the budget of ${core.opts.budget} tokens`,
       setting: 'budget',
       leftMicro: 0,
+      room: 'nothing left',
     };
     core.requestStop(
       limit.setting === 'budget_per_period' ? 'period-budget' : 'budget',
-      `${this.#overBudget.length} task(s) did not fit under ${limit.name} (${fromMicro(limit.leftMicro)} left; they need up to ${fromMicro(need)}): raise ${limit.setting} and run again to continue`,
+      `${this.#overBudget.length} task(s) did not fit under ${limit.name} (${limit.room}; they need up to ${tokensOf(fromMicro(need))}): raise ${limit.setting} and run again to continue`,
     );
   }
 

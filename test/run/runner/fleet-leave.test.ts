@@ -33,7 +33,7 @@ describe('a fleet worker leaving a run over its budget', () => {
     expect(s.api.submitted).toEqual([]);
     expect(result.stopReason).toBe('budget');
     expect(result.stopMessage).toBe(
-      '3 task(s) did not fit under the budget of 0.1 tokens (0.1 left; they need up to 0.6): raise budget and run again to continue',
+      '3 task(s) did not fit under the budget of 0.1 tokens (0.1 tokens left; they need up to 0.6 tokens): raise budget and run again to continue',
     );
     expect(['a', 'b', 'c'].map((id) => stateOf(s.store, id))).toEqual(['pending', 'pending', 'pending']);
     // Nobody holds them: a later run with a bigger budget takes them.
