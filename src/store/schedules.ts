@@ -38,9 +38,8 @@ export class ScheduleStore {
   readonly #claimFiring;
   readonly #setNextFire;
   readonly #unclaimFiring;
-  readonly #takeOverFiring;
-  readonly #renewClaim;
-  readonly #settleClaim;
+  /** What happens to a claim after it is made: taken over, renewed, settled. */
+  readonly #claims;
   readonly #selectSchedule;
   readonly #selectSchedules;
 
@@ -79,34 +78,7 @@ export class ScheduleStore {
          claim_holder = excluded.claim_holder, claim_expires_at = excluded.claim_expires_at
        WHERE schedules.last_fired_at IS NULL OR schedules.last_fired_at < excluded.last_fired_at`,
     );
-    // As the claim: one statement decides, so of any number of schedulers that find the claim outlived
-    // its holder exactly one takes it.
-    this.#takeOverFiring = db.prepare<{
-      manifestPath: string;
-      firedAt: string;
-      from: string;
-      expiredBy: string;
-      holder: string;
-      expiresAt: string;
-      now: string;
-    }>(
-      `UPDATE schedules SET claim_holder = :holder, claim_expires_at = :expiresAt, updated_at = :now
-       WHERE manifest_path = :manifestPath AND last_fired_at = :firedAt AND claim_holder = :from
-         AND claim_expires_at <= :expiredBy`,
-    );
-    this.#renewClaim = db.prepare<{
-      manifestPath: string;
-      firedAt: string;
-      holder: string;
-      expiresAt: string;
-    }>(
-      `UPDATE schedules SET claim_expires_at = :expiresAt
-       WHERE manifest_path = :manifestPath AND last_fired_at = :firedAt AND claim_holder = :holder`,
-    );
-    this.#settleClaim = db.prepare<{ manifestPath: string; firedAt: string; holder: string; now: string }>(
-      `UPDATE schedules SET claim_holder = NULL, claim_expires_at = NULL, updated_at = :now
-       WHERE manifest_path = :manifestPath AND last_fired_at = :firedAt AND claim_holder = :holder`,
-    );
+    this.#claims = prepareClaimMoves(db);
     // Only the claim this scheduler made: a row another one moved on since is left alone.
     this.#unclaimFiring = db.prepare<{
       manifestPath: string;
@@ -174,7 +146,7 @@ export class ScheduleStore {
   ): boolean {
     const now = this.#now();
     return (
-      this.#takeOverFiring.run({
+      this.#claims.takeOver.run({
         manifestPath,
         firedAt: toIso(firing.firedAt),
         from: firing.from,
@@ -189,7 +161,7 @@ export class ScheduleStore {
   /** The holder's heartbeat while the firing's run is not made: false when the claim is no longer its own. */
   renewClaim(manifestPath: string, firing: { firedAt: Date; holder: string; ttlMs: number }): boolean {
     return (
-      this.#renewClaim.run({
+      this.#claims.renew.run({
         manifestPath,
         firedAt: toIso(firing.firedAt),
         holder: firing.holder,
@@ -200,7 +172,7 @@ export class ScheduleStore {
 
   /** The holder stopped before making the firing's run: its claim lapses now, for another scheduler to take. */
   expireClaim(manifestPath: string, firing: { firedAt: Date; holder: string }): void {
-    this.#renewClaim.run({
+    this.#claims.renew.run({
       manifestPath,
       firedAt: toIso(firing.firedAt),
       holder: firing.holder,
@@ -210,7 +182,7 @@ export class ScheduleStore {
 
   /** The firing was handled without a run (skipped, refused, failed): nobody is to take it over. */
   settleClaim(manifestPath: string, firing: { firedAt: Date; holder: string }): void {
-    this.#settleClaim.run({
+    this.#claims.settle.run({
       manifestPath,
       firedAt: toIso(firing.firedAt),
       holder: firing.holder,
@@ -249,4 +221,38 @@ export class ScheduleStore {
   listSchedules(): ScheduleRecord[] {
     return this.#selectSchedules.all().map(toSchedule);
   }
+}
+
+/** The statements that move a claim after it is made (ScheduleStore#claims). */
+function prepareClaimMoves(db: Db) {
+  return {
+    // As the claim: one statement decides, so of any number of schedulers that find the claim outlived
+    // its holder exactly one takes it.
+    takeOver: db.prepare<{
+      manifestPath: string;
+      firedAt: string;
+      from: string;
+      expiredBy: string;
+      holder: string;
+      expiresAt: string;
+      now: string;
+    }>(
+      `UPDATE schedules SET claim_holder = :holder, claim_expires_at = :expiresAt, updated_at = :now
+         WHERE manifest_path = :manifestPath AND last_fired_at = :firedAt AND claim_holder = :from
+           AND claim_expires_at <= :expiredBy`,
+    ),
+    renew: db.prepare<{
+      manifestPath: string;
+      firedAt: string;
+      holder: string;
+      expiresAt: string;
+    }>(
+      `UPDATE schedules SET claim_expires_at = :expiresAt
+         WHERE manifest_path = :manifestPath AND last_fired_at = :firedAt AND claim_holder = :holder`,
+    ),
+    settle: db.prepare<{ manifestPath: string; firedAt: string; holder: string; now: string }>(
+      `UPDATE schedules SET claim_holder = NULL, claim_expires_at = NULL, updated_at = :now
+         WHERE manifest_path = :manifestPath AND last_fired_at = :firedAt AND claim_holder = :holder`,
+    ),
+  };
 }
