@@ -1,5 +1,5 @@
 // The TCP proxy of tcp-proxy.ts in a process of its own, driven by lines on stdin (`pass`, `drop`, `cut`,
-// `hole <ms>` (drop, then cut and pass after ms), `counts`), each answered by one line on stdout. A test process that talks to PostgreSQL synchronously
+// `hole <ms>` (drop, then cut and pass after ms), `cutafter <hex>`, `counts`), each answered by one line on stdout. A test process that talks to PostgreSQL synchronously
 // (mediabatch's client blocks its event loop while a statement waits) must not host the proxy another
 // process's connection goes through: the proxy would stop with it, and both would wait on each other.
 import { createInterface } from 'node:readline';
@@ -13,6 +13,7 @@ for await (const line of createInterface({ input: process.stdin })) {
   if (command === 'pass') proxy.pass();
   else if (command === 'drop') proxy.drop();
   else if (command === 'cut') proxy.cut();
+  else if (command.startsWith('cutafter ')) proxy.cutAfter(Buffer.from(command.slice(9), 'hex'));
   else if (command.startsWith('hole ')) {
     // Timed here, not by the test, whose event loop may be blocked on the database meanwhile.
     proxy.drop();

@@ -20,6 +20,11 @@ export interface TcpProxy {
   drop(): void;
   /** Destroys every open connection on both sides; new connections are accepted as the mode says. */
   cut(): void;
+  /**
+   * Once: passes a server's bytes up to the end of the first `pattern` in them, then closes that connection
+   * (a FIN after those bytes): its client reads everything before the cut and nothing after.
+   */
+  cutAfter(pattern: Buffer): void;
   /** Connections accepted so far, and those still open. */
   counts(): { accepted: number; open: number };
   close(): Promise<void>;
@@ -28,11 +33,16 @@ export interface TcpProxy {
 interface Pair {
   client: Socket;
   server: Socket | undefined;
+  /** The server's last bytes, where a pattern of cutAfter may have begun. */
+  tail?: Buffer;
+  /** Closed by cutAfter: the client side ends after its last bytes instead of being destroyed. */
+  cutting?: true;
 }
 
 export async function startTcpProxy(target: { host?: string; port: number }): Promise<TcpProxy> {
   const host = target.host ?? '127.0.0.1';
   let mode: ProxyMode = 'pass';
+  let cutAt: Buffer | undefined;
   let accepted = 0;
   const pairs = new Set<Pair>();
   /** Every socket on either side, so close() ends them all whatever state their pair is in. */
@@ -48,10 +58,27 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
     pair.server = server;
     server.setNoDelay(true);
     server.on('data', (chunk: Buffer) => {
-      if (mode === 'pass') pair.client.write(chunk);
+      if (mode !== 'pass' || pair.cutting) return;
+      if (cutAt === undefined) {
+        pair.client.write(chunk);
+        return;
+      }
+      const tail = pair.tail ?? Buffer.alloc(0);
+      const seen = Buffer.concat([tail, chunk]);
+      const at = seen.indexOf(cutAt);
+      if (at < 0) {
+        pair.client.write(chunk);
+        pair.tail = seen.subarray(Math.max(0, seen.length - cutAt.length + 1));
+        return;
+      }
+      pair.cutting = true;
+      pair.client.end(chunk.subarray(0, at + cutAt.length - tail.length));
+      cutAt = undefined;
+      server.destroy();
     });
     const end = () => {
-      pair.client.destroy();
+      if (pair.cutting) pair.client.end();
+      else pair.client.destroy();
       server.destroy();
       pairs.delete(pair);
     };
@@ -110,6 +137,9 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
         pairs.delete(pair);
       }
     },
+    cutAfter(pattern) {
+      cutAt = pattern;
+    },
     counts: () => ({ accepted, open: pairs.size }),
     close: () =>
       new Promise<void>((resolve) => {
@@ -129,6 +159,8 @@ export interface TcpProxyProcess {
   cut(): Promise<void>;
   /** Drops for `ms`, then cuts every connection and passes again, timed by the proxy's own process. */
   hole(ms: number): Promise<void>;
+  /** TcpProxy#cutAfter. */
+  cutAfter(pattern: Buffer): Promise<void>;
   counts(): Promise<{ accepted: number; open: number }>;
   close(): Promise<void>;
 }
@@ -171,6 +203,7 @@ export async function spawnTcpProxy(target: { port: number }): Promise<TcpProxyP
     drop: async () => void (await ask('drop')),
     cut: async () => void (await ask('cut')),
     hole: async (ms) => void (await ask(`hole ${ms}`)),
+    cutAfter: async (pattern) => void (await ask(`cutafter ${pattern.toString('hex')}`)),
     counts: async () => JSON.parse(await ask('counts')) as { accepted: number; open: number },
     close: async () => {
       const exited = new Promise((resolve) => child.once('exit', resolve));

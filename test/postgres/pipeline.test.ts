@@ -8,6 +8,7 @@ import { readSoon, runExpectingChange } from '../../src/store/db.js';
 import { PgDb } from '../../src/store/pg/db.js';
 import { onLibpqCalls, waits as waitsForServer } from '../helpers/libpq-calls.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
+import { spawnTcpProxy } from '../helpers/tcp-proxy.js';
 
 vi.setConfig({ testTimeout: 60_000 });
 
@@ -305,6 +306,112 @@ describe("a PostgreSQL transaction whose COMMIT is answered later (the runner's 
     } finally {
       killer.close();
     }
+  });
+});
+
+describe('transactions whose COMMITs are answered later, one after another in one pipeline', () => {
+  const pgDb = () => dbs.postgres as unknown as PgDb;
+  const later = (body: () => void) =>
+    pgDb().transactionLater(() => dbs.postgres.transaction(body)()).committed;
+  /** The statements, with the server's check of a conditional write prepared (first uses never pipeline). */
+  const warm = () => {
+    const s = statements(dbs.postgres);
+    s.add.run('w', 0);
+    dbs.postgres.transaction(() => runExpectingChange(s.bump, { k: 'w', from: 0 }, refused))();
+    s.drop.run('w');
+    return s;
+  };
+
+  it('the next one is sent without waiting for the answer of the one before; both commit in order', async () => {
+    const s = warm();
+    const before = waits.n;
+    const first = later(() => {
+      s.add.run('a', 1);
+      s.add.run('b', 1);
+    });
+    const second = later(() => {
+      runExpectingChange(s.bump, { k: 'a', from: 1 }, refused);
+      s.add.run('c', 1);
+    });
+    // Each sent its statements and a Sync; neither waited for the server, nor read the first's answer.
+    expect(waits.n - before).toBe(2);
+    let firstTold = false;
+    void first.then(() => {
+      firstTold = true;
+    });
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(firstTold).toBe(false);
+    expect(await first).toBe(true);
+    expect(await second).toBe(true);
+    expect(s.all.all()).toEqual([
+      { k: 'a', v: 2 },
+      { k: 'b', v: 1 },
+      { k: 'c', v: 1 },
+    ]);
+  });
+
+  it('a read after them waits for both answers and sees both', async () => {
+    const s = warm();
+    const first = later(() => s.add.run('a', 1));
+    const second = later(() => s.add.run('b', 2));
+    expect(s.all.all()).toEqual([
+      { k: 'a', v: 1 },
+      { k: 'b', v: 2 },
+    ]);
+    expect([await first, await second]).toEqual([true, true]);
+  });
+
+  it('the connection lost after a COMMIT was answered and before its Sync: each caller is told it went away', async () => {
+    const proxy = await spawnTcpProxy({ port: Number(new URL(pg.url('postgres')).port) });
+    const db = new PgDb(proxy.through(pg.freshDatabase())) as unknown as Db;
+    try {
+      db.exec('CREATE TABLE t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)');
+      const s = statements(db);
+      const pgDb = db as unknown as PgDb;
+      // The server's CommandComplete for COMMIT ('C', length 11, "COMMIT\0"): its ReadyForQuery never comes.
+      await proxy.cutAfter(Buffer.from('430000000b434f4d4d495400', 'hex'));
+      const first = pgDb.transactionLater(() => db.transaction(() => s.add.run('a', 1))()).committed;
+      const second = pgDb.transactionLater(() => db.transaction(() => s.add.run('b', 2))()).committed;
+      const gone = /^the PostgreSQL state at postgres:\/\/\S+ went away: /;
+      await expect(first).rejects.toThrow(gone);
+      await expect(second).rejects.toThrow(gone);
+    } finally {
+      db.close();
+      await proxy.close();
+    }
+  });
+
+  it('one that failed: it is told so, the one sent after it in its aborted block is told so too, nothing of either is kept', async () => {
+    const s = warm();
+    s.add.run('a', 0);
+    const first = later(() => {
+      s.add.run('b', 1);
+      runExpectingChange(s.bump, { k: 'a', from: 5 }, refused);
+    });
+    const second = later(() => s.add.run('c', 2));
+    expect(await first).toBe(false);
+    expect(await second).toBe(false);
+    expect(s.all.all()).toEqual([{ k: 'a', v: 0 }]);
+    // No transaction is left open: the next one commits.
+    expect(await later(() => s.add.run('d', 3))).toBe(true);
+    expect(s.all.all()).toHaveLength(2);
+  });
+
+  it('one that failed, then a transaction that reads: the read runs again with savepoints and answers as SQLite would', async () => {
+    const s = warm();
+    s.add.run('a', 0);
+    const first = later(() => runExpectingChange(s.bump, { k: 'a', from: 5 }, refused));
+    const read = dbs.postgres.transaction(() => {
+      s.add.run('b', 1);
+      return s.one.get('b');
+    })();
+    expect(read).toEqual({ k: 'b', v: 1 });
+    expect(await first).toBe(false);
+    expect(s.all.all()).toEqual([
+      { k: 'a', v: 0 },
+      { k: 'b', v: 1 },
+    ]);
   });
 });
 

@@ -77,7 +77,8 @@ export class RunCore {
   sweepOthers: (() => boolean) | undefined;
   /** Wakes the watch loop early (a job due sooner, a halt, the end of submitting). */
   wakeWatcher: (() => void) | undefined;
-  #slotFreed: (() => void) | undefined;
+  /** Everyone waiting for a wake: the submit loop, and submissions waiting for room for their exact price. */
+  #waiting: (() => void)[] = [];
   readonly #pending = new Set<Promise<unknown>>();
   #lastProgressAt = 0;
 
@@ -115,7 +116,7 @@ export class RunCore {
       this.stopMessage = message;
     }
     this.stopSubmitting.abort();
-    this.#slotFreed?.();
+    this.wakeSubmitter();
   }
 
   haltNow(reason: StopReason, message: string): void {
@@ -127,7 +128,7 @@ export class RunCore {
     }
     this.halt.abort();
     this.wakeWatcher?.();
-    this.#slotFreed?.();
+    this.wakeSubmitter();
   }
 
   /**
@@ -217,17 +218,21 @@ export class RunCore {
 
   // ---- slots -----------------------------------------------------------------------------------
 
-  /** Resolves when a slot is freed, money is known, or submitting must stop. */
+  /**
+   * Resolves when a slot is freed, money is known, or submitting must stop. Several wait at once (the loop
+   * for room, chained submissions for room for their exact price): each wake wakes them all, and each
+   * looks again at what it waits for.
+   */
   async waitForWake(): Promise<void> {
     await new Promise<void>((resolve) => {
-      this.#slotFreed = resolve;
+      this.#waiting.push(resolve);
     });
   }
 
   wakeSubmitter(): void {
-    const resolve = this.#slotFreed;
-    this.#slotFreed = undefined;
-    resolve?.();
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const resolve of waiting) resolve();
   }
 
   releaseSlot(taskId: string): void {

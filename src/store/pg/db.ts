@@ -424,6 +424,10 @@ interface Piped {
   /** For a read: what the caller takes of its rows, taken while its result is libpq's current one. */
   readonly capture?: (pq: Libpq) => unknown;
   captured?: unknown;
+  /** A Sync, not a statement: the server answers all before it, and skips no further after a failure. */
+  readonly sync?: true;
+  /** On a Sync that ends a transaction committed later (transactionLater): how to tell its caller. */
+  readonly settle?: (committed: boolean | Error) => void;
 }
 
 export interface PgDbOptions {
@@ -474,8 +478,12 @@ export class PgDb {
   #levelSerial = 0;
   /** Set by transactionLater while its transaction runs: how to tell its caller how the COMMIT went. */
   #later: ((committed: boolean | Error) => void) | undefined;
-  /** A transaction whose COMMIT was sent and not answered yet (transactionLater): settled when read. */
-  #outstanding: { settle: (committed: boolean | Error) => void; timer: NodeJS.Timeout } | undefined;
+  /** While COMMITs sent by transactionLater are unanswered: the socket is watched, and this timer. */
+  #waiting: NodeJS.Timeout | undefined;
+  /** The first failure among the results read since the last Sync. */
+  #segmentFailure: Error | undefined;
+  /** The last results read ended a transaction committed later that failed: its block may be open. */
+  #laterFailed = false;
   #open = true;
   /** The COPY … FROM STDIN open on the connection (beginCopy), if any. */
   #copying: string | undefined;
@@ -587,13 +595,14 @@ export class PgDb {
   }
 
   close(): this {
-    if (this.#outstanding !== undefined) {
+    if (this.#piping) {
       try {
         this.#drain(undefined);
       } catch {
         // The caller of the transaction was told.
       }
     }
+    this.#stopWaiting(this.#pq);
     if (this.#pq !== undefined) finish(this.#pq);
     this.#pq = undefined;
     this.#piping = false;
@@ -825,30 +834,22 @@ export class PgDb {
   #drain(through: Piped | undefined): void {
     const pq = this.#pq;
     if (pq === undefined || !this.#piping) return;
-    let sync = through === undefined;
-    // Answers asked for already (a read sent before `through` was waited for, a COMMIT sent with its
-    // Sync by transactionLater) are on their way.
-    const asked =
-      this.#outstanding !== undefined ||
-      (sync ? pq.pipelineSync() : !this.#unasked || (pq.sendFlushRequest() && pq.flush() === 0));
-    if (!asked) this.#lostInPipeline(pq);
-    this.#unasked = false;
-    let failure: Error | undefined;
-    while (this.#queue.length > 0) {
-      const entry = this.#queue.shift() as Piped;
-      // Every result is read (the ones after a failure say it was skipped); the first failure is kept.
-      const refused = this.#pipedResult(pq, entry);
-      failure ??= refused;
-      if (entry === through && failure === undefined) return;
-      if (failure !== undefined && !sync) {
-        if (!pq.pipelineSync()) this.#lostInPipeline(pq);
-        sync = true;
-      }
+    if (through === undefined) {
+      if (this.#queue.at(-1)?.sync !== true) this.#sendSync(pq);
+    } else if (this.#unasked) {
+      if (!(pq.sendFlushRequest() && pq.flush() === 0)) this.#lostInPipeline(pq);
+      this.#unasked = false;
     }
-    if (!pq.getResult() || pq.resultStatus() !== 'PGRES_PIPELINE_SYNC') this.#lostInPipeline(pq);
-    pq.exitPipelineMode();
-    this.#piping = false;
-    if (this.#settled(pq, failure)) return;
+    while (this.#queue.length > 0) {
+      const entry = this.#readNext(pq);
+      if (entry === through && this.#segmentFailure === undefined) return;
+      // Every result is read (the ones after a failure say it was skipped, up to a Sync).
+      const unsynced = this.#queue.length > 0 && this.#queue.at(-1)?.sync !== true;
+      if (this.#segmentFailure !== undefined && unsynced) this.#sendSync(pq);
+    }
+    this.#leavePipeline(pq);
+    const failure = this.#segmentFailure;
+    this.#segmentFailure = undefined;
     if (failure === undefined) return;
     this.#pending ??= failure;
     // A refused statement (a constraint, a conflict) is run again where the body can see it fail; the
@@ -857,6 +858,99 @@ export class PgDb {
     pq.exec('ROLLBACK TO SAVEPOINT sp0');
     throw failure;
   }
+
+  /** Sends a Sync; `settle`: the caller of the transaction committed later that it ends (transactionLater). */
+  #sendSync(pq: Libpq, settle?: (committed: boolean | Error) => void): void {
+    if (!pq.pipelineSync()) this.#lostInPipeline(pq);
+    this.#unasked = false;
+    this.#queue.push({ sql: 'Sync', writes: false, levels: [], sync: true, ...(settle && { settle }) });
+  }
+
+  /**
+   * Reads the result of the oldest thing sent. A Sync ending a transaction committed later tells its caller
+   * whether it committed: whatever failed before it (a conflict, a refused write) undid all of it.
+   */
+  #readNext(pq: Libpq): Piped {
+    const entry = this.#queue[0] as Piped;
+    if (entry.sync !== true) {
+      this.#queue.shift();
+      // Read even after a failure (its result says it was skipped); the first failure is kept.
+      const refused = this.#pipedResult(pq, entry);
+      this.#segmentFailure ??= refused;
+      this.#laterFailed = false;
+      return entry;
+    }
+    // Taken off the queue only once its answer came: a connection lost here tells its caller (#throwIfGone
+    // tells every caller still queued), who would otherwise wait for ever.
+    if (!pq.getResult() || pq.resultStatus() !== 'PGRES_PIPELINE_SYNC') this.#lostInPipeline(pq);
+    this.#queue.shift();
+    if (entry.settle !== undefined) {
+      const failed = this.#segmentFailure !== undefined;
+      this.#segmentFailure = undefined;
+      this.#laterFailed = failed;
+      entry.settle(!failed);
+    }
+    return entry;
+  }
+
+  /**
+   * Out of pipeline mode, everything read. A transaction committed later whose statement failed left its
+   * block open (the server skipped its COMMIT): it is ended here, unless a transaction of this process
+   * followed it (whose own failure, then, ends it).
+   */
+  #leavePipeline(pq: Libpq): void {
+    pq.exitPipelineMode();
+    this.#piping = false;
+    this.#stopWaiting(pq);
+    if (this.#laterFailed && this.#depth === 0) rollback(pq);
+    this.#laterFailed = false;
+  }
+
+  /** Answers of COMMITs sent later are read when the socket has them, or after OUTSTANDING_MS at most. */
+  #startWaiting(pq: Libpq): void {
+    if (this.#waiting !== undefined) return;
+    pq.startReader();
+    pq.once('readable', this.#readAnswers);
+    this.#waiting = setTimeout(() => {
+      try {
+        this.#drain(undefined);
+      } catch {
+        // The transaction's caller was told what went wrong.
+      }
+    }, OUTSTANDING_MS);
+  }
+
+  #stopWaiting(pq: Libpq | undefined): void {
+    if (this.#waiting === undefined) return;
+    clearTimeout(this.#waiting);
+    this.#waiting = undefined;
+    pq?.stopReader();
+    pq?.removeAllListeners('readable');
+  }
+
+  /**
+   * The socket has answers: what has arrived is read without waiting, each COMMIT sent later told as its
+   * Sync comes; the rest when more arrives. A transaction of this process in between is never waited for.
+   */
+  readonly #readAnswers = (): void => {
+    const pq = this.#pq;
+    if (pq === undefined || !this.#piping || this.#depth > 0) return;
+    try {
+      if (!pq.consumeInput() || !this.#queue.some((e) => e.settle !== undefined)) {
+        this.#drain(undefined);
+        return;
+      }
+      while (this.#queue.some((e) => e.settle !== undefined) && !pq.isBusy()) this.#readNext(pq);
+      if (this.#queue.length === 0) {
+        this.#leavePipeline(pq);
+        return;
+      }
+      this.#waiting?.refresh();
+      pq.once('readable', this.#readAnswers);
+    } catch {
+      // The transaction's caller was told what went wrong (or the connection ended, told the same way).
+    }
+  };
 
   /** Reads one piped statement's result (and the end of its results); the error when it failed. */
   #pipedResult(pq: Libpq, entry: Piped): Error | undefined {
@@ -885,12 +979,19 @@ export class PgDb {
    * (libpq 14+); a client library without pipelines sends it alone.
    */
   #beginLight(): void {
-    const pq = this.#connection();
-    if (!pq.pipelineModeSupported() || !pq.enterPipelineMode()) {
-      this.exec('BEGIN; SAVEPOINT sp0');
-      return;
+    // After COMMITs sent later and not answered yet, this transaction follows them in the same pipeline
+    // without waiting for their answers: the server runs them in the order sent.
+    const last = this.#queue.at(-1);
+    const chained =
+      this.#piping && this.#pq !== undefined && last?.sync === true && last.settle !== undefined;
+    const pq = chained ? (this.#pq as Libpq) : this.#connection();
+    if (!chained) {
+      if (!pq.pipelineModeSupported() || !pq.enterPipelineMode()) {
+        this.exec('BEGIN; SAVEPOINT sp0');
+        return;
+      }
+      this.#piping = true;
     }
-    this.#piping = true;
     for (const text of ['BEGIN', 'SAVEPOINT sp0']) {
       if (!pq.sendQueryParams(text, [])) this.#lostInPipeline(pq);
       this.#unasked = true;
@@ -913,19 +1014,8 @@ export class PgDb {
       return;
     }
     // Sent with a Sync, and read when the server answers (or when the connection is next used).
-    if (!pq.pipelineSync()) this.#lostInPipeline(pq);
-    this.#unasked = false;
-    const settle = () => {
-      try {
-        this.#drain(undefined);
-      } catch {
-        // #drain settled the transaction's caller with what went wrong.
-      }
-    };
-    pq.startReader();
-    pq.once('readable', settle);
-    // A server that never answers is found by the watchdog of a waiting read (#drain) after a while.
-    this.#outstanding = { settle: later, timer: setTimeout(settle, OUTSTANDING_MS) };
+    this.#sendSync(pq, later);
+    this.#startWaiting(pq);
   }
 
   /**
@@ -950,22 +1040,8 @@ export class PgDb {
     } finally {
       this.#later = undefined;
     }
-    if (this.#outstanding?.settle !== settle) settle(true);
+    if (!this.#queue.some((e) => e.settle === settle)) settle(true);
     return { value, committed };
-  }
-
-  /** Reads the answer of a COMMIT sent by transactionLater and tells its caller. */
-  #settled(pq: Libpq, failure: Error | undefined): boolean {
-    const outstanding = this.#outstanding;
-    if (outstanding === undefined) return false;
-    this.#outstanding = undefined;
-    clearTimeout(outstanding.timer);
-    pq.stopReader();
-    pq.removeAllListeners('readable');
-    // What failed left its transaction open and refusing statements (ended here), or ended it.
-    if (failure !== undefined) rollback(pq);
-    outstanding.settle(failure === undefined);
-    return true;
   }
 
   /**
@@ -1012,20 +1088,19 @@ export class PgDb {
   /** An error that means the session ended (or never answered): the next statement outside a transaction opens a new one. */
   #throwIfGone(pq: Libpq, sqlState: string, message: string): void {
     if (sqlState !== '' && !sqlState.startsWith('08') && !CONNECTION_ENDED.has(sqlState)) return;
+    this.#stopWaiting(pq);
     finish(pq);
     this.#pq = undefined;
     this.#piping = false;
+    const later = this.#queue.flatMap((e) => (e.settle === undefined ? [] : [e.settle]));
     this.#queue.length = 0;
+    this.#segmentFailure = undefined;
+    this.#laterFailed = false;
     const gone = new StoreError(`the PostgreSQL state at ${this.name} went away: ${message}`, {
       kind: 'gone',
       file: this.name,
     });
-    const outstanding = this.#outstanding;
-    if (outstanding !== undefined) {
-      this.#outstanding = undefined;
-      clearTimeout(outstanding.timer);
-      outstanding.settle(gone);
-    }
+    for (const settle of later) settle(gone);
     throw gone;
   }
 

@@ -44,6 +44,10 @@ export interface Libpq {
   flush(): number;
   sendQueryPrepared(name: string, params: readonly (string | null)[]): boolean;
   sendQueryParams(sql: string, params: readonly (string | null)[]): boolean;
+  /** Reads what the socket has into libpq's buffer, without waiting; false on a broken connection. */
+  consumeInput(): boolean;
+  /** Whether getResult() would wait for the server (what it needs has not all arrived). */
+  isBusy(): boolean;
   /** Watches the socket: 'readable' is emitted when the server sent something (libuv's poll). */
   startReader(): void;
   stopReader(): void;
