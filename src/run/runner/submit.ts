@@ -145,7 +145,7 @@ export class Submitter {
     const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
     // The run's budget, or the period's of a fired run when that one leaves less.
     const limit = core.money.tightest() ?? {
-      name: `the budget of ${core.opts.budget} tokens`,
+      name: `the budget of ${tokensOf(core.opts.budget ?? 0)}`,
       setting: 'budget',
       leftMicro: 0,
       room: 'nothing left',
@@ -338,7 +338,7 @@ export class Submitter {
     }
     core.requestStop(
       'budget',
-      `the budget of ${core.opts.budget} tokens cannot cover the next task (${task.taskId}, up to ${task.estimate.max} tokens): raise budget and run again to continue`,
+      `the budget of ${tokensOf(core.opts.budget ?? 0)} cannot cover the next task (${task.taskId}, up to ${tokensOf(task.estimate.max)}): raise budget and run again to continue`,
     );
     return 'stop';
   }
