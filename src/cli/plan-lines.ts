@@ -237,8 +237,8 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
     const charged = existing ? `, ${fmtTokens(existing.charged)} charged so far` : '';
     lines.push(
       leftAfter.budget >= 0
-        ? `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} fits, leaving ${fmtTokens(leftAfter.budget)}.`
-        : `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} can cost ${fmtTokens(-leftAfter.budget)} more: \`run\` would refuse it. Raise budget or trim the tasks.`,
+        ? `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} fits, leaving ${fmtTokens(leftAfter.budget)} tokens.`
+        : `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} can cost ${fmtTokens(-leftAfter.budget)} tokens more: \`run\` would refuse it. Raise budget or trim the tasks.`,
     );
   }
   switch (balance.state) {
@@ -246,8 +246,8 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
       const left = leftAfter.balance ?? balance.balance - remaining.max;
       lines.push(
         left >= 0
-          ? `Balance: ${fmtTokens(balance.balance)} tokens; ${fmtTokens(left)} left after the run at most.`
-          : `Balance: ${fmtTokens(balance.balance)} tokens; NOT ENOUGH: ${what} can cost ${fmtTokens(-left)} more. Top up, or trim the tasks.`,
+          ? `Balance: ${fmtTokens(balance.balance)} tokens; ${fmtTokens(left)} tokens left after the run at most.`
+          : `Balance: ${fmtTokens(balance.balance)} tokens; NOT ENOUGH: ${what} can cost ${fmtTokens(-left)} tokens more. Top up, or trim the tasks.`,
       );
       break;
     }
@@ -270,8 +270,8 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
     const head = `Quota: ${fmtTokens(quota.used)} of ${fmtTokens(quota.limit)} tokens used this period (${quota.source})`;
     lines.push(
       leftAfter.quota >= 0
-        ? `${head}; ${fmtTokens(leftAfter.quota)} left after the run at most.`
-        : `${head}; NOT ENOUGH: ${what} can cost ${fmtTokens(-leftAfter.quota)} more.`,
+        ? `${head}; ${fmtTokens(leftAfter.quota)} tokens left after the run at most.`
+        : `${head}; NOT ENOUGH: ${what} can cost ${fmtTokens(-leftAfter.quota)} tokens more.`,
     );
   }
   return lines;

@@ -240,7 +240,7 @@ describe('writes', () => {
     expect(price.json['left']).toBeLessThan(200);
     // The dialog's words come from the server, the same as the CLI's prompt.
     expect(price.json['text']).toMatch(
-      /^Re-roll 1 result\(s\): up to [\d.]+ tokens for the re-roll; the run's worst case goes from [\d.]+ to [\d.]+ tokens; the budget of 200 leaves [\d.]+ after it\.$/,
+      /^Re-roll 1 result\(s\): up to [\d.]+ tokens for the re-roll; the run's worst case goes from [\d.]+ to [\d.]+ tokens; the budget of 200 tokens leaves [\d.]+ tokens after it\.$/,
     );
     expect(price.json['nextRunRefuses']).toBe(false);
 

@@ -130,7 +130,9 @@ const SANDBOX_NOTE =
 
 /** What the quota leaves; past it (a quota lowered, or spent elsewhere), by how much, never a negative "left". */
 function quotaLeft(left: number): string {
-  return left >= 0 ? `${fmtTokens(roundTokens(left))} left` : `${fmtTokens(roundTokens(-left))} over it`;
+  return left >= 0
+    ? `${fmtTokens(roundTokens(left))} tokens left`
+    : `${fmtTokens(roundTokens(-left))} tokens over it`;
 }
 
 function balanceLines(v: BalanceView, where: string, statePath: string): string[] {

@@ -10,6 +10,7 @@ import {
   matchTasks,
   type RerollPrice,
   rerollPrice,
+  rerollRefusal,
   type Verdict,
 } from '../../review/index.js';
 import { shownRunState } from '../../run/lease.js';
@@ -128,14 +129,7 @@ function idsOf(store: Store, inv: RunInvocation, flag: string, value: string): s
 
 /** A re-roll is a new charge: refused over the budget, asked for unless --yes, refused when nobody can answer. */
 async function confirmReroll(price: RerollPrice, flags: ReviewFlags, ctx: ReadContext): Promise<void> {
-  const left =
-    price.left === undefined ? 'no budget set' : `the budget leaves ${price.left} of ${price.budget}`;
-  if (!price.fits) {
-    throw new ExitError(
-      EXIT.refused,
-      `re-rolling ${price.tasks.length} task(s) may cost up to ${price.total} tokens and ${left}: nothing was sent; raise budget in the manifest to re-roll`,
-    );
-  }
+  if (!price.fits) throw new ExitError(EXIT.refused, rerollRefusal(price));
   if (flags.yes) {
     // Said before it is recorded, even unasked: the run will not go on by itself after it.
     if (price.nextRunRefuses) ctx.io.stderr.write(`warning: ${price.text}\n`);
