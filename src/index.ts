@@ -88,7 +88,10 @@ export interface RunManifestOptions extends PlanManifestOptions {
   baseUrl?: string;
   /** The API key; `MEDIABATCH_API_KEY` by default (it never reaches logs, the state file or reports). */
   apiKey?: string;
-  /** `state/mediabatch.db` under `cwd` by default; a `postgres://…` URL keeps the state in PostgreSQL. */
+  /**
+   * `MEDIABATCH_STATE_URL` by default, as for the CLI, else `state/mediabatch.db` under `cwd`; a
+   * `postgres://…` URL keeps the state in PostgreSQL. A sandbox run's default is its own (below).
+   */
   stateFile?: string;
   /**
    * With a `postgres://…` state, let the results go to the manifest's local output folder (every worker
@@ -138,7 +141,15 @@ export async function run(manifest: string, o: RunManifestOptions = {}): Promise
     const apiKey = o.apiKey ?? process.env['MEDIABATCH_API_KEY'];
     if (!baseUrl || !apiKey)
       throw new Error('run: give baseUrl and apiKey (or set MEDIABATCH_BASE_URL and MEDIABATCH_API_KEY)');
-    return runAgainst(manifest, o, { baseUrl, apiKey });
+    // A fleet's workers find their state in the environment (a Secret), as `mediabatch run` does: without
+    // it each would keep a state of its own, and run (and pay for) the whole manifest again.
+    const fromEnv = process.env['MEDIABATCH_STATE_URL'];
+    const stateFile = o.stateFile ?? (fromEnv === undefined || fromEnv === '' ? undefined : fromEnv);
+    return runAgainst(
+      manifest,
+      { ...o, ...(stateFile !== undefined ? { stateFile } : {}) },
+      { baseUrl, apiKey },
+    );
   }
   // Loaded only for a sandbox run: the sandbox's server is not needed otherwise.
   const { EMBEDDED_SANDBOX_KEY, startEmbeddedSandbox } = await import('./sandbox/embedded.js');

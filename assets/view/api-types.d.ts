@@ -9,6 +9,8 @@ export type Counts = Record<TaskState, number>;
 export interface Lists {
   v: number;
   task_states: TaskState[];
+  /** Each state in a person's words, as `status` says it. */
+  state_labels: Record<TaskState, string>;
   review_statuses: string[];
   orders: string[];
 }
@@ -61,7 +63,8 @@ export interface FailureGroup {
 export interface ChainRow {
   task: string;
   state: string;
-  after: Array<{ task: string; state: string | null }>;
+  /** `name`: the link's name in the manifest's `after` ('' for a single upstream); `review`: where a reviewed upstream's result stands. */
+  after: Array<{ name: string; task: string; state: string | null; review?: string }>;
 }
 
 export interface SpendSeries {

@@ -2,6 +2,7 @@
 // Every number the page shows, one way (the rules of src/util/numbers.ts, which the CLI, the report and
 // the gallery use): counts whole with thousands separators (`1,500 tasks`), tokens separated with at most
 // four decimals, rates at most one decimal, times in ISO like the rest of the page.
+import { lists } from './lists.js';
 
 const countFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 const tokenFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 4 });
@@ -59,10 +60,11 @@ export function bytes(n) {
 }
 
 /**
- * How a state reads: `awaiting_review` is a task waiting for a person's review of its upstream, worded
- * apart from the reviewed result itself ("awaiting review", a badge).
+ * How a state reads, in the server's words (`status` says the same): `awaiting_review` is a task waiting
+ * for a person's review of its upstream, worded apart from the reviewed result itself ("awaiting review",
+ * a badge).
  * @param {string} state
  */
 export function stateLabel(state) {
-  return state === 'awaiting_review' ? 'waiting for a review' : state.replaceAll('_', ' ');
+  return lists().state_labels[state] ?? state.replaceAll('_', ' ');
 }

@@ -8,7 +8,7 @@
 import { api } from './api.js';
 import { card } from './cards.js';
 import { h } from './dom.js';
-import { count } from './format.js';
+import { count, stateLabel } from './format.js';
 import { lists } from './lists.js';
 import { bulkBar, disengage, engaged, markCard } from './review.js';
 
@@ -153,7 +153,7 @@ function filters(d, state, onChange) {
       ),
     );
   const modelsList = [['', 'all'], ...d.models.map((m) => [m.model, m.model])];
-  const statesList = [['', 'all'], ...lists().task_states.map((s) => [s, s.replaceAll('_', ' ')])];
+  const statesList = [['', 'all'], ...lists().task_states.map((s) => [s, stateLabel(s)])];
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
   return h(

@@ -156,7 +156,9 @@ export function advice(d) {
   if (d.unfinished.advice) parts.push(h('p.advice', {}, d.unfinished.advice));
   const paid = Object.entries(d.paid_not_on_disk).filter(([, v]) => v.tasks > 0);
   if (paid.length > 0) {
-    const list = paid.map(([s, v]) => `${count(v.tasks)} ${stateLabel(s)} (${tokens(v.tokens)} tokens)`);
+    const list = paid.map(
+      ([s, v]) => `${count(v.tasks)} ${s.replaceAll('_', ' ')} (${tokens(v.tokens)} tokens)`,
+    );
     parts.push(h('p.advice', {}, `Paid, not on disk: ${list.join(', ')}.`));
   }
   return h('section', { id: 'in-doubt' }, parts.length === 0 ? null : h('h2', {}, 'Needs you'), parts);
@@ -177,10 +179,12 @@ export function chains(run, d) {
       d.chains.map((c) => [
         h('a', { href: taskHref(run, c.task) }, c.task),
         stateLabel(c.state),
+        // As `status` says it: `still: hero-mug (done, awaiting review)`.
         c.after.map((u, i) => [
           i > 0 ? ', ' : '',
+          u.name === '' ? '' : `${u.name}: `,
           h('a', { href: taskHref(run, u.task) }, u.task),
-          ` (${u.state === null ? 'not in the run' : stateLabel(u.state)})`,
+          ` (${u.state === null ? 'not in the run' : stateLabel(u.state)}${u.review === undefined ? '' : `, ${u.review}`})`,
         ]),
       ]),
     ),

@@ -14,7 +14,8 @@ export async function runsPage(main, isCurrent = always) {
     if (!isCurrent()) return;
     const rows = runs.map((r) => [
       h('a', { href: runHref(r.id) }, r.id),
-      h(`span.state.r-${r.state}`, {}, r.state),
+      // With why it stopped, as `status` lists it: `interrupted (review)`.
+      h(`span.state.r-${r.state}`, {}, r.stopped ? `${r.state} (${r.stopped.reason})` : r.state),
       `${count(r.finished)}/${count(r.tasks)}`,
       `${tokens(r.net)} of ~${tokens(r.estimated)}${r.budget === null ? '' : ` (budget ${tokens(r.budget)})`}`,
       time(r.started_at),

@@ -32,7 +32,13 @@ export function exitOf(error: unknown, cwd: string): ExitError | undefined {
   if (!(error instanceof MediabatchError) || error.exitCode === EXIT.internal) return undefined;
   if (error instanceof ExitError) return error;
   const message = error instanceof StoreError ? withFileShown(error, cwd) : error.message;
-  return new ExitError(error.exitCode, message, error.details);
+  // A database server that went away (an outage): what was done is kept, and the run goes on from there.
+  const gone = error instanceof StoreError && error.kind === 'gone' && !message.includes('run again');
+  return new ExitError(
+    error.exitCode,
+    gone ? `${message}; run again to continue once it is back` : message,
+    error.details,
+  );
 }
 
 function withFileShown(error: StoreError, cwd: string): string {

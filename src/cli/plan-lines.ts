@@ -7,6 +7,7 @@ import type { PlanResult } from '../plan/build.js';
 import type { PlannedTask, PlanTotals } from '../plan/plan.js';
 import type { Verdict } from '../run/left-to-pay.js';
 import { TASK_STATES, type TaskState } from '../store/index.js';
+import { STATE_LABELS } from '../view/labels.js';
 import { fmtRange, fmtTokens, fmtUsdRange, table, tableLines } from './format.js';
 import type { CliIO } from './io.js';
 import { LOCAL_FILES_NOTE, plural } from './load.js';
@@ -40,7 +41,7 @@ export function writeLines(io: CliIO, lines: Iterable<string>): void {
 }
 
 function describeCounts(counts: Record<TaskState, number>): string {
-  const parts = TASK_STATES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${s.replace('_', ' ')}`);
+  const parts = TASK_STATES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${STATE_LABELS[s]}`);
   return parts.length > 0 ? parts.join(', ') : 'no tasks yet';
 }
 
@@ -109,7 +110,8 @@ export function* planText(
   deps: { measure?: unknown },
 ): Generator<string> {
   const { manifest, tasks, totals } = plan;
-  yield `Plan for run ${manifest.settings.runId} (${file}): ${plural(totals.tasks, 'task')}`;
+  // The run `run` would drive: an unfinished older run of the manifest, which it resumes, is that run.
+  yield `Plan for run ${verdict.existing?.id ?? manifest.settings.runId} (${file}): ${plural(totals.tasks, 'task')}`;
   yield '';
   // Two passes over the tasks (widths, then lines), each expanding a streamed plan again.
   yield* tableLines(
@@ -235,8 +237,8 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
     const charged = existing ? `, ${fmtTokens(existing.charged)} charged so far` : '';
     lines.push(
       leftAfter.budget >= 0
-        ? `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} fits, leaving ${fmtTokens(leftAfter.budget)}.`
-        : `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} can cost ${fmtTokens(-leftAfter.budget)} more: \`run\` would refuse it. Raise budget or trim the tasks.`,
+        ? `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} fits, leaving ${fmtTokens(leftAfter.budget)} tokens.`
+        : `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} can cost ${fmtTokens(-leftAfter.budget)} tokens more: \`run\` would refuse it. Raise budget or trim the tasks.`,
     );
   }
   switch (balance.state) {
@@ -244,8 +246,8 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
       const left = leftAfter.balance ?? balance.balance - remaining.max;
       lines.push(
         left >= 0
-          ? `Balance: ${fmtTokens(balance.balance)} tokens; ${fmtTokens(left)} left after the run at most.`
-          : `Balance: ${fmtTokens(balance.balance)} tokens; NOT ENOUGH: ${what} can cost ${fmtTokens(-left)} more. Top up, or trim the tasks.`,
+          ? `Balance: ${fmtTokens(balance.balance)} tokens; ${fmtTokens(left)} tokens left after the run at most.`
+          : `Balance: ${fmtTokens(balance.balance)} tokens; NOT ENOUGH: ${what} can cost ${fmtTokens(-left)} tokens more. Top up, or trim the tasks.`,
       );
       break;
     }
@@ -268,8 +270,8 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
     const head = `Quota: ${fmtTokens(quota.used)} of ${fmtTokens(quota.limit)} tokens used this period (${quota.source})`;
     lines.push(
       leftAfter.quota >= 0
-        ? `${head}; ${fmtTokens(leftAfter.quota)} left after the run at most.`
-        : `${head}; NOT ENOUGH: ${what} can cost ${fmtTokens(-leftAfter.quota)} more.`,
+        ? `${head}; ${fmtTokens(leftAfter.quota)} tokens left after the run at most.`
+        : `${head}; NOT ENOUGH: ${what} can cost ${fmtTokens(-leftAfter.quota)} tokens more.`,
     );
   }
   return lines;

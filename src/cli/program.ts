@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type { Config } from '../config.js';
-import { DEFAULT_STATE_FILE, SANDBOX_STATE_FILE } from '../results/invocation.js';
+import { DEFAULT_STATE_FILE, SANDBOX_STATE_FILE, stateWithKnownPassword } from '../results/invocation.js';
 import type { SandboxCommandOptions } from '../sandbox/cli.js';
 import { SANDBOX_FLAGS } from '../sandbox/options.js';
 import { sandboxJournalAnchor } from '../store/location.js';
@@ -42,10 +42,11 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
       'Run batches of paid media-generation tasks from YAML manifests: priced first, never charged twice.',
     )
     .version('0.1.0')
-    .option(
-      '--state <file>',
-      'state database: a SQLite file, or postgres://… (default: MEDIABATCH_STATE_URL, else state/mediabatch.db)',
-      DEFAULT_STATE_FILE,
+    .addOption(
+      new Option('--state <file>', 'state database: a SQLite file, or postgres://…').default(
+        DEFAULT_STATE_FILE,
+        'MEDIABATCH_STATE_URL, else state/mediabatch.db',
+      ),
     )
     .option('--base-url <url>', 'API base URL (default: MEDIABATCH_BASE_URL or base_url in the config file)')
     .option('--log-level <level>', 'log level: fatal, error, warn, info, debug, trace', 'info')
@@ -62,18 +63,25 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
     });
 
   // A fleet's workers take their state from the environment (a Secret): MEDIABATCH_STATE_URL stands for
-  // --state when the flag is not given.
+  // --state when the flag is not given. A command mediabatch printed names the database without its
+  // password: typed where MEDIABATCH_STATE_URL holds the password of that same database, it takes it there.
   program.hook('preAction', () => {
     const url = io.env.MEDIABATCH_STATE_URL;
-    if (url !== undefined && url !== '' && program.getOptionValueSource('state') === 'default') {
+    if (url === undefined || url === '') return;
+    if (program.getOptionValueSource('state') === 'default') {
       program.setOptionValueWithSource('state', url, 'env');
+    } else {
+      program.setOptionValueWithSource('state', stateWithKnownPassword(globals().state, url), 'cli');
     }
   });
   const globals = () => program.opts<GlobalOptions>();
-  /** The state file: the sandbox's own for sandbox runs, unless --state was given. */
+  /**
+   * The state file: the sandbox's own for sandbox runs, unless --state was given (MEDIABATCH_STATE_URL
+   * names the real runs' state, a fleet's database: sandbox runs never go there unless asked by --state).
+   */
   const stateFor = (sandbox: boolean | undefined): string => {
     const path =
-      sandbox && program.getOptionValueSource('state') === 'default' ? SANDBOX_STATE_FILE : globals().state;
+      sandbox && program.getOptionValueSource('state') !== 'cli' ? SANDBOX_STATE_FILE : globals().state;
     stateInUse.set(program, path);
     return path;
   };
@@ -365,7 +373,9 @@ function buildProgram(io: CliIO, result: { code: number }): Command {
 
   program
     .command('view')
-    .description('serve a live page of the runs (progress, spend, failures, results) until Ctrl-C; read-only')
+    .description(
+      'serve a live page of the runs (progress, spend, failures, results, workers) until Ctrl-C; it writes only the review decisions made on it',
+    )
     .argument('[run]', 'run id the printed address opens (default: the list of runs)')
     .addOption(sandboxOption('view'))
     .option(

@@ -8,6 +8,7 @@ import {
   type Reader,
   type RunInvocation,
   type RunOfInvocation,
+  stateInLine,
 } from '../results/invocation.js';
 import { runLocation } from '../results/output.js';
 import { keptSettings, openStore, type RunRecord, type Store } from '../store/index.js';
@@ -36,7 +37,7 @@ export function unknownRunError(runId: string, store: Store | undefined, statePa
     known.length === 0
       ? `there are no runs yet: start one with \`${newRunCommandLine({ state: statePath })}\``
       : `known runs, newest first: ${known.slice(0, 5).join(', ')}${known.length > 5 ? ', …' : ''}`;
-  return new ExitError(EXIT.invalid, `run ${runId}: not found in ${statePath}; ${hint}`);
+  return new ExitError(EXIT.invalid, `run ${runId}: not found in ${stateInLine(statePath)}; ${hint}`);
 }
 
 /** `<output>/<run>`, from the settings the run was started with. */

@@ -10,6 +10,7 @@ import {
   shardFromEnv,
   shardRunId,
 } from '../plan/shard.js';
+import { stateInLine } from '../results/invocation.js';
 import { EXIT, ExitError } from './errors.js';
 import { fmtTokens } from './format.js';
 
@@ -108,6 +109,6 @@ export function askedRun(
   if (id !== undefined) return id;
   throw new ExitError(
     EXIT.invalid,
-    `no run of shard ${shard.index} of ${shard.count} in ${statePath}: name the run (\`<run> --shard ${shard.index}/${shard.count}\`), or use the shard's own --state`,
+    `no run of shard ${shard.index} of ${shard.count} in ${stateInLine(statePath)}: name the run (\`<run> --shard ${shard.index}/${shard.count}\`), or use the shard's own --state`,
   );
 }

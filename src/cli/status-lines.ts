@@ -1,8 +1,9 @@
 // The lines and JSON of `mediabatch status`: one run's screen, and what the list of runs shows of each.
 
 import type { RunAccount } from '../account/index.js';
+import { fmtSeconds } from '../report/format.js';
 import { commandLine, type RunInvocation } from '../results/invocation.js';
-import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
+import { inDoubtAdvice, tasksToContinue, unfinishedAdvice } from '../run/advice.js';
 import type { ChainLine, RunStatus } from '../run/run-status.js';
 import { PROBLEM_STATES, STATUS_PROBLEM_LIMIT } from '../run/run-status.js';
 import {
@@ -17,25 +18,12 @@ import {
 } from '../store/index.js';
 import { roundTokens, tokensToUsd } from '../util/money.js';
 import { countOf, fmtCount } from '../util/numbers.js';
+import { STATE_LABELS } from '../view/labels.js';
+import { workerJson as shownWorker } from '../view/workers.js';
 import { displayPath, fmtTokens, fmtTokensAsUsd, table } from './format.js';
 
-export const LABEL: Record<TaskState, string> = {
-  pending: 'pending',
-  awaiting_review: 'awaiting review (of an upstream)',
-  submitting: 'submitting',
-  in_doubt: 'in doubt',
-  submitted: 'submitted',
-  running: 'running',
-  stalled: 'stalled',
-  downloading: 'downloading',
-  unfetched: 'unfetched (paid, not on disk)',
-  done: 'done',
-  failed: 'failed',
-  rejected: 'rejected',
-  blocked: 'blocked',
-  lost: 'lost (paid, result gone)',
-  skipped: 'skipped (upstream rejected)',
-};
+/** Each task state in a person's words, as every surface says it (the view's page reads the same list). */
+export const LABEL = STATE_LABELS;
 
 export function describeCounts(c: Record<TaskState, number>): string {
   const parts = [`${c.done} done`];
@@ -100,7 +88,7 @@ export function runStatusLines(s: RunStatus, folder: string, cwd: string, inv: R
   const { run, counts, spent } = s;
   const lines = [
     `Run ${run.id} (${displayPath(cwd, run.manifestPath)})`,
-    `  State: ${run.state}${run.exitCode === null ? '' : ` (exit ${run.exitCode})`} · started ${shortTime(run.startedAt ?? run.createdAt)}${run.finishedAt ? ` · ended ${shortTime(run.finishedAt)}` : ''}`,
+    `  State: ${run.state}${run.exitCode === null ? '' : ` (exit ${run.exitCode})`} · started ${shortTime(firstStart(run))}${run.finishedAt ? ` · ended ${shortTime(run.finishedAt)}` : ''}`,
     ...stoppedLine(s.account),
     `  Tasks: ${fmtCount(s.account.tasks)} (${
       TASK_STATES.filter((st) => counts[st] > 0)
@@ -175,10 +163,7 @@ function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, inv:
     out.push([inDoubtAdvice(counts.in_doubt, inv)]);
   }
   // Tasks held by a review go on after it: the Review line says so, with its command.
-  const unfinished = UNFINISHED.filter((st) => !isNotOnDisk(st) && st !== 'awaiting_review').reduce(
-    (n, st) => n + counts[st],
-    0,
-  );
+  const unfinished = tasksToContinue(counts);
   if (unfinished > 0 && run.state !== 'running') {
     out.push([unfinishedAdvice(unfinished, inv)]);
   }
@@ -240,7 +225,9 @@ export function runJson(
     state: run.state,
     exit_code: run.exitCode,
     created_at: run.createdAt.toISOString(),
-    started_at: run.startedAt?.toISOString() ?? null,
+    // The first start, as the report and the view say; the last (a resume, a joining worker) beside it.
+    started_at: (run.firstStartedAt ?? run.startedAt)?.toISOString() ?? null,
+    last_started_at: run.startedAt?.toISOString() ?? null,
     finished_at: run.finishedAt?.toISOString() ?? null,
     tasks: total(counts),
     by_state: counts,
@@ -277,9 +264,10 @@ export function workerLines(workers: readonly WorkerRecord[], now: Date): string
       w.workerId,
       w.host,
       shortTime(w.startedAt),
-      String(w.inFlight),
+      String(shownWorker(w).in_flight),
       String(w.submitted),
-      `${Math.max(0, Math.round((now.getTime() - w.heartbeatAt.getTime()) / 1000))} s ago`,
+      // As the view's panel says it: `33 min 50 s ago`.
+      `${fmtSeconds(Math.max(0, Math.round((now.getTime() - w.heartbeatAt.getTime()) / 1000)))} ago`,
       w.lost ? 'lost' : w.stoppedAt !== undefined ? `left ${shortTime(w.stoppedAt)}` : 'working',
     ]),
   ];
@@ -297,10 +285,16 @@ export function workerJson(w: WorkerRecord): Record<string, unknown> {
     started_at: w.startedAt.toISOString(),
     heartbeat_at: w.heartbeatAt.toISOString(),
     stopped_at: w.stoppedAt?.toISOString() ?? null,
-    in_flight: w.inFlight,
+    state: shownWorker(w).state,
+    in_flight: shownWorker(w).in_flight,
     submitted: w.submitted,
     lost: w.lost,
   };
+}
+
+/** When the run first started (a resume moves its last start only), or was made if it never started. */
+export function firstStart(run: Pick<RunRecord, 'firstStartedAt' | 'startedAt' | 'createdAt'>): Date {
+  return run.firstStartedAt ?? run.startedAt ?? run.createdAt;
 }
 
 export function shortTime(date: Date): string {

@@ -7,7 +7,7 @@
 
 import type { DecideOutcome, DecideRequest, MoneyFigures, PeriodMoney, Store } from '../store/index.js';
 import { OverBudgetError } from '../store/index.js';
-import { fromMicro, toMicro } from '../util/money.js';
+import { fromMicro, tokensOf, toMicro } from '../util/money.js';
 
 export { OverBudgetError };
 
@@ -177,16 +177,20 @@ export class RunMoney {
 
   /**
    * The limit that leaves the least (micro-tokens), named as a stop line says it: the run's budget, or the
-   * period budget of a fired run when that one is tighter. Undefined when the run has neither.
+   * period budget of a fired run when that one is tighter, with what it leaves (`0.1 tokens left`) or, spent
+   * past it (lowered, or charged beyond the worst cases held), by how much (`already 0.3 tokens over`).
+   * Undefined when the run has neither.
    */
-  tightest(): { name: string; setting: 'budget' | 'budget_per_period'; leftMicro: number } | undefined {
+  tightest():
+    | { name: string; setting: 'budget' | 'budget_per_period'; leftMicro: number; room: string }
+    | undefined {
     const p = this.figures.period;
     const budget = this.#runBudget();
     const run =
       budget === undefined
         ? undefined
         : {
-            name: `the budget of ${fromMicro(budget)} tokens`,
+            name: `the budget of ${tokensOf(fromMicro(budget))}`,
             setting: 'budget' as const,
             left: budget - this.committedMicro(),
           };
@@ -195,14 +199,18 @@ export class RunMoney {
       p === undefined
         ? undefined
         : {
-            name: `budget_per_period of ${fromMicro(p.budget)} tokens in ${p.period}`,
+            name: `budget_per_period of ${tokensOf(fromMicro(p.budget))} in ${p.period}`,
             setting: 'budget_per_period' as const,
             left: p.budget - p.spent - p.reserved + this.#ownHeld,
           };
     // A tie names the period: a fired run's budget is often what the period leaves, which is the reason.
     const tighter = period !== undefined && (run === undefined || period.left <= run.left) ? period : run;
     if (tighter === undefined) return undefined;
-    return { name: tighter.name, setting: tighter.setting, leftMicro: Math.max(0, tighter.left) };
+    const room =
+      tighter.left >= 0
+        ? `${tokensOf(fromMicro(tighter.left))} left`
+        : `already ${tokensOf(fromMicro(-tighter.left))} over`;
+    return { name: tighter.name, setting: tighter.setting, leftMicro: Math.max(0, tighter.left), room };
   }
 
   /** What the task holds already in the store (a re-roll reserved when it was asked for). */

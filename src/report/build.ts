@@ -32,6 +32,7 @@ import {
   type ReportTaskSpend,
   type RunFileTotals,
   type RunRecord,
+  type RunState,
   type Store,
   type TaskRecord,
   type TaskSpend,
@@ -56,6 +57,16 @@ export interface ReportOptions {
   runDir: string;
   /** The monthly quota from configuration (MEDIABATCH_QUOTA), when the user set one. */
   quota?: number;
+  /**
+   * The run's state as shown (the run layer's shownRunState: a run whose process or every worker died is
+   * `interrupted`), so that the report says what `status` and the view say; the recorded one without it.
+   */
+  shownState?: (run: RunRecord) => RunState;
+}
+
+/** The run as the report shows it: its state as `opts.shownState` says. */
+export function shownRun(run: RunRecord, opts: Pick<ReportOptions, 'shownState'>): RunRecord {
+  return opts.shownState === undefined ? run : { ...run, state: opts.shownState(run) };
 }
 
 export interface QuotaKeyInput {
@@ -106,8 +117,9 @@ export function buildReport(store: Store, runId: string, opts: ReportOptions): R
 }
 
 export function collectReportInput(store: Store, runId: string, opts: ReportOptions): ReportInput {
-  const run = store.runs.getRun(runId);
-  if (run === undefined) throw new UnknownRunError(runId);
+  const recorded = store.runs.getRun(runId);
+  if (recorded === undefined) throw new UnknownRunError(runId);
+  const run = shownRun(recorded, opts);
   const tasks = store.tasks.tasksOfRun(runId);
   const inDoubtSentAt = new Map<string, Date | null>();
   for (const task of tasks) {
@@ -119,6 +131,7 @@ export function collectReportInput(store: Store, runId: string, opts: ReportOpti
   return {
     account: describeRun(store, runId, {
       command: invocationCommand(invocationOf(run, opts.reader ?? { state: store.file })),
+      ...(opts.shownState !== undefined ? { shownState: opts.shownState } : {}),
     }),
     run,
     tasks,

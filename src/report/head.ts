@@ -13,13 +13,15 @@ import {
   type ReportHead,
   type ReportOptions,
   type SummaryCounts,
+  shownRun,
   summaryOf,
   UnknownRunError,
 } from './build.js';
 
 export function collectReportHead(store: Store, runId: string, opts: ReportOptions): ReportHead {
-  const run = store.runs.getRun(runId);
-  if (run === undefined) throw new UnknownRunError(runId);
+  const recorded = store.runs.getRun(runId);
+  if (recorded === undefined) throw new UnknownRunError(runId);
+  const run = shownRun(recorded, opts);
   const figures = store.reportReads.reportModelFigures(runId);
   const byModel = figures.map((f) => ({
     model: f.model,
@@ -40,6 +42,7 @@ export function collectReportHead(store: Store, runId: string, opts: ReportOptio
     ...withReview(reportReview(store, runId)),
     account: describeRun(store, runId, {
       command: invocationCommand(invocationOf(run, opts.reader ?? { state: store.file })),
+      ...(opts.shownState !== undefined ? { shownState: opts.shownState } : {}),
     }),
   });
 }

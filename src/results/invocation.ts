@@ -9,6 +9,7 @@
 
 import { isAbsolute, relative } from 'node:path';
 import { parseShardRunId, type Shard } from '../plan/shard.js';
+import { isPostgresUrl, redactUrl } from '../store/location.js';
 import { shellLine } from '../util/shell.js';
 
 /** The state file of real runs when `--state` is not given. */
@@ -70,7 +71,8 @@ function reachFlags(inv: RunInvocation, withConfig: boolean): string[] {
   const defaultState = inv.sandbox ? SANDBOX_STATE_FILE : DEFAULT_STATE_FILE;
   return [
     ...(inv.sandbox ? ['--sandbox'] : []),
-    ...(inv.state !== defaultState ? ['--state', inv.state] : []),
+    // Whatever the caller was given, a printed command never carries the URL's password.
+    ...(inv.state !== defaultState ? ['--state', typableState(inv.state)] : []),
     ...(withConfig && inv.config !== undefined ? ['--config', inv.config] : []),
   ];
 }
@@ -210,6 +212,34 @@ export function typableState(state: string): string {
     return url.toString().replace(/\+/g, '%20');
   } catch {
     return 'postgres://(unreadable URL)';
+  }
+}
+
+/** A state as a line for a person names it: a file as given, a PostgreSQL URL with its password hidden. */
+export function stateInLine(state: string): string {
+  return isPostgresUrl(state) ? redactUrl(state) : state;
+}
+
+/**
+ * The state a command opens when `--state` names a PostgreSQL database without a password, as every
+ * command mediabatch prints does: the URL of MEDIABATCH_STATE_URL when that names the very same database
+ * (the same URL once its password is left out), so that a printed command typed in the shell that holds
+ * the password in MEDIABATCH_STATE_URL reaches the run; else the URL as given, whose password libpq then
+ * takes from PGPASSWORD or ~/.pgpass.
+ */
+export function stateWithKnownPassword(given: string, fromEnv: string | undefined): string {
+  if (fromEnv === undefined || !isPostgresUrl(given) || !isPostgresUrl(fromEnv)) return given;
+  if (hasPassword(given) || !hasPassword(fromEnv)) return given;
+  return typableState(fromEnv) === typableState(given) ? fromEnv : given;
+}
+
+/** A PostgreSQL URL that carries a password, in its user part or as `password=`. */
+function hasPassword(state: string): boolean {
+  try {
+    const url = new URL(state);
+    return url.password !== '' || url.searchParams.has('password');
+  } catch {
+    return false;
   }
 }
 

@@ -18,7 +18,8 @@ import {
   type TaskRecord,
   type Verdict,
 } from '../store/index.js';
-import { fromMicro, roundTokens, tokensText, toMicro } from '../util/money.js';
+import { fromMicro, roomText, roundTokens, tokensOf, toMicro } from '../util/money.js';
+import { fmtTokensExact } from '../util/numbers.js';
 import { keepEarlierResult } from './files.js';
 import { type RerollWorstCase, rerollWorstCase } from './reroll-worst.js';
 
@@ -188,18 +189,30 @@ function rerollText(p: Omit<RerollPrice, 'text'>): string {
   const downs =
     worst.repriced.length === 0
       ? ''
-      : ` and ${worst.repriced.length} downstream task(s) priced again (up to ${tokensText(worst.downstreams)} more)`;
+      : ` and ${worst.repriced.length} downstream task(s) priced again (up to ${tokensOf(worst.downstreams)} more)`;
   const parts = [
-    `Re-roll ${n} result(s): up to ${tokensText(worst.own)} tokens for the re-roll${n === 1 ? '' : 's'}${downs}; the run's worst case goes from ${tokensText(worst.now)} to ${tokensText(worst.after)} tokens`,
+    `Re-roll ${n} result(s): up to ${tokensOf(worst.own)} for the re-roll${n === 1 ? '' : 's'}${downs}; the run's worst case goes from ${fmtTokensExact(worst.now)} to ${tokensOf(worst.after)}`,
   ];
   if (p.budget === undefined) parts.push('no budget is set.');
   else if (worst.leftAfter !== undefined && worst.leftAfter >= 0)
-    parts.push(`the budget of ${tokensText(p.budget)} leaves ${tokensText(worst.leftAfter)} after it.`);
+    parts.push(`the budget of ${tokensOf(p.budget)} leaves ${tokensOf(worst.leftAfter)} after it.`);
   else
     parts.push(
-      `over the budget of ${tokensText(p.budget)} by ${tokensText(-(worst.leftAfter ?? 0))}: the next \`run\` would refuse to start (it could cost up to ${tokensText(worst.after)} tokens); re-roll fewer, reject the downstreams you do not need, or raise budget.`,
+      `over the budget of ${tokensOf(p.budget)} by ${tokensOf(-(worst.leftAfter ?? 0))}: the next \`run\` would refuse to start (it could cost up to ${tokensOf(worst.after)}); re-roll fewer, reject the downstreams you do not need, or raise budget.`,
     );
   return parts.join('; ');
+}
+
+/**
+ * Why re-rolls that do not fit in what the run's budget leaves are refused, the same from `review` and the
+ * page: what they cost, and what the budget leaves or, spent past it already, by how much it is over.
+ */
+export function rerollRefusal(price: RerollPrice): string {
+  const room =
+    price.budget === undefined
+      ? 'no budget is set'
+      : `the budget of ${tokensOf(price.budget)} ${roomText(toMicro(price.budget) - toMicro(price.committed))}`;
+  return `re-rolling ${price.tasks.length} task(s) may cost up to ${tokensOf(price.total)} and ${room}: nothing was sent; raise budget in the manifest to re-roll`;
 }
 
 export interface DecideOptions {
@@ -243,9 +256,7 @@ export async function decide(
     const price = rerollPrice(store, runId, taskIds);
     // The run's budget leaves room, so another limit refused (a fired run's budget_per_period): the
     // store's line names it.
-    const reason = price.fits
-      ? `${refused.reason}: nothing was sent`
-      : `re-rolling ${taskIds.length} task(s) may cost up to ${price.total} tokens and the budget of ${price.budget} leaves ${price.left}: nothing was sent; raise budget in the manifest to re-roll`;
+    const reason = price.fits ? `${refused.reason}: nothing was sent` : rerollRefusal(price);
     return outcomes.map((o) => ({ taskId: o.taskId, ok: false, reason, overBudget: true }));
   }
   // The re-rolls are recorded; then each earlier result is moved to `attempt-<n>/` and its rows dropped:

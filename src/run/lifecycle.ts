@@ -15,7 +15,7 @@ import { EXIT, type ExitCode } from '../exit-codes.js';
 import type { TaskOrder } from '../manifest/types.js';
 import { owedSoFar } from '../money/index.js';
 import { resultsRunId } from '../plan/shard.js';
-import type { WrittenReport } from '../report/index.js';
+import type { ReportOptions, WrittenReport } from '../report/index.js';
 import { reportFiles, writeReport } from '../report/index.js';
 import { abortUnfinishedUploads, type BucketOutput, objectUrl, putText } from '../results/bucket.js';
 import type { Reader } from '../results/invocation.js';
@@ -602,7 +602,7 @@ export async function writeRunReport(
 export async function writeBucketReport(
   session: Pick<RunSession, 'store' | 'runId' | 'runDir'>,
   bucket: BucketOutput,
-  o: { now: Date; quota?: number; reader?: Reader },
+  o: Pick<ReportOptions, 'now' | 'quota' | 'reader' | 'shownState'>,
   /** Called with the local copies before they are removed (`mediabatch report` prints one). */
   beforeRemoving?: (files: WrittenReport['files']) => Promise<void>,
 ): Promise<{ files: { markdown: string; gallery: string } }> {
@@ -612,6 +612,7 @@ export async function writeBucketReport(
       now: o.now,
       ...(o.quota !== undefined ? { quota: o.quota } : {}),
       ...(o.reader !== undefined ? { reader: o.reader } : {}),
+      ...(o.shownState !== undefined ? { shownState: o.shownState } : {}),
       writeTo: join(temp, resultsRunId(session.runId)),
       readExtra: bucketExtraReader(bucket.storage, bucket.runKey),
     });

@@ -1,6 +1,6 @@
 // Whether a run may start, from figures gathered by the caller. Pure, so every refusal is tested as a table.
 
-import { fromMicro, tokensPlainText, toMicro } from '../util/money.js';
+import { fromMicro, roomText, tokensOf, toMicro } from '../util/money.js';
 
 export interface PreflightInput {
   /** Worst case of the tasks still to submit. */
@@ -27,7 +27,7 @@ export interface PreflightDecision {
   leftAfter: { balance?: number; quota?: number; budget?: number };
 }
 
-const fmt = tokensPlainText;
+const fmt = tokensOf;
 
 /**
  * Compared in micro-tokens: in floats a budget of 1.2 with 0.8 charged leaves 0.39999999999999997, and a
@@ -41,7 +41,7 @@ export function decidePreflight(input: PreflightInput): PreflightDecision {
   if (input.balance !== undefined) {
     leftAfter.balance = fromMicro(toMicro(input.balance) - needMicro);
     if (needMicro > toMicro(input.balance)) {
-      refusals.push(`the run can cost up to ${fmt(need)} tokens but the balance is ${fmt(input.balance)}`);
+      refusals.push(`the run can cost up to ${fmt(need)} but the balance is ${fmt(input.balance)}`);
     }
   }
   if (input.quota) {
@@ -51,15 +51,14 @@ export function decidePreflight(input: PreflightInput): PreflightDecision {
     if (needMicro > roomMicro) {
       refusals.push(
         roomMicro >= 0
-          ? `the run can cost up to ${fmt(need)} tokens but only ${fmt(room)} of the quota (${fmt(input.quota.limit)}, ${input.quota.source}) are left this period`
-          : `the run can cost up to ${fmt(need)} tokens but the quota (${fmt(input.quota.limit)}, ${input.quota.source}) is already ${fmt(-room)} over this period`,
+          ? `the run can cost up to ${fmt(need)} but only ${fmt(room)} of the quota (${fmt(input.quota.limit)}, ${input.quota.source}) are left this period`
+          : `the run can cost up to ${fmt(need)} but the quota (${fmt(input.quota.limit)}, ${input.quota.source}) is already ${fmt(-room)} over this period`,
       );
     }
   }
   if (input.budget !== undefined) {
     const reservedMicro = toMicro(input.reservedSoFar ?? 0);
     const roomMicro = toMicro(input.budget) - toMicro(input.chargedSoFar) - reservedMicro;
-    const room = fromMicro(roomMicro);
     leftAfter.budget = fromMicro(roomMicro - needMicro);
     if (needMicro > roomMicro) {
       const held =
@@ -67,7 +66,7 @@ export function decidePreflight(input: PreflightInput): PreflightDecision {
           ? `, ${fmt(fromMicro(reservedMicro))} reserved for tasks in doubt or in flight`
           : '';
       refusals.push(
-        `the run can cost up to ${fmt(need)} tokens but the budget ${roomMicro >= 0 ? `leaves ${fmt(room)}` : `is already ${fmt(-room)} over`} (budget ${fmt(input.budget)}, ${fmt(input.chargedSoFar)} charged already${held})`,
+        `the run can cost up to ${fmt(need)} but the budget of ${fmt(input.budget)} ${roomText(roomMicro)} (${fmt(input.chargedSoFar)} charged already${held})`,
       );
     }
   }

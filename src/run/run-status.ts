@@ -48,8 +48,11 @@ function chainsOf(store: Store, runId: string): { list: ChainLine[]; more: numbe
   return { list, more: Math.max(0, links.size - list.length) };
 }
 
-/** An upstream as the chain table shows it: its state, and for a reviewed one where its result stands. */
-function upstreamLine(
+/**
+ * An upstream as the chain tables show it (`status` and the view's): its state, and for a reviewed one
+ * where its result stands.
+ */
+export function upstreamLine(
   store: Store,
   runId: string,
   name: string,

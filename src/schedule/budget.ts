@@ -1,6 +1,9 @@
 // `budget_per_period`: all the scheduled runs of one manifest together stay under a cap per ledger
 // period (a UTC calendar month). A run starts only when its worst case fits in what is left.
 
+import { fromMicro, tokensOf, toMicro } from '../util/money.js';
+import { fmtTokensExact } from '../util/numbers.js';
+
 export type PeriodBudgetDecision =
   | { ok: true; remaining: number }
   | { ok: false; remaining: number; message: string };
@@ -17,20 +20,22 @@ export interface PeriodBudgetInput {
   period: string;
 }
 
+/** Compared in micro-tokens, as the store compares every spend: float sums of 0.2s drift. */
 export function checkPeriodBudget(input: PeriodBudgetInput): PeriodBudgetDecision {
   const reserved = input.reserved ?? 0;
-  const remaining = Math.max(0, input.cap - input.spent - reserved);
-  if (input.worstCase <= remaining) return { ok: true, remaining };
+  const leftMicro = toMicro(input.cap) - toMicro(input.spent) - toMicro(reserved);
+  const remaining = fromMicro(Math.max(0, leftMicro));
+  if (toMicro(input.worstCase) <= Math.max(0, leftMicro)) return { ok: true, remaining };
   const held =
-    reserved > 0 ? ` (and ${fmt(reserved)} reserved for tasks in flight, in doubt or re-rolled)` : '';
+    reserved > 0 ? ` (and ${tokensOf(reserved)} reserved for tasks in flight, in doubt or re-rolled)` : '';
+  // Spent past the cap (lowered, or charged more than the worst cases held): by how much, never "0 left".
+  const room =
+    leftMicro >= 0
+      ? `${tokensOf(fromMicro(leftMicro))} left`
+      : `already ${tokensOf(fromMicro(-leftMicro))} over`;
   return {
     ok: false,
     remaining,
-    message: `budget_per_period: ${fmt(input.spent)} of ${fmt(input.cap)} tokens spent in ${input.period}${held}, ${fmt(remaining)} left, but the run can cost up to ${fmt(input.worstCase)}; raise budget_per_period or shrink the manifest`,
+    message: `budget_per_period: ${fmtTokensExact(input.spent)} of ${tokensOf(input.cap)} spent in ${input.period}${held}, ${room}, but the run can cost up to ${tokensOf(input.worstCase)}; raise budget_per_period or shrink the manifest`,
   };
-}
-
-/** Tokens come in fractions (0.2 per image): two decimals at most, no trailing zeros. */
-function fmt(n: number): string {
-  return String(Number(n.toFixed(2)));
 }

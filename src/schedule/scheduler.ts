@@ -2,9 +2,11 @@
 // manifest, across processes too. A firing is claimed by moving the manifest's schedule row to that
 // slot in one conditional statement, so of any number of schedulers on one state (SQLite or
 // PostgreSQL) exactly one owns each slot; the manifest's `schedule:` lease then keeps runs one at a time.
+// The claim names its holder and lives while the holder beats, until the slot's run is made: a claimer
+// killed in between leaves a claim that another scheduler takes over, so the slot still gets its run.
 
 import { EventEmitter } from 'node:events';
-import type { Store } from '../store/index.js';
+import { holderIsDead, type ScheduleRecord, type Store } from '../store/index.js';
 import type { Logger } from '../util/log.js';
 import type { CronSchedule } from './next.js';
 import { type DueDecision, dueFiring, resumePoint } from './policy.js';
@@ -99,8 +101,13 @@ interface Running {
   heartbeat?: unknown;
   /** A stop that came before the run listened for signals; delivered when it starts listening. */
   pendingSignal?: 'SIGTERM' | 'SIGINT';
-  /** The manifest's last firing before this one claimed its slot: where a cut firing gives it back to. */
+  /**
+   * The manifest's last firing before this one claimed its slot: where a cut firing gives it back to.
+   * Undefined for a claim taken over, whose earlier firing is not known: a cut one lets its claim lapse.
+   */
   before?: Date | null;
+  /** The slot, whose claim the heartbeat renews until the run is made. */
+  at: Date;
 }
 
 interface Entry {
@@ -110,7 +117,7 @@ interface Entry {
   nextAt: Date;
   timer?: unknown;
   running?: Running;
-  /** Looks again at a slot another scheduler claimed, in case it gives it back (#watchGivenBack). */
+  /** Looks again at a slot another scheduler claimed, in case it gives it back or its claim lapses (#watchClaim). */
   watch?: unknown;
 }
 
@@ -153,7 +160,7 @@ export class Scheduler {
     const now = this.#deps.now();
     for (const m of this.#manifests) {
       const record = this.#deps.store.schedules.getSchedule(m.path);
-      const due = this.#due(m.schedule, resumePoint(record, now), now);
+      const due = this.#due(m.schedule, this.#resumeFrom(record, now), now);
       const entry: Entry = { m, since: now, nextAt: m.schedule.next(now) };
       this.#entries.push(entry);
       this.#deps.store.schedules.setNextFire(m.path, entry.nextAt);
@@ -209,6 +216,23 @@ export class Scheduler {
     return this.#entries.map((e) => ({ manifestPath: e.m.path, nextAt: e.nextAt, running: !!e.running }));
   }
 
+  /**
+   * Where this scheduler takes over: after the last firing, unless that firing's claim outlived its holder
+   * (killed before making the run), which leaves the slot due again: fired if still on time (or caught
+   * up), said missed if not, as a slot given back is.
+   */
+  #resumeFrom(record: ScheduleRecord | undefined, now: Date): Date {
+    if (record?.lastFiredAt && record.claim !== undefined && this.#claimLapsed(record.claim, now))
+      return new Date(record.lastFiredAt.getTime() - 1);
+    return resumePoint(record, now);
+  }
+
+  /** Another's claim that its holder no longer keeps: expired, or its process gone from this machine. */
+  #claimLapsed(claim: NonNullable<ScheduleRecord['claim']>, now: Date): boolean {
+    if (claim.holder === this.#deps.holder) return false;
+    return claim.expiresAt.getTime() <= now.getTime() || holderIsDead(claim.holder);
+  }
+
   #due(schedule: CronSchedule, since: Date, now: Date): DueDecision {
     return dueFiring({ schedule, since, now, catchUp: this.#catchUp, graceMs: this.#graceMs });
   }
@@ -262,22 +286,76 @@ export class Scheduler {
     // The slot is claimed in the database before anything else, not decided from a read: of any number
     // of schedulers exactly one owns it, and that one fires it or says why it skipped it.
     const before = store.schedules.getSchedule(path)?.lastFiredAt ?? null;
-    if (!store.schedules.claimFiring(path, { firedAt: at, nextFireAt: entry.nextAt })) {
-      this.#say(
-        'info',
-        { manifest: path, fire_at: at },
-        `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was already handled by another mediabatch schedule`,
-      );
-      this.#watchGivenBack(entry, at);
+    const claim = { firedAt: at, nextFireAt: entry.nextAt, holder, ttlMs: this.#leaseTtlMs };
+    if (store.schedules.claimFiring(path, claim)) {
+      this.#fireClaimed(entry, { at, late, before });
       return;
     }
+    if (this.#takeOver(entry, at)) return;
+    this.#say(
+      'info',
+      { manifest: path, fire_at: at },
+      `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was already handled by another mediabatch schedule`,
+    );
+    this.#watchClaim(entry, at);
+  }
+
+  /**
+   * The slot's claim outlived its holder (killed before it made the slot's run): taken over in one
+   * conditional statement, so one scheduler of any number fires it. False when the claim is not lapsed,
+   * or another took it first.
+   */
+  #takeOver(entry: Entry, at: Date): boolean {
+    const { store, holder } = this.#deps;
+    const path = entry.m.path;
+    const now = this.#deps.now();
+    const record = store.schedules.getSchedule(path);
+    const claim = record?.claim;
+    if (record?.lastFiredAt?.getTime() !== at.getTime() || claim === undefined) return false;
+    if (!this.#claimLapsed(claim, now)) return false;
+    const gone = holderIsDead(claim.holder);
+    const taken = store.schedules.takeOverFiring(path, {
+      firedAt: at,
+      from: claim.holder,
+      fromGone: gone,
+      holder,
+      ttlMs: this.#leaseTtlMs,
+    });
+    if (!taken) return false;
+    this.#say(
+      'warn',
+      { manifest: path, fire_at: at, claimed_by: claim.holder },
+      `${entry.m.label}: the firing due ${this.#fmt(entry.m, at)} was claimed by ${claim.holder}, which ${gone ? 'is gone' : 'let its claim expire'} without making its run: taking it`,
+    );
+    const late = now.getTime() - at.getTime() > this.#graceMs;
+    this.#fireClaimed(entry, { at, late, before: undefined }, claim.holder);
+    return true;
+  }
+
+  /**
+   * A slot this scheduler owns: fired, or skipped with the reason (the claim settled then). `from`: the
+   * holder of a claim taken over, whose schedule lease is as stale as its claim.
+   */
+  #fireClaimed(
+    entry: Entry,
+    slot: { at: Date; late: boolean; before: Date | null | undefined },
+    from?: string,
+  ): void {
+    const { store, holder } = this.#deps;
+    const { at } = slot;
+    const path = entry.m.path;
     if (entry.running) {
       const which = entry.running.runId ? ` (${entry.running.runId})` : '';
       this.#skip(entry, at, `the previous run${which} is still going`);
       return;
     }
     const leaseName = scheduleLeaseName(path);
-    const lease = store.leases.acquireLease(leaseName, holder, this.#leaseTtlMs);
+    let lease = store.leases.acquireLease(leaseName, holder, this.#leaseTtlMs);
+    if (!lease.acquired && (lease.holder === from || holderIsDead(lease.holder))) {
+      // kill -9 left the lease behind with the claim: the slot must not wait for it to expire.
+      store.leases.releaseLease(leaseName, lease.holder);
+      lease = store.leases.acquireLease(leaseName, holder, this.#leaseTtlMs);
+    }
     if (!lease.acquired) {
       this.#skip(entry, at, `another mediabatch schedule (${lease.holder}) is running this manifest`);
       return;
@@ -290,22 +368,28 @@ export class Scheduler {
     } finally {
       if (!launch) store.leases.releaseLease(leaseName, holder);
     }
-    if (launch) this.#launch(entry, { at, late, before });
+    if (launch) this.#launch(entry, slot);
   }
 
   /**
-   * The scheduler that claimed this slot may be stopped before its run is made, and then gives the slot
-   * back: while the slot is still on time (the grace), this one looks again now and then, and fires it.
+   * Another scheduler holds this slot's claim. Stopped before its run is made, it gives the slot back; killed,
+   * it leaves its claim to lapse. This one looks again now and then: it fires a slot given back while the
+   * slot is on time, and takes over a lapsed claim, until the claim is settled (the run made, the slot
+   * skipped, the firing ended) or the next slot comes, which supersedes it.
    */
-  #watchGivenBack(entry: Entry, at: Date): void {
+  #watchClaim(entry: Entry, at: Date): void {
     if (entry.watch !== undefined) this.#deps.timers.clearTimeout(entry.watch);
-    const every = Math.max(1, Math.min(this.#graceMs / 6, this.#maxSleepMs));
+    // A read of one row: often enough that a claimer killed on this machine is replaced within seconds.
+    const every = Math.max(1, Math.min(this.#graceMs / 6, this.#maxSleepMs, 2_000));
     const look = () => {
       entry.watch = undefined;
-      if (this.stopped || this.#deps.now().getTime() - at.getTime() > this.#graceMs) return;
+      const now = this.#deps.now();
+      if (this.stopped || now.getTime() >= entry.nextAt.getTime()) return;
       try {
-        const last = this.#deps.store.schedules.getSchedule(entry.m.path)?.lastFiredAt;
+        const record = this.#deps.store.schedules.getSchedule(entry.m.path);
+        const last = record?.lastFiredAt;
         if (last === undefined || last === null || last.getTime() < at.getTime()) {
+          if (now.getTime() - at.getTime() > this.#graceMs) return;
           this.#say(
             'info',
             { manifest: entry.m.path, fire_at: at },
@@ -314,6 +398,8 @@ export class Scheduler {
           this.#fire(entry, at, false);
           return;
         }
+        if (last.getTime() > at.getTime() || record?.claim === undefined) return;
+        if (this.#takeOver(entry, at)) return;
       } catch (error) {
         this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'could not look at the firing again');
       }
@@ -323,6 +409,7 @@ export class Scheduler {
   }
 
   #skip(entry: Entry, at: Date, why: string): void {
+    this.#settle(entry, at);
     this.#say(
       'warn',
       { manifest: entry.m.path, fire_at: at, reason: why, next_fire_at: entry.nextAt },
@@ -330,12 +417,26 @@ export class Scheduler {
     );
   }
 
-  #launch(entry: Entry, slot: { at: Date; late: boolean; before: Date | null }): void {
+  /** The slot this scheduler claimed was handled without a run (skipped, refused, failed): nobody takes it over. */
+  #settle(entry: Entry, at: Date): void {
+    try {
+      this.#deps.store.schedules.settleClaim(entry.m.path, { firedAt: at, holder: this.#deps.holder });
+    } catch (error) {
+      this.#deps.logger.error({ err: error, manifest: entry.m.path }, 'could not settle the firing');
+    }
+  }
+
+  #launch(entry: Entry, slot: { at: Date; late: boolean; before: Date | null | undefined }): void {
     const { store, logger } = this.#deps;
     const { at, late } = slot;
     const path = entry.m.path;
     const signals = new EventEmitter();
-    const running: Running = { signals, done: Promise.resolve(), before: slot.before };
+    const running: Running = {
+      signals,
+      done: Promise.resolve(),
+      at,
+      ...(slot.before !== undefined && { before: slot.before }),
+    };
     signals.on('newListener', (event: string | symbol) => {
       const pending = running.pendingSignal;
       if (pending !== undefined && event === pending) {
@@ -380,6 +481,14 @@ export class Scheduler {
     const beat = () => {
       if (entry.running !== running) return;
       try {
+        // The claim lives while the run is not made: a scheduler killed before that leaves it to lapse.
+        const claim = { firedAt: running.at, holder: this.#deps.holder, ttlMs: this.#leaseTtlMs };
+        if (running.runId === undefined && !this.#deps.store.schedules.renewClaim(entry.m.path, claim)) {
+          this.#deps.logger.warn(
+            { manifest: entry.m.path, fire_at: running.at },
+            'the claim of the firing lapsed and was taken over (was the process suspended?); its run keeps its own lease',
+          );
+        }
         if (!this.#deps.store.leases.renewLease(leaseName, this.#deps.holder, this.#leaseTtlMs)) {
           this.#deps.logger.warn(
             { manifest: entry.m.path },
@@ -408,6 +517,9 @@ export class Scheduler {
       this.#checkFinished();
       return;
     }
+    // Handled: its run made (the claim settled then, unless that record failed), or none (refused, invalid,
+    // failed). Nobody is to take it over.
+    this.#settle(entry, at);
     const runId = result.runId ?? running.runId;
     if (result.outcome === 'interrupted' && this.stopped) this.#interrupted.push(runId ?? entry.m.path);
     const level = LEVEL[result.outcome];
@@ -438,8 +550,11 @@ export class Scheduler {
    */
   #giveBack(entry: Entry, running: Running, at: Date): void {
     const path = entry.m.path;
+    const { store, holder } = this.#deps;
     try {
-      this.#deps.store.schedules.unclaimFiring(path, { firedAt: at, before: running.before ?? null });
+      // A claim taken over does not know the firing before it: it lapses now, for another to take.
+      if (running.before === undefined) store.schedules.expireClaim(path, { firedAt: at, holder });
+      else store.schedules.unclaimFiring(path, { firedAt: at, before: running.before });
     } catch (error) {
       this.#deps.logger.error({ err: error, manifest: path }, 'could not give the firing back');
     }

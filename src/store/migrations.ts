@@ -14,6 +14,14 @@ export interface Migration {
   rebuildsTables?: boolean;
 }
 
+/**
+ * Numbers PostgreSQL's list took for changes of its own (src/store/pg/migrations.ts; 22 it left out): taken
+ * here too, as 17 is, so that a schema number means the same tables on either backend.
+ */
+function takenOnPostgres(ids: readonly number[]): Migration[] {
+  return ids.map((id) => ({ id, name: "PostgreSQL's alone (src/store/pg/migrations.ts)", sql: 'SELECT 1;' }));
+}
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     id: 1,
@@ -769,6 +777,19 @@ END;
 ALTER TABLE runs ADD COLUMN stop_reason TEXT;
 ALTER TABLE runs ADD COLUMN stop_message TEXT;
 ALTER TABLE runs ADD COLUMN stopped_at TEXT;
+`,
+  },
+  ...takenOnPostgres([19, 20, 21, 22, 23, 24, 25, 26, 27]),
+  {
+    id: 28,
+    name: "a schedule's claim of a firing: who holds it and until when, until its run is made",
+    sql: `
+-- A scheduler claims a slot (last_fired_at) before it makes the slot's run; one killed in between left
+-- the slot counted with no run. The claim names its holder (pid@host#nonce) and lives until claim_expires_at,
+-- renewed by the holder's heartbeat, and is settled (NULL) once the run is made, the slot skipped or the
+-- firing ended: a claim that outlives its holder (expired, or its process gone) is taken over by another.
+ALTER TABLE schedules ADD COLUMN claim_holder TEXT;
+ALTER TABLE schedules ADD COLUMN claim_expires_at TEXT;
 `,
   },
 ];

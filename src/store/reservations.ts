@@ -17,7 +17,7 @@
 // `periodFigures`, `setBudget` and `setPeriodBudget` stand alone.
 
 import { MediabatchError } from '../errors.js';
-import { fromMicro } from '../util/money.js';
+import { fromMicro, roomText, tokensOf } from '../util/money.js';
 import { changesRow, type Db, inPipeline, readSoon } from './db.js';
 
 export type ReservationKind = 'first' | 'retry' | 'reroll' | 'doubt';
@@ -396,25 +396,25 @@ export class ReservationStore {
     if (f.budget !== undefined) {
       const committed = f.charged - f.refunded + f.held + f.doubt;
       if (committed + needMicro > f.budget) {
-        const left = Math.max(0, f.budget - committed);
         throw new OverBudgetError(
-          `${what} may cost up to ${tokens(needMicro)} tokens and the budget of ${tokens(f.budget)} leaves ${tokens(left)} (${tokens(f.charged - f.refunded)} spent, ${tokens(f.held + f.doubt)} reserved for tasks asked for, in flight or in doubt)`,
-          left,
+          `${what} may cost up to ${tokens(needMicro)} and the budget of ${tokens(f.budget)} ${roomText(f.budget - committed)} (${tokens(f.charged - f.refunded)} spent, ${tokens(f.held + f.doubt)} reserved for tasks asked for, in flight or in doubt)`,
+          Math.max(0, f.budget - committed),
           needMicro,
         );
       }
     }
     const p = f.period;
     if (p === undefined || p.spent + p.reserved + needMicro <= p.budget) return;
-    const left = Math.max(0, p.budget - p.spent - p.reserved);
+    const left = p.budget - p.spent - p.reserved;
     throw new OverBudgetError(
-      `${what} may cost up to ${tokens(needMicro)} tokens and budget_per_period of ${tokens(p.budget)} leaves ${tokens(left)} in ${p.period} (${tokens(p.spent)} spent by the manifest's runs in ${p.period}, ${tokens(p.reserved)} reserved for their tasks asked for, in flight or in doubt)`,
-      left,
+      `${what} may cost up to ${tokens(needMicro)} and budget_per_period of ${tokens(p.budget)} ${roomText(left)} in ${p.period} (${tokens(p.spent)} spent by the manifest's runs in ${p.period}, ${tokens(p.reserved)} reserved for their tasks asked for, in flight or in doubt)`,
+      Math.max(0, left),
       needMicro,
     );
   }
 }
 
+/** Micro-tokens as a refusal line says them: `2 tokens`, `6.999999 tokens`. */
 function tokens(micro: number): string {
-  return String(fromMicro(micro));
+  return tokensOf(fromMicro(micro));
 }

@@ -352,4 +352,10 @@ export interface ScheduleRecord {
   lastRunId: string | null;
   nextFireAt: Date | null;
   updatedAt: Date;
+  /**
+   * The claim of the firing at lastFiredAt while its run is not made yet (none once it is made, the slot
+   * skipped or the firing ended): its holder (`pid@host#nonce`) renews it; past expiresAt, or with the
+   * holder's process gone, another scheduler takes it over.
+   */
+  claim?: { holder: string; expiresAt: Date };
 }

@@ -2,7 +2,7 @@
 // loop once waited forever for an in-flight sum of -3.9e-16 to reach 0. Sums that decide anything are
 // kept in micro-tokens, whole numbers that add and subtract exactly.
 
-import { fmtTokens, fmtUsd } from './numbers.js';
+import { fmtTokens, fmtTokensExact, fmtUsd } from './numbers.js';
 
 /** Micro-tokens in one token: prices have at most six decimals (the catalog rounds to 1e-6). */
 export const MICRO = 1_000_000;
@@ -42,3 +42,21 @@ export const tokensPlainText = fmtTokens;
 
 /** The same as `usdText`; the gallery's in-page script `usd` repeats this rule. */
 export const usdPlainText = fmtUsd;
+
+/**
+ * Tokens with their unit, to the micro-token, for the lines that say why a spend did not fit (budget, period
+ * budget, quota, balance, re-roll): `1 token`, `0.2 tokens`, `1,604.25 tokens`.
+ */
+export function tokensOf(tokens: number): string {
+  return `${fmtTokensExact(tokens)} ${tokens === 1 ? 'token' : 'tokens'}`;
+}
+
+/**
+ * What a limit leaves (`leaves 2 tokens`) or, once spending is past it, by how much (`is already 1.5 tokens
+ * over`): "leaves 0" would hide that a budget lowered, or spent elsewhere, is overdrawn.
+ */
+export function roomText(leftMicro: number): string {
+  return leftMicro >= 0
+    ? `leaves ${tokensOf(fromMicro(leftMicro))}`
+    : `is already ${tokensOf(fromMicro(-leftMicro))} over`;
+}

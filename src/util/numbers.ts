@@ -2,6 +2,7 @@
 // review). The rules, which the pages' scripts repeat (assets/view, the gallery's in-page script):
 //   counts  whole, thousands separated:                        1,604
 //   tokens  thousands separated, at most 4 decimals, no trailing zeros: 1,604.25 · 0.2
+//           (a line saying why a sum did not fit keeps 6, the micro-token: 6.999999 · 1,604.000125)
 //   USD     `$`, thousands separated, cents; a non-zero amount under a cent keeps up to 4 decimals
 //           so it never reads $0.00:                           $2.05 · $0.86 · $0.004 · -$1.20
 //   rates   thousands separated, at most 1 decimal:            1,175.2 tasks/min
@@ -10,6 +11,7 @@
 
 const countFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 const tokenFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 4 });
+const microTokenFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 6 });
 const centsFormat = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
 const underCentFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 4 });
 const rateFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 1 });
@@ -22,6 +24,14 @@ export function fmtCount(n: number): string {
 /** Tokens: `1,604.25`, at most four decimals (float noise removed first). */
 export function fmtTokens(n: number): string {
   return tokenFormat.format(Number(n.toFixed(4)));
+}
+
+/**
+ * Tokens to the micro-token, `6.999999`: the unit money is compared in. A refusal rounded to four decimals
+ * would read "may cost up to 2 tokens and the budget leaves 2 tokens" for 1.999999 left.
+ */
+export function fmtTokensExact(n: number): string {
+  return microTokenFormat.format(Number(n.toFixed(6)));
 }
 
 /** Dollars (not tokens): `$2.05`, `$0.86`, `$0.004`, `-$1.20`. */

@@ -4,10 +4,11 @@
 // large run is never read over and over while it changes.
 
 import { describeRun, invocationCommand, type RunAccount } from '../account/index.js';
-import { invocationOf } from '../results/invocation.js';
+import { invocationOf, type RunInvocation } from '../results/invocation.js';
 import { runLocation } from '../results/output.js';
-import { inDoubtAdvice, unfinishedAdvice } from '../run/advice.js';
+import { inDoubtAdvice, tasksToContinue, unfinishedAdvice } from '../run/advice.js';
 import { shownRunState } from '../run/lease.js';
+import { upstreamLine } from '../run/run-status.js';
 import {
   emptyTaskCounts,
   FAILURE_STATES,
@@ -177,12 +178,12 @@ export class ViewData {
       },
       unfinished: {
         tasks: unfinished,
-        advice: unfinished > 0 && head['state'] !== 'running' ? unfinishedAdvice(unfinished, inv) : null,
+        advice: this.#continueAdvice(counts, head['state'], inv),
       },
       paid_not_on_disk: Object.fromEntries(
         NOT_ON_DISK.map((s) => [s, { tasks: paid[s].tasks, tokens: roundTokens(paid[s].tokens) }]),
       ),
-      chains: this.#store.viewReads.blockedChains(run.id, 50),
+      chains: this.#chains(run.id),
       spend_series: {
         columns: ['time_ms', 'charged', 'refunded', 'net'],
         points: figures.spend.points(),
@@ -198,6 +199,24 @@ export class ViewData {
         unfinished,
       },
     };
+  }
+
+  /** `status`'s line for the tasks `run` continues, when the run is not going. */
+  #continueAdvice(counts: Record<TaskState, number>, state: unknown, inv: RunInvocation): string | null {
+    const goesOn = tasksToContinue(counts);
+    return goesOn > 0 && state !== 'running' ? unfinishedAdvice(goesOn, inv) : null;
+  }
+
+  /**
+   * The first 50 chained tasks that wait, each upstream said as `status` says it (with where a reviewed
+   * one's result stands: the clip waits for a person's approval, not for a job).
+   */
+  #chains(runId: string): unknown[] {
+    return this.#store.viewReads.blockedChains(runId, 50).map((c) => ({
+      task: c.task,
+      state: this.#store.reviews.shownStateOf(runId, c.task) ?? c.state,
+      after: c.after.map((u) => upstreamLine(this.#store, runId, u.name, u.task)),
+    }));
   }
 
   #cache(runId: string): RunCache {

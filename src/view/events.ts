@@ -36,7 +36,8 @@ export function unreachable(error: unknown): string | undefined {
     (error.kind !== 'busy' && error.kind !== 'gone' && error.kind !== 'server')
   )
     return undefined;
-  return error.message.split('\n')[0]?.trim() ?? error.message;
+  // Without its last full stop: the page and the terminal go on with `: the page reads again…`.
+  return (error.message.split('\n')[0]?.trim() ?? error.message).replace(/\.$/, '');
 }
 
 export class ChangeFeed {

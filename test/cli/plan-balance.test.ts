@@ -36,7 +36,7 @@ describe('plan and the balance', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     // 3 tasks x 10 tokens (720p) = 30 of 100
-    expect(lines(r.stdout)).toContain('Balance: 100 tokens; 70 left after the run at most.');
+    expect(lines(r.stdout)).toContain('Balance: 100 tokens; 70 tokens left after the run at most.');
     expect(sandbox.state().requests).toMatchObject({ submit: 0, balance: 1 });
     expect(sandbox.state().jobs).toEqual([]);
   });
@@ -46,10 +46,10 @@ describe('plan and the balance', () => {
     const r = await plan(withKey('sandbox-key'));
     expect(r.code).toBe(3);
     expect(lines(r.stdout)).toContain(
-      'Balance: 25 tokens; NOT ENOUGH: the plan can cost 5 more. Top up, or trim the tasks.',
+      'Balance: 25 tokens; NOT ENOUGH: the plan can cost 5 tokens more. Top up, or trim the tasks.',
     );
     expect(r.stderr).toBe(
-      'mediabatch: the plan does not fit: the run can cost up to 30 tokens but the balance is 25\n',
+      'mediabatch: the plan does not fit: the run can cost up to 30 tokens but the balance is 25 tokens\n',
     );
     expect(sandbox.state().requests.submit).toBe(0);
   });

@@ -34,9 +34,24 @@ describe('plan of a manifest whose run exists', () => {
     const out = lines(r.stdout);
     expect(out).toContain('Run clips exists (finished): 3 done; 30 tokens charged so far.');
     expect(out).toContain('Left to pay: 1 task, 10 tokens ($0.20).');
-    expect(out).toContain('Budget: 60 tokens, 30 charged so far; the rest fits, leaving 20.');
+    expect(out).toContain('Budget: 60 tokens, 30 charged so far; the rest fits, leaving 20 tokens.');
     // Before, the 30 tokens already paid were priced again: "NOT ENOUGH: the plan can cost 25 more".
-    expect(out).toContain('Balance: 15 tokens; 5 left after the run at most.');
+    expect(out).toContain('Balance: 15 tokens; 5 tokens left after the run at most.');
+  });
+
+  it('names the run `run` would resume: an unfinished run started with --run-id, in its own words', async () => {
+    const file = await env.manifest({ name: 'clips', budget: 60, tasks: clips(2) });
+    const older = await env.run(['run', file, '--yes', '--run-id', 'clips-older', '--limit', '1']);
+    expect(older.code).toBe(4);
+    const r = await env.run(['plan', file]);
+    const out = lines(r.stdout);
+    expect(out[0]).toBe('Plan for run clips-older (batch.yaml): 2 tasks');
+    expect(out).toContain(
+      'Run clips-older exists (interrupted): 1 pending, 1 done; 10 tokens charged so far.',
+    );
+    // What the plan names is what a run goes on with (here refused by the balance the plan warned of).
+    const resumed = await env.run(['run', file, '--yes']);
+    expect(resumed.stdout).toMatch(/^Resuming run clips-older /m);
   });
 
   it('carries the run, the rest and fits in --json', async () => {
@@ -62,7 +77,7 @@ describe('plan of a manifest whose run exists', () => {
     const r = await env.run(['plan', file, '--json']);
     expect(r.code).toBe(3);
     expect(r.stderr).toBe(
-      'mediabatch: what is left of the run does not fit: the run can cost up to 20 tokens but the balance is 15\n',
+      'mediabatch: what is left of the run does not fit: the run can cost up to 20 tokens but the balance is 15 tokens\n',
     );
     expect(JSON.parse(r.stdout).fits).toEqual({ balance: false, quota: null, budget: true });
   });
@@ -73,7 +88,7 @@ describe('plan of a manifest whose run exists', () => {
     const r = await env.run(['plan', file, '--json'], { env: { MEDIABATCH_QUOTA: '45' } });
     expect(r.code).toBe(3);
     expect(lines(r.stderr)).toEqual([
-      'mediabatch: what is left of the run does not fit: the run can cost up to 20 tokens but only 15 of the quota (45, configured) are left this period; the run can cost up to 20 tokens but the budget leaves 15 (budget 45, 30 charged already)',
+      'mediabatch: what is left of the run does not fit: the run can cost up to 20 tokens but only 15 tokens of the quota (45 tokens, configured) are left this period; the run can cost up to 20 tokens but the budget of 45 tokens leaves 15 tokens (30 tokens charged already)',
     ]);
     expect(JSON.parse(r.stdout).fits).toEqual({ balance: true, quota: false, budget: false });
   });

@@ -79,7 +79,7 @@ const FIXED = 3 * PRICES.shot + PRICES.speech + PRICES.studio + PRICES.cover + P
 
 // MIXED costs up to 226.005 tokens against a budget of 200: plan prints it all, then exits 3.
 const OVER_BUDGET =
-  'mediabatch: the plan does not fit: the run can cost up to 226.005 tokens but the budget leaves 200 (budget 200, 0 charged already)\n';
+  'mediabatch: the plan does not fit: the run can cost up to 226.005 tokens but the budget of 200 tokens leaves 200 tokens (0 tokens charged already)\n';
 
 async function planJson(text: string, extra: string[] = []) {
   const cwd = await folder({ 'm.yaml': text });
@@ -242,7 +242,7 @@ describe('plan, as a person reads it', () => {
       'Cost: 169.005–226.005 tokens ($3.38–$4.52) at $0.02 per token; budget and balance are compared with the most, 226.005.',
     );
     expect(out).toContain(
-      'Budget: 200 tokens; the plan can cost 26.005 more: `run` would refuse it. Raise budget or trim the tasks.',
+      'Budget: 200 tokens; the plan can cost 26.005 tokens more: `run` would refuse it. Raise budget or trim the tasks.',
     );
     expect(out).toContain(
       'Balance: not checked; to compare the plan with your balance, set MEDIABATCH_API_KEY (and MEDIABATCH_BASE_URL) in the environment.',
@@ -268,7 +268,7 @@ tasks:
     expect(out[0]).toBe('Plan for run big (m.yaml): 2,000 tasks');
     expect(out).toContain('Total       2,000   4,000  $80.00');
     expect(out).toContain('Cost: 4,000 tokens ($80.00) at $0.02 per token.');
-    expect(out).toContain('Budget: 5,000 tokens; the plan fits, leaving 1,000.');
+    expect(out).toContain('Budget: 5,000 tokens; the plan fits, leaving 1,000 tokens.');
   });
 
   it.each(examples)('plans the example %s without fetching anything (--no-probe)', async (file) => {

@@ -43,6 +43,16 @@ describe('usage mistakes', () => {
     ]);
   });
 
+  it("--help gives --state's default once, MEDIABATCH_STATE_URL first", async () => {
+    const r = await cli(['--help']);
+    const state = r.stdout
+      .slice(r.stdout.indexOf('--state'), r.stdout.indexOf('--base-url'))
+      .replace(/\s+/g, ' ');
+    expect(state).toBe(
+      '--state <file> state database: a SQLite file, or postgres://… (default: MEDIABATCH_STATE_URL, else state/mediabatch.db) ',
+    );
+  });
+
   it('plan --help lists every option', async () => {
     const r = await cli(['plan', '--help']);
     expect(r.code).toBe(0);

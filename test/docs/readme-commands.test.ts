@@ -97,7 +97,7 @@ const EXPECT: [RegExp, (typed: Typed) => void | Promise<void>][] = [
   [
     /^mediabatch plan /,
     (typed) => {
-      expect(typed.output).toContain('Balance: 1,000 tokens; 999 left after the run at most.');
+      expect(typed.output).toContain('Balance: 1,000 tokens; 999 tokens left after the run at most.');
       expect(typed.output).toContain('Nothing was submitted.');
     },
   ],

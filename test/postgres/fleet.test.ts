@@ -208,7 +208,7 @@ describe('workers of one run on a PostgreSQL state', () => {
     const codes = await Promise.all(crew.map((w) => w.exited));
     const said = crew.map((w) => w.stderr().trim().split('\n').at(-1) ?? '');
     const stop =
-      '18 task(s) did not fit under the budget of 2.5 tokens (0.1 left; they need up to 3.6): raise budget and run again to continue';
+      '18 task(s) did not fit under the budget of 2.5 tokens (0.1 tokens left; they need up to 3.6 tokens): raise budget and run again to continue';
     for (const [i, w] of crew.entries()) {
       expect(codes[i], w.stderr()).toBe(4);
       expect(said[i]).toContain(stop);

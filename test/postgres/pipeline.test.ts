@@ -501,7 +501,7 @@ describe("a submission's intent in the store's group commit on PostgreSQL", () =
           {
             ok: false,
             error:
-              'd may cost up to 3 tokens and the budget of 17 leaves 2 (0 spent, 15 reserved for tasks asked for, in flight or in doubt)',
+              'd may cost up to 3 tokens and the budget of 17 tokens leaves 2 tokens (0 tokens spent, 15 tokens reserved for tasks asked for, in flight or in doubt)',
           },
           { ok: true },
         ],

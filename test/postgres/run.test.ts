@@ -103,7 +103,7 @@ describe('a run whose state is in PostgreSQL', () => {
     const shown = url.replace(`:${PASSWORD}`, '');
     expect(reason(result)).toBe(
       // A run on PostgreSQL is a fleet (of one here): the tasks it gives up on are said together.
-      `3 task(s) did not fit under the budget of 0.5 tokens (0.1 left; they need up to 0.6): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id pgcap --state '${shown}' --allow-local-output\``,
+      `3 task(s) did not fit under the budget of 0.5 tokens (0.1 tokens left; they need up to 0.6 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id pgcap --state '${shown}' --allow-local-output\``,
     );
     const jobs = env.state().jobs;
     expect(jobs).toHaveLength(2);
@@ -128,7 +128,7 @@ describe('a run whose state is in PostgreSQL', () => {
     expect(JSON.parse(status.stdout).stopped).toMatchObject({
       reason: 'budget',
       message:
-        '3 task(s) did not fit under the budget of 0.5 tokens (0.1 left; they need up to 0.6): raise budget and run again to continue',
+        '3 task(s) did not fit under the budget of 0.5 tokens (0.1 tokens left; they need up to 0.6 tokens): raise budget and run again to continue',
     });
     const text = await mediabatch(['--state', url, 'status', 'pgcap']);
     expect(text.stdout).toContain("  Stopped (the run's budget) at ");

@@ -1,15 +1,20 @@
 // Two `mediabatch schedule` replicas (real processes) on one state, a cron firing every 2 seconds: each
 // slot is fired by exactly one of them, the other says it was handled elsewhere, and the sandbox is asked
-// once per task of each run. On PostgreSQL (the fleet's case) and on one SQLite file.
+// once per task of each run. On PostgreSQL (the fleet's case) and on one SQLite file. A replica killed
+// with kill -9 after claiming a slot and before making its run (held there by a slow input to measure):
+// the other takes the slot over and fires it, once.
 
 import { writeFileSync } from 'node:fs';
+import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/exit-codes.js';
+import { formatInZone } from '../../src/schedule/zone.js';
 import { openStore } from '../../src/store/index.js';
 import { type Child, spawnCli } from '../helpers/child.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
 import { FAST_POLLS, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
+import { type Served, serveFixtures } from '../media/serve.js';
 
 const pg: Postgres = await startPostgres();
 afterAll(() => pg.stop());
@@ -29,8 +34,9 @@ const MANIFEST = [
   '',
 ].join('\n');
 
-function replica(env: RunEnv, state: string): Child {
-  return spawnCli(['--state', state, 'schedule', 'tick.yaml', '--no-probe', '--allow-local-output'], {
+function replica(env: RunEnv, state: string, probe = false): Child {
+  const flags = probe ? [] : ['--no-probe'];
+  return spawnCli(['--state', state, 'schedule', 'tick.yaml', ...flags, '--allow-local-output'], {
     cwd: env.dir,
     env: {
       MEDIABATCH_API_KEY: SANDBOX_KEY,
@@ -150,5 +156,120 @@ describe.concurrent('two mediabatch schedule replicas on one state', () => {
 
   it('on one SQLite file: the same', async () => {
     await inOwnFolder((dir) => join(dir, 'state.db'));
+  }, 150_000);
+});
+
+/** A talking avatar priced from its measured inputs: a firing measures them before it makes its run. */
+function avatarManifest(media: string): string {
+  return [
+    'version: 1',
+    'name: tick',
+    'run: "{{name}}-{{datetime}}"',
+    'schedule: "*/15 * * * * *"',
+    'timezone: UTC',
+    'output: out',
+    'tasks:',
+    '  - id: talk',
+    '    model: ai-talking-avatar-video',
+    `    input: { video_url: "${media}/video-12s.mp4", audio_url: "${media}/speech-8s.mp3" }`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * Two replicas; the one that claims the first slot is held while it measures the inputs (the media server
+ * does not answer yet) and killed there with kill -9, found by the claim's holder in the state. The other
+ * takes the slot over and fires it: one run for the slot, the sandbox asked once.
+ */
+async function killedClaimer(state: (dir: string) => string): Promise<void> {
+  const env = await makeRunEnv({ balance: 1000 });
+  const held: ServerResponse[] = [];
+  let holding = true;
+  const media: Served = await serveFixtures({
+    ranges: true,
+    routes: (_req, res) => {
+      if (!holding) return false;
+      held.push(res);
+      return true;
+    },
+  });
+  const replicas: Child[] = [];
+  try {
+    writeFileSync(join(env.dir, 'tick.yaml'), avatarManifest(media.base));
+    replicas.push(replica(env, state(env.dir), true), replica(env, state(env.dir), true));
+    const path = join(env.dir, 'tick.yaml');
+    const claimOf = () => {
+      const store = openStore(state(env.dir));
+      try {
+        return store.schedules.getSchedule(path);
+      } finally {
+        store.close();
+      }
+    };
+    await until('a replica claiming a slot and measuring its inputs', () => {
+      return held.length > 0 && claimOf()?.claim !== undefined;
+    });
+    const row = claimOf();
+    const slot = row?.lastFiredAt ?? new Date(0);
+    const holder = row?.claim?.holder ?? '';
+    const killed = replicas.find((r) => holder.startsWith(`${r.proc.pid}@`));
+    const survivor = replicas.find((r) => r !== killed);
+    if (killed === undefined || survivor === undefined)
+      throw new Error(`no replica holds the claim (${holder})`);
+    killed.proc.kill('SIGKILL');
+    expect(await killed.exited).toBe('SIGKILL');
+    for (const res of held.splice(0)) res.destroy();
+    holding = false;
+
+    const due = formatInZone(slot, 'UTC');
+    const firedRun = () => /^run (\S+)/.exec(survivor.stdout().split(`firing (due ${due}): `)[1] ?? '')?.[1];
+    await until('the other replica firing the slot and finishing its run', () => {
+      const run = firedRun();
+      return run !== undefined && survivor.stdout().includes(`: run ${run} finished:`);
+    }).catch((error: Error) => {
+      // What the survivor said is what tells why.
+      throw new Error(`${error.message}; it said:\n${survivor.stdout()}${survivor.stderr()}`);
+    });
+    survivor.proc.kill('SIGTERM');
+    expect([EXIT.ok, EXIT.interrupted], survivor.stderr()).toContain(await survivor.exited);
+
+    const out = survivor.stdout();
+    expect(out).toContain(
+      `tick.yaml: the firing due ${due} was claimed by ${holder}, which is gone without making its run: taking it`,
+    );
+    const firings = [...out.matchAll(/tick\.yaml: firing \(due ([^)]+)\): run (\S+)/g)];
+    expect(firings.filter((m) => m[1] === due)).toHaveLength(1);
+    expect(killed.stdout()).not.toContain(`firing (due ${due})`);
+    const runId = firings.find((m) => m[1] === due)?.[2];
+    const store = openStore(state(env.dir));
+    try {
+      // One run per fired slot: the slot's run, and any later slot the survivor fired before it stopped.
+      const runs = store.runs.listRuns({ manifestPath: path }).map((r) => r.id);
+      expect(runs.sort()).toEqual(firings.map((m) => m[2]).sort());
+      expect(runs).toContain(runId);
+      expect(store.tasks.countTasksByState(runId ?? '').done).toBe(1);
+      const sent = runs.flatMap((id) => store.tasks.tasksOfRun(id)).filter((t) => t.state !== 'pending');
+      expect(env.state().jobs).toHaveLength(sent.length);
+    } finally {
+      store.close();
+    }
+  } finally {
+    for (const r of replicas)
+      if (r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill('SIGKILL');
+    await Promise.all(replicas.map((r) => r.exited));
+    for (const res of held) res.destroy();
+    await media.close();
+    await env.close();
+  }
+}
+
+describe.concurrent('a schedule replica killed between claiming a slot and making its run', () => {
+  it('on PostgreSQL: the other replica fires that slot, once', async () => {
+    const database = pg.freshDatabase();
+    await killedClaimer(() => database);
+  }, 150_000);
+
+  it('on one SQLite file: the same', async () => {
+    await killedClaimer((dir) => join(dir, 'state.db'));
   }, 150_000);
 });

@@ -638,7 +638,7 @@ describe('chains: every reference kind, and upstreams that come back', () => {
     expect(env.state().balance).toBe(balance - 3);
     expect(result.code).toBe(4);
     expect(result.stderr).toContain(
-      '1 task(s) did not fit under the budget of 9.5 tokens (6.5 left; they need up to 8)',
+      '1 task(s) did not fit under the budget of 9.5 tokens (6.5 tokens left; they need up to 8 tokens)',
     );
   });
 });
@@ -670,7 +670,7 @@ describe('chains: budget', () => {
     const refused = await env.run(['run', file, '--yes']);
     expect(refused.code).toBe(3);
     expect(refused.stderr).toContain(
-      'refused: the run can cost up to 62 tokens but the budget leaves 20 (budget 20, 0 charged already)',
+      'refused: the run can cost up to 62 tokens but the budget of 20 tokens leaves 20 tokens (0 tokens charged already)',
     );
     expect(env.state().jobs).toHaveLength(0);
 

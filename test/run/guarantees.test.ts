@@ -24,21 +24,21 @@ describe('run: preflight refusals (exit 3, nothing submitted)', () => {
       { balance: 0.9 },
       {},
       {},
-      'refused: the run can cost up to 1 tokens but the balance is 0',
+      'refused: the run can cost up to 1 token but the balance is 0 tokens',
     ],
     [
       'over quota (MEDIABATCH_QUOTA)',
       {},
       { MEDIABATCH_QUOTA: '0.5' },
       {},
-      'refused: the run can cost up to 1 tokens but only 0.5 of the quota (0.5, limit from configuration; used = this month in the local ledger) are left this period',
+      'refused: the run can cost up to 1 token but only 0.5 tokens of the quota (0.5 tokens, limit from configuration; used = this month in the local ledger) are left this period',
     ],
     [
       'over budget',
       {},
       {},
       { budget: 0.5 },
-      'refused: the run can cost up to 1 tokens but the budget leaves 0.5 (budget 0.5, 0 charged already)',
+      'refused: the run can cost up to 1 token but the budget of 0.5 tokens leaves 0.5 tokens (0 tokens charged already)',
     ],
   ])('%s', async (_name, sandbox, runEnv, manifest, message) => {
     env = await makeRunEnv(sandbox);

@@ -142,7 +142,7 @@ describe('hints typed as printed', () => {
     });
     expect(reroll.code).toBe(0);
     expect(asked[0]).toMatch(
-      /^Re-roll 1 result\(s\): up to [\d.]+ tokens for the re-roll; the run's worst case goes from [\d.]+ to [\d.]+ tokens; no budget is set\. Re-roll\? \[y\/N\] $/,
+      /^Re-roll 1 result\(s\): up to [\d.]+ tokens? for the re-roll; the run's worst case goes from [\d.]+ to [\d.]+ tokens?; no budget is set\. Re-roll\? \[y\/N\] $/,
     );
     const next = await env.type(hintIn(reroll.stdout));
     expect(next.code).toBe(4);
@@ -175,7 +175,7 @@ describe('hints typed as printed', () => {
     });
     expect(reroll.code).toBe(3);
     const m =
-      /^Re-roll 1 result\(s\): up to ([\d.]+) tokens for the re-roll and 1 downstream task\(s\) priced again \(up to ([\d.]+) more\); the run's worst case goes from ([\d.]+) to ([\d.]+) tokens; over the budget of 0\.5 by ([\d.]+): the next `run` would refuse to start \(it could cost up to ([\d.]+) tokens\); re-roll fewer, reject the downstreams you do not need, or raise budget\. Re-roll\? \[y\/N\] $/.exec(
+      /^Re-roll 1 result\(s\): up to ([\d.]+) tokens? for the re-roll and 1 downstream task\(s\) priced again \(up to ([\d.]+) tokens? more\); the run's worst case goes from ([\d.]+) to ([\d.]+) tokens?; over the budget of 0\.5 tokens by ([\d.]+) tokens?: the next `run` would refuse to start \(it could cost up to ([\d.]+) tokens?\); re-roll fewer, reject the downstreams you do not need, or raise budget\. Re-roll\? \[y\/N\] $/.exec(
         asked[0] ?? '',
       );
     expect(m, asked[0]).not.toBeNull();

@@ -7,6 +7,7 @@ import {
   invocationOf,
   type RunInvocation,
   shellQuote,
+  stateWithKnownPassword,
 } from '../../src/results/invocation.js';
 import { shellWords } from '../helpers/shell-words.js';
 
@@ -128,6 +129,26 @@ describe('a PostgreSQL state in a printed command', () => {
       const line = commandLine(inv, { command: 'status' });
       expect(line).toBe(`mediabatch status shop --state ${shellQuote(printed)}`);
       expect(line).not.toContain('SENTINEL');
+    }
+  });
+
+  it('is given its password from MEDIABATCH_STATE_URL when typed where that names the same database', () => {
+    const env = 'postgresql://db.local/mb?password=pw-SENTINEL&options=-c%20statement_timeout%3D5000';
+    const printed = shellWords(
+      commandLine(invocationOf(run, { cwd: '/w', state: env }), { command: 'status' }),
+    );
+    const typed = printed[printed.indexOf('--state') + 1] as string;
+    expect(stateWithKnownPassword(typed, env)).toBe(env);
+    // Another database, other options, a password of its own, or none in the environment: as given.
+    for (const [given, fromEnv] of [
+      ['postgresql://db.local/other?options=-c%20statement_timeout%3D5000', env],
+      ['postgresql://db.local/mb', env],
+      ['postgresql://mb:own@db.local/mb?options=-c%20statement_timeout%3D5000', env],
+      [typed, typed],
+      [typed, undefined],
+      ['state/mediabatch.db', env],
+    ] as const) {
+      expect(stateWithKnownPassword(given, fromEnv)).toBe(given);
     }
   });
 });

@@ -121,7 +121,7 @@ describe('run: outcomes of a submission', () => {
 
     const second = await env.run(['run', file, '--yes']);
     expect(second.stdout).toMatch(
-      /\n {2}Quota: 0\.4 of 0\.5 tokens used this period \(learned from the API on \d{4}-\d\d-\d\d, plus the ledger since\), the run can cost up to 0\.5 more than the quota leaves this period\n/,
+      /\n {2}Quota: 0\.4 of 0\.5 tokens used this period \(learned from the API on \d{4}-\d\d-\d\d, plus the ledger since\), the run can cost up to 0\.5 tokens more than the quota leaves this period\n/,
     );
     expect(second.code).toBe(3);
     expect(env.state().requests.submit).toBe(3);

@@ -21,10 +21,10 @@ describe('the preflight over a limit', () => {
     const file = await env.manifest({ tasks: images(6), concurrency: 1, budget: 0.9 });
     const r = await env.run(['run', file, '--yes', '--allow-partial'], { env: { MEDIABATCH_QUOTA: '1.1' } });
     expect(limitLines(r.stdout)).toEqual([
-      '  Balance: 1 tokens, the run can cost up to 0.2 more than the balance',
-      '  Quota: 0 of 1.1 tokens used this period (limit from configuration; used = this month in the local ledger), the run can cost up to 0.1 more than the quota leaves this period',
-      '  Budget: 0.9 tokens, 0 charged so far, the run can cost up to 0.3 more than the budget leaves',
-      '  --allow-partial: the run can cost up to 1.2 tokens but the balance is 1; the run can cost up to 1.2 tokens but only 1.1 of the quota (1.1, limit from configuration; used = this month in the local ledger) are left this period; the run can cost up to 1.2 tokens but the budget leaves 0.9 (budget 0.9, 0 charged already); the run stops cleanly when money runs out',
+      '  Balance: 1 tokens, the run can cost up to 0.2 tokens more than the balance',
+      '  Quota: 0 of 1.1 tokens used this period (limit from configuration; used = this month in the local ledger), the run can cost up to 0.1 tokens more than the quota leaves this period',
+      '  Budget: 0.9 tokens, 0 charged so far, the run can cost up to 0.3 tokens more than the budget leaves',
+      '  --allow-partial: the run can cost up to 1.2 tokens but the balance is 1 token; the run can cost up to 1.2 tokens but only 1.1 tokens of the quota (1.1 tokens, limit from configuration; used = this month in the local ledger) are left this period; the run can cost up to 1.2 tokens but the budget of 0.9 tokens leaves 0.9 tokens (0 tokens charged already); the run stops cleanly when money runs out',
     ]);
     expect(r.stdout).not.toMatch(/-\d[\d.,]* left/);
     // The budget stopped it where it said: four images fit under 0.9.
@@ -41,15 +41,15 @@ describe('the preflight over a limit', () => {
     const r = await env.run(['run', file, '--yes'], { env: { MEDIABATCH_QUOTA: '0.5' } });
     expect(r.code).toBe(3);
     expect(r.stderr + r.stdout).toContain(
-      'the run can cost up to 0.4 tokens but the quota (0.5, limit from configuration; used = this month in the local ledger) is already 0.1 over this period',
+      'the run can cost up to 0.4 tokens but the quota (0.5 tokens, limit from configuration; used = this month in the local ledger) is already 0.1 tokens over this period',
     );
     expect(r.stderr + r.stdout).toContain(
-      'the run can cost up to 0.4 tokens but the budget is already 0.2 over (budget 0.4, 0.6 charged already)',
+      'the run can cost up to 0.4 tokens but the budget of 0.4 tokens is already 0.2 tokens over (0.6 tokens charged already)',
     );
     expect(limitLines(r.stdout)).toEqual([
-      '  Balance: 999 tokens, 998.6 left after the run at most',
-      '  Quota: 0.6 of 0.5 tokens used this period (limit from configuration; used = this month in the local ledger), the run can cost up to 0.5 more than the quota leaves this period',
-      '  Budget: 0.4 tokens, 0.6 charged so far, the run can cost up to 0.6 more than the budget leaves',
+      '  Balance: 999 tokens, 998.6 tokens left after the run at most',
+      '  Quota: 0.6 of 0.5 tokens used this period (limit from configuration; used = this month in the local ledger), the run can cost up to 0.5 tokens more than the quota leaves this period',
+      '  Budget: 0.4 tokens, 0.6 charged so far, the run can cost up to 0.6 tokens more than the budget leaves',
     ]);
     expect(r.stdout + r.stderr).not.toMatch(/-\d[\d.,]*( left|\b.*are left)/);
     expect(env.state().requests.submit).toBe(3);
@@ -57,7 +57,7 @@ describe('the preflight over a limit', () => {
     const balance = await env.run(['balance'], { env: { MEDIABATCH_QUOTA: '0.5' } });
     expect(balance.code).toBe(0);
     expect(balance.stdout).toMatch(
-      /\nQuota: 0\.6 of 0\.5 tokens used in \d{4}-\d\d, 0\.1 over it \(limit from configuration; used = this month in the local ledger\)\n/,
+      /\nQuota: 0\.6 of 0\.5 tokens used in \d{4}-\d\d, 0\.1 tokens over it \(limit from configuration; used = this month in the local ledger\)\n/,
     );
   });
 });

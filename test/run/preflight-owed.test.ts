@@ -26,14 +26,14 @@ describe('the preflight counts what a run may still owe', () => {
     const refused = await env.run(['run', file, '--yes']);
     expect(refused.code).toBe(3);
     expect(refused.stderr + refused.stdout).toContain(
-      'the run can cost up to 0.4 tokens but the budget leaves 0.3 (budget 0.5, 0 charged already, 0.2 reserved for tasks in doubt or in flight)',
+      'the run can cost up to 0.4 tokens but the budget of 0.5 tokens leaves 0.3 tokens (0 tokens charged already, 0.2 tokens reserved for tasks in doubt or in flight)',
     );
     expect(env.state().requests.submit).toBe(1);
 
     // With --allow-partial the run goes on: the preflight's figure and the store agree, one image fits.
     const partial = await env.run(['run', file, '--yes', '--allow-partial']);
     expect(partial.stdout).toContain(
-      'Budget: 0.5 tokens, 0 charged so far, 0.2 reserved for tasks in doubt or in flight, the run can cost up to 0.1 more than the budget leaves',
+      'Budget: 0.5 tokens, 0 charged so far, 0.2 reserved for tasks in doubt or in flight, the run can cost up to 0.1 tokens more than the budget leaves',
     );
     expect(env.state().requests.submit).toBe(2);
     expect(taskStates(env)).toEqual({ 'img-1': 'in_doubt', 'img-2': 'done', 'img-3': 'pending' });

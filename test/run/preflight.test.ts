@@ -7,20 +7,27 @@ const base = { remainingMax: 100, remainingTokens: 80, chargedSoFar: 0, allowPar
 describe('decidePreflight', () => {
   it.each([
     ['fits everything', { balance: 1000, budget: 250 }, true, []],
-    ['over balance', { balance: 99 }, false, ['the run can cost up to 100 tokens but the balance is 99']],
+    [
+      'over balance',
+      { balance: 99 },
+      false,
+      ['the run can cost up to 100 tokens but the balance is 99 tokens'],
+    ],
     [
       'over quota',
       { quota: { limit: 5000, used: 4950, source: 'from configuration' } },
       false,
       [
-        'the run can cost up to 100 tokens but only 50 of the quota (5,000, from configuration) are left this period',
+        'the run can cost up to 100 tokens but only 50 tokens of the quota (5,000 tokens, from configuration) are left this period',
       ],
     ],
     [
       'over budget after earlier charges',
       { budget: 120, chargedSoFar: 30 },
       false,
-      ['the run can cost up to 100 tokens but the budget leaves 90 (budget 120, 30 charged already)'],
+      [
+        'the run can cost up to 100 tokens but the budget of 120 tokens leaves 90 tokens (30 tokens charged already)',
+      ],
     ],
     ['exactly at the balance', { balance: 100 }, true, []],
     [
@@ -28,14 +35,16 @@ describe('decidePreflight', () => {
       { quota: { limit: 5000, used: 5020, source: 'from configuration' } },
       false,
       [
-        'the run can cost up to 100 tokens but the quota (5,000, from configuration) is already 20 over this period',
+        'the run can cost up to 100 tokens but the quota (5,000 tokens, from configuration) is already 20 tokens over this period',
       ],
     ],
     [
       'budget already past (lowered after charges)',
       { budget: 20, chargedSoFar: 30 },
       false,
-      ['the run can cost up to 100 tokens but the budget is already 10 over (budget 20, 30 charged already)'],
+      [
+        'the run can cost up to 100 tokens but the budget of 20 tokens is already 10 tokens over (30 tokens charged already)',
+      ],
     ],
   ])('%s', (_name, extra, ok, refusals) => {
     const decision = decidePreflight({ ...base, ...extra });

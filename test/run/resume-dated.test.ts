@@ -89,7 +89,7 @@ describe('run: a budget reached with tasks in flight', () => {
     expect(reason(result)).toMatch(
       // Which line depends on whether voice-3 is looked at before or after the answers in flight: both
       // say the budget stopped the run; what matters is that it ends.
-      /^(1 task\(s\) did not fit under the budget of 4\.3 tokens \(0\.1 left; they need up to 2\)|the budget of 4\.3 tokens cannot cover the next task \(voice-3, up to 2 tokens\))/,
+      /^(1 task\(s\) did not fit under the budget of 4\.3 tokens \(0\.1 tokens left; they need up to 2 tokens\)|the budget of 4\.3 tokens cannot cover the next task \(voice-3, up to 2 tokens\))/,
     );
     const paid = env.state().jobs.reduce((n, j) => n + j.cost - j.refunded, 0);
     expect(Math.round(paid * 1e6) / 1e6).toBe(4.2);

@@ -238,9 +238,9 @@ describe('review', () => {
     });
     expect(declined.code).toBe(3);
     // Its own price, the run's worst case before and after (nothing else pending), what the budget leaves.
-    const t = (n: number) => Number(n.toFixed(4));
+    const t = (n: number) => Number(n.toFixed(6));
     expect(question).toBe(
-      `Re-roll 1 result(s): up to ${t(price)} tokens for the re-roll; the run's worst case goes from ${t(2 * price)} to ${t(3 * price)} tokens; the budget of 100 leaves ${t(100 - 3 * price)} after it. Re-roll? [y/N] `,
+      `Re-roll 1 result(s): up to ${t(price)} tokens for the re-roll; the run's worst case goes from ${t(2 * price)} to ${t(3 * price)} tokens; the budget of 100 tokens leaves ${t(100 - 3 * price)} tokens after it. Re-roll? [y/N] `,
     );
     expect(lastLine(declined.stderr)).toBe('mediabatch: not confirmed; nothing was re-rolled');
     // Over the budget: refused before anything is recorded or sent.
@@ -255,7 +255,7 @@ describe('review', () => {
     const over = await env.run(['review', 'batch', '--reroll', 'still', '--yes']);
     expect(over.code).toBe(3);
     expect(lastLine(over.stderr)).toBe(
-      `mediabatch: re-rolling 1 task(s) may cost up to ${price} tokens and the budget leaves ${price / 2} of ${2 * price + price / 2}: nothing was sent; raise budget in the manifest to re-roll`,
+      `mediabatch: re-rolling 1 task(s) may cost up to ${t(price)} tokens and the budget of ${t(2 * price + price / 2)} tokens leaves ${t(price / 2)} tokens: nothing was sent; raise budget in the manifest to re-roll`,
     );
     expect(env.query('SELECT verdict FROM decisions ORDER BY id')).toEqual([{ verdict: 'reroll' }]);
     expect((await sandboxState(env)).jobs).toHaveLength(2);

@@ -41,7 +41,7 @@ describe('status: why a run stopped', () => {
     const first = await env.run(['run', file, '--yes', '--allow-partial']);
     expect(first.code).toBe(4);
     const line =
-      '3 task(s) did not fit under the budget of 0.5 tokens (0.1 left; they need up to 0.6): raise budget and run again to continue';
+      '3 task(s) did not fit under the budget of 0.5 tokens (0.1 tokens left; they need up to 0.6 tokens): raise budget and run again to continue';
     expect(await stoppedOf(env)).toEqual({
       reason: 'budget',
       label: "the run's budget",

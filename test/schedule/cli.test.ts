@@ -133,7 +133,7 @@ describe('mediabatch schedule against the sandbox', () => {
     expect(sandbox.state().jobs).toHaveLength(2);
     expect(1000 - sandbox.state().balance).toBeCloseTo(0.4, 6);
     expect(s.stdout()).toMatch(
-      /3 task\(s\) did not fit under budget_per_period of 0\.5 tokens in \d{4}-\d\d \(0\.1 left; they need up to 0\.6\)/,
+      /3 task\(s\) did not fit under budget_per_period of 0\.5 tokens in \d{4}-\d\d \(0\.1 tokens left; they need up to 0\.6 tokens\)/,
     );
     s.io.signals.emit('SIGTERM');
     expect(await s.done).toBe(0);
@@ -172,7 +172,7 @@ describe('mediabatch schedule against the sandbox', () => {
     const refusals = s
       .stdout()
       .match(
-        /run nightly-\S+ refused: budget_per_period: 0\.4 of 0\.5 tokens spent in \d{4}-\d\d, 0\.1 left, but the run can cost up to 0\.4/g,
+        /run nightly-\S+ refused: budget_per_period: 0\.4 of 0\.5 tokens spent in \d{4}-\d\d, 0\.1 tokens left, but the run can cost up to 0\.4 tokens/g,
       );
     expect(refusals).toHaveLength(2);
     // It keeps running after a refusal: the next firing is announced, and a stop ends it cleanly.
@@ -221,7 +221,7 @@ describe('mediabatch schedule against the sandbox', () => {
     const refused = await review([first, '--reroll', 'shot-1']);
     expect(refused.code).toBe(3);
     expect(refused.stderr).toMatch(
-      /^mediabatch: 1 decision\(s\) refused: shot-1 may cost up to 0\.2 tokens and budget_per_period of 0\.9 leaves 0\.1 in \d{4}-\d\d \(0\.8 spent by the manifest's runs in \d{4}-\d\d, 0 reserved for their tasks asked for, in flight or in doubt\): nothing was sent\n$/,
+      /^mediabatch: 1 decision\(s\) refused: shot-1 may cost up to 0\.2 tokens and budget_per_period of 0\.9 tokens leaves 0\.1 tokens in \d{4}-\d\d \(0\.8 tokens spent by the manifest's runs in \d{4}-\d\d, 0 tokens reserved for their tasks asked for, in flight or in doubt\): nothing was sent\n$/,
     );
     await s.clock.advance(60_000);
     await s.scheduler.idle();

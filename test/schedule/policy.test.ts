@@ -80,16 +80,24 @@ describe('checkPeriodBudget', () => {
   it.each([
     { cap: 100, spent: 0, worstCase: 100, ok: true, remaining: 100 },
     { cap: 100, spent: 60, worstCase: 40, ok: true, remaining: 40 },
-    { cap: 100, spent: 60, worstCase: 41, ok: false, remaining: 40 },
+    { cap: 100, spent: 60, worstCase: 41, ok: false, remaining: 40, room: '40 tokens left' },
     { cap: 100, spent: 130, worstCase: 0, ok: true, remaining: 0 },
-    { cap: 100, spent: 130, worstCase: 1, ok: false, remaining: 0 },
-  ])('cap $cap, spent $spent, worst case $worstCase: ok=$ok', ({ cap, spent, worstCase, ok, remaining }) => {
-    const decision = checkPeriodBudget({ cap, spent, worstCase, period: '2026-11' });
-    expect(decision).toMatchObject({ ok, remaining });
-    if (!decision.ok) {
-      expect(decision.message).toBe(
-        `budget_per_period: ${spent} of ${cap} tokens spent in 2026-11, ${remaining} left, but the run can cost up to ${worstCase}; raise budget_per_period or shrink the manifest`,
-      );
-    }
-  });
+    // Spent past the cap: by how much, not "0 left".
+    { cap: 100, spent: 130, worstCase: 1, ok: false, remaining: 0, room: 'already 30 tokens over' },
+    // Float sums of 0.1s: 0.3 of 0.6 leaves exactly 0.3, which a worst case of 0.3 fits.
+    { cap: 0.6, spent: 0.1 + 0.2, worstCase: 0.3, ok: true, remaining: 0.3 },
+    { cap: 1.2, spent: 0.8, worstCase: 1, ok: false, remaining: 0.4, room: '0.4 tokens left' },
+  ])(
+    'cap $cap, spent $spent, worst case $worstCase: ok=$ok',
+    ({ cap, spent, worstCase, ok, remaining, room }) => {
+      const decision = checkPeriodBudget({ cap, spent, worstCase, period: '2026-11' });
+      expect(decision).toMatchObject({ ok, remaining });
+      if (!decision.ok) {
+        const need = worstCase === 1 ? '1 token' : `${worstCase} tokens`;
+        expect(decision.message).toBe(
+          `budget_per_period: ${spent} of ${cap} tokens spent in 2026-11, ${room}, but the run can cost up to ${need}; raise budget_per_period or shrink the manifest`,
+        );
+      }
+    },
+  );
 });

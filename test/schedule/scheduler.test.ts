@@ -330,6 +330,79 @@ describe('Scheduler', () => {
     expect(other.store.schedules.getSchedule(MANIFEST)?.lastRunId).toBe('nightly-2026-11-21T03:00:00.000Z');
   });
 
+  it('a replica takes over, once its claim lapses, a slot whose claimer died before making its run', async () => {
+    const clock = new FakeClock(new Date('2026-11-21T02:59:00Z'));
+    // The claimer's clock stops at the claim: its timers never run again, as after kill -9 (on another
+    // machine: its process cannot be looked up, so its claim must expire).
+    const frozen = new FakeClock(new Date('2026-11-21T02:59:00Z'));
+    const dead = harness(frozen, { holder: '999@elsewhere#dead', neverOpened: true });
+    const other = harness(clock, { holder: 'scheduler-b' });
+    dead.scheduler.start();
+    other.scheduler.start();
+    await frozen.advanceTo(new Date('2026-11-21T03:00:00Z'));
+    await clock.advanceTo(new Date('2026-11-21T03:00:00Z'));
+    expect(dead.fired).toHaveLength(1);
+    expect(other.fired).toEqual([]);
+    // The claim lives 60 s unless renewed: the other replica waits, then takes it, once.
+    await clock.advanceTo(new Date('2026-11-21T03:00:58Z'));
+    expect(other.fired).toEqual([]);
+    await clock.advanceTo(new Date('2026-11-21T03:01:30Z'));
+    // It expired at 03:01:00, the end of the grace: still on time.
+    expect(other.fired.map((f) => [f.at.toISOString(), f.late])).toEqual([
+      ['2026-11-21T03:00:00.000Z', false],
+    ]);
+    expect(other.lines.slice(-2)).toEqual([
+      'nightly.yaml: the firing due 2026-11-21T03:00:00+00:00 was claimed by 999@elsewhere#dead, which let its claim expire without making its run: taking it',
+      'nightly.yaml: firing (due 2026-11-21T03:00:00+00:00): run nightly-2026-11-21T03:00:00.000Z',
+    ]);
+    expect(other.store.schedules.getSchedule(MANIFEST)).toMatchObject({
+      lastFiredAt: new Date('2026-11-21T03:00:00Z'),
+      lastRunId: 'nightly-2026-11-21T03:00:00.000Z',
+    });
+    expect(other.store.schedules.getSchedule(MANIFEST)?.claim).toBeUndefined();
+    await other.end(0);
+    // The next day fires as usual, once.
+    await clock.advanceTo(new Date('2026-11-22T03:00:01Z'));
+    expect(other.fired.map((f) => f.at.toISOString())).toEqual([
+      '2026-11-21T03:00:00.000Z',
+      '2026-11-22T03:00:00.000Z',
+    ]);
+    await other.end(1);
+    other.scheduler.stop();
+    await other.scheduler.finished();
+  });
+
+  it('a scheduler started after the claimer died fires its lapsed slot with --catch-up, or says it was missed', async () => {
+    const frozen = new FakeClock(new Date('2026-11-21T02:59:00Z'));
+    const dead = harness(frozen, { holder: '999@elsewhere#dead', neverOpened: true });
+    dead.scheduler.start();
+    await frozen.advanceTo(new Date('2026-11-21T03:00:00Z'));
+    expect(dead.fired).toHaveLength(1);
+
+    const clock = new FakeClock(new Date('2026-11-21T03:05:00Z'));
+    const plain = harness(clock, { holder: 'scheduler-b', instant: true });
+    plain.scheduler.start();
+    await settle();
+    expect(plain.fired).toEqual([]);
+    expect(plain.lines).toContain(
+      'nightly.yaml: missed the firing due 2026-11-21T03:00:00+00:00 while mediabatch schedule was not running; not replayed (--catch-up runs the latest missed firing); next firing 2026-11-22T03:00:00+00:00',
+    );
+    plain.scheduler.stop();
+    await plain.scheduler.finished();
+
+    const again = harness(clock, { holder: 'scheduler-c', catchUp: true, instant: true });
+    again.scheduler.start();
+    await settle();
+    expect(again.fired.map((f) => [f.at.toISOString(), f.late])).toEqual([
+      ['2026-11-21T03:00:00.000Z', true],
+    ]);
+    expect(again.lines).toContain(
+      'nightly.yaml: catching up the firing due 2026-11-21T03:00:00+00:00: run nightly-2026-11-21T03:00:00.000Z',
+    );
+    again.scheduler.stop();
+    await again.scheduler.finished();
+  });
+
   it('keeps the schedule lease alive while a long run goes on', async () => {
     const clock = new FakeClock(new Date('2026-11-21T02:59:00Z'));
     const a = harness(clock, { holder: 'scheduler-a' });

@@ -43,9 +43,17 @@ describe("a schedule's period budget in the store", () => {
     // r2's own budget holds c (3 held + 3 ≤ 9); the period does not (6 spent + 3 held + 3 > 10).
     const error = refusal(() => store.submissions.recordSubmitIntent('r2', 'c'));
     expect(error.message).toBe(
-      "c may cost up to 3 tokens and budget_per_period of 10 leaves 1 in 2025-03 (6 spent by the manifest's runs in 2025-03, 3 reserved for their tasks asked for, in flight or in doubt)",
+      "c may cost up to 3 tokens and budget_per_period of 10 tokens leaves 1 token in 2025-03 (6 tokens spent by the manifest's runs in 2025-03, 3 tokens reserved for their tasks asked for, in flight or in doubt)",
     );
     expect([error.leftMicro, error.needMicro]).toEqual([1 * M, 3 * M]);
+    // A period budget lowered under what the runs took: by how much it is over, not "leaves 0".
+    spendFromPeriod(store, 'r2', { period: '2025-03', budget: 8 });
+    const over = refusal(() => store.submissions.recordSubmitIntent('r2', 'c'));
+    expect(over.message).toBe(
+      "c may cost up to 3 tokens and budget_per_period of 8 tokens is already 1 token over in 2025-03 (6 tokens spent by the manifest's runs in 2025-03, 3 tokens reserved for their tasks asked for, in flight or in doubt)",
+    );
+    expect(over.leftMicro).toBe(0);
+    spendFromPeriod(store, 'r2', { period: '2025-03', budget: 10 });
     expect(store.tasks.getTask('r2', 'c')?.state).toBe('pending');
     expect(store.submissions.attemptsOf('r2', 'c')).toEqual([]);
     expect(runMoney(store, 'r2')).toMatchObject({
@@ -83,7 +91,7 @@ describe("a schedule's period budget in the store", () => {
       ok: false,
       overBudget: true,
       reason:
-        "still may cost up to 3 tokens and budget_per_period of 10 leaves 1 in 2025-03 (6 spent by the manifest's runs in 2025-03, 3 reserved for their tasks asked for, in flight or in doubt)",
+        "still may cost up to 3 tokens and budget_per_period of 10 tokens leaves 1 token in 2025-03 (6 tokens spent by the manifest's runs in 2025-03, 3 tokens reserved for their tasks asked for, in flight or in doubt)",
     });
     expect(store.tasks.getTask('r1', 'still')).toMatchObject({ state: 'done', attempt: 1 });
     expect(runMoney(store, 'r1')).toMatchObject({ held: 0, doubt: 0 });
@@ -103,7 +111,7 @@ describe("a schedule's period budget in the store", () => {
 
     const error = refusal(() => store.submissions.recordSubmitIntent('r2', 'b'));
     expect(error.message).toMatch(
-      /^b may cost up to 3 tokens and budget_per_period of 10 leaves 2 in 2025-03 \(5 spent by the manifest's runs in 2025-03, 3 reserved/,
+      /^b may cost up to 3 tokens and budget_per_period of 10 tokens leaves 2 tokens in 2025-03 \(5 tokens spent by the manifest's runs in 2025-03, 3 tokens reserved/,
     );
     // Another manifest's runs are not counted.
     expect(periodMoney(store, '/m/other.yaml', '2025-03')).toEqual({ spent: 0, reserved: 0 });
@@ -122,6 +130,6 @@ describe("a schedule's period budget in the store", () => {
     store.tasks.upsertTasks('solo', [task('a'), task('b'), task('c'), task('d')]);
     for (const id of ['a', 'b', 'c']) store.submissions.recordSubmitIntent('solo', id);
     const error = refusal(() => store.submissions.recordSubmitIntent('solo', 'd'));
-    expect(error.message).toMatch(/^d may cost up to 3 tokens and the budget of 9 leaves 0 /);
+    expect(error.message).toMatch(/^d may cost up to 3 tokens and the budget of 9 tokens leaves 0 tokens /);
   });
 });

@@ -136,7 +136,7 @@ describe('reservations in the store', () => {
     again.sql(`UPDATE tasks SET est_max = 5 WHERE run_id = 'r' AND task_id = 'a'`);
     again.store.runs.updateRunSettings('r', { budget: 6.999999 });
     expect(refusal(() => again.store.submissions.recordSubmitIntent('r', 'a')).message).toBe(
-      'a may cost up to 2 tokens and the budget of 6.999999 leaves 1.999999 (2 spent, 3 reserved for tasks asked for, in flight or in doubt)',
+      'a may cost up to 2 tokens and the budget of 6.999999 tokens leaves 1.999999 tokens (2 tokens spent, 3 tokens reserved for tasks asked for, in flight or in doubt)',
     );
     again.store.runs.updateRunSettings('r', { budget: 7 });
     expect(again.store.submissions.recordSubmitIntent('r', 'a')).toBe(2);
@@ -159,7 +159,7 @@ describe('reservations in the store', () => {
     // 4 − 4 spent, 6 held: two more (6) pass 11.
     const error = refusal(() => store.reservations.reserveRerolls('r', ['c', 'd', 'a'], NOW));
     expect(error.message).toBe(
-      '2 tasks may cost up to 6 tokens and the budget of 11 leaves 5 (0 spent, 6 reserved for tasks asked for, in flight or in doubt)',
+      '2 tasks may cost up to 6 tokens and the budget of 11 tokens leaves 5 tokens (0 tokens spent, 6 tokens reserved for tasks asked for, in flight or in doubt)',
     );
     expect(error.name).toBe('OverBudgetError');
     expect(rows()).toHaveLength(3);
@@ -194,11 +194,14 @@ describe('reservations in the store', () => {
     // 3 spent + 3 in doubt = 6 of 10: d (3) fits with 1 to spare, so a budget of 8.999999 refuses it.
     store.runs.updateRunSettings('r', { budget: 8.999999 });
     expect(refusal(() => store.submissions.recordSubmitIntent('r', 'd')).message).toBe(
-      'd may cost up to 3 tokens and the budget of 8.999999 leaves 2.999999 (3 spent, 3 reserved for tasks asked for, in flight or in doubt)',
+      'd may cost up to 3 tokens and the budget of 8.999999 tokens leaves 2.999999 tokens (3 tokens spent, 3 tokens reserved for tasks asked for, in flight or in doubt)',
     );
     store.runs.updateRunSettings('r', { budget: 5 });
     const over = refusal(() => store.submissions.recordSubmitIntent('r', 'd'));
-    expect(over.message).toContain('the budget of 5 leaves 0 (3 spent, 3 reserved');
+    // Spent and reserved past a budget lowered under them: by how much it is over, not "leaves 0".
+    expect(over.message).toBe(
+      'd may cost up to 3 tokens and the budget of 5 tokens is already 1 token over (3 tokens spent, 3 tokens reserved for tasks asked for, in flight or in doubt)',
+    );
     expect(over.leftMicro).toBe(0);
     store.runs.updateRunSettings('r', { budget: 9 });
     expect(store.submissions.recordSubmitIntent('r', 'd')).toBe(1);

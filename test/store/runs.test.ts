@@ -3,6 +3,8 @@ import { openStore, StoreError } from '../../src/store/index.js';
 import { stateFor, T0, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
+/** Who claims a firing, and how long the claim lives unless renewed. */
+const CLAIM = { holder: '4242@elsewhere#a1', ttlMs: 60_000 };
 
 describe('runs', () => {
   it('creates a running run and refuses a second one with the same id', () => {
@@ -142,20 +144,84 @@ describe('schedules', () => {
       const at = new Date('2025-04-01T03:00:00.000Z');
       const later = new Date('2025-04-02T03:00:00.000Z');
       const claims = [store, other, store].map((s) =>
-        s.schedules.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later }),
+        s.schedules.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later, ...CLAIM }),
       );
       expect(claims).toEqual([true, false, false]);
-      expect(other.schedules.claimFiring('/m/nightly.yaml', { firedAt: later, nextFireAt: null })).toBe(true);
+      expect(
+        other.schedules.claimFiring('/m/nightly.yaml', { firedAt: later, nextFireAt: null, ...CLAIM }),
+      ).toBe(true);
       // A scheduler that stalled past a later slot cannot take the one before it.
-      expect(store.schedules.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later })).toBe(false);
+      expect(
+        store.schedules.claimFiring('/m/nightly.yaml', { firedAt: at, nextFireAt: later, ...CLAIM }),
+      ).toBe(false);
       expect(store.schedules.getSchedule('/m/nightly.yaml')).toMatchObject({
         lastFiredAt: later,
         nextFireAt: null,
       });
       // Another manifest is its own row.
-      expect(store.schedules.claimFiring('/m/weekly.yaml', { firedAt: at, nextFireAt: null })).toBe(true);
+      expect(store.schedules.claimFiring('/m/weekly.yaml', { firedAt: at, nextFireAt: null, ...CLAIM })).toBe(
+        true,
+      );
     } finally {
       other.close();
+    }
+  });
+
+  it('keeps a claim until its run is made, and lets one other take it over once it lapses', () => {
+    const store = ctx.store();
+    const other = openStore(stateFor(ctx.file()), { now: ctx.clock().now });
+    const third = openStore(stateFor(ctx.file()), { now: ctx.clock().now });
+    try {
+      const path = '/m/hourly.yaml';
+      const at = new Date('2025-04-01T03:00:00.000Z');
+      const takeOver = (s: typeof store, holder: string, fromGone = false) =>
+        s.schedules.takeOverFiring(path, {
+          firedAt: at,
+          from: CLAIM.holder,
+          fromGone,
+          holder,
+          ttlMs: 60_000,
+        });
+      expect(store.schedules.claimFiring(path, { firedAt: at, nextFireAt: null, ...CLAIM })).toBe(true);
+      expect(store.schedules.getSchedule(path)?.claim).toEqual({
+        holder: CLAIM.holder,
+        expiresAt: new Date(ctx.clock().now().getTime() + 60_000),
+      });
+      // Live: nobody takes it, unless its holder's process is known to be gone.
+      expect(takeOver(other, 'b')).toBe(false);
+      ctx.clock().advance(30_000);
+      expect(store.schedules.renewClaim(path, { firedAt: at, ...CLAIM })).toBe(true);
+      ctx.clock().advance(59_000);
+      expect(takeOver(other, 'b')).toBe(false);
+      // Lapsed: of two schedulers, one takes it over; the holder's renewal then fails.
+      ctx.clock().advance(1_000);
+      expect([takeOver(other, 'b'), takeOver(third, 'c')]).toEqual([true, false]);
+      expect(store.schedules.renewClaim(path, { firedAt: at, ...CLAIM })).toBe(false);
+      expect(store.schedules.getSchedule(path)?.claim?.holder).toBe('b');
+      // The run made: the claim is settled, and nobody takes the slot over any more.
+      store.schedules.recordFiring(path, { firedAt: at, runId: 'hourly-0300', nextFireAt: null });
+      expect(store.schedules.getSchedule(path)).toMatchObject({ lastFiredAt: at, lastRunId: 'hourly-0300' });
+      expect(store.schedules.getSchedule(path)?.claim).toBeUndefined();
+      expect(takeOver(third, 'c', true)).toBe(false);
+
+      // A holder known to be gone: taken over at once, expired or not.
+      const next = new Date('2025-04-01T04:00:00.000Z');
+      expect(store.schedules.claimFiring(path, { firedAt: next, nextFireAt: null, ...CLAIM })).toBe(true);
+      expect(
+        other.schedules.takeOverFiring(path, {
+          firedAt: next,
+          from: CLAIM.holder,
+          fromGone: true,
+          holder: 'b',
+          ttlMs: 60_000,
+        }),
+      ).toBe(true);
+      // Settled without a run (skipped, refused): nobody takes it over either.
+      other.schedules.settleClaim(path, { firedAt: next, holder: 'b' });
+      expect(other.schedules.getSchedule(path)?.claim).toBeUndefined();
+    } finally {
+      other.close();
+      third.close();
     }
   });
 });

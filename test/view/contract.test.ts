@@ -6,6 +6,7 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LABEL } from '../../src/cli/status-lines.js';
 import { openStore, TASK_STATES } from '../../src/store/index.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
 import { REPO } from '../helpers/child.js';
@@ -67,6 +68,16 @@ describe('the page and the API share a checked contract', () => {
     for (const name of ['results.js', 'run-sections.js', 'format.js', 'app.js']) {
       expect(await readFile(join(PAGE, name), 'utf8'), name).not.toMatch(/'submitting',\s*'submitted'/);
     }
+  });
+
+  it("serves each state's label in status's words, which the page shows", async () => {
+    const lists = (await get('/api/lists')) as { state_labels: Record<string, string> };
+    expect(lists.state_labels).toEqual(LABEL);
+    expect(lists.state_labels['awaiting_review']).toBe('awaiting review (of an upstream)');
+    // The page says no state in words of its own.
+    const format = await readFile(join(PAGE, 'format.js'), 'utf8');
+    expect(format).not.toContain('waiting for a review');
+    expect(format).toContain('lists().state_labels[state]');
   });
 
   it('reads real answers through the types the page is checked against', { timeout: 120_000 }, async () => {

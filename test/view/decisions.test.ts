@@ -90,6 +90,35 @@ afterAll(async () => {
   await env?.close();
 });
 
+describe('the chains that wait, on the page as in status', () => {
+  it("names each upstream's link and where its reviewed result stands, as `status <run> --json` does", async () => {
+    const detail = await getJson('/api/runs/batch');
+    const status = JSON.parse((await env.run(['status', 'batch', '--json'])).stdout) as {
+      chains: Array<{ task: string; state: string; after: unknown[] }>;
+    };
+    const chains = detail.json['chains'] as Array<{ task: string; after: unknown[] }>;
+    // Each clip waits for a person, not a job: its still is done and awaits review.
+    expect(chains.map((c) => c.after)).toEqual(
+      ['1', '2', '3', '4'].map((i) => [
+        { name: '', task: `still-mug-${i}`, state: 'done', review: 'awaiting review' },
+      ]),
+    );
+    const waiting = new Set(chains.map((c) => c.task));
+    expect(chains).toEqual(status.chains.filter((c) => waiting.has(c.task)));
+  });
+
+  it('says what status says the run needs: the review, not a `run` that would send nothing', async () => {
+    const unfinished = (await getJson('/api/runs/batch')).json['unfinished'] as {
+      tasks: number;
+      advice: unknown;
+    };
+    const status = await env.run(['status', 'batch']);
+    expect(status.stdout).toContain('4 awaiting a decision (4 tasks wait for them)');
+    expect(status.stdout).not.toContain('unfinished:');
+    expect(unfinished).toEqual({ tasks: 4, advice: null });
+  });
+});
+
 describe('the view lists what awaits review', () => {
   it('filters cards by review=awaiting, each with its version, and matches `review <run> --json`', async () => {
     const list = await getJson('/api/runs/batch/tasks?review=awaiting&order=id');
@@ -211,7 +240,7 @@ describe('writes', () => {
     expect(price.json['left']).toBeLessThan(200);
     // The dialog's words come from the server, the same as the CLI's prompt.
     expect(price.json['text']).toMatch(
-      /^Re-roll 1 result\(s\): up to [\d.]+ tokens for the re-roll; the run's worst case goes from [\d.]+ to [\d.]+ tokens; the budget of 200 leaves [\d.]+ after it\.$/,
+      /^Re-roll 1 result\(s\): up to [\d.]+ tokens for the re-roll; the run's worst case goes from [\d.]+ to [\d.]+ tokens; the budget of 200 tokens leaves [\d.]+ tokens after it\.$/,
     );
     expect(price.json['nextRunRefuses']).toBe(false);
 

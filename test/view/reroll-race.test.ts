@@ -101,7 +101,7 @@ describe('three re-roll requests at once against 0.4 left of a budget of 1.2', (
     expect(refused.length).toBe(2);
     for (const r of refused) {
       expect(r.reason).toMatch(
-        /^re-rolling \d task\(s\) may cost up to 0\.\d+ tokens and the budget of 1\.2 leaves 0(\.\d+)?: nothing was sent; raise budget in the manifest to re-roll$/,
+        /^re-rolling \d task\(s\) may cost up to 0\.\d+ tokens and the budget of 1\.2 tokens leaves 0(\.\d+)? tokens: nothing was sent; raise budget in the manifest to re-roll$/,
       );
     }
     // An ask is all or nothing: the pair is accepted together or refused together.

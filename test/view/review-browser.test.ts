@@ -233,7 +233,7 @@ describe.skipIf(SKIP_BROWSER)('choosing results in chromium, with the keyboard',
     const priced = listed.awaiting.find((a) => a.taskId === 'still-mug-3')?.rerollPrice ?? -1;
     expect(Number(await price.getAttribute('data-total'))).toBe(priced);
     expect(await price.textContent()).toMatch(
-      /^Re-roll 1 result\(s\): up to [\d.,]+ tokens for the re-roll(?: and 1 downstream task\(s\) priced again \(up to [\d.,]+ more\))?; the run's worst case goes from [\d.,]+ to [\d.,]+ tokens; the budget of 400 leaves [\d.,]+ after it\.$/,
+      /^Re-roll 1 result\(s\): up to [\d.,]+ tokens for the re-roll(?: and 1 downstream task\(s\) priced again \(up to [\d.,]+ tokens more\))?; the run's worst case goes from [\d.,]+ to [\d.,]+ tokens; the budget of 400 tokens leaves [\d.,]+ tokens after it\.$/,
     );
     // The real folder the first result is kept in, as it will be on disk.
     expect(await page.locator('#reroll-kept').textContent()).toBe(

@@ -54,6 +54,10 @@ describe.skipIf(SKIP_BROWSER)('the run page of a run stopped with tasks left', (
     });
     await page.goto(view.url);
     await page.waitForSelector('#runs table');
+    // The runs list says why it stopped, as `status`'s list does.
+    const listed = (await env.run(['status'])).stdout;
+    expect(listed).toMatch(/^batch .* interrupted \(limit\) /m);
+    expect(await page.textContent('#runs table .state')).toBe('interrupted (limit)');
     await page.evaluate(() => {
       (globalThis as unknown as { location: { hash: string } }).location.hash = '#/run/batch';
     });

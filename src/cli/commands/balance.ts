@@ -2,6 +2,7 @@
 // API-key fingerprint (and of the current key's quota). The ledger part works without credentials.
 
 import type { Config } from '../../config.js';
+import { stateInLine } from '../../results/invocation.js';
 import { keyFingerprint, periodOf } from '../../store/index.js';
 import { type QuotaStanding, quotaStanding } from '../../store/quota.js';
 import { roundTokens, tokensToUsd } from '../../util/money.js';
@@ -129,7 +130,9 @@ const SANDBOX_NOTE =
 
 /** What the quota leaves; past it (a quota lowered, or spent elsewhere), by how much, never a negative "left". */
 function quotaLeft(left: number): string {
-  return left >= 0 ? `${fmtTokens(roundTokens(left))} left` : `${fmtTokens(roundTokens(-left))} over it`;
+  return left >= 0
+    ? `${fmtTokens(roundTokens(left))} tokens left`
+    : `${fmtTokens(roundTokens(-left))} tokens over it`;
 }
 
 function balanceLines(v: BalanceView, where: string, statePath: string): string[] {
@@ -149,7 +152,7 @@ function balanceLines(v: BalanceView, where: string, statePath: string): string[
   }
   lines.push('');
   if (v.ledger.length === 0) {
-    lines.push(`Ledger: no charges recorded in ${statePath} yet.`);
+    lines.push(`Ledger: no charges recorded in ${stateInLine(statePath)} yet.`);
     return lines;
   }
   lines.push('Ledger (charges and refunds recorded by mediabatch, per month and API key):');

@@ -5,8 +5,9 @@ import { basename } from 'node:path';
 import type { Config } from '../../config.js';
 import { resultsRunId } from '../../plan/shard.js';
 import { copyReportFile, reportFiles, writeReport } from '../../report/index.js';
-import { newRunCommandLine } from '../../results/invocation.js';
+import { newRunCommandLine, stateInLine } from '../../results/invocation.js';
 import { isBucketLocation, resolveOutput } from '../../results/output.js';
+import { shownRunState } from '../../run/lease.js';
 import { writeBucketReport } from '../../run/lifecycle.js';
 import { checkRunFolder } from '../../run/marker.js';
 import { createStorage, joinKey } from '../../storage/index.js';
@@ -34,7 +35,7 @@ export async function reportCommand(
     if (id === undefined) {
       throw new ExitError(
         EXIT.invalid,
-        `no runs yet in ${ctx.statePath}: start one with \`${newRunCommandLine(readerOf(ctx))}\`, then report on it`,
+        `no runs yet in ${stateInLine(ctx.statePath)}: start one with \`${newRunCommandLine(readerOf(ctx))}\`, then report on it`,
       );
     }
     const run = store?.runs.getRun(id);
@@ -48,6 +49,7 @@ export async function reportCommand(
         now: io.now(),
         ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
         reader: readerOf(ctx),
+        shownState: (r) => shownRunState(store, r, io.now()),
       });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
@@ -91,6 +93,7 @@ async function bucketReport(
       now: io.now(),
       ...(ctx.config.quota !== undefined ? { quota: ctx.config.quota } : {}),
       reader: readerOf(ctx),
+      shownState: (r) => shownRunState(store, r, io.now()),
     },
     (files) => copyReportFile(opts.json ? files.json : files.markdown, io.stdout),
   );

@@ -10,13 +10,14 @@ import {
   matchTasks,
   type RerollPrice,
   rerollPrice,
+  rerollRefusal,
   type Verdict,
 } from '../../review/index.js';
 import { shownRunState } from '../../run/lease.js';
 import type { Store } from '../../store/index.js';
 import { countOf } from '../../util/numbers.js';
 import { EXIT, ExitError } from '../errors.js';
-import { displayPath } from '../format.js';
+import { displayPath, table } from '../format.js';
 import { openExistingStore, type ReadContext, runInvocation, unknownRunError } from '../read.js';
 
 export interface ReviewFlags {
@@ -82,13 +83,20 @@ function list(store: Store, inv: RunInvocation, flags: ReviewFlags, ctx: ReadCon
   io.stdout.write(
     `Run ${runId}: ${countOf(awaiting.length, 'result')} ${awaiting.length === 1 ? 'awaits' : 'await'} review:\n`,
   );
-  for (const a of awaiting) {
+  // One row a result, in columns as status's tables are.
+  const rows = awaiting.map((a) => {
     const files = a.files.map((f) => displayPath(io.cwd, f)).join(', ') || 'no files';
     const next = a.downstreams.length > 0 ? `; then ${a.downstreams.join(', ')}` : '';
-    io.stdout.write(
-      `  ${a.taskId}  ${a.model}  attempt ${a.attempt}  version ${a.version}  ${files}  (re-roll up to ${a.rerollPrice} tokens${next})\n`,
-    );
-  }
+    return [
+      `  ${a.taskId}`,
+      a.model,
+      `attempt ${a.attempt}`,
+      `version ${a.version}`,
+      files,
+      `(re-roll up to ${a.rerollPrice} tokens${next})`,
+    ];
+  });
+  io.stdout.write(`${table(rows)}\n`);
   // A command that works as printed: the first results listed, to approve; the same ids (or others,
   // or globs) go to --reject or --reroll, and --note keeps a note with the decision.
   const example = awaiting.slice(0, DECIDE_EXAMPLE_IDS).map((a) => a.taskId);
@@ -121,14 +129,7 @@ function idsOf(store: Store, inv: RunInvocation, flag: string, value: string): s
 
 /** A re-roll is a new charge: refused over the budget, asked for unless --yes, refused when nobody can answer. */
 async function confirmReroll(price: RerollPrice, flags: ReviewFlags, ctx: ReadContext): Promise<void> {
-  const left =
-    price.left === undefined ? 'no budget set' : `the budget leaves ${price.left} of ${price.budget}`;
-  if (!price.fits) {
-    throw new ExitError(
-      EXIT.refused,
-      `re-rolling ${price.tasks.length} task(s) may cost up to ${price.total} tokens and ${left}: nothing was sent; raise budget in the manifest to re-roll`,
-    );
-  }
+  if (!price.fits) throw new ExitError(EXIT.refused, rerollRefusal(price));
   if (flags.yes) {
     // Said before it is recorded, even unasked: the run will not go on by itself after it.
     if (price.nextRunRefuses) ctx.io.stderr.write(`warning: ${price.text}\n`);

@@ -3,7 +3,7 @@
 
 import { describeRun, invocationCommand } from '../../account/index.js';
 import { plural } from '../../report/format.js';
-import { newRunCommandLine, scheduleCommandLine } from '../../results/invocation.js';
+import { newRunCommandLine, scheduleCommandLine, stateInLine } from '../../results/invocation.js';
 import { shownRunState } from '../../run/lease.js';
 import { readRunStatus } from '../../run/run-status.js';
 import { scheduledManifests } from '../../schedule/status.js';
@@ -22,6 +22,7 @@ import {
 import { askedRun, type ShardFlags } from '../shard.js';
 import {
   describeCounts,
+  firstStart,
   notOnDisk,
   runJson,
   runStatusJson,
@@ -84,7 +85,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
   }
   if (runs.length === 0) {
     io.stdout.write(
-      `No runs yet in ${ctx.statePath}: start one with \`${newRunCommandLine(readerOf(ctx))}\`.\n`,
+      `No runs yet in ${stateInLine(ctx.statePath)}: start one with \`${newRunCommandLine(readerOf(ctx))}\`.\n`,
     );
     return EXIT.ok;
   }
@@ -93,7 +94,7 @@ function listRuns(store: Store | undefined, opts: { json?: boolean }, ctx: ReadC
     ...runs.map(({ run, counts, spent, stopped }) => [
       run.id,
       displayPath(io.cwd, run.manifestPath),
-      shortTime(run.startedAt ?? run.createdAt),
+      shortTime(firstStart(run)),
       stopped === undefined ? run.state : `${run.state} (${stopped.reason})`,
       `${plural(total(counts), 'task')}: ${describeCounts(counts)}`,
       fmtTokens(roundTokens(spent.net)),

@@ -206,8 +206,8 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
  */
 function afterTheRun(left: number, limit: string): string {
   return left >= 0
-    ? `${fmtTokens(left)} left after the run at most`
-    : `the run can cost up to ${fmtTokens(-left)} more than ${limit}`;
+    ? `${fmtTokens(left)} tokens left after the run at most`
+    : `the run can cost up to ${fmtTokens(-left)} tokens more than ${limit}`;
 }
 
 /** What the user should know about tasks that are paid but not on disk, stalled, retried or recovered. */

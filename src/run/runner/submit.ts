@@ -8,7 +8,7 @@ import type { CatalogEntry, RequestBody } from '../../catalog/types.js';
 import { OverBudgetError } from '../../money/index.js';
 import { finishEarlierResult } from '../../review/index.js';
 import type { TaskRecord } from '../../store/index.js';
-import { fromMicro, toMicro } from '../../util/money.js';
+import { fromMicro, tokensOf, toMicro } from '../../util/money.js';
 import type { RunCore } from './core.js';
 import { type OutcomeParts, recordOutcome } from './outcomes.js';
 import { type Prepared, prepareChained } from './upstream.js';
@@ -145,13 +145,14 @@ export class Submitter {
     const need = this.#overBudget.reduce((n, t) => n + toMicro(t.estimate.max), 0);
     // The run's budget, or the period's of a fired run when that one leaves less.
     const limit = core.money.tightest() ?? {
-      name: `the budget of ${core.opts.budget} tokens`,
+      name: `the budget of ${tokensOf(core.opts.budget ?? 0)}`,
       setting: 'budget',
       leftMicro: 0,
+      room: 'nothing left',
     };
     core.requestStop(
       limit.setting === 'budget_per_period' ? 'period-budget' : 'budget',
-      `${this.#overBudget.length} task(s) did not fit under ${limit.name} (${fromMicro(limit.leftMicro)} left; they need up to ${fromMicro(need)}): raise ${limit.setting} and run again to continue`,
+      `${this.#overBudget.length} task(s) did not fit under ${limit.name} (${limit.room}; they need up to ${tokensOf(fromMicro(need))}): raise ${limit.setting} and run again to continue`,
     );
   }
 
@@ -189,7 +190,14 @@ export class Submitter {
     const { fleet, runId } = core.opts;
     if (!fleet || core.stopSubmitting.signal.aborted) return false;
     if (core.sweepOthers?.() === true) return true;
-    if (core.deps.store.claims.heldByOthers(runId, fleet.workerId) === 0) return false;
+    const { claims } = core.deps.store;
+    if (claims.heldByOthers(runId, fleet.workerId) === 0) {
+      // A task another worker gave back after this worker's last claim and before that count is held by
+      // nobody now: claimed once more before leaving, or this worker would leave it unseen (and its stop
+      // line would count fewer tasks than the run leaves pending).
+      if (this.#nextBatch().length > 0) return true;
+      if (claims.heldByOthers(runId, fleet.workerId) === 0) return false;
+    }
     await core.sleep(fleet.idlePollMs, core.stopSubmitting.signal);
     return true;
   }
@@ -330,7 +338,7 @@ export class Submitter {
     }
     core.requestStop(
       'budget',
-      `the budget of ${core.opts.budget} tokens cannot cover the next task (${task.taskId}, up to ${task.estimate.max} tokens): raise budget and run again to continue`,
+      `the budget of ${tokensOf(core.opts.budget ?? 0)} cannot cover the next task (${task.taskId}, up to ${tokensOf(task.estimate.max)}): raise budget and run again to continue`,
     );
     return 'stop';
   }

@@ -175,9 +175,16 @@ function seconds(ms: number): string {
   return fmtRate(ms / 1000);
 }
 
-/** libpq's messages span lines (a hint on a second, indented line); the CLI's reason is one line. */
+/**
+ * libpq's messages span lines (a hint on a second, indented line); the CLI's reason is one line. A line
+ * that starts a sentence of its own after one left without a stop gets one ("Connection refused. Is the
+ * server running …"); a sentence wrapped onto the next line is joined with a space.
+ */
 function oneLine(message: string): string {
-  return message.trim().replace(/\s*\n\s*/g, ' ');
+  return message
+    .trim()
+    .replace(/([^.:;!?\s])\s*\n\s*(?=[A-Z])/g, '$1. ')
+    .replace(/\s*\n\s*/g, ' ');
 }
 
 function toParam(value: Bindable): string | null {

@@ -1305,4 +1305,16 @@ CREATE INDEX tasks_held ON tasks (run_id, claimed_by)
 DROP INDEX tasks_claimed;
 `,
   },
+  {
+    id: 28,
+    name: "a schedule's claim of a firing: who holds it and until when, until its run is made",
+    sql: `
+-- A scheduler claims a slot (last_fired_at) before it makes the slot's run; one killed in between left
+-- the slot counted with no run. The claim names its holder (pid@host#nonce) and lives until claim_expires_at,
+-- renewed by the holder's heartbeat, and is settled (NULL) once the run is made, the slot skipped or the
+-- firing ended: a claim that outlives its holder (expired, or its process gone) is taken over by another.
+ALTER TABLE schedules ADD COLUMN claim_holder TEXT COLLATE "C";
+ALTER TABLE schedules ADD COLUMN claim_expires_at TEXT COLLATE "C";
+`,
+  },
 ];

@@ -85,10 +85,27 @@ describe('Runner, driven directly', () => {
     expect(s.api.submitted).toEqual(['t1']);
     expect(result.stopReason).toBe('budget');
     expect(result.stopMessage).toBe(
-      '1 task(s) did not fit under the budget of 0.5 tokens (0.3 left; they need up to 0.6): raise budget and run again to continue',
+      '1 task(s) did not fit under the budget of 0.5 tokens (0.3 tokens left; they need up to 0.6 tokens): raise budget and run again to continue',
     );
     expect(stateOf(s.store, 'big')).toBe('pending');
     expect(stateOf(s.store, 't1')).toBe('done');
+  });
+
+  it('says by how much a budget lowered under what the run spent is over, never "0 left"', async () => {
+    const s = setup([task('paid', {}, 0.4), task('t1', {}, 0.2)]);
+    // A run charged 0.4 before its budget was lowered to 0.3.
+    submit(s.store, 'r1', 'paid', 'u-paid', 0.4);
+    s.store.tasks.moveTask('r1', 'paid', 'downloading', null);
+    s.store.tasks.markDone('r1', 'paid');
+    const { runner } = makeRunner(s, { budget: 0.3 });
+
+    const result = await runner.run();
+
+    expect(s.api.submitted).toEqual([]);
+    expect(result.stopMessage).toBe(
+      '1 task(s) did not fit under the budget of 0.3 tokens (already 0.1 tokens over; they need up to 0.2 tokens): raise budget and run again to continue',
+    );
+    expect(stateOf(s.store, 't1')).toBe('pending');
   });
 
   it('stops as unreachable after three tasks in a row exhausted their retries', async () => {
