@@ -96,7 +96,6 @@ export class TaskStore {
   readonly #selectReady;
   readonly #selectReadyOf;
   readonly #countByState;
-  readonly #countAwaitingReview;
   readonly #selectDue;
   readonly #selectEarliestPoll;
   readonly #notePolled;
@@ -256,21 +255,19 @@ export class TaskStore {
       ),
       longest: readyLongestOf,
     };
-    this.#countByState = db.prepare<[string], { state: TaskState; n: number }>(
-      // Kept by triggers (migration 5): a handful of rows, whatever the size of the run.
-      'SELECT state, n FROM task_counts WHERE run_id = ?',
-    );
-    // The pending tasks shown as awaiting_review: found from the reviewed upstreams that have a result
-    // and no decision (the partial index tasks_reviewed), never by a scan of the run's pending tasks.
-    this.#countAwaitingReview = db
-      .prepare<[string], number>(
-        `SELECT count(DISTINCT t.task_id) FROM tasks AS up INDEXED BY tasks_reviewed
+    // Kept by triggers (migration 5): a handful of rows, whatever the size of the run. The pending tasks
+    // shown as awaiting_review come in the same statement (one round trip to a PostgreSQL server), found
+    // from the reviewed upstreams that have a result and no decision (the partial index tasks_reviewed),
+    // never by a scan of the run's pending tasks; only for a run that has pending tasks.
+    this.#countByState = db.prepare<[string], { state: TaskState; n: number; awaiting: number }>(
+      `SELECT c.state, c.n, CASE WHEN c.state = 'pending' AND c.n > 0 THEN (
+         SELECT count(DISTINCT t.task_id) FROM tasks AS up INDEXED BY tasks_reviewed
          JOIN task_upstreams AS u ON u.run_id = up.run_id AND u.upstream_id = up.task_id
          JOIN tasks AS t ON t.run_id = u.run_id AND t.task_id = u.task_id
-         WHERE up.run_id = ? AND up.review = 1 AND up.state = 'done' AND up.verdict IS NULL
-           AND ${awaitsReviewSql('t')}`,
-      )
-      .pluck();
+         WHERE up.run_id = c.run_id AND up.review = 1 AND up.state = 'done' AND up.verdict IS NULL
+           AND ${awaitsReviewSql('t')}) ELSE 0 END AS awaiting
+       FROM task_counts AS c WHERE c.run_id = ?`,
+    );
     this.#selectDue = db.prepare<[string, string, number], TaskRow>(
       `SELECT * FROM tasks
        WHERE run_id = ? AND state IN (${WATCHED_SQL}) AND (next_poll_at IS NULL OR next_poll_at <= ?)
@@ -691,9 +688,12 @@ export class TaskStore {
    */
   countTasksByState(runId: string): Record<TaskState, number> {
     const counts = emptyTaskCounts();
-    for (const { state, n } of this.#countByState.iterate(runId)) counts[state] = n;
-    if (counts.pending > 0) {
-      const awaiting = this.#countAwaitingReview.get(runId) ?? 0;
+    let awaiting = 0;
+    for (const row of this.#countByState.iterate(runId)) {
+      counts[row.state] = row.n;
+      if (row.state === 'pending') awaiting = row.awaiting;
+    }
+    if (awaiting > 0) {
       counts.pending -= awaiting;
       counts.awaiting_review = awaiting;
     }

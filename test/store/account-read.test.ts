@@ -1,7 +1,7 @@
 // A run's account is read in one statement (src/store/account-reads.ts): every figure from one
 // snapshot, and on PostgreSQL one round trip, where the dozen statements it replaced cost a round trip
 // each. Its figures equal what the rows say, counted here plainly; test/store/postgres.test.ts runs the
-// same on PostgreSQL, so both backends answer alike.
+// same on PostgreSQL, so both backends answer alike. The counts by state (each progress frame's) likewise.
 import { describe, expect, it } from 'vitest';
 import { ACCOUNT_ID_LIMIT } from '../../src/store/account-reads.js';
 import type { Store } from '../../src/store/index.js';
@@ -152,6 +152,19 @@ describe("a run's account read in one statement", () => {
     store.accountFacts(RUN);
     const before = waits.n;
     store.accountFacts(RUN);
+    expect(waits.n - before).toBe(onPostgres() ? 1 : 0);
+  });
+});
+
+describe("a run's counts by state (the progress line's, status')", () => {
+  it('are read in one statement, awaiting_review included: one round trip to a PostgreSQL server', () => {
+    const store = ctx.store();
+    runInEveryState(store, ctx.file());
+    const counts = store.tasks.countTasksByState(RUN);
+    expect(counts).toEqual(store.accountFacts(RUN).counts);
+    expect(counts.awaiting_review).toBe(1);
+    const before = waits.n;
+    store.tasks.countTasksByState(RUN);
     expect(waits.n - before).toBe(onPostgres() ? 1 : 0);
   });
 });
