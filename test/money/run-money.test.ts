@@ -212,7 +212,12 @@ describe('RunMoney: the runner’s money', () => {
     money.changed();
     expect(money.fits(4 * M, true)).toBe(true);
     expect(money.fits(4 * M + 1, true)).toBe(false);
-    expect(money.tightest()).toEqual({ name: 'the budget of 4 tokens', setting: 'budget', leftMicro: 4 * M });
+    expect(money.tightest()).toEqual({
+      name: 'the budget of 4 tokens',
+      setting: 'budget',
+      leftMicro: 4 * M,
+      room: '4 tokens left',
+    });
   });
 
   it('a fired run without a budget of its own: the period is the only limit', () => {
@@ -226,6 +231,7 @@ describe('RunMoney: the runner’s money', () => {
       name: 'budget_per_period of 5 tokens in 2025-03',
       setting: 'budget_per_period',
       leftMicro: 5 * M,
+      room: '5 tokens left',
     });
   });
 
@@ -240,6 +246,7 @@ describe('RunMoney: the runner’s money', () => {
       name: 'the budget of 10 tokens',
       setting: 'budget',
       leftMicro: 10 * M,
+      room: '10 tokens left',
     });
 
     spendFromPeriod(store, 'r', { period: '2025-03', budget: 9 });
@@ -251,6 +258,7 @@ describe('RunMoney: the runner’s money', () => {
       name: 'budget_per_period of 9 tokens in 2025-03',
       setting: 'budget_per_period',
       leftMicro: 7 * M,
+      room: '7 tokens left',
     });
 
     // Its own submission in flight: counted once in the period as in the run.
@@ -268,7 +276,11 @@ describe('RunMoney: the runner’s money', () => {
     store.submissions.recordInDoubt('other', 'y', 1, { message: 'lost' });
     spendFromPeriod(store, 'r', { period: '2025-03', budget: 4 });
     money.changed();
-    expect(money.tightest()).toMatchObject({ setting: 'budget_per_period', leftMicro: 0 });
+    expect(money.tightest()).toMatchObject({
+      setting: 'budget_per_period',
+      leftMicro: 0,
+      room: expect.stringMatching(/^already \d+(\.\d+)? tokens? over$/),
+    });
     expect(money.fits(0)).toBe(false);
 
     // A period wider than the run's budget: the run's budget is the tighter, and named.
@@ -276,7 +288,12 @@ describe('RunMoney: the runner’s money', () => {
     store.runs.updateRunSettings('r', { budget: 5 });
     const fresh = new RunMoney(store, 'r', 5 * M);
     fresh.start();
-    expect(fresh.tightest()).toEqual({ name: 'the budget of 5 tokens', setting: 'budget', leftMicro: 2 * M });
+    expect(fresh.tightest()).toEqual({
+      name: 'the budget of 5 tokens',
+      setting: 'budget',
+      leftMicro: 2 * M,
+      room: '2 tokens left',
+    });
     // Equal room: the period is named, since a fired run's budget is often what the period left it (the
     // scheduler's cap), and raising `budget` would not help.
     spendFromPeriod(store, 'r', { period: '2025-03', budget: 10 });
