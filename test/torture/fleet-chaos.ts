@@ -466,10 +466,14 @@ async function judge(
       `${inDoubt} in doubt; status said: ${status.stdout.split('\n').slice(0, 6).join(' / ')}`,
     ),
     guarantee('the work was shared: more than one worker process sent tasks', senders > 1, `${senders} sent`),
+    // Rejected stills block their clips and real prices come under the worst cases: a seed whose review
+    // rejects many can end every task under the budget, with no stop to check.
     guarantee(
-      'a budget below the worst case ran out and stopped the workers',
-      o.budgetShare >= 1 || run.crew.budgetStops > 0,
-      `${run.crew.budgetStops} stops on the budget`,
+      'a budget below the worst case ran out and stopped the workers, or every task ended under it',
+      o.budgetShare >= 1 ||
+        run.crew.budgetStops > 0 ||
+        ((states['pending'] ?? 0) === 0 && net <= budgetMicro),
+      `${run.crew.budgetStops} stops on the budget; ${states['pending'] ?? 0} pending; ledger ${net} of ${budgetMicro}`,
     ),
     guarantee('the chaos happened', run.crew.kills === o.kills, `${run.crew.kills} of ${o.kills} kills`),
   ];
