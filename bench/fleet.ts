@@ -13,17 +13,23 @@ import { leaseHolder, openStore } from '../src/store/index.js';
 import { PgDb } from '../src/store/pg/db.js';
 import { spawnCli, spawnSandbox } from '../test/helpers/child.js';
 import { startPostgres } from '../test/helpers/postgres.js';
+import { startTcpProxy, type TcpProxy } from '../test/helpers/tcp-proxy.js';
 import { writeImagesManifest } from './lib/manifests.js';
 import { round } from './lib/measure.js';
 import { CpuSampler, postgresPids, WaitSampler } from './lib/pg-profile.js';
 
 const tasks = Number(process.argv[2] ?? 2000);
 const concurrency = Number(process.argv[3] ?? 64);
+// BENCH_PG_DELAY_MS: the workers reach PostgreSQL through a proxy that passes each chunk that much later
+// each way, as a database a network hop away (0: loopback, straight).
+const delayMs = Number(process.env.BENCH_PG_DELAY_MS ?? 0);
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
 
 interface Fleet {
   port: number;
   sandboxPid: number;
+  /** Between the workers and PostgreSQL when BENCH_PG_DELAY_MS is set. */
+  proxy: TcpProxy | undefined;
 }
 
 interface FleetFigures {
@@ -51,7 +57,8 @@ async function fleetRate(
       MEDIABATCH_BASE_URL: sandboxUrl,
       MEDIABATCH_POLL_SCALE: '0.01',
     };
-    const args = ['--state', url, 'run', file, '--yes', '--no-probe', '--allow-local-output'];
+    const state = fleet.proxy === undefined ? url : fleet.proxy.through(url);
+    const args = ['--state', state, 'run', file, '--yes', '--no-probe', '--allow-local-output'];
     const waits = new WaitSampler(url);
     const children = Array.from({ length: workers }, () => spawnCli(args, { cwd: dir, env }));
     const cpu = new CpuSampler({
@@ -141,7 +148,9 @@ function claimCost(url: string, n: number): number {
 
 const pg = await startPostgres();
 const { child: sandbox, baseUrl } = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
-const fleet: Fleet = { port: pg.port, sandboxPid: sandbox.proc.pid ?? 0 };
+const proxy = delayMs > 0 ? await startTcpProxy({ port: pg.port, delayMs }) : undefined;
+const fleet: Fleet = { port: pg.port, sandboxPid: sandbox.proc.pid ?? 0, proxy };
+if (proxy) log(`the workers reach PostgreSQL through a proxy that delays each chunk ${delayMs} ms each way`);
 try {
   const runs: Record<'one' | 'two', FleetFigures[]> = { one: [], two: [] };
   const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -163,6 +172,7 @@ try {
   const figures = {
     tasks,
     concurrency,
+    pgDelayMs: delayMs,
     tasksPerSecond: { oneWorker: round(one.rate, 0), twoWorkers: round(two.rate, 0) },
     ratio: round(two.rate / one.rate),
     cpuMsPerTask: { oneWorker: one.cpuMsPerTask, twoWorkers: two.cpuMsPerTask },
@@ -173,5 +183,6 @@ try {
   process.stdout.write(`${JSON.stringify(figures)}\n`);
 } finally {
   sandbox.proc.kill('SIGTERM');
+  await proxy?.close();
   pg.stop();
 }

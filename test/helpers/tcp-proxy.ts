@@ -39,8 +39,22 @@ interface Pair {
   cutting?: true;
 }
 
-export async function startTcpProxy(target: { host?: string; port: number }): Promise<TcpProxy> {
+/**
+ * `delayMs`: each chunk is passed on that much later, in order, each way (a server a network hop away: a
+ * round trip costs twice it).
+ */
+export async function startTcpProxy(target: {
+  host?: string;
+  port: number;
+  delayMs?: number;
+}): Promise<TcpProxy> {
   const host = target.host ?? '127.0.0.1';
+  const delayMs = target.delayMs ?? 0;
+  // Timers of one delay fire in the order they were set: the stream keeps its order.
+  const forward = (to: Socket, chunk: Buffer) => {
+    if (delayMs === 0) to.write(chunk);
+    else setTimeout(() => to.destroyed || to.write(chunk), delayMs);
+  };
   let mode: ProxyMode = 'pass';
   let cutAt: Buffer | undefined;
   let accepted = 0;
@@ -60,7 +74,7 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
     server.on('data', (chunk: Buffer) => {
       if (mode !== 'pass' || pair.cutting) return;
       if (cutAt === undefined) {
-        pair.client.write(chunk);
+        forward(pair.client, chunk);
         return;
       }
       const tail = pair.tail ?? Buffer.alloc(0);
@@ -95,7 +109,7 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
     // Bytes a client sends before its server side exists (or while dropping) are not forwarded later:
     // a blackhole loses them, as the network would.
     client.on('data', (chunk: Buffer) => {
-      if (mode === 'pass' && pair.server !== undefined) pair.server.write(chunk);
+      if (mode === 'pass' && pair.server !== undefined) forward(pair.server, chunk);
     });
     const end = () => {
       client.destroy();
