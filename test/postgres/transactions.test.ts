@@ -180,7 +180,7 @@ describe('transactions on a PostgreSQL state', () => {
     });
     expect(thrown).toBeInstanceOf(StoreError);
     expect((thrown as Error).message).toMatch(
-      /^the PostgreSQL state at postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+ kept undoing a transaction for a conflict with another worker \(ERROR: {2}deadlock detected .*\) 1 time\(s\); run again to continue$/,
+      /^the PostgreSQL state at postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+ kept undoing a transaction for a conflict with another worker \(ERROR: {2}deadlock detected\. DETAIL: .*\) 1 time\(s\); run again to continue$/,
     );
     expect(rows()).toEqual([
       { k: 'a', v: 10 },

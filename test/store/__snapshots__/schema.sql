@@ -99,7 +99,7 @@ CREATE TABLE schedules (
   last_run_id   TEXT,
   next_fire_at  TEXT,
   updated_at    TEXT NOT NULL
-) STRICT;
+, claim_holder TEXT, claim_expires_at TEXT) STRICT;
 
 CREATE TABLE task_counts (
   run_id TEXT NOT NULL,
