@@ -81,18 +81,21 @@ export async function startTcpProxy(target: {
       const seen = Buffer.concat([tail, chunk]);
       const at = seen.indexOf(cutAt);
       if (at < 0) {
-        pair.client.write(chunk);
+        forward(pair.client, chunk);
         pair.tail = seen.subarray(Math.max(0, seen.length - cutAt.length + 1));
         return;
       }
       pair.cutting = true;
-      pair.client.end(chunk.subarray(0, at + cutAt.length - tail.length));
+      // After any chunk still delayed, as every other byte: the client reads all before the cut.
+      const last = chunk.subarray(0, at + cutAt.length - tail.length);
+      if (delayMs === 0) pair.client.end(last);
+      else setTimeout(() => pair.client.end(last), delayMs);
       cutAt = undefined;
       server.destroy();
     });
     const end = () => {
-      if (pair.cutting) pair.client.end();
-      else pair.client.destroy();
+      // A cut ends the client side itself, after its last bytes.
+      if (!pair.cutting) pair.client.destroy();
       server.destroy();
       pairs.delete(pair);
     };
