@@ -99,23 +99,33 @@ function scheduleRefresh() {
   if (pending !== null) return;
   const gap = Math.max(REFRESH_MS, READ_COST_FACTOR * lastReadMs);
   const wait = Math.max(GATHER_MS, lastRead + gap - Date.now());
-  pending = setTimeout(async () => {
-    pending = null;
-    reading = true;
-    lastRead = Date.now();
-    try {
-      await current.refresh();
-    } catch (error) {
-      live.textContent = `update failed: ${messageOf(error)}`;
-    } finally {
-      lastReadMs = Date.now() - lastRead;
-      reading = false;
-      if (again) {
-        again = false;
-        scheduleRefresh();
-      }
+  pending = setTimeout(read, wait);
+}
+
+/** Reads now, or right after the read in flight (two reads at once could land in either order). */
+function refreshNow() {
+  if (pending !== null) clearTimeout(pending);
+  pending = null;
+  if (reading) again = true;
+  else void read();
+}
+
+async function read() {
+  pending = null;
+  reading = true;
+  lastRead = Date.now();
+  try {
+    await current.refresh();
+  } catch (error) {
+    live.textContent = `update failed: ${messageOf(error)}`;
+  } finally {
+    lastReadMs = Date.now() - lastRead;
+    reading = false;
+    if (again) {
+      again = false;
+      scheduleRefresh();
     }
-  }, wait);
+  }
 }
 
 function connect() {
@@ -155,7 +165,7 @@ function onStore(e) {
 
 window.addEventListener('hashchange', route);
 // After a decision the page reads again at once; the live feed moves the counters of other tabs.
-window.addEventListener('mb:decided', () => current.refresh().catch(() => undefined));
+window.addEventListener('mb:decided', refreshNow);
 installReviewKeys();
 // The lists the pages share with the server come first; a page that cannot read them says why.
 loadLists().then(

@@ -86,10 +86,21 @@ export function resultsGrid(run, isCurrent) {
     grid.dataset['count'] = String(grid.children.length);
   };
 
+  // Answers may come back out of order (a slow filter's answer after the next filter's): an answer is
+  // shown only while nothing asked later has replaced it, so the grid never goes back to an older query.
+  let asked = 0;
+  let shown = 0;
+  let since = 0;
   /** @param {'append' | 'live' | 'new'} how */
   const load = async (how) => {
+    const mine = ++asked;
+    if (how === 'new') since = mine;
     const page = await api.tasks(run, { ...query, limit: PAGE, cursor: how === 'append' ? cursor : null });
-    if (!isCurrent()) return;
+    if (!isCurrent() || mine < since) return;
+    if (how !== 'append') {
+      if (mine < shown) return;
+      shown = mine;
+    }
     if (how !== 'live' || !engaged()) {
       cursor = page.next_cursor;
       more.hidden = cursor === null;

@@ -257,6 +257,31 @@ describe.skipIf(SKIP_BROWSER)('mediabatch view in chromium, live', () => {
     await page.waitForFunction(() => document.querySelectorAll('#grid .card').length > 2);
   });
 
+  it('shows the last filter asked for when an earlier one answers after it', async () => {
+    const count = () => page.$$eval('#grid .card', (els) => els.length);
+    // The one-model filter's answer is held back until the next filter has answered and been drawn.
+    let release = (): void => undefined;
+    const held = new Promise<void>((r) => (release = r));
+    await page.route('**/tasks?*model=flow22_spicy*', async (route) => {
+      await held;
+      await route.continue();
+    });
+    const slow = page.waitForResponse((r) => r.url().includes('model=flow22_spicy'));
+    await page.selectOption('#filters select[name="model"]', 'flow22_spicy');
+    const all = page.waitForResponse((r) => r.url().includes('/tasks?') && !r.url().includes('model='));
+    await page.selectOption('#filters select[name="model"]', '');
+    await all;
+    await page.waitForFunction(() => document.querySelectorAll('#grid .card').length > 2);
+    const shown = await count();
+    release();
+    await slow;
+    // A moment later the late answer has had every chance to be drawn.
+    await page.waitForTimeout(300);
+    expect(await count()).toBe(shown);
+    expect(await page.inputValue('#filters select[name="model"]')).toBe('');
+    await page.unroute('**/tasks?*model=flow22_spicy*');
+  });
+
   it('plays the video of a result', async () => {
     const state = await page.$eval('#grid .card[data-task="clip"] video', async (el) => {
       const v = el as HTMLVideoElement;
