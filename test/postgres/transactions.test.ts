@@ -86,9 +86,10 @@ describe('transactions on a PostgreSQL state', () => {
   });
 
   /**
-   * Another session takes row `b`, sleeps 0.9 s, then asks for row `a`. This one, once the other sleeps,
-   * takes `a`, works 0.3 s, and asks for `b`: it waits first, so when its deadlock_timeout (1 s) ends the
-   * circle is closed and the server undoes this one; the other then finishes and commits.
+   * Another session takes row `b`, then waits until a session of this database waits for a lock, and
+   * asks for row `a`. This one, once the other waits, takes `a` and asks for `b`: it waits first, so when
+   * its deadlock_timeout (1 s) ends the circle is closed and the server undoes this one; the other then
+   * finishes and commits.
    */
   async function deadlockAgainstAnother(run: () => unknown): Promise<unknown> {
     db.prepare('INSERT INTO t (k, v) VALUES (?, ?), (?, ?)').run('a', 0, 'b', 0);
@@ -134,6 +135,19 @@ describe('transactions on a PostgreSQL state', () => {
     }
   }
 
+  /**
+   * Waits (the body is synchronous) until the other session's commit shows. The server lets whoever asks
+   * first take a row whose locker was undone, even before a session that waited for it: a run again
+   * sooner than a busy machine wakes the other would take row `a` first and make a second deadlock.
+   */
+  function untilOtherCommitted(): void {
+    const a = db.prepare(`SELECT v FROM t WHERE k = 'a'`).pluck();
+    for (let waited = 0; Number(a.get()) < 10; waited += 5) {
+      if (waited > 20_000) throw new Error('the other session never committed');
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+    }
+  }
+
   // Prepared before (`warm`), its statements go in a pipeline: the first update is drained before the
   // wait by reading a count, as the lock order of the scenario needs.
   it.each([
@@ -146,20 +160,23 @@ describe('transactions on a PostgreSQL state', () => {
     const result = await deadlockAgainstAnother(() =>
       db.transaction((first: string, second: string) => {
         runs += 1;
-        bump.run(first);
         if (runs === 1) {
+          bump.run(first);
           expect(bump.run('none').changes).toBe(0);
+        } else {
+          untilOtherCommitted();
+          bump.run(first);
         }
         bump.run(second);
         return runs;
       })('a', 'b'),
     );
-    expect(result).toBe(2);
-    // Each session's increments once: the undone run's left nothing.
+    // Each session's increments once: the undone run's left nothing, and nothing committed twice.
     expect(rows()).toEqual([
       { k: 'a', v: 11 },
       { k: 'b', v: 11 },
     ]);
+    expect(result).toBe(2);
   });
 
   it('one whose arguments can be read only once is not run again: one line, run again to continue', async () => {
