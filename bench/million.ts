@@ -32,6 +32,8 @@ export interface RunAtScale {
   exitSeconds: number;
   peakRssMb: number;
   code: number | string;
+  /** The end of the worker's stderr when it exited other than 0 or 4 (interrupted): why it did. */
+  stderr?: string;
 }
 
 export interface MillionFigures {
@@ -111,6 +113,7 @@ export async function runAtScale(
     exitSeconds: round((started + m.ms - interruptAt) / 1000),
     peakRssMb: m.peakRssMb,
     code: m.code,
+    ...(m.code === 0 || m.code === 4 ? {} : { stderr: m.stderr.slice(-2500) }),
   };
 }
 

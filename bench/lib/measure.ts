@@ -1,7 +1,7 @@
 // What the bench measures with: child processes with their peak RSS, percentiles, the machine.
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { constants, cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { cliArgv, REPO } from '../../test/helpers/child.js';
 
@@ -66,13 +66,20 @@ export function spawnMeasured(argv: string[], opts: SpawnMeasuredOptions): Promi
       }, 20);
   const sendInterrupt = () => {
     const target = viaTime ? childOf(proc.pid) : proc.pid;
-    if (target !== undefined) process.kill(target, 'SIGINT');
+    try {
+      if (target !== undefined) process.kill(target, 'SIGINT');
+    } catch (error) {
+      // The command ended on its own just before: its exit is what it is.
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+    }
   };
   opts.interrupter?.(sendInterrupt);
   const interrupt =
     opts.interruptAfterMs === undefined ? undefined : setTimeout(sendInterrupt, opts.interruptAfterMs);
   return new Promise((resolve) => {
-    proc.on('exit', (code, signal) => {
+    // 'close', not 'exit': the child's last output (and time's figures) may come after its exit.
+    proc.on('close', (code, signal) => {
+      let killedBy: string | undefined;
       if (poll) clearInterval(poll);
       if (interrupt) clearTimeout(interrupt);
       const ms = performance.now() - start;
@@ -83,10 +90,13 @@ export function spawnMeasured(argv: string[], opts: SpawnMeasuredOptions): Promi
         const system = Number(/System time \(seconds\): ([\d.]+)/.exec(stderr)?.[1] ?? Number.NaN);
         cpuSeconds = user + system;
         peakKb = Number(/Maximum resident set size \(kbytes\): (\d+)/.exec(stderr)?.[1] ?? Number.NaN);
+        // time's own exit for a command a signal ended is not the command's (128 + the signal, or 1).
+        const bySignal = /^Command terminated by signal (\d+)$/m.exec(stderr)?.[1];
+        if (bySignal !== undefined) killedBy = signalName(Number(bySignal));
         stderr = stderr.replace(/\tCommand being timed:[\s\S]*$/, '');
       }
       resolve({
-        code: code ?? signal ?? 'unknown',
+        code: killedBy ?? code ?? signal ?? 'unknown',
         stdout,
         stderr,
         ms,
@@ -114,6 +124,11 @@ export function cliMeasured(args: string[], opts: SpawnMeasuredOptions): Promise
     compiled = existsSync(BUNDLE);
   }
   return spawnMeasured(compiled ? [process.execPath, BIN, ...args] : cliArgv(args), opts);
+}
+
+/** A signal's name from its number (`SIGINT` for 2). */
+function signalName(n: number): string {
+  return Object.entries(constants.signals).find(([, v]) => v === n)?.[0] ?? `signal ${n}`;
 }
 
 /** The one child of a process (the command /usr/bin/time runs). */
