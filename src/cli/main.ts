@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { setFlagsFromString } from 'node:v8';
 import { quietSdkNodeWarning } from '../storage/sdk-warning.js';
+import { answerSignalsWhileClosing } from './closing.js';
 import { processIO } from './io.js';
 import { runCli } from './program.js';
 
@@ -21,5 +22,19 @@ for (const stream of [process.stdout, process.stderr]) {
 // Before any S3 client exists: the AWS SDK's warning about Node 20 is read from the environment then.
 quietSdkNodeWarning();
 
+// A Ctrl-C or SIGTERM after a command let go of them (its outcome printed, its connections closing)
+// ends the process with the command's code, or the interrupted code and a line; never by the signal.
+let ended: number | undefined;
+answerSignalsWhileClosing(process, {
+  stderr: process.stderr,
+  exit: (code) => process.exit(code),
+  ended: () => ended,
+});
+
 const code = await runCli(process.argv.slice(2), processIO());
+ended = code;
 process.exitCode = code;
+// Once the event loop is empty (every log line and socket done), the process ends here rather than by
+// node's teardown, which first drops the signal handlers and then frees the heap (tens of ms at a large
+// run's): a signal in that window ended a finished worker by the signal. The last 'exit' listener.
+process.once('exit', () => process.exit());
