@@ -15,6 +15,8 @@ import {
   keptSettings,
   leaseHolder,
   type NewTask,
+  PlanDigest,
+  planDigestOf,
   type RunRecord,
   type RunState,
   type Store,
@@ -184,7 +186,8 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
     // The callback URL is added when sending (see Runner): where answers go is not part of what a task
     // asks for, so changing it (or adding --listen) never makes a sent task look changed.
-    const rows = plan.rows({ withoutCallback: true })[Symbol.iterator]();
+    const digest = new PlanDigest();
+    const rows = digested(plan.rows({ withoutCallback: true })[Symbol.iterator](), digest);
     const first = existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
     const upsert = store.tasks.upsertTasks(
       runId,
@@ -194,11 +197,15 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       },
     );
     // From here on only ids and totals are needed: the priced requests are in the store (or going in).
-    storing = storingTheRest(store, runId, plan, rows, first);
-    if (upsert.changed.length > 0 && !o.acceptChanges) {
+    const changedRefused = upsert.changed.length > 0 && !o.acceptChanges;
+    // The plan's digest is the run's once every task of it is stored: a worker joining then compares it.
+    const allStored = () => store.runs.setPlanDigest(runId, digest.hex());
+    storing = storingTheRest(store, runId, plan, rows, first, changedRefused ? undefined : allStored);
+    if (changedRefused) {
       refuse(EXIT.invalid);
       throw changedError(upsert.changed, shown(o.manifestPath));
     }
+    if (storing === undefined) allStored();
     const recovered = store.submissions.recoverInterruptedSubmissions(runId);
     const requeued = requeue(store, runId, o);
     // Chained tasks blocked by an upstream that is now requeued (or whose result this run fetches) get
@@ -276,6 +283,7 @@ function storingTheRest(
   plan: PlannedRun,
   rows: Iterator<NewTask>,
   first: number,
+  allStored: (() => void) | undefined,
 ): BackgroundStoring | undefined {
   if (first >= plan.taskIds.length || !plan.longestFrom) {
     plan.release();
@@ -290,6 +298,7 @@ function storingTheRest(
     longestFrom: plan.longestFrom.bind(plan),
     release: () => plan.release(),
     chunk: Math.min(STORE_CHUNK, first),
+    ...(allStored ? { allStored } : {}),
   });
 }
 
@@ -363,6 +372,14 @@ function plannedPending(plan: PlannedRun): PendingModel[] {
     min: m.min,
     max: m.max,
   }));
+}
+
+/** The plan's rows, each added to `digest` as the store takes it. */
+function* digested(rows: Iterator<NewTask>, digest: PlanDigest): Generator<NewTask> {
+  for (let r = rows.next(); !r.done; r = rows.next()) {
+    digest.add(r.value);
+    yield r.value;
+  }
 }
 
 function* take<T>(items: Iterator<T>, n: number): Generator<T> {
@@ -452,6 +469,8 @@ function joinRun(
   try {
     const problem = apiMismatch(runId, j.existing.api, j.o.api);
     if (problem) throw new RunError('invalid', problem);
+    const planProblem = planMismatch(j.o, runId, j.existing);
+    if (planProblem) throw new RunError('invalid', planProblem);
     const kept = keptSettings(j.existing).output;
     const output = j.o.plan.settings.output;
     if (kept !== undefined && kept !== output) {
@@ -489,6 +508,18 @@ function joinRun(
       store.claims.leave(runId, holder);
     },
   };
+}
+
+/**
+ * A worker joining a run runs the tasks the run stored, whatever its own manifest says: one whose plan is
+ * not the run's (tasks, requests or prices edited since) would let its user believe the edit runs. A run
+ * made before runs kept their plan's digest, or whose first worker is still storing its tasks, has none.
+ */
+function planMismatch(o: OpenRunOptions, runId: string, existing: RunRecord): string | undefined {
+  if (existing.planDigest === null) return undefined;
+  if (planDigestOf(o.plan.rows({ withoutCallback: true })) === existing.planDigest) return undefined;
+  const manifest = (o.shown ?? ((p: string) => p))(o.manifestPath);
+  return `${manifest} is not the plan run ${runId} is running (its tasks, requests or prices were edited since the run's first worker stored them): give every worker of the run the same manifest, or stop the run's workers and run again to run the edited one`;
 }
 
 function takeLease(store: Store, runId: string, name: string, holder: string, ttl: number): void {

@@ -23,6 +23,7 @@ interface RunRow {
   stop_reason: string | null;
   stop_message: string | null;
   stopped_at: string | null;
+  plan_digest: string | null;
 }
 
 function toRun(row: RunRow): RunRecord {
@@ -45,6 +46,7 @@ function toRun(row: RunRow): RunRecord {
       row.api_base_url === null
         ? null
         : { baseUrl: row.api_base_url, keyFingerprint: row.key_fingerprint ?? '' },
+    planDigest: row.plan_digest,
     ...(row.stop_reason === null
       ? {}
       : {
@@ -73,6 +75,7 @@ export class RunStore {
   readonly #updateBalanceAfter;
   readonly #updateSettings;
   readonly #updateCallbackToken;
+  readonly #updatePlanDigest;
 
   constructor(db: Db, now: Clock) {
     this.#now = now;
@@ -136,6 +139,7 @@ export class RunStore {
     this.#updateCallbackToken = db.prepare<[string, string]>(
       'UPDATE runs SET callback_token = ? WHERE id = ?',
     );
+    this.#updatePlanDigest = db.prepare<[string, string]>('UPDATE runs SET plan_digest = ? WHERE id = ?');
   }
 
   /** Creates a run in state `running`. Throws if the id exists: resume it with `markRunState(id, 'running')`. */
@@ -230,6 +234,11 @@ export class RunStore {
 
   setCallbackToken(id: string, token: string): void {
     if (this.#updateCallbackToken.run(token, id).changes === 0) throw unknownRun(id);
+  }
+
+  /** The digest of the plan the run's tasks are now stored from (every task of it stored). */
+  setPlanDigest(id: string, digest: string): void {
+    if (this.#updatePlanDigest.run(digest, id).changes === 0) throw unknownRun(id);
   }
 
   #mustGet(id: string): RunRecord {

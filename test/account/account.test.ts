@@ -23,6 +23,7 @@ const RUN: RunRecord = {
   firstStartedAt: null,
   activeMs: 0,
   api: null,
+  planDigest: null,
 };
 
 type Money = AccountFacts['money'];

@@ -25,6 +25,7 @@ describe('runs', () => {
       firstStartedAt: T0,
       activeMs: 0,
       api: null,
+      planDigest: null,
     });
     expect(() =>
       store.runs.createRun({
