@@ -22,6 +22,7 @@ import {
   type Store,
   type UpsertResult,
 } from '../store/index.js';
+import { fmtTokens } from '../util/numbers.js';
 import { newCallbackToken } from './callbacks.js';
 import { holderIsDead, runLeaseName } from './lease.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
@@ -56,7 +57,14 @@ const RUN_ERROR_EXITS: Readonly<Record<RunErrorKind, ExitCode>> = {
 
 /** What a run needs from its plan: its tasks as store rows, then nothing but ids and totals. */
 export interface PlannedRun {
-  settings: { name: string; runId: string; output: string; concurrency: number; order?: TaskOrder };
+  settings: {
+    name: string;
+    runId: string;
+    output: string;
+    concurrency: number;
+    order?: TaskOrder;
+    budget?: number | undefined;
+  };
   taskIds: readonly string[];
   rows(opts?: { withoutCallback?: boolean }): Iterable<NewTask>;
   release(): void;
@@ -469,7 +477,7 @@ function joinRun(
   try {
     const problem = apiMismatch(runId, j.existing.api, j.o.api);
     if (problem) throw new RunError('invalid', problem);
-    const planProblem = planMismatch(j.o, runId, j.existing);
+    const planProblem = planMismatch(j.o, runId, j.existing) ?? budgetMismatch(j.o, runId, j.existing);
     if (planProblem) throw new RunError('invalid', planProblem);
     const kept = keptSettings(j.existing).output;
     const output = j.o.plan.settings.output;
@@ -520,6 +528,20 @@ function planMismatch(o: OpenRunOptions, runId: string, existing: RunRecord): st
   if (planDigestOf(o.plan.rows({ withoutCallback: true })) === existing.planDigest) return undefined;
   const manifest = (o.shown ?? ((p: string) => p))(o.manifestPath);
   return `${manifest} is not the plan run ${runId} is running (its tasks, requests or prices were edited since the run's first worker stored them): give every worker of the run the same manifest, or stop the run's workers and run again to run the edited one`;
+}
+
+/**
+ * The run's budget is one for all its workers, held in the database, and a worker starting to work sets it
+ * as its own: one with another budget (its manifest's or --budget) would change it for every worker,
+ * without the preflight the run's first worker made.
+ */
+function budgetMismatch(o: OpenRunOptions, runId: string, existing: RunRecord): string | undefined {
+  const kept = keptSettings(existing).budget;
+  const mine = o.plan.settings.budget;
+  if (kept === mine) return undefined;
+  const shownBudget = (b: number | undefined) =>
+    b === undefined ? 'no budget' : `a budget of ${fmtTokens(b)} tokens`;
+  return `run ${runId} runs under ${shownBudget(kept)}, and this worker has ${shownBudget(mine)} (its manifest's budget, or --budget): give every worker of the run the same budget, or stop the run's workers and run again with the new one`;
 }
 
 function takeLease(store: Store, runId: string, name: string, holder: string, ttl: number): void {

@@ -70,9 +70,18 @@ function tasks(edited: boolean) {
 }
 
 /** Starts the first worker of `name` and waits until it works (its plan stored, its worker row). */
-async function firstWorker(name: string, storeFirst?: string): Promise<{ file: string; first: Child }> {
+async function firstWorker(
+  name: string,
+  o: { storeFirst?: string; budget?: number } = {},
+): Promise<{ file: string; first: Child }> {
+  const { storeFirst, budget } = o;
   env = await makeRunEnv({ balance: 1000, speed: 0.15, latencyMs: 40 });
-  const file = await env.manifest({ name, concurrency: 2, tasks: tasks(false) });
+  const file = await env.manifest({
+    name,
+    concurrency: 2,
+    ...(budget ? { budget } : {}),
+    tasks: tasks(false),
+  });
   const first = worker(file, storeFirst ? { MEDIABATCH_STORE_FIRST: storeFirst } : {});
   await until(
     () => withStore((store) => store.workers.list(name).length > 0),
@@ -83,7 +92,7 @@ async function firstWorker(name: string, storeFirst?: string): Promise<{ file: s
 
 describe('a worker joining a run with an edited manifest', () => {
   it('is refused in one line before it claims or sends anything; the run goes on with its own plan', async () => {
-    const { file, first } = await firstWorker('edited', '4');
+    const { file, first } = await firstWorker('edited', { storeFirst: '4' });
     // The first worker stores its tasks while it works (4 first): the digest is the run's once all are in.
     await until(
       () => withStore((store) => store.runs.getRun('edited')?.planDigest !== null),
@@ -131,5 +140,24 @@ describe('a worker joining a run with an edited manifest', () => {
     expect(env.state().requests.submit).toBe(TASKS);
     const prompts = env.state().jobs.map((j) => String((j.request as { prompt?: unknown }).prompt));
     expect(prompts).not.toContain(EDITED);
+  });
+
+  it('with another budget is refused too: the run keeps the budget its first worker checked', async () => {
+    const { file, first } = await firstWorker('budget', { budget: 100 });
+    await env.manifest({ name: 'budget', concurrency: 2, budget: 5, tasks: tasks(false) }, file);
+    const second = worker(file);
+    expect(await second.exited, second.stderr()).toBe(1);
+    expect(first.proc.exitCode, 'the first worker was still working').toBeNull();
+    expect(second.stderr()).toBe(
+      "mediabatch: run budget runs under a budget of 100 tokens, and this worker has a budget of 5 tokens (its manifest's budget, or --budget): give every worker of the run the same budget, or stop the run's workers and run again with the new one\n",
+    );
+    // Without the refusal it would have set the run's budget to its own, for every worker.
+    const raw = new PgDb(url);
+    const budget = raw.prepare(`SELECT budget FROM run_money WHERE run_id = 'budget'`).pluck().get();
+    raw.close();
+    expect(budget).toBe(100_000_000);
+    expect(await first.exited, first.stderr()).toBe(0);
+    expect(env.state().requests.submit).toBe(TASKS);
+    withStore((store) => expect(store.workers.list('budget')).toHaveLength(1));
   });
 });
