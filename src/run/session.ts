@@ -22,7 +22,7 @@ import {
   type Store,
   type UpsertResult,
 } from '../store/index.js';
-import { fmtTokens } from '../util/numbers.js';
+import { fmtCount, fmtTokens } from '../util/numbers.js';
 import { newCallbackToken } from './callbacks.js';
 import { holderIsDead, runLeaseName } from './lease.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
@@ -181,7 +181,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   try {
     const existing = store.runs.getRun(runId);
     if (fleet && existing && liveWorkers(store, runId) > 0) {
-      return joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
+      return await joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
     }
     const refuse = (code: number, message?: string) => {
       if (existing) return;
@@ -206,14 +206,20 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     );
     // From here on only ids and totals are needed: the priced requests are in the store (or going in).
     const changedRefused = upsert.changed.length > 0 && !o.acceptChanges;
-    // The plan's digest is the run's once every task of it is stored: a worker joining then compares it.
-    const allStored = () => store.runs.setPlanDigest(runId, digest.hex());
-    storing = storingTheRest(store, runId, plan, rows, first, changedRefused ? undefined : allStored);
+    // The plan's digest is the run's once every task of it is stored (a worker joining compares it, and
+    // waits for it while the plan's task count says it is being stored).
+    const tasks = plan.taskIds.length;
+    const storedAll = digest.tasks === tasks;
+    if (!changedRefused) store.runs.setPlan(runId, { tasks, digest: storedAll ? digest.hex() : null });
+    const allStored =
+      changedRefused || storedAll
+        ? undefined
+        : () => store.runs.setPlan(runId, { tasks, digest: digest.hex() });
+    storing = storingTheRest(store, runId, plan, rows, first, allStored);
     if (changedRefused) {
       refuse(EXIT.invalid);
       throw changedError(upsert.changed, shown(o.manifestPath));
     }
-    if (storing === undefined) allStored();
     const recovered = store.submissions.recoverInterruptedSubmissions(runId);
     const requeued = requeue(store, runId, o);
     // Chained tasks blocked by an upstream that is now requeued (or whose result this run fetches) get
@@ -460,7 +466,7 @@ async function takeOpeningLease(
  * A later worker of a run already being worked on: the run's tasks, money and preflight are the first
  * worker's; this one only checks it talks to the same API with the same key, and joins.
  */
-function joinRun(
+async function joinRun(
   store: Store,
   j: {
     o: OpenRunOptions;
@@ -472,12 +478,13 @@ function joinRun(
     leaseName: string;
     ttl: number;
   },
-): RunSession {
+): Promise<RunSession> {
   const { runId, holder, leaseName, ttl } = j;
   try {
     const problem = apiMismatch(runId, j.existing.api, j.o.api);
     if (problem) throw new RunError('invalid', problem);
-    const planProblem = planMismatch(j.o, runId, j.existing) ?? budgetMismatch(j.o, runId, j.existing);
+    const planProblem =
+      (await planMismatch(store, j.o, runId, j.existing)) ?? budgetMismatch(j.o, runId, j.existing);
     if (planProblem) throw new RunError('invalid', planProblem);
     const kept = keptSettings(j.existing).output;
     const output = j.o.plan.settings.output;
@@ -521,13 +528,33 @@ function joinRun(
 /**
  * A worker joining a run runs the tasks the run stored, whatever its own manifest says: one whose plan is
  * not the run's (tasks, requests or prices edited since) would let its user believe the edit runs. A run
- * made before runs kept their plan's digest, or whose first worker is still storing its tasks, has none.
+ * whose first worker is still storing its plan has its task count only: the digest is waited for (the
+ * opening's wait at most). A run made before runs kept their plan has neither, and is joined as before.
  */
-function planMismatch(o: OpenRunOptions, runId: string, existing: RunRecord): string | undefined {
-  if (existing.planDigest === null) return undefined;
-  if (planDigestOf(o.plan.rows({ withoutCallback: true })) === existing.planDigest) return undefined;
+async function planMismatch(
+  store: Store,
+  o: OpenRunOptions,
+  runId: string,
+  existing: RunRecord,
+): Promise<string | undefined> {
+  if (existing.planDigest === null && existing.planTasks === null) return undefined;
   const manifest = (o.shown ?? ((p: string) => p))(o.manifestPath);
-  return `${manifest} is not the plan run ${runId} is running (its tasks, requests or prices were edited since the run's first worker stored them): give every worker of the run the same manifest, or stop the run's workers and run again to run the edited one`;
+  const mismatch = `${manifest} is not the plan run ${runId} is running (its tasks, requests or prices were edited since the run's first worker stored them): give every worker of the run the same manifest, or stop the run's workers and run again to run the edited one`;
+  if (existing.planTasks !== null && existing.planTasks !== o.plan.taskIds.length) return mismatch;
+  const mine = planDigestOf(o.plan.rows({ withoutCallback: true }));
+  const until = Date.now() + (o.openingWaitMs ?? OPENING_WAIT_MS);
+  let kept = existing.planDigest;
+  while (kept === null) {
+    if (Date.now() >= until || liveWorkers(store, runId) === 0) {
+      throw new RunError(
+        'busy',
+        `run ${runId}'s plan of ${fmtCount(existing.planTasks ?? 0)} tasks is not all stored yet (its first worker stores it while it works), and this worker compares its own plan with it before it joins: run it again in a while`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    kept = store.runs.getRun(runId)?.planDigest ?? null;
+  }
+  return kept === mine ? undefined : mismatch;
 }
 
 /**

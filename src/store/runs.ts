@@ -24,6 +24,7 @@ interface RunRow {
   stop_message: string | null;
   stopped_at: string | null;
   plan_digest: string | null;
+  plan_tasks: number | null;
 }
 
 function toRun(row: RunRow): RunRecord {
@@ -47,6 +48,7 @@ function toRun(row: RunRow): RunRecord {
         ? null
         : { baseUrl: row.api_base_url, keyFingerprint: row.key_fingerprint ?? '' },
     planDigest: row.plan_digest,
+    planTasks: row.plan_tasks,
     ...(row.stop_reason === null
       ? {}
       : {
@@ -139,7 +141,9 @@ export class RunStore {
     this.#updateCallbackToken = db.prepare<[string, string]>(
       'UPDATE runs SET callback_token = ? WHERE id = ?',
     );
-    this.#updatePlanDigest = db.prepare<[string, string]>('UPDATE runs SET plan_digest = ? WHERE id = ?');
+    this.#updatePlanDigest = db.prepare<[string | null, number, string]>(
+      'UPDATE runs SET plan_digest = ?, plan_tasks = ? WHERE id = ?',
+    );
   }
 
   /** Creates a run in state `running`. Throws if the id exists: resume it with `markRunState(id, 'running')`. */
@@ -236,9 +240,12 @@ export class RunStore {
     if (this.#updateCallbackToken.run(token, id).changes === 0) throw unknownRun(id);
   }
 
-  /** The digest of the plan the run's tasks are now stored from (every task of it stored). */
-  setPlanDigest(id: string, digest: string): void {
-    if (this.#updatePlanDigest.run(digest, id).changes === 0) throw unknownRun(id);
+  /**
+   * The plan the run's tasks are stored from: its task count as its storing starts (`digest` null), then its
+   * digest once every task of it is stored (src/store/plan-digest.ts).
+   */
+  setPlan(id: string, plan: { tasks: number; digest: string | null }): void {
+    if (this.#updatePlanDigest.run(plan.digest, plan.tasks, id).changes === 0) throw unknownRun(id);
   }
 
   #mustGet(id: string): RunRecord {

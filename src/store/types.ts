@@ -106,9 +106,11 @@ export interface RunRecord {
   api: { baseUrl: string; keyFingerprint: string } | null;
   /**
    * The digest of the plan its tasks were last stored from (src/store/plan-digest.ts); null for a run made
-   * before runs kept one, or one whose tasks are still being stored.
+   * before runs kept one, or one whose tasks are still being stored (`planTasks` set).
    */
   planDigest: string | null;
+  /** How many tasks that plan has, recorded as its storing starts; null for a run made before. */
+  planTasks: number | null;
   /** Why the run last stopped before its end (the first reason, kept until it starts again or finishes). */
   stop?: RunStop;
 }

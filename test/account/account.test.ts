@@ -24,6 +24,7 @@ const RUN: RunRecord = {
   activeMs: 0,
   api: null,
   planDigest: null,
+  planTasks: null,
 };
 
 type Money = AccountFacts['money'];

@@ -3,8 +3,11 @@
 // workers say so), while the run goes on with its own plan. A run made before runs kept their plan's
 // digest is joined as before. Real `mediabatch run` processes, one sandbox, a real PostgreSQL.
 
+import { resolve } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { openStore, type Store } from '../../src/store/index.js';
+import { planRun } from '../../src/plan/build.js';
+import { openRunSession } from '../../src/run/session.js';
+import { keyFingerprint, openStore, type Store } from '../../src/store/index.js';
 import { PgDb } from '../../src/store/pg/db.js';
 import { type Child, spawnCli } from '../helpers/child.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
@@ -72,10 +75,10 @@ function tasks(edited: boolean) {
 /** Starts the first worker of `name` and waits until it works (its plan stored, its worker row). */
 async function firstWorker(
   name: string,
-  o: { storeFirst?: string; budget?: number } = {},
+  o: { storeFirst?: string; budget?: number; speed?: number } = {},
 ): Promise<{ file: string; first: Child }> {
   const { storeFirst, budget } = o;
-  env = await makeRunEnv({ balance: 1000, speed: 0.15, latencyMs: 40 });
+  env = await makeRunEnv({ balance: 1000, speed: o.speed ?? 0.15, latencyMs: 40 });
   const file = await env.manifest({
     name,
     concurrency: 2,
@@ -91,14 +94,11 @@ async function firstWorker(
 }
 
 describe('a worker joining a run with an edited manifest', () => {
-  it('is refused in one line before it claims or sends anything; the run goes on with its own plan', async () => {
-    const { file, first } = await firstWorker('edited', { storeFirst: '4' });
-    // The first worker stores its tasks while it works (4 first): the digest is the run's once all are in.
-    await until(
-      () => withStore((store) => store.runs.getRun('edited')?.planDigest !== null),
-      'the run to keep its plan digest',
-    );
-    await env.manifest({ name: 'edited', concurrency: 2, tasks: tasks(true) }, file);
+  it('is refused in one line before it claims or sends anything, as is one with another budget; the run goes on with its own plan', async () => {
+    // The first worker stores its tasks while it works (4 first): a worker joining meanwhile waits for them.
+    // Its jobs are slow enough that it still works while two workers start and are refused, one after the other.
+    const { file, first } = await firstWorker('edited', { storeFirst: '4', budget: 100, speed: 0.25 });
+    await env.manifest({ name: 'edited', concurrency: 2, budget: 100, tasks: tasks(true) }, file);
     const submitsBefore = env.state().requests.submit;
     const second = worker(file);
     const code = await second.exited;
@@ -108,7 +108,21 @@ describe('a worker joining a run with an edited manifest', () => {
       `mediabatch: ${file} is not the plan run edited is running (its tasks, requests or prices were edited since the run's first worker stored them): give every worker of the run the same manifest, or stop the run's workers and run again to run the edited one\n`,
     );
     expect(second.stdout()).not.toContain('Joined run');
-    // It never became a worker of the run, so it held no task.
+
+    // The same tasks under another budget: refused too. Joined, it would have set the run's budget to its
+    // own for every worker (the first worker's preflight checked 100).
+    await env.manifest({ name: 'edited', concurrency: 2, budget: 5, tasks: tasks(false) }, file);
+    const third = worker(file);
+    expect(await third.exited, third.stderr()).toBe(1);
+    expect(first.proc.exitCode, 'the first worker was still working').toBeNull();
+    expect(third.stderr()).toBe(
+      "mediabatch: run edited runs under a budget of 100 tokens, and this worker has a budget of 5 tokens (its manifest's budget, or --budget): give every worker of the run the same budget, or stop the run's workers and run again with the new one\n",
+    );
+    const raw = new PgDb(url);
+    const budget = raw.prepare(`SELECT budget FROM run_money WHERE run_id = 'edited'`).pluck().get();
+    raw.close();
+    expect(budget).toBe(100_000_000);
+    // Neither became a worker of the run, so neither held a task.
     withStore((store) => expect(store.workers.list('edited')).toHaveLength(1));
 
     expect(await first.exited, first.stderr()).toBe(0);
@@ -129,7 +143,7 @@ describe('a worker joining a run with an edited manifest', () => {
     expect(await same.waitFor('Joined run old as a worker'), same.stderr()).toBe(true);
     // As a run made before migration 29 is: no digest to compare with.
     const raw = new PgDb(url);
-    raw.prepare(`UPDATE runs SET plan_digest = NULL WHERE id = 'old'`).run();
+    raw.prepare(`UPDATE runs SET plan_digest = NULL, plan_tasks = NULL WHERE id = 'old'`).run();
     raw.close();
     await env.manifest({ name: 'old', concurrency: 2, tasks: tasks(true) }, file);
     const edited = worker(file);
@@ -142,22 +156,60 @@ describe('a worker joining a run with an edited manifest', () => {
     expect(prompts).not.toContain(EDITED);
   });
 
-  it('with another budget is refused too: the run keeps the budget its first worker checked', async () => {
-    const { file, first } = await firstWorker('budget', { budget: 100 });
-    await env.manifest({ name: 'budget', concurrency: 2, budget: 5, tasks: tasks(false) }, file);
-    const second = worker(file);
-    expect(await second.exited, second.stderr()).toBe(1);
-    expect(first.proc.exitCode, 'the first worker was still working').toBeNull();
-    expect(second.stderr()).toBe(
-      "mediabatch: run budget runs under a budget of 100 tokens, and this worker has a budget of 5 tokens (its manifest's budget, or --budget): give every worker of the run the same budget, or stop the run's workers and run again with the new one\n",
-    );
-    // Without the refusal it would have set the run's budget to its own, for every worker.
-    const raw = new PgDb(url);
-    const budget = raw.prepare(`SELECT budget FROM run_money WHERE run_id = 'budget'`).pluck().get();
-    raw.close();
-    expect(budget).toBe(100_000_000);
-    expect(await first.exited, first.stderr()).toBe(0);
-    expect(env.state().requests.submit).toBe(TASKS);
-    withStore((store) => expect(store.workers.list('budget')).toHaveLength(1));
+  it('waits for the digest of a plan its first worker still stores, then compares (in one process)', async () => {
+    env = await makeRunEnv({ balance: 1000 });
+    const file = await env.manifest({ name: 'big', tasks: images(TASKS) });
+    const store = openStore(url);
+    const open = async (o: { storeFirst?: number; waitMs?: number } = {}) =>
+      openRunSession({
+        store,
+        plan: await planRun(file, { cwd: env.dir, now: new Date() }),
+        manifestPath: resolve(env.dir, file),
+        stateFile: url,
+        api: { baseUrl: env.sandbox.baseUrl, keyFingerprint: keyFingerprint(SANDBOX_KEY) },
+        settingsToKeep: {},
+        openingWaitMs: o.waitMs ?? 30_000,
+        ...(o.storeFirst !== undefined ? { storeFirst: o.storeFirst } : {}),
+      });
+    const first = await open({ storeFirst: 2 });
+    try {
+      first.startWorking();
+      // The plan's count is kept as the run opens; its digest once the rest is stored, in the background.
+      expect(store.runs.getRun('big')).toMatchObject({ planTasks: TASKS, planDigest: null });
+      await first.storing?.finished;
+      const digest = store.runs.getRun('big')?.planDigest ?? '';
+      expect(digest).toMatch(/^[0-9a-f]{64}$/);
+
+      // As while the first worker still stores: the count only.
+      const storing = () => store.runs.setPlan('big', { tasks: TASKS, digest: null });
+      const stored = () => store.runs.setPlan('big', { tasks: TASKS, digest });
+      storing();
+      // Another count is another plan, said at once.
+      await env.manifest({ name: 'big', tasks: images(TASKS + 1) }, file);
+      await expect(open()).rejects.toThrow(`${file} is not the plan run big is running`);
+      // The same count: the worker waits for the digest, then compares.
+      await env.manifest({ name: 'big', tasks: tasks(true) }, file);
+      let storedAt = 0;
+      setTimeout(() => {
+        stored();
+        storedAt = Date.now();
+      }, 700);
+      await expect(open()).rejects.toThrow(`${file} is not the plan run big is running`);
+      expect(storedAt).toBeGreaterThan(0);
+      await env.manifest({ name: 'big', tasks: tasks(false) }, file);
+      storing();
+      setTimeout(stored, 700);
+      const same = await open();
+      expect(same.fleet?.joined).toBe(true);
+      same.close();
+      // A digest that never comes (its first worker stopped storing): the opening's wait, then a line.
+      storing();
+      await expect(open({ waitMs: 600 })).rejects.toThrow(
+        "run big's plan of 16 tasks is not all stored yet (its first worker stores it while it works), and this worker compares its own plan with it before it joins: run it again in a while",
+      );
+    } finally {
+      first.close();
+      store.close();
+    }
   });
 });

@@ -26,6 +26,7 @@ describe('runs', () => {
       activeMs: 0,
       api: null,
       planDigest: null,
+      planTasks: null,
     });
     expect(() =>
       store.runs.createRun({
