@@ -194,27 +194,16 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
     // The callback URL is added when sending (see Runner): where answers go is not part of what a task
     // asks for, so changing it (or adding --listen) never makes a sent task look changed.
-    const digest = new PlanDigest();
-    const rows = digested(plan.rows({ withoutCallback: true })[Symbol.iterator](), digest);
+    const { rows, digest } = digestedRows(plan);
     const first = existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
     const upsert = store.tasks.upsertTasks(
       runId,
       first < plan.taskIds.length ? take(rows, first) : { [Symbol.iterator]: () => rows },
-      {
-        acceptChanges: o.acceptChanges ?? false,
-      },
+      { acceptChanges: o.acceptChanges ?? false },
     );
     // From here on only ids and totals are needed: the priced requests are in the store (or going in).
     const changedRefused = upsert.changed.length > 0 && !o.acceptChanges;
-    // The plan's digest is the run's once every task of it is stored (a worker joining compares it, and
-    // waits for it while the plan's task count says it is being stored).
-    const tasks = plan.taskIds.length;
-    const storedAll = digest.tasks === tasks;
-    if (!changedRefused) store.runs.setPlan(runId, { tasks, digest: storedAll ? digest.hex() : null });
-    const allStored =
-      changedRefused || storedAll
-        ? undefined
-        : () => store.runs.setPlan(runId, { tasks, digest: digest.hex() });
+    const allStored = changedRefused ? undefined : keepPlan(store, runId, plan.taskIds.length, digest);
     storing = storingTheRest(store, runId, plan, rows, first, allStored);
     if (changedRefused) {
       refuse(EXIT.invalid);
@@ -254,6 +243,17 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     store.leases.releaseLease(leaseName, holder);
     throw error;
   }
+}
+
+/**
+ * The plan the run's tasks are stored from, kept with the run: its task count now, its digest once every
+ * task of it is stored (a worker joining compares them, and waits for the digest while only the count is
+ * there). With rows still to store, what to call once they are.
+ */
+function keepPlan(store: Store, runId: string, tasks: number, digest: PlanDigest): (() => void) | undefined {
+  const storedAll = digest.tasks === tasks;
+  store.runs.setPlan(runId, { tasks, digest: storedAll ? digest.hex() : null });
+  return storedAll ? undefined : () => store.runs.setPlan(runId, { tasks, digest: digest.hex() });
 }
 
 /** One token per run, kept, so that a restarted run still accepts callbacks for jobs sent before. */
@@ -388,12 +388,17 @@ function plannedPending(plan: PlannedRun): PendingModel[] {
   }));
 }
 
-/** The plan's rows, each added to `digest` as the store takes it. */
-function* digested(rows: Iterator<NewTask>, digest: PlanDigest): Generator<NewTask> {
-  for (let r = rows.next(); !r.done; r = rows.next()) {
-    digest.add(r.value);
-    yield r.value;
+/** The plan's rows without their callback, each added to `digest` as the store takes it. */
+function digestedRows(plan: PlannedRun): { rows: Iterator<NewTask>; digest: PlanDigest } {
+  const digest = new PlanDigest();
+  const rows = plan.rows({ withoutCallback: true })[Symbol.iterator]();
+  function* digested(): Generator<NewTask> {
+    for (let r = rows.next(); !r.done; r = rows.next()) {
+      digest.add(r.value);
+      yield r.value;
+    }
   }
+  return { rows: digested(), digest };
 }
 
 function* take<T>(items: Iterator<T>, n: number): Generator<T> {
