@@ -488,9 +488,6 @@ async function joinRun(
   try {
     const problem = apiMismatch(runId, j.existing.api, j.o.api);
     if (problem) throw new RunError('invalid', problem);
-    const planProblem =
-      (await planMismatch(store, j.o, runId, j.existing)) ?? budgetMismatch(j.o, runId, j.existing);
-    if (planProblem) throw new RunError('invalid', planProblem);
     const kept = keptSettings(j.existing).output;
     const output = j.o.plan.settings.output;
     if (kept !== undefined && kept !== output) {
@@ -501,6 +498,10 @@ async function joinRun(
         `run ${runId} writes its results to ${named(runLocation(kept, runId))}, and this worker's manifest says output: ${named(output)}: give every worker of the run the same output`,
       );
     }
+    // The budget's check is a comparison; the plan's a pass over the plan, and maybe a wait.
+    const planProblem =
+      budgetMismatch(j.o, runId, j.existing) ?? (await planMismatch(store, j.o, runId, j.existing));
+    if (planProblem) throw new RunError('invalid', planProblem);
     store.workers.join(runId, holder, hostname(), process.pid, ttl);
   } finally {
     store.leases.releaseLease(leaseName, holder);
