@@ -7,7 +7,9 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { MIGRATIONS, openReadOnlyStore, openStore, type Store } from '../../src/store/index.js';
 import { PgDb } from '../../src/store/pg/db.js';
+import { spawnCli } from '../helpers/child.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
+import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
 import { task } from '../store/helpers.js';
 
 const pg: Postgres = await startPostgres();
@@ -18,9 +20,12 @@ const opened: Store[] = [];
 beforeEach(() => {
   url = pg.freshDatabase();
 });
-afterEach(() => {
+let env: RunEnv | undefined;
+afterEach(async () => {
   for (const store of opened.splice(0)) store.close();
   vi.restoreAllMocks();
+  await env?.close();
+  env = undefined;
 });
 
 function open(readOnly = false): Store {
@@ -81,5 +86,52 @@ describe('a schema migrated by a newer mediabatch under a running one', () => {
     const line = (name: string) =>
       `mediabatch: the PostgreSQL state at ${name} was migrated by a newer mediabatch (schema ${known + 100}, this one knows ${known}) while this one works: it goes on with what it knows; upgrade it before its next run\n`;
     expect(said).toEqual([line(store.file), line(view.file)]);
+  });
+
+  it('a worker of this build running while it happens finishes its run, and says so once', async () => {
+    env = await makeRunEnv({ balance: 1000, speed: 0.15, latencyMs: 40 });
+    const file = await env.manifest({ name: 'upgrade', concurrency: 2, tasks: images(16) });
+    const worker = spawnCli(['--state', url, 'run', file, '--yes', '--allow-local-output'], {
+      cwd: env.dir,
+      env: {
+        MEDIABATCH_API_KEY: SANDBOX_KEY,
+        MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
+        MEDIABATCH_POLL_SCALE: FAST_POLLS,
+      },
+    });
+    try {
+      const sandbox = env;
+      for (const end = Date.now() + 60_000; sandbox.state().jobs.length < 4; ) {
+        if (Date.now() > end || worker.proc.exitCode !== null)
+          throw new Error(`the worker did not send: ${worker.stderr()}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      newerMigration();
+      expect(await worker.exited, worker.stderr()).toBe(0);
+    } finally {
+      if (worker.proc.exitCode === null) worker.proc.kill('SIGKILL');
+    }
+    const known = MIGRATIONS.length;
+    const name = new PgDb(url);
+    const said = worker
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes('newer mediabatch'));
+    expect(said).toEqual([
+      `mediabatch: the PostgreSQL state at ${name.name} was migrated by a newer mediabatch (schema ${known + 100}, this one knows ${known}) while this one works: it goes on with what it knows; upgrade it before its next run`,
+    ]);
+    name.close();
+    // Every task sent once and done.
+    expect(env.state().requests.submit).toBe(16);
+    // This build now refuses to open the state (a newer wrote it): read as any SQL client would.
+    const raw = new PgDb(url);
+    try {
+      expect(
+        raw.prepare(`SELECT count(*) FROM tasks WHERE run_id = 'upgrade' AND state = 'done'`).pluck().get(),
+      ).toBe(16);
+      expect(raw.prepare(`SELECT state FROM runs WHERE id = 'upgrade'`).pluck().get()).toBe('finished');
+    } finally {
+      raw.close();
+    }
   });
 });

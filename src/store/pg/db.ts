@@ -1065,8 +1065,13 @@ export class PgDb {
     // After COMMITs sent later and not answered yet, this transaction follows them in the same pipeline
     // without waiting for their answers: the server runs them in the order sent.
     const last = this.#queue.at(-1);
+    // Statements met a changed schema: the connection forgets them first (#connection), never chained.
     const chained =
-      this.#piping && this.#pq !== undefined && last?.sync === true && last.settle !== undefined;
+      !this.#stalePlans &&
+      this.#piping &&
+      this.#pq !== undefined &&
+      last?.sync === true &&
+      last.settle !== undefined;
     const pq = chained ? (this.#pq as Libpq) : this.#connection();
     if (!chained) {
       if (!pq.pipelineModeSupported() || !pq.enterPipelineMode()) {
