@@ -69,6 +69,8 @@ describe('a new run whose tasks are stored while it runs', () => {
     try {
       expect(store.tasks.countTasksByState('batch').pending).toBe(4);
       expect(session.storing?.ended).toBe(false);
+      // The run keeps its plan's count at once, its digest once every task is stored (a joining worker's).
+      expect(store.runs.getRun('batch')).toMatchObject({ planTasks: 42, planDigest: null });
       const preflight = await preflightRun(session, {
         client,
         keyFingerprint: fingerprint,
@@ -84,8 +86,6 @@ describe('a new run whose tasks are stored while it runs', () => {
         ['flat-image', 40, 8],
         ['studio-2-6', 2, 21],
       ]);
-      // The run keeps its plan's digest only once every task is stored: a worker joining compares it.
-      expect(store.runs.getRun('batch')?.planDigest).toBeNull();
       await session.storing?.finished;
       const again = await planRun(file, { cwd: env.dir, now });
       expect(store.runs.getRun('batch')?.planDigest).toBe(
