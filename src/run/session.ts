@@ -498,14 +498,16 @@ async function joinRun(
         `run ${runId} writes its results to ${named(runLocation(kept, runId))}, and this worker's manifest says output: ${named(output)}: give every worker of the run the same output`,
       );
     }
-    // The budget's check is a comparison; the plan's a pass over the plan, and maybe a wait.
-    const planProblem =
-      budgetMismatch(j.o, runId, j.existing) ?? (await planMismatch(store, j.o, runId, j.existing));
-    if (planProblem) throw new RunError('invalid', planProblem);
-    store.workers.join(runId, holder, hostname(), process.pid, ttl);
+    const budgetProblem = budgetMismatch(j.o, runId, j.existing);
+    if (budgetProblem) throw new RunError('invalid', budgetProblem);
   } finally {
     store.leases.releaseLease(leaseName, holder);
   }
+  // The plan's check is a pass over the plan (and maybe a wait for the run's digest): made after the
+  // opening lease is given back, so that the workers of a large fleet joining at once make it side by side.
+  const planProblem = await planMismatch(store, j.o, runId, j.existing);
+  if (planProblem) throw new RunError('invalid', planProblem);
+  store.workers.join(runId, holder, hostname(), process.pid, ttl);
   return {
     store,
     runId,
