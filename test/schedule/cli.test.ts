@@ -380,6 +380,16 @@ describe('mediabatch schedule refuses to start', () => {
     );
     // Refused before anything: no state was made.
     expect(existsSync(join(dir, 'nightly.db'))).toBe(false);
+    // `validate` judges a manifest for `run`, which takes it: valid, with what `schedule` would refuse.
+    const validated = await cli(['validate', 'same.yaml', 'hourly.yaml', '--json'], { env, cwd: dir, now });
+    expect(validated.code).toBe(0);
+    const verdicts = (JSON.parse(validated.stdout) as { manifests: Array<{ schedule?: string }> }).manifests;
+    expect(verdicts[0]?.schedule).toMatch(/^run: missing, so every firing is run same: /);
+    expect(verdicts[1]?.schedule).toMatch(/^run: "\{\{name\}\}-\{\{date\}\}" names the firings due /);
+    const text = await cli(['validate', 'same.yaml'], { env, cwd: dir, now });
+    expect(text.stdout).toBe(
+      'same.yaml: valid, 1 task (1 flat-image)\n  `mediabatch schedule` refuses it: run: missing, so every firing is run same: the first firing finishes it and each later one finds it done and sends nothing; add e.g. `run: "{{name}}-{{date}}"` (`{{datetime}}` when it fires more than once a day) to the manifest\n',
+    );
   });
 
   it('without an API key', async () => {

@@ -2,6 +2,7 @@ import type { ManifestProblem } from '../../manifest/types.js';
 import { localRefsIn } from '../../media/local-input.js';
 import { ManifestFileError, ManifestProblemsError } from '../../plan/build.js';
 import { type Shard, shardFilterOf } from '../../plan/shard.js';
+import { CronSchedule, sharedRunProblem } from '../../schedule/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import { LOCAL_FILES_NOTE, loadChecked, plural } from '../load.js';
@@ -31,6 +32,8 @@ export interface ManifestVerdict {
   localFiles?: number;
   /** With --shard: `tasks` and `byModel` are the shard's, out of `of` in the manifest. */
   shard?: { index: number; count: number; of: number };
+  /** Why `mediabatch schedule` would refuse the manifest's `schedule` (`run` takes the manifest as it is). */
+  schedule?: string;
   problems: ProblemJson[];
 }
 
@@ -66,9 +69,11 @@ async function verdict(
       byModel[t.entry.model] = (byModel[t.entry.model] ?? 0) + 1;
       for (const { path } of localRefsIn(t.body)) local.add(path);
     }
+    const schedule = scheduleNote(loaded.manifest.settings, io.now());
     return {
       file,
       ok: true,
+      ...(schedule !== undefined ? { schedule } : {}),
       tasks: tasks.length,
       byModel,
       ...(shard ? { shard: { ...shard, of: loaded.tasks.length } } : {}),
@@ -89,6 +94,17 @@ async function verdict(
     }
     throw error;
   }
+}
+
+/** What `schedule` would refuse in the manifest's `schedule:` (its cron, or firings sharing one run id). */
+function scheduleNote(
+  settings: { schedule?: string; timezone?: string; run?: string; runId: string },
+  now: Date,
+): string | undefined {
+  if (settings.schedule === undefined) return undefined;
+  const parsed = CronSchedule.parse(settings.schedule, settings.timezone ?? 'UTC');
+  if (!parsed.ok) return parsed.message;
+  return sharedRunProblem(settings, parsed.schedule, now);
 }
 
 function describeModels(byModel: Record<string, number>): string {
@@ -122,6 +138,7 @@ export async function validateCommand(
           : '';
         io.stdout.write(`${v.file}: valid, ${plural(v.tasks ?? 0, 'task')}${share}${models}\n`);
         if (v.localFiles) io.stdout.write(`  ${LOCAL_FILES_NOTE(v.localFiles)}\n`);
+        if (v.schedule) io.stdout.write(`  \`mediabatch schedule\` refuses it: ${v.schedule}\n`);
       } else {
         for (const p of v.problems) io.stderr.write(`${p.text}\n`);
       }
