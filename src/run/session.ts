@@ -469,7 +469,8 @@ async function takeOpeningLease(
 
 /**
  * A later worker of a run already being worked on: the run's tasks, money and preflight are the first
- * worker's; this one only checks it talks to the same API with the same key, and joins.
+ * worker's; this one checks it talks to the same API with the same key, writes to the same output, and
+ * brings the same budget and plan, and joins.
  */
 async function joinRun(
   store: Store,
