@@ -2,7 +2,6 @@ import type { ManifestProblem } from '../../manifest/types.js';
 import { localRefsIn } from '../../media/local-input.js';
 import { ManifestFileError, ManifestProblemsError } from '../../plan/build.js';
 import { type Shard, shardFilterOf } from '../../plan/shard.js';
-import { CronSchedule, sharedRunProblem } from '../../schedule/index.js';
 import { EXIT, ExitError } from '../errors.js';
 import type { CliIO } from '../io.js';
 import { LOCAL_FILES_NOTE, loadChecked, plural } from '../load.js';
@@ -69,7 +68,7 @@ async function verdict(
       byModel[t.entry.model] = (byModel[t.entry.model] ?? 0) + 1;
       for (const { path } of localRefsIn(t.body)) local.add(path);
     }
-    const schedule = scheduleNote(loaded.manifest.settings, io.now());
+    const schedule = await scheduleNote(loaded.manifest.settings, io.now());
     return {
       file,
       ok: true,
@@ -96,12 +95,16 @@ async function verdict(
   }
 }
 
-/** What `schedule` would refuse in the manifest's `schedule:` (its cron, or firings sharing one run id). */
-function scheduleNote(
+/**
+ * What `schedule` would refuse in the manifest's `schedule:` (its cron, or firings sharing one run id). The
+ * cron package is loaded for a manifest that has one only: `validate` starts without it.
+ */
+async function scheduleNote(
   settings: { schedule?: string; timezone?: string; run?: string; runId: string },
   now: Date,
-): string | undefined {
+): Promise<string | undefined> {
   if (settings.schedule === undefined) return undefined;
+  const { CronSchedule, sharedRunProblem } = await import('../../schedule/index.js');
   const parsed = CronSchedule.parse(settings.schedule, settings.timezone ?? 'UTC');
   if (!parsed.ok) return parsed.message;
   return sharedRunProblem(settings, parsed.schedule, now);
