@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
+import { expectRetriesOnlyWhatPasses } from '../helpers/aws-batch.js';
 import { REPO } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
 
@@ -144,4 +145,12 @@ describe.each([
       );
     }
   }, 60_000);
+});
+
+describe('aws-batch/job-definition.json', () => {
+  it('retries a shard that was interrupted, killed or lost its host, and no other exit', () => {
+    expectRetriesOnlyWhatPasses(
+      JSON.parse(readFileSync(join(EXAMPLES, 'aws-batch', 'job-definition.json'), 'utf8')),
+    );
+  });
 });
