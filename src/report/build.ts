@@ -19,6 +19,7 @@ import { taskFolderName } from '../results/names.js';
 import { reportReview, reviewFacts } from '../review/index.js';
 import {
   type AttemptCounts,
+  activeMsOf,
   emptyNotOnDisk,
   emptyTaskCounts,
   type FileRecord,
@@ -64,9 +65,17 @@ export interface ReportOptions {
   shownState?: (run: RunRecord) => RunState;
 }
 
-/** The run as the report shows it: its state as `opts.shownState` says. */
-export function shownRun(run: RunRecord, opts: Pick<ReportOptions, 'shownState'>): RunRecord {
-  return opts.shownState === undefined ? run : { ...run, state: opts.shownState(run) };
+/**
+ * The run as the report shows it: its state as `opts.shownState` says, and its active time with the
+ * session under way (to now while it runs, to its last sign of work once its process or workers are gone).
+ */
+export function shownRun(
+  store: Store,
+  run: RunRecord,
+  opts: Pick<ReportOptions, 'shownState' | 'now'>,
+): RunRecord {
+  const state = opts.shownState === undefined ? run.state : opts.shownState(run);
+  return { ...run, state, activeMs: activeMsOf(store, run, state, opts.now) };
 }
 
 export interface QuotaKeyInput {
@@ -119,7 +128,7 @@ export function buildReport(store: Store, runId: string, opts: ReportOptions): R
 export function collectReportInput(store: Store, runId: string, opts: ReportOptions): ReportInput {
   const recorded = store.runs.getRun(runId);
   if (recorded === undefined) throw new UnknownRunError(runId);
-  const run = shownRun(recorded, opts);
+  const run = shownRun(store, recorded, opts);
   const tasks = store.tasks.tasksOfRun(runId);
   const inDoubtSentAt = new Map<string, Date | null>();
   for (const task of tasks) {

@@ -13,6 +13,7 @@ import { isBucketLocation, runLocation } from '../results/output.js';
 import {
   isPostgresUrl,
   keptSettings,
+  lastSignOfWork,
   leaseHolder,
   type NewTask,
   type RunRecord,
@@ -135,6 +136,8 @@ export interface RunSession {
   refuse(exitCode: number, message?: string): void;
   /** Renews the lease; false when another process took it. */
   renew(): boolean;
+  /** How long the lease lives past a renewal (renewed four times in that). */
+  leaseTtlMs: number;
   /** Releases the lease. Call it once, whatever happened. */
   close(): void;
 }
@@ -164,6 +167,8 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = runLeaseName(runId);
   const fleet = isPostgresUrl(store.file);
+  // Read before the lease is taken over: a dead holder's lease is the last sign of its session's work.
+  const lastSign = lastSignOfWork(store, runId);
   // On a PostgreSQL state the lease only orders the opening: workers wait for each other's opening.
   if (fleet) await takeOpeningLease(store, runId, leaseName, holder, ttl, o.openingWaitMs);
   else takeLease(store, runId, leaseName, holder, ttl);
@@ -173,6 +178,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     if (fleet && existing && liveWorkers(store, runId) > 0) {
       return joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
     }
+    if (existing?.state === 'running' && lastSign !== undefined) store.runs.closeLostSession(runId, lastSign);
     const refuse = (code: number, message?: string) => {
       if (existing) return;
       store.runs.markRunState(runId, 'refused', code);
@@ -256,7 +262,7 @@ function keptCallbackToken(
 function leaseParts(
   store: Store,
   l: { runId: string; leaseName: string; holder: string; ttl: number; fleet: boolean },
-): Pick<RunSession, 'fleet' | 'startWorking' | 'renew'> {
+): Pick<RunSession, 'fleet' | 'startWorking' | 'renew' | 'leaseTtlMs'> {
   const { runId, leaseName, holder, ttl, fleet } = l;
   return {
     fleet: fleet ? { joined: false, workers: 1, ttlMs: ttl } : undefined,
@@ -266,6 +272,7 @@ function leaseParts(
       store.leases.releaseLease(leaseName, holder);
     },
     renew: () => fleet || store.leases.renewLease(leaseName, holder, ttl),
+    leaseTtlMs: ttl,
   };
 }
 
@@ -485,6 +492,7 @@ function joinRun(
     startWorking: () => {},
     refuse: () => {},
     renew: () => true,
+    leaseTtlMs: ttl,
     close: () => {
       store.claims.leave(runId, holder);
     },
