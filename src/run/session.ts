@@ -167,11 +167,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = runLeaseName(runId);
   const fleet = isPostgresUrl(store.file);
-  // Read before the lease is taken over: a dead holder's lease is the last sign of its session's work.
-  const lastSign = lastSignOfWork(store, runId);
-  // On a PostgreSQL state the lease only orders the opening: workers wait for each other's opening.
-  if (fleet) await takeOpeningLease(store, runId, leaseName, holder, ttl, o.openingWaitMs);
-  else takeLease(store, runId, leaseName, holder, ttl);
+  const lastSign = await takeRunLease(store, { runId, leaseName, holder, ttl, fleet }, o.openingWaitMs);
   let storing: BackgroundStoring | undefined;
   try {
     const existing = store.runs.getRun(runId);
@@ -497,6 +493,21 @@ function joinRun(
       store.claims.leave(runId, holder);
     },
   };
+}
+
+/**
+ * Takes the run's lease: on a PostgreSQL state only for the opening (workers wait for each other's
+ * opening). Returns the last sign of work on the run read before, while a dead holder's lease still says it.
+ */
+async function takeRunLease(
+  store: Store,
+  l: { runId: string; leaseName: string; holder: string; ttl: number; fleet: boolean },
+  openingWaitMs: number | undefined,
+): Promise<Date | undefined> {
+  const lastSign = lastSignOfWork(store, l.runId);
+  if (l.fleet) await takeOpeningLease(store, l.runId, l.leaseName, l.holder, l.ttl, openingWaitMs);
+  else takeLease(store, l.runId, l.leaseName, l.holder, l.ttl);
+  return lastSign;
 }
 
 function takeLease(store: Store, runId: string, name: string, holder: string, ttl: number): void {
