@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 /** The calls that wait for the server: each one round trip (a pipeline's Sync or flush request included). */
 const WAITING = ['exec', 'execPrepared', 'prepare', 'pipelineSync', 'sendFlushRequest'] as const;
 /** The calls that send a statement into a pipeline, without a wait of their own. */
-const PIPELINED = ['sendQueryPrepared', 'sendQueryParams'] as const;
+const PIPELINED = ['sendPrepare', 'sendQueryPrepared', 'sendQueryParams'] as const;
 
 export type LibpqCall = (typeof WAITING)[number] | (typeof PIPELINED)[number];
 

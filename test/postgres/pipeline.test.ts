@@ -92,6 +92,47 @@ describe('a PostgreSQL transaction in pipeline mode', () => {
     expect(s.all.all()).toHaveLength(12);
   });
 
+  it('prepares the statements first used inside it in the pipeline too: still one round trip', () => {
+    const db = dbs.postgres;
+    const add = db.prepare<[string, number]>('INSERT INTO t (k, v) VALUES (?, ?)');
+    const bump = db.prepare<[string]>('UPDATE t SET v = v + 1 WHERE k = ?');
+    const before = waits.n;
+    db.transaction(() => {
+      for (let i = 0; i < 5; i++) add.run(`n${i}`, i);
+      bump.run('n1');
+    })();
+    expect(waits.n - before).toBe(1);
+    expect(db.prepare('SELECT k, v FROM t ORDER BY k').all()).toEqual([
+      { k: 'n0', v: 0 },
+      { k: 'n1', v: 2 },
+      { k: 'n2', v: 2 },
+      { k: 'n3', v: 3 },
+      { k: 'n4', v: 4 },
+    ]);
+  });
+
+  it('a statement whose parameter types the server cannot infer, first used in the pipeline, is cast and answers as SQLite', () => {
+    const both = onBoth((db) => {
+      const bumpAll = db.prepare<[string | null, string | null]>(
+        'UPDATE t SET v = v + 1 WHERE (? IS NULL OR k = ?)',
+      );
+      const add = db.prepare<[string, number]>('INSERT INTO t (k, v) VALUES (?, ?)');
+      const first = db.transaction(() => {
+        add.run('a', 1);
+        add.run('b', 1);
+        return [bumpAll.run(null, null).changes, bumpAll.run('a', 'a').changes];
+      })();
+      const before = waits.n;
+      const second = db.transaction(() => bumpAll.run('b', 'b'))();
+      const trips = waits.n - before;
+      return [...first, second.changes, trips];
+    });
+    expect(both.postgres.rows).toEqual(both.sqlite.rows);
+    // Known to need casts after its first use: the next transaction pipelines the cast form at once.
+    expect(both.postgres.answer).toEqual([2, 1, 1, 1]);
+    expect(both.sqlite.answer).toEqual([2, 1, 1, 0]);
+  });
+
   it("answers a write's changes exactly, read at once or after later statements", () => {
     const both = onBoth((db, s) =>
       db.transaction(() => {

@@ -194,6 +194,12 @@ function toParam(value: Bindable): string | null {
 }
 
 /** The explicit type of a parameter, for statements whose parameters PostgreSQL cannot infer. */
+/** `text` with each parameter cast to the type of the value bound to it. */
+function castText(text: string, values: readonly Bindable[]): string {
+  const casts = values.map(castOf);
+  return text.replace(/\$(\d+)/g, (match, n: string) => `${match}::${casts[Number(n) - 1] ?? 'text'}`);
+}
+
 function castOf(value: Bindable): string {
   if (typeof value === 'number') return Number.isInteger(value) ? 'bigint' : 'double precision';
   if (typeof value === 'bigint' || typeof value === 'boolean') return 'bigint';
@@ -435,6 +441,8 @@ interface Piped {
   readonly sync?: true;
   /** On a Sync that ends a transaction committed later (transactionLater): how to tell its caller. */
   readonly settle?: (committed: boolean | Error) => void;
+  /** A statement's PREPARE sent in the pipeline, before its first use there: the text it names. */
+  readonly prepares?: string;
 }
 
 export interface PgDbOptions {
@@ -454,6 +462,10 @@ export class PgDb {
   readonly #conninfo: string;
   #pq: Libpq | undefined;
   readonly #prepared = new Map<string, string>();
+  /** The last prepared statement's number on this connection (names are never used twice). */
+  #preparedSerial = 0;
+  /** Statements whose parameters' types the server cannot infer: sent with casts (#castText). */
+  readonly #untyped = new Set<string>();
   readonly #columnTypes = new Map<string, Map<string, string>>();
   #depth = 0;
   /** A statement failed inside the open transaction: it was undone to the transaction's start, and the
@@ -564,6 +576,7 @@ export class PgDb {
     this.#connected = true;
     this.#pq = pq;
     this.#prepared.clear();
+    this.#preparedSerial = 0;
     if (this.readonly) {
       pq.exec('SET default_transaction_read_only = on');
       this.#check(pq, 'SET default_transaction_read_only');
@@ -710,12 +723,13 @@ export class PgDb {
     const pq = this.#connection();
     let name = this.#prepared.get(sql.text);
     if (name === undefined) {
-      name = `s${this.#prepared.size + 1}`;
+      name = `s${++this.#preparedSerial}`;
       // A failed PREPARE inside a transaction would abort it: tried under a savepoint there.
       if (this.#depth > 0) pq.exec('SAVEPOINT prepare');
       pq.prepare(name, sql.text, params.length);
       if (!typed && pq.resultStatus() === 'PGRES_FATAL_ERROR' && UNTYPED.has(this.#sqlState(pq))) {
         if (this.#depth > 0) pq.exec('ROLLBACK TO SAVEPOINT prepare; RELEASE SAVEPOINT prepare');
+        this.#untyped.add(sql.text);
         return this.#executeCast(sql, values);
       }
       if (this.#depth > 0 && pq.resultStatus() === 'PGRES_FATAL_ERROR') {
@@ -801,20 +815,32 @@ export class PgDb {
    * for the next time); false outside a pipeline, where the caller looks at `changes` itself.
    */
   writeExpectingChange(sql: PgStatementText, values: readonly Bindable[]): boolean {
-    if (!this.#piping || this.#depth === 0 || this.#pending !== undefined) return false;
-    if (this.#prepared.has(sql.text)) this.#send(sql, values);
-    else this.execute(sql, values);
+    if (!this.#pipes(sql)) return false;
+    this.#send(sql, values);
     return true;
   }
 
-  /** Whether `sql` goes into the open pipeline: one already prepared on this connection. */
-  #pipes(sql: PgStatementText): boolean {
-    return this.#piping && this.#depth > 0 && this.#pending === undefined && this.#prepared.has(sql.text);
+  /**
+   * Whether `sql` goes into the open pipeline: in a transaction without savepoints, until something
+   * failed. A statement's first use there is prepared in the pipeline too: a transaction that left the
+   * pipeline for it would send the rest of its statements one round trip each, with its locks (the run's
+   * money lock) held across every one.
+   */
+  #pipes(_sql: PgStatementText): boolean {
+    return this.#piping && this.#depth > 0 && this.#pending === undefined;
   }
 
   #send(sql: PgStatementText, values: readonly Bindable[], capture?: (pq: Libpq) => unknown): Piped {
     const pq = this.#pq as Libpq;
-    const name = this.#prepared.get(sql.text) as string;
+    const text = this.#untyped.has(sql.text) ? castText(sql.text, values) : sql.text;
+    let name = this.#prepared.get(text);
+    if (name === undefined) {
+      name = `s${++this.#preparedSerial}`;
+      if (!pq.sendPrepare(name, text, values.length)) this.#lostInPipeline(pq);
+      // Named at once, for the statements sent after it; forgotten again if the server refuses it.
+      this.#prepared.set(text, name);
+      this.#queue.push({ sql: text, writes: false, levels: [], prepares: text });
+    }
     if (!pq.sendQueryPrepared(name, values.map(toParam))) this.#lostInPipeline(pq);
     this.#unasked = true;
     const levels = this.#levelIds.slice(0, this.#depth);
@@ -843,6 +869,11 @@ export class PgDb {
     if (pq === undefined || !this.#piping) return;
     if (through === undefined) {
       if (this.#queue.at(-1)?.sync !== true) this.#sendSync(pq);
+    } else if (this.#unasked && this.#depth > 0) {
+      // A Sync, not a flush request: inside the transaction's block it commits nothing, and the session is
+      // then idle in transaction while this process reads, so that a worker that hangs there is ended
+      // by idle_in_transaction_session_timeout (10 s), not statement_timeout (60 s), and frees its locks.
+      this.#sendSync(pq);
     } else if (this.#unasked) {
       if (!(pq.sendFlushRequest() && pq.flush() === 0)) this.#lostInPipeline(pq);
       this.#unasked = false;
@@ -963,6 +994,12 @@ export class PgDb {
   #pipedResult(pq: Libpq, entry: Piped): Error | undefined {
     if (!pq.getResult()) this.#lostInPipeline(pq);
     const status = pq.resultStatus();
+    if (entry.prepares !== undefined && status !== 'PGRES_COMMAND_OK') {
+      // Not prepared (refused, or skipped after a failure): its first use outside the pipeline prepares it.
+      this.#prepared.delete(entry.prepares);
+      if (status === 'PGRES_FATAL_ERROR' && UNTYPED.has(this.#sqlState(pq)))
+        this.#untyped.add(entry.prepares);
+    }
     let failure: Error | undefined;
     if (status === 'PGRES_PIPELINE_ABORTED') entry.tuples = '0';
     else if (status === 'PGRES_FATAL_ERROR' || status === 'PGRES_BAD_RESPONSE') {
@@ -1080,12 +1117,7 @@ export class PgDb {
 
   /** A statement whose parameter types PostgreSQL cannot infer (`? IS NULL`): typed by the values bound. */
   #executeCast(sql: PgStatementText, values: readonly Bindable[]): Libpq {
-    const casts = values.map(castOf);
-    const text = sql.text.replace(
-      /\$(\d+)/g,
-      (match, n: string) => `${match}::${casts[Number(n) - 1] ?? 'text'}`,
-    );
-    return this.execute({ ...sql, text }, values, true);
+    return this.execute({ ...sql, text: castText(sql.text, values) }, values, true);
   }
 
   #sqlState(pq: Libpq): string {
@@ -1133,9 +1165,13 @@ export class PgDb {
   #refusal(pq: Libpq, sql: string): Error {
     const fields = pq.resultErrorFields() ?? {};
     const sqlState = fields.sqlState ?? '';
-    const message = oneLine(pq.resultErrorMessage() || pq.errorMessage());
-    this.#throwIfGone(pq, sqlState, message);
-    const error = this.#serverError(message, sqlState, sql, fields.constraintName, fields.messagePrimary);
+    const full = oneLine(pq.resultErrorMessage() || pq.errorMessage());
+    this.#throwIfGone(pq, sqlState, full);
+    // The position in the statement (a LINE under it, when its PREPARE waited) says nothing to the user
+    // of a timeout.
+    const primary = fields.messagePrimary;
+    const message = TIMED_OUT.has(sqlState) && primary !== undefined ? primary : full;
+    const error = this.#serverError(message, sqlState, sql, fields.constraintName, primary);
     if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
     // A conditional write that changed no row, checked by the server: the transaction runs again with
     // savepoints, where the store sees the row count itself and refuses in its own words.

@@ -42,6 +42,8 @@ export interface Libpq {
   sendFlushRequest(): boolean;
   /** Sends what libpq has buffered: 0 when all is sent, -1 on a broken connection. */
   flush(): number;
+  /** Sends a PREPARE without waiting (in pipeline mode, its result comes in order); false when broken. */
+  sendPrepare(name: string, sql: string, nParams: number): boolean;
   sendQueryPrepared(name: string, params: readonly (string | null)[]): boolean;
   sendQueryParams(sql: string, params: readonly (string | null)[]): boolean;
   /** Reads what the socket has into libpq's buffer, without waiting; false on a broken connection. */
@@ -86,6 +88,7 @@ const WAITING = [
   'getResult',
   'pipelineSync',
   'flush',
+  'sendPrepare',
   'sendQueryPrepared',
   'sendQueryParams',
 ] as const;
