@@ -211,15 +211,15 @@ function tiles(report: ReportHead): string {
     },
     {
       label: 'Net cost',
-      value: `${fmtTokensWithUnit(totals.net.tokens)}`,
+      value: fmtTokensWithUnit(totals.net.tokens),
       sub: [
-        `${fmtUsd(totals.net.usd)} · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}`,
+        `${fmtUsd(totals.net.usd)} · charged ${fmtTokensWithUnit(totals.charged.tokens)} · refunded ${fmtTokensWithUnit(totals.refunded.tokens)}`,
         ...moneyByKindPhrases(report.account),
       ].join(' · '),
     },
     {
       label: 'Estimated',
-      value: `${fmtTokensWithUnit(totals.estimated.tokens)}`,
+      value: fmtTokensWithUnit(totals.estimated.tokens),
       sub:
         totals.discount !== null && totals.discount > 0
           ? `${fmtPercent(totals.discount)} below list price`
@@ -227,11 +227,11 @@ function tiles(report: ReportHead): string {
     },
     {
       label: 'Balance',
-      value: balance.after === null ? 'unknown' : `${fmtTokens(balance.after)}`,
+      value: balance.after === null ? 'unknown' : fmtTokensWithUnit(balance.after),
       sub:
         balance.before === null
-          ? 'tokens after the run'
-          : `tokens; ${fmtTokens(balance.before)} before the run`,
+          ? 'after the run'
+          : `after the run; ${fmtTokensWithUnit(balance.before)} before it`,
     },
     { label: 'Files', value: fmtCount(files), sub: fmtBytes(bytes) },
   ];
