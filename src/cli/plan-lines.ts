@@ -234,7 +234,7 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
   }
   const budget = manifest.settings.budget;
   if (budget !== undefined && leftAfter.budget !== undefined) {
-    const charged = existing ? `, ${fmtTokens(existing.charged)} charged so far` : '';
+    const charged = existing ? `, ${fmtTokensWithUnit(existing.charged)} charged so far` : '';
     lines.push(
       leftAfter.budget >= 0
         ? `Budget: ${fmtTokensWithUnit(budget)}${charged}; ${what} fits, leaving ${fmtTokensWithUnit(leftAfter.budget)}.`

@@ -69,7 +69,7 @@ export function* markdownChunks(
     yield line(`Stopped (${stopped.label ?? stopped.reason}): ${stopped.message}`) + line('');
   yield line(
     `**${fmtCount(totals.by_status.done)} of ${countOf(totals.tasks, 'task')} done** · net **${fmtTokensWithUnit(totals.net.tokens)} (${fmtUsd(totals.net.usd)})** · ` +
-      `estimated ${fmtTokensWithUnit(totals.estimated.tokens)} · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}` +
+      `estimated ${fmtTokensWithUnit(totals.estimated.tokens)} · charged ${fmtTokensWithUnit(totals.charged.tokens)} · refunded ${fmtTokensWithUnit(totals.refunded.tokens)}` +
       (totals.paid_without_result.tasks > 0
         ? ` · **${fmtCount(totals.paid_without_result.tasks)} paid without a result (${fmtTokensWithUnit(totals.paid_without_result.tokens)})**`
         : ''),
@@ -151,7 +151,7 @@ export function* markdownChunks(
         : `quota ${fmtTokensWithUnit(k.limit)}, ${fmtTokens(k.used ?? 0)} used (${text(k.source ?? '')})`;
     yield line(
       `- Key ${code(k.key_fingerprint)} in ${head.quota.period}: the local ledger spent ${fmtTokensWithUnit(k.net)} ` +
-        `(charged ${fmtTokens(k.charged)}, refunded ${fmtTokens(k.refunded)}), all runs; ${limit}.`,
+        `(charged ${fmtTokensWithUnit(k.charged)}, refunded ${fmtTokensWithUnit(k.refunded)}), all runs; ${limit}.`,
     );
   }
   yield line('');

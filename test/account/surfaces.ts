@@ -75,9 +75,11 @@ export function expectFrame(frame: string, a: RunAccount): void {
 export function expectOutcomeLines(stdout: string, a: RunAccount): void {
   const line = stdout.split('\n').find((l) => l.startsWith('  Charged ')) ?? '';
   expect(line).toContain(
-    `Charged ${fmtTokensWithUnit(a.money.charged)}, refunded ${fmtTokens(a.money.refunded)}, net ${fmtTokens(a.money.net)} (`,
+    `Charged ${fmtTokensWithUnit(a.money.charged)}, refunded ${fmtTokensWithUnit(a.money.refunded)}, net ${fmtTokensWithUnit(a.money.net)} (`,
   );
-  expect(line).toMatch(new RegExp(`(estimated|, ) ?${regexText(fmtTokens(a.estimate.tokens))}( now)?$`));
+  expect(line).toMatch(
+    new RegExp(`(estimated|, ) ?${regexText(fmtTokensWithUnit(a.estimate.tokens))}( now)?$`),
+  );
 }
 
 function regexText(text: string): string {

@@ -23,7 +23,7 @@ describe('the preflight over a limit', () => {
     expect(limitLines(r.stdout)).toEqual([
       '  Balance: 1 token, the run can cost up to 0.2 tokens more than the balance',
       '  Quota: 0 of 1.1 tokens used this period (limit from configuration; used = this month in the local ledger), the run can cost up to 0.1 tokens more than the quota leaves this period',
-      '  Budget: 0.9 tokens, 0 charged so far, the run can cost up to 0.3 tokens more than the budget leaves',
+      '  Budget: 0.9 tokens, 0 tokens charged so far, the run can cost up to 0.3 tokens more than the budget leaves',
       '  --allow-partial: the run can cost up to 1.2 tokens but the balance is 1 token; the run can cost up to 1.2 tokens but only 1.1 tokens of the quota (1.1 tokens, limit from configuration; used = this month in the local ledger) are left this period; the run can cost up to 1.2 tokens but the budget of 0.9 tokens leaves 0.9 tokens (0 tokens charged already); the run stops cleanly when money runs out',
     ]);
     expect(r.stdout).not.toMatch(/-\d[\d.,]* left/);
@@ -56,7 +56,7 @@ describe('the preflight over a limit', () => {
     expect(limitLines(r.stdout)).toEqual([
       '  Balance: 999 tokens, 998.6 tokens left after the run at most',
       '  Quota: 0.6 of 0.5 tokens used this period (limit from configuration; used = this month in the local ledger), the run can cost up to 0.5 tokens more than the quota leaves this period',
-      '  Budget: 0.4 tokens, 0.6 charged so far, the run can cost up to 0.6 tokens more than the budget leaves',
+      '  Budget: 0.4 tokens, 0.6 tokens charged so far, the run can cost up to 0.6 tokens more than the budget leaves',
     ]);
     expect(r.stdout + r.stderr).not.toMatch(/-\d[\d.,]*( left|\b.*are left)/);
     expect(env.state().requests.submit).toBe(3);

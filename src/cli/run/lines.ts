@@ -144,7 +144,7 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       } else out(`  Quota: unknown (set MEDIABATCH_QUOTA or quota: in mediabatch.config.yaml to check it)`);
       if (r.budget !== undefined) {
         out(
-          `  Budget: ${fmtTokensWithUnit(r.budget)}${r.budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokens(r.chargedSoFar)} charged so far${r.reservedSoFar > 0 ? `, ${fmtTokens(r.reservedSoFar)} reserved for tasks in doubt or in flight` : ''}, ${afterTheRun(left.budget ?? 0, 'the budget leaves')}`,
+          `  Budget: ${fmtTokensWithUnit(r.budget)}${r.budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokensWithUnit(r.chargedSoFar)} charged so far${r.reservedSoFar > 0 ? `, ${fmtTokensWithUnit(r.reservedSoFar)} reserved for tasks in doubt or in flight` : ''}, ${afterTheRun(left.budget ?? 0, 'the budget leaves')}`,
         );
       }
       if (r.disk && !r.disk.ok && flags.allowPartial && r.disk.problem === 'space')
@@ -174,10 +174,10 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       const now = account.estimate.tokens;
       const estimated =
         fmtTokens(now) === fmtTokens(plan.totals.tokens)
-          ? `estimated ${fmtTokens(plan.totals.tokens)}`
-          : `estimated ${fmtTokens(plan.totals.tokens)} at the plan, ${fmtTokens(now)} now`;
+          ? `estimated ${fmtTokensWithUnit(plan.totals.tokens)}`
+          : `estimated ${fmtTokensWithUnit(plan.totals.tokens)} at the plan, ${fmtTokensWithUnit(now)} now`;
       out(
-        `  Charged ${fmtTokensWithUnit(charged)}, refunded ${fmtTokens(refunded)}, net ${fmtTokens(net)} (${fmtTokensAsUsd(net)}); ${estimated}`,
+        `  Charged ${fmtTokensWithUnit(charged)}, refunded ${fmtTokensWithUnit(refunded)}, net ${fmtTokensWithUnit(net)} (${fmtTokensAsUsd(net)}); ${estimated}`,
       );
       if (o.balanceAfter !== undefined) out(`  Balance now: ${fmtTokensWithUnit(o.balanceAfter)}`);
       for (const line of attentionLines(result, inv())) out(line);
