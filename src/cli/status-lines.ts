@@ -229,6 +229,7 @@ export function runJson(
     started_at: (run.firstStartedAt ?? run.startedAt)?.toISOString() ?? null,
     last_started_at: run.startedAt?.toISOString() ?? null,
     finished_at: run.finishedAt?.toISOString() ?? null,
+    active_ms: run.activeMs,
     tasks: total(counts),
     by_state: counts,
     paid_not_on_disk: notOnDisk(counts),

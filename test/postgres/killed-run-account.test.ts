@@ -1,8 +1,8 @@
 // A run on PostgreSQL whose only worker was killed with kill -9 mid-run, as a user finds it afterwards:
 // `status`, `report` and the view's workers say the same of it. The run is interrupted (its worker lost),
-// its start is the same on both, and a lost worker holds nothing in flight. Its active time is the time it
-// was worked on, up to the lost worker's last heartbeat (neither zero nor growing while nobody works on
-// it), and a worker that continues it adds its own session to that.
+// its start is the same on both, and a lost worker holds nothing in flight. Its active time (`status`,
+// `report`, the view) is the time it was worked on, up to the lost worker's last heartbeat (neither zero
+// nor growing while nobody works on it), and a worker that continues it adds its own session to that.
 
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
@@ -98,6 +98,7 @@ describe('a fleet run whose worker was killed, as status, report and the view sa
       store.close();
     }
     expect(run['active_s']).toBe(Math.round(workedMs / 1000));
+    expect(status['active_ms']).toBe(workedMs);
 
     // Continued by another worker: its session adds to the killed one's, not in place of it.
     const again = await cli(['--state', url, 'run', file, '--yes', '--allow-local-output'], {

@@ -1,6 +1,7 @@
-// A local run (SQLite) killed with kill -9 mid-run: its active time is the time it was worked on, up to its
-// lease's last renewal, in `report` and on the page (an hour later too); the run continued afterwards adds
-// its own session to that, and the time between the kill and the next `run` counts for nothing.
+// A local run (SQLite) killed with kill -9 mid-run: its active time is the time it was worked on, up to
+// its lease's last renewal, in `report`, `status --json` and on the page (an hour later too); the run
+// continued afterwards adds its own session to that, and the time between the kill and the next `run`
+// counts for nothing.
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
@@ -56,6 +57,12 @@ describe('a local run killed with kill -9', () => {
     const run = (JSON.parse(report.stdout) as { run: { state: string; active_s: number } }).run;
     expect(run.state).toBe('interrupted');
     expect(run.active_s).toBe(Math.round(workedMs / 1000));
+    const status = await env.run(['status', 'killed', '--json']);
+    expect((JSON.parse(status.stdout) as { active_ms: number }).active_ms).toBe(workedMs);
+    const listed = await env.run(['status', '--json']);
+    expect((JSON.parse(listed.stdout) as { runs: { active_ms: number }[] }).runs[0]?.active_ms).toBe(
+      workedMs,
+    );
     const store = openStore(env.db);
     try {
       const later = new Date(Date.now() + 3_600_000);
