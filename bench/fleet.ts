@@ -2,8 +2,9 @@
 // (images, sandbox at speed 0) driven by one `mediabatch run` process, then by two at once (the second
 // joins the first), each on a fresh database of one throwaway server on loopback; the rate is the run's
 // tasks over the time from its start to its close as the database recorded them, so the processes'
-// start-up is not counted. Then the claim's own cost: claiming a queue of pending tasks 64 at a time
-// (the claim statement alone, timed; moving the claimed tasks off the queue is not). Each fleet run also
+// start-up is not counted. The workers run the CLI's bundle (dist/, rebuilt first), as installed. Then
+// the claim's own cost: claiming a queue of pending tasks 64 at a time (the claim statement alone, timed;
+// moving the claimed tasks off the queue is not). Each fleet run also
 // says where its time went (bench/lib/pg-profile.ts): CPU seconds per task of the workers (start-up
 // included), of PostgreSQL's processes and of the sandbox, and what the database's sessions waited on.
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -15,7 +16,7 @@ import { spawnCli, spawnSandbox } from '../test/helpers/child.js';
 import { startPostgres } from '../test/helpers/postgres.js';
 import { startTcpProxy, type TcpProxy } from '../test/helpers/tcp-proxy.js';
 import { writeImagesManifest } from './lib/manifests.js';
-import { round } from './lib/measure.js';
+import { childrenRunCompiled, round } from './lib/measure.js';
 import { CpuSampler, postgresPids, WaitSampler } from './lib/pg-profile.js';
 
 const tasks = Number(process.argv[2] ?? 2000);
@@ -147,6 +148,8 @@ function claimCost(url: string, n: number): number {
 }
 
 const pg = await startPostgres();
+// The workers run the compiled CLI, as installed (not the sources through tsx).
+childrenRunCompiled();
 const { child: sandbox, baseUrl } = await spawnSandbox(['--speed', '0', '--balance', '1e9', '--seed', '7']);
 const proxy = delayMs > 0 ? await startTcpProxy({ port: pg.port, delayMs }) : undefined;
 const fleet: Fleet = { port: pg.port, sandboxPid: sandbox.proc.pid ?? 0, proxy };

@@ -3,7 +3,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { cliArgv, REPO } from '../../test/helpers/child.js';
+import { CLI_BUNDLE_VARIABLE, cliArgv, REPO } from '../../test/helpers/child.js';
 
 const TIME = '/usr/bin/time';
 
@@ -109,11 +109,25 @@ let compiled = false;
  * sources.
  */
 export function cliMeasured(args: string[], opts: SpawnMeasuredOptions): Promise<Measured> {
+  return spawnMeasured(compileCli() ? [process.execPath, BIN, ...args] : cliArgv(args), opts);
+}
+
+/** dist/ rebuilt from the sources, once per bench (`npm run prepare`); false when it could not be. */
+function compileCli(): boolean {
   if (!compiled) {
     execFileSync('npm', ['run', 'prepare', '--silent'], { cwd: REPO, stdio: 'inherit' });
     compiled = existsSync(BUNDLE);
   }
-  return spawnMeasured(compiled ? [process.execPath, BIN, ...args] : cliArgv(args), opts);
+  return compiled;
+}
+
+/**
+ * From now on, the children of test/helpers/child.ts (spawnCli) in this process run the CLI's bundle, as
+ * an installed `mediabatch` does, not the sources through tsx: a worker through tsx spends about a second
+ * of CPU loading and compiling its modules, which two workers on 2 cores take from each other's run.
+ */
+export function childrenRunCompiled(): void {
+  if (compileCli()) process.env[CLI_BUNDLE_VARIABLE] = BUNDLE;
 }
 
 /** The one child of a process (the command /usr/bin/time runs). */

@@ -1,6 +1,9 @@
 // Browser tests use Debian's chromium (playwright-core never downloads one). A missing browser fails
 // them, so CI cannot pass without looking at the gallery; MEDIABATCH_SKIP_BROWSER=1 skips them on purpose.
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { it } from 'vitest';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -17,4 +20,18 @@ export function requireBrowser(): void {
       `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium), or set MEDIABATCH_SKIP_BROWSER=1 to skip the browser tests`,
     );
   });
+}
+
+/**
+ * Where a browser test keeps its screenshot `name` (a PNG): docs/images, which the docs show, only when
+ * MEDIABATCH_SCREENSHOTS=1 (`npm run screenshots`); else a folder under the system's temporary one, so
+ * that `npm test` leaves the working copy as it found it.
+ */
+export function screenshotPath(name: string): string {
+  if (process.env['MEDIABATCH_SCREENSHOTS'] === '1') {
+    return fileURLToPath(new URL(`../../docs/images/${name}`, import.meta.url));
+  }
+  const dir = join(tmpdir(), 'mediabatch-screenshots');
+  mkdirSync(dir, { recursive: true });
+  return join(dir, name);
 }

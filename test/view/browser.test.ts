@@ -1,17 +1,16 @@
 // The view in Debian's chromium while a real run goes in another process against a sandbox in a third:
 // the run appears on the runs list, counters, charts and result cards move without a reload, failures
 // are grouped by reason, the in-doubt advice shows, filters and the task page work, the video plays.
-// Writes docs/images/view.png (README shows it).
+// Its screenshot is README's docs/images/view.png (`npm run screenshots` writes it there).
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
-import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
+import { CHROMIUM, requireBrowser, SKIP_BROWSER, screenshotPath } from '../helpers/browser.js';
 import { type Child, spawnCli, spawnSandbox } from '../helpers/child.js';
 
 requireBrowser();
@@ -38,7 +37,7 @@ interface HTMLVideoElement extends HTMLElement {
   addEventListener(type: string, listener: () => void, opts?: { once: boolean }): void;
 }
 
-const SCREENSHOT = fileURLToPath(new URL('../../docs/images/view.png', import.meta.url));
+const SCREENSHOT = screenshotPath('view.png');
 const KEY = 'view-browser-key';
 const MANIFEST = `version: 1
 name: batch

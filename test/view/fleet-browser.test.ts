@@ -2,14 +2,13 @@
 // workers (`mediabatch run … --state postgres://…`, each its own process) drive one run. The run's
 // counters move without a reload, the workers panel lists the three, and the one killed with SIGKILL is
 // marked lost; the page never scrolls sideways. When the database then goes away the page says so, and
-// clears it when it is back. Writes docs/images/view-workers.png.
+// clears it when it is back. Its screenshot is docs/images/view-workers.png (`npm run screenshots`).
 import { hostname } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../src/store/index.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
-import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
+import { CHROMIUM, requireBrowser, SKIP_BROWSER, screenshotPath } from '../helpers/browser.js';
 import { type Child, spawnCli } from '../helpers/child.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
 import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
@@ -141,7 +140,7 @@ describe.skipIf(SKIP_BROWSER)('the view of a fleet over PostgreSQL', () => {
     const box = await page.locator('#workers').boundingBox();
     if (box === null) throw new Error('the workers panel is not shown');
     await page.screenshot({
-      path: fileURLToPath(new URL('../../docs/images/view-workers.png', import.meta.url)),
+      path: screenshotPath('view-workers.png'),
       clip: box,
     });
     // The two left finish the run (a task the killed one was sending is in doubt: exit 2, never resent),

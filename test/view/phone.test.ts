@@ -2,13 +2,13 @@
 // list, a run with failures, charts and the cost table, a task), the charts fit their box and read in
 // the page's ISO time at any span, buttons are large enough to touch, a downstream held for review names
 // the still it waits for, a task opened from the grid starts at the top, and at 1,500 tasks every count
-// has its thousands separators and the rate at most one decimal. Writes docs/images/view-phone-*.png.
-import { fileURLToPath } from 'node:url';
+// has its thousands separators and the rate at most one decimal. Its screenshots are
+// docs/images/view-phone-*.png (`npm run screenshots`).
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fillViewRun, VIEW_RUN } from '../../bench/view-fill.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
-import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
+import { CHROMIUM, requireBrowser, SKIP_BROWSER, screenshotPath } from '../helpers/browser.js';
 import { VARIANTS } from '../helpers/review-chain.js';
 import { images, type RunEnv } from '../helpers/run-env.js';
 import { faultyRun } from './helpers.js';
@@ -26,8 +26,7 @@ interface HTMLElement {
   scrollIntoView(): void;
 }
 
-const shot = (name: string) =>
-  fileURLToPath(new URL(`../../docs/images/view-phone-${name}.png`, import.meta.url));
+const shot = (name: string) => screenshotPath(`view-phone-${name}.png`);
 const WIDTH = 390;
 
 let env: RunEnv;

@@ -7,12 +7,11 @@
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, requireBrowser, SKIP_BROWSER } from '../helpers/browser.js';
+import { CHROMIUM, requireBrowser, SKIP_BROWSER, screenshotPath } from '../helpers/browser.js';
 import { type Child, spawnCli, spawnSandbox } from '../helpers/child.js';
 
 requireBrowser();
@@ -30,7 +29,7 @@ interface HTMLElement {
 const blur = (p: Page) => p.evaluate(() => document.activeElement?.blur());
 
 const KEY = 'view-review-key';
-const SCREENSHOT = fileURLToPath(new URL('../../docs/images/view-review.png', import.meta.url));
+const SCREENSHOT = screenshotPath('view-review.png');
 const MANIFEST = `version: 1
 name: batch
 concurrency: 4
