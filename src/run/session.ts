@@ -13,6 +13,7 @@ import { isBucketLocation, runLocation } from '../results/output.js';
 import {
   isPostgresUrl,
   keptSettings,
+  lastSignOfWork,
   leaseHolder,
   type NewTask,
   PlanDigest,
@@ -145,6 +146,8 @@ export interface RunSession {
   refuse(exitCode: number, message?: string): void;
   /** Renews the lease; false when another process took it. */
   renew(): boolean;
+  /** How long the lease lives past a renewal (renewed four times in that). */
+  leaseTtlMs: number;
   /** Releases the lease. Call it once, whatever happened. */
   close(): void;
 }
@@ -174,15 +177,14 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = runLeaseName(runId);
   const fleet = isPostgresUrl(store.file);
-  // On a PostgreSQL state the lease only orders the opening: workers wait for each other's opening.
-  if (fleet) await takeOpeningLease(store, runId, leaseName, holder, ttl, o.openingWaitMs);
-  else takeLease(store, runId, leaseName, holder, ttl);
+  const lastSign = await takeRunLease(store, { runId, leaseName, holder, ttl, fleet }, o.openingWaitMs);
   let storing: BackgroundStoring | undefined;
   try {
     const existing = store.runs.getRun(runId);
     if (fleet && existing && liveWorkers(store, runId) > 0) {
       return await joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
     }
+    if (existing?.state === 'running' && lastSign !== undefined) store.runs.closeLostSession(runId, lastSign);
     const refuse = (code: number, message?: string) => {
       if (existing) return;
       store.runs.markRunState(runId, 'refused', code);
@@ -277,7 +279,7 @@ function keptCallbackToken(
 function leaseParts(
   store: Store,
   l: { runId: string; leaseName: string; holder: string; ttl: number; fleet: boolean },
-): Pick<RunSession, 'fleet' | 'startWorking' | 'renew'> {
+): Pick<RunSession, 'fleet' | 'startWorking' | 'renew' | 'leaseTtlMs'> {
   const { runId, leaseName, holder, ttl, fleet } = l;
   return {
     fleet: fleet ? { joined: false, workers: 1, ttlMs: ttl } : undefined,
@@ -287,6 +289,7 @@ function leaseParts(
       store.leases.releaseLease(leaseName, holder);
     },
     renew: () => fleet || store.leases.renewLease(leaseName, holder, ttl),
+    leaseTtlMs: ttl,
   };
 }
 
@@ -528,6 +531,7 @@ async function joinRun(
     startWorking: () => {},
     refuse: () => {},
     renew: () => true,
+    leaseTtlMs: ttl,
     close: () => {
       store.claims.leave(runId, holder);
     },
@@ -578,6 +582,21 @@ function budgetMismatch(o: OpenRunOptions, runId: string, existing: RunRecord): 
   const shownBudget = (b: number | undefined) =>
     b === undefined ? 'no budget' : `a budget of ${fmtTokens(b)} tokens`;
   return `run ${runId} runs under ${shownBudget(kept)}, and this worker has ${shownBudget(mine)} (its manifest's budget, or --budget): give every worker of the run the same budget, or stop the run's workers and run again with the new one`;
+}
+
+/**
+ * Takes the run's lease: on a PostgreSQL state only for the opening (workers wait for each other's
+ * opening). Returns the last sign of work on the run read before, while a dead holder's lease still says it.
+ */
+async function takeRunLease(
+  store: Store,
+  l: { runId: string; leaseName: string; holder: string; ttl: number; fleet: boolean },
+  openingWaitMs: number | undefined,
+): Promise<Date | undefined> {
+  const lastSign = lastSignOfWork(store, l.runId);
+  if (l.fleet) await takeOpeningLease(store, l.runId, l.leaseName, l.holder, l.ttl, openingWaitMs);
+  else takeLease(store, l.runId, l.leaseName, l.holder, l.ttl);
+  return lastSign;
 }
 
 function takeLease(store: Store, runId: string, name: string, holder: string, ttl: number): void {

@@ -70,6 +70,7 @@ export class RunStore {
   readonly #selectUnfinishedRuns;
   readonly #selectUnfinishedRunOf;
   readonly #markRunStarted;
+  readonly #closeLostSession;
   readonly #bindApi;
   readonly #markRunEnded;
   readonly #recordStop;
@@ -127,6 +128,14 @@ export class RunStore {
          stop_message = CASE WHEN :state = 'finished' THEN NULL ELSE stop_message END,
          stopped_at = CASE WHEN :state = 'finished' THEN NULL ELSE stopped_at END
        WHERE id = :id`,
+    );
+    // A session that never ended (kill -9, every worker lost) counts up to its last sign of work, and the
+    // next one counts from there: the time nobody worked on the run is not active time.
+    this.#closeLostSession = db.prepare<{ id: string; until: string }>(
+      `UPDATE runs SET
+         active_ms = active_ms + max(0, CAST(round((julianday(:until) - julianday(started_at)) * 86400000) AS INTEGER)),
+         started_at = :until
+       WHERE id = :id AND state = 'running' AND started_at IS NOT NULL AND started_at < :until`,
     );
     // The first reason wins: a second worker stopping for its own reason does not replace it.
     this.#recordStop = db.prepare<{ id: string; reason: string; message: string; now: string }>(
@@ -213,6 +222,14 @@ export class RunStore {
         : this.#markRunEnded.run({ id, state, exitCode: exitCode ?? null, now }).changes;
     if (changes === 0) throw unknownRun(id);
     return this.#mustGet(id);
+  }
+
+  /**
+   * Adds the time of a session that died without ending (its process killed, every worker lost) up to
+   * `until`, its last sign of work, before another session starts the run again.
+   */
+  closeLostSession(id: string, until: Date): void {
+    this.#closeLostSession.run({ id, until: toIso(until) });
   }
 
   /**
