@@ -2,7 +2,7 @@
 // One result card: thumbnails, players, an oc-maker sheet or songs with their lyrics, the prompt, the
 // state and what it cost. The heading links to the task page (keyboard: Tab to it, Enter).
 import { h, taskHref } from './dom.js';
-import { stateLabel, tokens } from './format.js';
+import { stateLabel, tokensWithUnit } from './format.js';
 import { reviewBadge, reviewControls } from './review.js';
 
 /** @typedef {import('./api-types').TaskRow} TaskRow */
@@ -100,7 +100,7 @@ export function card(run, t) {
       'p.meta',
       {},
       h(`span.state.s-${t.state}`, {}, stateText(t)),
-      ` · ${t.model} · ${tokens(t.net)} tokens `,
+      ` · ${t.model} · ${tokensWithUnit(t.net)} `,
       reviewBadge(t),
     ),
     reviewControls(run, t),

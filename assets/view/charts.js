@@ -3,7 +3,7 @@
 // width of their box (and follow it when it changes: a phone turned, a window narrowed); the time axis
 // reads in the page's ISO format (UTC) at any span, one point included; counts have whole ticks.
 
-import { count, tokens } from './format.js';
+import { count, tokens, tokensWithUnit } from './format.js';
 import uPlot from './uPlot.esm.js';
 
 /** @typedef {import('./api-types').SpendSeries} SpendSeries */
@@ -197,7 +197,7 @@ export function spendChart(el, series) {
     ],
     axes: [timeAxis, valueAxis('tokens', tokens)],
   };
-  const c = chart(el, opts, spendData(series), (d) => `spend: net ${tokens(lastOf(d[3]))} tokens`);
+  const c = chart(el, opts, spendData(series), (d) => `spend: net ${tokensWithUnit(lastOf(d[3]))}`);
   return { update: (/** @type {SpendSeries} */ s) => c.update(spendData(s)), destroy: c.destroy };
 }
 

@@ -25,6 +25,17 @@ export function tokens(n) {
 }
 
 /**
+ * Tokens with their unit: `1 token`, `0.2 tokens`, `1,604.25 tokens` (singular only for an amount that
+ * reads 1, as numbers.ts' withTokenUnit).
+ * @param {number | null | undefined} n
+ */
+export function tokensWithUnit(n) {
+  if (n === null || n === undefined) return '–';
+  const text = tokens(n);
+  return `${text} ${text === '1' || text === '-1' ? 'token' : 'tokens'}`;
+}
+
+/**
  * A rate (tasks a minute): `1,175.2`.
  * @param {number} n
  */

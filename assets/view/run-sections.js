@@ -2,7 +2,7 @@
 // The run page's sections above the results: counters, review counters, money and rate, the cost table,
 // failures by reason, what needs the reader, chains waiting. Each is drawn whole and put in place by id.
 import { h, table, taskHref } from './dom.js';
-import { count, duration, rate, stateLabel, time, tokens } from './format.js';
+import { count, duration, rate, stateLabel, time, tokens, tokensWithUnit } from './format.js';
 import { lists } from './lists.js';
 
 /** @typedef {import('./api-types').RunDetail} RunDetail */
@@ -50,7 +50,7 @@ export function reviewCounters(review) {
     n('waiting', review.waiting, 'wait for a review'),
     n('approved', review.approved, 'approved'),
     n('rejected', review.rejected, 'rejected'),
-    n('rerolls', review.rerolls.asked, `re-rolls (${tokens(review.rerolls.net)} tokens)`),
+    n('rerolls', review.rerolls.asked, `re-rolls (${tokensWithUnit(review.rerolls.net)})`),
   );
 }
 
@@ -83,8 +83,8 @@ export function money(d) {
   return h(
     'p.money',
     { id: 'money' },
-    `Net ${tokens(run.net)} tokens (charged ${tokens(run.charged)}, refunded ${tokens(run.refunded)}) · estimated ${tokens(run.estimated)} · worst case ${tokens(run.worst_case)}`,
-    run.budget === null ? '' : ` · budget ${tokens(run.budget)}`,
+    `Net ${tokensWithUnit(run.net)} (charged ${tokensWithUnit(run.charged)}, refunded ${tokensWithUnit(run.refunded)}) · estimated ${tokensWithUnit(run.estimated)} · worst case ${tokensWithUnit(run.worst_case)}`,
+    run.budget === null ? '' : ` · budget ${tokensWithUnit(run.budget)}`,
     h('br'),
     h('span', { id: 'rate' }, `${progress(run)} · ${perMinute} · ${eta} · active ${duration(run.active_ms)}`),
   );
@@ -149,7 +149,7 @@ export function advice(d) {
       h(
         'p.advice',
         {},
-        `--retry-in-doubt would cost about ${tokens(d.in_doubt.retry_estimate)} tokens, at most ${tokens(d.in_doubt.retry_max)}.`,
+        `--retry-in-doubt would cost about ${tokensWithUnit(d.in_doubt.retry_estimate)}, at most ${tokensWithUnit(d.in_doubt.retry_max)}.`,
       ),
     );
   }
@@ -157,7 +157,7 @@ export function advice(d) {
   const paid = Object.entries(d.paid_not_on_disk).filter(([, v]) => v.tasks > 0);
   if (paid.length > 0) {
     const list = paid.map(
-      ([s, v]) => `${count(v.tasks)} ${s.replaceAll('_', ' ')} (${tokens(v.tokens)} tokens)`,
+      ([s, v]) => `${count(v.tasks)} ${s.replaceAll('_', ' ')} (${tokensWithUnit(v.tokens)})`,
     );
     parts.push(h('p.advice', {}, `Paid, not on disk: ${list.join(', ')}.`));
   }

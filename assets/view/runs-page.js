@@ -2,7 +2,7 @@
 // The runs list: every run in the state file, newest first, with its progress and spend.
 import { api } from './api.js';
 import { always, h, replace, runHref, table } from './dom.js';
-import { count, duration, time, tokens } from './format.js';
+import { count, duration, time, tokens, tokensWithUnit } from './format.js';
 
 /**
  * @param {HTMLElement} main
@@ -17,7 +17,7 @@ export async function runsPage(main, isCurrent = always) {
       // With why it stopped, as `status` lists it: `interrupted (review)`.
       h(`span.state.r-${r.state}`, {}, r.stopped ? `${r.state} (${r.stopped.reason})` : r.state),
       `${count(r.finished)}/${count(r.tasks)}`,
-      `${tokens(r.net)} of ~${tokens(r.estimated)}${r.budget === null ? '' : ` (budget ${tokens(r.budget)})`}`,
+      `${tokens(r.net)} of ~${tokens(r.estimated)}${r.budget === null ? '' : ` (budget ${tokensWithUnit(r.budget)})`}`,
       time(r.started_at),
       time(r.finished_at),
       duration(r.active_ms),

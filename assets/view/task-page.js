@@ -4,7 +4,7 @@
 import { api } from './api.js';
 import { card } from './cards.js';
 import { always, h, replace, runHref, table, taskHref } from './dom.js';
-import { bytes, count, stateLabel, time, tokens } from './format.js';
+import { bytes, count, stateLabel, time, tokens, tokensWithUnit } from './format.js';
 import { reviewBadge, reviewControls } from './review.js';
 
 /** @typedef {import('./api-types').TaskDetail} TaskDetail */
@@ -123,9 +123,12 @@ function taskBody(run, d) {
       ['endpoint', t.endpoint],
       ['job', t.img_uuid],
       ['job status', t.job_status],
-      ['estimate', `${tokens(t.estimate.tokens)} (${tokens(t.estimate.min)}–${tokens(t.estimate.max)})`],
-      ['cost', tokens(t.cost)],
-      ['refunded', tokens(t.refunded)],
+      [
+        'estimate',
+        `${tokensWithUnit(t.estimate.tokens)} (${tokens(t.estimate.min)}–${tokens(t.estimate.max)})`,
+      ],
+      ['cost', tokensWithUnit(t.cost)],
+      ['refunded', tokensWithUnit(t.refunded)],
       ['submitted', time(t.submitted_at)],
       ['finished', time(t.finished_at)],
       ['job duration', t.job_duration === null ? null : `${count(t.job_duration)} s`],

@@ -7,6 +7,7 @@ import type { PlanResult } from '../plan/build.js';
 import type { PlannedTask, PlanTotals } from '../plan/plan.js';
 import type { Verdict } from '../run/left-to-pay.js';
 import { TASK_STATES, type TaskState } from '../store/index.js';
+import { fmtTokensWithUnit, withTokenUnit } from '../util/numbers.js';
 import { STATE_LABELS } from '../view/labels.js';
 import { fmtRange, fmtTokens, fmtUsdRange, table, tableLines } from './format.js';
 import type { CliIO } from './io.js';
@@ -199,7 +200,7 @@ function reviewTally(reviewAll: boolean) {
       const tail =
         waiting.length === 0
           ? ''
-          : ` ${plural(waiting.length, 'task')} wait for a reviewed result: priced as if every one is approved (the worst case, up to ${fmtTokens(most)} tokens); a rejected result's downstreams are skipped and cost nothing.`;
+          : ` ${plural(waiting.length, 'task')} wait for a reviewed result: priced as if every one is approved (the worst case, up to ${fmtTokensWithUnit(most)}); a rejected result's downstreams are skipped and cost nothing.`;
       return [
         `Review: ${plural(reviewed.size, 'result')} must be approved (the \`review\` command, or the view) before anything downstream is submitted.${tail}`,
       ];
@@ -210,8 +211,7 @@ function reviewTally(reviewAll: boolean) {
 function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdict: Verdict): string[] {
   const lines: string[] = [];
   const { existing, remaining, leftAfter } = verdict;
-  const unit = totals.min === totals.max && totals.max === 1 ? 'token' : 'tokens';
-  const cost = `${fmtRange(totals.tokens, totals.min, totals.max)} ${unit} (${fmtUsdRange(totals.min, totals.max)}) at $0.02 per token`;
+  const cost = `${withTokenUnit(fmtRange(totals.tokens, totals.min, totals.max))} (${fmtUsdRange(totals.min, totals.max)}) at $0.02 per token`;
   lines.push(
     totals.min === totals.max
       ? `Cost: ${cost}.`
@@ -226,19 +226,19 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
   const what = existing ? 'the rest' : 'the plan';
   if (existing) {
     lines.push(
-      `Run ${existing.id} exists (${existing.state}): ${describeCounts(existing.counts)}; ${fmtTokens(existing.charged)} tokens charged so far.`,
+      `Run ${existing.id} exists (${existing.state}): ${describeCounts(existing.counts)}; ${fmtTokensWithUnit(existing.charged)} charged so far.`,
     );
     lines.push(
-      `Left to pay: ${plural(remaining.tasks, 'task')}, ${fmtRange(remaining.tokens, remaining.min, remaining.max)} tokens (${fmtUsdRange(remaining.min, remaining.max)}).`,
+      `Left to pay: ${plural(remaining.tasks, 'task')}, ${withTokenUnit(fmtRange(remaining.tokens, remaining.min, remaining.max))} (${fmtUsdRange(remaining.min, remaining.max)}).`,
     );
   }
   const budget = manifest.settings.budget;
   if (budget !== undefined && leftAfter.budget !== undefined) {
-    const charged = existing ? `, ${fmtTokens(existing.charged)} charged so far` : '';
+    const charged = existing ? `, ${fmtTokensWithUnit(existing.charged)} charged so far` : '';
     lines.push(
       leftAfter.budget >= 0
-        ? `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} fits, leaving ${fmtTokens(leftAfter.budget)} tokens.`
-        : `Budget: ${fmtTokens(budget)} tokens${charged}; ${what} can cost ${fmtTokens(-leftAfter.budget)} tokens more: \`run\` would refuse it. Raise budget or trim the tasks.`,
+        ? `Budget: ${fmtTokensWithUnit(budget)}${charged}; ${what} fits, leaving ${fmtTokensWithUnit(leftAfter.budget)}.`
+        : `Budget: ${fmtTokensWithUnit(budget)}${charged}; ${what} can cost ${fmtTokensWithUnit(-leftAfter.budget)} more: \`run\` would refuse it. Raise budget or trim the tasks.`,
     );
   }
   switch (balance.state) {
@@ -246,8 +246,8 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
       const left = leftAfter.balance ?? balance.balance - remaining.max;
       lines.push(
         left >= 0
-          ? `Balance: ${fmtTokens(balance.balance)} tokens; ${fmtTokens(left)} tokens left after the run at most.`
-          : `Balance: ${fmtTokens(balance.balance)} tokens; NOT ENOUGH: ${what} can cost ${fmtTokens(-left)} tokens more. Top up, or trim the tasks.`,
+          ? `Balance: ${fmtTokensWithUnit(balance.balance)}; ${fmtTokensWithUnit(left)} left after the run at most.`
+          : `Balance: ${fmtTokensWithUnit(balance.balance)}; NOT ENOUGH: ${what} can cost ${fmtTokensWithUnit(-left)} more. Top up, or trim the tasks.`,
       );
       break;
     }
@@ -267,11 +267,11 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
   }
   const quota = verdict.quota;
   if (quota && leftAfter.quota !== undefined) {
-    const head = `Quota: ${fmtTokens(quota.used)} of ${fmtTokens(quota.limit)} tokens used this period (${quota.source})`;
+    const head = `Quota: ${fmtTokens(quota.used)} of ${fmtTokensWithUnit(quota.limit)} used this period (${quota.source})`;
     lines.push(
       leftAfter.quota >= 0
-        ? `${head}; ${fmtTokens(leftAfter.quota)} tokens left after the run at most.`
-        : `${head}; NOT ENOUGH: ${what} can cost ${fmtTokens(-leftAfter.quota)} tokens more.`,
+        ? `${head}; ${fmtTokensWithUnit(leftAfter.quota)} left after the run at most.`
+        : `${head}; NOT ENOUGH: ${what} can cost ${fmtTokensWithUnit(-leftAfter.quota)} more.`,
     );
   }
   return lines;

@@ -5,7 +5,7 @@ import type { RunAccount } from '../account/index.js';
 import type { RunProgress } from '../run/runner.js';
 import { TASK_STATES, type TaskState, UNFINISHED } from '../store/index.js';
 import { tokensText as fmt, roundTokens } from '../util/money.js';
-import { countOf, fmtCount } from '../util/numbers.js';
+import { countOf, fmtCount, fmtTokensWithUnit } from '../util/numbers.js';
 import type { Out } from './io.js';
 
 /** What a progress line shows: the counts by shown state, the net spent and the estimate. */
@@ -30,7 +30,7 @@ export function progressLine(f: ProgressFigures): string {
   const running = c.submitting + c.submitted + c.running + c.downloading;
   if (running) parts.push(`${fmtCount(running)} in flight`);
   if (c.awaiting_review) parts.push(`${fmtCount(c.awaiting_review)} awaiting review`);
-  parts.push(`${fmt(roundTokens(f.net))} of ~${fmt(roundTokens(f.estimate))} tokens`);
+  parts.push(`${fmt(roundTokens(f.net))} of ~${fmtTokensWithUnit(roundTokens(f.estimate))}`);
   return parts.join(' · ');
 }
 

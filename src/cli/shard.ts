@@ -11,6 +11,7 @@ import {
   shardRunId,
 } from '../plan/shard.js';
 import { stateInLine } from '../results/invocation.js';
+import { fmtTokensWithUnit } from '../util/numbers.js';
 import { EXIT, ExitError } from './errors.js';
 import { fmtTokens } from './format.js';
 
@@ -56,7 +57,7 @@ export function shardBudget(
   budgetFlag: number | undefined,
 ): ShardBudget {
   const whole = plan.wholeTotals ?? plan.totals;
-  const head = `Shard ${shard.index} of ${shard.count}: ${fmtTokens(plan.totals.tasks)} of the manifest's ${fmtTokens(whole.tasks)} tasks, at most ${fmtTokens(plan.totals.max)} of ${fmtTokens(whole.max)} tokens`;
+  const head = `Shard ${shard.index} of ${shard.count}: ${fmtTokens(plan.totals.tasks)} of the manifest's ${fmtTokens(whole.tasks)} tasks, at most ${fmtTokens(plan.totals.max)} of ${fmtTokensWithUnit(whole.max)}`;
   const others =
     shard.count > 1
       ? `; the other ${shard.count - 1} shard${shard.count === 2 ? '' : 's'} draw on the same balance`
@@ -64,7 +65,7 @@ export function shardBudget(
   if (budgetFlag !== undefined) {
     return {
       budget: budgetFlag,
-      line: `${head}; budget ${fmtTokens(budgetFlag)} tokens (--budget)${others}.`,
+      line: `${head}; budget ${fmtTokensWithUnit(budgetFlag)} (--budget)${others}.`,
     };
   }
   const manifestBudget = plan.settings.budget;
@@ -72,7 +73,7 @@ export function shardBudget(
   const share = budgetShare(manifestBudget, plan.totals.max, whole.max, shard);
   return {
     budget: share,
-    line: `${head}; budget share ${fmtTokens(share)} of ${fmtTokens(manifestBudget)} tokens (budget × this shard's worst case ÷ the whole run's)${others}.`,
+    line: `${head}; budget share ${fmtTokens(share)} of ${fmtTokensWithUnit(manifestBudget)} (budget × this shard's worst case ÷ the whole run's)${others}.`,
   };
 }
 

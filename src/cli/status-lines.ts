@@ -17,7 +17,7 @@ import {
   type WorkerRecord,
 } from '../store/index.js';
 import { roundTokens, tokensToUsd } from '../util/money.js';
-import { countOf, fmtCount } from '../util/numbers.js';
+import { countOf, fmtCount, fmtTokensWithUnit } from '../util/numbers.js';
 import { STATE_LABELS } from '../view/labels.js';
 import { workerJson as shownWorker } from '../view/workers.js';
 import { displayPath, fmtTokens, fmtTokensAsUsd, table } from './format.js';
@@ -122,7 +122,7 @@ function reviewStatusLine(account: RunAccount): string {
   const reroll = account.money.by_kind.reroll;
   const rerolls =
     r.rerolls_asked > 0
-      ? `; ${countOf(r.rerolls_asked, 're-roll')} asked, ${fmtTokens(reroll.net)} tokens net`
+      ? `; ${countOf(r.rerolls_asked, 're-roll')} asked, ${fmtTokensWithUnit(reroll.net)} net`
       : '';
   const command = account.next.find((step) => step.action === 'review')?.command;
   const next = r.awaiting > 0 && command ? `; \`${command}\` lists them` : '';
@@ -150,10 +150,10 @@ function nextSteps({ run, counts, paid, paidTasks, paidTokens }: RunStatus, inv:
   const out: string[][] = [];
   if (paidTasks > 0) {
     const parts = NOT_ON_DISK.filter((st) => paid[st].tasks > 0).map(
-      (st) => `${paid[st].tasks} ${LABEL[st]}, ${fmtTokens(roundTokens(paid[st].tokens))} tokens`,
+      (st) => `${paid[st].tasks} ${LABEL[st]}, ${fmtTokensWithUnit(roundTokens(paid[st].tokens))}`,
     );
     out.push([
-      `${paidTasks} paid task(s) not on disk (${fmtTokens(roundTokens(paidTokens))} tokens: ${parts.join('; ')}). ` +
+      `${paidTasks} paid task(s) not on disk (${fmtTokensWithUnit(roundTokens(paidTokens))}: ${parts.join('; ')}). ` +
         (paid.unfetched.tasks + paid.stalled.tasks > 0
           ? `\`${commandLine(inv, { command: 'run' })}\` fetches the results without paying again.`
           : 'The service no longer has the lost results: the errors say why.'),
@@ -229,6 +229,7 @@ export function runJson(
     started_at: (run.firstStartedAt ?? run.startedAt)?.toISOString() ?? null,
     last_started_at: run.startedAt?.toISOString() ?? null,
     finished_at: run.finishedAt?.toISOString() ?? null,
+    active_ms: run.activeMs,
     tasks: total(counts),
     by_state: counts,
     paid_not_on_disk: notOnDisk(counts),

@@ -19,6 +19,7 @@ import { taskFolderName } from '../results/names.js';
 import { reportReview, reviewFacts } from '../review/index.js';
 import {
   type AttemptCounts,
+  activeMsOf,
   emptyNotOnDisk,
   emptyTaskCounts,
   type FileRecord,
@@ -42,8 +43,7 @@ import {
 } from '../store/index.js';
 import { type QuotaStore, quotaStanding } from '../store/quota.js';
 import { roundTokens, tokensToUsd, USD_PER_TOKEN } from '../util/money.js';
-import { countOf } from '../util/numbers.js';
-import { fmtTokens } from './format.js';
+import { countOf, fmtTokensWithUnit } from '../util/numbers.js';
 import type { Report, ReportSummary, ReportTask, TaskReview } from './schema.js';
 
 export interface ReportOptions {
@@ -64,9 +64,17 @@ export interface ReportOptions {
   shownState?: (run: RunRecord) => RunState;
 }
 
-/** The run as the report shows it: its state as `opts.shownState` says. */
-export function shownRun(run: RunRecord, opts: Pick<ReportOptions, 'shownState'>): RunRecord {
-  return opts.shownState === undefined ? run : { ...run, state: opts.shownState(run) };
+/**
+ * The run as the report shows it: its state as `opts.shownState` says, and its active time with the
+ * session under way (to now while it runs, to its last sign of work once its process or workers are gone).
+ */
+export function shownRun(
+  store: Store,
+  run: RunRecord,
+  opts: Pick<ReportOptions, 'shownState' | 'now'>,
+): RunRecord {
+  const state = opts.shownState === undefined ? run.state : opts.shownState(run);
+  return { ...run, state, activeMs: activeMsOf(store, run, state, opts.now) };
 }
 
 export interface QuotaKeyInput {
@@ -119,7 +127,7 @@ export function buildReport(store: Store, runId: string, opts: ReportOptions): R
 export function collectReportInput(store: Store, runId: string, opts: ReportOptions): ReportInput {
   const recorded = store.runs.getRun(runId);
   if (recorded === undefined) throw new UnknownRunError(runId);
-  const run = shownRun(recorded, opts);
+  const run = shownRun(store, recorded, opts);
   const tasks = store.tasks.tasksOfRun(runId);
   const inDoubtSentAt = new Map<string, Date | null>();
   for (const task of tasks) {
@@ -598,26 +606,26 @@ function adviceFor(totals: ReportSummary, account: RunAccount, inv: RunInvocatio
       commandLine(inv, { command: 'run', retryInDoubt: true }),
     );
     advice.push(
-      `${countOf(n, 'task')} in doubt: sent, but the answer was lost, so the API may have charged up to ${fmtTokens(account.in_doubt.at_most)} tokens for ${them}. ` +
+      `${countOf(n, 'task')} in doubt: sent, but the answer was lost, so the API may have charged up to ${fmtTokensWithUnit(account.in_doubt.at_most)} for ${them}. ` +
         `Check the account (its balance or job list) first; then ${retry} submits ${them} again (possibly charged twice), or leave ${them} to pay nothing more.`,
     );
   }
   const paid = totals.paid_without_result;
   if (paid.unfetched.tasks > 0) {
     advice.push(
-      `${countOf(paid.unfetched.tasks, 'task')} paid, result not on disk yet (${fmtTokens(paid.unfetched.tokens)} tokens): the download did not finish. ` +
+      `${countOf(paid.unfetched.tasks, 'task')} paid, result not on disk yet (${fmtTokensWithUnit(paid.unfetched.tokens)}): the download did not finish. ` +
         `${goOn} fetches ${paid.unfetched.tasks === 1 ? 'it' : 'them'} without paying again.`,
     );
   }
   if (paid.stalled.tasks > 0) {
     advice.push(
-      `${countOf(paid.stalled.tasks, 'task')} stalled (${fmtTokens(paid.stalled.tokens)} tokens paid): the service is past the deadline and still working. ` +
+      `${countOf(paid.stalled.tasks, 'task')} stalled (${fmtTokensWithUnit(paid.stalled.tokens)} paid): the service is past the deadline and still working. ` +
         `${goOn} keeps watching ${paid.stalled.tasks === 1 ? 'it' : 'them'}.`,
     );
   }
   if (paid.lost.tasks > 0) {
     advice.push(
-      `${countOf(paid.lost.tasks, 'task')} paid, result lost (${fmtTokens(paid.lost.tokens)} tokens): the service no longer has ${paid.lost.tasks === 1 ? 'it' : 'them'}. The errors say why; ask the service about a refund.`,
+      `${countOf(paid.lost.tasks, 'task')} paid, result lost (${fmtTokensWithUnit(paid.lost.tokens)}): the service no longer has ${paid.lost.tasks === 1 ? 'it' : 'them'}. The errors say why; ask the service about a refund.`,
     );
   }
   // Unfetched and stalled tasks are unfinished too, but said above with what they cost; tasks held by a
@@ -630,7 +638,7 @@ function adviceFor(totals: ReportSummary, account: RunAccount, inv: RunInvocatio
   }
   if (s.failed > 0) {
     advice.push(
-      `${countOf(s.failed, 'task')} failed; failed jobs were refunded (${fmtTokens(totals.refunded.tokens)} tokens). The errors say why.`,
+      `${countOf(s.failed, 'task')} failed; failed jobs were refunded (${fmtTokensWithUnit(totals.refunded.tokens)}). The errors say why.`,
     );
   }
   if (account.rejected.by_api > 0) {

@@ -2,7 +2,7 @@
 // the whole run, and the sentences about money by kind. Pure.
 
 import type { RunAccount } from '../account/index.js';
-import { countOf, fmtCount } from '../util/numbers.js';
+import { countOf, fmtCount, fmtTokensWithUnit } from '../util/numbers.js';
 import { fmtPercent, fmtTokens, fmtUsd } from './format.js';
 import type { ReportSummary } from './schema.js';
 
@@ -49,16 +49,16 @@ export function moneyByKindPhrases(account: RunAccount | undefined): string[] {
   const k = account.money.by_kind;
   return [
     k.retry.jobs > 0
-      ? `${countOf(k.retry.tasks, 'task')} retried after a failed, refunded job (${countOf(k.retry.jobs, 'retry', 'retries')}, net ${fmtTokens(k.retry.net)} tokens)`
+      ? `${countOf(k.retry.tasks, 'task')} retried after a failed, refunded job (${countOf(k.retry.jobs, 'retry', 'retries')}, net ${fmtTokensWithUnit(k.retry.net)})`
       : '',
     k.reroll.jobs > 0
-      ? `${countOf(k.reroll.jobs, 're-roll')} charged (net ${fmtTokens(k.reroll.net)} tokens)`
+      ? `${countOf(k.reroll.jobs, 're-roll')} charged (net ${fmtTokensWithUnit(k.reroll.net)})`
       : '',
     k.doubt_retry.jobs > 0
-      ? `${countOf(k.doubt_retry.tasks, 'task')} sent again after doubt (net ${fmtTokens(k.doubt_retry.net)} tokens)`
+      ? `${countOf(k.doubt_retry.tasks, 'task')} sent again after doubt (net ${fmtTokensWithUnit(k.doubt_retry.net)})`
       : '',
     k.sent_again.jobs > 0
-      ? `${countOf(k.sent_again.tasks, 'task')} sent again with a changed request (net ${fmtTokens(k.sent_again.net)} tokens)`
+      ? `${countOf(k.sent_again.tasks, 'task')} sent again with a changed request (net ${fmtTokensWithUnit(k.sent_again.net)})`
       : '',
   ].filter(Boolean);
 }

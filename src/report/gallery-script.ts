@@ -63,6 +63,8 @@ export const GALLERY_JS = `
   var TOKENS = new Intl.NumberFormat('en-US', { maximumFractionDigits: 4 });
   var CENTS = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
   function tokens(n) { return TOKENS.format(Number(n.toFixed(4))); }
+  // The unit after an amount as tokens() wrote it: singular only when it reads 1 (numbers.ts' withTokenUnit).
+  function unit(text) { return text === '1' || text === '-1' ? ' token' : ' tokens'; }
   function usd(n) {
     var a = Math.abs(n);
     var t = a !== 0 && a < 0.005 ? TOKENS.format(a) : CENTS.format(a);
@@ -216,7 +218,7 @@ export const GALLERY_JS = `
     if (marks.length > 0) {
       body.append(h.apply(null, ['div', { class: 'marks' }].concat(marks.map(function (m) { return h('span', { class: 'mark', text: m }); }))));
     }
-    if (PAID[t.s]) body.append(h('div', { class: 'paid', text: PAID[t.s][0] + ': ' + tokens(t.n) + ' tokens' }));
+    if (PAID[t.s]) body.append(h('div', { class: 'paid', text: PAID[t.s][0] + ': ' + tokens(t.n) + unit(tokens(t.n)) }));
     if (t.pr) body.append(h('p', { class: 'prompt', title: t.pr, text: t.pr }));
     if (t.e) body.append(h('div', { class: 'error', text: t.e }));
     c.append(body);
@@ -224,7 +226,7 @@ export const GALLERY_JS = `
     var took = t.t !== null ? ' \u00B7 took ' + seconds(t.t) : '';
     c.append(h('div', { class: 'foot' },
       h('span', { class: 'cost', title: 'charged ' + tokens(t.c) + ', refunded ' + tokens(t.r) + (t.ca ? ', list price booked: the API did not state the cost' : '') + took,
-        text: tokens(t.n) + (t.ca ? '* tokens' : ' tokens') }),
+        text: tokens(t.n) + (t.ca ? '*' : '') + unit(tokens(t.n)) }),
       h('span', { text: usd(t.u) }),
       size > 0 ? h('span', { text: bytes(size) }) : null,
       t.files.length > 0 ? h('a', { href: url(t.f) + '/', text: 'folder' }) : null));

@@ -5,7 +5,7 @@
 
 import { createHash } from 'node:crypto';
 import { taskFolderName } from '../results/names.js';
-import { fmtCount } from '../util/numbers.js';
+import { fmtCount, fmtTokensWithUnit } from '../util/numbers.js';
 import { headOfReport, type ReportHead } from './build.js';
 import { COST_COLUMNS, costCells, moneyByKindPhrases } from './figures.js';
 import { fmtBytes, fmtPercent, fmtTime, fmtTokens, fmtUsd } from './format.js';
@@ -118,7 +118,7 @@ export function galleryTop(report: ReportHead, inDoubt: readonly Report['in_doub
 ${tiles(report)}
 ${attention(report, inDoubt)}
 <details class="panel" open>
-  <summary>Cost by model<span class="hint">${esc(`${fmtTokens(totals.net.tokens)} tokens net, ${fmtUsd(totals.net.usd)}`)}</span></summary>
+  <summary>Cost by model<span class="hint">${esc(`${fmtTokensWithUnit(totals.net.tokens)} net, ${fmtUsd(totals.net.usd)}`)}</span></summary>
   <div class="table-wrap">${costTable(report)}</div>
   <p class="note">Tokens; USD at $${esc(String(report.usd_per_token))} per token. Net = charged − refunded. “Not on disk”: charged tasks whose result is not in this folder (unfetched, stalled or lost). “Charged ÷ list” compares the charges with the list price of the jobs whose price was known exactly.</p>
 </details>
@@ -211,15 +211,15 @@ function tiles(report: ReportHead): string {
     },
     {
       label: 'Net cost',
-      value: `${fmtTokens(totals.net.tokens)} tokens`,
+      value: fmtTokensWithUnit(totals.net.tokens),
       sub: [
-        `${fmtUsd(totals.net.usd)} · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}`,
+        `${fmtUsd(totals.net.usd)} · charged ${fmtTokensWithUnit(totals.charged.tokens)} · refunded ${fmtTokensWithUnit(totals.refunded.tokens)}`,
         ...moneyByKindPhrases(report.account),
       ].join(' · '),
     },
     {
       label: 'Estimated',
-      value: `${fmtTokens(totals.estimated.tokens)} tokens`,
+      value: fmtTokensWithUnit(totals.estimated.tokens),
       sub:
         totals.discount !== null && totals.discount > 0
           ? `${fmtPercent(totals.discount)} below list price`
@@ -227,11 +227,11 @@ function tiles(report: ReportHead): string {
     },
     {
       label: 'Balance',
-      value: balance.after === null ? 'unknown' : `${fmtTokens(balance.after)}`,
+      value: balance.after === null ? 'unknown' : fmtTokensWithUnit(balance.after),
       sub:
         balance.before === null
-          ? 'tokens after the run'
-          : `tokens; ${fmtTokens(balance.before)} before the run`,
+          ? 'after the run'
+          : `after the run; ${fmtTokensWithUnit(balance.before)} before it`,
     },
     { label: 'Files', value: fmtCount(files), sub: fmtBytes(bytes) },
   ];
@@ -239,7 +239,7 @@ function tiles(report: ReportHead): string {
     items.splice(1, 0, {
       label: 'Paid, not on disk',
       value: fmtCount(paid.tasks),
-      sub: `${fmtTokens(paid.tokens)} tokens paid without a result${paid.lost.tasks > 0 ? ` · ${paid.lost.tasks} lost` : ''}`,
+      sub: `${fmtTokensWithUnit(paid.tokens)} paid without a result${paid.lost.tasks > 0 ? ` · ${paid.lost.tasks} lost` : ''}`,
       tone: paid.lost.tasks > 0 ? 'bad' : 'warn',
     });
   }

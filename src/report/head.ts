@@ -21,7 +21,7 @@ import {
 export function collectReportHead(store: Store, runId: string, opts: ReportOptions): ReportHead {
   const recorded = store.runs.getRun(runId);
   if (recorded === undefined) throw new UnknownRunError(runId);
-  const run = shownRun(recorded, opts);
+  const run = shownRun(store, recorded, opts);
   const figures = store.reportReads.reportModelFigures(runId);
   const byModel = figures.map((f) => ({
     model: f.model,

@@ -6,7 +6,7 @@ import { isNotOnDisk, NOT_ON_DISK } from '../store/report-reads.js';
 import { UNFINISHED } from '../store/transitions.js';
 import type { TaskState } from '../store/types.js';
 import { tokensToUsd } from '../util/money.js';
-import { countOf, fmtCount } from '../util/numbers.js';
+import { countOf, fmtCount, fmtTokensWithUnit } from '../util/numbers.js';
 import { headOfReport, invocationOfReport, type ReportHead } from './build.js';
 import { COST_COLUMNS, costCells, moneyByKindPhrases } from './figures.js';
 import { fmtBytes, fmtSeconds, fmtTime, fmtTokens, fmtUsd } from './format.js';
@@ -68,10 +68,10 @@ export function* markdownChunks(
   if (stopped !== undefined)
     yield line(`Stopped (${stopped.label ?? stopped.reason}): ${stopped.message}`) + line('');
   yield line(
-    `**${fmtCount(totals.by_status.done)} of ${countOf(totals.tasks, 'task')} done** · net **${fmtTokens(totals.net.tokens)} tokens (${fmtUsd(totals.net.usd)})** · ` +
-      `estimated ${fmtTokens(totals.estimated.tokens)} tokens · charged ${fmtTokens(totals.charged.tokens)} · refunded ${fmtTokens(totals.refunded.tokens)}` +
+    `**${fmtCount(totals.by_status.done)} of ${countOf(totals.tasks, 'task')} done** · net **${fmtTokensWithUnit(totals.net.tokens)} (${fmtUsd(totals.net.usd)})** · ` +
+      `estimated ${fmtTokensWithUnit(totals.estimated.tokens)} · charged ${fmtTokensWithUnit(totals.charged.tokens)} · refunded ${fmtTokensWithUnit(totals.refunded.tokens)}` +
       (totals.paid_without_result.tasks > 0
-        ? ` · **${fmtCount(totals.paid_without_result.tasks)} paid without a result (${fmtTokens(totals.paid_without_result.tokens)} tokens)**`
+        ? ` · **${fmtCount(totals.paid_without_result.tasks)} paid without a result (${fmtTokensWithUnit(totals.paid_without_result.tokens)})**`
         : ''),
   ) + line('');
   const notes = [
@@ -137,21 +137,21 @@ export function* markdownChunks(
   yield line('## Balance and quota') + line('');
   const b = head.balance;
   yield line(
-    `- Balance before the run: ${b.before === null ? 'unknown' : `${fmtTokens(b.before)} tokens`}; ` +
-      `after: ${b.after === null ? 'unknown' : `${fmtTokens(b.after)} tokens`}` +
+    `- Balance before the run: ${b.before === null ? 'unknown' : `${fmtTokensWithUnit(b.before)}`}; ` +
+      `after: ${b.after === null ? 'unknown' : `${fmtTokensWithUnit(b.after)}`}` +
       (b.change === null
         ? '.'
-        : `; change ${fmtTokens(b.change)} tokens (the ledger says this run's net is ${fmtTokens(totals.net.tokens)}; the API may round the balance, and other spending on the account shows here too).`),
+        : `; change ${fmtTokensWithUnit(b.change)} (the ledger says this run's net is ${fmtTokens(totals.net.tokens)}; the API may round the balance, and other spending on the account shows here too).`),
   );
   if (head.quota.keys.length === 0) yield line(`- Nothing was charged, so no quota was used.`);
   for (const k of head.quota.keys) {
     const limit =
       k.limit === null
         ? 'quota unknown (set MEDIABATCH_QUOTA to check it)'
-        : `quota ${fmtTokens(k.limit)} tokens, ${fmtTokens(k.used ?? 0)} used (${text(k.source ?? '')})`;
+        : `quota ${fmtTokensWithUnit(k.limit)}, ${fmtTokens(k.used ?? 0)} used (${text(k.source ?? '')})`;
     yield line(
-      `- Key ${code(k.key_fingerprint)} in ${head.quota.period}: the local ledger spent ${fmtTokens(k.net)} tokens ` +
-        `(charged ${fmtTokens(k.charged)}, refunded ${fmtTokens(k.refunded)}), all runs; ${limit}.`,
+      `- Key ${code(k.key_fingerprint)} in ${head.quota.period}: the local ledger spent ${fmtTokensWithUnit(k.net)} ` +
+        `(charged ${fmtTokensWithUnit(k.charged)}, refunded ${fmtTokensWithUnit(k.refunded)}), all runs; ${limit}.`,
     );
   }
   yield line('');
@@ -160,7 +160,7 @@ export function* markdownChunks(
   if (paid.tasks > 0) {
     yield line('## Paid, not on disk') + line('');
     yield line(
-      `${countOf(paid.tasks, 'task')} charged ${fmtTokens(paid.tokens)} tokens and ${paid.tasks === 1 ? 'its' : 'their'} result is not on disk. ` +
+      `${countOf(paid.tasks, 'task')} charged ${fmtTokensWithUnit(paid.tokens)} and ${paid.tasks === 1 ? 'its' : 'their'} result is not on disk. ` +
         `To resume, run ${code(commandLine(invocationOfReport(run), { command: 'run' }))}: it fetches unfetched results and keeps watching stalled jobs, and charges nothing twice. ` +
         'A lost result cannot be fetched: the service no longer has it.',
     ) + line('');
@@ -320,7 +320,7 @@ function* reviewSection(
 ): Generator<string, void, void> {
   yield '## Review\n\n';
   yield `- ${countOf(r.reviewed, 'reviewed task')}: ${fmtCount(r.awaiting)} awaiting a decision, ${fmtCount(r.approved)} approved, ${fmtCount(r.rejected)} rejected.\n`;
-  yield `- Re-rolls: ${fmtCount(r.rerolls.asked)} asked, ${countOf(r.rerolls.jobs, 'job')} charged, net ${fmtTokens(r.rerolls.net)} tokens (${fmtUsd(tokensToUsd(r.rerolls.net))}); each is one more charge the user asked for, included in the totals above.\n`;
+  yield `- Re-rolls: ${fmtCount(r.rerolls.asked)} asked, ${countOf(r.rerolls.jobs, 'job')} charged, net ${fmtTokensWithUnit(r.rerolls.net)} (${fmtUsd(tokensToUsd(r.rerolls.net))}); each is one more charge the user asked for, included in the totals above.\n`;
   if (r.awaiting > 0)
     yield `- Decide with ${code(commandLine(invocationOfReport(run), { command: 'review' }))}.\n`;
   yield '\n';

@@ -233,7 +233,13 @@ export const reportSchema = z
         created_at: iso,
         started_at: iso.nullable().describe('The first start of the run; later resumes do not move it.'),
         finished_at: iso.nullable().describe('The latest end.'),
-        active_s: z.number().int().nonnegative().describe('Seconds spent running, over every session.'),
+        active_s: z
+          .number()
+          .int()
+          .nonnegative()
+          .describe(
+            'Seconds the run was worked on, over every session; a session whose process or workers were lost counts up to their last heartbeat.',
+          ),
         shard: z
           .object({
             index: z.number().int().positive().describe('Counted from 1.'),

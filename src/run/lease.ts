@@ -1,13 +1,8 @@
 // Who holds a run: a lease row in the state database, named after the run, renewed while it goes.
 
-import { holderIsDead, type RunRecord, type RunState, type Store } from '../store/index.js';
+import { holderIsDead, type RunRecord, type RunState, runLeaseName, type Store } from '../store/index.js';
 
-export { holderIsDead };
-
-/** The lease a run's driver holds. */
-export function runLeaseName(runId: string): string {
-  return `run:${runId}`;
-}
+export { holderIsDead, runLeaseName };
 
 /**
  * The state to show for a run: one recorded as `running` whose lease nobody alive holds and that has no

@@ -327,10 +327,11 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
     runnerOptions(session, o, { callbackUrl, receiving: receiver !== undefined }),
   );
   const active = runner;
-  // A worker of a fleet beats in its runner instead (store.workers); a lone run renews its lease.
+  // A worker of a fleet beats in its runner instead (store.workers); a lone run renews its lease, at the
+  // lease's own time to live (the one it was taken with), not the policy's.
   const renew = setInterval(() => {
     if (!session.renew()) active.leaseLost();
-  }, o.policy.leaseTtlMs / 4);
+  }, session.leaseTtlMs / 4);
   renew.unref();
   let result: RunResult;
   try {

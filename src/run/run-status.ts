@@ -4,6 +4,7 @@
 import { describeRun, type RunAccount, type StepCommand } from '../account/index.js';
 import { type ReviewSummary, reviewSummary } from '../review/index.js';
 import {
+  activeMsOf,
   type ProblemTaskRow,
   type RunRecord,
   type Store,
@@ -90,7 +91,8 @@ export function readRunStatus(
   now: Date,
   command?: StepCommand,
 ): RunStatus {
-  const run = { ...recorded, state: shownRunState(store, recorded, now) };
+  const state = shownRunState(store, recorded, now);
+  const run = { ...recorded, state, activeMs: activeMsOf(store, recorded, state, now) };
   const account = describeRun(store, run.id, {
     shownState: (r) => shownRunState(store, r, now),
     ...(command ? { command } : {}),

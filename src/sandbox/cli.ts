@@ -1,6 +1,7 @@
 // `mediabatch sandbox`: serves the sandbox until SIGINT or SIGTERM. The base URL is the first line
 // of stdout so scripts can read it (`--port 0` picks a free port); request lines go to stderr.
 import type { EventEmitter } from 'node:events';
+import { fmtTokensWithUnit } from '../util/numbers.js';
 import {
   checkSettings,
   SANDBOX_DEFAULTS,
@@ -88,10 +89,11 @@ export async function sandboxCommand(
   });
   io.stdout.write(`${sandbox.baseUrl}\n`);
   const state = sandbox.state();
-  const quota = state.quota.limit === null ? 'no quota' : `quota ${state.quota.limit} tokens/month`;
+  const quota =
+    state.quota.limit === null ? 'no quota' : `quota ${fmtTokensWithUnit(state.quota.limit)} a month`;
   const quirks = state.quirks.enabled.length > 0 ? `, quirks ${state.quirks.enabled.join(',')}` : '';
   io.stderr.write(
-    `sandbox: balance ${state.balance} tokens, ${quota}${quirks}, API key "${options.apiKey ?? SANDBOX_DEFAULTS.apiKey}"; ` +
+    `sandbox: balance ${fmtTokensWithUnit(state.balance)}, ${quota}${quirks}, API key "${options.apiKey ?? SANDBOX_DEFAULTS.apiKey}"; ` +
       `state at ${sandbox.baseUrl}/_sandbox/state; Ctrl-C to stop\n`,
   );
   io.onReady?.(sandbox);

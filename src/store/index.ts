@@ -27,6 +27,7 @@ import { ViewReadStore } from './view-reads.js';
 import { WorkerStore } from './workers.js';
 
 export type { AccountEstimates, AccountFacts, AccountSums, KindSums } from './account-reads.js';
+export { activeMsOf, lastSignOfWork, runLeaseName } from './active.js';
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
 export { JOB_STATES, type LeaveResult, type SweepResult } from './claims.js';
 export { StoreError } from './db.js';
@@ -35,6 +36,7 @@ export type { JobEvent } from './jobs.js';
 export { leaseHolder } from './leases.js';
 export { isPostgresUrl } from './location.js';
 export { MIGRATIONS, type Migration } from './migrations.js';
+export { PlanDigest, planDigestOf } from './plan-digest.js';
 export { hostOf, withoutSignedQueries } from './redact.js';
 export {
   type AttemptCounts,

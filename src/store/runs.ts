@@ -23,6 +23,8 @@ interface RunRow {
   stop_reason: string | null;
   stop_message: string | null;
   stopped_at: string | null;
+  plan_digest: string | null;
+  plan_tasks: number | null;
 }
 
 function toRun(row: RunRow): RunRecord {
@@ -45,6 +47,8 @@ function toRun(row: RunRow): RunRecord {
       row.api_base_url === null
         ? null
         : { baseUrl: row.api_base_url, keyFingerprint: row.key_fingerprint ?? '' },
+    planDigest: row.plan_digest,
+    planTasks: row.plan_tasks,
     ...(row.stop_reason === null
       ? {}
       : {
@@ -66,6 +70,7 @@ export class RunStore {
   readonly #selectUnfinishedRuns;
   readonly #selectUnfinishedRunOf;
   readonly #markRunStarted;
+  readonly #closeLostSession;
   readonly #bindApi;
   readonly #markRunEnded;
   readonly #recordStop;
@@ -73,6 +78,7 @@ export class RunStore {
   readonly #updateBalanceAfter;
   readonly #updateSettings;
   readonly #updateCallbackToken;
+  readonly #updatePlanDigest;
 
   constructor(db: Db, now: Clock) {
     this.#now = now;
@@ -123,6 +129,14 @@ export class RunStore {
          stopped_at = CASE WHEN :state = 'finished' THEN NULL ELSE stopped_at END
        WHERE id = :id`,
     );
+    // A session that never ended (kill -9, every worker lost) counts up to its last sign of work, and the
+    // next one counts from there: the time nobody worked on the run is not active time.
+    this.#closeLostSession = db.prepare<{ id: string; until: string }>(
+      `UPDATE runs SET
+         active_ms = active_ms + max(0, CAST(round((julianday(:until) - julianday(started_at)) * 86400000) AS INTEGER)),
+         started_at = :until
+       WHERE id = :id AND state = 'running' AND started_at IS NOT NULL AND started_at < :until`,
+    );
     // The first reason wins: a second worker stopping for its own reason does not replace it.
     this.#recordStop = db.prepare<{ id: string; reason: string; message: string; now: string }>(
       `UPDATE runs SET stop_reason = :reason, stop_message = :message, stopped_at = :now
@@ -135,6 +149,9 @@ export class RunStore {
     this.#updateSettings = db.prepare<[string, string]>('UPDATE runs SET settings = ? WHERE id = ?');
     this.#updateCallbackToken = db.prepare<[string, string]>(
       'UPDATE runs SET callback_token = ? WHERE id = ?',
+    );
+    this.#updatePlanDigest = db.prepare<[string | null, number, string]>(
+      'UPDATE runs SET plan_digest = ?, plan_tasks = ? WHERE id = ?',
     );
   }
 
@@ -208,6 +225,14 @@ export class RunStore {
   }
 
   /**
+   * Adds the time of a session that died without ending (its process killed, every worker lost) up to
+   * `until`, its last sign of work, before another session starts the run again.
+   */
+  closeLostSession(id: string, until: Date): void {
+    this.#closeLostSession.run({ id, until: toIso(until) });
+  }
+
+  /**
    * Records why the run stopped, unless a reason is recorded already (the first wins); cleared when the
    * run starts again or finishes. True when this reason is the one kept.
    */
@@ -230,6 +255,14 @@ export class RunStore {
 
   setCallbackToken(id: string, token: string): void {
     if (this.#updateCallbackToken.run(token, id).changes === 0) throw unknownRun(id);
+  }
+
+  /**
+   * The plan the run's tasks are stored from: its task count as its storing starts (`digest` null), then its
+   * digest once every task of it is stored (src/store/plan-digest.ts).
+   */
+  setPlan(id: string, plan: { tasks: number; digest: string | null }): void {
+    if (this.#updatePlanDigest.run(plan.digest, plan.tasks, id).changes === 0) throw unknownRun(id);
   }
 
   #mustGet(id: string): RunRecord {

@@ -2,7 +2,7 @@
 // loop once waited forever for an in-flight sum of -3.9e-16 to reach 0. Sums that decide anything are
 // kept in micro-tokens, whole numbers that add and subtract exactly.
 
-import { fmtTokens, fmtTokensExact, fmtUsd } from './numbers.js';
+import { fmtTokens, fmtTokensExactWithUnit, fmtUsd } from './numbers.js';
 
 /** Micro-tokens in one token: prices have at most six decimals (the catalog rounds to 1e-6). */
 export const MICRO = 1_000_000;
@@ -48,7 +48,7 @@ export const usdPlainText = fmtUsd;
  * budget, quota, balance, re-roll): `1 token`, `0.2 tokens`, `1,604.25 tokens`.
  */
 export function tokensOf(tokens: number): string {
-  return `${fmtTokensExact(tokens)} ${tokens === 1 ? 'token' : 'tokens'}`;
+  return fmtTokensExactWithUnit(tokens);
 }
 
 /**

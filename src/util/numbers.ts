@@ -2,6 +2,7 @@
 // review). The rules, which the pages' scripts repeat (assets/view, the gallery's in-page script):
 //   counts  whole, thousands separated:                        1,604
 //   tokens  thousands separated, at most 4 decimals, no trailing zeros: 1,604.25 · 0.2
+//           with their unit, singular only for an amount that reads 1: 1 token · 0.2 tokens
 //           (a line saying why a sum did not fit keeps 6, the micro-token: 6.999999 · 1,604.000125)
 //   USD     `$`, thousands separated, cents; a non-zero amount under a cent keeps up to 4 decimals
 //           so it never reads $0.00:                           $2.05 · $0.86 · $0.004 · -$1.20
@@ -32,6 +33,24 @@ export function fmtTokens(n: number): string {
  */
 export function fmtTokensExact(n: number): string {
   return microTokenFormat.format(Number(n.toFixed(6)));
+}
+
+/**
+ * A token amount as formatted here, with its unit: `1 token`, `0.2 tokens`, `1,604.25 tokens`,
+ * `0.2–0.4 tokens`. The unit is singular only when the amount reads 1, as printed (0.99999 reads 1).
+ */
+export function withTokenUnit(text: string): string {
+  return `${text} ${text === '1' || text === '-1' ? 'token' : 'tokens'}`;
+}
+
+/** Tokens with their unit: `1 token`, `1,604.25 tokens`. */
+export function fmtTokensWithUnit(n: number): string {
+  return withTokenUnit(fmtTokens(n));
+}
+
+/** Tokens to the micro-token with their unit: `1 token`, `6.999999 tokens`. */
+export function fmtTokensExactWithUnit(n: number): string {
+  return withTokenUnit(fmtTokensExact(n));
 }
 
 /** Dollars (not tokens): `$2.05`, `$0.86`, `$0.004`, `-$1.20`. */

@@ -10,6 +10,7 @@ import { inDoubtAdvice, tasksToContinue, unfinishedAdvice } from '../run/advice.
 import { shownRunState } from '../run/lease.js';
 import { upstreamLine } from '../run/run-status.js';
 import {
+  activeMsOf,
   emptyTaskCounts,
   FAILURE_STATES,
   type FailureGroup,
@@ -121,7 +122,6 @@ export class ViewData {
     const state = account.run.state;
     // The run's costly figures (series, cost table) are asked to catch up; the head states none of them.
     this.#figures(recorded.id, account.by_state);
-    const running = state === 'running' && recorded.startedAt !== null;
     return {
       id: recorded.id,
       name: recorded.manifestName,
@@ -132,7 +132,7 @@ export class ViewData {
       started_at: (recorded.firstStartedAt ?? recorded.startedAt)?.toISOString() ?? null,
       last_started_at: recorded.startedAt?.toISOString() ?? null,
       finished_at: recorded.finishedAt?.toISOString() ?? null,
-      active_ms: recorded.activeMs + (running ? now.getTime() - (recorded.startedAt?.getTime() ?? 0) : 0),
+      active_ms: activeMsOf(this.#store, recorded, state, now),
       budget: this.#budgetOf(recorded),
       folder: this.runFolder(recorded),
       ...headOfAccount(account),

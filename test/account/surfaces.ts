@@ -10,7 +10,7 @@ import { expect } from 'vitest';
 import type { RunAccount } from '../../src/account/index.js';
 import type { Report } from '../../src/report/schema.js';
 import type { SandboxState } from '../../src/sandbox/server.js';
-import { fmtCount, fmtTokens } from '../../src/util/numbers.js';
+import { fmtCount, fmtTokens, fmtTokensWithUnit } from '../../src/util/numbers.js';
 import { startView } from '../../src/view/server.js';
 import type { RunEnv } from '../helpers/run-env.js';
 import { raw } from '../view/helpers.js';
@@ -64,7 +64,7 @@ export function expectFrame(frame: string, a: RunAccount): void {
   );
   expect(frame).toMatch(
     new RegExp(
-      ` · ${regexText(fmtTokens(a.money.net))} of ~${regexText(fmtTokens(a.estimate.tokens))} tokens$`,
+      ` · ${regexText(fmtTokens(a.money.net))} of ~${regexText(fmtTokensWithUnit(a.estimate.tokens))}$`,
     ),
   );
   if (a.by_state.skipped > 0) expect(frame).toContain(`${fmtCount(a.by_state.skipped)} skipped`);
@@ -75,9 +75,11 @@ export function expectFrame(frame: string, a: RunAccount): void {
 export function expectOutcomeLines(stdout: string, a: RunAccount): void {
   const line = stdout.split('\n').find((l) => l.startsWith('  Charged ')) ?? '';
   expect(line).toContain(
-    `Charged ${fmtTokens(a.money.charged)} tokens, refunded ${fmtTokens(a.money.refunded)}, net ${fmtTokens(a.money.net)} (`,
+    `Charged ${fmtTokensWithUnit(a.money.charged)}, refunded ${fmtTokensWithUnit(a.money.refunded)}, net ${fmtTokensWithUnit(a.money.net)} (`,
   );
-  expect(line).toMatch(new RegExp(`(estimated|, ) ?${regexText(fmtTokens(a.estimate.tokens))}( now)?$`));
+  expect(line).toMatch(
+    new RegExp(`(estimated|, ) ?${regexText(fmtTokensWithUnit(a.estimate.tokens))}( now)?$`),
+  );
 }
 
 function regexText(text: string): string {
@@ -164,7 +166,7 @@ export async function expectReportFiles(
     `<div class="label">Tasks done</div><div class="value">${fmtCount(s.done)} / ${fmtCount(a.tasks)}</div>`,
   );
   expect(html).toContain(
-    `<div class="label">Net cost</div><div class="value">${fmtTokens(a.money.net)} tokens</div>`,
+    `<div class="label">Net cost</div><div class="value">${fmtTokensWithUnit(a.money.net)}</div>`,
   );
   if (a.money.by_kind.retry.jobs === 0) expect(html).not.toMatch(/retried/);
 }

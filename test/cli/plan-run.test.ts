@@ -34,7 +34,7 @@ describe('plan of a manifest whose run exists', () => {
     const out = lines(r.stdout);
     expect(out).toContain('Run clips exists (finished): 3 done; 30 tokens charged so far.');
     expect(out).toContain('Left to pay: 1 task, 10 tokens ($0.20).');
-    expect(out).toContain('Budget: 60 tokens, 30 charged so far; the rest fits, leaving 20 tokens.');
+    expect(out).toContain('Budget: 60 tokens, 30 tokens charged so far; the rest fits, leaving 20 tokens.');
     // Before, the 30 tokens already paid were priced again: "NOT ENOUGH: the plan can cost 25 more".
     expect(out).toContain('Balance: 15 tokens; 5 tokens left after the run at most.');
   });

@@ -67,7 +67,7 @@ describe('status with tasks paid and not on disk', () => {
       'Tasks: 5 (1 stalled, 1 unfetched (paid, not on disk), 1 done, 1 failed, 1 lost (paid, result gone))',
     );
     expect(out.stdout).toContain(
-      '3 paid task(s) not on disk (7 tokens: 1 unfetched (paid, not on disk), 2 tokens; 1 stalled, 1 tokens; 1 lost (paid, result gone), 4 tokens). `mediabatch run /m/spring.yaml --run-id r1` fetches the results without paying again.',
+      '3 paid task(s) not on disk (7 tokens: 1 unfetched (paid, not on disk), 2 tokens; 1 stalled, 1 token; 1 lost (paid, result gone), 4 tokens). `mediabatch run /m/spring.yaml --run-id r1` fetches the results without paying again.',
     );
     const rows = out.stdout
       .split('\n')

@@ -104,7 +104,7 @@ const EXPECT: [RegExp, (typed: Typed) => void | Promise<void>][] = [
   [
     /^mediabatch run manifests\/flat-image\.yaml$/,
     async (typed) => {
-      expect(typed.output).toContain('Submit 5 task(s) for up to 1 tokens? [y/N]');
+      expect(typed.output).toContain('Submit 5 task(s) for up to 1 token? [y/N]');
       expect(typed.output).toContain('Run product-shots: 5 done');
       expectRunDone('product-shots', 5);
       const money = await sandboxMoney();

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { type Sandbox, startSandbox } from '../../src/sandbox/server.js';
 import { openStore } from '../../src/store/index.js';
+import { expectRetriesOnlyWhatPasses } from '../helpers/aws-batch.js';
 import { REPO, spawnCli } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
@@ -135,6 +136,14 @@ describe.each([
   it('keeps no state on the worker: its only volume is the read-only manifest', () => {
     const { volumes } = render();
     for (const v of volumes) expect(v).toBe('manifest');
+  });
+});
+
+describe('examples/fleet/aws-batch-job-definition.json', () => {
+  it('starts a worker again when it was interrupted, killed or lost its host, and after no other exit', () => {
+    expectRetriesOnlyWhatPasses(
+      JSON.parse(readFileSync(join(FLEET, 'aws-batch-job-definition.json'), 'utf8')),
+    );
   });
 });
 

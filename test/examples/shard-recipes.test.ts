@@ -6,6 +6,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
+import { EXIT } from '../../src/exit-codes.js';
+import { expectRetriesOnlyWhatPasses } from '../helpers/aws-batch.js';
 import { REPO } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
 
@@ -144,4 +146,33 @@ describe.each([
       );
     }
   }, 60_000);
+});
+
+describe('kubernetes/indexed-job.yaml', () => {
+  it('retries an index that was interrupted or killed, and fails it on any other exit', () => {
+    const docs = parseAllDocuments(readFileSync(join(EXAMPLES, 'kubernetes', 'indexed-job.yaml'), 'utf8'));
+    const job = docs.map((d) => d.toJS()).find((d) => d.kind === 'Job');
+    type Rule = { action: string; onExitCodes?: { operator: 'In' | 'NotIn'; values: number[] } };
+    const rules = job.spec.podFailurePolicy.rules as Rule[];
+    // Kubernetes' podFailurePolicy: the first rule that matches acts; none counts toward the index's retries.
+    const action = (code: number) =>
+      rules.find(
+        (r) =>
+          r.onExitCodes !== undefined &&
+          (r.onExitCodes.operator === 'In') === r.onExitCodes.values.includes(code),
+      )?.action ?? 'Count';
+    for (const [name, code] of Object.entries(EXIT)) {
+      if (code === EXIT.ok) continue;
+      expect(action(code), `exit ${code} (${name})`).toBe(code === EXIT.interrupted ? 'Count' : 'FailIndex');
+    }
+    expect(action(137), 'killed').toBe('Count');
+  });
+});
+
+describe('aws-batch/job-definition.json', () => {
+  it('retries a shard that was interrupted, killed or lost its host, and no other exit', () => {
+    expectRetriesOnlyWhatPasses(
+      JSON.parse(readFileSync(join(EXAMPLES, 'aws-batch', 'job-definition.json'), 'utf8')),
+    );
+  });
 });

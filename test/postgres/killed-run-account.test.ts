@@ -1,9 +1,12 @@
 // A run on PostgreSQL whose only worker was killed with kill -9 mid-run, as a user finds it afterwards:
 // `status`, `report` and the view's workers say the same of it. The run is interrupted (its worker lost),
-// its start is the same on both, and a lost worker holds nothing in flight.
+// its start is the same on both, and a lost worker holds nothing in flight. Its active time (`status`,
+// `report`, the view) is the time it was worked on, up to the lost worker's last heartbeat (neither zero
+// nor growing while nobody works on it), and a worker that continues it adds its own session to that.
 
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
+import { ViewData } from '../../src/view/data.js';
 import { runWorkers } from '../../src/view/workers.js';
 import { spawnCli } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
@@ -43,7 +46,7 @@ async function json(args: string[]): Promise<Record<string, unknown>> {
 }
 
 describe('a fleet run whose worker was killed, as status, report and the view say it', () => {
-  it('is interrupted everywhere, with the same start, and its lost worker holds nothing', async () => {
+  it('is interrupted everywhere, with the same start and active time, and its lost worker holds nothing', async () => {
     const file = await env.manifest({ name: 'killed', tasks: images(12), concurrency: 4 });
     const worker = spawnCli(['--state', url, 'run', file, '--yes', '--allow-local-output'], {
       cwd: env.dir,
@@ -77,11 +80,41 @@ describe('a fleet run whose worker was killed, as status, report and the view sa
     expect(workers.map((w) => [w.state, w.in_flight, w.lost])).toEqual([['lost', 0, true]]);
     expect(heldAtLastBeat()).toBeGreaterThan(0);
     const store = openStore(url);
+    let workedMs: number;
     try {
       const page = runWorkers(store, 'killed', new Date()).workers;
       expect(page.map((w) => [w.state, w.in_flight])).toEqual([['lost', 0]]);
+
+      // Worked on from its start to the lost worker's last heartbeat: the same on the page an hour later.
+      const recorded = store.runs.getRun('killed');
+      const lastBeat = store.workers.list('killed')[0]?.heartbeatAt;
+      if (recorded?.startedAt == null || lastBeat === undefined) throw new Error('no start or heartbeat');
+      workedMs = lastBeat.getTime() - recorded.startedAt.getTime();
+      expect(workedMs).toBeGreaterThan(1000);
+      const later = new Date(Date.now() + 3_600_000);
+      const head = new ViewData(store, { cwd: env.dir, now: () => later }).runHead(recorded);
+      expect(head['active_ms']).toBe(workedMs);
     } finally {
       store.close();
     }
-  }, 90_000);
+    expect(run['active_s']).toBe(Math.round(workedMs / 1000));
+    expect(status['active_ms']).toBe(workedMs);
+
+    // Continued by another worker: its session adds to the killed one's, not in place of it.
+    const again = await cli(['--state', url, 'run', file, '--yes', '--allow-local-output'], {
+      env: ENV(),
+      cwd: env.dir,
+      now: () => new Date(),
+    });
+    expect(again.code, again.stderr).toBe(0);
+    const after = openStore(url);
+    try {
+      const ended = after.runs.getRun('killed');
+      if (ended?.startedAt == null || ended.finishedAt === null) throw new Error('the run did not end');
+      expect(ended.state).toBe('finished');
+      expect(ended.activeMs).toBe(workedMs + (ended.finishedAt.getTime() - ended.startedAt.getTime()));
+    } finally {
+      after.close();
+    }
+  }, 120_000);
 });

@@ -222,6 +222,17 @@ describe('the report of tasks in the new states', () => {
     expect(readFileSync(written.files.gallery, 'utf8')).toContain('"i":"clip","m":"flat-image","s":"done"');
   });
 
+  it("gives the gallery's money tiles their unit, one token in the singular", () => {
+    const { report } = built(runDir());
+    const html = renderGallery({ ...report, balance: { before: 2, after: 1, change: 1 } });
+    expect(html).toContain(
+      '<div class="label">Balance</div><div class="value">1 token</div><div class="sub">after the run; 2 tokens before it</div>',
+    );
+    expect(html).toMatch(
+      /<div class="label">Net cost<\/div><div class="value">[\d.,]+ tokens?<\/div><div class="sub">[^<]* · charged [\d.,]+ tokens? · refunded [\d.,]+ tokens?/,
+    );
+  });
+
   it('gives the gallery the stored kind of an mp4 returned for an image model', () => {
     const { report } = built(runDir());
     const html = renderGallery(report);

@@ -45,7 +45,9 @@ describe('run: outcomes of a submission', () => {
       'report.md',
     ]);
     expect(result.stdout).toContain('Run batch: 3 done\n');
-    expect(result.stdout).toContain('  Charged 0.6 tokens, refunded 0, net 0.6 ($0.01); estimated 0.6\n');
+    expect(result.stdout).toContain(
+      '  Charged 0.6 tokens, refunded 0 tokens, net 0.6 tokens ($0.01); estimated 0.6 tokens\n',
+    );
   });
 
   it('400: the task is rejected, nothing is charged, exit 2', async () => {

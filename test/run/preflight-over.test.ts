@@ -21,15 +21,22 @@ describe('the preflight over a limit', () => {
     const file = await env.manifest({ tasks: images(6), concurrency: 1, budget: 0.9 });
     const r = await env.run(['run', file, '--yes', '--allow-partial'], { env: { MEDIABATCH_QUOTA: '1.1' } });
     expect(limitLines(r.stdout)).toEqual([
-      '  Balance: 1 tokens, the run can cost up to 0.2 tokens more than the balance',
+      '  Balance: 1 token, the run can cost up to 0.2 tokens more than the balance',
       '  Quota: 0 of 1.1 tokens used this period (limit from configuration; used = this month in the local ledger), the run can cost up to 0.1 tokens more than the quota leaves this period',
-      '  Budget: 0.9 tokens, 0 charged so far, the run can cost up to 0.3 tokens more than the budget leaves',
+      '  Budget: 0.9 tokens, 0 tokens charged so far, the run can cost up to 0.3 tokens more than the budget leaves',
       '  --allow-partial: the run can cost up to 1.2 tokens but the balance is 1 token; the run can cost up to 1.2 tokens but only 1.1 tokens of the quota (1.1 tokens, limit from configuration; used = this month in the local ledger) are left this period; the run can cost up to 1.2 tokens but the budget of 0.9 tokens leaves 0.9 tokens (0 tokens charged already); the run stops cleanly when money runs out',
     ]);
     expect(r.stdout).not.toMatch(/-\d[\d.,]* left/);
     // The budget stopped it where it said: four images fit under 0.9.
     expect(r.code).toBe(4);
     expect(env.state().requests.submit).toBe(4);
+  });
+
+  it('`balance` says one token in the singular', async () => {
+    env = await makeRunEnv({ balance: 1 });
+    const r = await env.run(['balance']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Balance: 1 token \(\$0\.02\)/m);
   });
 
   it('a limit already past before the run (budget lowered, quota used up) is named as over, not as a negative left', async () => {
@@ -49,7 +56,7 @@ describe('the preflight over a limit', () => {
     expect(limitLines(r.stdout)).toEqual([
       '  Balance: 999 tokens, 998.6 tokens left after the run at most',
       '  Quota: 0.6 of 0.5 tokens used this period (limit from configuration; used = this month in the local ledger), the run can cost up to 0.5 tokens more than the quota leaves this period',
-      '  Budget: 0.4 tokens, 0.6 charged so far, the run can cost up to 0.6 tokens more than the budget leaves',
+      '  Budget: 0.4 tokens, 0.6 tokens charged so far, the run can cost up to 0.6 tokens more than the budget leaves',
     ]);
     expect(r.stdout + r.stderr).not.toMatch(/-\d[\d.,]*( left|\b.*are left)/);
     expect(env.state().requests.submit).toBe(3);

@@ -33,7 +33,7 @@ describe('the preflight counts what a run may still owe', () => {
     // With --allow-partial the run goes on: the preflight's figure and the store agree, one image fits.
     const partial = await env.run(['run', file, '--yes', '--allow-partial']);
     expect(partial.stdout).toContain(
-      'Budget: 0.5 tokens, 0 charged so far, 0.2 reserved for tasks in doubt or in flight, the run can cost up to 0.1 tokens more than the budget leaves',
+      'Budget: 0.5 tokens, 0 tokens charged so far, 0.2 tokens reserved for tasks in doubt or in flight, the run can cost up to 0.1 tokens more than the budget leaves',
     );
     expect(env.state().requests.submit).toBe(2);
     expect(taskStates(env)).toEqual({ 'img-1': 'in_doubt', 'img-2': 'done', 'img-3': 'pending' });

@@ -113,7 +113,7 @@ describe('run against the service as it behaves (sandbox quirks over real HTTP)'
     expect(result.code).toBe(0);
     expect(Object.values(taskStates(env))).toEqual(Array(10).fill('done'));
     expect(env.state().jobs).toHaveLength(10);
-    expect(result.stdout).toContain('Charged 2 tokens, refunded 0, net 2');
+    expect(result.stdout).toContain('Charged 2 tokens, refunded 0 tokens, net 2 tokens');
   });
 
   it('statuses as the documentation also spells them (completed, WAITING) and success before its results', async () => {

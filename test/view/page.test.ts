@@ -1,6 +1,7 @@
 // The run page in Debian's chromium over a finished run: a slow run page never draws over the page the
-// reader moved on to, a run whose figures are still being read says so instead of showing 0 spend, and
-// result images load lazily and decode off the main thread.
+// reader moved on to, a run whose figures are still being read says so instead of showing 0 spend, every
+// amount of money and each budget says its unit, and result images load lazily and decode off the main
+// thread.
 import { type Browser, chromium, type Page, type Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startView, type ViewServer } from '../../src/view/server.js';
@@ -113,6 +114,37 @@ describe.skipIf(SKIP_BROWSER)('the run page in chromium', () => {
     expect(Number(/^Net ([\d.,]+) tokens/.exec(money)?.[1]?.replaceAll(',', ''))).toBeGreaterThan(0);
     expect(await page.locator('#models tbody tr').count()).toBeGreaterThan(0);
     expect(await page.textContent('#figures-note')).toBe('');
+  });
+
+  it('gives every amount of the money line and each budget its unit, one token in the singular', async () => {
+    const one = { net: 1, charged: 1, refunded: 0, estimated: 2, worst_case: 2.5, budget: 1 };
+    const RUNS_JSON = /\/api\/runs$/;
+    await page.route(RUN_JSON, async (route: Route) => {
+      const answer = await route.fetch();
+      const body = (await answer.json()) as { run: Record<string, unknown> };
+      await route.fulfill({ response: answer, json: { ...body, run: { ...body.run, ...one } } });
+    });
+    await page.route(RUNS_JSON, async (route: Route) => {
+      const answer = await route.fetch();
+      const body = (await answer.json()) as { runs: Record<string, unknown>[] };
+      await route.fulfill({
+        response: answer,
+        json: { ...body, runs: body.runs.map((r) => ({ ...r, ...one })) },
+      });
+    });
+    try {
+      await openRun();
+      expect(await page.textContent('#money')).toContain(
+        'Net 1 token (charged 1 token, refunded 0 tokens) · estimated 2 tokens · worst case 2.5 tokens · budget 1 token',
+      );
+      await open('#/');
+      await page.waitForSelector('#runs table');
+      expect(await page.textContent('#runs table')).toContain('1 of ~2 (budget 1 token)');
+    } finally {
+      await page.unroute(RUN_JSON);
+      await page.unroute(RUNS_JSON);
+    }
+    await openRun();
   });
 
   it('loads result images lazily and decodes them off the main thread', async () => {

@@ -6,6 +6,7 @@ import { stateInLine } from '../../results/invocation.js';
 import { keyFingerprint, periodOf } from '../../store/index.js';
 import { type QuotaStanding, quotaStanding } from '../../store/quota.js';
 import { roundTokens, tokensToUsd } from '../../util/money.js';
+import { fmtTokensWithUnit } from '../../util/numbers.js';
 import { EXIT, ExitError, exitOf } from '../errors.js';
 import { fmtTokens, fmtTokensAsUsd, table } from '../format.js';
 import { openExistingStore, type ReadContext } from '../read.js';
@@ -131,8 +132,8 @@ const SANDBOX_NOTE =
 /** What the quota leaves; past it (a quota lowered, or spent elsewhere), by how much, never a negative "left". */
 function quotaLeft(left: number): string {
   return left >= 0
-    ? `${fmtTokens(roundTokens(left))} tokens left`
-    : `${fmtTokens(roundTokens(-left))} tokens over it`;
+    ? `${fmtTokensWithUnit(roundTokens(left))} left`
+    : `${fmtTokensWithUnit(roundTokens(-left))} over it`;
 }
 
 function balanceLines(v: BalanceView, where: string, statePath: string): string[] {
@@ -140,14 +141,14 @@ function balanceLines(v: BalanceView, where: string, statePath: string): string[
   const lines = [
     balance === null
       ? `Balance: unknown (${v.balanceError})`
-      : `Balance: ${fmtTokens(balance)} tokens (${fmtTokensAsUsd(balance)})${where ? ` ${where}` : ''}`,
+      : `Balance: ${fmtTokensWithUnit(balance)} (${fmtTokensAsUsd(balance)})${where ? ` ${where}` : ''}`,
   ];
   if (fingerprint !== null) lines.push(`API key fingerprint: ${fingerprint}`);
   if (quota !== undefined) {
     lines.push(
       quota.limit === null || quota.used === null
-        ? `Quota: unknown; this key spent ${fmtTokens(roundTokens(quota.spent.net))} tokens in ${v.period} by the local ledger (set MEDIABATCH_QUOTA to check it)`
-        : `Quota: ${fmtTokens(roundTokens(quota.used))} of ${fmtTokens(quota.limit)} tokens used in ${v.period}, ${quotaLeft(quota.limit - quota.used)} (${quota.source})`,
+        ? `Quota: unknown; this key spent ${fmtTokensWithUnit(roundTokens(quota.spent.net))} in ${v.period} by the local ledger (set MEDIABATCH_QUOTA to check it)`
+        : `Quota: ${fmtTokens(roundTokens(quota.used))} of ${fmtTokensWithUnit(quota.limit)} used in ${v.period}, ${quotaLeft(quota.limit - quota.used)} (${quota.source})`,
     );
   }
   lines.push('');

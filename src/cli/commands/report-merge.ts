@@ -6,8 +6,9 @@ import type { Config } from '../../config.js';
 import { borrowedStateNote } from '../../report/merge.js';
 import { DEFAULT_STATE_FILE } from '../../results/invocation.js';
 import { mergeRunReports } from '../../run/merge.js';
+import { fmtTokensWithUnit } from '../../util/numbers.js';
 import { EXIT, ExitError } from '../errors.js';
-import { displayPath, fmtTokens } from '../format.js';
+import { displayPath } from '../format.js';
 import type { CliIO } from '../io.js';
 
 export async function reportMergeCommand(
@@ -28,7 +29,7 @@ export async function reportMergeCommand(
   if (opts.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else {
     io.stdout.write(
-      `Run ${report.run.id}: ${shards?.merged.length ?? 0} of ${shards?.count ?? 0} shards merged, ${report.totals.tasks} tasks; charged ${fmtTokens(report.totals.charged.tokens)} tokens, refunded ${fmtTokens(report.totals.refunded.tokens)}, net ${fmtTokens(report.totals.net.tokens)}\n`,
+      `Run ${report.run.id}: ${shards?.merged.length ?? 0} of ${shards?.count ?? 0} shards merged, ${report.totals.tasks} tasks; charged ${fmtTokensWithUnit(report.totals.charged.tokens)}, refunded ${fmtTokensWithUnit(report.totals.refunded.tokens)}, net ${fmtTokensWithUnit(report.totals.net.tokens)}\n`,
     );
     io.stdout.write(`  Report: ${shown(files.markdown)} · gallery: ${shown(files.gallery)}\n`);
   }

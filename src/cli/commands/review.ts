@@ -15,7 +15,7 @@ import {
 } from '../../review/index.js';
 import { shownRunState } from '../../run/lease.js';
 import type { Store } from '../../store/index.js';
-import { countOf } from '../../util/numbers.js';
+import { countOf, fmtTokensWithUnit } from '../../util/numbers.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath, table } from '../format.js';
 import { openExistingStore, type ReadContext, runInvocation, unknownRunError } from '../read.js';
@@ -93,7 +93,7 @@ function list(store: Store, inv: RunInvocation, flags: ReviewFlags, ctx: ReadCon
       `attempt ${a.attempt}`,
       `version ${a.version}`,
       files,
-      `(re-roll up to ${a.rerollPrice} tokens${next})`,
+      `(re-roll up to ${fmtTokensWithUnit(a.rerollPrice)}${next})`,
     ];
   });
   io.stdout.write(`${table(rows)}\n`);

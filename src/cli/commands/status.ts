@@ -7,7 +7,7 @@ import { newRunCommandLine, scheduleCommandLine, stateInLine } from '../../resul
 import { shownRunState } from '../../run/lease.js';
 import { readRunStatus } from '../../run/run-status.js';
 import { scheduledManifests } from '../../schedule/status.js';
-import type { RunRecord, Store } from '../../store/index.js';
+import { activeMsOf, type RunRecord, type Store } from '../../store/index.js';
 import { roundTokens } from '../../util/money.js';
 import { EXIT } from '../errors.js';
 import { displayPath, fmtTokens, table } from '../format.js';
@@ -113,7 +113,7 @@ function listedRuns(store: Store, now: Date) {
   return store.runs.listRuns().map((run) => {
     const account = describeRun(store, run.id, { shownState: (r) => shownRunState(store, r, now) });
     return {
-      run: { ...run, state: account.run.state },
+      run: { ...run, state: account.run.state, activeMs: activeMsOf(store, run, account.run.state, now) },
       counts: account.by_state,
       spent: account.money,
       stopped: account.run.stopped,

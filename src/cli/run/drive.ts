@@ -10,8 +10,9 @@ import {
 } from '../../run/lifecycle.js';
 import type { RunSession } from '../../run/session.js';
 import { refusalOf } from '../../run/unattended.js';
+import { fmtTokensWithUnit } from '../../util/numbers.js';
 import { EXIT, ExitError } from '../errors.js';
-import { displayPath, fmtTokens } from '../format.js';
+import { displayPath } from '../format.js';
 import type { CliIO } from '../io.js';
 import { type DriveArgs, humanOut, type RunFlags } from './context.js';
 import { executeAndReport, invocationOfDrive, printReport } from './execute.js';
@@ -92,7 +93,7 @@ async function confirmOrRefuse(session: RunSession, report: PreflightReport, fla
     );
   }
   const answer = await io.ask(
-    `Submit ${report.pendingCount} task(s) for up to ${fmtTokens(report.remaining.max)} tokens? [y/N] `,
+    `Submit ${report.pendingCount} task(s) for up to ${fmtTokensWithUnit(report.remaining.max)}? [y/N] `,
   );
   if (answer !== true) {
     session.refuse(EXIT.refused);

@@ -13,6 +13,7 @@ import { leftOutUpstreams } from '../../run/select.js';
 import type { RunSession } from '../../run/session.js';
 import type { TaskState } from '../../store/index.js';
 import { UNFINISHED } from '../../store/index.js';
+import { fmtTokensWithUnit, withTokenUnit } from '../../util/numbers.js';
 import { scrub } from '../../util/secrets.js';
 import { EXIT } from '../errors.js';
 import { displayPath, fmtRange, fmtTokens, fmtTokensAsUsd, table } from '../format.js';
@@ -125,7 +126,7 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       }
       const { tokens, min, max } = r.remaining;
       out(
-        `  To submit: ${r.pendingCount} task(s), ${fmtRange(tokens, min, max)} tokens (up to ${fmtTokensAsUsd(max)})`,
+        `  To submit: ${r.pendingCount} task(s), ${withTokenUnit(fmtRange(tokens, min, max))} (up to ${fmtTokensAsUsd(max)})`,
       );
       if (r.waitingOnReview > 0)
         out(
@@ -134,16 +135,16 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       if (r.toWatch > 0) out(`  Already submitted and still watched: ${r.toWatch}`);
       const left = r.decision.leftAfter;
       out(
-        `  Balance: ${r.balance === undefined ? `unknown (${r.balanceProblem ?? ''})` : `${fmtTokens(r.balance)} tokens, ${afterTheRun(left.balance ?? 0, 'the balance')}`}`,
+        `  Balance: ${r.balance === undefined ? `unknown (${r.balanceProblem ?? ''})` : `${fmtTokensWithUnit(r.balance)}, ${afterTheRun(left.balance ?? 0, 'the balance')}`}`,
       );
       if (r.quota) {
         out(
-          `  Quota: ${fmtTokens(r.quota.used)} of ${fmtTokens(r.quota.limit)} tokens used this period (${r.quota.source}), ${afterTheRun(left.quota ?? 0, 'the quota leaves this period')}`,
+          `  Quota: ${fmtTokens(r.quota.used)} of ${fmtTokensWithUnit(r.quota.limit)} used this period (${r.quota.source}), ${afterTheRun(left.quota ?? 0, 'the quota leaves this period')}`,
         );
       } else out(`  Quota: unknown (set MEDIABATCH_QUOTA or quota: in mediabatch.config.yaml to check it)`);
       if (r.budget !== undefined) {
         out(
-          `  Budget: ${fmtTokens(r.budget)} tokens${r.budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokens(r.chargedSoFar)} charged so far${r.reservedSoFar > 0 ? `, ${fmtTokens(r.reservedSoFar)} reserved for tasks in doubt or in flight` : ''}, ${afterTheRun(left.budget ?? 0, 'the budget leaves')}`,
+          `  Budget: ${fmtTokensWithUnit(r.budget)}${r.budget !== settings.budget ? ' (what is left of budget_per_period)' : ''}, ${fmtTokensWithUnit(r.chargedSoFar)} charged so far${r.reservedSoFar > 0 ? `, ${fmtTokensWithUnit(r.reservedSoFar)} reserved for tasks in doubt or in flight` : ''}, ${afterTheRun(left.budget ?? 0, 'the budget leaves')}`,
         );
       }
       if (r.disk && !r.disk.ok && flags.allowPartial && r.disk.problem === 'space')
@@ -173,12 +174,12 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
       const now = account.estimate.tokens;
       const estimated =
         fmtTokens(now) === fmtTokens(plan.totals.tokens)
-          ? `estimated ${fmtTokens(plan.totals.tokens)}`
-          : `estimated ${fmtTokens(plan.totals.tokens)} at the plan, ${fmtTokens(now)} now`;
+          ? `estimated ${fmtTokensWithUnit(plan.totals.tokens)}`
+          : `estimated ${fmtTokensWithUnit(plan.totals.tokens)} at the plan, ${fmtTokensWithUnit(now)} now`;
       out(
-        `  Charged ${fmtTokens(charged)} tokens, refunded ${fmtTokens(refunded)}, net ${fmtTokens(net)} (${fmtTokensAsUsd(net)}); ${estimated}`,
+        `  Charged ${fmtTokensWithUnit(charged)}, refunded ${fmtTokensWithUnit(refunded)}, net ${fmtTokensWithUnit(net)} (${fmtTokensAsUsd(net)}); ${estimated}`,
       );
-      if (o.balanceAfter !== undefined) out(`  Balance now: ${fmtTokens(o.balanceAfter)} tokens`);
+      if (o.balanceAfter !== undefined) out(`  Balance now: ${fmtTokensWithUnit(o.balanceAfter)}`);
       for (const line of attentionLines(result, inv())) out(line);
       if (result.counts.in_doubt > 0) {
         out(
@@ -206,8 +207,8 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
  */
 function afterTheRun(left: number, limit: string): string {
   return left >= 0
-    ? `${fmtTokens(left)} tokens left after the run at most`
-    : `the run can cost up to ${fmtTokens(-left)} tokens more than ${limit}`;
+    ? `${fmtTokensWithUnit(left)} left after the run at most`
+    : `the run can cost up to ${fmtTokensWithUnit(-left)} more than ${limit}`;
 }
 
 /** What the user should know about tasks that are paid but not on disk, stalled, retried or recovered. */
