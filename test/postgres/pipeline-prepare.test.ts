@@ -444,4 +444,41 @@ describe('a piped PREPARE that waits, or whose connection goes', () => {
       await proxy.close();
     }
   });
+  it('a worker that hangs after a read mid-transaction: the server ends its session at idle_in_transaction_session_timeout, its row lock freed; it is told the state went away', () => {
+    const url = new URL(pg.freshDatabase());
+    const other = new PgDb(url.toString()) as unknown as Db;
+    url.searchParams.set('options', '-c idle_in_transaction_session_timeout=300');
+    const worker = new PgDb(url.toString()) as unknown as Db;
+    try {
+      worker.exec('CREATE TABLE t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)');
+      worker.prepare('INSERT INTO t (k, v) VALUES (?, ?)').run('a', 1);
+      const bump = worker.prepare<[string]>('UPDATE t SET v = v + 1 WHERE k = ?');
+      const one = worker.prepare<[string]>('SELECT k, v FROM t WHERE k = ?');
+      let lockFreed: unknown;
+      let thrown: unknown;
+      try {
+        worker.transaction(() => {
+          // First uses, prepared in the pipeline; the write locks a's row.
+          bump.run('a');
+          one.get('a');
+          // Frozen inside the transaction, longer than the server allows a session idle in one.
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000);
+          other.exec("SET lock_timeout = '2s'");
+          lockFreed = other.prepare('UPDATE t SET v = 10 WHERE k = ?').run('a').changes;
+          bump.run('a');
+          return one.get('a');
+        })();
+      } catch (error) {
+        thrown = error;
+      }
+      expect(lockFreed).toBe(1);
+      expect(thrown).toBeInstanceOf(StoreError);
+      expect((thrown as StoreError).message).toMatch(/^the PostgreSQL state at postgres:\/\/\S+ went away/);
+      expect((thrown as StoreError).exitCode).toBe(EXIT.interrupted);
+      expect(rows(worker)).toEqual([{ k: 'a', v: 10 }]);
+    } finally {
+      worker.close();
+      other.close();
+    }
+  });
 });
