@@ -332,6 +332,44 @@ describe('a statement prepared in a group commit’s pipeline', () => {
   });
 });
 
+describe('a statement whose parameter types the server cannot infer, once known', () => {
+  it('is sent cast at once, outside a transaction and in one with savepoints: its refused PREPARE is never tried again', () => {
+    const answers: Record<string, unknown> = {};
+    const trips: Record<string, number[]> = {};
+    for (const [name, db] of Object.entries(dbs)) {
+      const mine: number[] = [];
+      trips[name] = mine;
+      db.prepare('INSERT INTO t (k, v) VALUES (?, ?)').run('a', 1);
+      const bumpAll = db.prepare<[string | null, string | null]>(
+        'UPDATE t SET v = v + 1 WHERE (? IS NULL OR k = ?)',
+      );
+      const first = bumpAll.run(null, null).changes;
+      let before = waits.n;
+      const again = bumpAll.run('a', 'a').changes;
+      mine.push(waits.n - before);
+      // A generator as argument cannot be read twice: the transaction has savepoints from its start.
+      const careful = db.transaction((keys: Iterable<string>) => {
+        let n = 0;
+        for (const k of keys) n += bumpAll.run(k, k).changes;
+        return n;
+      });
+      careful(['warm']);
+      before = waits.n;
+      const inCareful = careful(
+        (function* () {
+          yield 'a';
+        })(),
+      );
+      mine.push(waits.n - before);
+      answers[name] = { first, again, inCareful, rows: rows(db) };
+    }
+    expect(answers.postgres).toEqual(answers.sqlite);
+    expect(answers.sqlite).toEqual({ first: 1, again: 1, inCareful: 1, rows: [{ k: 'a', v: 4 }] });
+    // Its execution alone; BEGIN with its savepoint, the write's savepoint, the write, COMMIT.
+    expect(trips.postgres).toEqual([1, 4]);
+  });
+});
+
 describe('a piped PREPARE that waits, or whose connection goes', () => {
   it('waits past lock_timeout for a table another session holds: one line that stops the run, in the transaction or in each slot of a batch; the connection works after', async () => {
     const url = new URL(pg.freshDatabase());

@@ -723,6 +723,9 @@ export class PgDb {
     const pq = this.#connection();
     let name = this.#prepared.get(sql.text);
     if (name === undefined) {
+      // Its PREPARE was refused before: tried again it would cost a round trip (three in a transaction
+      // with savepoints), with the transaction's locks held.
+      if (!typed && this.#untyped.has(sql.text)) return this.#executeCast(sql, values);
       name = `s${++this.#preparedSerial}`;
       // A failed PREPARE inside a transaction would abort it: tried under a savepoint there.
       if (this.#depth > 0) pq.exec('SAVEPOINT prepare');
