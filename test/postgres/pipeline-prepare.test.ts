@@ -244,6 +244,34 @@ describe('a statement prepared in a group commit’s pipeline', () => {
     });
   });
 
+  it('two group commits in one pipeline: the first’s PREPARE refused, the second uses the same statement before the answer came', async () => {
+    const answers: Record<string, unknown> = {};
+    for (const [name, db] of Object.entries(dbs)) {
+      const add = db.prepare<[string, number]>('INSERT INTO t (k, v) VALUES (?, ?)');
+      const unknownColumn = () => db.prepare('UPDATE t SET nope = 1 WHERE k = ?').run('a');
+      const first = batchLater(db, [() => void add.run('a', 1), unknownColumn]);
+      const second = batchLater(db, [unknownColumn, () => void add.run('b', 1)]);
+      const third = batchLater(db, [() => void add.run('c', 1)]);
+      answers[name] = {
+        first: shown(await first),
+        second: shown(await second),
+        third: shown(await third),
+        rows: rows(db),
+      };
+    }
+    expect(answers.postgres).toEqual(answers.sqlite);
+    expect(answers.sqlite).toEqual({
+      first: [{ ok: true, value: undefined }, { ok: false }],
+      second: [{ ok: false }, { ok: true, value: undefined }],
+      third: [{ ok: true, value: undefined }],
+      rows: [
+        { k: 'a', v: 1 },
+        { k: 'b', v: 1 },
+        { k: 'c', v: 1 },
+      ],
+    });
+  });
+
   it('a nested level that throws after a statement’s first use: undone alone, its siblings commit, as on SQLite', () => {
     const answers: Record<string, unknown> = {};
     for (const [name, db] of Object.entries(dbs)) {
