@@ -16,11 +16,14 @@ import {
   lastSignOfWork,
   leaseHolder,
   type NewTask,
+  PlanDigest,
+  planDigestOf,
   type RunRecord,
   type RunState,
   type Store,
   type UpsertResult,
 } from '../store/index.js';
+import { fmtCount, fmtTokens } from '../util/numbers.js';
 import { newCallbackToken } from './callbacks.js';
 import { holderIsDead, runLeaseName } from './lease.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
@@ -55,7 +58,14 @@ const RUN_ERROR_EXITS: Readonly<Record<RunErrorKind, ExitCode>> = {
 
 /** What a run needs from its plan: its tasks as store rows, then nothing but ids and totals. */
 export interface PlannedRun {
-  settings: { name: string; runId: string; output: string; concurrency: number; order?: TaskOrder };
+  settings: {
+    name: string;
+    runId: string;
+    output: string;
+    concurrency: number;
+    order?: TaskOrder;
+    budget?: number | undefined;
+  };
   taskIds: readonly string[];
   rows(opts?: { withoutCallback?: boolean }): Iterable<NewTask>;
   release(): void;
@@ -172,7 +182,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   try {
     const existing = store.runs.getRun(runId);
     if (fleet && existing && liveWorkers(store, runId) > 0) {
-      return joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
+      return await joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
     }
     if (existing?.state === 'running' && lastSign !== undefined) store.runs.closeLostSession(runId, lastSign);
     const refuse = (code: number, message?: string) => {
@@ -186,18 +196,18 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
     // The callback URL is added when sending (see Runner): where answers go is not part of what a task
     // asks for, so changing it (or adding --listen) never makes a sent task look changed.
-    const rows = plan.rows({ withoutCallback: true })[Symbol.iterator]();
+    const { rows, digest } = digestedRows(plan);
     const first = existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
     const upsert = store.tasks.upsertTasks(
       runId,
       first < plan.taskIds.length ? take(rows, first) : { [Symbol.iterator]: () => rows },
-      {
-        acceptChanges: o.acceptChanges ?? false,
-      },
+      { acceptChanges: o.acceptChanges ?? false },
     );
     // From here on only ids and totals are needed: the priced requests are in the store (or going in).
-    storing = storingTheRest(store, runId, plan, rows, first);
-    if (upsert.changed.length > 0 && !o.acceptChanges) {
+    const changedRefused = upsert.changed.length > 0 && !o.acceptChanges;
+    const allStored = changedRefused ? undefined : keepPlan(store, runId, plan.taskIds.length, digest);
+    storing = storingTheRest(store, runId, plan, rows, first, allStored);
+    if (changedRefused) {
       refuse(EXIT.invalid);
       throw changedError(upsert.changed, shown(o.manifestPath));
     }
@@ -235,6 +245,17 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     store.leases.releaseLease(leaseName, holder);
     throw error;
   }
+}
+
+/**
+ * The plan the run's tasks are stored from, kept with the run: its task count now, its digest once every
+ * task of it is stored (a worker joining compares them, and waits for the digest while only the count is
+ * there). With rows still to store, what to call once they are.
+ */
+function keepPlan(store: Store, runId: string, tasks: number, digest: PlanDigest): (() => void) | undefined {
+  const storedAll = digest.tasks === tasks;
+  store.runs.setPlan(runId, { tasks, digest: storedAll ? digest.hex() : null });
+  return storedAll ? undefined : () => store.runs.setPlan(runId, { tasks, digest: digest.hex() });
 }
 
 /** One token per run, kept, so that a restarted run still accepts callbacks for jobs sent before. */
@@ -279,6 +300,7 @@ function storingTheRest(
   plan: PlannedRun,
   rows: Iterator<NewTask>,
   first: number,
+  allStored: (() => void) | undefined,
 ): BackgroundStoring | undefined {
   if (first >= plan.taskIds.length || !plan.longestFrom) {
     plan.release();
@@ -293,6 +315,7 @@ function storingTheRest(
     longestFrom: plan.longestFrom.bind(plan),
     release: () => plan.release(),
     chunk: Math.min(STORE_CHUNK, first),
+    ...(allStored ? { allStored } : {}),
   });
 }
 
@@ -368,6 +391,19 @@ function plannedPending(plan: PlannedRun): PendingModel[] {
   }));
 }
 
+/** The plan's rows without their callback, each added to `digest` as the store takes it. */
+function digestedRows(plan: PlannedRun): { rows: Iterator<NewTask>; digest: PlanDigest } {
+  const digest = new PlanDigest();
+  const rows = plan.rows({ withoutCallback: true })[Symbol.iterator]();
+  function* digested(): Generator<NewTask> {
+    for (let r = rows.next(); !r.done; r = rows.next()) {
+      digest.add(r.value);
+      yield r.value;
+    }
+  }
+  return { rows: digested(), digest };
+}
+
 function* take<T>(items: Iterator<T>, n: number): Generator<T> {
   for (let i = 0; i < n; i++) {
     const r = items.next();
@@ -436,9 +472,10 @@ async function takeOpeningLease(
 
 /**
  * A later worker of a run already being worked on: the run's tasks, money and preflight are the first
- * worker's; this one only checks it talks to the same API with the same key, and joins.
+ * worker's; this one checks it talks to the same API with the same key, writes to the same output, and
+ * brings the same budget and plan, and joins.
  */
-function joinRun(
+async function joinRun(
   store: Store,
   j: {
     o: OpenRunOptions;
@@ -450,7 +487,7 @@ function joinRun(
     leaseName: string;
     ttl: number;
   },
-): RunSession {
+): Promise<RunSession> {
   const { runId, holder, leaseName, ttl } = j;
   try {
     const problem = apiMismatch(runId, j.existing.api, j.o.api);
@@ -465,10 +502,16 @@ function joinRun(
         `run ${runId} writes its results to ${named(runLocation(kept, runId))}, and this worker's manifest says output: ${named(output)}: give every worker of the run the same output`,
       );
     }
-    store.workers.join(runId, holder, hostname(), process.pid, ttl);
+    const budgetProblem = budgetMismatch(j.o, runId, j.existing);
+    if (budgetProblem) throw new RunError('invalid', budgetProblem);
   } finally {
     store.leases.releaseLease(leaseName, holder);
   }
+  // The plan's check is a pass over the plan (and maybe a wait for the run's digest): made after the
+  // opening lease is given back, so that the workers of a large fleet joining at once make it side by side.
+  const planProblem = await planMismatch(store, j.o, runId, j.existing);
+  if (planProblem) throw new RunError('invalid', planProblem);
+  store.workers.join(runId, holder, hostname(), process.pid, ttl);
   return {
     store,
     runId,
@@ -493,6 +536,52 @@ function joinRun(
       store.claims.leave(runId, holder);
     },
   };
+}
+
+/**
+ * A worker joining a run runs the tasks the run stored, whatever its own manifest says: one whose plan is
+ * not the run's (tasks, requests or prices edited since) would let its user believe the edit runs. A run
+ * whose first worker is still storing its plan has its task count only: the digest is waited for (the
+ * opening's wait at most). A run made before runs kept their plan has neither, and is joined as before.
+ */
+async function planMismatch(
+  store: Store,
+  o: OpenRunOptions,
+  runId: string,
+  existing: RunRecord,
+): Promise<string | undefined> {
+  if (existing.planDigest === null && existing.planTasks === null) return undefined;
+  const manifest = (o.shown ?? ((p: string) => p))(o.manifestPath);
+  const mismatch = `${manifest} is not the plan run ${runId} is running (its tasks, requests or prices were edited since the run's first worker stored them): give every worker of the run the same manifest, or stop the run's workers and run again to run the edited one`;
+  if (existing.planTasks !== null && existing.planTasks !== o.plan.taskIds.length) return mismatch;
+  const mine = planDigestOf(o.plan.rows({ withoutCallback: true }));
+  const until = Date.now() + (o.openingWaitMs ?? OPENING_WAIT_MS);
+  let kept = existing.planDigest;
+  while (kept === null) {
+    if (Date.now() >= until || liveWorkers(store, runId) === 0) {
+      throw new RunError(
+        'busy',
+        `run ${runId}'s plan of ${fmtCount(existing.planTasks ?? 0)} tasks is not all stored yet (its first worker stores it while it works), and this worker compares its own plan with it before it joins: run it again in a while`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    kept = store.runs.getRun(runId)?.planDigest ?? null;
+  }
+  return kept === mine ? undefined : mismatch;
+}
+
+/**
+ * The run's budget is one for all its workers, held in the database, and a worker starting to work sets it
+ * as its own: one with another budget (its manifest's or --budget) would change it for every worker,
+ * without the preflight the run's first worker made.
+ */
+function budgetMismatch(o: OpenRunOptions, runId: string, existing: RunRecord): string | undefined {
+  const kept = keptSettings(existing).budget;
+  const mine = o.plan.settings.budget;
+  if (kept === mine) return undefined;
+  const shownBudget = (b: number | undefined) =>
+    b === undefined ? 'no budget' : `a budget of ${fmtTokens(b)} tokens`;
+  return `run ${runId} runs under ${shownBudget(kept)}, and this worker has ${shownBudget(mine)} (its manifest's budget, or --budget): give every worker of the run the same budget, or stop the run's workers and run again with the new one`;
 }
 
 /**

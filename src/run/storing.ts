@@ -37,6 +37,8 @@ export interface BackgroundStoringOptions {
   release: () => void;
   /** Rows per transaction: small enough that submitting goes on between them. */
   chunk?: number;
+  /** Called once every row is stored (not after a stop or a failure). */
+  allStored?: () => void;
 }
 
 /** Rows per chunk: about 20 ms of SQLite on the machines we measured, so polls and submits keep flowing. */
@@ -81,6 +83,7 @@ export class BackgroundStoring implements IncomingTasks {
 
   async #loop(): Promise<void> {
     const size = this.#o.chunk ?? STORE_CHUNK;
+    let all = false;
     try {
       while (!this.#stopped) {
         await nextTurn();
@@ -90,7 +93,10 @@ export class BackgroundStoring implements IncomingTasks {
           chunk.push(r.value);
           if (chunk.length === size) break;
         }
-        if (chunk.length === 0) break;
+        if (chunk.length === 0) {
+          all = true;
+          break;
+        }
         const started = performance.now();
         this.#o.store.tasks.upsertTasks(this.#o.runId, chunk, { allNew: true });
         this.#stored += chunk.length;
@@ -100,6 +106,7 @@ export class BackgroundStoring implements IncomingTasks {
         // (storing takes a fifth of it); a runner that waits for rows gets them at full speed.
         if (!waited) await sleep(4 * (performance.now() - started));
       }
+      if (all) this.#o.allStored?.();
     } finally {
       this.#ended = true;
       this.#o.release();

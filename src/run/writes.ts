@@ -13,6 +13,8 @@ import type { Store } from '../store/index.js';
 
 interface Queued {
   write: () => unknown;
+  /** It takes the run's money lock (a reservation, a charge): sent after the batch's other writes. */
+  money: boolean;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -34,9 +36,19 @@ export class WriteQueue {
     this.#alongside = alongside;
   }
 
-  write<T>(write: () => T): Promise<T> {
+  /**
+   * `money`: the write takes the run's money lock (an intent's reservation, a charge). On PostgreSQL the
+   * lock is held from that write to the batch's commit, and other workers' money writes wait for it: a
+   * batch sends its money writes after its other writes, so that it holds the lock for those alone.
+   */
+  write<T>(write: () => T, o: { money?: boolean } = {}): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#queued.push({ write, resolve: resolve as (value: unknown) => void, reject });
+      this.#queued.push({
+        write,
+        money: o.money === true,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      });
       this.#schedule();
     });
   }
@@ -50,7 +62,9 @@ export class WriteQueue {
 
   async #flush(): Promise<void> {
     this.#scheduled = false;
-    const queued = this.#queued;
+    // Writes of one batch are of different tasks, each awaited by its own caller: their order within the
+    // batch changes no outcome, only how long the batch holds the money lock.
+    const queued = [...this.#queued.filter((q) => !q.money), ...this.#queued.filter((q) => q.money)];
     this.#queued = [];
     let results: Awaited<ReturnType<Store['batchLater']>>;
     this.#committing = true;

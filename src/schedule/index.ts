@@ -3,6 +3,7 @@
 export { checkPeriodBudget, type PeriodBudgetDecision, type PeriodBudgetInput } from './budget.js';
 export { CronSchedule, type ParsedSchedule } from './next.js';
 export { type DueDecision, type DueInput, dueFiring, resumePoint } from './policy.js';
+export { sharedRunProblem } from './run-ids.js';
 export {
   type Firing,
   type FiringOutcome,

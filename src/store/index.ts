@@ -36,6 +36,7 @@ export type { JobEvent } from './jobs.js';
 export { leaseHolder } from './leases.js';
 export { isPostgresUrl } from './location.js';
 export { MIGRATIONS, type Migration } from './migrations.js';
+export { PlanDigest, planDigestOf } from './plan-digest.js';
 export { hostOf, withoutSignedQueries } from './redact.js';
 export {
   type AttemptCounts,

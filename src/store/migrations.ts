@@ -792,4 +792,16 @@ ALTER TABLE schedules ADD COLUMN claim_holder TEXT;
 ALTER TABLE schedules ADD COLUMN claim_expires_at TEXT;
 `,
   },
+  {
+    id: 29,
+    name: "a run's plan digest: a worker joining the run with another plan is refused",
+    sql: `
+-- The sha256 of the plan the run's tasks were last stored from (src/store/plan-digest.ts), recorded once
+-- every task of the plan is stored, and how many tasks that plan has, recorded as its storing starts: a
+-- worker of a fleet joining the run compares its own plan's with them, and waits for the digest of a plan
+-- still being stored. A run from before has neither, and is joined as before.
+ALTER TABLE runs ADD COLUMN plan_digest TEXT CHECK (plan_digest IS NULL OR length(plan_digest) = 64);
+ALTER TABLE runs ADD COLUMN plan_tasks INTEGER CHECK (plan_tasks IS NULL OR plan_tasks >= 0);
+`,
+  },
 ];

@@ -23,6 +23,8 @@ interface RunRow {
   stop_reason: string | null;
   stop_message: string | null;
   stopped_at: string | null;
+  plan_digest: string | null;
+  plan_tasks: number | null;
 }
 
 function toRun(row: RunRow): RunRecord {
@@ -45,6 +47,8 @@ function toRun(row: RunRow): RunRecord {
       row.api_base_url === null
         ? null
         : { baseUrl: row.api_base_url, keyFingerprint: row.key_fingerprint ?? '' },
+    planDigest: row.plan_digest,
+    planTasks: row.plan_tasks,
     ...(row.stop_reason === null
       ? {}
       : {
@@ -74,6 +78,7 @@ export class RunStore {
   readonly #updateBalanceAfter;
   readonly #updateSettings;
   readonly #updateCallbackToken;
+  readonly #updatePlanDigest;
 
   constructor(db: Db, now: Clock) {
     this.#now = now;
@@ -144,6 +149,9 @@ export class RunStore {
     this.#updateSettings = db.prepare<[string, string]>('UPDATE runs SET settings = ? WHERE id = ?');
     this.#updateCallbackToken = db.prepare<[string, string]>(
       'UPDATE runs SET callback_token = ? WHERE id = ?',
+    );
+    this.#updatePlanDigest = db.prepare<[string | null, number, string]>(
+      'UPDATE runs SET plan_digest = ?, plan_tasks = ? WHERE id = ?',
     );
   }
 
@@ -247,6 +255,14 @@ export class RunStore {
 
   setCallbackToken(id: string, token: string): void {
     if (this.#updateCallbackToken.run(token, id).changes === 0) throw unknownRun(id);
+  }
+
+  /**
+   * The plan the run's tasks are stored from: its task count as its storing starts (`digest` null), then its
+   * digest once every task of it is stored (src/store/plan-digest.ts).
+   */
+  setPlan(id: string, plan: { tasks: number; digest: string | null }): void {
+    if (this.#updatePlanDigest.run(plan.digest, plan.tasks, id).changes === 0) throw unknownRun(id);
   }
 
   #mustGet(id: string): RunRecord {

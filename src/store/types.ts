@@ -104,6 +104,13 @@ export interface RunRecord {
   activeMs: number;
   /** The API and key the run belongs to; null for runs from before runs were bound. */
   api: { baseUrl: string; keyFingerprint: string } | null;
+  /**
+   * The digest of the plan its tasks were last stored from (src/store/plan-digest.ts); null for a run made
+   * before runs kept one, or one whose tasks are still being stored (`planTasks` set).
+   */
+  planDigest: string | null;
+  /** How many tasks that plan has, recorded as its storing starts; null for a run made before. */
+  planTasks: number | null;
   /** Why the run last stopped before its end (the first reason, kept until it starts again or finishes). */
   stop?: RunStop;
 }

@@ -23,6 +23,8 @@ const RUN: RunRecord = {
   firstStartedAt: null,
   activeMs: 0,
   api: null,
+  planDigest: null,
+  planTasks: null,
 };
 
 type Money = AccountFacts['money'];

@@ -30,6 +30,7 @@ export const SLOW_FILES = [
   'test/bench/million.test.ts',
   'test/run/crash.test.ts',
   'test/postgres/fleet-chains.test.ts',
+  'test/postgres/join-plan.test.ts',
   'test/process/two-spenders.test.ts',
   'test/postgres/schedule-replicas.test.ts',
   'test/run/chain-crash.test.ts',

@@ -9,7 +9,7 @@ import { planRun } from '../../src/plan/build.js';
 import { executeRun, preflightRun } from '../../src/run/lifecycle.js';
 import { openRunSession } from '../../src/run/session.js';
 import { scaledRunPolicy } from '../../src/run/settings.js';
-import { keyFingerprint, openStore } from '../../src/store/index.js';
+import { keyFingerprint, openStore, planDigestOf } from '../../src/store/index.js';
 import { createLogger } from '../../src/util/log.js';
 import {
   images,
@@ -69,6 +69,8 @@ describe('a new run whose tasks are stored while it runs', () => {
     try {
       expect(store.tasks.countTasksByState('batch').pending).toBe(4);
       expect(session.storing?.ended).toBe(false);
+      // The run keeps its plan's count at once, its digest once every task is stored (a joining worker's).
+      expect(store.runs.getRun('batch')).toMatchObject({ planTasks: 42, planDigest: null });
       const preflight = await preflightRun(session, {
         client,
         keyFingerprint: fingerprint,
@@ -85,6 +87,10 @@ describe('a new run whose tasks are stored while it runs', () => {
         ['studio-2-6', 2, 21],
       ]);
       await session.storing?.finished;
+      const again = await planRun(file, { cwd: env.dir, now });
+      expect(store.runs.getRun('batch')?.planDigest).toBe(
+        planDigestOf(again.rows({ withoutCallback: true })),
+      );
       const rows = env.query<{ task_id: string; seq: number }>('SELECT task_id, seq FROM tasks ORDER BY seq');
       expect(rows.map((r) => r.task_id)).toEqual(TASKS.map((t) => t.id));
       expect(rows.map((r) => r.seq)).toEqual(TASKS.map((_, i) => i));

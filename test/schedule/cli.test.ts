@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -8,7 +8,9 @@ import { scheduleCommand } from '../../src/cli/commands/schedule.js';
 import { ExitError } from '../../src/cli/errors.js';
 import type { CliIO } from '../../src/cli/io.js';
 import { loadConfig } from '../../src/config.js';
+import { stampOf } from '../../src/manifest/clock.js';
 import { type Sandbox, startSandbox } from '../../src/sandbox/server.js';
+import { CronSchedule } from '../../src/schedule/next.js';
 import type { Scheduler } from '../../src/schedule/scheduler.js';
 import { openStore } from '../../src/store/index.js';
 import { cli } from '../helpers/cli.js';
@@ -280,6 +282,51 @@ describe('mediabatch schedule against the sandbox', () => {
   });
 });
 
+describe('a daily schedule with `run: "{{name}}-{{date}}"`', () => {
+  it('fires a run of its own each day: two days, two runs, each sending its tasks', async () => {
+    sandbox = await startSandbox({ port: 0, speed: 0 });
+    writeFileSync(
+      join(dir, 'daily.yaml'),
+      [
+        'version: 1',
+        'name: daily',
+        'run: "{{name}}-{{date}}"',
+        'schedule: "0 3 * * *"',
+        'timezone: Europe/Berlin',
+        'output: out',
+        'tasks:',
+        '  - id: "shot-{{n}}"',
+        '    model: flat-image',
+        '    matrix: { n: [1, 2] }',
+        '    input: { prompt: "A studio photo of mug {{n}}" }',
+        '',
+      ].join('\n'),
+    );
+    const s = await startSchedule('daily.yaml', sandbox);
+    const parsed = CronSchedule.parse('0 3 * * *', 'Europe/Berlin');
+    if (!parsed.ok) throw new Error(parsed.message);
+    const [first, second] = parsed.schedule.upcoming(s.clock.now(), 2);
+    for (const at of [first, second]) {
+      await s.clock.advanceTo(at as Date);
+      await s.scheduler.idle();
+    }
+    const dates = [first, second].map((at) => stampOf(at as Date, 'Europe/Berlin').date);
+    const store = openStore(join(dir, 'state/mediabatch.db'));
+    try {
+      const runs = store.runs
+        .listRuns()
+        .map((r) => [r.id, r.state, store.tasks.countTasksByState(r.id).done]);
+      expect(runs.sort()).toEqual(dates.map((d) => [`daily-${d}`, 'finished', 2]));
+    } finally {
+      store.close();
+    }
+    expect(sandbox.state().jobs).toHaveLength(4);
+    expect(s.stdout()).toContain(`: run daily-${dates[1]}`);
+    s.io.signals.emit('SIGTERM');
+    expect(await s.done).toBe(0);
+  });
+});
+
 describe('mediabatch schedule refuses to start', () => {
   it('lists every manifest that cannot be scheduled, with exit 1', async () => {
     writeFileSync(
@@ -305,6 +352,43 @@ describe('mediabatch schedule refuses to start', () => {
     );
     expect(result.stderr).toContain(
       'mediabatch: 2 problem(s) in the manifests to schedule; fix them and start again',
+    );
+  });
+
+  it('a manifest whose firings would share one run id: no `run:`, or `{{date}}` fired hourly', async () => {
+    const tasks = 'tasks:\n  - { id: a, model: flat-image, input: { prompt: hi } }\n';
+    writeFileSync(join(dir, 'same.yaml'), `version: 1\nname: same\nschedule: "30 2 * * *"\n${tasks}`);
+    writeFileSync(
+      join(dir, 'hourly.yaml'),
+      `version: 1\nname: hourly\nrun: "{{name}}-{{date}}"\nschedule: "0 * * * *"\ntimezone: UTC\n${tasks}`,
+    );
+    const env = { MEDIABATCH_API_KEY: 'sandbox-key', MEDIABATCH_BASE_URL: 'http://127.0.0.1:9' };
+    const now = () => new Date('2026-11-21T09:20:00Z');
+    const result = await cli(['--state', 'nightly.db', 'schedule', 'same.yaml', 'hourly.yaml'], {
+      env,
+      cwd: dir,
+      now,
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(
+      [
+        'same.yaml: run: missing, so every firing is run same: the first firing finishes it and each later one finds it done and sends nothing; add e.g. `run: "{{name}}-{{date}}"` (`{{datetime}}` when it fires more than once a day) to the manifest',
+        'hourly.yaml: run: "{{name}}-{{date}}" names the firings due 2026-11-21T10:00:00+00:00 and 2026-11-21T11:00:00+00:00 alike ({{date}} is 2026-11-21 for both): the second would find the first\'s run done and send nothing; use {{datetime}} instead of {{date}}',
+        'mediabatch: 2 problem(s) in the manifests to schedule; fix them and start again',
+        '',
+      ].join('\n'),
+    );
+    // Refused before anything: no state was made.
+    expect(existsSync(join(dir, 'nightly.db'))).toBe(false);
+    // `validate` judges a manifest for `run`, which takes it: valid, with what `schedule` would refuse.
+    const validated = await cli(['validate', 'same.yaml', 'hourly.yaml', '--json'], { env, cwd: dir, now });
+    expect(validated.code).toBe(0);
+    const verdicts = (JSON.parse(validated.stdout) as { manifests: Array<{ schedule?: string }> }).manifests;
+    expect(verdicts[0]?.schedule).toMatch(/^run: missing, so every firing is run same: /);
+    expect(verdicts[1]?.schedule).toMatch(/^run: "\{\{name\}\}-\{\{date\}\}" names the firings due /);
+    const text = await cli(['validate', 'same.yaml'], { env, cwd: dir, now });
+    expect(text.stdout).toBe(
+      'same.yaml: valid, 1 task (1 flat-image)\n  `mediabatch schedule` refuses it: run: missing, so every firing is run same: the first firing finishes it and each later one finds it done and sends nothing; add e.g. `run: "{{name}}-{{date}}"` (`{{datetime}}` when it fires more than once a day) to the manifest\n',
     );
   });
 

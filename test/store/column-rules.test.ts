@@ -58,6 +58,8 @@ const BROKEN: readonly string[] = [
   `UPDATE runs SET state = 'paused'`,
   `UPDATE runs SET active_ms = -1`,
   `UPDATE runs SET settings = '{"budget":'`,
+  `UPDATE runs SET plan_digest = 'abc'`,
+  `UPDATE runs SET plan_tasks = -1`,
   `INSERT INTO uploads (storage, key, sha256, bytes, uploaded_at) VALUES ('s3://b', 'k', 'abc', 1, 'x')`,
   `INSERT INTO uploads (storage, key, sha256, bytes, uploaded_at) VALUES ('s3://b', 'k', '${'a'.repeat(64)}', -1, 'x')`,
   `INSERT INTO decisions (run_id, task_id, attempt, verdict, decided_by, decided_at, version)
@@ -95,7 +97,7 @@ describe("the rules of a task's columns", () => {
       `UPDATE run_money SET period = '2026-01', budget = NULL`,
       `UPDATE reservations SET state = 'released', charged = NULL`,
       `UPDATE files SET kind = 'json', idx = 0`,
-      `UPDATE runs SET state = 'interrupted', active_ms = 0`,
+      `UPDATE runs SET state = 'interrupted', active_ms = 0, plan_digest = '${'a'.repeat(64)}', plan_tasks = 0`,
       `INSERT INTO uploads (storage, key, sha256, bytes, uploaded_at) VALUES ('s3://b', 'k', '${'a'.repeat(64)}', 0, 'x')`,
       `INSERT INTO decisions (run_id, task_id, attempt, verdict, decided_by, decided_at, version)
        VALUES ('r1', 'a', 1, 'reroll', 'me', 'x', 1)`,

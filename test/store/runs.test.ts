@@ -25,6 +25,8 @@ describe('runs', () => {
       firstStartedAt: T0,
       activeMs: 0,
       api: null,
+      planDigest: null,
+      planTasks: null,
     });
     expect(() =>
       store.runs.createRun({

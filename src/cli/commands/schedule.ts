@@ -21,6 +21,7 @@ import {
   type ManifestSchedule,
   realTimers,
   Scheduler,
+  sharedRunProblem,
   type Timers,
 } from '../../schedule/index.js';
 import { keyFingerprint, leaseHolder, openStore, periodOf, type Store } from '../../store/index.js';
@@ -144,6 +145,11 @@ async function loadSchedules(files: string[], io: CliIO, reach: Reader): Promise
     const parsed = CronSchedule.parse(schedule, timezone ?? 'UTC');
     if (!parsed.ok) {
       problems.push(`${file}: ${parsed.message}`);
+      continue;
+    }
+    const shared = sharedRunProblem(loaded.manifest.settings, parsed.schedule, io.now());
+    if (shared !== undefined) {
+      problems.push(`${file}: ${shared}`);
       continue;
     }
     out.push({ path, label: file, schedule: parsed.schedule });

@@ -31,6 +31,8 @@ export interface ManifestVerdict {
   localFiles?: number;
   /** With --shard: `tasks` and `byModel` are the shard's, out of `of` in the manifest. */
   shard?: { index: number; count: number; of: number };
+  /** Why `mediabatch schedule` would refuse the manifest's `schedule` (`run` takes the manifest as it is). */
+  schedule?: string;
   problems: ProblemJson[];
 }
 
@@ -66,9 +68,11 @@ async function verdict(
       byModel[t.entry.model] = (byModel[t.entry.model] ?? 0) + 1;
       for (const { path } of localRefsIn(t.body)) local.add(path);
     }
+    const schedule = await scheduleNote(loaded.manifest.settings, io.now());
     return {
       file,
       ok: true,
+      ...(schedule !== undefined ? { schedule } : {}),
       tasks: tasks.length,
       byModel,
       ...(shard ? { shard: { ...shard, of: loaded.tasks.length } } : {}),
@@ -89,6 +93,21 @@ async function verdict(
     }
     throw error;
   }
+}
+
+/**
+ * What `schedule` would refuse in the manifest's `schedule:` (its cron, or firings sharing one run id). The
+ * cron package is loaded for a manifest that has one only: `validate` starts without it.
+ */
+async function scheduleNote(
+  settings: { schedule?: string; timezone?: string; run?: string; runId: string },
+  now: Date,
+): Promise<string | undefined> {
+  if (settings.schedule === undefined) return undefined;
+  const { CronSchedule, sharedRunProblem } = await import('../../schedule/index.js');
+  const parsed = CronSchedule.parse(settings.schedule, settings.timezone ?? 'UTC');
+  if (!parsed.ok) return parsed.message;
+  return sharedRunProblem(settings, parsed.schedule, now);
 }
 
 function describeModels(byModel: Record<string, number>): string {
@@ -122,6 +141,7 @@ export async function validateCommand(
           : '';
         io.stdout.write(`${v.file}: valid, ${plural(v.tasks ?? 0, 'task')}${share}${models}\n`);
         if (v.localFiles) io.stdout.write(`  ${LOCAL_FILES_NOTE(v.localFiles)}\n`);
+        if (v.schedule) io.stdout.write(`  \`mediabatch schedule\` refuses it: ${v.schedule}\n`);
       } else {
         for (const p of v.problems) io.stderr.write(`${p.text}\n`);
       }

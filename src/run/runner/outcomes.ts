@@ -143,15 +143,18 @@ async function recordAccepted(
   const { runId } = core.opts;
   const id = task.taskId;
   const listPrice = task.estimate.max;
-  const recorded = await core.writes.write(() => {
-    const r = store.submissions.recordSubmitted(runId, id, attemptNo, {
-      imgUuid: outcome.imgUuid,
-      cost: outcome.cost,
-      listPrice,
-      keyFingerprint,
-    });
-    return { r, fresh: store.tasks.taskWithChargesSoon(runId, id) };
-  });
+  const recorded = await core.writes.write(
+    () => {
+      const r = store.submissions.recordSubmitted(runId, id, attemptNo, {
+        imgUuid: outcome.imgUuid,
+        cost: outcome.cost,
+        listPrice,
+        keyFingerprint,
+      });
+      return { r, fresh: store.tasks.taskWithChargesSoon(runId, id) };
+    },
+    { money: true },
+  );
   const fresh = recorded.fresh();
   if (recorded.r.state === 'in_doubt') {
     core.emit({ event: 'in_doubt', task: id, reason: recorded.r.message });

@@ -457,8 +457,10 @@ export class Submitter {
     const { store } = core.deps;
     try {
       const attemptNo = (
-        await core.writes.write(() =>
-          store.submissions.recordSubmitIntentSoon(core.opts.runId, task.taskId, core.opts.fleet?.workerId),
+        await core.writes.write(
+          () =>
+            store.submissions.recordSubmitIntentSoon(core.opts.runId, task.taskId, core.opts.fleet?.workerId),
+          { money: true },
         )
       )();
       core.money.reserved(taskMax);

@@ -65,6 +65,14 @@ const TIMED_OUT = new Set(['57014', '55P03']);
  */
 const CONNECTION_ENDED = new Set(['57P01', '57P02', '57P03', '57P05', '25P03']);
 
+/**
+ * The server's refusal to run a statement prepared before its tables' columns changed (a newer mediabatch
+ * migrated the schema during a rolling upgrade). Nothing of the statement ran.
+ */
+function isStalePlan(sqlState: string, message: string): boolean {
+  return sqlState === '0A000' && message.includes('cached plan must not change result type');
+}
+
 /** SQLSTATEs of parameter types PostgreSQL could not infer (or inferred two of): bound again with explicit casts. */
 const UNTYPED = new Set(['42P18', '42P08', '42725', '42883', '42804']);
 
@@ -548,6 +556,7 @@ export class PgDb {
     if (this.#copying !== undefined) throw new Error(`a statement ran during ${this.#copying}`);
     // libpq's synchronous calls are refused in pipeline mode: what was sent is read first.
     if (this.#piping) this.#drain(undefined);
+    if (this.#pq !== undefined && this.#stalePlans && this.#depth === 0) this.#forgetPlans(this.#pq);
     if (this.#pq !== undefined) return this.#pq;
     if (this.#depth > 0) {
       // The transaction died with its connection. A new connection here would run the rest of it
@@ -582,6 +591,21 @@ export class PgDb {
       this.#check(pq, 'SET default_transaction_read_only');
     }
     return pq;
+  }
+
+  /** Called once this connection forgot statements prepared before the schema changed under it. */
+  onSchemaChanged: (() => void) | undefined;
+  /** A statement met a schema changed since it was prepared: forgotten outside a transaction (#forgetPlans). */
+  #stalePlans = false;
+
+  /** Every statement prepared on the connection, prepared again at its next use. */
+  #forgetPlans(pq: Libpq): void {
+    this.#stalePlans = false;
+    pq.exec('DEALLOCATE ALL');
+    this.#check(pq, 'DEALLOCATE ALL');
+    this.#prepared.clear();
+    this.#columnTypes.clear();
+    this.onSchemaChanged?.();
   }
 
   prepare(source: string): PgStatement {
@@ -716,8 +740,23 @@ export class PgDb {
     }
   }
 
-  /** Runs one statement, prepared on the server at its first use; its result stays on the connection. */
+  /**
+   * Runs one statement, prepared on the server at its first use; its result stays on the connection. One
+   * refused for a schema changed since it was prepared ran not at all: outside a transaction it runs once
+   * more, prepared again; in one, the whole transaction runs again from its start (#refusal).
+   */
   execute(sql: PgStatementText, values: readonly Bindable[], typed = false): Libpq {
+    try {
+      return this.#executeOnce(sql, values, typed);
+    } catch (error) {
+      if (this.#depth > 0 || !(error instanceof PgError) || !isStalePlan(error.sqlState, error.message)) {
+        throw error;
+      }
+      return this.#executeOnce(sql, values, typed);
+    }
+  }
+
+  #executeOnce(sql: PgStatementText, values: readonly Bindable[], typed: boolean): Libpq {
     this.#afterFailure();
     const params = values.map(toParam);
     const pq = this.#connection();
@@ -1029,8 +1068,13 @@ export class PgDb {
     // After COMMITs sent later and not answered yet, this transaction follows them in the same pipeline
     // without waiting for their answers: the server runs them in the order sent.
     const last = this.#queue.at(-1);
+    // Statements met a changed schema: the connection forgets them first (#connection), never chained.
     const chained =
-      this.#piping && this.#pq !== undefined && last?.sync === true && last.settle !== undefined;
+      !this.#stalePlans &&
+      this.#piping &&
+      this.#pq !== undefined &&
+      last?.sync === true &&
+      last.settle !== undefined;
     const pq = chained ? (this.#pq as Libpq) : this.#connection();
     if (!chained) {
       if (!pq.pipelineModeSupported() || !pq.enterPipelineMode()) {
@@ -1176,6 +1220,11 @@ export class PgDb {
     const message = TIMED_OUT.has(sqlState) && primary !== undefined ? primary : full;
     const error = this.#serverError(message, sqlState, sql, fields.constraintName, primary);
     if (this.#depth > 0 && CONFLICT.has(sqlState) && error instanceof PgError) this.#conflict ??= error;
+    if (isStalePlan(sqlState, message)) {
+      this.#stalePlans = true;
+      // As after a conflict, the transaction runs again from its start, its statements prepared again.
+      if (this.#depth > 0 && error instanceof PgError) this.#conflict ??= error;
+    }
     // A conditional write that changed no row, checked by the server: the transaction runs again with
     // savepoints, where the store sees the row count itself and refuses in its own words.
     if (this.#depth > 0 && isUnchanged(sql, sqlState)) this.#needCareful = true;

@@ -32,6 +32,7 @@ export function openPgDatabase(
     db.close();
     throw error;
   }
+  sayNewerSchema(db, migrations);
   // The store's sub-stores call better-sqlite3's methods; PgDb offers the ones they call, with the same
   // meaning (tested by the contract suite over both backends), not the whole of its type.
   return db as unknown as Db;
@@ -76,7 +77,25 @@ export function openPgDatabaseReadOnly(url: string, migrations: readonly Migrati
     db.close();
     throw error;
   }
+  sayNewerSchema(db, migrations);
   return db as unknown as Db;
+}
+
+/**
+ * A newer mediabatch may migrate the schema while this one works (a rolling upgrade): the connection then
+ * prepares its statements again (PgDb#forgetPlans), and the user is told once, on stderr as the CLI's
+ * warnings are, that this build is older than the state it works on.
+ */
+function sayNewerSchema(db: PgDb, migrations: readonly Migration[]): void {
+  let said = false;
+  db.onSchemaChanged = () => {
+    const latest = (db.prepare('SELECT max(id) FROM migrations').pluck().get() as number | null) ?? 0;
+    if (said || latest <= newest(migrations)) return;
+    said = true;
+    process.stderr.write(
+      `mediabatch: the PostgreSQL state at ${db.name} was migrated by a newer mediabatch (schema ${latest}, this one knows ${newest(migrations)}) while this one works: it goes on with what it knows; upgrade it before its next run\n`,
+    );
+  };
 }
 
 function migrate(db: PgDb, now: Clock, migrations: readonly Migration[]): void {
