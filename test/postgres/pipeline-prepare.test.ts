@@ -398,6 +398,50 @@ describe('a statement whose parameter types the server cannot infer, once known'
   });
 });
 
+describe("the store's own statement whose parameter types the server cannot infer, in its group commit", () => {
+  it('a run ended in a batch committed later, the first use of that statement: answers as on SQLite', async () => {
+    const { openStore } = await import('../../src/store/index.js');
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { task } = await import('../store/helpers.js');
+    const made = {
+      sqlite: openStore(join(mkdtempSync(join(tmpdir(), 'mb-prep-')), 'state.db')),
+      postgres: openStore(pg.freshDatabase()),
+    };
+    try {
+      const answers: Record<string, unknown> = {};
+      for (const [name, store] of Object.entries(made)) {
+        store.runs.createRun({ id: 'r', manifestPath: '/m', manifestName: 'm', settings: {} });
+        store.tasks.upsertTasks('r', [task('a')]);
+        store.runs.markRunState('r', 'running');
+        const ended = await store.batchLater([
+          () => store.tasks.setTaskError('r', 'a', 'noted'),
+          () => store.runs.markRunState('r', 'interrupted', 4).exitCode,
+        ]);
+        store.runs.markRunState('r', 'running');
+        const again = await store.batchLater([() => store.runs.markRunState('r', 'finished', 0).state]);
+        const run = store.runs.getRun('r');
+        answers[name] = {
+          ended: ended.map((o) => (o.ok ? o.value : (o.error as Error).message)),
+          again: again.map((o) => (o.ok ? o.value : (o.error as Error).message)),
+          run: { state: run?.state, exitCode: run?.exitCode },
+          error: store.tasks.getTask('r', 'a')?.error,
+        };
+      }
+      expect(answers.postgres).toEqual(answers.sqlite);
+      expect(answers.sqlite).toEqual({
+        ended: [undefined, 4],
+        again: ['finished'],
+        run: { state: 'finished', exitCode: 0 },
+        error: 'noted',
+      });
+    } finally {
+      for (const store of Object.values(made)) store.close();
+    }
+  });
+});
+
 describe('a piped PREPARE that waits, or whose connection goes', () => {
   it('waits past lock_timeout for a table another session holds: one line that stops the run, in the transaction or in each slot of a batch; the connection works after', async () => {
     const url = new URL(pg.freshDatabase());
