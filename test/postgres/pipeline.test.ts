@@ -314,7 +314,7 @@ describe("a PostgreSQL transaction whose COMMIT is answered later (the runner's 
   it('a failure found in the answer: nothing kept, the caller told to run it again', async () => {
     const s = statements(dbs.postgres);
     s.add.run('a', 0);
-    // Its check prepared once (a statement's first use is never in the pipeline).
+    // Its check prepared once, by a transaction that commits.
     dbs.postgres.transaction(() => runExpectingChange(s.bump, { k: 'a', from: 0 }, refused))();
     const { committed } = pgDb().transactionLater(() =>
       dbs.postgres.transaction(() => {
@@ -354,7 +354,7 @@ describe('transactions whose COMMITs are answered later, one after another in on
   const pgDb = () => dbs.postgres as unknown as PgDb;
   const later = (body: () => void) =>
     pgDb().transactionLater(() => dbs.postgres.transaction(body)()).committed;
-  /** The statements, with the server's check of a conditional write prepared (first uses never pipeline). */
+  /** The statements, with the server's check of a conditional write prepared by a transaction that commits. */
   const warm = () => {
     const s = statements(dbs.postgres);
     s.add.run('w', 0);
@@ -511,8 +511,7 @@ describe("a submission's intent in the store's group commit on PostgreSQL", () =
     try {
       const answers: Record<string, unknown> = {};
       for (const [name, store] of Object.entries(made)) {
-        // The first intents prepare the statements (a statement's first use is never in the pipeline, and
-        // the rest of its transaction waits for each answer).
+        // The first intents prepare the statements: the batch measured below sends no PREPARE.
         for (const id of 'afg')
           await store.batchLater([() => store.submissions.recordSubmitIntentSoon('r', id)]);
         const before = waits.n;

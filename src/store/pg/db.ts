@@ -201,13 +201,13 @@ function toParam(value: Bindable): string | null {
   return String(value);
 }
 
-/** The explicit type of a parameter, for statements whose parameters PostgreSQL cannot infer. */
 /** `text` with each parameter cast to the type of the value bound to it. */
 function castText(text: string, values: readonly Bindable[]): string {
   const casts = values.map(castOf);
   return text.replace(/\$(\d+)/g, (match, n: string) => `${match}::${casts[Number(n) - 1] ?? 'text'}`);
 }
 
+/** The explicit type of a parameter, for statements whose parameters PostgreSQL cannot infer. */
 function castOf(value: Bindable): string {
   if (typeof value === 'number') return Number.isInteger(value) ? 'bigint' : 'double precision';
   if (typeof value === 'bigint' || typeof value === 'boolean') return 'bigint';
@@ -762,6 +762,9 @@ export class PgDb {
     const pq = this.#connection();
     let name = this.#prepared.get(sql.text);
     if (name === undefined) {
+      // Its PREPARE was refused before: tried again it would cost a round trip (three in a transaction
+      // with savepoints), with the transaction's locks held.
+      if (!typed && this.#untyped.has(sql.text)) return this.#executeCast(sql, values);
       name = `s${++this.#preparedSerial}`;
       // A failed PREPARE inside a transaction would abort it: tried under a savepoint there.
       if (this.#depth > 0) pq.exec('SAVEPOINT prepare');
@@ -850,8 +853,8 @@ export class PgDb {
 
   /**
    * A conditional write whose "no row changed" the server turns into a failure of the transaction (see
-   * PgStatement#runExpectingChange): in the open pipeline when it is prepared, else run now (preparing it
-   * for the next time); false outside a pipeline, where the caller looks at `changes` itself.
+   * PgStatement#runExpectingChange): sent in the open pipeline (prepared there at its first use); false
+   * outside a pipeline, where the caller looks at `changes` itself.
    */
   writeExpectingChange(sql: PgStatementText, values: readonly Bindable[]): boolean {
     if (!this.#pipes(sql)) return false;
@@ -1034,7 +1037,7 @@ export class PgDb {
     if (!pq.getResult()) this.#lostInPipeline(pq);
     const status = pq.resultStatus();
     if (entry.prepares !== undefined && status !== 'PGRES_COMMAND_OK') {
-      // Not prepared (refused, or skipped after a failure): its first use outside the pipeline prepares it.
+      // Not prepared (refused, or skipped after a failure): its next use prepares it under a new name.
       this.#prepared.delete(entry.prepares);
       if (status === 'PGRES_FATAL_ERROR' && UNTYPED.has(this.#sqlState(pq)))
         this.#untyped.add(entry.prepares);
