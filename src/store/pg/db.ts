@@ -1307,7 +1307,10 @@ export class PgDb {
             { kind: 'gone', file: this.name },
           );
         }
-        pause(Math.random() * 4 * 2 ** attempt);
+        // Never at once: the server gives an undone transaction's rows to whoever asks next, and a worker
+        // that asks again before the session it deadlocked with is scheduled takes them first, and
+        // deadlocks again (seen under load). 4-8 ms, then twice as long each time.
+        pause((2 + Math.random() * 2) * 2 ** attempt);
       } finally {
         this.#careful = true;
         this.#pending = undefined;
