@@ -301,3 +301,54 @@ export function readSoon<P extends unknown[], R>(
 export function inPipeline(db: Database.Database): boolean {
   return (db as unknown as { pipelining?: boolean }).pipelining === true;
 }
+
+/** The outcome of one write of a group commit. */
+export type BatchResult = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+interface CommitsLater {
+  transactionLater?: <T>(run: () => T) => { value: T; committed: Promise<boolean> };
+}
+
+/** Several writes in one transaction (Store.batch and Store.batchLater, on any database). */
+export interface GroupCommit {
+  batch(writes: readonly (() => unknown)[]): BatchResult[];
+  batchLater(writes: readonly (() => unknown)[]): Promise<BatchResult[]>;
+}
+
+/**
+ * Runs several writes in one transaction: one commit (one fsync) for all of them, which is what lets a
+ * run with many tasks in flight keep up. Each write gets its own savepoint, so one that throws (a
+ * refused move) is rolled back alone and reported in its slot; the others commit. Nothing is durable
+ * until `batch` returns, and callers act on a write only after that.
+ *
+ * `batchLater`, for a caller that awaits the commit: on PostgreSQL the COMMIT is sent and this process
+ * goes on while the server works (transactionLater in src/store/pg/db.ts); a batch the server undid (a
+ * conflict with another worker, a write refused after the body went on) is run again by `batch`, at
+ * once. SQLite commits before it returns, as `batch` does.
+ */
+export function groupCommit(db: Db): GroupCommit {
+  const savepoint = db.transaction((write: () => unknown) => write());
+  // The results are made inside the body: a PostgreSQL transaction undone by a conflict with another
+  // worker runs the body again, and its first results must not count.
+  const all = db.transaction((list: readonly (() => unknown)[]) => {
+    const results: BatchResult[] = [];
+    for (const write of list) {
+      try {
+        results.push({ ok: true, value: savepoint(write) });
+      } catch (error) {
+        results.push({ ok: false, error });
+      }
+    }
+    return results;
+  });
+  const batch = (writes: readonly (() => unknown)[]) => all.immediate(writes);
+  return {
+    batch,
+    async batchLater(writes) {
+      const later = db as unknown as CommitsLater;
+      if (later.transactionLater === undefined) return batch(writes);
+      const { value, committed } = later.transactionLater(() => batch(writes));
+      return (await committed) ? value : batch(writes);
+    },
+  };
+}

@@ -5,7 +5,14 @@ import { type AccountFacts, AccountReadStore, type AccountSums } from './account
 import { AccountScanStore } from './account-scan.js';
 import { ChainStore } from './chains.js';
 import { ClaimStore } from './claims.js';
-import { type Db, openDatabase, openDatabaseReadOnly } from './db.js';
+import {
+  type BatchResult,
+  type Db,
+  type GroupCommit,
+  groupCommit,
+  openDatabase,
+  openDatabaseReadOnly,
+} from './db.js';
 import { FileStore } from './files.js';
 import { JobStore } from './jobs.js';
 import { LeaseStore } from './leases.js';
@@ -30,7 +37,7 @@ export type { AccountEstimates, AccountFacts, AccountSums, KindSums } from './ac
 export { activeMsOf, lastSignOfWork, runLeaseName } from './active.js';
 export { BLOCKING_STATES, type WaitingOn } from './chains.js';
 export { JOB_STATES, type LeaveResult, type SweepResult } from './claims.js';
-export { StoreError } from './db.js';
+export { type BatchResult, StoreError } from './db.js';
 export { bodyHash, keyFingerprint } from './fingerprint.js';
 export type { JobEvent } from './jobs.js';
 export { leaseHolder } from './leases.js';
@@ -78,9 +85,6 @@ export {
   workerIsLost,
 } from './workers.js';
 
-/** The outcome of one write of a `batch`. */
-export type BatchResult = { ok: true; value: unknown } | { ok: false; error: unknown };
-
 export interface StoreOptions {
   now?: Clock;
 }
@@ -108,10 +112,6 @@ export function openReadOnlyStore(file: string, opts: StoreOptions = {}): Store 
 }
 
 /** What a PostgreSQL connection offers beyond better-sqlite3's (src/store/pg/db.ts). */
-interface CommitsLater {
-  transactionLater?: <T>(run: () => T) => { value: T; committed: Promise<boolean> };
-}
-
 export class Store {
   readonly file: string;
   readonly #db: Db;
@@ -195,45 +195,18 @@ export class Store {
     return this.#db.open;
   }
 
-  /**
-   * Runs several writes in one transaction: one commit (one fsync) for all of them, which is what lets a
-   * run with many tasks in flight keep up. Each write gets its own savepoint, so one that throws (a
-   * refused move) is rolled back alone and reported in its slot; the others commit. Nothing is durable
-   * until this returns, and callers act on a write only after that.
-   */
+  #group: GroupCommit | undefined;
+
+  /** Several writes in one transaction, each refused alone in its slot (groupCommit in src/store/db.ts). */
   batch(writes: readonly (() => unknown)[]): BatchResult[] {
-    if (!this.#batchAll) {
-      const savepoint = this.#db.transaction((write: () => unknown) => write());
-      // The results are made inside the body: a PostgreSQL transaction undone by a conflict with
-      // another worker runs the body again, and its first results must not count.
-      this.#batchAll = this.#db.transaction((list: readonly (() => unknown)[]) => {
-        const results: BatchResult[] = [];
-        for (const write of list) {
-          try {
-            results.push({ ok: true, value: savepoint(write) });
-          } catch (error) {
-            results.push({ ok: false, error });
-          }
-        }
-        return results;
-      });
-    }
-    return this.#batchAll.immediate(writes);
+    this.#group ??= groupCommit(this.#db);
+    return this.#group.batch(writes);
   }
 
-  #batchAll: { immediate: (list: readonly (() => unknown)[]) => BatchResult[] } | undefined;
-
-  /**
-   * batch(), for a caller that awaits the commit: on PostgreSQL the COMMIT is sent and this process goes
-   * on while the server works (transactionLater in src/store/pg/db.ts); a batch the server undid (a
-   * conflict with another worker, a write refused after the body went on) is run again by batch(), at
-   * once. SQLite commits before this returns, as batch() does.
-   */
-  async batchLater(writes: readonly (() => unknown)[]): Promise<BatchResult[]> {
-    const db = this.#db as unknown as CommitsLater;
-    if (db.transactionLater === undefined) return this.batch(writes);
-    const { value, committed } = db.transactionLater(() => this.batch(writes));
-    return (await committed) ? value : this.batch(writes);
+  /** batch(), for a caller that awaits the commit: on PostgreSQL this process goes on meanwhile. */
+  batchLater(writes: readonly (() => unknown)[]): Promise<BatchResult[]> {
+    this.#group ??= groupCommit(this.#db);
+    return this.#group.batchLater(writes);
   }
 
   /** The durability settings as SQLite reports them now, for `status` and tests. */

@@ -7,6 +7,7 @@
 import Database from 'better-sqlite3';
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { EXIT } from '../../src/exit-codes.js';
+import { type BatchResult, groupCommit } from '../../src/store/db.js';
 import { StoreError } from '../../src/store/errors.js';
 import { PgDb } from '../../src/store/pg/db.js';
 import { onLibpqCalls, waits as waitsForServer } from '../helpers/libpq-calls.js';
@@ -24,7 +25,7 @@ const pg: Postgres = await startPostgres();
 afterAll(() => pg.stop());
 
 type Db = Database.Database;
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+type Outcome = BatchResult;
 let dbs: { sqlite: Db; postgres: Db };
 beforeEach(() => {
   const postgres = new PgDb(pg.freshDatabase()) as unknown as Db;
@@ -37,30 +38,9 @@ beforeEach(() => {
   };
 });
 
-/** Store.batch (src/store/index.ts) on a bare database: a savepoint per write, a refused one in its slot. */
-function batcher(db: Db): (writes: readonly (() => unknown)[]) => Outcome[] {
-  const savepoint = db.transaction((write: () => unknown) => write());
-  const all = db.transaction((list: readonly (() => unknown)[]) => {
-    const results: Outcome[] = [];
-    for (const write of list) {
-      try {
-        results.push({ ok: true, value: savepoint(write) });
-      } catch (error) {
-        results.push({ ok: false, error });
-      }
-    }
-    return results;
-  });
-  return (writes) => all.immediate(writes);
-}
-
 /** Store.batchLater on a bare database: the COMMIT answered later on PostgreSQL, the batch run again when undone. */
-async function batchLater(db: Db, writes: readonly (() => unknown)[]): Promise<Outcome[]> {
-  const batch = batcher(db);
-  if (!(db instanceof PgDb)) return batch(writes);
-  const { value, committed } = (db as PgDb).transactionLater(() => batch(writes));
-  return (await committed) ? value : batch(writes);
-}
+const batchLater = (db: Db, writes: readonly (() => unknown)[]): Promise<Outcome[]> =>
+  groupCommit(db).batchLater(writes);
 
 /** Outcomes as the user sees them: each slot's value, or that it was refused. */
 const shown = (outcomes: readonly Outcome[]) =>

@@ -545,7 +545,12 @@ export class PgDb {
     return this.#depth > 0;
   }
 
-  /** Whether the open transaction sends its statements in the pipeline (inPipeline in src/store/db.ts). */
+  /**
+   * Whether the open transaction sends its statements in the pipeline (inPipeline in src/store/db.ts): one
+   * without savepoints, until something failed. A statement's first use there is prepared in the pipeline
+   * too (#send): a transaction that left the pipeline for it would send the rest of its statements one
+   * round trip each, with its locks (the run's money lock) held across every one.
+   */
   get pipelining(): boolean {
     return this.#piping && this.#depth > 0 && this.#pending === undefined;
   }
@@ -815,7 +820,7 @@ export class PgDb {
 
   /** A read whose rows are taken when the returned function is called: later statements share its wait. */
   readLater<T>(sql: PgStatementText, values: readonly Bindable[], capture: (pq: Libpq) => T): () => T {
-    if (!this.#pipes(sql)) {
+    if (!this.pipelining) {
       const rows = capture(this.execute(sql, values));
       return () => rows;
     }
@@ -833,7 +838,7 @@ export class PgDb {
    * each write cost one. Its `changes` waits for its result only when a caller reads it.
    */
   write(sql: PgStatementText, values: readonly Bindable[]): RunResult {
-    if (!this.#pipes(sql)) {
+    if (!this.pipelining) {
       const pq = this.execute(sql, values);
       return { changes: Number(pq.cmdTuples() || 0), lastInsertRowid: 0 };
     }
@@ -857,19 +862,9 @@ export class PgDb {
    * outside a pipeline, where the caller looks at `changes` itself.
    */
   writeExpectingChange(sql: PgStatementText, values: readonly Bindable[]): boolean {
-    if (!this.#pipes(sql)) return false;
+    if (!this.pipelining) return false;
     this.#send(sql, values);
     return true;
-  }
-
-  /**
-   * Whether `sql` goes into the open pipeline: in a transaction without savepoints, until something
-   * failed. A statement's first use there is prepared in the pipeline too: a transaction that left the
-   * pipeline for it would send the rest of its statements one round trip each, with its locks (the run's
-   * money lock) held across every one.
-   */
-  #pipes(_sql: PgStatementText): boolean {
-    return this.#piping && this.#depth > 0 && this.#pending === undefined;
   }
 
   #send(sql: PgStatementText, values: readonly Bindable[], capture?: (pq: Libpq) => unknown): Piped {
