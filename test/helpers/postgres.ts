@@ -9,7 +9,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writ
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { openStore, StoreError } from '../../src/store/index.js';
+import { openStore, type Store, StoreError } from '../../src/store/index.js';
 import { PgDb } from '../../src/store/pg/db.js';
 
 /** Where Debian (and Ubuntu) put each major version's server programs; the newest found is used. */
@@ -176,4 +176,23 @@ export async function startPostgres(opts: { durableCommits?: boolean } = {}): Pr
       }
     },
   };
+}
+
+/** `read` on a store opened on `url` for it alone, closed after. */
+export function withStoreAt<T>(url: string, read: (store: Store) => T): T {
+  const store = openStore(url);
+  try {
+    return read(store);
+  } finally {
+    store.close();
+  }
+}
+
+/** Resolves once `check` holds (looked at every 20 ms); rejects naming `what` after `ms`. */
+export async function until(check: () => boolean, what: string, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }

@@ -9,11 +9,11 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { openStore, type Store } from '../../src/store/index.js';
+import type { Store } from '../../src/store/index.js';
 import { PgDb } from '../../src/store/pg/db.js';
 import { type Child, spawnCli } from '../helpers/child.js';
 import { cli } from '../helpers/cli.js';
-import { type Postgres, startPostgres } from '../helpers/postgres.js';
+import { type Postgres, startPostgres, until, withStoreAt } from '../helpers/postgres.js';
 import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY, walk } from '../helpers/run-env.js';
 
 // Worker processes start in seconds each on a loaded 2-core machine.
@@ -51,22 +51,7 @@ function worker(file: string, extra: string[] = [], baseUrl?: string): Child {
   return child;
 }
 
-function withStore<T>(read: (store: Store) => T): T {
-  const store = openStore(url);
-  try {
-    return read(store);
-  } finally {
-    store.close();
-  }
-}
-
-async function until(check: () => boolean, what: string, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const withStore = <T>(read: (store: Store) => T): T => withStoreAt(url, read);
 
 /** How many POSTs the sandbox accepted per prompt: every task's prompt is its own. */
 function jobsPerPrompt(): Map<string, number> {

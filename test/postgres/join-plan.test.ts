@@ -10,7 +10,7 @@ import { openRunSession } from '../../src/run/session.js';
 import { keyFingerprint, openStore, type Store } from '../../src/store/index.js';
 import { PgDb } from '../../src/store/pg/db.js';
 import { type Child, spawnCli } from '../helpers/child.js';
-import { type Postgres, startPostgres } from '../helpers/postgres.js';
+import { type Postgres, startPostgres, until, withStoreAt } from '../helpers/postgres.js';
 import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
 
 // Worker processes start in seconds each on a loaded 2-core machine.
@@ -44,22 +44,7 @@ function worker(file: string, extra: Record<string, string> = {}): Child {
   return child;
 }
 
-function withStore<T>(read: (store: Store) => T): T {
-  const store = openStore(url);
-  try {
-    return read(store);
-  } finally {
-    store.close();
-  }
-}
-
-async function until(check: () => boolean, what: string, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const withStore = <T>(read: (store: Store) => T): T => withStoreAt(url, read);
 
 const TASKS = 16;
 const EDITED = 'img number 16, in red';
