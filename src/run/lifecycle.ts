@@ -394,7 +394,7 @@ function stopOf(result: RunResult, unfinished: number): { reason: string; messag
   }
   return {
     reason: 'unfinished',
-    message: `${unfinished} task(s) left unfinished (retries used up, a job the API did not know, a download to retry)`,
+    message: `${unfinished} task(s) left unfinished (${result.unfinishedWhy ?? 'retries used up, a job the API did not know, a download to retry'})`,
   };
 }
 

@@ -8,6 +8,7 @@
 // watch.ts (polls, callbacks, deadlines, adoption from doubt), fetch.ts (results, files, job.json).
 
 import type { TaskRecord } from '../store/index.js';
+import { UNFINISHED } from '../store/transitions.js';
 import { RunCore } from './runner/core.js';
 import { Fetcher } from './runner/fetch.js';
 import { Submitter } from './runner/submit.js';
@@ -107,6 +108,7 @@ export class Runner {
       ...(core.stopReason ? { stopReason: core.stopReason } : {}),
       ...(core.stopMessage ? { stopMessage: core.stopMessage } : {}),
       ...(core.quota ? { quota: core.quota } : {}),
+      ...whyUnfinished(core),
       counts: withUnstored(store.tasks.countTasksByState(runId), incoming?.unstored ?? 0),
       awaitingReview: store.reviews.countAwaiting(runId),
       polls: core.counters.polls,
@@ -212,6 +214,19 @@ export class Runner {
       },
     };
   }
+}
+
+/** Why the tasks this process left unfinished (and still unfinished) are: the first, and how many more. */
+function whyUnfinished(core: RunCore): { unfinishedWhy?: string } {
+  const { store } = core.deps;
+  const left = [...core.leftUnfinished].filter(([taskId]) => {
+    const state = store.tasks.getTask(core.opts.runId, taskId)?.state;
+    return state !== undefined && UNFINISHED.includes(state);
+  });
+  const [first] = left;
+  if (first === undefined) return {};
+  const more = left.length > 1 ? ` (and ${left.length - 1} more task(s))` : '';
+  return { unfinishedWhy: `${first[0]}: ${first[1]}${more}` };
 }
 
 /** Tasks a stop left unstored are pending too: the next run stores and submits them. */

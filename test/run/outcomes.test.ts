@@ -204,7 +204,8 @@ describe('run: outcomes of a submission', () => {
     const attempts = env.query<{ task_id: string; n: number }>(
       "SELECT task_id, count(*) AS n FROM attempts WHERE outcome = 'not_charged' GROUP BY task_id",
     );
-    expect(attempts.filter((a) => a.n === 6).length).toBeGreaterThanOrEqual(3);
+    // Three tasks in a row used up their six attempts (one may have been put off and tried again first).
+    expect(attempts.filter((a) => a.n >= 6).length).toBeGreaterThanOrEqual(3);
     expect(Object.values(taskStates(env)).every((s) => s === 'pending')).toBe(true);
 
     const second = await env.type(hintIn(reason(first)));
@@ -232,7 +233,7 @@ describe('run: outcomes of a submission', () => {
       'batch/report.md',
     ]);
     expect(reason(result)).toBe(
-      `1 task(s) are unfinished: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\` continues the run`,
+      `1 task(s) are unfinished (img-1: 1.png could not be fetched (the result link was refused 4 times, fresh links included); the job is charged: run again to fetch it): \`mediabatch run batch.yaml --run-id batch --state ${env.db}\` continues the run`,
     );
   });
 });

@@ -171,7 +171,7 @@ function endWith(inv: RunInvocation, outcome: RunOutcome): number {
   if (code === EXIT.interrupted) {
     throw new ExitError(
       EXIT.interrupted,
-      `${outcome.unfinished} task(s) are unfinished: \`${commandLine(inv, { command: 'run' })}\` continues the run`,
+      `${outcome.unfinished} task(s) are unfinished${result.unfinishedWhy ? ` (${result.unfinishedWhy})` : ''}: \`${commandLine(inv, { command: 'run' })}\` continues the run`,
     );
   }
   if (code === EXIT.someFailed) throw new ExitError(EXIT.someFailed, failureLine(inv, result.counts));

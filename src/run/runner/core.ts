@@ -71,6 +71,11 @@ export class RunCore {
   readonly arrivals = { poll: 0, callback: 0 };
   submitDone = false;
   /**
+   * Tasks this process leaves unfinished for a reason of their own (put off to the end, a job the API did
+   * not know), and why: the run's last line says it.
+   */
+  readonly leftUnfinished = new Map<string, string>();
+  /**
    * A worker of a fleet with nothing to do looks for lost workers' work with this (the Runner's sweep);
    * true when it took some over (tasks back in the queue, jobs to watch).
    */

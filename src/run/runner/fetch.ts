@@ -85,6 +85,7 @@ export class Fetcher {
       core.deps.store.tasks.moveTask(core.opts.runId, taskId, 'unfetched', reason),
     );
     core.emit({ event: 'unfetched', task: taskId, reason });
+    core.leftUnfinished.set(taskId, reason);
     core.log.error({ task: taskId, img_uuid: watched.task.imgUuid }, reason);
     // The disk will not get better by itself: paying for more results that cannot be written is pointless.
     if (local) core.requestStop('local-disk', reason);

@@ -11,6 +11,7 @@ import type { TaskRecord } from '../../store/index.js';
 import { fromMicro, tokensOf, toMicro } from '../../util/money.js';
 import type { RunCore } from './core.js';
 import { type OutcomeParts, recordOutcome } from './outcomes.js';
+import { PutOff } from './put-off.js';
 import { type Prepared, prepareChained } from './upstream.js';
 import type { Watcher } from './watch.js';
 
@@ -20,8 +21,10 @@ const REVIEW_POLL_MS = 1_000;
 export class Submitter {
   readonly #core: RunCore;
   readonly #parts: OutcomeParts;
-  /** Pending tasks this process gave up on (retries exhausted): left pending for a later run. */
+  /** Pending tasks this process will not send (the budget, or put off to the end): left for a later run. */
   readonly #skipped = new Set<string>();
+  /** Tasks put off for a passing reason (an upstream's record not had, the API failing): tried again. */
+  readonly #putOff: PutOff;
   /** Tasks left pending because their worst case exceeds what is left of the budget. */
   readonly #overBudget: TaskRecord[] = [];
   /** Tasks that were pending and got their first submission in this process (for --limit). */
@@ -30,6 +33,11 @@ export class Submitter {
 
   constructor(core: RunCore, watcher: Watcher) {
     this.#core = core;
+    // Equal jitter: the pause grows with each round whatever the draw, and tasks put off together spread.
+    this.#putOff = new PutOff(core.now, (round) => {
+      const ceiling = Math.min(core.opts.retryCapMs, core.opts.retryBaseMs * 2 ** (round + 1));
+      return ceiling / 2 + core.backoff(round + 1) / 2;
+    });
     this.#parts = {
       core,
       watcher,
@@ -121,21 +129,29 @@ export class Submitter {
             Math.max(1, core.opts.concurrency - core.money.slots) + core.claimed.size,
             core.opts.only,
             core.opts.order,
-            this.#skipped,
+            this.#putOff.size === 0 ? this.#skipped : this.#notNow(),
           )
         : store.tasks.nextPending(
             runId,
-            core.opts.concurrency * 2 + core.claimed.size + this.#skipped.size,
+            core.opts.concurrency * 2 + core.claimed.size + this.#skipped.size + this.#putOff.size,
             core.opts.only,
             core.opts.order,
           )
-    ).filter((t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId));
+    ).filter(
+      (t) => !core.claimed.has(t.taskId) && !this.#skipped.has(t.taskId) && !this.#putOff.isResting(t.taskId),
+    );
+    for (const t of batch) this.#putOff.take(t.taskId);
     if (incoming && !incoming.ended && core.opts.order !== 'manifest') {
       // Longest first over every task, not only the stored ones: a longer one still to come goes first.
       const longestToCome = incoming.longestUnstoredMs();
       return batch.filter((t) => t.expectedMs >= longestToCome);
     }
     return batch;
+  }
+
+  /** What a worker of a fleet does not claim now: the tasks it skips, and those put off and resting. */
+  #notNow(): Set<string> {
+    return new Set([...this.#skipped, ...this.#putOff.resting()]);
   }
 
   /** Tasks left out for the budget stop the run with one line saying what they need. */
@@ -164,21 +180,79 @@ export class Submitter {
       await incoming.next();
       return true;
     }
-    if (submissions.size > 0) {
-      // Tasks waiting to retry are still claimed; wait for one to settle before looking again.
-      await Promise.race(submissions);
-      return true;
+    // A put-off task past its pause and not in the batch is no longer pending: nothing to wait for.
+    this.#putOff.dropDue();
+    const due = this.#wakeWhenDue();
+    try {
+      if (submissions.size > 0) {
+        // Tasks waiting to retry are still claimed; wait for one to settle before looking again.
+        await Promise.race([Promise.race(submissions), due.promise]);
+        return true;
+      }
+      if ((core.chained && this.#waitForUpstreams()) || (this.#mayComeBack() && !core.halt.signal.aborted)) {
+        await core.waitForWake();
+        return true;
+      }
+      // Nothing else is going on: a task put off with rounds left is what the run waits for.
+      if (this.#putOff.hasRoundsLeft() && !core.stopSubmitting.signal.aborted) {
+        await due.promise;
+        return true;
+      }
+    } finally {
+      due.cancel();
     }
-    if ((core.chained && this.#waitForUpstreams()) || (this.#mayComeBack() && !core.halt.signal.aborted)) {
-      await core.waitForWake();
-      return true;
-    }
+    this.#leavePutOff();
     // `--wait-for-review`: results still to be decided may send downstreams or re-rolls on.
     if (this.#awaitsDecision()) {
       await this.#waitForDecision();
       return true;
     }
     return this.#waitForOthers();
+  }
+
+  /**
+   * Wakes the loop when the first put-off task is due again (the submit loop, or a wait for a slot or an
+   * upstream); `promise` resolves then, or once submitting stops, or on `cancel`.
+   */
+  #wakeWhenDue(): { promise: Promise<void>; cancel(): void } {
+    const core = this.#core;
+    const dueIn = this.#putOff.dueIn();
+    if (dueIn === undefined) return { promise: new Promise<void>(() => {}), cancel: () => {} };
+    const ended = new AbortController();
+    const stop = () => ended.abort();
+    core.stopSubmitting.signal.addEventListener('abort', stop, { once: true });
+    const promise = core.sleep(dueIn, ended.signal).then(() => {
+      if (!ended.signal.aborted) core.wakeSubmitter();
+    });
+    return {
+      promise,
+      cancel: () => {
+        core.stopSubmitting.signal.removeEventListener('abort', stop);
+        ended.abort();
+      },
+    };
+  }
+
+  /**
+   * Nothing else is left and the tasks put off have had their rounds: they stay pending for a later run,
+   * each with why (the run's last line says it), and a worker of a fleet gives their claims back.
+   */
+  #leavePutOff(): void {
+    const core = this.#core;
+    const left = this.#putOff.giveUpAll();
+    if (left.length === 0) return;
+    for (const { taskId, reason } of left) {
+      this.#skipped.add(taskId);
+      core.leftUnfinished.set(taskId, reason);
+      core.log.warn({ task: taskId, reason }, 'left pending for a later run');
+    }
+    const { fleet, runId } = core.opts;
+    if (fleet)
+      core.deps.store.claims.giveUp(
+        runId,
+        fleet.workerId,
+        left.map((t) => t.taskId),
+      );
   }
 
   /**
@@ -503,10 +577,9 @@ export class Submitter {
       core.emit({ event: 'rejected', task: task.taskId, message: prepared.reason });
       core.log.warn({ task: task.taskId, reason: prepared.reason }, 'chained task not sent');
     } else {
-      this.#skipped.add(task.taskId);
-      await core.writes.write(() =>
-        store.tasks.setTaskError(runId, task.taskId, `not submitted yet: ${prepared.reason}`),
-      );
+      const reason = `not submitted yet: ${prepared.reason}`;
+      this.#putOff.add(task.taskId, reason);
+      await core.writes.write(() => store.tasks.setTaskError(runId, task.taskId, reason));
     }
     core.releaseSlot(task.taskId);
     core.progress();
@@ -521,13 +594,11 @@ export class Submitter {
 
   #gaveUp(task: TaskRecord, outcome: SubmitOutcome, attempts: number): void {
     const core = this.#core;
-    this.#skipped.add(task.taskId);
     const reason = outcome.type === 'retryable' ? outcome.reason : outcome.type;
-    core.deps.store.tasks.setTaskError(
-      core.opts.runId,
-      task.taskId,
-      `not submitted after ${attempts} attempts: ${reason}`,
-    );
+    const error = `not submitted after ${attempts} attempts: ${reason}`;
+    // The API failing is a passing reason: the task is tried again later in the run.
+    this.#putOff.add(task.taskId, error);
+    core.deps.store.tasks.setTaskError(core.opts.runId, task.taskId, error);
     this.#giveUpStreak++;
     if (this.#giveUpStreak >= core.opts.giveUpAfterTasks) {
       core.requestStop(

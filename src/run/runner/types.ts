@@ -179,6 +179,11 @@ export interface RunResult {
   awaitingReview: number;
   /** One line for the user about why the run stopped early. */
   stopMessage?: string;
+  /**
+   * Why tasks this process left unfinished are (a task put off to the end, a job the API did not know):
+   * the first one's id and reason, and how many more; absent when none were.
+   */
+  unfinishedWhy?: string;
   counts: Record<TaskState, number>;
   polls: number;
   /** How the successes of this process became known: a confirmed callback, or a poll of our own. */

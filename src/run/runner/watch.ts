@@ -326,6 +326,7 @@ export class Watcher {
         if (withinNotFoundWindow(core, watched)) break;
         const message = `the API does not know job ${imgUuid} (${outcome.message}); it stays ${watched.task.state} for a later run`;
         await core.writes.write(() => core.deps.store.tasks.setTaskError(core.opts.runId, taskId, message));
+        core.leftUnfinished.set(taskId, message);
         core.log.error({ task: taskId, img_uuid: imgUuid }, 'job unknown to the API; stopped watching it');
         this.unwatch(taskId);
         return undefined;
