@@ -165,12 +165,15 @@ export class ChainStore {
     this.#selectTask = db.prepare<[string, string], TaskRow>(
       'SELECT * FROM tasks WHERE run_id = ? AND task_id = ?',
     );
-    // Back to the request and estimate of the plan: its upstream will make a new result.
+    // Back to the request and estimate of the plan: its upstream will make a new result. The casts are
+    // for PostgreSQL, whose json_extract gives text (SQLite's gives the number).
     this.#restorePlanned = db.prepare<{ runId: string; taskId: string; hash: string; now: string }>(
       `UPDATE tasks SET body = planned_body, body_hash = :hash,
-         est_tokens = json_extract(planned_estimate, '$.tokens'), est_min = json_extract(planned_estimate, '$.min'),
-         est_max = json_extract(planned_estimate, '$.max'), est_basis = json_extract(planned_estimate, '$.basis'),
-         est_assumed = CASE json_extract(planned_estimate, '$.assumedPrice') WHEN 1 THEN 1 ELSE 0 END,
+         est_tokens = CAST(json_extract(planned_estimate, '$.tokens') AS DOUBLE PRECISION),
+         est_min = CAST(json_extract(planned_estimate, '$.min') AS DOUBLE PRECISION),
+         est_max = CAST(json_extract(planned_estimate, '$.max') AS DOUBLE PRECISION),
+         est_basis = json_extract(planned_estimate, '$.basis'),
+         est_assumed = CASE CAST(json_extract(planned_estimate, '$.assumedPrice') AS INTEGER) WHEN 1 THEN 1 ELSE 0 END,
          planned_body = NULL, planned_estimate = NULL, updated_at = :now
        WHERE run_id = :runId AND task_id = :taskId AND planned_body IS NOT NULL AND planned_estimate IS NOT NULL`,
     );

@@ -118,15 +118,24 @@ export class RunStore {
       `UPDATE runs SET api_base_url = :baseUrl, key_fingerprint = :keyFingerprint
        WHERE id = :id AND (api_base_url IS NULL OR :force = 1)`,
     );
-    this.#markRunEnded = db.prepare<{ id: string; state: RunState; exitCode: number | null; now: string }>(
-      // A session's time counts once: only an end that follows a start adds to the active time.
+    this.#markRunEnded = db.prepare<{
+      id: string;
+      state: RunState;
+      finished: 0 | 1;
+      exitCode: number | null;
+      now: string;
+    }>(
+      // A session's time counts once: only an end that follows a start adds to the active time. `finished`
+      // apart from `state`: PostgreSQL infers each parameter's type from where it is used, and one used
+      // both as the run's state and compared with a text would have two (the statement would then be sent
+      // with types guessed from the values bound, and a null exit code would be a text).
       `UPDATE runs SET
          active_ms = active_ms + CASE WHEN state = 'running' AND started_at IS NOT NULL
            THEN max(0, CAST(round((julianday(:now) - julianday(started_at)) * 86400000) AS INTEGER)) ELSE 0 END,
          state = :state, finished_at = :now, exit_code = :exitCode,
-         stop_reason = CASE WHEN :state = 'finished' THEN NULL ELSE stop_reason END,
-         stop_message = CASE WHEN :state = 'finished' THEN NULL ELSE stop_message END,
-         stopped_at = CASE WHEN :state = 'finished' THEN NULL ELSE stopped_at END
+         stop_reason = CASE WHEN :finished = 1 THEN NULL ELSE stop_reason END,
+         stop_message = CASE WHEN :finished = 1 THEN NULL ELSE stop_message END,
+         stopped_at = CASE WHEN :finished = 1 THEN NULL ELSE stopped_at END
        WHERE id = :id`,
     );
     // A session that never ended (kill -9, every worker lost) counts up to its last sign of work, and the
@@ -219,7 +228,13 @@ export class RunStore {
     const changes =
       state === 'running'
         ? this.#markRunStarted.run({ id, now }).changes
-        : this.#markRunEnded.run({ id, state, exitCode: exitCode ?? null, now }).changes;
+        : this.#markRunEnded.run({
+            id,
+            state,
+            finished: state === 'finished' ? 1 : 0,
+            exitCode: exitCode ?? null,
+            now,
+          }).changes;
     if (changes === 0) throw unknownRun(id);
     return this.#mustGet(id);
   }

@@ -166,15 +166,16 @@ const SCRUBBED = 'mediabatch_scrubbed';
  * Filters shared by every list statement; null parameters switch a filter off. `:stored` are the stored
  * states behind the shown ones of `:states` (awaiting_review is stored as pending). `inSql`: the text is
  * scrubbed by a function of the connection (SQLite); else the statement matches the plain text and the
- * rows are scrubbed and matched again as they are read (PostgreSQL cannot call into this process).
+ * rows are scrubbed and matched again as they are read (PostgreSQL cannot call into this process). The
+ * casts let PostgreSQL type a parameter that is first met in `IS NULL` (else it is typed by its value).
  */
 function filters(inSql: boolean): string {
   const scrubbed = (text: string) => (inSql ? `${SCRUBBED}(${text})` : text);
-  return `(:states IS NULL OR (state IN (SELECT value FROM json_each(:stored))
+  return `(CAST(:states AS TEXT) IS NULL OR (state IN (SELECT value FROM json_each(:stored))
     AND ${shownStateSql('tasks')} IN (SELECT value FROM json_each(:states))))
-  AND (:model IS NULL OR model = :model)
+  AND (CAST(:model AS TEXT) IS NULL OR model = :model)
   AND (:awaiting = 0 OR (review = 1 AND verdict IS NULL AND state = 'done'))
-  AND (:q IS NULL OR instr(lower(task_id), :q) > 0
+  AND (CAST(:q AS TEXT) IS NULL OR instr(lower(task_id), :q) > 0
        OR (instr(lower(body), :q) > 0 AND instr(lower(${scrubbed('body')}), :q) > 0)
        OR (instr(lower(coalesce(error, '')), :q) > 0 AND instr(lower(${scrubbed("coalesce(error, '')")}), :q) > 0))`;
 }

@@ -3,7 +3,7 @@
 // and unblocked downstreams follow their upstreams.
 import { describe, expect, it } from 'vitest';
 import { STORED_TASK_STATES } from '../../src/store/types.js';
-import { rawDatabase, task, useStoreWithRun } from './helpers.js';
+import { estimate, rawDatabase, task, useStoreWithRun } from './helpers.js';
 
 const ctx = useStoreWithRun();
 
@@ -29,6 +29,24 @@ const chained = (id: string, ...ups: string[]) => ({
 });
 
 describe('chains in the store', () => {
+  it('fill a downstream in with its exact price, and restore its planned request and range', () => {
+    const store = ctx.store();
+    const planned = {
+      ...chained('clip', 'still'),
+      estimate: estimate(2.5, { min: 1.25, max: 60.5, assumedPrice: true }),
+    };
+    store.tasks.upsertTasks('r1', [task('still'), planned]);
+    const before = store.tasks.getTask('r1', 'clip');
+    const filled = store.chains.fillIn('r1', 'clip', '{"prompt":"filled"}', estimate(5.125));
+    expect(filled.estimate).toEqual(estimate(5.125));
+    expect(store.chains.restorePlanned('r1', 'clip')).toBe(true);
+    const restored = store.tasks.getTask('r1', 'clip');
+    expect(restored?.wireBody).toBe(before?.wireBody);
+    expect(restored?.estimate).toEqual(planned.estimate);
+    // Nothing filled in any more: nothing to restore.
+    expect(store.chains.restorePlanned('r1', 'clip')).toBe(false);
+  });
+
   it('keep waits exact through inserts (a downstream before its upstream), moves by any writer, and resumes', () => {
     const store = ctx.store();
     // clip-i waits for still-i; poster-i waits for clip-i and still-i; written downstream first.

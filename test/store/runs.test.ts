@@ -87,6 +87,18 @@ describe('runs', () => {
     expect(store.runs.unfinishedRuns()).toEqual([]);
   });
 
+  it('ends a run without an exit code (null), and as finished clears its stop', () => {
+    const store = ctx.store();
+    store.runs.recordStop('r1', { reason: 'budget', message: 'budget' });
+    expect(store.runs.markRunState('r1', 'interrupted')).toMatchObject({
+      state: 'interrupted',
+      exitCode: null,
+    });
+    expect(store.runs.getRun('r1')?.stop?.reason).toBe('budget');
+    expect(store.runs.markRunState('r1', 'finished')).toMatchObject({ state: 'finished', exitCode: null });
+    expect(store.runs.getRun('r1')?.stop).toBeUndefined();
+  });
+
   it('keeps the callback token so a restarted run accepts late callbacks', () => {
     const store = ctx.store();
     store.runs.setCallbackToken('r1', 'tok-123');
