@@ -1,8 +1,8 @@
-// Ctrl-C and SIGTERM once a command has stopped answering them itself. `run`, `view`, `schedule` and
-// `sandbox` take them while they work, and let go once their outcome is printed; closing their
-// connections, then the process, takes milliseconds more (tens at a large heap). A signal then met no
-// handler and ended the process by the signal: no line, and a shell's 130 (143) where the command's own
-// code was due. Seen as a worker's exit after its run had finished and printed its report.
+// Ctrl-C and SIGTERM whenever no command answers them itself. `run`, `view`, `schedule` and `sandbox`
+// take them while they work; before that (loading the manifest, planning, measuring media, the preflight)
+// and after (their outcome printed, connections closing), and in commands that never take them (`report`,
+// `status`, `plan`), a signal met no handler and ended the process by the signal: no line, and a shell's
+// 130 (143) where the interrupted code and its line were due.
 
 import { EXIT } from '../exit-codes.js';
 
@@ -12,14 +12,25 @@ const SIGNALS: readonly Signal[] = ['SIGINT', 'SIGTERM'];
 /** The part of `process` this needs (tests pass an EventEmitter). */
 export type SignalSource = Pick<NodeJS.EventEmitter, 'on' | 'listenerCount'>;
 
+/** What an interrupt before a command answers it leaves, as its line says it; a command may say better. */
+const WHAT_WAS_DONE = 'what was done is recorded; run the same command again';
+let beforeAnswered = WHAT_WAS_DONE;
+
 /**
- * Once the last listener of a signal goes (a command let go of it), a signal nobody else answers ends
- * the process at once: with the command's code once it returned one (`ended`; its lines are printed, the
- * signal changes nothing), else with the interrupted code and one line, as a second Ctrl-C during a run
- * does. Before any command listened, nothing is added: a signal ends a command that never handles it
- * (`status`), or one still starting, as it always did.
+ * What an interrupt that comes before the command answers signals leaves (the line's end): `run` says
+ * nothing was submitted. Set by the command as it starts.
  */
-export function answerSignalsWhileClosing(
+export function sayOnEarlyInterrupt(text: string): void {
+  beforeAnswered = text;
+}
+
+/**
+ * From the start, a signal no command answers ends the process at once, never by the signal: with the
+ * command's code once it returned one (`ended`; its lines are printed, the signal changes nothing), else
+ * with the interrupted code and one line, as a second Ctrl-C during a run does. While a command answers
+ * a signal (it listens too), the command alone does.
+ */
+export function answerSignals(
   proc: SignalSource,
   io: {
     stderr: { write(text: string): unknown };
@@ -27,19 +38,22 @@ export function answerSignalsWhileClosing(
     ended(): number | undefined;
   },
 ): void {
-  const installed = new Set<Signal>();
+  // Signals a command answered and let go of: the process is closing.
+  const letGo = new Set<Signal>();
   const quit = (signal: Signal) => () => {
-    // A command listens again: it answers.
+    // A command listens: it answers.
     if (proc.listenerCount(signal) > 1) return;
     const code = io.ended();
     if (code !== undefined) return io.exit(code);
-    io.stderr.write(`\nmediabatch: quit at once (${signal}) while closing; what was done is recorded\n`);
+    const line = letGo.has(signal)
+      ? `quit at once (${signal}) while closing; what was done is recorded`
+      : `interrupted (${signal}): ${beforeAnswered}`;
+    io.stderr.write(`\nmediabatch: ${line}\n`);
     io.exit(EXIT.interrupted);
   };
+  for (const signal of SIGNALS) proc.on(signal, quit(signal));
   proc.on('removeListener', (event: string | symbol) => {
     const signal = SIGNALS.find((s) => s === event);
-    if (signal === undefined || installed.has(signal) || proc.listenerCount(signal) > 0) return;
-    installed.add(signal);
-    proc.on(signal, quit(signal));
+    if (signal !== undefined && proc.listenerCount(signal) <= 1) letGo.add(signal);
   });
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { setFlagsFromString } from 'node:v8';
 import { quietSdkNodeWarning } from '../storage/sdk-warning.js';
-import { answerSignalsWhileClosing } from './closing.js';
+import { answerSignals } from './closing.js';
 import { processIO } from './io.js';
 import { runCli } from './program.js';
 
@@ -22,10 +22,11 @@ for (const stream of [process.stdout, process.stderr]) {
 // Before any S3 client exists: the AWS SDK's warning about Node 20 is read from the environment then.
 quietSdkNodeWarning();
 
-// A Ctrl-C or SIGTERM after a command let go of them (its outcome printed, its connections closing)
-// ends the process with the command's code, or the interrupted code and a line; never by the signal.
+// A Ctrl-C or SIGTERM that no command answers (before it takes them, after it let go of them, in a
+// command that never does) ends the process with the command's code, or the interrupted code and a
+// line; never by the signal.
 let ended: number | undefined;
-answerSignalsWhileClosing(process, {
+answerSignals(process, {
   stderr: process.stderr,
   exit: (code) => process.exit(code),
   ended: () => ended,

@@ -13,6 +13,7 @@ import { checkRunFolder } from '../../run/marker.js';
 import { createStorage, joinKey } from '../../storage/index.js';
 import type { RunRecord, Store } from '../../store/index.js';
 import { stateLocation } from '../../store/location.js';
+import { sayOnEarlyInterrupt } from '../closing.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { openExistingStore, type ReadContext, readerOf, runFolder, unknownRunError } from '../read.js';
@@ -28,6 +29,7 @@ export async function reportCommand(
   ctx: ReportContext,
 ): Promise<number> {
   const { io } = ctx;
+  sayOnEarlyInterrupt('each report file is written whole or not at all; run the same command again');
   const store = openExistingStore(ctx);
   try {
     const runs = () => store?.runs.listRuns() ?? [];

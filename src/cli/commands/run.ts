@@ -19,6 +19,7 @@ import { createStorage, joinKey } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
 import { sandboxJournalAnchor, stateLocation } from '../../store/location.js';
 import { registerSecret } from '../../util/secrets.js';
+import { sayOnEarlyInterrupt } from '../closing.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { humanOut, type RunContext, type RunFlags } from '../run/context.js';
@@ -31,6 +32,9 @@ export type { RunContext, RunFlags };
 /** preflight, then submit, watch, download; resumes the run when it exists and is unfinished. */
 export async function runCommand(file: string, flags: RunFlags, ctx: RunContext): Promise<number> {
   const { io, config } = ctx;
+  // Until the run takes Ctrl-C itself (just before its first submission), one ends it here: loading,
+  // planning, measuring media, the preflight, the question.
+  sayOnEarlyInterrupt('nothing was submitted; run the same command again');
   // A bad --shard is said before anything starts (the embedded sandbox included).
   shardOfFlags(flags, io.env);
   if (flags.sandboxReset) {
