@@ -184,6 +184,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     if (fleet && existing && liveWorkers(store, runId) > 0) {
       return await joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
     }
+    if (existing) refuseAnotherBatch(o, runId, existing);
     if (existing?.state === 'running' && lastSign !== undefined) store.runs.closeLostSession(runId, lastSign);
     const refuse = (code: number, message?: string) => {
       if (existing) return;
@@ -245,6 +246,28 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     store.leases.releaseLease(leaseName, holder);
     throw error;
   }
+}
+
+/**
+ * A run is one batch. Another manifest that names the same run (two files with the same `name:`, or
+ * `--run-id` of another manifest's run) is refused before anything of it is stored: going on would add
+ * its tasks to the other batch's run, one run, one report and one budget for both. The same manifest
+ * moved (its plan the run's) goes on; one moved and edited goes on with --accept-changes, which says it.
+ */
+function refuseAnotherBatch(o: OpenRunOptions, runId: string, existing: RunRecord): void {
+  if (existing.manifestPath === o.manifestPath || o.acceptChanges === true) return;
+  // The plan's digest is the run's once all its tasks were stored (a run of an older mediabatch has none).
+  const samePlan =
+    existing.planDigest !== null &&
+    existing.planTasks === o.plan.taskIds.length &&
+    existing.planDigest === planDigestOf(o.plan.rows({ withoutCallback: true }));
+  if (samePlan) return;
+  const shown = o.shown ?? ((p: string) => p);
+  const [started, asked] = [shown(existing.manifestPath), shown(o.manifestPath)];
+  throw new RunError(
+    'invalid',
+    `run ${runId} was started from ${started}, and ${asked} is another batch with the same run id (its tasks or requests differ): give ${asked} a \`name:\` of its own, or run it with --run-id and another id; if it is ${started} moved and edited, --accept-changes goes on with run ${runId}`,
+  );
 }
 
 /**
