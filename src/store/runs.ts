@@ -61,6 +61,9 @@ function toRun(row: RunRow): RunRecord {
   };
 }
 
+/** What ends a run (markRunState): `finished` is 1 when `state` is 'finished'. */
+type RunEnd = { id: string; state: RunState; finished: 0 | 1; exitCode: number | null; now: string };
+
 export class RunStore {
   readonly #now: Clock;
   readonly #insertRun;
@@ -118,17 +121,9 @@ export class RunStore {
       `UPDATE runs SET api_base_url = :baseUrl, key_fingerprint = :keyFingerprint
        WHERE id = :id AND (api_base_url IS NULL OR :force = 1)`,
     );
-    this.#markRunEnded = db.prepare<{
-      id: string;
-      state: RunState;
-      finished: 0 | 1;
-      exitCode: number | null;
-      now: string;
-    }>(
+    this.#markRunEnded = db.prepare<RunEnd>(
       // A session's time counts once: only an end that follows a start adds to the active time. `finished`
-      // apart from `state`: PostgreSQL infers each parameter's type from where it is used, and one used
-      // both as the run's state and compared with a text would have two (the statement would then be sent
-      // with types guessed from the values bound, and a null exit code would be a text).
+      // apart from `state`: used both ways, PostgreSQL could not type it (nor the exit code, then).
       `UPDATE runs SET
          active_ms = active_ms + CASE WHEN state = 'running' AND started_at IS NOT NULL
            THEN max(0, CAST(round((julianday(:now) - julianday(started_at)) * 86400000) AS INTEGER)) ELSE 0 END,
