@@ -8,7 +8,7 @@
 // says where its time went (bench/lib/pg-profile.ts): CPU seconds per task of the workers (start-up
 // included), of PostgreSQL's processes and of the sandbox, and what the database's sessions waited on.
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { leaseHolder, openStore } from '../src/store/index.js';
 import { PgDb } from '../src/store/pg/db.js';
@@ -35,6 +35,14 @@ interface Fleet {
 
 interface FleetFigures {
   rate: number;
+  /**
+   * Tasks per second between the 20th and the 90th percent of the run's tasks done: without the workers'
+   * start (a new process interprets, then compiles, its code in its first seconds) and without the last
+   * tasks, which finish with fewer in flight.
+   */
+  steadyRate: number;
+  /** Cores busy with the run (workers, PostgreSQL, sandbox) at its whole-run rate. */
+  coresBusy: number;
   /** CPU milliseconds per task: the workers, PostgreSQL, the sandbox. */
   cpuMsPerTask: Record<string, number>;
   /** Tasks per CPU-second of all three together. */
@@ -90,8 +98,11 @@ async function fleetRate(
       log(
         `${workers} worker(s): tasks sent per worker ${sent.join(', ')}; CPU ms per task ${JSON.stringify(perTask)}; sessions ${JSON.stringify(waited)}; deadlocks ${conflicts}`,
       );
+      const rate = tasks / ((run.finishedAt.getTime() - run.startedAt.getTime()) / 1000);
       return {
-        rate: tasks / ((run.finishedAt.getTime() - run.startedAt.getTime()) / 1000),
+        rate,
+        steadyRate: steadyRate(url),
+        coresBusy: round((rate * total) / tasks),
         cpuMsPerTask: perTask,
         tasksPerCpuSecond: round(tasks / total, 0),
         waits: waited,
@@ -101,6 +112,24 @@ async function fleetRate(
     }
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Tasks per second from the 20th to the 90th percent of the run's tasks finished. */
+function steadyRate(url: string): number {
+  const db = new PgDb(url);
+  try {
+    const times = db
+      .prepare(`SELECT finished_at FROM tasks WHERE run_id = 'fleet' AND state = 'done' ORDER BY finished_at`)
+      .pluck()
+      .all()
+      .map((at) => Date.parse(String(at)));
+    const from = Math.floor(times.length * 0.2);
+    const to = Math.floor(times.length * 0.9) - 1;
+    const seconds = ((times[to] ?? 0) - (times[from] ?? 0)) / 1000;
+    return seconds > 0 ? (to - from) / seconds : 0;
+  } finally {
+    db.close();
   }
 }
 
@@ -162,8 +191,9 @@ try {
   for (let i = 0; i < rounds; i++) {
     runs.one.push(await fleetRate(pg.freshDatabase(), baseUrl, 1, fleet));
     runs.two.push(await fleetRate(pg.freshDatabase(), baseUrl, 2, fleet));
+    const [one, two] = [runs.one[i], runs.two[i]];
     log(
-      `round ${i + 1}: one worker ${round(runs.one[i]?.rate ?? 0, 0)} tasks/s, two workers ${round(runs.two[i]?.rate ?? 0, 0)} tasks/s`,
+      `round ${i + 1}: one worker ${round(one?.rate ?? 0, 0)} tasks/s (steady ${round(one?.steadyRate ?? 0, 0)}, ${one?.coresBusy} cores busy), two workers ${round(two?.rate ?? 0, 0)} tasks/s (steady ${round(two?.steadyRate ?? 0, 0)}, ${two?.coresBusy} cores busy)`,
     );
   }
   const claimMicros = claimCost(pg.freshDatabase(), 10_000);
@@ -178,6 +208,9 @@ try {
     pgDelayMs: delayMs,
     tasksPerSecond: { oneWorker: round(one.rate, 0), twoWorkers: round(two.rate, 0) },
     ratio: round(two.rate / one.rate),
+    steadyTasksPerSecond: { oneWorker: round(one.steadyRate, 0), twoWorkers: round(two.steadyRate, 0) },
+    steadyRatio: round(two.steadyRate / one.steadyRate),
+    coresBusy: { oneWorker: one.coresBusy, twoWorkers: two.coresBusy, machine: availableParallelism() },
     cpuMsPerTask: { oneWorker: one.cpuMsPerTask, twoWorkers: two.cpuMsPerTask },
     tasksPerCpuSecond: { oneWorker: one.tasksPerCpuSecond, twoWorkers: two.tasksPerCpuSecond },
     sessions: { oneWorker: one.waits, twoWorkers: two.waits },

@@ -54,10 +54,18 @@ export function reportCsv(report: Report): string {
 
 /** report.csv a line at a time: the header, then one row per task as the tasks are read. */
 export function* csvChunks(tasks: Iterable<ReportTask>): Generator<string, void, void> {
-  yield toCsv([CSV_COLUMNS.map((c) => c.name)]);
-  for (const task of tasks) {
-    yield toCsv([CSV_COLUMNS.map((c) => (c.text ? defuseFormula(c.value(task)) : c.value(task)))]);
-  }
+  yield csvHeader();
+  for (const task of tasks) yield csvRow(task);
+}
+
+/** report.csv's first line: the columns' names. */
+export function csvHeader(): string {
+  return toCsv([CSV_COLUMNS.map((c) => c.name)]);
+}
+
+/** One task's line of report.csv. */
+export function csvRow(task: ReportTask): string {
+  return toCsv([CSV_COLUMNS.map((c) => (c.text ? defuseFormula(c.value(task)) : c.value(task)))]);
 }
 
 /** RFC 4180 text of the rows, each line ended by CRLF. Null is an empty field. */

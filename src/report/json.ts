@@ -20,25 +20,53 @@ export function* reportJsonChunks(
   inDoubt: Iterable<Report['in_doubt'][number]>,
   tasks: Iterable<ReportTask>,
 ): Generator<string, void, void> {
+  const parts = reportJsonParts(head);
+  yield parts.beforeInDoubt;
+  yield* jsonArray(inDoubt);
+  yield parts.beforeTasks;
+  yield* jsonArray(tasks);
+  yield parts.after;
+}
+
+/**
+ * The fixed text of report.json around its two lists: before the in-doubt list, between it and the task
+ * list, and after the task list. A writer fed the tasks one at a time puts each list's elements
+ * (jsonElement, then jsonArrayEnd) in between.
+ */
+export function reportJsonParts(head: ReportHead): {
+  beforeInDoubt: string;
+  beforeTasks: string;
+  after: string;
+} {
   const skeleton = JSON.stringify(reportOf(head, [], []), null, 2);
   const inDoubtAt = skeleton.indexOf(IN_DOUBT_AT + EMPTY) + IN_DOUBT_AT.length;
   const tasksAt = skeleton.indexOf(TASKS_AT + EMPTY) + TASKS_AT.length;
   if (inDoubtAt < IN_DOUBT_AT.length || tasksAt < TASKS_AT.length || tasksAt < inDoubtAt) {
     throw new Error('report.json: the lists are not where the report format puts them: this is a bug');
   }
-  yield skeleton.slice(0, inDoubtAt);
-  yield* jsonArray(inDoubt);
-  yield skeleton.slice(inDoubtAt + EMPTY.length, tasksAt);
-  yield* jsonArray(tasks);
-  yield `${skeleton.slice(tasksAt + EMPTY.length)}\n`;
+  return {
+    beforeInDoubt: skeleton.slice(0, inDoubtAt),
+    beforeTasks: skeleton.slice(inDoubtAt + EMPTY.length, tasksAt),
+    after: `${skeleton.slice(tasksAt + EMPTY.length)}\n`,
+  };
 }
 
-function* jsonArray(items: Iterable<unknown>): Generator<string, void, void> {
+export function* jsonArray(items: Iterable<unknown>): Generator<string, void, void> {
   let first = true;
   for (const item of items) {
-    const text = JSON.stringify(item, null, 2).replaceAll('\n', `\n${ELEMENT_INDENT}`);
-    yield `${first ? '[' : ','}\n${ELEMENT_INDENT}${text}`;
+    yield jsonElement(item, first);
     first = false;
   }
-  yield first ? EMPTY : '\n  ]';
+  yield jsonArrayEnd(first);
+}
+
+/** One element of a top-level list of report.json, `first` of its list or not. */
+export function jsonElement(item: unknown, first: boolean): string {
+  const text = JSON.stringify(item, null, 2).replaceAll('\n', `\n${ELEMENT_INDENT}`);
+  return `${first ? '[' : ','}\n${ELEMENT_INDENT}${text}`;
+}
+
+/** The end of a top-level list; `empty` when it had no element. */
+export function jsonArrayEnd(empty: boolean): string {
+  return empty ? EMPTY : '\n  ]';
 }

@@ -16,11 +16,11 @@ import {
   writeFileAtomicStream,
 } from '../util/fsatomic.js';
 import { inDoubtEntry, type ReportHead, type ReportOptions, reportTask } from './build.js';
-import { csvChunks } from './csv.js';
+import { csvHeader, csvRow } from './csv.js';
 import { type ExtraReader, extrasOf, promptOfText } from './extras.js';
 import { GALLERY_BOTTOM, GALLERY_IN_DOUBT_LIMIT, galleryCard, galleryTop } from './gallery.js';
 import { collectReportHead } from './head.js';
-import { reportJsonChunks } from './json.js';
+import { jsonArray, jsonArrayEnd, jsonElement, reportJsonParts } from './json.js';
 import { FAILURE_STATES, MARKDOWN_LIST_LIMIT, markdownChunks } from './markdown.js';
 import type { Report, ReportTask, TaskReview } from './schema.js';
 
@@ -86,8 +86,36 @@ export async function writeReport(
   const inDoubt = (limit?: number) =>
     inDoubtEntries(pages({ states: ['in_doubt'], ...(limit === undefined ? {} : { limit }) }), runDir);
 
-  await writeFileAtomicStream(files.json, (sink) => drain(sink, reportJsonChunks(head, inDoubt(), tasks())));
-  await writeFileAtomicStream(files.csv, (sink) => drain(sink, csvChunks(tasks())));
+  // report.json, report.csv and index.html list every task: one read of the tasks, page by page, feeds
+  // all three (each page read once, not once per file: on PostgreSQL a page is four statements).
+  await writeFileAtomicStream(files.json, (json) =>
+    writeFileAtomicStream(files.csv, (csv) =>
+      writeFileAtomicStream(files.gallery, async (gallery) => {
+        const parts = reportJsonParts(head);
+        await json.write(parts.beforeInDoubt);
+        await drain(json, jsonArray(inDoubt()));
+        await json.write(parts.beforeTasks);
+        await csv.write(csvHeader());
+        await gallery.write(galleryTop(head, [...inDoubt(GALLERY_IN_DOUBT_LIMIT)]));
+        let first = true;
+        for (const page of pages()) {
+          const cards = page.map((row) => ({
+            task: reportTask(row, row.spend, row.files, runDir, row.attempts, reviews.get(row.taskId)),
+            prompt: promptOfText(row.requestText),
+          }));
+          const extras = await extrasOf(cards, runDir, readExtra);
+          for (const { task } of cards) {
+            await json.write(jsonElement(task, first));
+            await csv.write(csvRow(task));
+            await gallery.write((first ? '' : ',') + galleryCard(task, extras.get(task.id)));
+            first = false;
+          }
+        }
+        await json.write(jsonArrayEnd(first) + parts.after);
+        await gallery.write(GALLERY_BOTTOM);
+      }),
+    ),
+  );
   await writeFileAtomicStream(files.markdown, (sink) =>
     drain(
       sink,
@@ -99,22 +127,6 @@ export async function writeReport(
       }),
     ),
   );
-  await writeFileAtomicStream(files.gallery, async (sink) => {
-    await sink.write(galleryTop(head, [...inDoubt(GALLERY_IN_DOUBT_LIMIT)]));
-    let first = true;
-    for (const page of pages()) {
-      const cards = page.map((row) => ({
-        task: reportTask(row, row.spend, row.files, runDir, row.attempts, reviews.get(row.taskId)),
-        prompt: promptOfText(row.requestText),
-      }));
-      const extras = await extrasOf(cards, runDir, readExtra);
-      for (const { task } of cards) {
-        await sink.write((first ? '' : ',') + galleryCard(task, extras.get(task.id)));
-        first = false;
-      }
-    }
-    await sink.write(GALLERY_BOTTOM);
-  });
   return { head, files };
 }
 

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   buildReport,
   copyReportFile,
@@ -161,6 +161,24 @@ describe(`the streamed report of ${TASKS} tasks`, () => {
       files: tasks.reduce((n, t) => n + t.files.length, 0),
       bytes: tasks.reduce((n, t) => n + t.bytes, 0),
     });
+  });
+
+  it('reads the tasks once for report.json, report.csv and index.html, a page at a time', async () => {
+    const reads: unknown[] = [];
+    const pages = store.reportReads.reportTaskPages.bind(store.reportReads);
+    const spy = vi.spyOn(store.reportReads, 'reportTaskPages').mockImplementation((runId, opts) => {
+      reads.push(opts ?? {});
+      return pages(runId, opts);
+    });
+    try {
+      await writeReport(store, 'big', runDir, { now: clock.now() });
+    } finally {
+      spy.mockRestore();
+    }
+    // Every task: once. The rest are the in-doubt list (report.json's and the gallery's first cards) and
+    // report.md's first few of each kind.
+    expect(reads.filter((o) => Object.keys(o as object).length === 0)).toHaveLength(1);
+    expect(readFileSync(streamed.files.json, 'utf8')).toBe(`${JSON.stringify(report, null, 2)}\n`);
   });
 
   it('writes report.csv as the report in memory does, one row per task', () => {
