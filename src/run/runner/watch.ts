@@ -489,6 +489,7 @@ export class Watcher {
     watched.stalled = true;
     watched.task = { ...watched.task, state: 'stalled' };
     core.emit({ event: 'stalled', task: taskId, reason });
+    core.leftUnfinished.set(taskId, reason);
     core.log.warn({ task: taskId, img_uuid: watched.task.imgUuid }, 'job stalled past its deadline');
     core.giveBackSlot(watched);
     core.progress();

@@ -51,6 +51,9 @@ describe('what a server can make the Runner do, and how long it waits', () => {
       /^the API does not know job u1 \(job not found \(HTTP 404\)\)/,
     );
     expect(result.counts.submitted).toBe(1);
+    expect(result.unfinishedWhy).toMatch(
+      /^t1: the API does not know job u1 \(job not found \(HTTP 404\)\); it stays submitted for a later run$/,
+    );
   });
 
   it('a success with no result list: waited on for the grace period, then unfetched (paid, resumable)', async () => {

@@ -251,6 +251,10 @@ describe('Runner, driven directly', () => {
     expect(events[1]).toMatchObject({
       reason: 'no result 1 min after submission; still watched, and a later run keeps watching it',
     });
+    // The run's last line says why it is unfinished.
+    expect(result.unfinishedWhy).toBe(
+      'slow: no result 1 min after submission; still watched, and a later run keeps watching it',
+    );
   });
 
   it('submits a failed (refunded) job again while the task has retries left', async () => {
