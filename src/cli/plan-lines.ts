@@ -66,6 +66,9 @@ export function planJson(
           },
         }
       : {}),
+    ...(verdict.takenBy
+      ? { runOfAnotherManifest: { id: verdict.takenBy.runId, manifest: verdict.takenBy.manifest } }
+      : {}),
     tasks: tasks.map((t) => ({
       id: t.spec.id,
       model: t.entry.model,
@@ -224,6 +227,12 @@ function moneyLines({ manifest, totals }: PlanLike, balance: BalanceCheck, verdi
   }
   // With a run in the state file, only what `run` would still submit is compared with the limits.
   const what = existing ? 'the rest' : 'the plan';
+  if (verdict.takenBy) {
+    const { runId, manifest: other } = verdict.takenBy;
+    lines.push(
+      `Run ${runId} was started from ${other}: \`run\` refuses another manifest under that run id (unless it is ${other} moved); give this one a \`name:\` of its own, or --run-id and another id.`,
+    );
+  }
   if (existing) {
     lines.push(
       `Run ${existing.id} exists (${existing.state}): ${describeCounts(existing.counts)}; ${fmtTokensWithUnit(existing.charged)} charged so far.`,

@@ -5,7 +5,14 @@ import type { ManifestSettings } from '../manifest/types.js';
 import { owedSoFar } from '../money/index.js';
 import type { PlannedTask } from '../plan/plan.js';
 import type { Shard } from '../plan/shard.js';
-import { keyFingerprint, type RunState, type Store, TASK_STATES, type TaskState } from '../store/index.js';
+import {
+  keyFingerprint,
+  type RunRecord,
+  type RunState,
+  type Store,
+  TASK_STATES,
+  type TaskState,
+} from '../store/index.js';
 import { learnedDay, quotaStanding } from '../store/quota.js';
 import { fromMicro, roundTokens } from '../util/money.js';
 import { decidePreflight } from './preflight.js';
@@ -46,6 +53,11 @@ export interface PlanFits {
 
 export interface Verdict {
   existing?: ExistingRun;
+  /**
+   * The run `run` would drive was started from another manifest (the same `name:`): `run` refuses this
+   * one under that id (unless it is that manifest moved), and the plan is weighed as a new run.
+   */
+  takenBy?: { runId: string; manifest: string };
   remaining: Remaining;
   quota?: QuotaFigures;
   fits: PlanFits;
@@ -71,12 +83,18 @@ export interface JudgeInputs {
   now: Date;
   /** `plan --shard`: the shard's run is the one to weigh (ShardRunError when it cannot be driven). */
   shard?: Shard;
+  /** A manifest's path as the person reaches it. */
+  shown?: (path: string) => string;
 }
 
 /** Compares what is left of the run `run` would drive (all of it for a new run) with every limit. */
 export function judgePlan(plan: PlanToJudge, o: JudgeInputs): Verdict {
   const { store, config } = o;
-  const existing = store ? existingRun(store, o.manifestPath, plan.settings, o.shard) : undefined;
+  const chosen = store ? chosenRun(store, o.manifestPath, plan.settings, o.shard) : undefined;
+  const mine = chosen?.manifestPath === o.manifestPath;
+  const existing = store && chosen && mine ? existingRun(store, chosen) : undefined;
+  const takenBy =
+    chosen && !mine ? { runId: chosen.id, manifest: (o.shown ?? String)(chosen.manifestPath) } : undefined;
   const sums = { tasks: 0, tokens: 0, min: 0, max: 0 };
   for (const t of plan.tasks) {
     if (existing?.handled.has(t.spec.id)) continue;
@@ -106,6 +124,7 @@ export function judgePlan(plan: PlanToJudge, o: JudgeInputs): Verdict {
   const fitsOf = (left: number | undefined): boolean | null => (left === undefined ? null : left >= 0);
   return {
     ...(existing ? { existing } : {}),
+    ...(takenBy ? { takenBy } : {}),
     remaining,
     ...(quota ? { quota } : {}),
     fits: {
@@ -119,16 +138,19 @@ export function judgePlan(plan: PlanToJudge, o: JudgeInputs): Verdict {
 }
 
 /** The run `run` would resume or continue (the same choice as `run`), if the state file has it. */
-function existingRun(
+function chosenRun(
   store: Store,
   manifestPath: string,
   settings: ManifestSettings,
   shard: Shard | undefined,
-): ExistingRun | undefined {
+): RunRecord | undefined {
   const input = { manifestPath, manifestName: settings.name, templateRunId: settings.runId };
   const { runId } = shard ? chooseShardRun(store, input, shard) : chooseRun(store, input);
-  const run = store.runs.getRun(runId);
-  if (!run) return undefined;
+  return store.runs.getRun(runId);
+}
+
+/** What of this manifest's run is paid or sent already. */
+function existingRun(store: Store, run: RunRecord): ExistingRun {
   const handledStates = TASK_STATES.filter((s) => s !== 'pending');
   return {
     id: run.id,

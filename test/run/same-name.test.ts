@@ -24,6 +24,17 @@ describe('two manifests with the same name on one state', () => {
     await e.manifest({ name: 'same', tasks: [still('cap')] }, 'caps.yaml');
     expect((await e.run(['run', 'mugs.yaml', '--yes'])).code).toBe(0);
 
+    // `plan` says so first, and weighs the manifest as a new run.
+    const plan = await e.run(['plan', 'caps.yaml']);
+    expect(plan.code).toBe(0);
+    expect(plan.stdout).toContain(
+      'Run same was started from mugs.yaml: `run` refuses another manifest under that run id (unless it is mugs.yaml moved); give this one a `name:` of its own, or --run-id and another id.',
+    );
+    expect(plan.stdout).not.toContain('Run same exists');
+    const json = JSON.parse((await e.run(['plan', 'caps.yaml', '--json'])).stdout);
+    expect(json.runOfAnotherManifest).toEqual({ id: 'same', manifest: 'mugs.yaml' });
+    expect(json.existingRun).toBeUndefined();
+
     const second = await e.run(['run', 'caps.yaml', '--yes']);
     expect(second.code).toBe(1);
     expect(reason(second)).toBe(

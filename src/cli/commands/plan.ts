@@ -13,6 +13,7 @@ import { judgePlan, type Verdict } from '../../run/left-to-pay.js';
 import { openStore } from '../../store/index.js';
 import { stateExists, stateLocation } from '../../store/location.js';
 import { EXIT, ExitError } from '../errors.js';
+import { displayPath } from '../format.js';
 import type { CliIO } from '../io.js';
 import { type BalanceCheck, type PlanLike, planJson, planText, writeLines } from '../plan-lines.js';
 import { shardBudget } from '../shard.js';
@@ -113,6 +114,7 @@ function judge(file: string, plan: PlanLike, balance: BalanceCheck, deps: PlanDe
       {
         store,
         manifestPath: resolve(io.cwd, file),
+        shown: (p) => displayPath(io.cwd, p),
         balance: balance.state === 'ok' ? balance.balance : undefined,
         config,
         now: io.now(),
