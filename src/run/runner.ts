@@ -216,17 +216,21 @@ export class Runner {
   }
 }
 
-/** Why the tasks this process left unfinished (and still unfinished) are: the first, and how many more. */
+/**
+ * Why tasks this process left are unfinished: the first of them still unfinished, and whether there are
+ * more. A few reads at most (the store's counts say how many are unfinished).
+ */
 function whyUnfinished(core: RunCore): { unfinishedWhy?: string } {
   const { store } = core.deps;
-  const left = [...core.leftUnfinished].filter(([taskId]) => {
+  let looked = 0;
+  for (const [taskId, reason] of core.leftUnfinished) {
+    if (++looked > 100) break;
     const state = store.tasks.getTask(core.opts.runId, taskId)?.state;
-    return state !== undefined && UNFINISHED.includes(state);
-  });
-  const [first] = left;
-  if (first === undefined) return {};
-  const more = left.length > 1 ? ` (and ${left.length - 1} more task(s))` : '';
-  return { unfinishedWhy: `${first[0]}: ${first[1]}${more}` };
+    if (state === undefined || !UNFINISHED.includes(state)) continue;
+    const more = core.leftUnfinished.size > looked ? '; and others' : '';
+    return { unfinishedWhy: `${taskId}: ${reason}${more}` };
+  }
+  return {};
 }
 
 /** Tasks a stop left unstored are pending too: the next run stores and submits them. */

@@ -180,8 +180,8 @@ export interface RunResult {
   /** One line for the user about why the run stopped early. */
   stopMessage?: string;
   /**
-   * Why tasks this process left unfinished are (a task put off to the end, a job the API did not know):
-   * the first one's id and reason, and how many more; absent when none were.
+   * Why tasks this process left are unfinished (put off to the end, a job the API did not know, stalled,
+   * a result not fetched): the first one's id and reason, and whether there are others; absent when none.
    */
   unfinishedWhy?: string;
   counts: Record<TaskState, number>;
