@@ -1330,4 +1330,19 @@ ALTER TABLE runs ADD COLUMN plan_digest sha256_hex;
 ALTER TABLE runs ADD COLUMN plan_tasks count_of;
 `,
   },
+  {
+    // PostgreSQL only: SQLite updates a row in place, and adds to an index only the entries whose columns change.
+    id: 30,
+    name: 'the longest-first order of the claims holds only pending tasks',
+    sql: `
+-- PostgreSQL writes a new version of a row on every update, and, unless no indexed column changed, an entry
+-- for it in every index of the table whose condition it meets: a task's four moves after its claim
+-- (submitting, submitted, downloading, done) each added one to tasks_ready_longest, five columns wide,
+-- which only the claims read, and they read pending tasks alone. Holding only pending tasks, it is written
+-- when a task is stored or put back, and the claims still walk it in their order and stop at 64.
+CREATE INDEX tasks_ready_longest_pending ON tasks (run_id, waits, expected_ms DESC, seq) WHERE state = 'pending';
+DROP INDEX tasks_ready_longest;
+ALTER INDEX tasks_ready_longest_pending RENAME TO tasks_ready_longest;
+`,
+  },
 ];
