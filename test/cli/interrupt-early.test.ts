@@ -3,6 +3,7 @@
 // (`plan`): the interrupted code and one line, never a death by the signal (a shell's 130 and no word).
 // Real processes, real signals; a loopback server that holds every request until told, so each signal
 // lands in the phase named.
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,7 +13,8 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { type Sandbox, startSandbox } from '../../src/sandbox/server.js';
-import { spawnCli } from '../helpers/child.js';
+import { shellLine } from '../../src/util/shell.js';
+import { cliArgv, spawnCli } from '../helpers/child.js';
 
 /** Holds every request (seen, never answered) while `holding`; then forwards to `upstream`, if any. */
 async function holdingServer(upstream?: string) {
@@ -135,6 +137,36 @@ describe('an interrupt before a command takes it', () => {
     expect(await again.exited).toBe(0);
     expect(again.stderr()).toBe('');
     expect(sandbox.state().jobs).toHaveLength(1);
+  });
+
+  it('run, at its question on a terminal: Ctrl-C is "not confirmed", exit 3, nothing submitted', async () => {
+    sandbox = await startSandbox({ port: 0, speed: 0, seed: 5, apiKey: 'sandbox-key' });
+    const cwd = await folderWith([{ id: 'still', model: 'flat-image', input: { prompt: 'a mug' } }]);
+    // A terminal of its own (util-linux's script): the question is asked only of a person at one.
+    const line = shellLine(cliArgv(['run', 'batch.yaml', '--state', 'state.db']));
+    const child = spawn('script', ['-qfec', line, '/dev/null'], {
+      cwd,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        MEDIABATCH_API_KEY: 'sandbox-key',
+        MEDIABATCH_BASE_URL: sandbox.baseUrl,
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const asked = new Promise<void>((resolve) =>
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString('utf8');
+        if (out.includes('[y/N]')) resolve();
+      }),
+    );
+    await asked;
+    child.stdin.write('\x03');
+    expect(await exited).toBe(3);
+    expect(out).toContain('mediabatch: not confirmed (Ctrl-C); nothing was submitted');
+    expect(sandbox.state().jobs).toHaveLength(0);
   });
 
   it('plan, which never takes the signal, while it measures a media input: exit 4 and one line', async () => {
