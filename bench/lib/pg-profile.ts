@@ -120,16 +120,29 @@ export class WaitSampler {
   #sample(): void {
     const rows = this.#db
       .prepare(
-        `SELECT state, wait_event_type, wait_event FROM pg_stat_activity
-         WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+        // An advisory lock waited for is named after the run's lock it is (src/store/pg/migrations.ts): a
+        // key of hashtextextended is split by pg_locks into two 32-bit halves, the low one in objid.
+        `SELECT a.state, a.wait_event_type, a.wait_event,
+           (SELECT CASE
+              WHEN EXISTS (SELECT 1 FROM runs r WHERE hashtextextended('mediabatch money ' || r.id, 0) & 4294967295 = l.objid::bigint) THEN 'money'
+              WHEN EXISTS (SELECT 1 FROM runs r WHERE hashtextextended('mediabatch counts ' || r.id, 0) & 4294967295 = l.objid::bigint) THEN 'counts'
+              ELSE 'other' END
+            FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted AND l.locktype = 'advisory' LIMIT 1) AS advisory
+         FROM pg_stat_activity a
+         WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.backend_type = 'client backend'`,
       )
-      .all() as { state: string | null; wait_event_type: string | null; wait_event: string | null }[];
+      .all() as {
+      state: string | null;
+      wait_event_type: string | null;
+      wait_event: string | null;
+      advisory: string | null;
+    }[];
     for (const row of rows) {
       const what =
         row.state === 'idle'
           ? 'idle'
           : row.wait_event_type === 'Lock'
-            ? `lock:${row.wait_event}`
+            ? `lock:${row.wait_event}${row.advisory ? ` (${row.advisory})` : ''}`
             : row.wait_event_type === 'Client'
               ? 'client in transaction'
               : 'working';
