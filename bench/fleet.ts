@@ -2,11 +2,14 @@
 // (images, sandbox at speed 0) driven by one `mediabatch run` process, then by two at once (the second
 // joins the first), each on a fresh database of one throwaway server on loopback; the rate is the run's
 // tasks over the time from its start to its close as the database recorded them, so the processes'
-// start-up is not counted. The workers run the CLI's bundle (dist/, rebuilt first), as installed. Then
+// start-up is not counted; and its steady rate, from the 20th to the 90th percent of the tasks done (without
+// a worker's first seconds, when V8 still compiles its code, and the last tasks' drain). The workers run the
+// CLI's bundle (dist/, rebuilt first), as installed. Then
 // the claim's own cost: claiming a queue of pending tasks 64 at a time (the claim statement alone, timed;
 // moving the claimed tasks off the queue is not). Each fleet run also
 // says where its time went (bench/lib/pg-profile.ts): CPU seconds per task of the workers (start-up
-// included), of PostgreSQL's processes and of the sandbox, and what the database's sessions waited on.
+// included), of PostgreSQL's processes and of the sandbox, the cores they kept busy, and what the database's
+// sessions waited on (the run's money lock and its counts lock named). BENCH_ROUNDS sets the rounds (2).
 import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
