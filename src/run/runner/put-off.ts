@@ -53,10 +53,13 @@ export class PutOff {
     this.#waiting.delete(taskId);
   }
 
-  /** Forgets the tasks whose pause is over: looked at again like any pending task. */
-  dropDue(): void {
-    const now = this.#now();
-    for (const [taskId, { due }] of this.#waiting) if (due <= now) this.#waiting.delete(taskId);
+  /**
+   * Forgets the tasks whose pause was over by `lookedAt`, when the run last looked for pending tasks and
+   * did not find them there (no longer pending). One whose pause ended after that look was not looked for
+   * yet: it stays, due now, and the run looks again.
+   */
+  dropDue(lookedAt: number): void {
+    for (const [taskId, { due }] of this.#waiting) if (due <= lookedAt) this.#waiting.delete(taskId);
   }
 
   /** Milliseconds until the first put-off task is due again (0: now); undefined when none waits. */

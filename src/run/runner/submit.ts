@@ -25,6 +25,8 @@ export class Submitter {
   readonly #skipped = new Set<string>();
   /** Tasks put off for a passing reason (an upstream's record not had, the API failing): tried again. */
   readonly #putOff: PutOff;
+  /** When the last batch of pending tasks was asked for (#nextBatch). */
+  #lookedAt = 0;
   /** Tasks left pending because their worst case exceeds what is left of the budget. */
   readonly #overBudget: TaskRecord[] = [];
   /** Tasks that were pending and got their first submission in this process (for --limit). */
@@ -117,6 +119,7 @@ export class Submitter {
   /** The next pending tasks to look at, neither claimed nor skipped; longest first over tasks still to come. */
   #nextBatch() {
     const core = this.#core;
+    this.#lookedAt = core.now();
     const { incoming, fleet, runId } = core.opts;
     const { store } = core.deps;
     // A worker of a fleet claims what it takes, about as many as it has free slots: the rest of the queue
@@ -180,8 +183,9 @@ export class Submitter {
       await incoming.next();
       return true;
     }
-    // A put-off task past its pause and not in the batch is no longer pending: nothing to wait for.
-    this.#putOff.dropDue();
+    // A put-off task whose pause was over when the batch was asked for, and not in it, is no longer
+    // pending: nothing to wait for. One whose pause ended since is due now, and is looked for again.
+    this.#putOff.dropDue(this.#lookedAt);
     const due = this.#wakeWhenDue();
     try {
       if (submissions.size > 0) {

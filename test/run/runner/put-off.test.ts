@@ -52,8 +52,24 @@ describe('tasks put off', () => {
     clock.ms += 50;
     putOff.add('b', 'y');
     clock.ms += 60;
-    putOff.dropDue();
+    putOff.dropDue(clock.ms);
     expect(putOff.resting()).toEqual(['b']);
     expect(putOff.size).toBe(1);
+  });
+
+  it('keep a task whose pause ended after the run last looked for pending tasks: it is due now', () => {
+    const { clock, putOff } = setUp();
+    putOff.add('clip', 'its upstream record could not be had');
+    // The run asks for its pending tasks a moment before the pause ends, and finds none it may send.
+    clock.ms += 99;
+    const lookedAt = clock.ms;
+    // By the time it sees the batch empty, the pause is over: the task was not looked for, it must stay.
+    clock.ms += 2;
+    putOff.dropDue(lookedAt);
+    expect(putOff.size).toBe(1);
+    expect(putOff.dueIn()).toBe(0);
+    expect(putOff.hasRoundsLeft()).toBe(true);
+    putOff.dropDue(clock.ms);
+    expect(putOff.size).toBe(0);
   });
 });
