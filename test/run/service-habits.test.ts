@@ -6,10 +6,14 @@ import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { detectMediaType } from '../../src/media/kind.js';
+import { type FaultProxy, startFaultProxy } from '../helpers/fault-proxy.js';
 import { images, makeRunEnv, type RunEnv, reason, taskStates } from '../helpers/run-env.js';
 
 let env: RunEnv | undefined;
+let proxy: FaultProxy | undefined;
 afterEach(async () => {
+  await proxy?.close();
+  proxy = undefined;
   await env?.close();
   env = undefined;
 });
@@ -82,6 +86,26 @@ describe('run against the service as it behaves (sandbox quirks over real HTTP)'
     expect(result.code).toBe(0);
     expect(taskStates(env)).toEqual({ 'img-1': 'done', 'img-2': 'done', 'img-3': 'done' });
     expect(await env.files('out/batch')).toContain('img-1/1.png');
+  });
+
+  it('a result link refused while the fresh job record fails now and then is still fetched in the same run', async () => {
+    env = await makeRunEnv({ quirks: ['link-403'] });
+    const e = env;
+    // The job records asked for after the job was seen done (the re-signing of the refused link) are
+    // answered 500 three times: a passing fault of the service, as a 429 under `retry-after` is.
+    let looks = 0;
+    proxy = await startFaultProxy(
+      e.sandbox.baseUrl,
+      (a) => a.path === '/api/v1/jobs/detail' && a.imgUuid !== null && a.seenDone(a.imgUuid) && ++looks <= 3,
+    );
+    const file = await e.manifest({ tasks: images(1) });
+    const result = await e.run(['run', file, '--yes'], { env: { MEDIABATCH_BASE_URL: proxy.baseUrl } });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(proxy.faults).toBe(3);
+    expect(taskStates(e)).toEqual({ 'img-1': 'done' });
+    expect(await e.files('out/batch')).toContain('img-1/1.png');
+    expect(e.state().jobs).toHaveLength(1);
   });
 
   it('a result that cannot be fetched is unfetched (paid, exit 4), and the next run fetches it', async () => {

@@ -7,6 +7,7 @@ import { setMaxListeners } from 'node:events';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { backoffDelay } from '../../api/backoff.js';
 import { UNAUTHORIZED_MESSAGE } from '../../api/errors.js';
+import type { PollOutcome } from '../../api/outcome.js';
 import { findEntry } from '../../catalog/index.js';
 import type { CatalogEntry } from '../../catalog/types.js';
 import type { ProbeItem } from '../../media/probe.js';
@@ -207,6 +208,23 @@ export class RunCore {
       this.#measure = (items) => probeMany(prober, items, 4);
     }
     return this.#measure(needs);
+  }
+
+  /**
+   * A job's record asked for again, for fresh links (a downstream's references, a result link the CDN
+   * refused). A passing fault (a 500, a 429, a reset) is retried like a submission: giving up on it would
+   * leave a downstream pending, or a paid result unfetched, although nothing was wrong with either.
+   */
+  async jobRecordAgain(imgUuid: string): Promise<PollOutcome> {
+    let outcome = await this.pollLimit(() => this.deps.client.getJob(imgUuid));
+    this.counters.polls++;
+    for (let attempt = 0; outcome.type === 'retryable' && attempt < this.opts.submitRetries; attempt++) {
+      await this.sleep(Math.max(outcome.retryAfterMs ?? 0, this.backoff(attempt)), this.halt.signal);
+      if (this.halt.signal.aborted) break;
+      outcome = await this.pollLimit(() => this.deps.client.getJob(imgUuid));
+      this.counters.polls++;
+    }
+    return outcome;
   }
 
   retriesOf(task: TaskRecord): number {

@@ -288,8 +288,7 @@ export class Fetcher {
         };
       }
       await core.sleep(core.backoff(refresh), core.halt.signal);
-      const fresh = await core.pollLimit(() => core.deps.client.getJob(watched.task.imgUuid ?? ''));
-      core.counters.polls++;
+      const fresh = await core.jobRecordAgain(watched.task.imgUuid ?? '');
       if (fresh.type === 'not-found' && !withinNotFoundWindow(core, watched)) {
         return {
           type: 'lost',

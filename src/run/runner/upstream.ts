@@ -113,16 +113,7 @@ async function freshRecord(
   const until = core.now() + LINK_MARGIN_MS;
   const known = core.upstreamRecords.fresh(imgUuid, until);
   if (known) return { type: 'ok', record: known };
-  let outcome = await core.pollLimit(() => core.deps.client.getJob(imgUuid));
-  core.counters.polls++;
-  // A passing fault (a 500, a 429, a reset) is retried like a submission: giving up would leave the
-  // downstream pending for the rest of the run, unfinished although nothing was wrong with it.
-  for (let attempt = 0; outcome.type === 'retryable' && attempt < core.opts.submitRetries; attempt++) {
-    await core.sleep(Math.max(outcome.retryAfterMs ?? 0, core.backoff(attempt)), core.halt.signal);
-    if (core.halt.signal.aborted) break;
-    outcome = await core.pollLimit(() => core.deps.client.getJob(imgUuid));
-    core.counters.polls++;
-  }
+  const outcome = await core.jobRecordAgain(imgUuid);
   if (outcome.type !== 'ok') {
     const why = outcome.type === 'retryable' ? outcome.reason : outcome.message;
     return { type: 'error', reason: `its job record could not be fetched again for fresh links: ${why}` };
