@@ -4,19 +4,18 @@
 // its custom and its generic plan, run and rolled back), then the store's own claims of 64 timed from the
 // worker, the claimed tasks moved off the queue between claims (not counted), as a worker's intents do.
 // BENCH_PLANS=1 prints the two plans whole.
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore, type Store } from '../src/store/index.js';
 import type { NewTask } from '../src/store/types.js';
-import { postgresBinaries, startPostgres } from '../test/helpers/postgres.js';
+import { startPostgres } from '../test/helpers/postgres.js';
 import { round } from './lib/measure.js';
+import { psql } from './lib/psql.js';
 
 const sizes = process.argv.slice(2).map(Number);
 if (sizes.length === 0) sizes.push(5_000, 50_000);
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
-const bin = postgresBinaries();
 const WORKER = 'worker-a';
 const CLAIMS = 20;
 
@@ -29,17 +28,6 @@ const CLAIM_PG = `WITH next AS (SELECT rowid FROM tasks WHERE run_id = $1 AND st
    ORDER BY expected_ms DESC, seq LIMIT $5 FOR UPDATE SKIP LOCKED)
  UPDATE tasks SET claimed_by = $2 FROM next WHERE tasks.rowid = next.rowid
  RETURNING tasks.*`;
-
-/** The database's URL without the test server's options (its statement_timeout of a few seconds). */
-const bare = (url: string) => url.replace(/\?.*$/, '');
-
-function psql(url: string, sql: string): string {
-  return execFileSync(join(bin, 'psql'), ['-qAt', '-v', 'ON_ERROR_STOP=1', '-d', bare(url)], {
-    input: `${sql};\n`,
-    encoding: 'utf8',
-    maxBuffer: 1 << 26,
-  }).trim();
-}
 
 function* rows(n: number): Generator<NewTask> {
   for (let i = 0; i < n; i++) {

@@ -19,14 +19,11 @@ import { cliInProcess } from './lib/in-process.js';
 import { writeImagesManifest } from './lib/manifests.js';
 import { round } from './lib/measure.js';
 import { CpuSampler, postgresPids } from './lib/pg-profile.js';
+import { psql } from './lib/psql.js';
 
 const tasks = Number(process.argv[2] ?? 2000);
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
 const bin = postgresBinaries();
-
-function psql(url: string, sql: string): string {
-  return execFileSync(join(bin, 'psql'), ['-qAt', '-d', url, '-c', sql], { encoding: 'utf8' }).trim();
-}
 
 /** Rows and bytes (heap, indexes, TOAST) of every table of the state, after one run. */
 function tableSizes(url: string): Array<{ table: string; rows: number; bytes: number }> {

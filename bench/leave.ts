@@ -5,37 +5,21 @@
 // without a statement_timeout), and the store's leave now (the tasks A still holds, through `tasks_held`).
 // Both on the same database, one after the other, so their ratio holds on a noisy machine. And the count of
 // what the other workers hold (a worker with nothing left to claim makes it every second), before and now.
-import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
 import { HELD_STATES } from '../src/store/claims.js';
 import { openStore } from '../src/store/index.js';
 import type { NewTask } from '../src/store/types.js';
-import { postgresBinaries, startPostgres } from '../test/helpers/postgres.js';
+import { startPostgres } from '../test/helpers/postgres.js';
 import { round } from './lib/measure.js';
+import { psql } from './lib/psql.js';
 
 const tasks = Number(process.argv[2] ?? 1_000_000);
 const held = Number(process.argv[3] ?? 64);
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
-const bin = postgresBinaries();
 const A = 'worker-a';
-
-/** The database's URL without the test server's options (its statement_timeout of a few seconds). */
-const bare = (url: string) => url.replace(/\?.*$/, '');
-
-function psql(url: string, sql: string): string {
-  return execFileSync(join(bin, 'psql'), ['-qAt', '-v', 'ON_ERROR_STOP=1', '-d', bare(url)], {
-    input: `${sql};\n`,
-    encoding: 'utf8',
-    maxBuffer: 1 << 26,
-  }).trim();
-}
 
 /** The server's own time for `sql`, in ms, from psql's \timing, inside a transaction rolled back after `setup`. */
 function timedRolledBack(url: string, sql: string, setup = ''): number {
-  const out = execFileSync(join(bin, 'psql'), ['-qAt', '-v', 'ON_ERROR_STOP=1', '-d', bare(url)], {
-    input: `BEGIN;\n${setup}\n\\timing on\n${sql};\n\\timing off\nROLLBACK;\n`,
-    encoding: 'utf8',
-  });
+  const out = psql(url, `BEGIN;\n${setup}\n\\timing on\n${sql};\n\\timing off\nROLLBACK`);
   const ms = /Time: ([\d.]+) ms/.exec(out)?.[1];
   if (ms === undefined) throw new Error(`no timing in psql's answer: ${out}`);
   return Number(ms);
