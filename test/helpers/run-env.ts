@@ -184,6 +184,27 @@ export function images(n: number, prefix = 'img', input: Record<string, unknown>
   }));
 }
 
+/** A speech, and a talking avatar of the sandbox's presenter that speaks it (priced by the speech's length). */
+export function voiceToAvatar(e: RunEnv): TaskDecl[] {
+  return [
+    {
+      id: 'voice',
+      model: 'speech-v3',
+      input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
+    },
+    {
+      id: 'avatar',
+      model: 'ai-talking-avatar-video',
+      after: 'voice',
+      input: {
+        video_url: `${e.sandbox.baseUrl}/_sandbox/media/talking-head.mp4`,
+        audio_url: '{{after.audio}}',
+        video_mode: 'loop',
+      },
+    },
+  ];
+}
+
 /** Tasks of one state database, by state. */
 export function taskStates(env: RunEnv, run = 'batch'): Record<string, string> {
   const rows = env.query<{ task_id: string; state: string }>(

@@ -2,12 +2,10 @@
 // sheet fields), is priced exactly before it is sent, and is blocked with nothing charged when its
 // upstream fails. Over real HTTP against the sandbox, with real SQLite files.
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeRunEnv, type RunEnv, type TaskDecl, taskStates } from '../helpers/run-env.js';
+import { startFaultProxy } from '../helpers/fault-proxy.js';
+import { makeRunEnv, type RunEnv, type TaskDecl, taskStates, voiceToAvatar } from '../helpers/run-env.js';
 
 let env: RunEnv | undefined;
 afterEach(async () => {
@@ -30,27 +28,6 @@ function itemsOf(e: RunEnv, taskId: string): Array<Record<string, unknown>> {
 }
 
 const withoutQuery = (url: unknown) => String(url).split('?')[0];
-
-/** A speech, and a talking avatar of the sandbox's presenter that speaks it (priced by the speech's length). */
-function voiceToAvatar(e: RunEnv): TaskDecl[] {
-  return [
-    {
-      id: 'voice',
-      model: 'speech-v3',
-      input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
-    },
-    {
-      id: 'avatar',
-      model: 'ai-talking-avatar-video',
-      after: 'voice',
-      input: {
-        video_url: `${e.sandbox.baseUrl}/_sandbox/media/talking-head.mp4`,
-        audio_url: '{{after.audio}}',
-        video_mode: 'loop',
-      },
-    },
-  ];
-}
 
 /** A still, and a clip that animates it: the smallest chain. */
 const STILL_TO_CLIP: TaskDecl[] = [
@@ -348,36 +325,15 @@ describe('chains', () => {
   it('retries a passing fault while fetching the upstream record again: the downstream is sent, not left pending', async () => {
     env = await makeRunEnv({ linkTtlSeconds: 600 });
     // In front of the sandbox: the first look at a job after it was seen done is answered 500, once.
-    const seenDone = new Set<string>();
     const failedOnce = new Set<string>();
-    const sandboxUrl = env.sandbox.baseUrl;
-    const proxy = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', async () => {
-        const uuid = new URL(req.url ?? '/', 'http://x').searchParams.get('img_uuid');
-        if (uuid && seenDone.has(uuid) && !failedOnce.has(uuid)) {
-          failedOnce.add(uuid);
-          res.writeHead(500, { 'content-type': 'application/json' }).end('{"code":500,"msg":""}');
-          return;
-        }
-        const answer = await request(`${sandboxUrl}${req.url ?? '/'}`, {
-          method: (req.method ?? 'GET') as 'GET',
-          headers: { authorization: req.headers.authorization ?? '', 'content-type': 'application/json' },
-          ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
-        });
-        const body = Buffer.from(await answer.body.arrayBuffer());
-        if (uuid && body.includes('"success"')) seenDone.add(uuid);
-        res.writeHead(answer.statusCode, { 'content-type': 'application/json' }).end(body);
-      });
+    const proxy = await startFaultProxy(env.sandbox.baseUrl, (a) => {
+      if (a.imgUuid === null || !a.seenDone(a.imgUuid) || failedOnce.has(a.imgUuid)) return false;
+      failedOnce.add(a.imgUuid);
+      return true;
     });
-    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
     try {
-      const { port } = proxy.address() as AddressInfo;
       const file = await env.manifest({ tasks: voiceToAvatar(env) });
-      const result = await env.run(['run', file, '--yes'], {
-        env: { MEDIABATCH_BASE_URL: `http://127.0.0.1:${port}` },
-      });
+      const result = await env.run(['run', file, '--yes'], { env: { MEDIABATCH_BASE_URL: proxy.baseUrl } });
       expect(result.stderr).toBe('');
       expect(result.code).toBe(0);
       expect(taskStates(env)).toEqual({ voice: 'done', avatar: 'done' });
@@ -385,7 +341,7 @@ describe('chains', () => {
       expect(failedOnce.size).toBeGreaterThanOrEqual(1);
       expect(env.state().jobs).toHaveLength(2);
     } finally {
-      await new Promise((r) => proxy.close(r));
+      await proxy.close();
     }
   });
 

@@ -5,7 +5,15 @@
 // answers chosen requests 500 (nothing forwarded, nothing charged), a real SQLite file.
 import { afterEach, describe, expect, it } from 'vitest';
 import { type FaultProxy, startFaultProxy } from '../helpers/fault-proxy.js';
-import { hintIn, makeRunEnv, type RunEnv, reason, type TaskDecl, taskStates } from '../helpers/run-env.js';
+import {
+  hintIn,
+  makeRunEnv,
+  type RunEnv,
+  reason,
+  type TaskDecl,
+  taskStates,
+  voiceToAvatar,
+} from '../helpers/run-env.js';
 
 let env: RunEnv | undefined;
 let proxy: FaultProxy | undefined;
@@ -18,24 +26,7 @@ afterEach(async () => {
 
 /** A speech, a talking avatar that speaks it, and a still that waits for nothing. */
 function chainAndOne(e: RunEnv): TaskDecl[] {
-  return [
-    {
-      id: 'voice',
-      model: 'speech-v3',
-      input: { text: 'Hello from Acme, where every mug is made by hand, slowly, in our workshop.' },
-    },
-    {
-      id: 'avatar',
-      model: 'ai-talking-avatar-video',
-      after: 'voice',
-      input: {
-        video_url: `${e.sandbox.baseUrl}/_sandbox/media/talking-head.mp4`,
-        audio_url: '{{after.audio}}',
-        video_mode: 'loop',
-      },
-    },
-    { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } },
-  ];
+  return [...voiceToAvatar(e), { id: 'still', model: 'flat-image', input: { prompt: 'a mug' } }];
 }
 
 /** Looks at the voice's job once it was seen done: what the downstream asks for fresh links. */
