@@ -23,7 +23,7 @@ import {
 } from './lifecycle.js';
 import { unattendedInputLinks } from './runner/uploads.js';
 import type { RunProgress } from './runner.js';
-import { openRunSession, type PlannedRun, RunError, type RunSession } from './session.js';
+import { interruptedOpening, openRunSession, type PlannedRun, RunError, type RunSession } from './session.js';
 import { DEFAULT_RUN_POLICY, type RunPolicy } from './settings.js';
 
 export interface UnattendedRunOptions {
@@ -104,6 +104,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
     settingsToKeep: { ...settings, concurrency: o.concurrency ?? settings.concurrency },
     ...(o.runId !== undefined ? { runId: o.runId } : {}),
     leaseTtlMs: policy.leaseTtlMs,
+    ...(o.signal ? { signal: o.signal } : {}),
   });
   try {
     const runId = opened(session, o);
@@ -119,6 +120,8 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       now: now(),
     });
     const preflight = await preflightRun(session, options);
+    // Aborted while opening: what the opening held is given back already; nothing is started.
+    if (o.signal?.aborted) throw interruptedOpening(runId);
     const report = () =>
       writeRunReport(session, {
         ...(bucket ? { bucket } : {}),
