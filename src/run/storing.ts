@@ -280,6 +280,9 @@ export class SharedStoring implements IncomingTasks {
   /** The storing lease, when nobody alive holds it: the plan's rows after those stored, to store on. */
   #takeOver(): Iterator<NewTask> | undefined {
     const { store, holder, ttlMs } = this.#o;
+    // Read first: a worker of a large fleet writes the lease's row only when its holder is gone.
+    const held = store.leases.getLease(this.#lease);
+    if (held && held.expiresAt.getTime() > Date.now() && !holderIsDead(held.holder)) return undefined;
     let lease = store.leases.acquireLease(this.#lease, holder, ttlMs);
     if (!lease.acquired && holderIsDead(lease.holder)) {
       store.leases.releaseLease(this.#lease, lease.holder);

@@ -1,0 +1,144 @@
+// Workers of a new run whose plan is still being stored (PostgreSQL): the run's first worker records its
+// whole plan's digest before its first task, so a worker joining compares its own at once and claims while
+// the rest is stored; a worker killed while it stores leaves the rest to the workers that remain. Real
+// `mediabatch run` processes, one sandbox, a real PostgreSQL. The plan is stored for real, two rows per
+// transaction (MEDIABATCH_STORE_FIRST also sets the chunk), which takes seconds; the first worker is then
+// paused (SIGSTOP) half-way through storing, so that it stays half-way whatever the machine's speed, as a
+// worker slowed down would, until it is let go on (SIGCONT) or killed.
+
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { openStore, type Store } from '../../src/store/index.js';
+import { type Child, spawnCli } from '../helpers/child.js';
+import { type Postgres, startPostgres, until } from '../helpers/postgres.js';
+import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
+
+// Worker processes start in seconds each on a loaded 2-core machine.
+vi.setConfig({ testTimeout: 180_000 });
+
+const pg: Postgres = await startPostgres();
+afterAll(() => pg.stop());
+
+let env: RunEnv;
+let url: string;
+let store: Store | undefined;
+const children: Child[] = [];
+beforeEach(() => {
+  url = pg.freshDatabase();
+});
+afterEach(async () => {
+  for (const child of children.splice(0)) if (child.proc.exitCode === null) child.proc.kill('SIGKILL');
+  store?.close();
+  store = undefined;
+  await env?.close();
+});
+
+function worker(file: string, extra: Record<string, string> = {}): Child {
+  const child = spawnCli(['--state', url, 'run', file, '--yes', '--allow-local-output'], {
+    cwd: env.dir,
+    env: {
+      MEDIABATCH_API_KEY: SANDBOX_KEY,
+      MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
+      MEDIABATCH_POLL_SCALE: FAST_POLLS,
+      ...extra,
+    },
+  });
+  children.push(child);
+  return child;
+}
+
+const TASKS = 240;
+/** Two rows first, then two per transaction: storing 240 tasks takes a second or two. */
+const SLOW_STORING = { MEDIABATCH_STORE_FIRST: '2' };
+
+/** The run's tasks stored so far (a plan is stored in its order, so these are its first ones). */
+function stored(s: Store, runId: string): number {
+  return Object.values(s.tasks.countTasksByState(runId)).reduce((n, c) => n + c, 0);
+}
+
+/** Each prompt's POSTs at the sandbox: every task's prompt is its own. */
+function postsPerPrompt(): Map<string, number> {
+  const per = new Map<string, number>();
+  for (const job of env.state().jobs) {
+    const prompt = String((job.request as { prompt?: unknown }).prompt);
+    per.set(prompt, (per.get(prompt) ?? 0) + 1);
+  }
+  return per;
+}
+
+/** The sandbox's books for the run: what it charged less what it refunded. */
+function sandboxNet(): number {
+  return env.state().jobs.reduce((n, j) => n + j.cost - j.refunded, 0);
+}
+
+/** The first worker of a new run of TASKS images, paused half-way through storing once it works. */
+async function firstWorker(name: string) {
+  env = await makeRunEnv({ balance: 10_000, speed: 0, latencyMs: 5 });
+  const file = await env.manifest({ name, concurrency: 8, budget: 5_000, tasks: images(TASKS) });
+  const first = worker(file, SLOW_STORING);
+  const s = openStore(url);
+  store = s;
+  // Working (its worker row, its opening lease given back), with stored tasks it has not claimed for a joiner.
+  await until(
+    () =>
+      s.workers.list(name).length > 0 &&
+      s.leases.getLease(`run:${name}`) === undefined &&
+      s.tasks.countTasksByState(name).pending >= 40,
+    'the first worker to start working',
+  );
+  first.proc.kill('SIGSTOP');
+  const storedThen = stored(s, name);
+  expect(storedThen, 'the first worker was paused before it stored the whole plan').toBeLessThan(TASKS);
+  expect(s.runs.getRun(name)).toMatchObject({ planTasks: TASKS, planStoring: true });
+  return { file, first, s, storedThen };
+}
+
+describe('a worker joining a new run whose plan is still being stored', () => {
+  it('claims and submits before the last task is stored; every task is sent once, the money is the sandbox’s', async () => {
+    const { file, first, s, storedThen } = await firstWorker('joinstart');
+    const second = worker(file);
+    // The joiner's first POSTs, while the first worker has not stored the plan's last task.
+    await until(
+      () => s.workers.list('joinstart').some((w) => w.pid === second.proc.pid && w.submitted > 0),
+      'the joiner to submit',
+    );
+    // Nobody stored a task meanwhile: the paused worker holds the storing lease, and is alive.
+    expect(stored(s, 'joinstart')).toBe(storedThen);
+    expect(s.runs.getRun('joinstart')?.planStoring).toBe(true);
+    expect(second.stdout()).toMatch(/^Joined run joinstart as a worker/m);
+    first.proc.kill('SIGCONT');
+
+    const codes = await Promise.all([first.exited, second.exited]);
+    expect(codes, `${first.stderr()}${second.stderr()}`).toEqual([0, 0]);
+    expect(env.state().requests.submit).toBe(TASKS);
+    expect(postsPerPrompt().size).toBe(TASKS);
+    expect([...postsPerPrompt().values()].every((n) => n === 1)).toBe(true);
+    expect(s.tasks.countTasksByState('joinstart').done).toBe(TASKS);
+    expect(s.ledger.runSpent('joinstart').net).toBeCloseTo(sandboxNet(), 9);
+    expect(s.runs.getRun('joinstart')).toMatchObject({ state: 'finished', planStoring: false });
+    const workers = s.workers.list('joinstart');
+    expect(workers.reduce((n, w) => n + w.submitted, 0)).toBe(TASKS);
+  });
+
+  it('takes storing over when the worker storing the plan is killed (kill -9): every task stored and run, none twice', async () => {
+    const { file, first, s } = await firstWorker('killstore');
+    const second = worker(file);
+    await until(
+      () => s.workers.list('killstore').some((w) => w.pid === second.proc.pid && w.submitted > 0),
+      'the joiner to submit',
+    );
+    first.proc.kill('SIGKILL');
+    expect(await first.exited).toBe('SIGKILL');
+
+    expect(await second.exited, second.stderr()).toBe(0);
+    // The rest was stored by the worker that remained, and run: nothing missing, nothing sent twice.
+    expect(stored(s, 'killstore')).toBe(TASKS);
+    const counts = s.tasks.countTasksByState('killstore');
+    // A task the killed worker was sending is in doubt (never sent again); every other one is done.
+    expect(counts.done + counts.in_doubt).toBe(TASKS);
+    expect([...postsPerPrompt().values()].every((n) => n === 1)).toBe(true);
+    expect(env.state().requests.submit).toBe(postsPerPrompt().size);
+    expect(env.state().requests.submit).toBeGreaterThanOrEqual(TASKS - counts.in_doubt);
+    expect(s.ledger.runSpent('killstore').net).toBeCloseTo(sandboxNet(), 9);
+    expect(s.runs.getRun('killstore')).toMatchObject({ planStoring: false });
+  });
+});
