@@ -1,13 +1,17 @@
 // Workers of a new run whose plan is still being stored (PostgreSQL): the run's first worker records its
 // whole plan's digest before its first task, so a worker joining compares its own at once and claims while
-// the rest is stored; a worker killed while it stores leaves the rest to the workers that remain. Real
+// the rest is stored; a worker killed while it stores leaves the rest to the workers that remain. A worker
+// interrupted while it opens the run gives the opening lease back, so the next one starts at once. Real
 // `mediabatch run` processes, one sandbox, a real PostgreSQL. The plan is stored for real, two rows per
 // transaction (MEDIABATCH_STORE_FIRST also sets the chunk), which takes seconds; the first worker is then
 // paused (SIGSTOP) half-way through storing, so that it stays half-way whatever the machine's speed, as a
 // worker slowed down would, until it is let go on (SIGCONT) or killed.
 
+import { resolve } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { openStore, type Store } from '../../src/store/index.js';
+import { planRun } from '../../src/plan/build.js';
+import { openRunSession } from '../../src/run/session.js';
+import { keyFingerprint, openStore, type Store } from '../../src/store/index.js';
 import { type Child, spawnCli } from '../helpers/child.js';
 import { type Postgres, startPostgres, until } from '../helpers/postgres.js';
 import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
@@ -140,5 +144,80 @@ describe('a worker joining a new run whose plan is still being stored', () => {
     expect(env.state().requests.submit).toBeGreaterThanOrEqual(TASKS - counts.in_doubt);
     expect(s.ledger.runSpent('killstore').net).toBeCloseTo(sandboxNet(), 9);
     expect(s.runs.getRun('killstore')).toMatchObject({ planStoring: false });
+  });
+});
+
+describe('a worker interrupted while it opens a run', () => {
+  it('SIGINT during its preflight: exit 4 and one line, the opening lease given back; the next worker opens the run and runs it', async () => {
+    // The preflight's balance request is answered after a minute: the worker is in its opening meanwhile.
+    env = await makeRunEnv({ balance: 1000, speed: 0, latencyMs: 60_000 });
+    const file = await env.manifest({ name: 'opening', tasks: images(6) });
+    const first = worker(file);
+    const s = openStore(url);
+    store = s;
+    await until(
+      () =>
+        s.leases.getLease('run:opening') !== undefined &&
+        s.runs.getRun('opening') !== undefined &&
+        stored(s, 'opening') === 6,
+      'the first worker to open the run',
+    );
+    first.proc.kill('SIGINT');
+    expect(await first.exited).toBe(4);
+    expect(first.stderr().trim().split('\n').at(-1)).toBe(
+      'mediabatch: interrupted (SIGINT): nothing was submitted; run the same command again',
+    );
+    // Given back, not left to run out (a worker on another machine would wait for it for up to its minute).
+    expect(s.leases.getLease('run:opening')).toBeUndefined();
+    expect(s.workers.list('opening')).toEqual([]);
+
+    env.sandbox.configure({ latencyMs: 5 });
+    const next = worker(file);
+    expect(await next.exited, next.stderr()).toBe(0);
+    expect(next.stdout()).not.toContain('Joined run');
+    expect(env.state().requests.submit).toBe(6);
+    expect(s.runs.getRun('opening')?.state).toBe('finished');
+  });
+
+  it('gives the lease back as its signal aborts, so another opening (a live holder, here the same process) does not wait it out', async () => {
+    env = await makeRunEnv({ balance: 1000 });
+    const file = await env.manifest({ name: 'aborted', tasks: images(4) });
+    const s = openStore(url);
+    store = s;
+    const open = async (o: { signal?: AbortSignal; waitMs: number }) =>
+      openRunSession({
+        store: s,
+        plan: await planRun(file, { cwd: env.dir, now: new Date() }),
+        manifestPath: resolve(env.dir, file),
+        stateFile: url,
+        api: { baseUrl: env.sandbox.baseUrl, keyFingerprint: keyFingerprint(SANDBOX_KEY) },
+        settingsToKeep: {},
+        openingWaitMs: o.waitMs,
+        ...(o.signal ? { signal: o.signal } : {}),
+      });
+    const busy = /^run aborted is being driven by another mediabatch/;
+    // Without a signal nothing is given back: another opening waits, then says the run is busy.
+    const kept = await open({ waitMs: 30_000 });
+    await expect(open({ waitMs: 300 })).rejects.toThrow(busy);
+    kept.close();
+
+    const first = new AbortController();
+    const opened = await open({ signal: first.signal, waitMs: 30_000 });
+    expect(s.leases.getLease('run:aborted')?.holder).toBe(opened.holder);
+    first.abort();
+    expect(s.leases.getLease('run:aborted')).toBeUndefined();
+    const next = await open({ waitMs: 300 });
+    expect(next.fleet?.joined).toBe(false);
+
+    // An opening that waits for another's lease ends when its signal aborts, with its own line.
+    const waiting = new AbortController();
+    const waited = open({ signal: waiting.signal, waitMs: 30_000 });
+    setTimeout(() => waiting.abort(), 200);
+    await expect(waited).rejects.toThrow(
+      'interrupted while opening run aborted: nothing was submitted; run the same command again',
+    );
+    expect(s.leases.getLease('run:aborted')?.holder).toBe(next.holder);
+    next.close();
+    opened.close();
   });
 });
