@@ -35,6 +35,13 @@ export function giveBackOnInterrupt(giveBack: () => void): () => void {
   return () => givenBack.delete(giveBack);
 }
 
+/** An AbortSignal that such an interrupt aborts, at once, before the process ends; `letGo` when done. */
+export function abortOnInterrupt(): { signal: AbortSignal; letGo: () => void } {
+  const interrupted = new AbortController();
+  const letGo = giveBackOnInterrupt(() => interrupted.abort());
+  return { signal: interrupted.signal, letGo };
+}
+
 /**
  * From the start, a signal no command answers ends the process at once, never by the signal: with the
  * command's code once it returned one (`ended`; its lines are printed, the signal changes nothing), else

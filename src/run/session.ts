@@ -208,37 +208,14 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     }
     if (existing) refuseAnotherBatch(o, runId, existing);
     if (existing?.state === 'running' && lastSign !== undefined) store.runs.closeLostSession(runId, lastSign);
-    const refuse = (code: number, message?: string) => {
-      if (existing) return;
-      store.runs.markRunState(runId, 'refused', code);
-      if (message !== undefined) store.runs.recordStop(runId, { reason: 'refused', message });
-    };
+    const refuse = refuser(store, runId, existing);
     bindOrCreate(store, runId, existing, o);
     const outputMoved = existing ? followOutput(store, existing, o, shown) : undefined;
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);
     opening.check(runId);
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
-    // The callback URL is added when sending (see Runner): where answers go is not part of what a task
-    // asks for, so changing it (or adding --listen) never makes a sent task look changed.
-    const first = existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
-    // A fleet's run stored while it runs: its whole plan's digest first, so that its workers join at once.
-    const shared =
-      fleet && first < plan.taskIds.length ? sharePlan(store, runId, plan, holder, ttl) : undefined;
-    const { rows, digest } = shared ? { rows: shared, digest: undefined } : digestedRows(plan);
-    const upsert = store.tasks.upsertTasks(
-      runId,
-      first < plan.taskIds.length ? take(rows, first) : { [Symbol.iterator]: () => rows },
-      { acceptChanges: o.acceptChanges ?? false },
-    );
-    // From here on only ids and totals are needed: the priced requests are in the store (or going in).
-    const changedRefused = upsert.changed.length > 0 && !o.acceptChanges;
-    if (shared) {
-      storing = sharedStoring(store, { runId, holder, ttl, plan }, { rows: shared, stored: first });
-    } else {
-      const allStored =
-        changedRefused || !digest ? undefined : keepPlan(store, runId, plan.taskIds.length, digest);
-      storing = storingTheRest(store, runId, plan, rows, first, allStored);
-    }
+    const { upsert, changedRefused, ...rest } = storePlan(store, o, { runId, existing, holder, ttl, fleet });
+    storing = rest.storing;
     if (changedRefused) {
       refuse(EXIT.invalid);
       throw changedError(upsert.changed, shown(o.manifestPath));
@@ -279,6 +256,50 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     store.leases.releaseLease(leaseName, holder);
     throw error;
   }
+}
+
+/** Records that a new run never got going (a refusal); an older run is left as it was. */
+function refuser(store: Store, runId: string, existing: RunRecord | undefined): RunSession['refuse'] {
+  return (code, message) => {
+    if (existing) return;
+    store.runs.markRunState(runId, 'refused', code);
+    if (message !== undefined) store.runs.recordStop(runId, { reason: 'refused', message });
+  };
+}
+
+/**
+ * The plan's tasks into the store: all of them (a resumed run: each compared with the one stored), or a new
+ * run's first ones and the rest while it runs (`storing`). `changedRefused`: sent tasks whose request changed,
+ * without --accept-changes (nothing more is stored then).
+ */
+function storePlan(
+  store: Store,
+  o: OpenRunOptions,
+  r: { runId: string; existing: RunRecord | undefined; holder: string; ttl: number; fleet: boolean },
+): { upsert: UpsertResult; changedRefused: boolean; storing: IncomingTasks | undefined } {
+  const { plan } = o;
+  const { runId, holder, ttl } = r;
+  const first = r.existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
+  // A fleet's run stored while it runs: its whole plan's digest first, so that its workers join at once.
+  const shared =
+    r.fleet && first < plan.taskIds.length ? sharePlan(store, runId, plan, holder, ttl) : undefined;
+  // The callback URL is added when sending (see Runner): where answers go is not part of what a task
+  // asks for, so changing it (or adding --listen) never makes a sent task look changed.
+  const { rows, digest } = shared ? { rows: shared, digest: undefined } : digestedRows(plan);
+  const upsert = store.tasks.upsertTasks(
+    runId,
+    first < plan.taskIds.length ? take(rows, first) : { [Symbol.iterator]: () => rows },
+    { acceptChanges: o.acceptChanges ?? false },
+  );
+  // From here on only ids and totals are needed: the priced requests are in the store (or going in).
+  const changedRefused = upsert.changed.length > 0 && !o.acceptChanges;
+  if (shared) {
+    const storing = sharedStoring(store, { runId, holder, ttl, plan }, { rows: shared, stored: first });
+    return { upsert, changedRefused, storing };
+  }
+  const allStored =
+    changedRefused || !digest ? undefined : keepPlan(store, runId, plan.taskIds.length, digest);
+  return { upsert, changedRefused, storing: storingTheRest(store, runId, plan, rows, first, allStored) };
 }
 
 /** What an opening holds, given back when `signal` aborts it; `check` ends an aborted opening with a line. */

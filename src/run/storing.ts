@@ -46,6 +46,9 @@ export interface BackgroundStoringOptions {
 /** Rows per chunk: about 20 ms of SQLite on the machines we measured, so polls and submits keep flowing. */
 export const STORE_CHUNK = 2_000;
 
+/** The longest pause between two chunks when nobody waits for them. */
+const MAX_STORING_PAUSE_MS = 1_000;
+
 export class BackgroundStoring implements IncomingTasks {
   readonly #o: BackgroundStoringOptions;
   #stored: number;
@@ -105,8 +108,10 @@ export class BackgroundStoring implements IncomingTasks {
         const waited = this.#waiters.length > 0;
         this.#wake();
         // Nobody waits for these rows: the runner has stored ones to submit, so it keeps most of the thread
-        // (storing takes a fifth of it); a runner that waits for rows gets them at full speed.
-        if (!waited) await sleep(4 * (performance.now() - started));
+        // (storing takes a fifth of it); a runner that waits for rows gets them at full speed. At most a
+        // second: a chunk that took long because the process stood still (a pause, a stopped machine)
+        // must not stop storing for four times as long.
+        if (!waited) await sleep(Math.min(MAX_STORING_PAUSE_MS, 4 * (performance.now() - started)));
       }
       if (all) this.#o.allStored?.();
     } finally {
@@ -211,6 +216,8 @@ export class SharedStoring implements IncomingTasks {
     this.#stopped = true;
     this.#inner?.stop();
     this.#nap?.();
+    // Given back now (no chunk is being stored between two turns): the process may end right after.
+    this.#giveBack();
   }
 
   async #loop(): Promise<void> {
@@ -224,8 +231,7 @@ export class SharedStoring implements IncomingTasks {
         if (rows === undefined) await this.#sleep(this.#o.pollMs);
       }
     } finally {
-      if (this.#holding) this.#o.store.leases.releaseLease(this.#lease, this.#o.holder);
-      this.#holding = false;
+      this.#giveBack();
       this.#ended = true;
       this.#o.release();
       this.#wake();
@@ -296,6 +302,11 @@ export class SharedStoring implements IncomingTasks {
     let skipped = 0;
     while (skipped < this.#stored && rows.next().done !== true) skipped++;
     return rows;
+  }
+
+  #giveBack(): void {
+    if (this.#holding) this.#o.store.leases.releaseLease(this.#lease, this.#o.holder);
+    this.#holding = false;
   }
 
   #sleep(ms: number): Promise<void> {

@@ -95,17 +95,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   const output = outputOf(o, env);
   const plan = { ...o.plan, settings: { ...o.plan.settings, output: output.output } };
   const settings = plan.settings;
-  const session = await openRunSession({
-    store: o.store,
-    plan,
-    manifestPath: o.manifestPath,
-    stateFile: o.stateFile,
-    api: { baseUrl: o.apiBaseUrl ?? o.client.baseUrl, keyFingerprint: o.keyFingerprint },
-    settingsToKeep: { ...settings, concurrency: o.concurrency ?? settings.concurrency },
-    ...(o.runId !== undefined ? { runId: o.runId } : {}),
-    leaseTtlMs: policy.leaseTtlMs,
-    ...(o.signal ? { signal: o.signal } : {}),
-  });
+  const session = await openSession(o, plan, policy);
   try {
     const runId = opened(session, o);
     spendFromPeriod(o.store, runId, o.periodBudget);
@@ -119,9 +109,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       allowPartial: o.allowPartial,
       now: now(),
     });
-    const preflight = await preflightRun(session, options);
-    // Aborted while opening: what the opening held is given back already; nothing is started.
-    if (o.signal?.aborted) throw interruptedOpening(runId);
+    const preflight = await preflightUnlessAborted(session, options, o.signal);
     const report = () =>
       writeRunReport(session, {
         ...(bucket ? { bucket } : {}),
@@ -170,6 +158,33 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   } finally {
     session.close();
   }
+}
+
+/** The run opened (or joined) for this caller; its signal aborts the opening too. */
+function openSession(o: UnattendedRunOptions, plan: UnattendedRunOptions['plan'], policy: RunPolicy) {
+  const { settings } = plan;
+  return openRunSession({
+    store: o.store,
+    plan,
+    manifestPath: o.manifestPath,
+    stateFile: o.stateFile,
+    api: { baseUrl: o.apiBaseUrl ?? o.client.baseUrl, keyFingerprint: o.keyFingerprint },
+    settingsToKeep: { ...settings, concurrency: o.concurrency ?? settings.concurrency },
+    ...(o.runId !== undefined ? { runId: o.runId } : {}),
+    leaseTtlMs: policy.leaseTtlMs,
+    ...(o.signal ? { signal: o.signal } : {}),
+  });
+}
+
+/** The preflight; aborted meanwhile (the opening's leases given back already), the run does not start. */
+async function preflightUnlessAborted(
+  session: RunSession,
+  options: Parameters<typeof preflightRun>[1],
+  signal: AbortSignal | undefined,
+): Promise<PreflightReport> {
+  const preflight = await preflightRun(session, options);
+  if (signal?.aborted) throw interruptedOpening(session.runId);
+  return preflight;
 }
 
 /** The run exists now: the caller is told, a move of its output (it wrote nothing where it was) logged. Its id. */

@@ -2,7 +2,7 @@
 // whole plan's digest before its first task, so a worker joining compares its own at once and claims while
 // the rest is stored; a worker killed while it stores leaves the rest to the workers that remain. A worker
 // interrupted while it opens the run gives the opening lease back, so the next one starts at once. Real
-// `mediabatch run` processes, one sandbox, a real PostgreSQL. The plan is stored for real, two rows per
+// `mediabatch run` processes, one sandbox, a real PostgreSQL. The plan is stored for real, four rows per
 // transaction (MEDIABATCH_STORE_FIRST also sets the chunk), which takes seconds; the first worker is then
 // paused (SIGSTOP) half-way through storing, so that it stays half-way whatever the machine's speed, as a
 // worker slowed down would, until it is let go on (SIGCONT) or killed.
@@ -51,8 +51,8 @@ function worker(file: string, extra: Record<string, string> = {}): Child {
 }
 
 const TASKS = 240;
-/** Two rows first, then two per transaction: storing 240 tasks takes a second or two. */
-const SLOW_STORING = { MEDIABATCH_STORE_FIRST: '2' };
+/** Four rows first, then four per transaction: storing 240 tasks takes a second or so. */
+const SLOW_STORING = { MEDIABATCH_STORE_FIRST: '4' };
 
 /** The run's tasks stored so far (a plan is stored in its order, so these are its first ones). */
 function stored(s: Store, runId: string): number {
@@ -144,6 +144,27 @@ describe('a worker joining a new run whose plan is still being stored', () => {
     expect(env.state().requests.submit).toBeGreaterThanOrEqual(TASKS - counts.in_doubt);
     expect(s.ledger.runSpent('killstore').net).toBeCloseTo(sandboxNet(), 9);
     expect(s.runs.getRun('killstore')).toMatchObject({ planStoring: false });
+  });
+});
+
+describe('the only worker of a run whose plan is still being stored', () => {
+  it('stopped (SIGINT): exit 4, the run interrupted with its plan marked unfinished; the next worker stores the rest and runs it, none twice', async () => {
+    const { file, first, s } = await firstWorker('alone');
+    first.proc.kill('SIGCONT');
+    first.proc.kill('SIGINT');
+    expect(await first.exited, first.stderr()).toBe(4);
+    const atStop = stored(s, 'alone');
+    expect(atStop, 'stopped before the plan was stored').toBeLessThan(TASKS);
+    // The last one out: the tasks not stored keep the run unfinished, not finished.
+    expect(s.runs.getRun('alone')).toMatchObject({ state: 'interrupted', planStoring: true });
+
+    const next = worker(file);
+    expect(await next.exited, next.stderr()).toBe(0);
+    expect(stored(s, 'alone')).toBe(TASKS);
+    expect(s.tasks.countTasksByState('alone').done).toBe(TASKS);
+    expect(env.state().requests.submit).toBe(TASKS);
+    expect([...postsPerPrompt().values()].every((n) => n === 1)).toBe(true);
+    expect(s.runs.getRun('alone')).toMatchObject({ state: 'finished', planStoring: false });
   });
 });
 

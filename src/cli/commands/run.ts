@@ -19,7 +19,7 @@ import { createStorage, joinKey } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
 import { sandboxJournalAnchor, stateLocation } from '../../store/location.js';
 import { registerSecret } from '../../util/secrets.js';
-import { giveBackOnInterrupt, sayOnEarlyInterrupt } from '../closing.js';
+import { abortOnInterrupt, sayOnEarlyInterrupt } from '../closing.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { humanOut, type RunContext, type RunFlags } from '../run/context.js';
@@ -109,9 +109,7 @@ async function runWithClient(
   if (!receiver.ok) throw new ExitError(EXIT.invalid, receiver.message);
   const callbacks = receiver.receiver;
   const store = openStore(stateLocation(io.cwd, ctx.statePath), { now: io.now });
-  // Ctrl-C or SIGTERM before the run takes its signals: the opening's leases are given back as it ends.
-  const interrupted = new AbortController();
-  const letGo = giveBackOnInterrupt(() => interrupted.abort());
+  const interrupt = abortOnInterrupt();
   try {
     const session = await openRunSession({
       store,
@@ -131,7 +129,7 @@ async function runWithClient(
       ...(shard ? { shard } : {}),
       ...storeFirstOf(flags, only, io.env),
       ...leaseTtlOf(io.env),
-      signal: interrupted.signal,
+      signal: interrupt.signal,
     });
     const view = flags.view ? await viewDuringRun(ctx, session.runId, humanOut(io, flags)) : undefined;
     try {
@@ -154,7 +152,7 @@ async function runWithClient(
       session.close();
     }
   } finally {
-    letGo();
+    interrupt.letGo();
     store.close();
   }
 }
