@@ -34,6 +34,7 @@ import {
   type IncomingTasks,
   SharedStoring,
   STORE_CHUNK,
+  storedOf,
   storingLeaseName,
 } from './storing.js';
 
@@ -214,7 +215,13 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);
     opening.check(runId);
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
-    const { upsert, changedRefused, ...rest } = storePlan(store, o, { runId, existing, holder, ttl, fleet });
+    const { upsert, changedRefused, pending, ...rest } = storePlan(store, o, {
+      runId,
+      existing,
+      holder,
+      ttl,
+      fleet,
+    });
     storing = rest.storing;
     if (changedRefused) {
       refuse(EXIT.invalid);
@@ -237,7 +244,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       requeued,
       unblocked,
       storing,
-      plannedPending: storing ? plannedPending(plan) : undefined,
+      plannedPending: pending ?? (storing ? plannedPending(plan) : undefined),
       callbackToken,
       leaseName,
       holder,
@@ -276,9 +283,16 @@ function storePlan(
   store: Store,
   o: OpenRunOptions,
   r: { runId: string; existing: RunRecord | undefined; holder: string; ttl: number; fleet: boolean },
-): { upsert: UpsertResult; changedRefused: boolean; storing: IncomingTasks | undefined } {
+): {
+  upsert: UpsertResult;
+  changedRefused: boolean;
+  storing: IncomingTasks | undefined;
+  pending?: PendingModel[];
+} {
   const { plan } = o;
   const { runId, holder, ttl } = r;
+  const resumed = r.fleet && r.existing?.planStoring === true ? resumeStoring(store, o, r) : undefined;
+  if (resumed) return resumed;
   const first = r.existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
   // A fleet's run stored while it runs: its whole plan's digest first, so that its workers join at once.
   const shared =
@@ -294,12 +308,73 @@ function storePlan(
   // From here on only ids and totals are needed: the priced requests are in the store (or going in).
   const changedRefused = upsert.changed.length > 0 && !o.acceptChanges;
   if (shared) {
-    const storing = sharedStoring(store, { runId, holder, ttl, plan }, { rows: shared, stored: first });
+    const storing = sharedStoring(store, { runId, holder, ttl, o }, { rows: shared, stored: first });
     return { upsert, changedRefused, storing };
   }
   const allStored =
     changedRefused || !digest ? undefined : keepPlan(store, runId, plan.taskIds.length, digest);
   return { upsert, changedRefused, storing: storingTheRest(store, runId, plan, rows, first, allStored) };
+}
+
+/**
+ * A fleet's run whose workers all stopped before its plan was stored (its plan marked still being stored):
+ * with the same plan (its digest, the whole plan's), nothing stored is compared again, and the rest is
+ * stored while this worker works, as it was; its first worker's pass over the plan again, for the digest
+ * and for what the rows not stored come to (the preflight's). Another plan: undefined, stored at once.
+ */
+function resumeStoring(
+  store: Store,
+  o: OpenRunOptions,
+  r: { runId: string; existing: RunRecord | undefined; holder: string; ttl: number },
+):
+  | { upsert: UpsertResult; changedRefused: false; storing: SharedStoring; pending: PendingModel[] }
+  | undefined {
+  const { plan } = o;
+  const { runId, existing } = r;
+  const all = storedFirst(plan, o.storeFirst) === Number.POSITIVE_INFINITY;
+  if (all || existing?.planTasks !== plan.taskIds.length) return undefined;
+  const stored = storedOf(store, runId);
+  const digest = new PlanDigest();
+  const later = new Map<string, PendingModel>();
+  let position = 0;
+  for (const row of plan.rows({ withoutCallback: true })) {
+    digest.add(row);
+    if (position++ < stored) continue;
+    const m = later.get(row.model) ?? { model: row.model, tasks: 0, tokens: 0, min: 0, max: 0 };
+    later.set(row.model, {
+      model: m.model,
+      tasks: m.tasks + 1,
+      tokens: m.tokens + row.estimate.tokens,
+      min: m.min + row.estimate.min,
+      max: m.max + row.estimate.max,
+    });
+  }
+  if (digest.hex() !== existing.planDigest) return undefined;
+  return {
+    upsert: { inserted: 0, unchanged: stored, updated: [], changed: [], missing: [] },
+    changedRefused: false,
+    storing: sharedStoring(store, { runId, holder: r.holder, ttl: r.ttl, o }),
+    pending: withLater(store.tasks.pendingByModel(runId), later),
+  };
+}
+
+/** The pending tasks stored, per model, with those still to store added. */
+function withLater(stored: PendingModel[], later: Map<string, PendingModel>): PendingModel[] {
+  const sum = (a: PendingModel, b: PendingModel | undefined): PendingModel =>
+    b === undefined
+      ? a
+      : {
+          ...a,
+          tasks: a.tasks + b.tasks,
+          tokens: a.tokens + b.tokens,
+          min: a.min + b.min,
+          max: a.max + b.max,
+        };
+  const models = new Set(stored.map((m) => m.model));
+  return [
+    ...stored.map((m) => sum(m, later.get(m.model))),
+    ...[...later.values()].filter((m) => !models.has(m.model)),
+  ];
 }
 
 /** What an opening holds, given back when `signal` aborts it; `check` ends an aborted opening with a line. */
@@ -360,10 +435,10 @@ function sharePlan(
 /** This worker's part in storing a fleet's run: storing the rest (`storing`), or following and taking over. */
 function sharedStoring(
   store: Store,
-  w: { runId: string; holder: string; ttl: number; plan: PlannedRun },
+  w: { runId: string; holder: string; ttl: number; o: OpenRunOptions },
   storing?: { rows: Iterator<NewTask>; stored: number },
 ): SharedStoring {
-  const { plan } = w;
+  const { plan } = w.o;
   return new SharedStoring({
     store,
     runId: w.runId,
@@ -374,7 +449,9 @@ function sharedStoring(
     ...(plan.longestFrom ? { longestFrom: plan.longestFrom.bind(plan) } : {}),
     pollMs: Math.min(1_000, w.ttl / 8),
     release: () => plan.release(),
-    ...(storing ? { storing, chunk: Math.min(STORE_CHUNK, storing.stored) } : {}),
+    // As many rows a transaction as the worker that opened the run stored first, 2,000 at most.
+    chunk: Math.min(STORE_CHUNK, storedFirst(plan, w.o.storeFirst)),
+    ...(storing ? { storing } : {}),
   });
 }
 
@@ -683,7 +760,7 @@ async function joinRun(
   // A plan still being stored (its digest, the whole plan's, is this worker's): this worker follows what is
   // stored, and stores the rest if the worker storing it goes.
   const storing = store.runs.getRun(runId)?.planStoring
-    ? sharedStoring(store, { runId, holder, ttl, plan: j.o.plan })
+    ? sharedStoring(store, { runId, holder, ttl, o: j.o })
     : undefined;
   const leave = () => {
     storing?.stop();

@@ -141,7 +141,7 @@ export function unstoredOf(store: Store, runId: string): number {
 }
 
 /** The run's tasks stored: those of a plan stored in order, a chunk per transaction, are its first ones. */
-function storedOf(store: Store, runId: string): number {
+export function storedOf(store: Store, runId: string): number {
   return Object.values(store.tasks.countTasksByState(runId)).reduce((n, c) => n + c, 0);
 }
 

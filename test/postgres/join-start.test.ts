@@ -168,6 +168,56 @@ describe('the only worker of a run whose plan is still being stored', () => {
   });
 });
 
+describe('a run whose every worker stopped before its plan was stored, opened again (in one process)', () => {
+  it('with the same plan stores the rest while it works, the preflight counting it; with another, stores it at once', async () => {
+    env = await makeRunEnv({ balance: 1000 });
+    const file = await env.manifest({ name: 'again', tasks: images(40) });
+    const s = openStore(url);
+    store = s;
+    const open = async () =>
+      openRunSession({
+        store: s,
+        plan: await planRun(file, { cwd: env.dir, now: new Date() }),
+        manifestPath: resolve(env.dir, file),
+        stateFile: url,
+        api: { baseUrl: env.sandbox.baseUrl, keyFingerprint: keyFingerprint(SANDBOX_KEY) },
+        settingsToKeep: {},
+        storeFirst: 4,
+      });
+    const first = await open();
+    first.startWorking();
+    // Stopped before it stored a chunk after its first rows: the run's only worker leaves.
+    first.storing?.stop();
+    await first.storing?.finished;
+    first.close();
+    expect(stored(s, 'again')).toBe(4);
+    expect(s.runs.getRun('again')).toMatchObject({ planTasks: 40, planStoring: true });
+
+    const next = await open();
+    expect(next.fleet?.joined).toBe(false);
+    // Nothing stored in the opening: the rest goes in while it works, and the preflight counts it.
+    expect(stored(s, 'again')).toBe(4);
+    expect(next.storing?.ended).toBe(false);
+    expect(next.storing?.unstored).toBe(36);
+    expect(next.plannedPending).toMatchObject([{ model: 'flat-image', tasks: 40 }]);
+    next.startWorking();
+    await next.storing?.finished;
+    expect(stored(s, 'again')).toBe(40);
+    expect(s.runs.getRun('again')?.planStoring).toBe(false);
+    next.close();
+
+    // Left half-stored again, then opened with an edited plan: compared task by task and stored at once.
+    s.runs.setPlan('again', { tasks: 40, digest: s.runs.getRun('again')?.planDigest ?? null, storing: true });
+    const edited40 = images(40).map((t) => ({ ...t, input: { prompt: `${t.id}, in red` } }));
+    await env.manifest({ name: 'again', tasks: edited40 }, file);
+    const edited = await open();
+    expect(edited.storing).toBeUndefined();
+    expect(edited.upsert.updated).toHaveLength(40);
+    expect(s.runs.getRun('again')?.planStoring).toBe(false);
+    edited.close();
+  });
+});
+
 describe('a worker interrupted while it opens a run', () => {
   it('SIGINT during its preflight: exit 4 and one line, the opening lease given back; the next worker opens the run and runs it', async () => {
     // The preflight's balance request is answered after a minute: the worker is in its opening meanwhile.
