@@ -1,6 +1,7 @@
 // `npx tsx bench/fleet.ts [tasks] [concurrency]`: workers of one run on a PostgreSQL state. The same run
 // (images, sandbox at speed 0) driven by one `mediabatch run` process, then by two at once (the second
-// joins the first), each on a fresh database of one throwaway server on loopback; the rate is the run's
+// joins the first), and once more by one process with the whole run (that worker, PostgreSQL, the sandbox)
+// held to one core, each on a fresh database of one throwaway server on loopback; the rate is the run's
 // tasks over the time from its start to its close as the database recorded them, so the processes'
 // start-up is not counted; and its steady rate, from the 20th to the 90th percent of the tasks done (without
 // a worker's first seconds, when V8 still compiles its code, and the last tasks' drain). The workers run the
@@ -18,6 +19,7 @@ import { PgDb } from '../src/store/pg/db.js';
 import { spawnCli, spawnSandbox } from '../test/helpers/child.js';
 import { startPostgres } from '../test/helpers/postgres.js';
 import { startTcpProxy, type TcpProxy } from '../test/helpers/tcp-proxy.js';
+import { allCores, pinTo } from './lib/cores.js';
 import { writeImagesManifest } from './lib/manifests.js';
 import { childrenRunCompiled, round } from './lib/measure.js';
 import { CpuSampler, postgresPids, WaitSampler } from './lib/pg-profile.js';
@@ -54,12 +56,16 @@ interface FleetFigures {
   waits: Record<string, number>;
 }
 
-/** Tasks per second of one run driven by `workers` processes at once, and where its time went. */
+/**
+ * Tasks per second of one run driven by `workers` processes at once, and where its time went. With `cpus`
+ * ("0") the workers, PostgreSQL and the sandbox all run on those cores only, for this run.
+ */
 async function fleetRate(
   url: string,
   sandboxUrl: string,
   workers: number,
   fleet: Fleet,
+  cpus?: string,
 ): Promise<FleetFigures> {
   const dir = await mkdtemp(join(tmpdir(), 'mb-bench-fleet-'));
   try {
@@ -72,7 +78,14 @@ async function fleetRate(
     const state = fleet.proxy === undefined ? url : fleet.proxy.through(url);
     const args = ['--state', state, 'run', file, '--yes', '--no-probe', '--allow-local-output'];
     const waits = new WaitSampler(url);
+    // PostgreSQL's backends fork from its postmaster after this, and inherit its cores.
+    if (cpus !== undefined) pinTo([...postgresPids(fleet.port), fleet.sandboxPid], cpus);
     const children = Array.from({ length: workers }, () => spawnCli(args, { cwd: dir, env }));
+    if (cpus !== undefined)
+      pinTo(
+        children.map((c) => c.proc.pid ?? 0),
+        cpus,
+      );
     const cpu = new CpuSampler({
       workers: () => children.map((c) => c.proc.pid ?? 0),
       postgres: () => postgresPids(fleet.port),
@@ -83,6 +96,7 @@ async function fleetRate(
     const codes = await Promise.all(children.map((c) => c.exited));
     const seconds = cpu.stop();
     const waited = waits.stop();
+    if (cpus !== undefined) pinTo([...postgresPids(fleet.port), fleet.sandboxPid], allCores());
     if (codes.some((c) => c !== 0)) {
       throw new Error(`a worker exited ${codes.join(', ')}: ${children.map((c) => c.stderr()).join('\n')}`);
     }
@@ -187,22 +201,26 @@ const proxy = delayMs > 0 ? await startTcpProxy({ port: pg.port, delayMs }) : un
 const fleet: Fleet = { port: pg.port, sandboxPid: sandbox.proc.pid ?? 0, proxy };
 if (proxy) log(`the workers reach PostgreSQL through a proxy that delays each chunk ${delayMs} ms each way`);
 try {
-  const runs: Record<'one' | 'two', FleetFigures[]> = { one: [], two: [] };
+  const runs: Record<'oneCore' | 'one' | 'two', FleetFigures[]> = { oneCore: [], one: [], two: [] };
   const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
   // The sandbox keeps the pictures it drew: an untimed run first, so that no measured round draws them.
   await fleetRate(pg.freshDatabase(), baseUrl, 1, fleet);
   for (let i = 0; i < rounds; i++) {
+    runs.oneCore.push(await fleetRate(pg.freshDatabase(), baseUrl, 1, fleet, '0'));
     runs.one.push(await fleetRate(pg.freshDatabase(), baseUrl, 1, fleet));
     runs.two.push(await fleetRate(pg.freshDatabase(), baseUrl, 2, fleet));
-    const [one, two] = [runs.one[i], runs.two[i]];
+    const [oneCore, one, two] = [runs.oneCore[i], runs.one[i], runs.two[i]];
+    const said = (f: FleetFigures | undefined) =>
+      `${round(f?.rate ?? 0, 0)} tasks/s (steady ${round(f?.steadyRate ?? 0, 0)}, ${f?.coresBusy} cores busy)`;
     log(
-      `round ${i + 1}: one worker ${round(one?.rate ?? 0, 0)} tasks/s (steady ${round(one?.steadyRate ?? 0, 0)}, ${one?.coresBusy} cores busy), two workers ${round(two?.rate ?? 0, 0)} tasks/s (steady ${round(two?.steadyRate ?? 0, 0)}, ${two?.coresBusy} cores busy)`,
+      `round ${i + 1}: one worker on one core ${said(oneCore)}, one worker ${said(one)}, two workers ${said(two)}`,
     );
   }
   const claimMicros = claimCost(pg.freshDatabase(), 10_000);
   log(`a claim of 64 from a queue of 10,000, per task claimed: ${round(claimMicros)} µs`);
   // The best round of each, with the CPU and waits of that same round.
   const best = (xs: FleetFigures[]) => xs.reduce((a, b) => (b.rate > a.rate ? b : a));
+  const oneCore = best(runs.oneCore);
   const one = best(runs.one);
   const two = best(runs.two);
   const figures = {
@@ -213,6 +231,11 @@ try {
     ratio: round(two.rate / one.rate),
     steadyTasksPerSecond: { oneWorker: round(one.steadyRate, 0), twoWorkers: round(two.steadyRate, 0) },
     steadyRatio: round(two.steadyRate / one.steadyRate),
+    // The fleet given a core per worker: the whole run (worker, PostgreSQL, sandbox) on one core, then two
+    // workers on both.
+    oneWorkerOnOneCore: { tasksPerSecond: round(oneCore.rate, 0), steady: round(oneCore.steadyRate, 0) },
+    coreScaling: round(two.rate / oneCore.rate),
+    steadyCoreScaling: round(two.steadyRate / oneCore.steadyRate),
     coresBusy: { oneWorker: one.coresBusy, twoWorkers: two.coresBusy, machine: availableParallelism() },
     cpuMsPerTask: { oneWorker: one.cpuMsPerTask, twoWorkers: two.cpuMsPerTask },
     tasksPerCpuSecond: { oneWorker: one.tasksPerCpuSecond, twoWorkers: two.tasksPerCpuSecond },

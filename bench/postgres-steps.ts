@@ -35,6 +35,11 @@ export interface PostgresFigures {
     concurrency: number;
     tasksPerSecond: { oneWorker: number; twoWorkers: number };
     ratio: number;
+    steadyRatio: number;
+    /** Cores the run kept busy (workers, PostgreSQL, sandbox), and the machine's. */
+    coresBusy: { oneWorker: number; twoWorkers: number; machine: number };
+    /** Two workers on the machine ÷ one worker with the whole run held to one core. */
+    coreScaling: number;
     claimMicrosPerTask: number;
     tasksPerCpuSecond: { oneWorker: number; twoWorkers: number };
   };
@@ -104,7 +109,7 @@ export function postgresRows(f: PostgresFigures): [string, string, string][] {
     ],
     [
       `16 two workers / one worker on one run (${fleet.tasks.toLocaleString('en-US')} images, concurrency ${fleet.concurrency}, best of 2 each)`,
-      `${fleet.ratio} (${fleet.tasksPerSecond.twoWorkers} / ${fleet.tasksPerSecond.oneWorker} tasks/s; ${fleet.tasksPerCpuSecond.twoWorkers} / ${fleet.tasksPerCpuSecond.oneWorker} tasks per CPU-second); a claim ${fleet.claimMicrosPerTask} µs per task`,
+      `${fleet.ratio}, steady ${fleet.steadyRatio} (${fleet.tasksPerSecond.twoWorkers} / ${fleet.tasksPerSecond.oneWorker} tasks/s; ${fleet.tasksPerCpuSecond.twoWorkers} / ${fleet.tasksPerCpuSecond.oneWorker} tasks per CPU-second; ${fleet.coresBusy.twoWorkers} / ${fleet.coresBusy.oneWorker} of ${fleet.coresBusy.machine} cores busy); against one worker held to one core ${fleet.coreScaling}; a claim ${fleet.claimMicrosPerTask} µs per task`,
       `>= 1.3 ${mark(fleet.ratio >= 1.3)}`,
     ],
   ];
