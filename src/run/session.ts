@@ -215,15 +215,9 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);
     opening.check(runId);
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
-    const { upsert, changedRefused, pending, ...rest } = storePlan(store, o, {
-      runId,
-      existing,
-      holder,
-      ttl,
-      fleet,
-    });
-    storing = rest.storing;
-    if (changedRefused) {
+    const { upsert, ...planned } = storePlan(store, o, { runId, existing, holder, ttl, fleet });
+    storing = planned.storing;
+    if (planned.changedRefused) {
       refuse(EXIT.invalid);
       throw changedError(upsert.changed, shown(o.manifestPath));
     }
@@ -244,7 +238,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       requeued,
       unblocked,
       storing,
-      plannedPending: pending ?? (storing ? plannedPending(plan) : undefined),
+      plannedPending: planned.pending ?? (storing ? plannedPending(plan) : undefined),
       callbackToken,
       leaseName,
       holder,
@@ -261,6 +255,8 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     opening.end();
     storing?.stop();
     store.leases.releaseLease(leaseName, holder);
+    // Taken before the first rows went in, which may have failed: nobody stores under it now.
+    if (fleet) store.leases.releaseLease(storingLeaseName(runId), holder);
     throw error;
   }
 }
