@@ -46,6 +46,9 @@ export interface BackgroundStoringOptions {
 /** Rows per chunk: about 20 ms of SQLite on the machines we measured, so polls and submits keep flowing. */
 export const STORE_CHUNK = 2_000;
 
+/** Rows of a plan skipped between two turns of the event loop by a worker taking storing over. */
+const SKIP_SLICE = 5_000;
+
 /** The longest pause between two chunks when nobody waits for them. */
 const MAX_STORING_PAUSE_MS = 1_000;
 
@@ -227,7 +230,7 @@ export class SharedStoring implements IncomingTasks {
         if (rows && (await this.#storeFrom(rows))) return;
         rows = undefined;
         if (this.#stopped || this.#look()) return;
-        rows = this.#takeOver();
+        rows = this.#takeOver() ? await this.#afterStored() : undefined;
         if (rows === undefined) await this.#sleep(this.#o.pollMs);
       }
     } finally {
@@ -283,24 +286,36 @@ export class SharedStoring implements IncomingTasks {
     return false;
   }
 
-  /** The storing lease, when nobody alive holds it: the plan's rows after those stored, to store on. */
-  #takeOver(): Iterator<NewTask> | undefined {
+  /** Takes the storing lease when nobody alive holds it and some of the plan is still to store. */
+  #takeOver(): boolean {
     const { store, holder, ttlMs } = this.#o;
     // Read first: a worker of a large fleet writes the lease's row only when its holder is gone.
     const held = store.leases.getLease(this.#lease);
-    if (held && held.expiresAt.getTime() > Date.now() && !holderIsDead(held.holder)) return undefined;
+    if (held && held.expiresAt.getTime() > Date.now() && !holderIsDead(held.holder)) return false;
     let lease = store.leases.acquireLease(this.#lease, holder, ttlMs);
     if (!lease.acquired && holderIsDead(lease.holder)) {
       store.leases.releaseLease(this.#lease, lease.holder);
       lease = store.leases.acquireLease(this.#lease, holder, ttlMs);
     }
-    if (!lease.acquired) return undefined;
+    if (!lease.acquired) return false;
     this.#holding = true;
     // The lease is this worker's: nobody else stores, so what is stored is the plan's first rows now.
-    if (this.#look()) return undefined;
+    return !this.#look();
+  }
+
+  /**
+   * The plan's rows after those stored, the stored ones made again and skipped a slice per turn of the event
+   * loop (hundreds of thousands take seconds): the worker's runner goes on meanwhile. Undefined once stopped.
+   */
+  async #afterStored(): Promise<Iterator<NewTask> | undefined> {
     const rows = this.#o.rows();
-    let skipped = 0;
-    while (skipped < this.#stored && rows.next().done !== true) skipped++;
+    for (let skipped = 0; skipped < this.#stored; skipped++) {
+      if (rows.next().done === true) break;
+      if (skipped % SKIP_SLICE === SKIP_SLICE - 1) {
+        await nextTurn();
+        if (this.#stopped) return undefined;
+      }
+    }
     return rows;
   }
 
