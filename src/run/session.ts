@@ -194,6 +194,9 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = runLeaseName(runId);
   const fleet = isPostgresUrl(store.file);
+  // A worker of a fleet compares its plan's digest with the run's, or records it: made before the opening
+  // lease, so that workers starting together make their passes side by side, not one after another.
+  if (fleet) digestOf(plan);
   const lastSign = await takeRunLease(store, { runId, leaseName, holder, ttl, fleet }, o);
   let storing: IncomingTasks | undefined;
   // Interrupted while opening: given back now, not when the lease runs out (the process may end at once).
@@ -315,8 +318,7 @@ function storePlan(
 /**
  * A fleet's run whose workers all stopped before its plan was stored (its plan marked still being stored):
  * with the same plan (its digest, the whole plan's), nothing stored is compared again, and the rest is
- * stored while this worker works, as it was; its first worker's pass over the plan again, for the digest
- * and for what the rows not stored come to (the preflight's). Another plan: undefined, stored at once.
+ * stored while this worker works, as it was. Another plan: undefined, stored and compared at once.
  */
 function resumeStoring(
   store: Store,
@@ -328,13 +330,14 @@ function resumeStoring(
   const { plan } = o;
   const { runId, existing } = r;
   const all = storedFirst(plan, o.storeFirst) === Number.POSITIVE_INFINITY;
-  if (all || existing?.planTasks !== plan.taskIds.length) return undefined;
+  if (all || existing?.planTasks !== plan.taskIds.length || existing.planDigest !== digestOf(plan)) {
+    return undefined;
+  }
+  // What the rows not stored come to (the preflight's): a pass over the plan, as its first worker's.
   const stored = storedOf(store, runId);
-  const digest = new PlanDigest();
   const later = new Map<string, PendingModel>();
   let position = 0;
   for (const row of plan.rows({ withoutCallback: true })) {
-    digest.add(row);
     if (position++ < stored) continue;
     const m = later.get(row.model) ?? { model: row.model, tasks: 0, tokens: 0, min: 0, max: 0 };
     later.set(row.model, {
@@ -345,7 +348,6 @@ function resumeStoring(
       max: m.max + row.estimate.max,
     });
   }
-  if (digest.hex() !== existing.planDigest) return undefined;
   return {
     upsert: { inserted: 0, unchanged: stored, updated: [], changed: [], missing: [] },
     changedRefused: false,
@@ -422,8 +424,7 @@ function sharePlan(
   holder: string,
   ttl: number,
 ): Iterator<NewTask> {
-  const digest = planDigestOf(plan.rows({ withoutCallback: true }));
-  store.runs.setPlan(runId, { tasks: plan.taskIds.length, digest, storing: true });
+  store.runs.setPlan(runId, { tasks: plan.taskIds.length, digest: digestOf(plan), storing: true });
   store.leases.acquireLease(storingLeaseName(runId), holder, ttl);
   return plan.rows({ withoutCallback: true })[Symbol.iterator]();
 }
@@ -463,7 +464,7 @@ function refuseAnotherBatch(o: OpenRunOptions, runId: string, existing: RunRecor
   const samePlan =
     existing.planDigest !== null &&
     existing.planTasks === o.plan.taskIds.length &&
-    existing.planDigest === planDigestOf(o.plan.rows({ withoutCallback: true }));
+    existing.planDigest === digestOf(o.plan);
   if (samePlan) return;
   const shown = o.shown ?? ((p: string) => p);
   const [started, asked] = [shown(existing.manifestPath), shown(o.manifestPath)];
@@ -618,6 +619,17 @@ function plannedPending(plan: PlannedRun): PendingModel[] {
     min: m.min,
     max: m.max,
   }));
+}
+
+/** The digest of a plan's rows (src/store/plan-digest.ts), made once per plan: a pass over every task. */
+const digests = new WeakMap<PlannedRun, string>();
+function digestOf(plan: PlannedRun): string {
+  let digest = digests.get(plan);
+  if (digest === undefined) {
+    digest = planDigestOf(plan.rows({ withoutCallback: true }));
+    digests.set(plan, digest);
+  }
+  return digest;
 }
 
 /** The plan's rows without their callback, each added to `digest` as the store takes it. */
@@ -806,7 +818,7 @@ async function planMismatch(
   const manifest = (o.shown ?? ((p: string) => p))(o.manifestPath);
   const mismatch = `${manifest} is not the plan run ${runId} is running (its tasks, requests or prices were edited since the run's first worker stored them): give every worker of the run the same manifest, or stop the run's workers and run again to run the edited one`;
   if (existing.planTasks !== null && existing.planTasks !== o.plan.taskIds.length) return mismatch;
-  const mine = planDigestOf(o.plan.rows({ withoutCallback: true }));
+  const mine = digestOf(o.plan);
   const until = Date.now() + (o.openingWaitMs ?? OPENING_WAIT_MS);
   let kept = existing.planDigest;
   while (kept === null) {
