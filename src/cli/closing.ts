@@ -15,6 +15,7 @@ export type SignalSource = Pick<NodeJS.EventEmitter, 'on' | 'listenerCount'>;
 /** What an interrupt before a command answers it leaves, as its line says it; a command may say better. */
 const WHAT_WAS_DONE = 'what was done is recorded; run the same command again';
 let beforeAnswered = WHAT_WAS_DONE;
+const givenBack = new Set<() => void>();
 
 /**
  * What an interrupt that comes before the command answers signals leaves (the line's end): `run` says
@@ -22,6 +23,23 @@ let beforeAnswered = WHAT_WAS_DONE;
  */
 export function sayOnEarlyInterrupt(text: string): void {
   beforeAnswered = text;
+}
+
+/**
+ * What a command holds that an interrupt before it answers signals must give back before the process ends
+ * (a run's opening lease, which another worker would otherwise wait out): `giveBack` is called then, at
+ * once. Returns the function that unregisters it.
+ */
+export function giveBackOnInterrupt(giveBack: () => void): () => void {
+  givenBack.add(giveBack);
+  return () => givenBack.delete(giveBack);
+}
+
+/** An AbortSignal that such an interrupt aborts, at once, before the process ends; `letGo` when done. */
+export function abortOnInterrupt(): { signal: AbortSignal; letGo: () => void } {
+  const interrupted = new AbortController();
+  const letGo = giveBackOnInterrupt(() => interrupted.abort());
+  return { signal: interrupted.signal, letGo };
 }
 
 /**
@@ -49,6 +67,13 @@ export function answerSignals(
       ? `quit at once (${signal}) while closing; what was done is recorded`
       : `interrupted (${signal}): ${beforeAnswered}`;
     io.stderr.write(`\nmediabatch: ${line}\n`);
+    for (const giveBack of [...givenBack]) {
+      try {
+        giveBack();
+      } catch {
+        // Not given back (the database is gone): it runs out with its lease, as after kill -9.
+      }
+    }
     io.exit(EXIT.interrupted);
   };
   for (const signal of SIGNALS) proc.on(signal, quit(signal));

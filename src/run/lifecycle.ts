@@ -41,6 +41,7 @@ import type { RunnerOptions, StopReason } from './runner/types.js';
 import { Runner, type RunProgress, type RunResult } from './runner.js';
 import { type PendingModel, RunError, type RunSession } from './session.js';
 import { downloadConcurrencyFor, type RunPolicy, runnerPolicyOf, withCallbacks } from './settings.js';
+import { unstoredOf } from './storing.js';
 
 export type { PendingModel };
 
@@ -346,6 +347,8 @@ export async function executeRun(session: RunSession, o: ExecuteOptions): Promis
     // The last worker out closes the run: what nobody gives anything any more is said to be blocked.
     if (store.chains.hasChains(runId)) store.chains.blockDownstreams(runId);
     result.counts = store.tasks.countTasksByState(runId);
+    // A plan nobody finished storing (every worker stopped): its missing tasks are pending, the run unfinished.
+    result.counts.pending += unstoredOf(store, runId);
   }
   const after = await o.client.getBalance();
   const balanceAfter = after.type === 'ok' ? after.value : undefined;

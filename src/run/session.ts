@@ -29,10 +29,17 @@ import { holderIsDead, runLeaseName } from './lease.js';
 import { claimRunFolder, RunFolderTakenError } from './marker.js';
 import { chooseRun, chooseShardRun, type RunChoice, ShardRunError } from './resume.js';
 import { DEFAULT_RUN_POLICY } from './settings.js';
-import { BackgroundStoring, STORE_CHUNK } from './storing.js';
+import {
+  BackgroundStoring,
+  type IncomingTasks,
+  SharedStoring,
+  STORE_CHUNK,
+  storedOf,
+  storingLeaseName,
+} from './storing.js';
 
 /** What went wrong opening or running, for the caller to word and map (the CLI maps it to an exit code). */
-export type RunErrorKind = 'invalid' | 'busy' | 'refused' | 'unauthorized';
+export type RunErrorKind = 'invalid' | 'busy' | 'refused' | 'unauthorized' | 'interrupted';
 
 export class RunError extends MediabatchError {
   override name = 'RunError';
@@ -54,6 +61,7 @@ const RUN_ERROR_EXITS: Readonly<Record<RunErrorKind, ExitCode>> = {
   busy: EXIT.interrupted,
   refused: EXIT.refused,
   unauthorized: EXIT.unauthorized,
+  interrupted: EXIT.interrupted,
 };
 
 /** What a run needs from its plan: its tasks as store rows, then nothing but ids and totals. */
@@ -105,6 +113,12 @@ export interface OpenRunOptions {
    * (default STORE_FIRST). Infinity stores every task first (`--only` and `--limit` need them all).
    */
   storeFirst?: number;
+  /**
+   * Aborted while the run opens (its plan checked and stored, its preflight): what the opening holds is
+   * given back at once, in the abort itself (the opening lease, the storing lease), so that the next worker
+   * starts without waiting for them to run out; the opening then ends with a RunError ('interrupted').
+   */
+  signal?: AbortSignal;
 }
 
 /** Tasks a new run stores before it starts; a larger run stores the rest while it runs. */
@@ -128,8 +142,11 @@ export interface RunSession {
   requeued: { failed: string[]; inDoubt: string[] };
   /** Chained tasks blocked by an upstream that no longer blocks them: pending again. */
   unblocked: string[];
-  /** The tasks of a large new run still being stored while it runs; undefined when all are stored. */
-  storing: BackgroundStoring | undefined;
+  /**
+   * The tasks of a large new run still being stored while it runs (by this process, or on PostgreSQL by
+   * whichever worker of the run holds its storing lease); undefined when all are stored.
+   */
+  storing: IncomingTasks | undefined;
   /** What a run still being stored will submit, per model, from its plan (the store has only some rows). */
   plannedPending: PendingModel[] | undefined;
   callbackToken: string | null;
@@ -177,38 +194,33 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
   const holder = leaseHolder(process.pid, hostname(), randomBytes(4).toString('hex'));
   const leaseName = runLeaseName(runId);
   const fleet = isPostgresUrl(store.file);
-  const lastSign = await takeRunLease(store, { runId, leaseName, holder, ttl, fleet }, o.openingWaitMs);
-  let storing: BackgroundStoring | undefined;
+  // A worker of a fleet compares its plan's digest with the run's, or records it: made before the opening
+  // lease, so that workers starting together make their passes side by side, not one after another.
+  if (fleet) digestOf(plan);
+  const lastSign = await takeRunLease(store, { runId, leaseName, holder, ttl, fleet }, o);
+  let storing: IncomingTasks | undefined;
+  // Interrupted while opening: given back now, not when the lease runs out (the process may end at once).
+  const opening = whileOpening(o.signal, () => {
+    storing?.stop();
+    store.leases.releaseLease(leaseName, holder);
+  });
   try {
     const existing = store.runs.getRun(runId);
     if (fleet && existing && liveWorkers(store, runId) > 0) {
+      opening.end();
       return await joinRun(store, { o, runId, runDir, existing, choice, holder, leaseName, ttl });
     }
     if (existing) refuseAnotherBatch(o, runId, existing);
     if (existing?.state === 'running' && lastSign !== undefined) store.runs.closeLostSession(runId, lastSign);
-    const refuse = (code: number, message?: string) => {
-      if (existing) return;
-      store.runs.markRunState(runId, 'refused', code);
-      if (message !== undefined) store.runs.recordStop(runId, { reason: 'refused', message });
-    };
+    const refuse = refuser(store, runId, existing);
     bindOrCreate(store, runId, existing, o);
     const outputMoved = existing ? followOutput(store, existing, o, shown) : undefined;
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);
+    opening.check(runId);
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
-    // The callback URL is added when sending (see Runner): where answers go is not part of what a task
-    // asks for, so changing it (or adding --listen) never makes a sent task look changed.
-    const { rows, digest } = digestedRows(plan);
-    const first = existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
-    const upsert = store.tasks.upsertTasks(
-      runId,
-      first < plan.taskIds.length ? take(rows, first) : { [Symbol.iterator]: () => rows },
-      { acceptChanges: o.acceptChanges ?? false },
-    );
-    // From here on only ids and totals are needed: the priced requests are in the store (or going in).
-    const changedRefused = upsert.changed.length > 0 && !o.acceptChanges;
-    const allStored = changedRefused ? undefined : keepPlan(store, runId, plan.taskIds.length, digest);
-    storing = storingTheRest(store, runId, plan, rows, first, allStored);
-    if (changedRefused) {
+    const { upsert, ...planned } = storePlan(store, o, { runId, existing, holder, ttl, fleet });
+    storing = planned.storing;
+    if (planned.changedRefused) {
       refuse(EXIT.invalid);
       throw changedError(upsert.changed, shown(o.manifestPath));
     }
@@ -229,23 +241,215 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
       requeued,
       unblocked,
       storing,
-      plannedPending: storing ? plannedPending(plan) : undefined,
+      plannedPending: planned.pending ?? (storing ? plannedPending(plan) : undefined),
       callbackToken,
       leaseName,
       holder,
       refuse,
-      ...leaseParts(store, { runId, leaseName, holder, ttl, fleet }),
+      ...leaseParts(store, { runId, leaseName, holder, ttl, fleet }, opening),
       close: () => {
+        opening.end();
         storing?.stop();
         store.leases.releaseLease(leaseName, holder);
         if (fleet) store.claims.leave(runId, holder);
       },
     };
   } catch (error) {
+    opening.end();
     storing?.stop();
     store.leases.releaseLease(leaseName, holder);
+    // Taken before the first rows went in, which may have failed: nobody stores under it now.
+    if (fleet) store.leases.releaseLease(storingLeaseName(runId), holder);
     throw error;
   }
+}
+
+/** Records that a new run never got going (a refusal); an older run is left as it was. */
+function refuser(store: Store, runId: string, existing: RunRecord | undefined): RunSession['refuse'] {
+  return (code, message) => {
+    if (existing) return;
+    store.runs.markRunState(runId, 'refused', code);
+    if (message !== undefined) store.runs.recordStop(runId, { reason: 'refused', message });
+  };
+}
+
+/**
+ * The plan's tasks into the store: all of them (a resumed run: each compared with the one stored), or a new
+ * run's first ones and the rest while it runs (`storing`). `changedRefused`: sent tasks whose request changed,
+ * without --accept-changes (nothing more is stored then).
+ */
+function storePlan(
+  store: Store,
+  o: OpenRunOptions,
+  r: { runId: string; existing: RunRecord | undefined; holder: string; ttl: number; fleet: boolean },
+): {
+  upsert: UpsertResult;
+  changedRefused: boolean;
+  storing: IncomingTasks | undefined;
+  pending?: PendingModel[];
+} {
+  const { plan } = o;
+  const { runId, holder, ttl } = r;
+  const resumed = r.fleet && r.existing?.planStoring === true ? resumeStoring(store, o, r) : undefined;
+  if (resumed) return resumed;
+  const first = r.existing ? Number.POSITIVE_INFINITY : storedFirst(plan, o.storeFirst);
+  // A fleet's run stored while it runs: its whole plan's digest first, so that its workers join at once.
+  const shared =
+    r.fleet && first < plan.taskIds.length ? sharePlan(store, runId, plan, holder, ttl) : undefined;
+  // The callback URL is added when sending (see Runner): where answers go is not part of what a task
+  // asks for, so changing it (or adding --listen) never makes a sent task look changed.
+  const { rows, digest } = shared ? { rows: shared, digest: undefined } : digestedRows(plan);
+  const upsert = store.tasks.upsertTasks(
+    runId,
+    first < plan.taskIds.length ? take(rows, first) : { [Symbol.iterator]: () => rows },
+    { acceptChanges: o.acceptChanges ?? false },
+  );
+  // From here on only ids and totals are needed: the priced requests are in the store (or going in).
+  const changedRefused = upsert.changed.length > 0 && !o.acceptChanges;
+  if (shared) {
+    const storing = sharedStoring(store, { runId, holder, ttl, o }, { rows: shared, stored: first });
+    return { upsert, changedRefused, storing };
+  }
+  const allStored =
+    changedRefused || !digest ? undefined : keepPlan(store, runId, plan.taskIds.length, digest);
+  return { upsert, changedRefused, storing: storingTheRest(store, runId, plan, rows, first, allStored) };
+}
+
+/**
+ * A fleet's run whose workers all stopped before its plan was stored (its plan marked still being stored):
+ * with the same plan (its digest, the whole plan's), nothing stored is compared again, and the rest is
+ * stored while this worker works, as it was. Another plan: undefined, stored and compared at once.
+ */
+function resumeStoring(
+  store: Store,
+  o: OpenRunOptions,
+  r: { runId: string; existing: RunRecord | undefined; holder: string; ttl: number },
+):
+  | { upsert: UpsertResult; changedRefused: false; storing: SharedStoring; pending: PendingModel[] }
+  | undefined {
+  const { plan } = o;
+  const { runId, existing } = r;
+  const all = storedFirst(plan, o.storeFirst) === Number.POSITIVE_INFINITY;
+  if (all || existing?.planTasks !== plan.taskIds.length || existing.planDigest !== digestOf(plan)) {
+    return undefined;
+  }
+  // What the rows not stored come to (the preflight's): a pass over the plan, as its first worker's.
+  const stored = storedOf(store, runId);
+  const later = new Map<string, PendingModel>();
+  let position = 0;
+  for (const row of plan.rows({ withoutCallback: true })) {
+    if (position++ < stored) continue;
+    const m = later.get(row.model) ?? { model: row.model, tasks: 0, tokens: 0, min: 0, max: 0 };
+    later.set(row.model, {
+      model: m.model,
+      tasks: m.tasks + 1,
+      tokens: m.tokens + row.estimate.tokens,
+      min: m.min + row.estimate.min,
+      max: m.max + row.estimate.max,
+    });
+  }
+  return {
+    upsert: { inserted: 0, unchanged: stored, updated: [], changed: [], missing: [] },
+    changedRefused: false,
+    storing: sharedStoring(store, { runId, holder: r.holder, ttl: r.ttl, o }),
+    pending: withLater(store.tasks.pendingByModel(runId), later),
+  };
+}
+
+/** The pending tasks stored, per model, with those still to store added. */
+function withLater(stored: PendingModel[], later: Map<string, PendingModel>): PendingModel[] {
+  const sum = (a: PendingModel, b: PendingModel | undefined): PendingModel =>
+    b === undefined
+      ? a
+      : {
+          ...a,
+          tasks: a.tasks + b.tasks,
+          tokens: a.tokens + b.tokens,
+          min: a.min + b.min,
+          max: a.max + b.max,
+        };
+  const models = new Set(stored.map((m) => m.model));
+  return [
+    ...stored.map((m) => sum(m, later.get(m.model))),
+    ...[...later.values()].filter((m) => !models.has(m.model)),
+  ];
+}
+
+/** What an opening holds, given back when `signal` aborts it; `check` ends an aborted opening with a line. */
+interface Opening {
+  /** The opening is over (the run starts, or the session closes): an abort no longer gives anything back. */
+  end(): void;
+  /** Throws the interrupted opening's RunError once aborted. */
+  check(runId: string): void;
+}
+
+function whileOpening(signal: AbortSignal | undefined, giveBack: () => void): Opening {
+  if (signal === undefined) return { end: () => {}, check: () => {} };
+  let open = true;
+  const onAbort = () => {
+    if (open) giveBack();
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  // Aborted before the lease was taken: given back as soon as it is.
+  if (signal.aborted) onAbort();
+  return {
+    end: () => {
+      open = false;
+      signal.removeEventListener('abort', onAbort);
+    },
+    check: (runId) => {
+      if (signal.aborted) throw interruptedOpening(runId);
+    },
+  };
+}
+
+/** The error of an opening ended by its signal (nothing was submitted). */
+export function interruptedOpening(runId: string): RunError {
+  return new RunError(
+    'interrupted',
+    `interrupted while opening run ${runId}: nothing was submitted; run the same command again`,
+  );
+}
+
+/**
+ * A new run of a fleet whose tasks are stored while its workers work: its whole plan's digest and count
+ * are recorded before its first task (a pass over the plan: the same a worker joining makes), with the
+ * mark that the rest is still to be stored, and this worker takes the storing lease. The plan's rows, for
+ * the store to take.
+ */
+function sharePlan(
+  store: Store,
+  runId: string,
+  plan: PlannedRun,
+  holder: string,
+  ttl: number,
+): Iterator<NewTask> {
+  store.runs.setPlan(runId, { tasks: plan.taskIds.length, digest: digestOf(plan), storing: true });
+  store.leases.acquireLease(storingLeaseName(runId), holder, ttl);
+  return plan.rows({ withoutCallback: true })[Symbol.iterator]();
+}
+
+/** This worker's part in storing a fleet's run: storing the rest (`storing`), or following and taking over. */
+function sharedStoring(
+  store: Store,
+  w: { runId: string; holder: string; ttl: number; o: OpenRunOptions },
+  storing?: { rows: Iterator<NewTask>; stored: number },
+): SharedStoring {
+  const { plan } = w.o;
+  return new SharedStoring({
+    store,
+    runId: w.runId,
+    holder: w.holder,
+    ttlMs: w.ttl,
+    total: plan.taskIds.length,
+    rows: () => plan.rows({ withoutCallback: true })[Symbol.iterator](),
+    ...(plan.longestFrom ? { longestFrom: plan.longestFrom.bind(plan) } : {}),
+    pollMs: Math.min(1_000, w.ttl / 8),
+    release: () => plan.release(),
+    // As many rows a transaction as the worker that opened the run stored first, 2,000 at most.
+    chunk: Math.min(STORE_CHUNK, storedFirst(plan, w.o.storeFirst)),
+    ...(storing ? { storing } : {}),
+  });
 }
 
 /**
@@ -260,7 +464,7 @@ function refuseAnotherBatch(o: OpenRunOptions, runId: string, existing: RunRecor
   const samePlan =
     existing.planDigest !== null &&
     existing.planTasks === o.plan.taskIds.length &&
-    existing.planDigest === planDigestOf(o.plan.rows({ withoutCallback: true }));
+    existing.planDigest === digestOf(o.plan);
   if (samePlan) return;
   const shown = o.shown ?? ((p: string) => p);
   const [started, asked] = [shown(existing.manifestPath), shown(o.manifestPath)];
@@ -302,11 +506,14 @@ function keptCallbackToken(
 function leaseParts(
   store: Store,
   l: { runId: string; leaseName: string; holder: string; ttl: number; fleet: boolean },
+  opening: Opening,
 ): Pick<RunSession, 'fleet' | 'startWorking' | 'renew' | 'leaseTtlMs'> {
   const { runId, leaseName, holder, ttl, fleet } = l;
   return {
     fleet: fleet ? { joined: false, workers: 1, ttlMs: ttl } : undefined,
     startWorking: () => {
+      // The run takes its signals from here on (a stop records the answers in flight, then closes).
+      opening.end();
       if (!fleet) return;
       store.workers.join(runId, holder, hostname(), process.pid, ttl);
       store.leases.releaseLease(leaseName, holder);
@@ -414,6 +621,17 @@ function plannedPending(plan: PlannedRun): PendingModel[] {
   }));
 }
 
+/** The digest of a plan's rows (src/store/plan-digest.ts), made once per plan: a pass over every task. */
+const digests = new WeakMap<PlannedRun, string>();
+function digestOf(plan: PlannedRun): string {
+  let digest = digests.get(plan);
+  if (digest === undefined) {
+    digest = planDigestOf(plan.rows({ withoutCallback: true }));
+    digests.set(plan, digest);
+  }
+  return digest;
+}
+
 /** The plan's rows without their callback, each added to `digest` as the store takes it. */
 function digestedRows(plan: PlannedRun): { rows: Iterator<NewTask>; digest: PlanDigest } {
   const digest = new PlanDigest();
@@ -475,22 +693,33 @@ const OPENING_WAIT_MS = 10 * 60_000;
 /** The opening lease of a fleet's run: taken once the worker opening it (planning, asking) is done. */
 async function takeOpeningLease(
   store: Store,
-  runId: string,
-  name: string,
-  holder: string,
-  ttl: number,
-  waitMs = OPENING_WAIT_MS,
+  l: { runId: string; leaseName: string; holder: string; ttl: number },
+  o: { openingWaitMs?: number; signal?: AbortSignal },
 ): Promise<void> {
-  const until = Date.now() + waitMs;
+  const until = Date.now() + (o.openingWaitMs ?? OPENING_WAIT_MS);
   for (;;) {
+    if (o.signal?.aborted) throw interruptedOpening(l.runId);
     try {
-      takeLease(store, runId, name, holder, ttl);
+      takeLease(store, l.runId, l.leaseName, l.holder, l.ttl);
       return;
     } catch (error) {
       if (!(error instanceof RunError) || Date.now() >= until) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      await pause(250, o.signal);
     }
   }
+}
+
+/** Waits `ms`, or less when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 /**
@@ -534,7 +763,18 @@ async function joinRun(
   // opening lease is given back, so that the workers of a large fleet joining at once make it side by side.
   const planProblem = await planMismatch(store, j.o, runId, j.existing);
   if (planProblem) throw new RunError('invalid', planProblem);
+  if (j.o.signal?.aborted) throw interruptedOpening(runId);
   store.workers.join(runId, holder, hostname(), process.pid, ttl);
+  // A plan still being stored (its digest, the whole plan's, is this worker's): this worker follows what is
+  // stored, and stores the rest if the worker storing it goes.
+  const storing = store.runs.getRun(runId)?.planStoring
+    ? sharedStoring(store, { runId, holder, ttl, o: j.o })
+    : undefined;
+  const leave = () => {
+    storing?.stop();
+    store.claims.leave(runId, holder);
+  };
+  const opening = whileOpening(j.o.signal, leave);
   return {
     store,
     runId,
@@ -545,18 +785,19 @@ async function joinRun(
     recovered: [],
     requeued: { failed: [], inDoubt: [] },
     unblocked: [],
-    storing: undefined,
+    storing,
     plannedPending: undefined,
     callbackToken: j.existing.callbackToken,
     leaseName,
     holder,
     fleet: { joined: true, workers: liveWorkers(store, runId), ttlMs: ttl },
-    startWorking: () => {},
+    startWorking: () => opening.end(),
     refuse: () => {},
     renew: () => true,
     leaseTtlMs: ttl,
     close: () => {
-      store.claims.leave(runId, holder);
+      opening.end();
+      leave();
     },
   };
 }
@@ -577,7 +818,7 @@ async function planMismatch(
   const manifest = (o.shown ?? ((p: string) => p))(o.manifestPath);
   const mismatch = `${manifest} is not the plan run ${runId} is running (its tasks, requests or prices were edited since the run's first worker stored them): give every worker of the run the same manifest, or stop the run's workers and run again to run the edited one`;
   if (existing.planTasks !== null && existing.planTasks !== o.plan.taskIds.length) return mismatch;
-  const mine = planDigestOf(o.plan.rows({ withoutCallback: true }));
+  const mine = digestOf(o.plan);
   const until = Date.now() + (o.openingWaitMs ?? OPENING_WAIT_MS);
   let kept = existing.planDigest;
   while (kept === null) {
@@ -587,7 +828,8 @@ async function planMismatch(
         `run ${runId}'s plan of ${fmtCount(existing.planTasks ?? 0)} tasks is not all stored yet (its first worker stores it while it works), and this worker compares its own plan with it before it joins: run it again in a while`,
       );
     }
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    await pause(250, o.signal);
+    if (o.signal?.aborted) throw interruptedOpening(runId);
     kept = store.runs.getRun(runId)?.planDigest ?? null;
   }
   return kept === mine ? undefined : mismatch;
@@ -614,10 +856,10 @@ function budgetMismatch(o: OpenRunOptions, runId: string, existing: RunRecord): 
 async function takeRunLease(
   store: Store,
   l: { runId: string; leaseName: string; holder: string; ttl: number; fleet: boolean },
-  openingWaitMs: number | undefined,
+  o: { openingWaitMs?: number; signal?: AbortSignal },
 ): Promise<Date | undefined> {
   const lastSign = lastSignOfWork(store, l.runId);
-  if (l.fleet) await takeOpeningLease(store, l.runId, l.leaseName, l.holder, l.ttl, openingWaitMs);
+  if (l.fleet) await takeOpeningLease(store, l, o);
   else takeLease(store, l.runId, l.leaseName, l.holder, l.ttl);
   return lastSign;
 }

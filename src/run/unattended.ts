@@ -23,7 +23,7 @@ import {
 } from './lifecycle.js';
 import { unattendedInputLinks } from './runner/uploads.js';
 import type { RunProgress } from './runner.js';
-import { openRunSession, type PlannedRun, RunError, type RunSession } from './session.js';
+import { interruptedOpening, openRunSession, type PlannedRun, RunError, type RunSession } from './session.js';
 import { DEFAULT_RUN_POLICY, type RunPolicy } from './settings.js';
 
 export interface UnattendedRunOptions {
@@ -95,16 +95,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   const output = outputOf(o, env);
   const plan = { ...o.plan, settings: { ...o.plan.settings, output: output.output } };
   const settings = plan.settings;
-  const session = await openRunSession({
-    store: o.store,
-    plan,
-    manifestPath: o.manifestPath,
-    stateFile: o.stateFile,
-    api: { baseUrl: o.apiBaseUrl ?? o.client.baseUrl, keyFingerprint: o.keyFingerprint },
-    settingsToKeep: { ...settings, concurrency: o.concurrency ?? settings.concurrency },
-    ...(o.runId !== undefined ? { runId: o.runId } : {}),
-    leaseTtlMs: policy.leaseTtlMs,
-  });
+  const session = await openSession(o, plan, policy);
   try {
     const runId = opened(session, o);
     spendFromPeriod(o.store, runId, o.periodBudget);
@@ -118,7 +109,7 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
       allowPartial: o.allowPartial,
       now: now(),
     });
-    const preflight = await preflightRun(session, options);
+    const preflight = await preflightUnlessAborted(session, options, o.signal);
     const report = () =>
       writeRunReport(session, {
         ...(bucket ? { bucket } : {}),
@@ -167,6 +158,33 @@ export async function runUnattended(o: UnattendedRunOptions): Promise<Unattended
   } finally {
     session.close();
   }
+}
+
+/** The run opened (or joined) for this caller; its signal aborts the opening too. */
+function openSession(o: UnattendedRunOptions, plan: UnattendedRunOptions['plan'], policy: RunPolicy) {
+  const { settings } = plan;
+  return openRunSession({
+    store: o.store,
+    plan,
+    manifestPath: o.manifestPath,
+    stateFile: o.stateFile,
+    api: { baseUrl: o.apiBaseUrl ?? o.client.baseUrl, keyFingerprint: o.keyFingerprint },
+    settingsToKeep: { ...settings, concurrency: o.concurrency ?? settings.concurrency },
+    ...(o.runId !== undefined ? { runId: o.runId } : {}),
+    leaseTtlMs: policy.leaseTtlMs,
+    ...(o.signal ? { signal: o.signal } : {}),
+  });
+}
+
+/** The preflight; aborted meanwhile (the opening's leases given back already), the run does not start. */
+async function preflightUnlessAborted(
+  session: RunSession,
+  options: Parameters<typeof preflightRun>[1],
+  signal: AbortSignal | undefined,
+): Promise<PreflightReport> {
+  const preflight = await preflightRun(session, options);
+  if (signal?.aborted) throw interruptedOpening(session.runId);
+  return preflight;
 }
 
 /** The run exists now: the caller is told, a move of its output (it wrote nothing where it was) logged. Its id. */

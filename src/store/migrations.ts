@@ -804,4 +804,15 @@ ALTER TABLE runs ADD COLUMN plan_digest TEXT CHECK (plan_digest IS NULL OR lengt
 ALTER TABLE runs ADD COLUMN plan_tasks INTEGER CHECK (plan_tasks IS NULL OR plan_tasks >= 0);
 `,
   },
+  ...takenOnPostgres([30]),
+  {
+    id: 31,
+    name: "a run's plan still being stored: its digest kept from the start, the rest stored by whoever remains",
+    sql: `
+-- 1 while the tasks of a run's plan are stored in the background (its digest and count recorded before the
+-- first of them, so that a worker joining compares its own at once); 0 once every one is stored. NULL for
+-- a run from before: there the digest itself says the plan is all stored.
+ALTER TABLE runs ADD COLUMN plan_storing INTEGER CHECK (plan_storing IS NULL OR plan_storing IN (0, 1));
+`,
+  },
 ];

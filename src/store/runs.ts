@@ -25,6 +25,7 @@ interface RunRow {
   stopped_at: string | null;
   plan_digest: string | null;
   plan_tasks: number | null;
+  plan_storing: number | null;
 }
 
 function toRun(row: RunRow): RunRecord {
@@ -49,6 +50,7 @@ function toRun(row: RunRow): RunRecord {
         : { baseUrl: row.api_base_url, keyFingerprint: row.key_fingerprint ?? '' },
     planDigest: row.plan_digest,
     planTasks: row.plan_tasks,
+    planStoring: row.plan_storing === 1,
     ...(row.stop_reason === null
       ? {}
       : {
@@ -68,6 +70,7 @@ export class RunStore {
   readonly #now: Clock;
   readonly #insertRun;
   readonly #selectRun;
+  readonly #planStored;
   readonly #selectRuns;
   readonly #selectRunsOfManifest;
   readonly #selectUnfinishedRuns;
@@ -154,8 +157,11 @@ export class RunStore {
     this.#updateCallbackToken = db.prepare<[string, string]>(
       'UPDATE runs SET callback_token = ? WHERE id = ?',
     );
-    this.#updatePlanDigest = db.prepare<[string | null, number, string]>(
-      'UPDATE runs SET plan_digest = ?, plan_tasks = ? WHERE id = ?',
+    this.#planStored = db.prepare<[string]>(
+      'UPDATE runs SET plan_storing = 0 WHERE id = ? AND plan_storing = 1',
+    );
+    this.#updatePlanDigest = db.prepare<[string | null, number, number | null, string]>(
+      'UPDATE runs SET plan_digest = ?, plan_tasks = ?, plan_storing = ? WHERE id = ?',
     );
   }
 
@@ -268,11 +274,18 @@ export class RunStore {
   }
 
   /**
-   * The plan the run's tasks are stored from: its task count as its storing starts (`digest` null), then its
-   * digest once every task of it is stored (src/store/plan-digest.ts).
+   * The plan the run's tasks are stored from: its task count and its digest (src/store/plan-digest.ts), the
+   * digest null while a plan whose digest comes with its last task is stored. `storing`: the digest is the
+   * whole plan's, and some of its tasks are still to be stored (by whoever holds the run's storing lease).
    */
-  setPlan(id: string, plan: { tasks: number; digest: string | null }): void {
-    if (this.#updatePlanDigest.run(plan.digest, plan.tasks, id).changes === 0) throw unknownRun(id);
+  setPlan(id: string, plan: { tasks: number; digest: string | null; storing?: boolean }): void {
+    const storing = plan.storing === undefined ? null : plan.storing ? 1 : 0;
+    if (this.#updatePlanDigest.run(plan.digest, plan.tasks, storing, id).changes === 0) throw unknownRun(id);
+  }
+
+  /** Every task of a plan stored in the background is stored now: the run's plan is whole. */
+  planStored(id: string): void {
+    this.#planStored.run(id);
   }
 
   #mustGet(id: string): RunRecord {

@@ -111,6 +111,11 @@ export interface RunRecord {
   planDigest: string | null;
   /** How many tasks that plan has, recorded as its storing starts; null for a run made before. */
   planTasks: number | null;
+  /**
+   * Some tasks of the plan are still to be stored, its digest (the whole plan's) recorded before them: the
+   * workers of the run store the rest, one at a time (the storing lease, src/run/storing.ts).
+   */
+  planStoring: boolean;
   /** Why the run last stopped before its end (the first reason, kept until it starts again or finishes). */
   stop?: RunStop;
 }

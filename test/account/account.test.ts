@@ -25,6 +25,7 @@ const RUN: RunRecord = {
   api: null,
   planDigest: null,
   planTasks: null,
+  planStoring: false,
 };
 
 type Money = AccountFacts['money'];

@@ -4,7 +4,7 @@
 // signals: test/cli/interrupt-early.test.ts.
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { answerSignals, sayOnEarlyInterrupt } from '../../src/cli/closing.js';
+import { abortOnInterrupt, answerSignals, sayOnEarlyInterrupt } from '../../src/cli/closing.js';
 import { EXIT } from '../../src/exit-codes.js';
 
 function setUp(ended?: number) {
@@ -71,5 +71,30 @@ describe('signals while the process closes', () => {
     expect(commandWorks(proc, 'SIGINT')).toEqual(['SIGINT']);
     expect(said).toEqual([]);
     expect(exits).toEqual([]);
+  });
+
+  it('gives back what a command holds before it ends the process, and nothing once let go or when the command answers', () => {
+    const proc = new EventEmitter();
+    const order: string[] = [];
+    answerSignals(proc, {
+      stderr: { write: () => {} },
+      exit: (code) => {
+        order.push(`exit ${code}`);
+      },
+      ended: () => undefined,
+    });
+    const opening = abortOnInterrupt();
+    opening.signal.addEventListener('abort', () => order.push('given back'));
+    // A command answering the signal itself: nothing is given back here.
+    commandWorks(proc, 'SIGTERM');
+    expect(order).toEqual([]);
+    proc.emit('SIGINT');
+    // Given back before the exit, which ends the process.
+    expect(order).toEqual(['given back', `exit ${EXIT.interrupted}`]);
+    const later = abortOnInterrupt();
+    later.letGo();
+    proc.emit('SIGINT');
+    expect(later.signal.aborted).toBe(false);
+    opening.letGo();
   });
 });

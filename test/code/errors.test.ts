@@ -77,6 +77,7 @@ const CASES: Array<[string, MediabatchError, number]> = [
   ['RunError', new RunError('invalid', 'bad'), EXIT.invalid],
   ['RunError', new RunError('refused', 'over budget'), EXIT.refused],
   ['RunError', new RunError('busy', 'held by pid 1'), EXIT.interrupted],
+  ['RunError', new RunError('interrupted', 'interrupted while opening run r'), EXIT.interrupted],
   ['RunError', new RunError('unauthorized', 'key refused'), EXIT.unauthorized],
   ['ExitError', new ExitError(EXIT.someFailed, 'some failed'), EXIT.someFailed],
   // Caught below the CLI and turned into outcomes: reaching it would be a bug.

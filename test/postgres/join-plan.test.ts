@@ -159,13 +159,14 @@ describe('a worker joining a run with an edited manifest', () => {
     const first = await open({ storeFirst: 2 });
     try {
       first.startWorking();
-      // The plan's count is kept as the run opens; its digest once the rest is stored, in the background.
-      expect(store.runs.getRun('big')).toMatchObject({ planTasks: TASKS, planDigest: null });
-      await first.storing?.finished;
+      // The plan's count and its whole digest are kept as the run opens, marked: the rest is still stored.
+      expect(store.runs.getRun('big')).toMatchObject({ planTasks: TASKS, planStoring: true });
       const digest = store.runs.getRun('big')?.planDigest ?? '';
       expect(digest).toMatch(/^[0-9a-f]{64}$/);
+      await first.storing?.finished;
+      expect(store.runs.getRun('big')).toMatchObject({ planDigest: digest, planStoring: false });
 
-      // As while the first worker still stores: the count only.
+      // As while the first worker of an older mediabatch still stores: the count only.
       const storing = () => store.runs.setPlan('big', { tasks: TASKS, digest: null });
       const stored = () => store.runs.setPlan('big', { tasks: TASKS, digest });
       storing();

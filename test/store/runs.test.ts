@@ -27,6 +27,7 @@ describe('runs', () => {
       api: null,
       planDigest: null,
       planTasks: null,
+      planStoring: false,
     });
     expect(() =>
       store.runs.createRun({
@@ -116,6 +117,19 @@ describe('runs', () => {
     });
     expect(store.runs.listRuns().map((r) => r.id)).toEqual(['r2', 'r1']);
     expect(store.runs.listRuns({ manifestPath: '/m/spring.yaml' }).map((r) => r.id)).toEqual(['r1']);
+  });
+
+  it("keeps a plan's digest and count, marked while its tasks are still being stored, until they all are", () => {
+    const store = ctx.store();
+    const digest = 'ab'.repeat(32);
+    store.runs.setPlan('r1', { tasks: 3, digest, storing: true });
+    expect(store.runs.getRun('r1')).toMatchObject({ planDigest: digest, planTasks: 3, planStoring: true });
+    store.runs.planStored('r1');
+    expect(store.runs.getRun('r1')).toMatchObject({ planDigest: digest, planTasks: 3, planStoring: false });
+    // A plan recorded whole from the start (or by a mediabatch from before) is never marked.
+    store.runs.setPlan('r1', { tasks: 4, digest: null });
+    store.runs.planStored('r1');
+    expect(store.runs.getRun('r1')).toMatchObject({ planDigest: null, planTasks: 4, planStoring: false });
   });
 
   it('says which run is unknown', () => {

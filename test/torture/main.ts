@@ -1,6 +1,7 @@
 // `npm run torture`: the full fault-injection suite. A 500-task run against a faulty sandbox, killed
 // with SIGKILL at 20 seeded moments and restarted until it ends; hostile inputs; the sentinel key; a
-// fleet of three workers on PostgreSQL, 300 tasks, killed, its database stopped, its packets dropped.
+// fleet of three workers on PostgreSQL, 300 tasks, killed, its database stopped, its packets dropped; a
+// fleet whose worker storing a new run's plan is killed again and again.
 // Prints each figure and exits 1 when a guarantee broke. `--small` runs the size used in `npm test`.
 import { parseArgs } from 'node:util';
 import { runAccountSums } from './account-sums.js';
@@ -12,6 +13,7 @@ import { hungConnection } from './hung-connection.js';
 import { runMoneyModel } from './money-model.js';
 import { scenarioTorture } from './scenarios.js';
 import { FULL, SMALL } from './sizes.js';
+import { storingChaos } from './storing-chaos.js';
 import { twoSpendersRound } from './two-spenders.js';
 
 const { values } = parseArgs({ options: { small: { type: 'boolean', default: false } } });
@@ -135,6 +137,23 @@ console.log(
 );
 console.log(formatGuarantees(fleet.guarantees));
 
+const st = size.storing;
+log(
+  `storing chaos: ${st.tasks} tasks, ${st.workers} workers, ${st.kills} kills of the storer, seed ${st.seed} (STORING_CHAOS_SEED=${st.seed} replays its moments)`,
+);
+const storing = await storingChaos({ ...st, log });
+const sf = storing.figures;
+console.log(
+  "A fleet's new run whose worker storing the plan is killed (kill -9), the last time every worker",
+);
+console.log(
+  `  ${sf.tasks} tasks, seed ${sf.seed}: ${sf.kills} kills at ${sf.storedAtKills.join(', ')} stored, ${sf.starts} worker starts, exit codes ${JSON.stringify(sf.exitCodes)}`,
+);
+console.log(
+  `  stored ${sf.stored}; end states ${JSON.stringify(sf.states)}; most POSTs for one task ${sf.maxPostsPerTask}; ledger ${sf.ledgerNetMicro} + in doubt ${sf.inDoubtNetMicro} = sandbox ${sf.sandboxNetMicro} micro-tokens; ${sf.seconds} s`,
+);
+console.log(formatGuarantees(storing.guarantees));
+
 log('a runner on a hung PostgreSQL connection');
 const hung = await hungConnection();
 console.log('A runner whose PostgreSQL connection hangs (a proxy forwards nothing, closes nothing)');
@@ -143,6 +162,7 @@ console.log(formatGuarantees(hung.guarantees));
 
 const all: Guarantee[] = [
   ...fleet.guarantees,
+  ...storing.guarantees,
   ...hung.guarantees,
   ...spenderGuarantees,
   ...crash.guarantees,

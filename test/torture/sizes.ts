@@ -2,11 +2,31 @@
 import type { CrashTortureOptions } from './crash-loop.js';
 import type { FleetChaosOptions } from './fleet-chaos.js';
 import type { ScenarioOptions } from './scenarios.js';
+import type { StoringChaosOptions } from './storing-chaos.js';
 
 const FAULTS = { failRate: 0.15, errorRate: 0.05, chargeThenErrorRate: 0.05, latencyMs: 15 };
 
-export const FULL: { crash: CrashTortureOptions; scenarios: ScenarioOptions; fleet: FleetChaosOptions } = {
+type Sizes = {
+  crash: CrashTortureOptions;
+  scenarios: ScenarioOptions;
+  fleet: FleetChaosOptions;
+  storing: StoringChaosOptions;
+};
+
+export const FULL: Sizes = {
   scenarios: { tasks: 40 },
+  // A new run of 4,000 images stored 4 rows a transaction (a thousand chunks, as a large plan has) by three
+  // workers; the storer killed four times, then every worker at once. The seed changes every run and is printed.
+  storing: {
+    tasks: 4_000,
+    workers: 3,
+    kills: 5,
+    storeFirst: 4,
+    seed: Number(process.env['STORING_CHAOS_SEED'] ?? Date.now() % 1_000_000),
+    concurrency: 8,
+    speed: 0.02,
+    deadlineMs: 10 * 60_000,
+  },
   // 300 tasks: 50 reviewed stills, a clip after each, 200 images; three workers, ten kills, the database
   // stopped for 10 s, one worker's packets dropped for 5 s. The seed changes every run and is printed.
   fleet: {
@@ -34,8 +54,18 @@ export const FULL: { crash: CrashTortureOptions; scenarios: ScenarioOptions; fle
   },
 };
 
-export const SMALL: { crash: CrashTortureOptions; scenarios: ScenarioOptions; fleet: FleetChaosOptions } = {
+export const SMALL: Sizes = {
   scenarios: { tasks: 6 },
+  storing: {
+    tasks: 600,
+    workers: 2,
+    kills: 2,
+    storeFirst: 4,
+    seed: 35,
+    concurrency: 4,
+    speed: 0.02,
+    deadlineMs: 150_000,
+  },
   fleet: {
     stills: 3,
     images: 12,

@@ -19,7 +19,7 @@ import { createStorage, joinKey } from '../../storage/index.js';
 import { keyFingerprint, openStore } from '../../store/index.js';
 import { sandboxJournalAnchor, stateLocation } from '../../store/location.js';
 import { registerSecret } from '../../util/secrets.js';
-import { sayOnEarlyInterrupt } from '../closing.js';
+import { abortOnInterrupt, sayOnEarlyInterrupt } from '../closing.js';
 import { EXIT, ExitError } from '../errors.js';
 import { displayPath } from '../format.js';
 import { humanOut, type RunContext, type RunFlags } from '../run/context.js';
@@ -109,6 +109,7 @@ async function runWithClient(
   if (!receiver.ok) throw new ExitError(EXIT.invalid, receiver.message);
   const callbacks = receiver.receiver;
   const store = openStore(stateLocation(io.cwd, ctx.statePath), { now: io.now });
+  const interrupt = abortOnInterrupt();
   try {
     const session = await openRunSession({
       store,
@@ -128,6 +129,7 @@ async function runWithClient(
       ...(shard ? { shard } : {}),
       ...storeFirstOf(flags, only, io.env),
       ...leaseTtlOf(io.env),
+      signal: interrupt.signal,
     });
     const view = flags.view ? await viewDuringRun(ctx, session.runId, humanOut(io, flags)) : undefined;
     try {
@@ -150,6 +152,7 @@ async function runWithClient(
       session.close();
     }
   } finally {
+    interrupt.letGo();
     store.close();
   }
 }

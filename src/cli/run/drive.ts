@@ -33,7 +33,8 @@ export async function driveRun(a: DriveArgs): Promise<number> {
       `Joined run ${runId} as a worker (${session.fleet.workers} worker${session.fleet.workers === 1 ? '' : 's'} now, ${session.holder}); the run was planned and checked by the worker that started it.`,
     );
     const counts = session.store.tasks.countTasksByState(runId);
-    const total = Object.values(counts).reduce((n, c) => n + c, 0);
+    // A plan still being stored counts its tasks not stored yet.
+    const total = Object.values(counts).reduce((n, c) => n + c, session.storing?.unstored ?? 0);
     return await executeAndReport(a, total, budget, out, printer);
   }
   printer.opened();

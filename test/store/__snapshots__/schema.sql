@@ -17,7 +17,7 @@ CREATE TABLE runs (
   created_at     TEXT NOT NULL,
   started_at     TEXT,
   finished_at    TEXT
-, first_started_at TEXT, active_ms INTEGER NOT NULL DEFAULT 0 CHECK (active_ms >= 0), api_base_url TEXT, key_fingerprint TEXT, report_basis TEXT, stop_reason TEXT, stop_message TEXT, stopped_at TEXT, plan_digest TEXT CHECK (plan_digest IS NULL OR length(plan_digest) = 64), plan_tasks INTEGER CHECK (plan_tasks IS NULL OR plan_tasks >= 0)) STRICT;
+, first_started_at TEXT, active_ms INTEGER NOT NULL DEFAULT 0 CHECK (active_ms >= 0), api_base_url TEXT, key_fingerprint TEXT, report_basis TEXT, stop_reason TEXT, stop_message TEXT, stopped_at TEXT, plan_digest TEXT CHECK (plan_digest IS NULL OR length(plan_digest) = 64), plan_tasks INTEGER CHECK (plan_tasks IS NULL OR plan_tasks >= 0), plan_storing INTEGER CHECK (plan_storing IS NULL OR plan_storing IN (0, 1))) STRICT;
 
 CREATE INDEX runs_by_manifest ON runs (manifest_path, created_at);
 
