@@ -1345,10 +1345,8 @@ DROP INDEX tasks_ready_longest;
 ALTER INDEX tasks_ready_longest_pending RENAME TO tasks_ready_longest;
 `,
   },
-  // Kept for the next change of PostgreSQL's own statements; nothing to do here yet.
-  { id: 31, name: 'nothing (a number kept)', sql: 'SELECT 1;' },
   {
-    id: 32,
+    id: 31,
     name: "a run's plan still being stored: its digest kept from the start, the rest stored by whoever remains",
     sql: `
 -- 1 while the tasks of a run's plan are stored in the background (its digest and count recorded before the
