@@ -24,7 +24,15 @@ export function expectedResultBytes(tasks: Partial<Record<'image' | 'audio' | 'v
 
 export type OutputCheck =
   | { ok: true; freeBytes: number | undefined }
-  | { ok: false; problem: 'unwritable' | 'space'; message: string; freeBytes?: number };
+  | {
+      ok: false;
+      problem: 'unwritable' | 'space';
+      /** The refusal's reason with what to do (free space, or --allow-partial). */
+      message: string;
+      /** What was found, without the advice: said as it is when --allow-partial was given. */
+      found: string;
+      freeBytes?: number;
+    };
 
 /** Writes and removes a probe file in `folder` (created if needed), then compares free space with `needBytes`. */
 export async function checkOutputFolder(
@@ -40,10 +48,12 @@ export async function checkOutputFolder(
     await rm(probe, { force: true });
   } catch (error) {
     const code = (error as { code?: unknown }).code;
+    const found = `the output folder ${shown} cannot be written (${typeof code === 'string' ? code : String(error)})`;
     return {
       ok: false,
       problem: 'unwritable',
-      message: `the output folder ${shown} cannot be written (${typeof code === 'string' ? code : String(error)}): fix its permissions or choose another output`,
+      found,
+      message: `${found}: fix its permissions or choose another output`,
     };
   }
   let freeBytes: number | undefined;
@@ -55,11 +65,13 @@ export async function checkOutputFolder(
     return { ok: true, freeBytes: undefined };
   }
   if (freeBytes < needBytes) {
+    const found = `the output folder ${shown} has ${fmtMb(freeBytes)} free, and the results of this run are likely to need about ${fmtMb(needBytes)}`;
     return {
       ok: false,
       problem: 'space',
       freeBytes,
-      message: `the output folder ${shown} has ${fmtMb(freeBytes)} free, and the results of this run are likely to need about ${fmtMb(needBytes)}: free space, or run with --allow-partial to stop when the disk is full`,
+      found,
+      message: `${found}: free space, or run with --allow-partial to stop when the disk is full`,
     };
   }
   return { ok: true, freeBytes };

@@ -57,6 +57,10 @@ describe.skipIf(cannotMount !== undefined)('run: the output disk', () => {
     const file = await env.manifest({ tasks: images(12), concurrency: 2 });
     const first = await env.run(['run', file, '--yes', '--allow-partial']);
     expect(first.code).toBe(4);
+    // The preflight says what it found and what --allow-partial, given, does: not to give it.
+    expect(first.stdout).toMatch(
+      /^ {2}--allow-partial: the output folder out\/batch has \S+ MB free, and the results of this run are likely to need about 48 MB; the run stops cleanly when the disk is full$/m,
+    );
     expect(reason(first)).toMatch(
       // The disk fills while a result or its job.json is written, whichever comes first: one sentence.
       /^no space left on device writing .*\/out\/batch\/img-\d+\/(1\.png|job\.json): free space, then run again; the result is paid and still on the service: `mediabatch run batch\.yaml --run-id batch --state .*state\.db`$/,

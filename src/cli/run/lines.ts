@@ -148,7 +148,7 @@ export function runPrinter(a: PrinterArgs, out: (line?: string) => void) {
         );
       }
       if (r.disk && !r.disk.ok && flags.allowPartial && r.disk.problem === 'space')
-        out(`  --allow-partial: ${r.disk.message}`);
+        out(`  --allow-partial: ${r.disk.found}; the run stops cleanly when the disk is full`);
       if (r.decision.ok && r.decision.refusals.length > 0)
         out(
           `  --allow-partial: ${r.decision.refusals.join('; ')}; the run stops cleanly when money runs out`,
