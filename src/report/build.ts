@@ -534,6 +534,8 @@ function reportInvocation(inv: RunInvocation): NonNullable<Report['run']['invoca
     ...(inv.baseUrl !== undefined ? { base_url: inv.baseUrl } : {}),
     ...(inv.budget !== undefined ? { budget: inv.budget } : {}),
     ...(inv.allowOutsideData ? { allow_outside_data: true } : {}),
+    ...(inv.allowLocalOutput ? { allow_local_output: true } : {}),
+    ...(inv.allowPartial ? { allow_partial: true } : {}),
   };
 }
 
@@ -553,6 +555,8 @@ export function invocationOfReport(run: Report['run']): RunInvocation {
     ...(r.base_url !== undefined ? { baseUrl: r.base_url } : {}),
     ...(r.budget !== undefined ? { budget: r.budget } : {}),
     ...(r.allow_outside_data ? { allowOutsideData: true } : {}),
+    ...(r.allow_local_output ? { allowLocalOutput: true } : {}),
+    ...(r.allow_partial ? { allowPartial: true } : {}),
   };
 }
 

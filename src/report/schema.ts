@@ -258,6 +258,14 @@ export const reportSchema = z
             base_url: z.string().optional().describe('`--base-url`, when the run was started with one.'),
             budget: z.number().optional().describe('`--budget`, when the run was started with one.'),
             allow_outside_data: z.boolean().optional().describe('`--allow-outside-data`.'),
+            allow_local_output: z
+              .boolean()
+              .optional()
+              .describe('`--allow-local-output`: the workers of a PostgreSQL state share the output folder.'),
+            allow_partial: z
+              .boolean()
+              .optional()
+              .describe('`--allow-partial`: the run was started knowing it may not all fit.'),
           })
           .strict()
           .optional()

@@ -40,6 +40,11 @@ export interface RunInvocation {
   allowOutsideData?: boolean;
   /** `--allow-local-output`: a PostgreSQL state's workers write to a local folder they share. */
   allowLocalOutput?: boolean;
+  /**
+   * `--allow-partial`: the run was started knowing it may not all fit (budget, balance, quota, disk); without
+   * it the same command would be refused where the run stood, not continue it.
+   */
+  allowPartial?: boolean;
 }
 
 /** One command for a person: what it does to the run. */
@@ -91,6 +96,7 @@ function runWords(inv: RunInvocation, step: Extract<CommandStep, { command: 'run
     ...(inv.budget !== undefined ? ['--budget', String(inv.budget)] : []),
     ...(inv.allowOutsideData ? ['--allow-outside-data'] : []),
     ...(inv.allowLocalOutput ? ['--allow-local-output'] : []),
+    ...(inv.allowPartial ? ['--allow-partial'] : []),
     ...(step.retryInDoubt ? ['--retry-in-doubt'] : []),
     ...(step.retryFailed ? ['--retry-failed'] : []),
     ...(step.waitForReview ? ['--wait-for-review'] : []),
@@ -171,6 +177,7 @@ export interface RecordedInvocation {
   budget?: number;
   allowOutsideData?: boolean;
   allowLocalOutput?: boolean;
+  allowPartial?: boolean;
 }
 
 /** How the command printing the hint reached the run: its working folder and its own flags. */
@@ -258,6 +265,7 @@ export function recordedInvocation(settings: unknown): RecordedInvocation {
   if (typeof r['budget'] === 'number' && Number.isFinite(r['budget'])) out.budget = r['budget'];
   if (r['allowOutsideData'] === true) out.allowOutsideData = true;
   if (r['allowLocalOutput'] === true) out.allowLocalOutput = true;
+  if (r['allowPartial'] === true) out.allowPartial = true;
   return out;
 }
 
@@ -279,5 +287,6 @@ export function invocationOf(run: RunOfInvocation, reader: Reader): RunInvocatio
     ...(recorded.budget !== undefined ? { budget: recorded.budget } : {}),
     ...(recorded.allowOutsideData ? { allowOutsideData: true } : {}),
     ...(recorded.allowLocalOutput ? { allowLocalOutput: true } : {}),
+    ...(recorded.allowPartial ? { allowPartial: true } : {}),
   };
 }

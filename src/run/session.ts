@@ -215,6 +215,7 @@ export async function openRunSession(o: OpenRunOptions): Promise<RunSession> {
     const refuse = refuser(store, runId, existing);
     bindOrCreate(store, runId, existing, o);
     const outputMoved = existing ? followOutput(store, existing, o, shown) : undefined;
+    if (existing) followPartial(store, runId, o.settingsToKeep);
     await claimFolder(runDir, o.stateFile, runId, shown, refuse);
     opening.check(runId);
     const callbackToken = keptCallbackToken(store, runId, existing, o.wantsCallbackToken === true);
@@ -950,6 +951,25 @@ function outputFlag(kept: unknown, now: unknown): { invocation?: RecordedInvocat
   return {
     invocation: { ...rest, ...(recordedInvocation(now).allowLocalOutput ? { allowLocalOutput: true } : {}) },
   };
+}
+
+/**
+ * A run continued with or without --allow-partial records it as this opening was given it: the commands
+ * printed about the run (its last line, `status`, the report) carry it, so that the one typed continues the
+ * run as it was last run, not refused by a preflight that --allow-partial let through. Nothing changes for
+ * a caller that records no flags (the library, schedule).
+ */
+function followPartial(store: Store, runId: string, now: unknown): void {
+  if ((now as { invocation?: unknown } | null)?.invocation === undefined) return;
+  const settings = store.runs.getRun(runId)?.settings;
+  const kept = recordedInvocation(settings);
+  const partial = recordedInvocation(now).allowPartial === true;
+  if ((kept.allowPartial === true) === partial) return;
+  const { allowPartial: _, ...rest } = kept;
+  store.runs.updateRunSettings(runId, {
+    ...(typeof settings === 'object' && settings !== null ? settings : {}),
+    invocation: { ...rest, ...(partial ? { allowPartial: true } : {}) },
+  });
 }
 
 /** How a line names an output: a bucket as it is, a folder as the user reaches it. */

@@ -225,6 +225,22 @@ describe('hints typed as printed', () => {
     expect(posts(env)).toBe(5);
   });
 
+  it('a run started with --allow-partial: the printed command carries it, and continues within the budget', async () => {
+    env = await makeRunEnv();
+    // The budget holds three of the five images: the run is refused without --allow-partial.
+    const file = await env.manifest({ tasks: images(5), concurrency: 1, budget: 0.6 });
+    expect((await env.run(['run', file, '--yes'])).code).toBe(3);
+    const first = await env.run(['run', file, '--yes', '--limit', '2', '--allow-partial']);
+    expect(first.code).toBe(4);
+    const command = hintIn(lastLine(first.stderr));
+    expect(command).toBe(`mediabatch run batch.yaml --run-id batch --state ${env.db} --allow-partial`);
+    const rest = await env.type(command);
+    // It went on where the budget let it, and stopped there: three images paid, not five.
+    expect(rest.stdout).not.toMatch(/refused/);
+    expect(posts(env)).toBe(3);
+    expect(rest.code).not.toBe(3);
+  });
+
   it('three shards merged: inputs left byte-identical, and each missing or unfinished shard run as printed', async () => {
     env = await makeRunEnv();
     const file = await env.manifest({ tasks: images(12), concurrency: 2 });

@@ -180,6 +180,7 @@ function recordInvocation(flags: RunFlags, ctx: RunContext): RecordedInvocation 
     ...(flags.budget !== undefined ? { budget: flags.budget } : {}),
     ...(flags.allowOutsideData ? { allowOutsideData: true } : {}),
     ...(flags.allowLocalOutput ? { allowLocalOutput: true } : {}),
+    ...(flags.allowPartial ? { allowPartial: true } : {}),
   };
 }
 
