@@ -164,6 +164,22 @@ describe('the report of tasks in the new states', () => {
     expect(report.totals.net.tokens).toBe(21);
   });
 
+  it("keeps the run's --allow-local-output and --allow-partial in report.json, and report.md's resume command carries them", () => {
+    const dir = runDir();
+    const store = ctx.store();
+    statesRun(store, dir);
+    store.runs.updateRunSettings('r1', { invocation: { allowLocalOutput: true, allowPartial: true } });
+    const report = buildReport(store, 'r1', {
+      now: ctx.clock().now(),
+      runDir: dir,
+      reader: { state: 's.db' },
+    });
+    expect(report.run.invocation).toMatchObject({ allow_local_output: true, allow_partial: true });
+    expect(reportMarkdown(report)).toContain(
+      'To resume, run `mediabatch run /m/spring.yaml --run-id r1 --state s.db --allow-local-output --allow-partial`',
+    );
+  });
+
   it('puts the paid tasks not on disk first in report.md, with their tokens, reason and how to resume', () => {
     const dir = runDir();
     const md = reportMarkdown(built(dir).report);
