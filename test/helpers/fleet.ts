@@ -14,7 +14,7 @@ import type { SandboxState } from '../../src/sandbox/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { type Child, spawnCli, spawnSandbox } from './child.js';
 import { type Postgres, postgresBinaries, startPostgres } from './postgres.js';
-import { FAST_POLLS, SANDBOX_KEY } from './run-env.js';
+import { FAST_POLLS, type RunEnv, SANDBOX_KEY } from './run-env.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from './s3.js';
 
 export interface FleetStage {
@@ -42,6 +42,28 @@ export interface FleetStage {
   /** Opens the state for reading what the workers wrote; closes it after `read`. */
   read<T>(state: string, read: (store: Store) => T): T;
   close(): Promise<void>;
+}
+
+/**
+ * A worker: `mediabatch --state <state> run <file> --yes --allow-local-output` as a child process in `env`'s
+ * folder, against its sandbox (the workers of a test share that folder for their results); `extra` adds to
+ * its environment.
+ */
+export function spawnWorker(
+  env: Pick<RunEnv, 'dir' | 'sandbox'>,
+  state: string,
+  file: string,
+  extra: Record<string, string> = {},
+): Child {
+  return spawnCli(['--state', state, 'run', file, '--yes', '--allow-local-output'], {
+    cwd: env.dir,
+    env: {
+      MEDIABATCH_API_KEY: SANDBOX_KEY,
+      MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
+      MEDIABATCH_POLL_SCALE: FAST_POLLS,
+      ...extra,
+    },
+  });
 }
 
 export async function startFleetStage(sandboxFlags: string[] = []): Promise<FleetStage> {

@@ -9,9 +9,10 @@ import { planRun } from '../../src/plan/build.js';
 import { openRunSession } from '../../src/run/session.js';
 import { keyFingerprint, openStore, type Store } from '../../src/store/index.js';
 import { PgDb } from '../../src/store/pg/db.js';
-import { type Child, spawnCli } from '../helpers/child.js';
+import type { Child } from '../helpers/child.js';
+import { spawnWorker } from '../helpers/fleet.js';
 import { type Postgres, startPostgres, until, withStoreAt } from '../helpers/postgres.js';
-import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
+import { images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
 
 // Worker processes start in seconds each on a loaded 2-core machine.
 vi.setConfig({ testTimeout: 180_000 });
@@ -31,15 +32,7 @@ afterEach(async () => {
 });
 
 function worker(file: string, extra: Record<string, string> = {}): Child {
-  const child = spawnCli(['--state', url, 'run', file, '--yes', '--allow-local-output'], {
-    cwd: env.dir,
-    env: {
-      MEDIABATCH_API_KEY: SANDBOX_KEY,
-      MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
-      MEDIABATCH_POLL_SCALE: FAST_POLLS,
-      ...extra,
-    },
-  });
+  const child = spawnWorker(env, url, file, extra);
   children.push(child);
   return child;
 }

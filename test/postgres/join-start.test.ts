@@ -10,11 +10,12 @@
 import { resolve } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { planRun } from '../../src/plan/build.js';
-import { openRunSession } from '../../src/run/session.js';
+import { type OpenRunOptions, openRunSession } from '../../src/run/session.js';
 import { keyFingerprint, openStore, type Store } from '../../src/store/index.js';
-import { type Child, spawnCli } from '../helpers/child.js';
+import type { Child } from '../helpers/child.js';
+import { spawnWorker } from '../helpers/fleet.js';
 import { type Postgres, startPostgres, until } from '../helpers/postgres.js';
-import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
+import { images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
 
 // Worker processes start in seconds each on a loaded 2-core machine.
 vi.setConfig({ testTimeout: 180_000 });
@@ -37,15 +38,7 @@ afterEach(async () => {
 });
 
 function worker(file: string, extra: Record<string, string> = {}): Child {
-  const child = spawnCli(['--state', url, 'run', file, '--yes', '--allow-local-output'], {
-    cwd: env.dir,
-    env: {
-      MEDIABATCH_API_KEY: SANDBOX_KEY,
-      MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
-      MEDIABATCH_POLL_SCALE: FAST_POLLS,
-      ...extra,
-    },
-  });
+  const child = spawnWorker(env, url, file, extra);
   children.push(child);
   return child;
 }
@@ -99,6 +92,19 @@ async function firstWorker(name: string) {
   expect(storedThen, 'the first worker was paused before it stored the whole plan').toBeLessThan(TASKS);
   expect(s.runs.getRun(name)).toMatchObject({ planTasks: TASKS, planStoring: true });
   return { file, first, s, storedThen };
+}
+
+/** The run of `file` opened in this process, on the test's state and sandbox. */
+async function openHere(s: Store, file: string, extra: Partial<OpenRunOptions>) {
+  return openRunSession({
+    store: s,
+    plan: await planRun(file, { cwd: env.dir, now: new Date() }),
+    manifestPath: resolve(env.dir, file),
+    stateFile: url,
+    api: { baseUrl: env.sandbox.baseUrl, keyFingerprint: keyFingerprint(SANDBOX_KEY) },
+    settingsToKeep: {},
+    ...extra,
+  });
 }
 
 describe('a worker joining a new run whose plan is still being stored', () => {
@@ -179,16 +185,7 @@ describe('a run whose every worker stopped before its plan was stored, opened ag
     const file = await env.manifest({ name: 'again', tasks: images(40) });
     const s = openStore(url);
     store = s;
-    const open = async () =>
-      openRunSession({
-        store: s,
-        plan: await planRun(file, { cwd: env.dir, now: new Date() }),
-        manifestPath: resolve(env.dir, file),
-        stateFile: url,
-        api: { baseUrl: env.sandbox.baseUrl, keyFingerprint: keyFingerprint(SANDBOX_KEY) },
-        settingsToKeep: {},
-        storeFirst: 4,
-      });
+    const open = () => openHere(s, file, { storeFirst: 4 });
     const first = await open();
     first.startWorking();
     // Stopped before it stored a chunk after its first rows: the run's only worker leaves.
@@ -260,17 +257,8 @@ describe('a worker interrupted while it opens a run', () => {
     const file = await env.manifest({ name: 'aborted', tasks: images(4) });
     const s = openStore(url);
     store = s;
-    const open = async (o: { signal?: AbortSignal; waitMs: number }) =>
-      openRunSession({
-        store: s,
-        plan: await planRun(file, { cwd: env.dir, now: new Date() }),
-        manifestPath: resolve(env.dir, file),
-        stateFile: url,
-        api: { baseUrl: env.sandbox.baseUrl, keyFingerprint: keyFingerprint(SANDBOX_KEY) },
-        settingsToKeep: {},
-        openingWaitMs: o.waitMs,
-        ...(o.signal ? { signal: o.signal } : {}),
-      });
+    const open = (o: { signal?: AbortSignal; waitMs: number }) =>
+      openHere(s, file, { openingWaitMs: o.waitMs, ...(o.signal ? { signal: o.signal } : {}) });
     const busy = /^run aborted is being driven by another mediabatch/;
     // Without a signal nothing is given back: another opening waits, then says the run is busy.
     const kept = await open({ waitMs: 30_000 });

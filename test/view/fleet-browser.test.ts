@@ -9,9 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../src/store/index.js';
 import { startView, type ViewServer } from '../../src/view/server.js';
 import { CHROMIUM, requireBrowser, SKIP_BROWSER, screenshotPath } from '../helpers/browser.js';
-import { type Child, spawnCli } from '../helpers/child.js';
+import type { Child } from '../helpers/child.js';
+import { spawnWorker } from '../helpers/fleet.js';
 import { type Postgres, startPostgres } from '../helpers/postgres.js';
-import { FAST_POLLS, images, makeRunEnv, type RunEnv, SANDBOX_KEY } from '../helpers/run-env.js';
+import { images, makeRunEnv, type RunEnv } from '../helpers/run-env.js';
 
 requireBrowser();
 
@@ -64,14 +65,7 @@ describe.skipIf(SKIP_BROWSER)('the view of a fleet over PostgreSQL', () => {
   }, async () => {
     const file = await env.manifest({ name: 'fleet', concurrency: 2, tasks: images(TASKS) });
     const worker = () => {
-      const child = spawnCli(['--state', url, 'run', file, '--yes', '--allow-local-output'], {
-        cwd: env.dir,
-        env: {
-          MEDIABATCH_API_KEY: SANDBOX_KEY,
-          MEDIABATCH_BASE_URL: env.sandbox.baseUrl,
-          MEDIABATCH_POLL_SCALE: FAST_POLLS,
-        },
-      });
+      const child = spawnWorker(env, url, file);
       workers.push(child);
       return child;
     };
