@@ -103,7 +103,7 @@ describe('a run whose state is in PostgreSQL', () => {
     const shown = url.replace(`:${PASSWORD}`, '');
     expect(reason(result)).toBe(
       // A run on PostgreSQL is a fleet (of one here): the tasks it gives up on are said together.
-      `3 task(s) did not fit under the budget of 0.5 tokens (0.1 tokens left; they need up to 0.6 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id pgcap --state '${shown}' --allow-local-output\``,
+      `3 task(s) did not fit under the budget of 0.5 tokens (0.1 tokens left; they need up to 0.6 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id pgcap --state '${shown}' --allow-local-output --allow-partial\``,
     );
     const jobs = env.state().jobs;
     expect(jobs).toHaveLength(2);

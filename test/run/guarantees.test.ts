@@ -55,7 +55,7 @@ describe('run: preflight refusals (exit 3, nothing submitted)', () => {
     const result = await env.run(['run', file, '--yes', '--allow-partial']);
     expect(result.code).toBe(4);
     expect(reason(result)).toBe(
-      `the budget of 0.5 tokens cannot cover the next task (img-3, up to 0.2 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
+      `the budget of 0.5 tokens cannot cover the next task (img-3, up to 0.2 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db} --allow-partial\``,
     );
     const spent = env.state().jobs.reduce((n, j) => n + j.cost, 0);
     expect(spent).toBeLessThanOrEqual(0.5);

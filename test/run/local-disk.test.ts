@@ -63,7 +63,7 @@ describe.skipIf(cannotMount !== undefined)('run: the output disk', () => {
     );
     expect(reason(first)).toMatch(
       // The disk fills while a result or its job.json is written, whichever comes first: one sentence.
-      /^no space left on device writing .*\/out\/batch\/img-\d+\/(1\.png|job\.json): free space, then run again; the result is paid and still on the service: `mediabatch run batch\.yaml --run-id batch --state .*state\.db`$/,
+      /^no space left on device writing .*\/out\/batch\/img-\d+\/(1\.png|job\.json): free space, then run again; the result is paid and still on the service: `mediabatch run batch\.yaml --run-id batch --state .*state\.db --allow-partial`$/,
     );
     const states = Object.values(taskStates(env));
     expect(states).toContain('unfetched');

@@ -96,7 +96,7 @@ describe('run: outcomes of a submission', () => {
     const first = await env.run(['run', file, '--yes', '--allow-partial']);
     expect(first.code).toBe(4);
     expect(reason(first)).toBe(
-      `the balance ran out (code 100): top up, then run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
+      `the balance ran out (code 100): top up, then run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db} --allow-partial\``,
     );
     expect(env.state().jobs).toHaveLength(2);
     expect(env.state().requests.submit).toBe(3);

@@ -188,7 +188,7 @@ describe('run subsets and try again', () => {
       'late-3': 'done',
     });
     expect(reason(result)).toBe(
-      `1 task(s) did not fit under the budget of 1.5 tokens (0.7 tokens left; they need up to 2 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db}\``,
+      `1 task(s) did not fit under the budget of 1.5 tokens (0.7 tokens left; they need up to 2 tokens): raise budget and run again to continue: \`mediabatch run batch.yaml --run-id batch --state ${env.db} --allow-partial\``,
     );
   });
 });
