@@ -175,8 +175,23 @@ export class Scheduler {
         `${m.label}: "${m.schedule.expression}" in ${m.schedule.timezone}, next firing ${this.#fmt(m, entry.nextAt)}`,
       );
       this.#act(entry, due, 'while mediabatch schedule was not running');
+      this.#watchLiveClaim(entry, record, now);
       this.#arm(entry);
     }
+  }
+
+  /**
+   * Started while another scheduler's claim on a slot still on time is live (it measures the inputs, plans):
+   * that slot is watched as if this one had found it claimed at its time, so that it is fired here if the
+   * claimer dies before making its run (a replica restarted, or started late, beside one killed).
+   */
+  #watchLiveClaim(entry: Entry, record: ScheduleRecord | undefined, now: Date): void {
+    const at = record?.lastFiredAt;
+    const claim = record?.claim;
+    if (at == null || claim === undefined || entry.watch !== undefined) return;
+    if (claim.holder === this.#deps.holder || this.#claimLapsed(claim, now)) return;
+    if (now.getTime() - at.getTime() > this.#graceMs) return;
+    this.#watchClaim(entry, at);
   }
 
   /** Stops firing; running runs get the signal and stop cleanly. A second call passes the signal on again. */

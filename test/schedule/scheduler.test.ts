@@ -372,6 +372,32 @@ describe('Scheduler', () => {
     await other.scheduler.finished();
   });
 
+  it('a replica started while another holds a slot on time takes it over once that claimer dies', async () => {
+    const clock = new FakeClock(new Date('2026-11-21T02:59:00Z'));
+    const frozen = new FakeClock(new Date('2026-11-21T02:59:00Z'));
+    const dead = harness(frozen, { holder: '999@elsewhere#dead', neverOpened: true });
+    dead.scheduler.start();
+    await frozen.advanceTo(new Date('2026-11-21T03:00:00Z'));
+    expect(dead.fired).toHaveLength(1);
+    // The other replica starts after the slot's time, while the claim is live (its holder still plans).
+    await clock.advanceTo(new Date('2026-11-21T03:00:10Z'));
+    const late = harness(clock, { holder: 'scheduler-b' });
+    late.scheduler.start();
+    expect(late.fired).toEqual([]);
+    // The claim lives 60 s unless renewed: once it lapses, the slot is still on time, and taken once.
+    await clock.advanceTo(new Date('2026-11-21T03:01:30Z'));
+    expect(late.fired.map((f) => [f.at.toISOString(), f.late])).toEqual([
+      ['2026-11-21T03:00:00.000Z', false],
+    ]);
+    expect(late.lines.slice(-2)).toEqual([
+      'nightly.yaml: the firing due 2026-11-21T03:00:00+00:00 was claimed by 999@elsewhere#dead, which let its claim expire without making its run: taking it',
+      'nightly.yaml: firing (due 2026-11-21T03:00:00+00:00): run nightly-2026-11-21T03:00:00.000Z',
+    ]);
+    await late.end(0);
+    late.scheduler.stop();
+    await late.scheduler.finished();
+  });
+
   it('a scheduler started after the claimer died fires its lapsed slot with --catch-up, or says it was missed', async () => {
     const frozen = new FakeClock(new Date('2026-11-21T02:59:00Z'));
     const dead = harness(frozen, { holder: '999@elsewhere#dead', neverOpened: true });
